@@ -1,0 +1,1 @@
+"""nooa-mcp: a long-term memory MCP server built on the NOOA memory model."""

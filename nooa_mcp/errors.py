@@ -1,0 +1,107 @@
+"""Every exception nooa-mcp raises on purpose.
+
+    NooaError
+    ├── InvalidInput(ValueError)          .field .problem .fix — bad label, unknown edge, bad scope
+    │   ├── AmbiguousId                   an id prefix matches several memories
+    │   └── ReferenceOutsideRoot          a file: reference escapes the configured root
+    ├── NotFound(LookupError)             no such id or prefix (under 6 characters counts as none)
+    ├── OwnerForbidden(PermissionError)   a write across roles, or a read outside the scope
+    └── StoreTooNew(RuntimeError)         the file was written by a newer nooa-mcp
+
+Each class builds its message from structured arguments and keeps them as attributes, so a
+front end can show the message as it is and a test can assert on `exc.field`.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AmbiguousId",
+    "InvalidInput",
+    "NooaError",
+    "NotFound",
+    "OwnerForbidden",
+    "ReferenceOutsideRoot",
+    "StoreTooNew",
+]
+
+
+class NooaError(Exception):
+    """Base of every error nooa-mcp raises on purpose."""
+
+
+class InvalidInput(NooaError, ValueError):
+    """An argument is not acceptable; the message names the field and the fix."""
+
+    def __init__(self, field: str, problem: str, fix: str = "") -> None:
+        self.field = field
+        self.problem = problem
+        self.fix = fix
+        message = f"{field}: {problem}"
+        if fix:
+            message += f" {fix}"
+        super().__init__(message)
+
+
+class AmbiguousId(InvalidInput):
+    """An id prefix matches more than one memory."""
+
+    def __init__(self, prefix: str, candidates: list[str], field: str = "memory_id") -> None:
+        self.prefix = prefix
+        self.candidates = candidates
+        shown = ", ".join(c[:12] for c in candidates[:5])
+        super().__init__(
+            field,
+            f"'{prefix}' matches {len(candidates)} memories ({shown}).",
+            "Pass more characters of the id.",
+        )
+
+
+class ReferenceOutsideRoot(InvalidInput):
+    """A file: reference would leave the configured reference root."""
+
+    def __init__(self, path: str, root: str, field: str = "references") -> None:
+        self.path = path
+        self.root = root
+        super().__init__(
+            field,
+            f"file:{path} is outside the reference root {root}.",
+            "Use a relative path without '..' that stays inside the root.",
+        )
+
+
+class NotFound(NooaError, LookupError):
+    """No memory has that id or prefix (prefixes shorter than 6 characters never match)."""
+
+    def __init__(self, ident: str, field: str = "memory_id", what: str = "memory") -> None:
+        self.ident = ident
+        self.field = field
+        hint = " Ids are 32 hex characters; a prefix of at least 6 (8 is usual) works."
+        if len(ident) >= 6:
+            hint = " Recall or list to find the id."
+        super().__init__(f"{field}: no {what} with id '{ident}'.{hint}")
+
+
+class OwnerForbidden(NooaError, PermissionError):
+    """The connection's owner may not do this to that memory."""
+
+    def __init__(self, owner: str, target_owner: str, action: str = "write") -> None:
+        self.owner = owner
+        self.target_owner = target_owner
+        self.action = action
+        super().__init__(
+            f"owner: '{owner}' may not {action} a memory of '{target_owner}'; "
+            "writes stay inside your own role."
+        )
+
+
+class StoreTooNew(NooaError, RuntimeError):
+    """The store file's schema version is newer than this code understands."""
+
+    def __init__(self, path: str, found: int, supported: int) -> None:
+        self.path = path
+        self.found = found
+        self.supported = supported
+        super().__init__(
+            f"{path} has schema version {found}, but this nooa-mcp reads up to {supported}. "
+            "Upgrade nooa-mcp (pip install -U nooa-mcp) to open it; the file was not changed."
+        )

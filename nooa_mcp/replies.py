@@ -1,0 +1,185 @@
+"""What the facade answers: the pydantic reply models every front end renders (SPEC §6, §12).
+
+Outcomes that are not failures (a near-duplicate reinforced, a write blocked by a tombstone,
+nothing relevant found) are fields here, never exceptions and never free text.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from .schema import AccessRecord, Components, MemoryType
+
+
+class Reminder(BaseModel):
+    """An intent that fired on this call: do what it says."""
+
+    intent_id: str
+    content: str
+    reason: Literal["time", "cue"]
+    fired_at: datetime
+    rearmed: bool = False
+
+
+class ResolvedReference(BaseModel):
+    """A reference resolved against its live target at read time (SPEC §11)."""
+
+    uri: str
+    state: Literal["LIVE", "DANGLING", "OPAQUE"]
+    value: str = ""
+    snapshot_at: datetime | None = None
+
+
+class Flags(BaseModel):
+    weak: bool = False
+    stale: bool = False
+    superseded_by: str | None = None
+
+
+class RecallHit(BaseModel):
+    rank: int
+    id: str
+    id8: str
+    type: MemoryType
+    owner: str
+    title: str
+    content: str
+    score: float
+    components: Components
+    flags: Flags = Field(default_factory=Flags)
+    status: str | None = None
+    importance: float
+    created_at: datetime
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+    retention: float
+    prune_eta: datetime | None = None
+    path: list[str] = Field(default_factory=list)
+    references: list[ResolvedReference] = Field(default_factory=list)
+
+
+class RecallResult(BaseModel):
+    query: str
+    scope: str
+    hits: list[RecallHit]
+    embeddings: Literal["ready", "warming"] = "ready"
+    nothing_relevant: bool = False
+    note: str = ""
+    reminders: list[Reminder] = Field(default_factory=list)
+
+
+class TombstoneInfo(BaseModel):
+    memory_id: str
+    reason: str
+    archived_at: datetime
+    similarity: float
+
+
+class AuthorResult(BaseModel):
+    id: str
+    status: Literal["created", "reinforced-existing", "blocked-by-tombstone", "revived"]
+    similarity: float | None = None
+    tombstone: TombstoneInfo | None = None
+    reminders: list[Reminder] = Field(default_factory=list)
+
+
+class UpdateResult(BaseModel):
+    id: str
+    changed: list[str]
+    archived: bool = False
+    reminders: list[Reminder] = Field(default_factory=list)
+
+
+class ExplainRow(BaseModel):
+    rank: int
+    id: str
+    score: float
+    source: str
+    cos: float
+    rel: float
+    rec: float
+    imp: float
+    spread: float
+    type: MemoryType
+    owner: str
+    head: str
+    path: list[str] = Field(default_factory=list)
+    flags: Flags = Field(default_factory=Flags)
+
+
+class WhyNot(BaseModel):
+    """Why a memory did or did not make the top k for a query, now."""
+
+    id: str
+    in_top_k: bool
+    rank: int | None
+    k: int
+    score: float | None
+    components: Components | None
+    kth_score: float | None
+    kth_components: Components | None
+    retention: float
+    prune_eta: datetime | None
+    archived: bool
+    reason: str
+
+
+class ExplainResult(BaseModel):
+    mode: Literal["query", "replay", "why_not"]
+    query: str | None = None
+    memory_id: str | None = None
+    rows: list[ExplainRow] = Field(default_factory=list)
+    accesses: list[AccessRecord] = Field(default_factory=list)
+    total_accesses: int = 0
+    why_not: WhyNot | None = None
+    embeddings: Literal["ready", "warming"] = "ready"
+
+
+class MemoryView(BaseModel):
+    """One memory as a reader sees it, with derived values computed now."""
+
+    id: str
+    type: MemoryType
+    owner: str
+    title: str
+    content: str
+    importance: float
+    importance_label: str
+    salience: float
+    confidence: float
+    strength: int
+    reinforcement_count: int
+    access_count: int
+    tags: list[str]
+    entities: list[str]
+    place_or_task: str
+    created_at: datetime
+    last_accessed_at: datetime
+    valid_from: datetime | None
+    valid_to: datetime | None
+    archived: bool
+    status: str | None
+    trigger: dict | None
+    edges: list[dict]
+    references: list[ResolvedReference]
+    channels: dict[str, int]
+    sizes: dict[str, int]
+    retention: float
+    prune_eta: datetime | None
+    flags: Flags = Field(default_factory=Flags)
+
+
+class Stats(BaseModel):
+    total: int
+    active: int
+    archived: int
+    by_type: dict[str, int]
+    by_owner: dict[str, int]
+    edges: int
+    accesses: int
+    embeddings: Literal["ready", "warming"]
+    store: str
+    extra: dict[str, float | int | str | None] = Field(default_factory=dict)

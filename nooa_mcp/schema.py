@@ -1,0 +1,403 @@
+"""Types of the NOOA memory model: memories, edges, accesses, ladders, owners (SPEC §2, §10).
+
+Pure: no I/O, no async. Everything a tool argument turns into is validated here, so that the
+store only ever sees well-formed values and every error names its field.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+import uuid
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from .errors import InvalidInput
+
+# --------------------------------------------------------------------------- enums
+
+
+class MemoryType(StrEnum):
+    """The seven kinds of memory (SPEC §2)."""
+
+    info = "info"
+    skill = "skill"
+    episode = "episode"
+    intent = "intent"
+    todo = "todo"
+    reflection = "reflection"
+    scratch = "scratch"
+
+
+class EdgeType(StrEnum):
+    """The ten typed relations between memories (SPEC §2)."""
+
+    derived_from = "derived_from"
+    created_by = "created_by"
+    causes = "causes"
+    refines = "refines"
+    supports = "supports"
+    contradicts = "contradicts"
+    related = "related"
+    precedes = "precedes"
+    part_of = "part_of"
+    triggers = "triggers"
+
+
+#: Traversal weight of each relation: causal ones carry full activation, the rest 0.6.
+TYPE_WEIGHT: dict[EdgeType, float] = {
+    EdgeType.derived_from: 1.0,
+    EdgeType.created_by: 1.0,
+    EdgeType.causes: 1.0,
+    EdgeType.refines: 1.0,
+    EdgeType.supports: 0.6,
+    EdgeType.contradicts: 0.6,
+    EdgeType.related: 0.6,
+    EdgeType.precedes: 0.6,
+    EdgeType.part_of: 0.6,
+    EdgeType.triggers: 0.6,
+}
+
+#: Relations by which a newer memory replaces an older one (SPEC §5 fix 7).
+SUPERSEDING: frozenset[EdgeType] = frozenset({EdgeType.refines, EdgeType.contradicts})
+
+
+class Channel(StrEnum):
+    """How a memory was reached (SPEC §2)."""
+
+    created = "created"
+    recalled = "recalled"
+    searched = "searched"
+    injected = "injected"
+    reinforced = "reinforced"
+    deref = "deref"
+    reflected = "reflected"
+
+
+#: Channels that count toward ACT-R base-level. Injected and reflected never do: what the
+#: server chose to show must not distort what the agent used.
+ACTR_CHANNELS: frozenset[Channel] = frozenset(
+    {Channel.created, Channel.recalled, Channel.searched, Channel.reinforced, Channel.deref}
+)
+#: Channels that touch a memory: last_accessed, access_count and strength + 1.
+TOUCH_CHANNELS: frozenset[Channel] = frozenset(
+    {Channel.recalled, Channel.searched, Channel.reinforced, Channel.deref}
+)
+
+TodoStatus = Literal["open", "done", "dropped"]
+TODO_STATUSES: tuple[str, ...] = ("open", "done", "dropped")
+
+# --------------------------------------------------------------------------- ladders
+
+
+class Ladder:
+    """A verbal scale shown to the model, stored as numbers (SPEC §2).
+
+    `parse` accepts a label (any case) or a number inside the range; `label` maps a number to the
+    nearest band, ties going upward.
+    """
+
+    def __init__(self, field: str, levels: dict[str, float], low: float, high: float) -> None:
+        self.field = field
+        self.levels = levels
+        self.low = low
+        self.high = high
+
+    @property
+    def names(self) -> str:
+        names = list(self.levels)
+        return ", ".join(names[:-1]) + f" or {names[-1]}"
+
+    def parse(self, value: Any, field: str | None = None) -> float:
+        field = field or self.field
+        fix = f"Use {self.names} or a number from {self.low:g} to {self.high:g}."
+        if isinstance(value, bool):
+            raise InvalidInput(field, f"{value!r} is not a level.", fix)
+        if isinstance(value, int | float):
+            number = float(value)
+        elif isinstance(value, str):
+            key = value.strip().upper()
+            if key in self.levels:
+                return float(self.levels[key])
+            try:
+                number = float(key)
+            except ValueError:
+                raise InvalidInput(field, f"'{value}' is not a level.", fix) from None
+        else:
+            raise InvalidInput(field, f"{value!r} is not a level.", fix)
+        if not math.isfinite(number) or not self.low <= number <= self.high:
+            raise InvalidInput(field, f"{value!r} is outside {self.low:g}–{self.high:g}.", fix)
+        return number
+
+    def label(self, number: float) -> str:
+        best, best_gap = "", math.inf
+        for name, level in self.levels.items():
+            gap = abs(number - level)
+            # Ties go upward: a higher level wins an equal gap.
+            if gap < best_gap or (gap == best_gap and level > self.levels[best]):
+                best, best_gap = name, gap
+        return best
+
+
+IMPORTANCE = Ladder(
+    "importance", {"CRITICAL": 10, "HIGH": 8, "MEDIUM": 5, "LOW": 3, "TRIVIAL": 1}, 0, 10
+)
+SALIENCE = Ladder("salience", {"PIVOTAL": 1.0, "NOTABLE": 0.5, "ROUTINE": 0.3, "NONE": 0.0}, 0, 1)
+CONFIDENCE = Ladder(
+    "confidence", {"CERTAIN": 1.0, "CONFIDENT": 0.75, "TENTATIVE": 0.5, "UNCERTAIN": 0.25}, 0, 1
+)
+EDGE_WEIGHT = Ladder("weight", {"STRONG": 1.0, "MODERATE": 0.6, "WEAK": 0.3}, 0, 1)
+
+# --------------------------------------------------------------------------- owners
+
+_OWNER_PART = re.compile(r"^[^@%_\s]+$")
+
+
+def parse_owner(owner: str, field: str = "owner") -> tuple[str, str]:
+    """Split `role[@instance]` into (role, instance); `""` is the shared owner.
+
+    Raises:
+        InvalidInput: a part is empty or holds `@`, `%`, `_` or whitespace.
+    """
+    if owner == "":
+        return "", ""
+    role, _, instance = owner.partition("@")
+    fix = "Use role or role@instance, without @ % _ or spaces inside the parts."
+    if not _OWNER_PART.match(role) or ("@" in owner and not _OWNER_PART.match(instance)):
+        raise InvalidInput(field, f"'{owner}' is not a valid owner.", fix)
+    return role, instance
+
+
+def owner_role(owner: str) -> str:
+    return owner.partition("@")[0]
+
+
+def owner_from_client_name(name: str | None) -> str:
+    """Derive an owner from an MCP client's name ("Claude Desktop" → "claude-desktop")."""
+    slug = re.sub(r"[^a-z0-9.-]+", "-", (name or "").lower()).strip("-.")
+    return slug or "agent"
+
+
+# --------------------------------------------------------------------------- ids, hashes, text
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex
+
+
+def normalise_id(value: str, field: str = "memory_id") -> str:
+    """Lower-case an id or prefix and check it is hex."""
+    ident = value.strip().lower()
+    if not ident or not re.fullmatch(r"[0-9a-f]{1,32}", ident):
+        raise InvalidInput(field, f"'{value}' is not a memory id.", "Ids are hex, e.g. '3f9a2c1d'.")
+    return ident
+
+
+def content_hash(content: str) -> str:
+    """Hash of content with whitespace collapsed: an exact repeat hashes the same."""
+    return hashlib.sha256(" ".join(content.split()).encode()).hexdigest()
+
+
+def head(text: str, n: int = 120) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= n else flat[: n - 1] + "…"
+
+
+_SENTENCE_END = re.compile(r"[.!?]+(\s|$)")
+
+
+def sizes(content: str) -> dict[str, int]:
+    """Derived sizes: characters, tokens (≈ chars / 4) and sentences."""
+    chars = len(content)
+    sentences = len(_SENTENCE_END.findall(content)) or (1 if content.strip() else 0)
+    return {"chars": chars, "tokens": math.ceil(chars / 4), "sentences": sentences}
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def as_utc(value: datetime | str | None, field: str) -> datetime | None:
+    """Parse an ISO-8601 date or datetime; naive values are taken as UTC."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise InvalidInput(
+                field, f"'{value}' is not a date.", "Use ISO 8601, e.g. 2026-05-01T09:00:00Z."
+            ) from None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
+
+
+# --------------------------------------------------------------------------- records
+
+
+class Edge(BaseModel):
+    """A typed, weighted link from one memory to another."""
+
+    target: str
+    type: EdgeType
+    weight: float = Field(1.0, ge=0.0, le=1.0)
+    created_at: datetime = Field(default_factory=now)
+
+
+class Reference(BaseModel):
+    """A pointer to a file, another memory or a URL, with a preview captured at write time."""
+
+    kind: Literal["file", "memory", "url"]
+    target: str
+    preview: str = ""
+    captured_at: datetime = Field(default_factory=now)
+
+    @property
+    def uri(self) -> str:
+        return f"{self.kind}:{self.target}"
+
+
+class Trigger(BaseModel):
+    """When an intent fires: at a time, on a cue, or both; optionally again after `every`."""
+
+    fire_at: datetime | None = None
+    cue: str | None = None
+    every_hours: float | None = Field(None, gt=0)
+    fired_at: datetime | None = None
+    fired_count: int = 0
+
+    @model_validator(mode="after")
+    def _needs_a_condition(self) -> Trigger:
+        if self.fire_at is None and not (self.cue or "").strip():
+            raise ValueError("a trigger needs fire_at, cue or both")
+        return self
+
+
+class Components(BaseModel):
+    """Why a memory ranked where it did: the parts of its activation."""
+
+    source: Literal["dense", "sparse", "both", "spread"]
+    cos: float = 0.0
+    rel: float = 0.0
+    rec: float = 0.0
+    imp: float = 0.0
+    spread: float = 0.0
+
+
+class AccessRecord(BaseModel):
+    """One access to one memory (SPEC §2); kept on the ring and in the stream."""
+
+    ts: datetime
+    channel: Channel
+    reader_owner: str = ""
+    session_ref: str | None = None
+    trace_ref: str | None = None
+    query: str | None = None
+    score: float | None = None
+    rank: int | None = None
+    components: Components | None = None
+
+
+class Memory(BaseModel):
+    """A memory as stored (SPEC §2)."""
+
+    model_config = ConfigDict(validate_assignment=False)
+
+    id: str = Field(default_factory=new_id)
+    type: MemoryType = MemoryType.info
+    title: str = ""
+    content: str
+    owner: str = ""
+    importance: float = Field(5.0, ge=0, le=10)
+    salience: float = Field(0.3, ge=0, le=1)
+    confidence: float = Field(0.75, ge=0, le=1)
+    strength: int = 1
+    reinforcement_count: int = 0
+    access_count: int = 0
+    tags: list[str] = Field(default_factory=list)
+    entities: list[str] = Field(default_factory=list)
+    place_or_task: str = ""
+    created_at: datetime = Field(default_factory=now)
+    last_accessed_at: datetime = Field(default_factory=now)
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+    references: list[Reference] = Field(default_factory=list)
+    edges: list[Edge] = Field(default_factory=list)
+    archived: bool = False
+    status: TodoStatus | None = None
+    trigger: Trigger | None = None
+    access_log: list[AccessRecord] = Field(default_factory=list)
+    channels: dict[str, int] = Field(default_factory=dict)
+    # Base-level bookkeeping (SPEC §5 fix 1): count and first time of ACT-R accesses.
+    actr_count: int = 0
+    first_access_at: datetime | None = None
+
+    @model_validator(mode="after")
+    def _status_only_on_todos(self) -> Memory:
+        if self.type is MemoryType.todo:
+            if self.status is None:
+                self.status = "open"
+        elif self.status is not None:
+            raise ValueError(
+                f"status: only todos have a status, this memory is a {self.type.value}."
+            )
+        return self
+
+    @property
+    def content_hash(self) -> str:
+        return content_hash(self.content)
+
+    @property
+    def sizes(self) -> dict[str, int]:
+        return sizes(self.content)
+
+    @property
+    def cue_set(self) -> set[str]:
+        return cue_set(self.tags, self.entities, self.place_or_task)
+
+
+def cue_set(tags: list[str], entities: list[str], place_or_task: str) -> set[str]:
+    """The lower-cased cue words of a memory: its tags, entities and place or task."""
+    words: set[str] = set()
+    for item in [*tags, *entities, place_or_task]:
+        words.update(w for w in re.findall(r"[\w'-]+", item.lower()) if w)
+    return words
+
+
+def clean_labels(values: list[str] | None, field: str) -> list[str]:
+    """Strip, de-duplicate and bound a list of tags or entities."""
+    out: list[str] = []
+    for value in values or []:
+        if not isinstance(value, str):
+            raise InvalidInput(field, f"{value!r} is not text.", "Pass a list of short strings.")
+        item = " ".join(value.split())
+        if len(item) > 100:
+            raise InvalidInput(field, f"'{item[:20]}…' is longer than 100 characters.",
+                               "Keep each label short.")
+        if item and item not in out:
+            out.append(item)
+    if len(out) > 50:
+        raise InvalidInput(field, f"{len(out)} labels given; at most 50 are kept.",
+                           "Pass fewer labels.")
+    return out
+
+
+class Link(BaseModel):
+    """An edge to add, as the model gives it: target id or prefix, relation, optional weight."""
+
+    target: str
+    relation: EdgeType
+    weight: float | str | None = None
+
+    @field_validator("relation", mode="before")
+    @classmethod
+    def _relation_known(cls, value: Any) -> Any:
+        if isinstance(value, str) and value.strip().lower() in {e.value for e in EdgeType}:
+            return value.strip().lower()
+        names = ", ".join(e.value for e in EdgeType)
+        raise InvalidInput("relation", f"{value!r} is not a relation.", f"Use one of {names}.")
