@@ -129,7 +129,7 @@ CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 
 CREATE VIRTUAL TABLE memories_fts USING fts5(
     title, content, tags, entities,
-    content='memories', content_rowid='seq', tokenize='unicode61 remove_diacritics 2'
+    content='memories', content_rowid='seq', tokenize='porter unicode61 remove_diacritics 2'
 );
 CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
     INSERT INTO memories_fts(rowid, title, content, tags, entities)
