@@ -22,7 +22,10 @@ def default_store_path() -> Path:
 class RecallSettings(BaseModel):
     """ACT-R constants with NOOA's defaults (SPEC §5)."""
 
-    lam: float = Field(0.7, ge=0, le=1, description="λ: weight of cosine inside relevance")
+    lam: float = Field(
+        0.5, ge=0, le=1, description="λ: weight of cosine against BM25 inside relevance"
+    )
+    mu: float = Field(0.3, ge=0, description="μ: weight of cue overlap inside relevance")
     decay: float = Field(0.5, gt=0, lt=1, description="d: base-level decay")
     a_rel: float = 1.0
     a_rec: float = 0.5
@@ -37,6 +40,9 @@ class RecallSettings(BaseModel):
     min_similarity: float = 0.0
     min_relevance: float = Field(0.0, description="scorer floor: below it candidates are dropped")
     weak_relevance: float = Field(0.25, description="reply floor: hits below it are marked weak")
+    norm_min_span: float = Field(
+        0.1, ge=0, description="smallest span min-max stretches rec and imp over"
+    )
     exact_accesses: int = Field(16, ge=1, description="k newest accesses summed exactly")
     superseded_penalty: float = Field(0.5, description="rank drop for a replaced memory")
     stale_penalty: float = Field(0.25, description="rank drop for a memory past valid_to")
