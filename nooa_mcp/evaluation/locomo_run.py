@@ -10,6 +10,7 @@ reads a markdown file of the same turns.
 
 from __future__ import annotations
 
+import itertools
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -116,7 +117,9 @@ def variant_settings(base: Settings, variant: Variant) -> Settings:
     return base.model_copy(update={"recall": type(base.recall).model_validate(recall)})
 
 
-async def _ingest(mem: Memory, conv: Conversation, tick: Callable[[int], None]) -> dict[str, list[str]]:
+async def _ingest(
+    mem: Memory, conv: Conversation, tick: Callable[[int], None]
+) -> dict[str, list[str]]:
     """Author one memory per turn and link consecutive turns of a session; map id → turn ids."""
     turns_of: dict[str, list[str]] = {}
     results = []
@@ -127,13 +130,14 @@ async def _ingest(mem: Memory, conv: Conversation, tick: Callable[[int], None]) 
         tick(len(chunk))
     for turn, result in zip(conv.turns, results, strict=True):
         turns_of.setdefault(result.id, []).append(turn.dia_id)
-    for (t1, r1), (t2, r2) in zip(
-        zip(conv.turns, results, strict=True),
-        zip(conv.turns[1:], results[1:], strict=True),
-        strict=False,
-    ):
-        if t1.session == t2.session and r1.id != r2.id:
-            await mem.link(r1.id, r2.id, "precedes")
+    # SPEC §13: `precedes` edges between consecutive turns of a session, so activation spreads
+    # from a turn that matches the question to the reply that follows it.
+    edges = [
+        (r1.id, {"target": r2.id, "type": "precedes", "weight": 1.0})
+        for (t1, r1), (t2, r2) in itertools.pairwise(zip(conv.turns, results, strict=True))
+        if t1.session == t2.session and r1.id != r2.id
+    ]
+    await mem.import_edges(edges)
     return turns_of
 
 
