@@ -427,3 +427,10 @@ async def export(ctx: Context, include_archived: bool) -> None:
                 ]
                 record["references"] = [r.uri for r in view.references]
                 click.echo(json.dumps(record, ensure_ascii=False))
+
+
+# --------------------------------------------------------------------------- eval (issue 5)
+# Owned by the evaluation work: the `eval` group lives in nooa_mcp/evaluation/cli.py.
+from .evaluation.cli import eval_group  # noqa: E402
+
+main.add_command(eval_group)
