@@ -116,3 +116,19 @@ async def test_a_bm25_match_lifts_a_memory_the_embedding_ranks_lower(tmp_path):
             ex = await mem.explain(query, k=3)
         ranks[lam] = [r.id for r in ex.rows].index(ids[1])
     assert ranks[0.5] < ranks[1.0]
+
+
+def test_vectorised_base_levels_match_the_per_memory_formula():
+    """recall scores every candidate in one pass; each row must equal scoring.base_level."""
+    cases = [
+        ([], 0, None),
+        ([10.0], 1, 10.0),
+        ([0.2, 50.0, 3600.0], 3, 3600.0),
+        ([5.0, 60.0], 40, 86400.0 * 30),
+        ([100.0, 100.0], 9, 100.0),
+        ([7.0], 3, None),
+    ]
+    ages, counts, firsts = zip(*cases, strict=True)
+    got = scoring.base_levels(list(ages), list(counts), list(firsts), d=0.5)
+    want = [scoring.base_level(a, n, f, d=0.5) for a, n, f in cases]
+    assert got == pytest.approx(want)
