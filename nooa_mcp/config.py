@@ -39,7 +39,9 @@ class RecallSettings(BaseModel):
     n_sparse: int = Field(50, ge=0)
     min_similarity: float = 0.0
     min_relevance: float = Field(0.0, description="scorer floor: below it candidates are dropped")
-    weak_relevance: float = Field(0.25, description="reply floor: hits below it are marked weak")
+    # 0.18 = λ·0.36: a memory that matches by meaning alone (no keyword, no cue) is weak below
+    # cosine 0.36, the same line NOOA's 0.25 drew at λ = 0.7.
+    weak_relevance: float = Field(0.18, description="reply floor: hits below it are marked weak")
     norm_min_span: float = Field(
         0.1, ge=0, description="smallest span min-max stretches rec and imp over"
     )
