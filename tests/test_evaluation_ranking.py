@@ -132,3 +132,23 @@ def test_vectorised_base_levels_match_the_per_memory_formula():
     got = scoring.base_levels(list(ages), list(counts), list(firsts), d=0.5)
     want = [scoring.base_level(a, n, f, d=0.5) for a, n, f in cases]
     assert got == pytest.approx(want)
+
+
+async def test_keyword_search_still_finds_my_rows_behind_many_foreign_matches(tmp_path):
+    """fts_search ranks inside FTS5 before filtering by scope; when the best 200 matches all
+    belong to another role, it falls back to filtering every match rather than missing mine."""
+    from nooa_mcp.store import Scope, Store
+
+    s = settings(tmp_path)
+    async with Memory.open(s.store, owner="other", embedder=HashEmbedder(), settings=s) as mem:
+        await mem.author_many([{"content": f"deploy deploy deploy note {i}"} for i in range(220)])
+    async with Memory.open(s.store, owner="tester", embedder=HashEmbedder(), settings=s) as mem:
+        mine = (await mem.author("a long note that mentions deploy once among many words")).id
+    store = await Store.open(s.store)
+    try:
+        hits = await store.fts_search("deploy", Scope("role", role="tester"), 5)
+        seqs = [seq for seq, _ in hits]
+        rows = await store.scoring_rows(seqs=seqs)
+    finally:
+        await store.close()
+    assert [r["id"] for r in rows] == [mine]
