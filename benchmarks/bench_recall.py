@@ -30,6 +30,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import anyio
 import numpy as np
 
+from nooa_mcp.accesses import apply_access, created_record
 from nooa_mcp.config import Settings
 from nooa_mcp.embeddings import HashEmbedder, MiniLMEmbedder
 from nooa_mcp.evaluation.workload import generate_memories
@@ -47,25 +48,56 @@ def rss_mb() -> tuple[float, float]:
 
 def pct(values: list[float], p: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
 def queries(n: int, tag: str) -> list[str]:
-    words = ["billing", "postgres", "deploy", "flaky test", "redis", "who owns", "timeout",
-             "migration", "cache", "Ana", "kafka", "config", "rollout", "index", "leak"]
-    rng = np.random.default_rng(abs(hash(tag)) % 2**32)
-    return [
-        f"{' '.join(rng.choice(words, size=3, replace=False))} {tag} {i}" for i in range(n)
+    words = [
+        "billing",
+        "postgres",
+        "deploy",
+        "flaky test",
+        "redis",
+        "who owns",
+        "timeout",
+        "migration",
+        "cache",
+        "Ana",
+        "kafka",
+        "config",
+        "rollout",
+        "index",
+        "leak",
     ]
+    rng = np.random.default_rng(abs(hash(tag)) % 2**32)
+    return [f"{' '.join(rng.choice(words, size=3, replace=False))} {tag} {i}" for i in range(n)]
 
 
-async def fill(path: Path, n: int, embedder, batch: int = 1000) -> float:
+async def fill(path: Path, n: int, embedder, batch: int = 1000, bulk: bool = True) -> float:
+    """Fill a store with `n` synthetic memories; returns seconds.
+
+    `bulk` writes rows through `Store.insert` the way `author_many` does, minus the
+    near-duplicate search: that search is one matrix-vector product over the whole store per
+    memory (see bench_author.py), which makes filling 100k memories quadratic. Latency of
+    recall does not depend on how the rows got there.
+    """
     s = Settings(store=path, owner="bench")
     started = time.perf_counter()
     async with Memory.open(path, owner="bench", embedder=embedder, settings=s) as mem:
         specs = list(generate_memories(n, seed=n))
         for i in range(0, n, batch):
-            await mem.author_many(specs[i : i + batch])
+            chunk = specs[i : i + batch]
+            if not bulk:
+                await mem.author_many(chunk)
+                continue
+            records = [mem._build(dict(spec)) for spec in chunk]
+            vectors = embedder.embed([r.content for r in records])
+            async with mem.store.transaction():
+                for record, vector in zip(records, vectors, strict=True):
+                    access = created_record(record, mem.owner)
+                    actr = apply_access(record, [], access, exact_k=s.recall.exact_accesses)
+                    await mem.store.insert(record, actr, vector)
+                    await mem.store.append_accesses([(record.id, record.access_log[0])])
     return time.perf_counter() - started
 
 
@@ -103,6 +135,9 @@ async def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--fill-embedder", choices=["hash", "minilm"], default="hash")
     parser.add_argument("--dir", type=Path, default=None, help="keep the stores here")
+    parser.add_argument(
+        "--author-fill", action="store_true", help="fill through author_many (slow at 100k)"
+    )
     args = parser.parse_args()
     model = MiniLMEmbedder()
     filler = model if args.fill_embedder == "minilm" else HashEmbedder(384)
@@ -113,7 +148,7 @@ async def main() -> None:
         for size in [int(x) for x in args.sizes.split(",")]:
             path = root / f"recall-{size}.sqlite"
             if not path.exists():
-                seconds = await fill(path, size, filler)
+                seconds = await fill(path, size, filler, bulk=not args.author_fill)
                 print(f"filled {size} memories in {seconds:.1f} s ({size / seconds:.0f}/s)")
             row = await measure(path, model, args.queries, size)
             rows.append(row)
