@@ -163,12 +163,8 @@ def dt(value: float | None) -> datetime | None:
     return None if value is None else datetime.fromtimestamp(value, UTC)
 
 
-def fts_query(text: str, max_terms: int = 32) -> str | None:
-    """Turn user text into a safe FTS5 query: each word quoted, OR-ed together.
-
-    Quoting every term means FTS5 operators (AND, NEAR, *, ^, :, column filters) and stray
-    quotes in the text are matched as words and can never raise a syntax error.
-    """
+def fts_terms(text: str, max_terms: int = 32) -> list[str]:
+    """The distinct keyword terms of user text, function words dropped (kept if alone)."""
     words = re.findall(r"\w+", text.lower())
     # Stopwords match nearly every row and would drown the real terms; keep them only when
     # the query has nothing else.
@@ -178,9 +174,26 @@ def fts_query(text: str, max_terms: int = 32) -> str | None:
     for word in words:
         if word not in seen:
             seen.append(word)
-    if not seen:
+    return seen[:max_terms]
+
+
+def fts_query(text: str | list[str], max_terms: int = 32) -> str | None:
+    """Turn user text (or its terms) into a safe FTS5 query: each word quoted, OR-ed together.
+
+    Quoting every term means FTS5 operators (AND, NEAR, *, ^, :, column filters) and stray
+    quotes in the text are matched as words and can never raise a syntax error.
+    """
+    terms = fts_terms(text, max_terms) if isinstance(text, str) else text
+    if not terms:
         return None
-    return " OR ".join(f'"{w}"' for w in seen[:max_terms])
+    return " OR ".join(f'"{w}"' for w in terms)
+
+
+#: A keyword in at least max(COMMON_FLOOR, COMMON_SHARE·rows) memories is too common to
+#: generate candidates: BM25 must score every row it matches (the cost grows with the store),
+#: and its IDF is near zero, so it hardly moves the ranking (a "max_df" cut-off).
+COMMON_FLOOR = 1000
+COMMON_SHARE = 0.01
 
 
 class Scope:
@@ -532,11 +545,40 @@ class Store:
 
     # ------------------------------------------------------------------ search
 
+    async def _selective_terms(self, terms: list[str], floor: int) -> list[str]:
+        """Drop terms too common to be worth ranking (see COMMON_SHARE); one SQL round trip.
+
+        Each count stops at the cap, so checking costs the same at any store size. When every
+        term is common the keyword search is skipped and dense candidates stand alone.
+        """
+        if not terms:
+            return terms
+        rows = await self.scalar("SELECT coalesce(max(seq), 0) FROM memories")
+        cap = max(floor, int(rows * COMMON_SHARE))
+        if rows < cap:
+            return terms
+        probe = ", ".join(
+            "(SELECT count(*) FROM (SELECT rowid FROM memories_fts "
+            "WHERE memories_fts MATCH ? LIMIT ?))"
+            for _ in terms
+        )
+        params: list[Any] = []
+        for term in terms:
+            params += [f'"{term}"', cap]
+        counts = (await self.rows(f"SELECT {probe}", params))[0]
+        return [term for term, n in zip(terms, counts, strict=True) if n < cap]
+
     async def fts_search(
-        self, text: str, scope: Scope, limit: int, include_archived: bool = False
+        self,
+        text: str,
+        scope: Scope,
+        limit: int,
+        include_archived: bool = False,
+        common_floor: int = COMMON_FLOOR,
     ) -> list[tuple[int, float]]:
         """BM25 top `limit` (seq, score; higher is better) for free text; never raises on syntax."""
-        query = fts_query(text)
+        terms = await self._selective_terms(fts_terms(text), common_floor)
+        query = fts_query(terms)
         if query is None or limit <= 0:
             return []
         where, params = scope.sql("m")

@@ -152,3 +152,27 @@ async def test_keyword_search_still_finds_my_rows_behind_many_foreign_matches(tm
     finally:
         await store.close()
     assert [r["id"] for r in rows] == [mine]
+
+
+async def test_keyword_search_ignores_terms_too_common_to_rank(tmp_path):
+    """A term in at least `common_floor` rows (and 1% of the store) generates no candidates:
+    BM25 would score every row it matches for almost no IDF. A rarer term still does, and a
+    query of common terms only leaves candidate generation to the dense side."""
+    from nooa_mcp.store import Scope, Store
+
+    s = settings(tmp_path)
+    async with Memory.open(s.store, owner="tester", embedder=HashEmbedder(), settings=s) as mem:
+        await mem.author_many([{"content": f"deploy step {i} finished"} for i in range(30)])
+        zebra = (await mem.author("the zebra deploy went fine")).id
+    store = await Store.open(s.store)
+    try:
+        scope = Scope("all")
+        common = await store.fts_search("deploy zebra", scope, 50, common_floor=10)
+        rows = await store.scoring_rows(seqs=[seq for seq, _ in common])
+        only_common = await store.fts_search("deploy", scope, 50, common_floor=10)
+        by_default = await store.fts_search("deploy", scope, 50)
+    finally:
+        await store.close()
+    assert [r["id"] for r in rows] == [zebra]
+    assert only_common == []
+    assert len(by_default) > 10  # some of the 31 near-duplicates merged on write
