@@ -52,25 +52,32 @@ def pct(values: list[float], p: float) -> float:
 
 
 def queries(n: int, tag: str) -> list[str]:
-    words = [
-        "billing",
-        "postgres",
-        "deploy",
-        "flaky test",
-        "redis",
-        "who owns",
-        "timeout",
-        "migration",
-        "cache",
-        "Ana",
-        "kafka",
-        "config",
-        "rollout",
-        "index",
-        "leak",
+    """`n` distinct, natural agent queries (never seen before in this process, so the query
+    embedding LRU cannot answer them); built from the workload's vocabulary, so their
+    keywords are as common in the store as real ones would be."""
+    from nooa_mcp.evaluation.workload import ISSUES, PEOPLE, PROJECTS, TOOLS
+
+    rng = np.random.default_rng(sum(map(ord, tag)))
+    forms = [
+        "how do we use {t} in {p}",
+        "who owns {p} and {t}",
+        "{i} in {p} with {t}",
+        "what did {h} decide about {t} for {p}",
+        "why did {p} move to {t}",
+        "{p} {t} deploy notes from {h}",
     ]
-    rng = np.random.default_rng(abs(hash(tag)) % 2**32)
-    return [f"{' '.join(rng.choice(words, size=3, replace=False))} {tag} {i}" for i in range(n)]
+    out: list[str] = []
+    while len(out) < n:
+        q = str(rng.choice(forms)).format(
+            t=rng.choice(TOOLS), p=rng.choice(PROJECTS), i=rng.choice(ISSUES), h=rng.choice(PEOPLE)
+        )
+        if q not in out and q not in _SEEN:
+            out.append(q)
+            _SEEN.add(q)
+    return out
+
+
+_SEEN: set[str] = set()
 
 
 async def fill(path: Path, n: int, embedder, batch: int = 1000, bulk: bool = True) -> float:
