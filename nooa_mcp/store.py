@@ -505,12 +505,15 @@ class Store:
             (content_hash, role, type),
         )
 
-    async def vector_rows(self, since_rev: int) -> list[sqlite3.Row]:
-        """Rows changed after `since_rev`, for the vector cache."""
+    async def vector_rows(self, since_rev: int, limit: int = -1) -> list[sqlite3.Row]:
+        """Rows changed after `since_rev`, oldest change first, for the vector cache.
+
+        `limit` pages the read (revisions are unique per row, so `rev > last` resumes it).
+        """
         return await self.rows(
             "SELECT seq, id, role, owner, type, archived, embedding, rev FROM memories "
-            "WHERE rev > ? ORDER BY rev",
-            (since_rev,),
+            "WHERE rev > ? ORDER BY rev LIMIT ?",
+            (since_rev, limit),
         )
 
     async def list_memories(

@@ -176,3 +176,32 @@ async def test_keyword_search_ignores_terms_too_common_to_rank(tmp_path):
     assert [r["id"] for r in rows] == [zebra]
     assert only_common == []
     assert len(by_default) > 10  # some of the 31 near-duplicates merged on write
+
+
+async def test_the_vector_cache_reads_a_store_in_pages_and_matches_a_single_read(
+    tmp_path, monkeypatch
+):
+    """Cold sync pages through vector rows (SYNC_PAGE) into a matrix sized once; the result
+    is the same cache as reading everything in one go."""
+    from nooa_mcp import vectors
+    from nooa_mcp.store import Store
+
+    s = settings(tmp_path)
+    async with Memory.open(s.store, owner="tester", embedder=HashEmbedder(), settings=s) as mem:
+        await mem.author_many(
+            [{"content": f"note number {i} about topic {i % 7}"} for i in range(23)]
+        )
+    store = await Store.open(s.store)
+    try:
+        whole = vectors.VectorIndex(64)
+        await whole.sync(store)
+        monkeypatch.setattr(vectors, "SYNC_PAGE", 4)
+        paged = vectors.VectorIndex(64)
+        await paged.sync(store)
+    finally:
+        await store.close()
+    n = whole.size
+    assert n > 4 * 4 and paged.size == n
+    assert paged.ids == whole.ids and paged.rev == whole.rev
+    assert paged.matrix.shape == whole.matrix.shape
+    assert np.array_equal(paged.matrix[:n], whole.matrix[:n])
