@@ -147,6 +147,9 @@ CREATE TRIGGER memories_au AFTER UPDATE OF title, content, tags, entities ON mem
 END;
 """
 
+#: Store-wide next revision as an SQL expression (memories_rev index: O(log n)).
+NEXT_REV = "(SELECT coalesce(max(rev), 0) + 1 FROM memories)"
+
 #: Columns recall needs for scoring, without the heavy ring and embedding.
 SCORING_COLUMNS = (
     "seq, id, type, owner, title, content, tags, entities, place_or_task, importance, "
@@ -426,10 +429,12 @@ class Store:
     ) -> None:
         """Insert one memory row (inside a transaction)."""
         values = _row_values(m, actr_times, embedding)
-        values["rev"] = await self._next_rev()
         cols = ", ".join(values)
         marks = ", ".join(f":{k}" for k in values)
-        await self.conn.execute(f"INSERT INTO memories ({cols}) VALUES ({marks})", values)
+        # The next revision is computed inside the statement: one round trip, not two.
+        await self.conn.execute(
+            f"INSERT INTO memories ({cols}, rev) VALUES ({marks}, {NEXT_REV})", values
+        )
 
     async def save(
         self, m: Memory, actr_times: Sequence[float], embedding: np.ndarray | None = None
@@ -442,9 +447,10 @@ class Store:
         values = _row_values(m, actr_times, embedding)
         if embedding is None:
             values.pop("embedding")
-        values["rev"] = await self._next_rev()
         sets = ", ".join(f"{k} = :{k}" for k in values if k != "id")
-        await self.conn.execute(f"UPDATE memories SET {sets} WHERE id = :id", values)
+        await self.conn.execute(
+            f"UPDATE memories SET {sets}, rev = {NEXT_REV} WHERE id = :id", values
+        )
 
     async def set_archived(self, memory_id: str, archived: bool, when: datetime) -> None:
         rev = await self._next_rev()
@@ -453,7 +459,7 @@ class Store:
             (int(archived), ts(when) if archived else None, rev, memory_id),
         )
 
-    async def _next_rev(self) -> int:
+    async def _next_rev(self) -> int:  # see NEXT_REV for the in-statement form
         # Every write bumps a store-wide revision, so a vector cache in any process can pull
         # exactly the rows that changed since it last looked.
         current = await self.scalar("SELECT MAX(rev) FROM memories")
