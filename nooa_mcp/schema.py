@@ -377,13 +377,15 @@ def clean_labels(values: list[str] | None, field: str) -> list[str]:
             raise InvalidInput(field, f"{value!r} is not text.", "Pass a list of short strings.")
         item = " ".join(value.split())
         if len(item) > 100:
-            raise InvalidInput(field, f"'{item[:20]}…' is longer than 100 characters.",
-                               "Keep each label short.")
+            raise InvalidInput(
+                field, f"'{item[:20]}…' is longer than 100 characters.", "Keep each label short."
+            )
         if item and item not in out:
             out.append(item)
     if len(out) > 50:
-        raise InvalidInput(field, f"{len(out)} labels given; at most 50 are kept.",
-                           "Pass fewer labels.")
+        raise InvalidInput(
+            field, f"{len(out)} labels given; at most 50 are kept.", "Pass fewer labels."
+        )
     return out
 
 
