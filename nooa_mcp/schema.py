@@ -109,8 +109,7 @@ class Ladder:
 
     @property
     def names(self) -> str:
-        names = list(self.levels)
-        return ", ".join(names[:-1]) + f" or {names[-1]}"
+        return ", ".join(self.levels)
 
     def parse(self, value: Any, field: str | None = None) -> float:
         field = field or self.field
