@@ -153,15 +153,20 @@ def _groups(nodes: Iterable[Node], key) -> dict[tuple, list[Node]]:
 
 
 def plan_merges(
-    nodes: Sequence[Node], vectors: np.ndarray, threshold: float = MERGE_SIMILARITY
+    nodes: Sequence[Node],
+    vectors: np.ndarray,
+    threshold: float = MERGE_SIMILARITY,
+    exclude: set[frozenset[str]] | None = None,
 ) -> list[MergeItem]:
     """Near-duplicates to merge, oldest anchor first (SPEC §8 step 1).
 
     Within a role, a type and (for todos) a status, memories are visited oldest first; each one
     not yet taken becomes an anchor and takes every later memory at cosine ≥ threshold that is not
     taken. A duplicate is never an anchor, so applying any subset of the plan and planning again
-    yields the rest of the same plan.
+    yields the rest of the same plan. Pairs in `exclude` (a memory and what it refines,
+    contradicts or was derived from) are versions, not duplicates, and are never merged.
     """
+    exclude = exclude or set()
     live = [n for n in nodes if not n.archived and n.type not in UNMERGED_TYPES]
     items: list[MergeItem] = []
     for _, group in sorted(_groups(live, lambda n: (n.role, n.type, n.status or "")).items()):
@@ -174,7 +179,7 @@ def plan_merges(
             if i in taken:
                 continue
             for j, cos in sorted(near.get(i, [])):
-                if j not in taken:
+                if j not in taken and frozenset((anchor.id, group[j].id)) not in exclude:
                     taken.add(j)
                     items.append(MergeItem(anchor.id, group[j].id, cos))
     return items

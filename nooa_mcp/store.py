@@ -736,6 +736,18 @@ class Store:
             "UPDATE memories SET authored_importance = ? WHERE id = ?", (value, memory_id)
         )
 
+    async def authored_of(self, ids: Sequence[str]) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for chunk in _chunks(list(ids), 500):
+            marks = ",".join("?" * len(chunk))
+            for row in await self.rows(
+                f"SELECT id, authored_importance, importance FROM memories WHERE id IN ({marks})",
+                chunk,
+            ):
+                value = row["authored_importance"]
+                out[row["id"]] = row["importance"] if value is None else value
+        return out
+
     async def add_tombstone(self, memory_id: str, reason: str, when: datetime) -> None:
         """Record what was archived and why, from the memory's own row (SPEC §7)."""
         await self.conn.execute(
