@@ -35,7 +35,7 @@ from .generative import (
     plan_clusters,
     reconcile_prompt,
 )
-from .prospective import evaluate, is_armed, todo_order
+from .prospective import evaluate, todo_order
 from .reflection import (
     MERGE_SIMILARITY,
     Node,
@@ -505,7 +505,6 @@ class Living:
         return result
 
     async def _intent_items(self: Memory) -> list[IntentItem]:
-        now = utc_now()
         items = []
         for row in await self.store.intents(self.role):
             trig = Trigger.model_validate_json(row["trigger"])
@@ -517,8 +516,8 @@ class Living:
                     fire_at=trig.fire_at,
                     cue=trig.cue,
                     every_hours=trig.every_hours,
-                    armed=is_armed(trig, now)
-                    and (trig.every_hours is not None or trig.fired_count == 0),
+                    # Re-armed recurring intents stay armed; a one-shot is spent once fired.
+                    armed=trig.every_hours is not None or trig.fired_count == 0,
                     fired_count=trig.fired_count,
                     last_fired_at=trig.fired_at,
                 )
