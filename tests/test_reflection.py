@@ -177,3 +177,296 @@ def test_prune_plan_orders_by_retention_and_skips_archived():
         node("fresh", 3, hours=200 * 24 - 1),
     ]
     assert [p.id for p in plan_prune(nodes, now)] == ["older", "newer"]
+
+
+# --------------------------------------------------------------------------- passes over a store
+
+import shutil  # noqa: E402
+import sqlite3  # noqa: E402
+
+import anyio  # noqa: E402
+
+from nooa_mcp import Memory, Settings  # noqa: E402
+from nooa_mcp.embeddings import HashEmbedder  # noqa: E402
+from nooa_mcp.schema import now as utc_now  # noqa: E402
+
+SUBJECTS = [
+    "deploy script tools vpn",
+    "billing cron invoices stripe",
+    "staging database password vault",
+    "frontend build webpack cache",
+    "oncall rotation pager schedule",
+    "backup snapshots bucket retention",
+    "kubernetes ingress certificates renewal",
+    "analytics dashboard weekly metrics",
+]
+
+
+def topic_texts(subject: str) -> list[str]:
+    base = f"the {subject} notes say check it carefully every single time"
+    return [
+        base,
+        base.upper() + "!",  # same words: cosine 1, different hash
+        base + " always",  # near duplicate
+        base + " always before running",  # duplicate of the previous, linkable to the base
+        f"the {subject} owner is the platform team",  # related, below the merge band
+    ]
+
+
+def relaxed(path) -> Settings:
+    # Dedup off (threshold above 1) so near-duplicates reach the store, as they do when
+    # several processes write at once; reflection must then clean them up.
+    return Settings(store=path, owner="coder@laptop", dedup_similarity=1.01)
+
+
+async def build_store(path) -> None:
+    old = utc_now() - timedelta(days=200)
+    recent = utc_now() - timedelta(days=2)
+    async with Memory.open(settings=relaxed(path), embedder=HashEmbedder()) as mem:
+        specs = []
+        for i, subject in enumerate(SUBJECTS):
+            for j, text in enumerate(topic_texts(subject)):
+                specs.append(
+                    {"content": text, "created_at": recent + (i * 10 + j) * timedelta(minutes=1)}
+                )
+        specs += [
+            {"content": "an old scratch note about lunch plans", "created_at": old},
+            {"content": "an old fact nobody read about fax machines", "created_at": old},
+            {"content": "an old skill: restart the fax daemon", "type": "skill", "created_at": old},
+            {
+                "content": "an old open todo: shred the fax archive",
+                "type": "todo",
+                "created_at": old,
+            },
+            {
+                "content": "an old critical fact: the fax line is 555",
+                "importance": "CRITICAL",
+                "created_at": old,
+            },
+        ]
+        await mem.author_many(specs)
+
+
+def snapshot(path) -> dict:
+    with sqlite3.connect(path) as db:
+        memories = db.execute(
+            "SELECT id, type, archived, importance, authored_importance, salience, confidence, "
+            "strength, reinforcement_count, status FROM memories ORDER BY id"
+        ).fetchall()
+        edges = db.execute(
+            "SELECT src, dst, type, round(weight, 4) FROM edges ORDER BY src, dst, type"
+        ).fetchall()
+        stones = db.execute(
+            "SELECT memory_id, reason, lifted_at IS NULL FROM tombstones ORDER BY memory_id"
+        ).fetchall()
+    return {"memories": memories, "edges": edges, "tombstones": stones}
+
+
+@pytest.fixture
+async def base_store(tmp_path):
+    path = tmp_path / "base.sqlite"
+    await build_store(path)
+    return path
+
+
+PASS_NOW = utc_now()
+
+
+async def reflect_on(path, stop_after: int | None = None):
+    async with Memory.open(settings=relaxed(path), embedder=HashEmbedder()) as mem:
+        with anyio.CancelScope() as scope:
+
+            async def progress(done: int, total: int, message: str) -> None:
+                if stop_after is not None and done >= stop_after:
+                    scope.cancel()
+
+            return await mem.reflect(progress=progress, now=PASS_NOW)
+    return None
+
+
+@pytest.mark.anyio
+async def test_a_pass_merges_links_rescores_and_prunes(base_store):
+    report = await reflect_on(base_store)
+    steps = {s.step: s for s in report.steps}
+    assert report.status == "completed"
+    # Per subject the shouted copy and "... always" fold into the base; "... always before
+    # running" is a duplicate only of "... always", which is taken, so it stays (and is linked).
+    assert steps["merge"].applied == 2 * len(SUBJECTS)
+    assert steps["link"].applied >= len(SUBJECTS)
+    assert steps["prune"].applied == 2  # the old scratch note and the old unread fact
+    assert steps["reconcile"].note.startswith("skipped")
+    snap = snapshot(base_store)
+    archived = [m for m in snap["memories"] if m[2]]
+    assert len(archived) == 2 * len(SUBJECTS) + 2
+    assert len(snap["tombstones"]) == len(archived)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("stop_after", [1, 5, 16, 20, 33, 39])  # merge … link … rescore … prune
+async def test_an_interrupted_pass_converges_to_the_uninterrupted_store(
+    base_store, tmp_path, stop_after
+):
+    """SPEC §8: stopped between items, a later full pass reaches the same store."""
+    straight = tmp_path / "straight.sqlite"
+    stopped = tmp_path / "stopped.sqlite"
+    shutil.copy(base_store, straight)
+    shutil.copy(base_store, stopped)
+    await reflect_on(straight)
+    interrupted = await reflect_on(stopped, stop_after=stop_after)
+    assert interrupted is None or interrupted.status == "interrupted"
+    assert snapshot(stopped) != snapshot(straight)
+    await reflect_on(stopped)
+    assert snapshot(stopped) == snapshot(straight)
+
+
+@pytest.mark.anyio
+async def test_a_second_pass_changes_nothing(base_store):
+    """Rescore is stable (unlike NOOA's halving), and every other step has converged."""
+    await reflect_on(base_store)
+    first = snapshot(base_store)
+    report = await reflect_on(base_store)
+    assert report.applied == 0
+    assert snapshot(base_store) == first
+
+
+@pytest.mark.anyio
+async def test_prune_spares_every_protected_class_in_a_real_store(base_store):
+    await reflect_on(base_store)
+    with sqlite3.connect(base_store) as db:
+        rows = dict(
+            db.execute(
+                "SELECT content, archived FROM memories WHERE content LIKE 'an old%'"
+            ).fetchall()
+        )
+    assert rows == {
+        "an old scratch note about lunch plans": 1,
+        "an old fact nobody read about fax machines": 1,
+        "an old skill: restart the fax daemon": 0,
+        "an old open todo: shred the fax archive": 0,
+        "an old critical fact: the fax line is 555": 0,
+    }
+
+
+@pytest.mark.anyio
+async def test_merge_folds_counters_and_edges_into_the_oldest_anchor(tmp_path):
+    async with Memory.open(settings=relaxed(tmp_path / "m.sqlite"), embedder=HashEmbedder()) as m:
+        other = await m.author("unrelated note on coffee grinders")
+        anchor = await m.author("the vpn config lives in the ops repo", created_at=T0)
+        dup = await m.author(
+            "THE VPN CONFIG LIVES IN THE OPS REPO",
+            importance="HIGH",
+            salience="PIVOTAL",
+            links=[{"target": other.id, "relation": "supports"}],
+            created_at=T0 + H,
+        )
+        await m.recall("vpn config ops repo")
+        report = await m.reflect(["merge"])
+        assert report.steps[0].details == [f"{dup.id[:8]} → {anchor.id[:8]}"]
+        view = await m.get(anchor.id)
+        assert view.importance == 8 and view.salience == 1.0
+        assert view.reinforcement_count == 1
+        edges = {(e["target"], e["type"]) for e in view.edges}
+        assert (other.id, "supports") in edges and (dup.id, "refines") in edges
+        assert (await m.get(dup.id)).archived
+        assert view.channels["reflected"] == 1
+        # The merged-away wording is tombstoned: writing it again is blocked.
+        assert (await m.author("the VPN config lives in the ops repo")).status != "created"
+
+
+@pytest.mark.anyio
+async def test_writes_made_during_a_pass_are_never_lost(base_store):
+    async with Memory.open(settings=relaxed(base_store), embedder=HashEmbedder()) as mem:
+        first = (await mem.list_memories(limit=1))[0][1]
+        written: list[str] = []
+
+        async def progress(done: int, total: int, message: str) -> None:
+            if done == 2:
+                await mem.update(first.id, tags=["edited-mid-pass"], importance="HIGH")
+                written.append((await mem.author("a fact written while reflecting")).id)
+
+        report = await mem.reflect(progress=progress, now=PASS_NOW)
+        assert report.status == "completed"
+        view = await mem.get(first.id)
+        assert view.tags == ["edited-mid-pass"]
+        assert view.importance >= 8
+        assert not (await mem.get(written[0])).archived
+
+
+@pytest.mark.anyio
+async def test_never_two_passes_at_once(base_store):
+    async with (
+        Memory.open(settings=relaxed(base_store), embedder=HashEmbedder()) as a,
+        Memory.open(settings=relaxed(base_store), embedder=HashEmbedder()) as b,
+    ):
+        started, release = anyio.Event(), anyio.Event()
+
+        async def hold(done: int, total: int, message: str) -> None:
+            started.set()
+            await release.wait()
+
+        reports = []
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+
+                async def run_a() -> None:
+                    reports.append(await a.reflect(progress=hold, now=PASS_NOW))
+
+                tg.start_soon(run_a)
+                await started.wait()
+                assert (await a.reflect()).status == "already-running"  # same process
+                assert (await b.reflect()).status == "already-running"  # another connection
+                release.set()
+        assert reports[0].status == "completed"
+        assert (await b.reflect(now=PASS_NOW)).status == "completed"
+
+
+@pytest.mark.anyio
+async def test_the_report_goes_to_the_maintenance_log(base_store):
+    report = await reflect_on(base_store)
+    async with Memory.open(settings=relaxed(base_store), embedder=HashEmbedder()) as mem:
+        (entry,) = await mem.store.maintenance_entries("reflection")
+        assert entry["status"] == "completed"
+        assert entry["applied"] == report.applied
+        assert (await mem.stats()).extra["reflection_passes"] == 1
+
+
+@pytest.mark.anyio
+async def test_a_pass_runs_by_itself_after_n_writes(tmp_path):
+    settings = relaxed(tmp_path / "n.sqlite").model_copy(
+        update={"reflect_every_writes": 3, "reflect_idle_seconds": 0}
+    )
+    async with Memory.open(settings=settings, embedder=HashEmbedder()) as mem:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(mem.maintain)
+            done = mem._lv().pass_done
+            for i in range(3):
+                await mem.author(f"note number {i} about the build farm {i * 7}")
+            with anyio.fail_after(5):
+                await done.wait()
+            tg.cancel_scope.cancel()
+        assert mem._lv().last_report.trigger == "after-writes"
+
+
+@pytest.mark.anyio
+async def test_a_pass_runs_by_itself_when_idle_after_writes(tmp_path):
+    settings = relaxed(tmp_path / "i.sqlite").model_copy(
+        update={"reflect_every_writes": 0, "reflect_idle_seconds": 0.01}
+    )
+    async with Memory.open(settings=settings, embedder=HashEmbedder()) as mem:
+        async with anyio.create_task_group() as tg:
+            done = mem._lv().pass_done
+            await mem.author("a single note before going quiet")
+            tg.start_soon(mem.maintain)
+            with anyio.fail_after(5):
+                await done.wait()
+            tg.cancel_scope.cancel()
+        assert mem._lv().last_report.trigger == "idle"
+
+
+@pytest.mark.anyio
+async def test_unknown_steps_are_refused(mem):
+    from nooa_mcp.errors import InvalidInput
+
+    with pytest.raises(InvalidInput) as exc:
+        await mem.reflect(["merge", "dream"])
+    assert exc.value.field == "steps"
