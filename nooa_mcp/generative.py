@@ -29,6 +29,7 @@ __all__ = [
     "MalformedReply",
     "Reconciliation",
     "Sampler",
+    "SamplingUnavailable",
     "abstract_prompt",
     "parse_abstraction",
     "parse_reconciliation",
@@ -55,6 +56,10 @@ class Sampler(Protocol):
     """Asks a language model for one completion; the MCP server backs it with sampling."""
 
     async def __call__(self, *, system: str, prompt: str, max_tokens: int) -> str: ...
+
+
+class SamplingUnavailable(RuntimeError):
+    """The client cannot (or will not) sample now; generative steps stop for this pass."""
 
 
 class MalformedReply(ValueError):

@@ -28,6 +28,7 @@ from .generative import (
     SYSTEM,
     MalformedReply,
     Sampler,
+    SamplingUnavailable,
     abstract_prompt,
     parse_abstraction,
     parse_reconciliation,
@@ -78,7 +79,7 @@ from .store import Scope, dt, memory_from_row
 if TYPE_CHECKING:
     from .memory import Memory
 
-__all__ = ["STEPS", "Living", "Progress", "SamplingUnavailable"]
+__all__ = ["STEPS", "Living", "Progress"]
 
 #: Reflection steps in the order a pass runs them (SPEC §8).
 STEPS: tuple[str, ...] = ("merge", "reconcile", "link", "rescore", "abstract", "prune")
@@ -91,10 +92,6 @@ LEASE_SECONDS = 300.0
 SUPERSEDING_OR_DERIVED = frozenset({"refines", "contradicts", "derived_from"})
 
 Progress = Callable[[int, int, str], Awaitable[None]]
-
-
-class SamplingUnavailable(RuntimeError):
-    """The client cannot (or will not) sample now; generative steps stop for this pass."""
 
 
 @dataclass
