@@ -47,7 +47,6 @@ from .schema import (
     AccessRecord,
     Channel,
     EdgeType,
-    Link,
     MemoryType,
     Reference,
     Trigger,
@@ -58,6 +57,7 @@ from .schema import (
     new_id,
     normalise_id,
     owner_role,
+    parse_link,
     parse_owner,
 )
 from .schema import (
@@ -281,17 +281,10 @@ class Memory(Living):
     async def _links(self, links: Sequence[Any] | None) -> list[tuple[str, EdgeType, float]]:
         """Validate links and resolve their targets among memories this owner can see."""
         out = []
+        if links is not None and not isinstance(links, list | tuple):
+            raise InvalidInput("links", f"{links!r} is not a list.", "Pass a list of links.")
         for raw in links or []:
-            try:
-                link = raw if isinstance(raw, Link) else Link.model_validate(raw)
-            except InvalidInput:
-                raise
-            except Exception as exc:
-                raise InvalidInput(
-                    "links",
-                    f"{raw!r} is not a link ({exc.__class__.__name__}).",
-                    "Pass {target, relation, weight?}.",
-                ) from None
+            link = parse_link(raw)
             target = await self._resolve(link.target, self.scope("mine"), "links.target")
             weight = (
                 EDGE_WEIGHT.parse(link.weight, "links.weight") if link.weight is not None else 1.0
