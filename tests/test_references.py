@@ -168,3 +168,85 @@ def test_binary_files_and_directories_get_descriptive_previews(root):
 def test_memory_targets_lists_ids_in_order_without_repeats():
     refs = parse_references(["memory:abcdef12", "file:a.md", "memory:abcdef12", "memory:123456"])
     assert memory_targets(refs) == ["abcdef12", "123456"]
+
+
+# --------------------------------------------------------------------------- through the facade
+
+from nooa_mcp import Memory, Settings  # noqa: E402
+from nooa_mcp.embeddings import HashEmbedder  # noqa: E402
+
+
+@pytest.fixture
+async def rooted(tmp_path, root):
+    settings = Settings(store=tmp_path / "m.sqlite", owner="coder@laptop", reference_root=root)
+    async with Memory.open(settings=settings, embedder=HashEmbedder()) as mem:
+        yield mem
+
+
+@pytest.mark.anyio
+async def test_author_captures_previews_and_recall_resolves_them_live(rooted, root):
+    target = await rooted.author("the release checklist has nine steps")
+    note = await rooted.author(
+        "how we ship releases",
+        references=["file:docs/notes.md", f"memory:{target.id[:8]}", "https://example.org/ship"],
+    )
+    stored = (await rooted.get(note.id)).references
+    assert [r.uri for r in stored] == [
+        "file:docs/notes.md",
+        f"memory:{target.id}",
+        "url:https://example.org/ship",
+    ]
+    (root / "docs" / "notes.md").write_text("ship with the new pipeline")
+    await rooted.update(target.id, content="the release checklist has ten steps")
+    (hit,) = [h for h in (await rooted.recall("how we ship releases", k=3)).hits if h.id == note.id]
+    states = {r.uri: (r.state, r.value) for r in hit.references}
+    assert states["file:docs/notes.md"] == ("LIVE", "ship with the new pipeline")
+    assert states[f"memory:{target.id}"] == ("LIVE", "the release checklist has ten steps")
+    assert states["url:https://example.org/ship"][0] == "OPAQUE"
+
+
+@pytest.mark.anyio
+async def test_resolving_a_memory_reference_at_recall_logs_deref(rooted):
+    target = await rooted.author("the on-call phone is in the drawer")
+    note = await rooted.author("pager duty notes", references=[f"memory:{target.id}"])
+    await rooted.recall("pager duty notes", k=1)
+    log = await rooted.access_log(target.id)
+    assert log[0][1].channel.value == "deref"
+    assert note.id[:8] in (log[0][1].query or "")
+    assert (await rooted.get(target.id)).channels.get("deref") == 1
+
+
+@pytest.mark.anyio
+async def test_a_forgotten_target_resolves_dangling_with_its_snapshot(rooted):
+    target = await rooted.author("the coffee machine code is 1234")
+    note = await rooted.author("kitchen notes", references=[f"memory:{target.id}"])
+    await rooted.forget(target.id)
+    (ref,) = (await rooted.get(note.id)).references
+    assert ref.state == "DANGLING"
+    assert ref.value == "the coffee machine code is 1234"
+    assert ref.snapshot_at is not None
+
+
+@pytest.mark.anyio
+async def test_author_refuses_escaping_and_missing_references(rooted, root, tmp_path):
+    os.symlink(tmp_path / "secret.txt", root / "link.txt")
+    with pytest.raises(ReferenceOutsideRoot):
+        await rooted.author("x", references=["file:link.txt"])
+    with pytest.raises(ReferenceOutsideRoot):
+        await rooted.author("x", references=["file:../secret.txt"])
+    with pytest.raises(InvalidInput):
+        await rooted.author("x", references=["file:nope.md"])
+    with pytest.raises(LookupError):
+        await rooted.author("x", references=["memory:abcdef12"])
+    assert (await rooted.stats()).total == 0
+
+
+@pytest.mark.anyio
+async def test_memory_references_obey_owner_scope(tmp_path, root):
+    path = tmp_path / "shared.sqlite"
+    async with Memory.open(path, owner="alice@a", embedder=HashEmbedder()) as alice:
+        secret = await alice.author("alice's private deployment token location")
+    settings = Settings(store=path, owner="bob@b", reference_root=root)
+    async with Memory.open(settings=settings, embedder=HashEmbedder()) as bob:
+        with pytest.raises(LookupError):
+            await bob.author("pointer", references=[f"memory:{secret.id}"])
