@@ -201,6 +201,8 @@ class Living:
     async def _capture_references(self: Memory, records: Sequence[MemoryRecord]) -> None:
         """Resolve memory prefixes to full ids and capture every preview (write time).
 
+        A reference that arrives with a preview (an import) keeps its snapshot untouched.
+
         Raises:
             InvalidInput / ReferenceOutsideRoot / NotFound: a reference cannot be captured.
         """
@@ -209,6 +211,9 @@ class Living:
                 continue
             captured: list[Reference] = []
             for ref in record.references:
+                if ref.preview:
+                    captured.append(ref)  # imported with its snapshot: keep it as it was
+                    continue
                 if ref.kind == "memory":
                     full = await self._resolve(ref.target, self.scope("mine"), "references")
                     ref = ref.model_copy(update={"target": full})

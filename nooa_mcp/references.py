@@ -53,7 +53,8 @@ MemoryLookup = Callable[[str], str | None]
 def parse_reference(value: Any, field: str = "references") -> Reference:
     """Turn `file:<path>`, `memory:<id>` or `url:<address>` into a Reference without a preview.
 
-    A bare `http(s)://` address is taken as a `url:`. A `Reference` passes through unchanged.
+    A bare `http(s)://` address is taken as a `url:`. A `Reference` passes through unchanged, and
+    a dict `{kind, target, preview?, captured_at?}` (an export) keeps its snapshot.
 
     Raises:
         InvalidInput: the value is not text, has no known kind, or its target is malformed
@@ -63,7 +64,12 @@ def parse_reference(value: Any, field: str = "references") -> Reference:
     if isinstance(value, Reference):
         return value
     if isinstance(value, dict) and {"kind", "target"} <= value.keys():
-        value = f"{value['kind']}:{value['target']}"
+        # An exported reference keeps its snapshot; its target is checked like any other.
+        checked = parse_reference(f"{value['kind']}:{value['target']}", field)
+        try:
+            return Reference.model_validate({**value, "target": checked.target})
+        except ValueError:
+            raise InvalidInput(field, f"{value!r} is not a reference.", _FIX) from None
     if not isinstance(value, str):
         raise InvalidInput(field, f"{value!r} is not a reference.", _FIX)
     text = value.strip()

@@ -250,3 +250,22 @@ async def test_memory_references_obey_owner_scope(tmp_path, root):
     async with Memory.open(settings=settings, embedder=HashEmbedder()) as bob:
         with pytest.raises(LookupError):
             await bob.author("pointer", references=[f"memory:{secret.id}"])
+
+
+def test_an_exported_reference_dict_keeps_its_snapshot():
+    ref = parse_reference(
+        {"kind": "file", "target": "docs/a.md", "preview": "old", "captured_at": T0.isoformat()}
+    )
+    assert (ref.uri, ref.preview, ref.captured_at) == ("file:docs/a.md", "old", T0)
+    with pytest.raises(ReferenceOutsideRoot):
+        parse_reference({"kind": "file", "target": "../a.md", "preview": "x"})
+
+
+@pytest.mark.anyio
+async def test_an_imported_reference_with_a_snapshot_is_not_recaptured(rooted):
+    note = await rooted.author(
+        "imported note",
+        references=[{"kind": "file", "target": "gone/away.md", "preview": "as it was"}],
+    )
+    (ref,) = (await rooted.get(note.id)).references
+    assert (ref.state, ref.value) == ("DANGLING", "as it was")
