@@ -470,3 +470,26 @@ async def test_unknown_steps_are_refused(mem):
     with pytest.raises(InvalidInput) as exc:
         await mem.reflect(["merge", "dream"])
     assert exc.value.field == "steps"
+
+
+def test_the_reflect_command_runs_a_pass_with_a_progress_bar(tmp_path, monkeypatch):
+    import json as json_mod
+
+    from click.testing import CliRunner
+
+    from nooa_mcp import cli, memory
+
+    base_store = tmp_path / "cli.sqlite"
+    anyio.run(build_store, base_store)
+    monkeypatch.setenv("NOOA_STORE", str(base_store))
+    monkeypatch.setenv("NOOA_OWNER", "coder@laptop")
+    monkeypatch.setattr(memory, "default_embedder", lambda cache_dir=None: HashEmbedder())
+    runner = CliRunner()
+    out = runner.invoke(cli.main, ["reflect", "--step", "merge", "--json"], catch_exceptions=False)
+    assert out.exit_code == 0
+    report = json_mod.loads(out.stdout)
+    assert [s["step"] for s in report["steps"]] == ["merge"]
+    assert report["steps"][0]["applied"] == 2 * len(SUBJECTS)
+    assert "reflecting" in out.stderr
+    table = runner.invoke(cli.main, ["reflect"], catch_exceptions=False)
+    assert "completed" in table.stdout and "merge" in table.stdout
