@@ -662,8 +662,10 @@ class Living:
                 plan: list[Any] = plan_merges(nodes, vectors, exclude=exclude)
                 apply = self._apply_merge
             elif name == "link":
+                # The link budget counts related edges to archived memories too, so pruning
+                # after linking frees no budget and a second pass adds nothing.
                 related: dict[str, set[str]] = {}
-                for e in edges:
+                for e in await self.store.edge_pairs(live_only=False):
                     if e["type"] == "related":
                         related.setdefault(e["src"], set()).add(e["dst"])
                         related.setdefault(e["dst"], set()).add(e["src"])
