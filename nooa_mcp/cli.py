@@ -429,7 +429,6 @@ async def export(ctx: Context, include_archived: bool) -> None:
                 click.echo(json.dumps(record, ensure_ascii=False))
 
 
-<<<<<<< HEAD
 # ---------------------------------------------------------------------------- reflect (issue 4)
 # Owned by the living-memory work; kept in one block so the rest of the CLI merges cleanly.
 
@@ -478,10 +477,10 @@ def _render_reflect(r: Any) -> str:
         table(["step", "planned", "applied", "skipped", "failed", "note"], rows)
         + f"\n{r.status}: {r.applied} changes in {seconds:.1f} s"
     )
-=======
+
+
 # --------------------------------------------------------------------------- eval (issue 5)
 # Owned by the evaluation work: the `eval` group lives in nooa_mcp/evaluation/cli.py.
 from .evaluation.cli import eval_group  # noqa: E402
 
 main.add_command(eval_group)
->>>>>>> eval
