@@ -479,3 +479,10 @@ def _render_reflect(r: Any) -> str:
         table(["step", "planned", "applied", "skipped", "failed", "note"], rows)
         + f"\n{r.status}: {r.applied} changes in {seconds:.1f} s"
     )
+
+
+# --------------------------------------------------------------------------- eval (issue 5)
+# Owned by the evaluation work: the `eval` group lives in nooa_mcp/evaluation/cli.py.
+from .evaluation.cli import eval_group  # noqa: E402
+
+main.add_command(eval_group)

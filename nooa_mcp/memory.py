@@ -93,6 +93,7 @@ class Memory(Living):
         self.settings = settings
         self.owner = settings.owner
         self.role = owner_role(settings.owner)
+        self._model_checked = False
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -140,12 +141,44 @@ class Memory(Living):
             await anyio.to_thread.run_sync(self.embedder.wait)
 
     async def _embed(self, texts: Sequence[str]) -> np.ndarray:
-        return await anyio.to_thread.run_sync(self.embedder.embed, list(texts))
+        vectors = await anyio.to_thread.run_sync(self.embedder.embed, list(texts))
+        await self._ensure_model_matches()
+        return vectors
 
     async def _query_vector(self, query: str) -> np.ndarray | None:
         if self.embeddings_state != "ready" or not self.settings.recall.use_dense:
             return None
         return (await self._embed([query]))[0]
+
+    async def _ensure_model_matches(self) -> None:
+        """Re-embed the store once if its vectors came from another model.
+
+        Vectors of two models are not comparable, so a store written with one model and
+        opened with another would silently lose its dense search; the stored text is
+        re-embedded instead, in batches, each committed on its own.
+        """
+        if self._model_checked:
+            return
+        self._model_checked = True
+        name = f"{self.embedder.name}:{self.embedder.dim}"
+        if await self.store.get_meta("embedder") == name:
+            return
+        while True:
+            rows = await self.store.rows(
+                "SELECT id, title, content FROM memories WHERE embedding IS NULL "
+                "OR length(embedding) != ? LIMIT 256",
+                (self.embedder.dim * 4,),
+            )
+            if not rows:
+                break
+            texts = [_text_of(r["title"], r["content"]) for r in rows]
+            vectors = await anyio.to_thread.run_sync(self.embedder.embed, texts)
+            async with self.store.transaction():
+                for row, vector in zip(rows, vectors, strict=True):
+                    await self.store.set_embedding(row["id"], vector)
+        async with self.store.transaction():
+            await self.store.set_meta("embedder", name)
+        self.index.mark_dirty()
 
     # ------------------------------------------------------------------ scope and ids
 
@@ -476,12 +509,13 @@ class Memory(Living):
         include_archived: bool = False,
         extra: tuple[str, ...] = (),
     ):
+        query_vector = await self._query_vector(query)
         await self.index.sync(self.store)
         return await recall_mod.rank(
             query,
             store=self.store,
             index=self.index,
-            query_vector=await self._query_vector(query),
+            query_vector=query_vector,
             scope=scope,
             settings=self.settings.recall,
             now=utc_now(),

@@ -129,7 +129,7 @@ CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 
 CREATE VIRTUAL TABLE memories_fts USING fts5(
     title, content, tags, entities,
-    content='memories', content_rowid='seq', tokenize='unicode61 remove_diacritics 2'
+    content='memories', content_rowid='seq', tokenize='porter unicode61 remove_diacritics 2'
 );
 CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
     INSERT INTO memories_fts(rowid, title, content, tags, entities)
@@ -434,6 +434,13 @@ class Store:
         sets = ", ".join(f"{k} = :{k}" for k in values if k != "id")
         await self.conn.execute(f"UPDATE memories SET {sets} WHERE id = :id", values)
 
+    async def set_embedding(self, memory_id: str, vector: np.ndarray) -> None:
+        rev = await self._next_rev()
+        await self.conn.execute(
+            "UPDATE memories SET embedding = ?, rev = ? WHERE id = ?",
+            (np.asarray(vector, np.float32).tobytes(), rev, memory_id),
+        )
+
     async def set_archived(self, memory_id: str, archived: bool, when: datetime) -> None:
         rev = await self._next_rev()
         await self.conn.execute(
@@ -542,12 +549,32 @@ class Store:
             return []
         where, params = scope.sql("m")
         archived = "" if include_archived else "AND m.archived = 0"
+        # Rank inside FTS5 first and join only the best `pool` rows: joining every match to
+        # `memories` before the LIMIT cost 3-5x the ranking itself on common words (10k rows:
+        # 14 ms -> 4 ms). If the scope or archive filter leaves fewer than `limit` out of a
+        # full pool, fall back to filtering every match, so the answer never changes.
+        pool = max(limit * 4, 200)
         rows = await self.rows(
-            "SELECT m.seq, bm25(memories_fts, 2.0, 1.0, 1.5, 1.5) AS score "
-            "FROM memories_fts JOIN memories m ON m.seq = memories_fts.rowid "
-            f"WHERE memories_fts MATCH ? AND {where} {archived} ORDER BY score LIMIT ?",
-            [query, *params, limit],
+            "SELECT f.seq, f.score FROM (SELECT rowid AS seq, "
+            "bm25(memories_fts, 2.0, 1.0, 1.5, 1.5) AS score FROM memories_fts "
+            "WHERE memories_fts MATCH ? ORDER BY score LIMIT ?) f "
+            f"JOIN memories m ON m.seq = f.seq WHERE {where} {archived} "
+            "ORDER BY f.score LIMIT ?",
+            [query, pool, *params, limit],
         )
+        if len(rows) < limit:
+            matched = await self.scalar(
+                "SELECT count(*) FROM (SELECT rowid FROM memories_fts "
+                "WHERE memories_fts MATCH ? LIMIT ?)",
+                [query, pool],
+            )
+            if matched >= pool:
+                rows = await self.rows(
+                    "SELECT m.seq, bm25(memories_fts, 2.0, 1.0, 1.5, 1.5) AS score "
+                    "FROM memories_fts JOIN memories m ON m.seq = memories_fts.rowid "
+                    f"WHERE memories_fts MATCH ? AND {where} {archived} ORDER BY score LIMIT ?",
+                    [query, *params, limit],
+                )
         return [(r["seq"], -r["score"]) for r in rows]
 
     # ------------------------------------------------------------------ edges
