@@ -833,7 +833,12 @@ class Memory(Living):
                 changed.append("archived")
         self.index.mark_dirty()
         archived = memory.archived or forget
-        return UpdateResult(id=target, changed=changed, archived=archived)
+        reminders = []
+        if "content" in changed:
+            # SPEC §9: new content is a cue like authored content (an intent never cues itself).
+            fired = await self._reminders([(memory.content, vector)], exclude=[target])
+            reminders = fired[0]
+        return UpdateResult(id=target, changed=changed, archived=archived, reminders=reminders)
 
     async def _archive(self, memory: MemoryRecord, reason: str) -> None:
         """Archive inside an open transaction and leave a tombstone (SPEC §7)."""
