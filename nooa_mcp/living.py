@@ -139,9 +139,10 @@ class Living:
         row = await self.store.tombstone_by_hash(record.content_hash, self.role)
         if row is not None:
             return row, 1.0
-        if vector is None or self.index.size == 0:
-            return None
         n = self.index.size
+        # Most writes meet no archived row at all: skip the matrix product then.
+        if vector is None or n == 0 or not self.index.archived[:n].any():
+            return None
         mask = self.index.mask(Scope("role", role=self.role), include_archived=True)
         mask &= self.index.archived[:n]
         hits = [h for h in self.index.search(vector, mask, 5) if h[1] >= TOMBSTONE_SIMILARITY]
