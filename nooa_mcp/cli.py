@@ -467,8 +467,6 @@ async def reflect(ctx: Context, steps: tuple[str, ...], as_json: bool) -> None:
                 bar.update(done - bar.pos, current_item=message)
 
             report = await mem.reflect(list(steps) or None, progress=progress)
-        # Let the model finish loading: exiting while onnxruntime is mid-load aborts the process.
-        await mem.wait_ready()
     emit(report, as_json, _render_reflect)
 
 
