@@ -8,6 +8,7 @@ other. Everything here runs through the same store transactions and access rules
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import statistics
@@ -660,7 +661,11 @@ class Living:
                     for e in edges
                     if e["type"] in SUPERSEDING_OR_DERIVED
                 }
-                plan: list[Any] = plan_merges(nodes, vectors, exclude=exclude)
+                # Planning compares every pair in a role (numpy, seconds at 100k): off the
+                # event loop, so a server keeps answering while a pass plans.
+                plan: list[Any] = await anyio.to_thread.run_sync(
+                    functools.partial(plan_merges, nodes, vectors, exclude=exclude)
+                )
                 apply = self._apply_merge
             elif name == "link":
                 # The link budget counts related edges to archived memories too, so pruning
@@ -671,7 +676,7 @@ class Living:
                         related.setdefault(e["src"], set()).add(e["dst"])
                         related.setdefault(e["dst"], set()).add(e["src"])
                 linked = {frozenset((e["src"], e["dst"])) for e in edges}
-                plan = plan_links(nodes, vectors, related, linked)
+                plan = await anyio.to_thread.run_sync(plan_links, nodes, vectors, related, linked)
                 apply = self._apply_link
             elif name == "rescore":
                 plan = plan_rescore(nodes)
@@ -684,7 +689,7 @@ class Living:
                 consolidated = {
                     e[k] for e in edges if e["type"] == "derived_from" for k in ("src", "dst")
                 }
-                plan = plan_clusters(nodes, vectors, consolidated)
+                plan = await anyio.to_thread.run_sync(plan_clusters, nodes, vectors, consolidated)
                 apply = lambda cluster: self._apply_reconcile(cluster, sampler)  # noqa: E731
             else:
                 plan = await self._abstract_plan(nodes)
