@@ -80,7 +80,7 @@ class TombstoneInfo(BaseModel):
 
 class AuthorResult(BaseModel):
     id: str
-    status: Literal["created", "reinforced-existing", "blocked-by-tombstone", "revived"]
+    status: Literal["created", "exists", "reinforced-existing", "blocked-by-tombstone", "revived"]
     similarity: float | None = None
     tombstone: TombstoneInfo | None = None
     reminders: list[Reminder] = Field(default_factory=list)

@@ -109,8 +109,7 @@ class Ladder:
 
     @property
     def names(self) -> str:
-        names = list(self.levels)
-        return ", ".join(names[:-1]) + f" or {names[-1]}"
+        return ", ".join(self.levels)
 
     def parse(self, value: Any, field: str | None = None) -> float:
         field = field or self.field
@@ -377,13 +376,15 @@ def clean_labels(values: list[str] | None, field: str) -> list[str]:
             raise InvalidInput(field, f"{value!r} is not text.", "Pass a list of short strings.")
         item = " ".join(value.split())
         if len(item) > 100:
-            raise InvalidInput(field, f"'{item[:20]}…' is longer than 100 characters.",
-                               "Keep each label short.")
+            raise InvalidInput(
+                field, f"'{item[:20]}…' is longer than 100 characters.", "Keep each label short."
+            )
         if item and item not in out:
             out.append(item)
     if len(out) > 50:
-        raise InvalidInput(field, f"{len(out)} labels given; at most 50 are kept.",
-                           "Pass fewer labels.")
+        raise InvalidInput(
+            field, f"{len(out)} labels given; at most 50 are kept.", "Pass fewer labels."
+        )
     return out
 
 

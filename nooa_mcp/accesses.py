@@ -1,0 +1,51 @@
+"""How one access changes a memory: ring, stream record, counters, base-level history (SPEC §2).
+
+Pure. The facade applies `apply_access` and then saves the memory and appends the record.
+"""
+
+from __future__ import annotations
+
+from .schema import ACTR_CHANNELS, TOUCH_CHANNELS, AccessRecord, Channel, Memory
+
+
+def apply_access(
+    memory: Memory,
+    actr_times: list[float],
+    record: AccessRecord,
+    *,
+    ring_size: int = 64,
+    exact_k: int = 16,
+    bump_strength: bool = True,
+    count_for_owner: bool = True,
+) -> list[float]:
+    """Record `record` on `memory` in place and return its new ACT-R time list.
+
+    - Every access goes on the ring (newest `ring_size`) and into the per-channel counters.
+    - ACT-R channels (created, recalled, searched, reinforced, deref) add to the base-level
+      history: the count, the first time, and the newest `exact_k` times kept exactly.
+      Injected and reflected accesses never do: what the server showed is not use.
+    - Touching channels (recalled, searched, reinforced, deref) also move last_accessed,
+      access_count and strength; an update logs `reinforced` with `bump_strength=False`.
+    - `count_for_owner=False` (a reader from another role) logs the access without touching:
+      someone else's reads must not change how this owner's memory ages.
+    """
+    memory.access_log = [record, *memory.access_log][:ring_size]
+    memory.channels[record.channel.value] = memory.channels.get(record.channel.value, 0) + 1
+    if not count_for_owner:
+        return actr_times
+    t = record.ts.timestamp()
+    if record.channel in ACTR_CHANNELS:
+        memory.actr_count += 1
+        if memory.first_access_at is None or record.ts < memory.first_access_at:
+            memory.first_access_at = record.ts
+        actr_times = sorted([t, *actr_times], reverse=True)[:exact_k]
+    if record.channel in TOUCH_CHANNELS:
+        memory.last_accessed_at = max(memory.last_accessed_at, record.ts)
+        memory.access_count += 1
+        if bump_strength:
+            memory.strength += 1
+    return actr_times
+
+
+def created_record(memory: Memory, reader: str) -> AccessRecord:
+    return AccessRecord(ts=memory.created_at, channel=Channel.created, reader_owner=reader)

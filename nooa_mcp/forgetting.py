@@ -1,0 +1,81 @@
+"""Ebbinghaus forgetting: retention, prune eligibility and prune ETA (SPEC §7).
+
+Retention is computed when read, from `last_accessed_at` and `strength`, so it is always
+current without any sweep.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from .schema import MemoryType
+
+
+@dataclass(frozen=True)
+class ForgettingPolicy:
+    """When a memory is let go. τ is an e-folding time in hours, not a half-life."""
+
+    tau_hours: float = 336.0
+    prune_below: float = 0.02
+    min_age_hours: float = 24.0
+    protected_types: frozenset[str] = field(default_factory=lambda: frozenset({"skill"}))
+    protected_importance: float = 8.0
+
+
+def stability_hours(strength: int, tau_hours: float = 336.0) -> float:
+    """S = τ·(1 + ln(1 + strength)): each rehearsal stretches the forgetting curve."""
+    return tau_hours * (1.0 + math.log1p(max(strength, 0)))
+
+
+def retention(
+    last_accessed_at: datetime, strength: int, now: datetime, tau_hours: float = 336.0
+) -> float:
+    """R = exp(−Δt_hours / S), Δt since the last touching access."""
+    dt_hours = max((now - last_accessed_at).total_seconds(), 0.0) / 3600.0
+    return math.exp(-dt_hours / stability_hours(strength, tau_hours))
+
+
+def prune_eta(
+    last_accessed_at: datetime, strength: int, policy: ForgettingPolicy | None = None
+) -> datetime:
+    """When retention falls below the prune threshold: last_accessed + S·ln(1/threshold)."""
+    policy = policy or ForgettingPolicy()
+    hours = stability_hours(strength, policy.tau_hours) * math.log(1.0 / policy.prune_below)
+    return last_accessed_at + timedelta(hours=hours)
+
+
+def protection(
+    type: MemoryType | str, importance: float, status: str | None, policy: ForgettingPolicy
+) -> str | None:
+    """Why a memory may never be pruned, or None when it may be."""
+    kind = MemoryType(type)
+    if kind.value in policy.protected_types:
+        return f"type {kind.value} is protected"
+    if kind is MemoryType.todo and status == "open":
+        return "open todo"
+    if importance >= policy.protected_importance:
+        return f"importance ≥ {policy.protected_importance:g}"
+    return None
+
+
+def should_prune(
+    *,
+    type: MemoryType | str,
+    importance: float,
+    status: str | None,
+    archived: bool,
+    created_at: datetime,
+    last_accessed_at: datetime,
+    strength: int,
+    now: datetime,
+    policy: ForgettingPolicy | None = None,
+) -> bool:
+    """The prune rule: not archived, not protected, at least a day old, retention < 0.02."""
+    policy = policy or ForgettingPolicy()
+    if archived or protection(type, importance, status, policy) is not None:
+        return False
+    if (now - created_at).total_seconds() < policy.min_age_hours * 3600:
+        return False
+    return retention(last_accessed_at, strength, now, policy.tau_hours) < policy.prune_below

@@ -1,0 +1,348 @@
+"""Recall: candidates → ACT-R scoring → spreading → ranked rows with their reasons (SPEC §5, §6).
+
+This module gathers numbers from the store and the vector cache and hands them to
+`scoring`; it writes nothing. The facade logs the accesses of what it returns.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import numpy as np
+
+from . import scoring
+from .config import RecallSettings
+from .schema import SUPERSEDING, TYPE_WEIGHT, Components, EdgeType, cue_set, head
+from .store import Scope, Store
+from .vectors import VectorIndex
+
+
+@dataclass
+class Ranked:
+    """One scored memory and everything that explains its score."""
+
+    id: str
+    row: dict
+    source: str
+    cos: float = 0.0
+    overlap: float = 0.0
+    rel: float = 0.0
+    rec: float = 0.0
+    imp: float = 0.0
+    base: float = 0.0
+    spread: float = 0.0
+    score: float = 0.0
+    path: list[str] = field(default_factory=list)
+    stale: bool = False
+    superseded_by: str | None = None
+
+    @property
+    def components(self) -> Components:
+        return Components(
+            source=self.source,  # type: ignore[arg-type]
+            cos=round(self.cos, 4),
+            rel=round(self.rel, 4),
+            rec=round(self.rec, 4),
+            imp=round(self.imp, 4),
+            spread=round(self.spread, 4),
+        )
+
+    @property
+    def head(self) -> str:
+        return head(self.row["title"] or self.row["content"])
+
+
+@dataclass
+class Ranking:
+    """The full ranked list for a query, best first, and how it was produced."""
+
+    query: str
+    rows: list[Ranked]
+    dense_ready: bool
+    ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
+    query_vector: np.ndarray | None = None
+
+    def rank_of(self, memory_id: str) -> int | None:
+        for i, r in enumerate(self.rows, 1):
+            if r.id == memory_id:
+                return i
+        return None
+
+
+def recency(row: dict, now: float, d: float) -> float:
+    """rec = sigmoid(B), B over every ACT-R access (SPEC §5 fix 1)."""
+    times = json.loads(row["actr_times"]) if isinstance(row["actr_times"], str) else []
+    ages = [now - t for t in times]
+    first = row["first_access_at"]
+    b = scoring.base_level(ages, row["actr_count"], None if first is None else now - first, d)
+    return float(scoring.sigmoid(b))
+
+
+async def rank(
+    query: str,
+    *,
+    store: Store,
+    index: VectorIndex,
+    query_vector: np.ndarray | None,
+    scope: Scope,
+    settings: RecallSettings,
+    now: datetime,
+    types: set[str] | None = None,
+    hops: int | None = None,
+    include_archived: bool = False,
+    extra_ids: tuple[str, ...] = (),
+) -> Ranking:
+    """Rank every candidate for `query`. `extra_ids` are scored too (for "why not").
+
+    `query_vector` is None while the embedding model is still loading: recall then runs on
+    FTS candidates alone and BM25 stands in for cosine.
+    """
+    s = settings
+    t_now = now.timestamp()
+    hops = s.hops if hops is None else hops
+    dense_ready = query_vector is not None and s.use_dense
+
+    candidates: dict[str, Ranked] = {}
+    if dense_ready:
+        mask = index.mask(scope, include_archived, types)
+        for memory_id, cos in index.search(query_vector, mask, s.n_dense):
+            if cos >= s.min_similarity:
+                candidates[memory_id] = Ranked(memory_id, {}, "dense", cos=cos)
+    bm25: dict[str, float] = {}
+    if s.use_sparse:
+        hits = await store.fts_search(
+            query, scope, s.n_sparse * 2 if types else s.n_sparse, include_archived
+        )
+        by_seq = dict(hits)
+        for row in await store.scoring_rows(seqs=by_seq):
+            if types and row["type"] not in types:
+                continue
+            bm25[row["id"]] = by_seq[row["seq"]]
+            if row["id"] in candidates:
+                candidates[row["id"]].source = "both"
+                candidates[row["id"]].row = dict(row)
+            elif len(bm25) <= s.n_sparse:
+                candidates[row["id"]] = Ranked(row["id"], dict(row), "sparse")
+    for memory_id in extra_ids:
+        candidates.setdefault(memory_id, Ranked(memory_id, {}, "sparse"))
+
+    await _fill_rows(store, candidates)
+    query_tokens = scoring.tokens(query)
+    top_bm25 = max(bm25.values(), default=0.0)
+    for r in list(candidates.values()):
+        if not r.row:
+            del candidates[r.id]
+            continue
+        if dense_ready and r.source != "dense":
+            vec = index.vector(r.id)
+            r.cos = float(vec @ query_vector) if vec is not None else 0.0
+        elif not dense_ready:
+            # Warming: BM25, scaled to [0, 1] by the best hit, stands in for cosine.
+            r.cos = bm25.get(r.id, 0.0) / top_bm25 if top_bm25 > 0 else 0.0
+        _score_parts(r, query_tokens, t_now, s)
+    if s.min_relevance > 0:
+        candidates = {
+            i: r for i, r in candidates.items() if r.rel >= s.min_relevance or i in extra_ids
+        }
+
+    ranked = list(candidates.values())
+    ranges = _ranges(ranked)
+    _base(ranked, ranges, s)
+
+    await _spread(
+        ranked,
+        candidates,
+        store,
+        index,
+        query_vector,
+        query_tokens,
+        scope,
+        s,
+        hops,
+        t_now,
+        ranges,
+        types,
+    )
+    await _supersession(
+        candidates, store, index, query_vector, query_tokens, scope, s, t_now, ranges, types
+    )
+
+    for r in candidates.values():
+        r.score = r.base + s.gamma * r.spread
+    for r in candidates.values():
+        if r.row["valid_to"] is not None and r.row["valid_to"] < t_now:
+            r.stale = True
+            r.score -= s.stale_penalty
+    for r in candidates.values():
+        if r.superseded_by is not None:
+            r.score -= s.superseded_penalty
+            successor = candidates.get(r.superseded_by)
+            # SPEC §5 fix 7: a replaced memory ranks below what replaced it.
+            if successor is not None and r.score >= successor.score:
+                r.score = successor.score - 1e-6
+    rows = sorted(candidates.values(), key=lambda r: (-r.score, r.id))
+    return Ranking(query, rows, dense_ready, ranges, query_vector)
+
+
+async def _fill_rows(store: Store, candidates: dict[str, Ranked]) -> None:
+    missing = [i for i, r in candidates.items() if not r.row]
+    for row in await store.scoring_rows(ids=missing):
+        candidates[row["id"]].row = dict(row)
+
+
+def _score_parts(r: Ranked, query_tokens: set[str], t_now: float, s: RecallSettings) -> None:
+    row = r.row
+    cues = cue_set(json.loads(row["tags"]), json.loads(row["entities"]), row["place_or_task"])
+    r.overlap = scoring.jaccard(query_tokens, cues)
+    r.rel = float(scoring.relevance(np.array([r.cos]), np.array([r.overlap]), s.lam)[0])
+    r.rec = recency(row, t_now, s.decay)
+    r.imp = row["importance"] / 10.0
+
+
+def _ranges(rows: list[Ranked]) -> dict[str, tuple[float, float]]:
+    if not rows:
+        return {}
+    out = {}
+    for name in ("rel", "rec", "imp"):
+        values = [getattr(r, name) for r in rows]
+        out[name] = (min(values), max(values))
+    return out
+
+
+def _base(rows: list[Ranked], ranges: dict[str, tuple[float, float]], s: RecallSettings) -> None:
+    """S_base with min-max over the candidate set; rows added later use the same ranges."""
+    if not rows:
+        return
+    w = scoring.Weights(s.a_rel, s.a_rec, s.a_imp, s.gamma)
+    normed = {
+        name: scoring.minmax(np.array([getattr(r, name) for r in rows]), *ranges[name])
+        for name in ("rel", "rec", "imp")
+    }
+    base = scoring.base_scores(normed["rel"], normed["rec"], normed["imp"], w)
+    for r, b in zip(rows, base, strict=True):
+        r.base = float(b)
+
+
+async def _add_outsiders(
+    ids: list[str],
+    candidates: dict[str, Ranked],
+    store: Store,
+    index: VectorIndex,
+    query_vector: np.ndarray | None,
+    query_tokens: set[str],
+    s: RecallSettings,
+    t_now: float,
+    ranges: dict[str, tuple[float, float]],
+    types: set[str] | None,
+) -> None:
+    """Score memories reached by an edge rather than by the query, on the candidates' scale."""
+    new = {i: Ranked(i, {}, "spread") for i in ids if i not in candidates}
+    await _fill_rows(store, new)
+    rows = []
+    for r in new.values():
+        if not r.row or (types and r.row["type"] not in types):
+            continue
+        vec = index.vector(r.id) if query_vector is not None else None
+        r.cos = float(vec @ query_vector) if vec is not None else 0.0
+        _score_parts(r, query_tokens, t_now, s)
+        rows.append(r)
+    if rows and ranges:
+        _base(rows, ranges, s)
+    elif rows:
+        _base(rows, _ranges(rows), s)
+    candidates.update({r.id: r for r in rows})
+
+
+async def _spread(
+    seeds: list[Ranked],
+    candidates: dict[str, Ranked],
+    store: Store,
+    index: VectorIndex,
+    query_vector: np.ndarray | None,
+    query_tokens: set[str],
+    scope: Scope,
+    s: RecallSettings,
+    hops: int,
+    t_now: float,
+    ranges: dict[str, tuple[float, float]],
+    types: set[str] | None,
+) -> None:
+    """Spreading activation from every candidate over typed edges, `hops` deep."""
+    if hops <= 0 or s.gamma == 0 or not seeds:
+        return
+    frontier = {r.id: r.base for r in seeds}
+    received: dict[str, float] = {}
+    paths: dict[str, list[str]] = {}
+    for _ in range(hops):
+        # SPEC §5 fixes 3 and 4: the store returns only live targets inside the scope, so an
+        # archived or foreign memory is never written into the frontier and relays nothing.
+        edges: dict[str, list[scoring.OutEdge]] = {}
+        for e in await store.out_edges(list(frontier), scope):
+            edges.setdefault(e["src"], []).append(
+                scoring.OutEdge(e["dst"], e["weight"], TYPE_WEIGHT[EdgeType(e["type"])], e["type"])
+            )
+        reached = scoring.spread_hop(
+            frontier,
+            edges,
+            decay=s.per_hop_decay,
+            fanout=s.per_hop_fanout,
+            floor=s.activation_floor,
+        )
+        for target, (amount, parent, relation) in reached.items():
+            received[target] = received.get(target, 0.0) + amount
+            if target not in paths:
+                paths[target] = [*paths.get(parent, [parent[:8]]), f"-{relation}->", target[:8]]
+        frontier = {t: a for t, (a, _, _) in reached.items()}
+        if not frontier:
+            break
+    await _add_outsiders(
+        list(received),
+        candidates,
+        store,
+        index,
+        query_vector,
+        query_tokens,
+        s,
+        t_now,
+        ranges,
+        types,
+    )
+    for target, amount in received.items():
+        r = candidates.get(target)
+        if r is not None:
+            r.spread = amount
+            if r.source == "spread":
+                r.path = paths.get(target, [])
+
+
+async def _supersession(
+    candidates: dict[str, Ranked],
+    store: Store,
+    index: VectorIndex,
+    query_vector: np.ndarray | None,
+    query_tokens: set[str],
+    scope: Scope,
+    s: RecallSettings,
+    t_now: float,
+    ranges: dict[str, tuple[float, float]],
+    types: set[str] | None,
+) -> None:
+    """Flag memories that a newer one refines or contradicts, and bring the newer one in."""
+    if not candidates:
+        return
+    relations = [e.value for e in SUPERSEDING]
+    links = await store.successors(list(candidates), relations, scope)
+    newer = [e["src"] for e in links if e["src"] not in candidates]
+    await _add_outsiders(
+        newer, candidates, store, index, query_vector, query_tokens, s, t_now, ranges, types
+    )
+    for e in links:
+        old, new = candidates.get(e["dst"]), candidates.get(e["src"])
+        if old is None or new is None or old.id == new.id:
+            continue
+        if new.row["created_at"] >= old.row["created_at"] and old.superseded_by is None:
+            old.superseded_by = new.id
+            if new.source == "spread" and not new.path:
+                new.path = [old.id[:8], f"<-{e['type']}-", new.id[:8]]

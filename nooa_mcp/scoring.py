@@ -1,0 +1,219 @@
+"""ACT-R activation on numpy arrays: relevance, base-level, importance, spreading (SPEC §5).
+
+Pure: no I/O. Recall gathers the numbers; this module turns them into scores.
+
+    rel(m,q) = λ·cos(m,q) + (1−λ)·overlap(tokens(q), cue_set(m))       λ = 0.7
+    B(m)     = ln Σ_k max(t_now − t_k, 1 s)^(−d)                        d = 0.5
+    rec(m)   = sigmoid(B(m))                    (no accesses: B = −10)
+    imp(m)   = importance / 10
+    S_base   = a_rel·norm(rel) + a_rec·norm(rec) + a_imp·norm(imp)      a = 1.0, 0.5, 0.5
+    Act(n)   = S_base(n) + γ·spread(n)                                   γ = 0.5
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+NO_ACCESS_B = -10.0
+
+STOPWORDS = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "but",
+        "by",
+        "did",
+        "do",
+        "does",
+        "for",
+        "from",
+        "had",
+        "has",
+        "have",
+        "he",
+        "her",
+        "hers",
+        "him",
+        "his",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "me",
+        "my",
+        "of",
+        "on",
+        "or",
+        "our",
+        "she",
+        "so",
+        "than",
+        "that",
+        "the",
+        "their",
+        "them",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "to",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "whom",
+        "why",
+        "will",
+        "with",
+        "you",
+        "your",
+        "yours",
+    ]
+)
+_WORD = re.compile(r"[\w'-]+")
+
+
+def tokens(text: str) -> set[str]:
+    """Lower-cased content words of a text (stopwords dropped), for cue overlap."""
+    return {w.strip("'-") for w in _WORD.findall(text.lower())} - STOPWORDS - {""}
+
+
+def jaccard(a: set[str], b: set[str]) -> float:
+    if not a or not b:
+        return 0.0
+    return len(a & b) / len(a | b)
+
+
+def relevance(cos: np.ndarray, overlap: np.ndarray, lam: float = 0.7) -> np.ndarray:
+    """rel = λ·cos + (1−λ)·overlap, with negative cosines counted as 0."""
+    return lam * np.clip(cos, 0.0, 1.0) + (1.0 - lam) * overlap
+
+
+def base_level_exact(ages_seconds: Iterable[float], d: float = 0.5) -> float:
+    """B = ln Σ max(age, 1 s)^(−d) over every access: the reference the approximation meets."""
+    ages = np.maximum(np.asarray(list(ages_seconds), dtype=np.float64), 1.0)
+    if ages.size == 0:
+        return NO_ACCESS_B
+    return float(np.log(np.sum(ages ** (-d))))
+
+
+def base_level(
+    newest_ages: Sequence[float], n_total: int, first_age: float | None, d: float = 0.5
+) -> float:
+    """Base-level over all accesses from the newest k ages, the total count and the first age.
+
+    SPEC §5 fix 1 (Petrov 2006): the k newest accesses are summed exactly; the n−k older
+    ones are taken as spread evenly between the k-th newest age t_k and the first age t_n:
+
+        B ≈ ln( Σ_{i≤k} t_i^(−d) + (n−k)·(t_n^(1−d) − t_k^(1−d)) / ((1−d)·(t_n − t_k)) )
+    """
+    ages = np.maximum(np.sort(np.asarray(newest_ages, dtype=np.float64)), 1.0)
+    if ages.size == 0 or n_total <= 0:
+        return NO_ACCESS_B
+    total = float(np.sum(ages ** (-d)))
+    rest = n_total - ages.size
+    if rest > 0:
+        t_k = float(ages[-1])
+        t_n = max(float(first_age if first_age is not None else t_k), t_k)
+        if t_n - t_k < 1e-6:
+            total += rest * t_k ** (-d)
+        else:
+            total += rest * (t_n ** (1 - d) - t_k ** (1 - d)) / ((1 - d) * (t_n - t_k))
+    return math.log(total)
+
+
+def sigmoid(x: np.ndarray | float) -> np.ndarray | float:
+    return 1.0 / (1.0 + np.exp(-np.asarray(x, dtype=np.float64)))
+
+
+def minmax(values: np.ndarray, lo: float | None = None, hi: float | None = None) -> np.ndarray:
+    """Min-max over the candidate set, or over a given range (for rows outside the set).
+
+    SPEC §5 fix 5: when every candidate shares one value (or there is one candidate) there is
+    no spread to normalise, so the raw value — already in [0, 1] — is kept, not 0 for all.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    if values.size == 0:
+        return values
+    lo = float(values.min()) if lo is None else lo
+    hi = float(values.max()) if hi is None else hi
+    if hi - lo < 1e-12:
+        return np.clip(values, 0.0, 1.0)
+    return np.clip((values - lo) / (hi - lo), 0.0, 1.0)
+
+
+@dataclass(frozen=True)
+class Weights:
+    a_rel: float = 1.0
+    a_rec: float = 0.5
+    a_imp: float = 0.5
+    gamma: float = 0.5
+
+
+def base_scores(rel_n: np.ndarray, rec_n: np.ndarray, imp_n: np.ndarray, w: Weights) -> np.ndarray:
+    """S_base = a_rel·norm(rel) + a_rec·norm(rec) + a_imp·norm(imp), on normalised inputs."""
+    return w.a_rel * rel_n + w.a_rec * rec_n + w.a_imp * imp_n
+
+
+@dataclass(frozen=True)
+class OutEdge:
+    """An outgoing edge as spreading sees it: already filtered to visible, live targets."""
+
+    target: str
+    weight: float
+    type_weight: float
+    relation: str
+
+
+def spread_hop(
+    frontier: Mapping[str, float],
+    out_edges: Mapping[str, Sequence[OutEdge]],
+    *,
+    decay: float = 0.6,
+    fanout: int = 5,
+    floor: float = 0.05,
+) -> dict[str, tuple[float, str, str]]:
+    """One hop of spreading activation.
+
+    Each frontier node passes act·δ·w·type_weight along its `fanout` strongest edges; passes
+    below `floor` are dropped. SPEC §5 fix 2: the frontier holds activation that already
+    carries the earlier hops' δ, so each hop multiplies by δ once (cumulative δ^h), never by
+    δ^h again.
+
+    Returns: target → (summed contribution, strongest parent, relation from that parent).
+    """
+    reached: dict[str, tuple[float, str, str]] = {}
+    best: dict[str, float] = {}
+    for node, act in frontier.items():
+        if act <= 0:
+            continue
+        edges = sorted(out_edges.get(node, ()), key=lambda e: -e.weight * e.type_weight)
+        for edge in edges[:fanout]:
+            amount = act * decay * edge.weight * edge.type_weight
+            if amount < floor or edge.target == node:
+                continue
+            total, parent, relation = reached.get(edge.target, (0.0, node, edge.relation))
+            if amount > best.get(edge.target, 0.0):
+                best[edge.target] = amount
+                parent, relation = node, edge.relation
+            reached[edge.target] = (total + amount, parent, relation)
+    return reached

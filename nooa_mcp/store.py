@@ -1,0 +1,737 @@
+"""The SQLite store: the only module that speaks SQL (SPEC §3).
+
+One file is the source of truth, shared by several server processes. WAL lets readers run
+beside one writer; `busy_timeout` makes writers wait for each other; every read-then-write
+transaction takes the write lock up front (`BEGIN IMMEDIATE`), because a deferred transaction
+that upgrades to a write can fail with SQLITE_BUSY without `busy_timeout` ever retrying it.
+Inside one process, an asyncio lock keeps one coroutine's statements out of another's
+transaction on the shared connection.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+import anyio
+import numpy as np
+
+from .errors import AmbiguousId, NotFound, StoreTooNew
+from .schema import AccessRecord, Components, Edge, EdgeType, Memory, Reference, Trigger
+from .scoring import STOPWORDS
+
+SCHEMA_VERSION = 1
+MIN_PREFIX = 6
+
+_SCHEMA = """
+CREATE TABLE memories (
+    seq INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    type TEXT NOT NULL,
+    owner TEXT NOT NULL DEFAULT '',
+    role TEXT NOT NULL DEFAULT '',
+    title TEXT NOT NULL DEFAULT '',
+    content TEXT NOT NULL,
+    content_hash TEXT NOT NULL,
+    tags TEXT NOT NULL DEFAULT '[]',
+    entities TEXT NOT NULL DEFAULT '[]',
+    place_or_task TEXT NOT NULL DEFAULT '',
+    importance REAL NOT NULL,
+    salience REAL NOT NULL,
+    confidence REAL NOT NULL,
+    strength INTEGER NOT NULL DEFAULT 1,
+    reinforcement_count INTEGER NOT NULL DEFAULT 0,
+    access_count INTEGER NOT NULL DEFAULT 0,
+    status TEXT,
+    archived INTEGER NOT NULL DEFAULT 0,
+    archived_at REAL,
+    created_at REAL NOT NULL,
+    last_accessed_at REAL NOT NULL,
+    valid_from REAL,
+    valid_to REAL,
+    actr_count INTEGER NOT NULL DEFAULT 0,
+    first_access_at REAL,
+    actr_times TEXT NOT NULL DEFAULT '[]',
+    refs TEXT NOT NULL DEFAULT '[]',
+    trigger TEXT,
+    ring TEXT NOT NULL DEFAULT '[]',
+    channels TEXT NOT NULL DEFAULT '{}',
+    embedding BLOB,
+    rev INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX memories_type ON memories(type, archived);
+CREATE INDEX memories_role ON memories(role, owner);
+CREATE INDEX memories_status ON memories(status) WHERE status IS NOT NULL;
+CREATE INDEX memories_hash ON memories(content_hash);
+CREATE INDEX memories_importance ON memories(importance);
+CREATE INDEX memories_strength ON memories(strength);
+CREATE INDEX memories_created ON memories(created_at);
+CREATE INDEX memories_accessed ON memories(last_accessed_at);
+CREATE INDEX memories_valid ON memories(valid_from, valid_to);
+CREATE INDEX memories_rev ON memories(rev);
+
+CREATE TABLE edges (
+    src TEXT NOT NULL,
+    dst TEXT NOT NULL,
+    type TEXT NOT NULL,
+    weight REAL NOT NULL,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (src, dst, type)
+) WITHOUT ROWID;
+CREATE INDEX edges_dst ON edges(dst, type);
+
+CREATE TABLE accesses (
+    seq INTEGER PRIMARY KEY,
+    memory_id TEXT NOT NULL,
+    ts REAL NOT NULL,
+    channel TEXT NOT NULL,
+    reader_owner TEXT NOT NULL DEFAULT '',
+    session_ref TEXT,
+    trace_ref TEXT,
+    query TEXT,
+    score REAL,
+    rank INTEGER,
+    components TEXT
+);
+CREATE INDEX accesses_memory ON accesses(memory_id, ts);
+CREATE INDEX accesses_ts ON accesses(ts);
+
+CREATE TABLE maintenance_log (
+    seq INTEGER PRIMARY KEY,
+    ts REAL NOT NULL,
+    kind TEXT NOT NULL,
+    report TEXT NOT NULL
+);
+
+CREATE TABLE tombstones (
+    seq INTEGER PRIMARY KEY,
+    memory_id TEXT NOT NULL,
+    owner TEXT NOT NULL DEFAULT '',
+    role TEXT NOT NULL DEFAULT '',
+    type TEXT NOT NULL,
+    content_hash TEXT NOT NULL,
+    embedding BLOB,
+    reason TEXT NOT NULL,
+    ts REAL NOT NULL,
+    lifted_at REAL
+);
+CREATE INDEX tombstones_hash ON tombstones(content_hash);
+CREATE INDEX tombstones_memory ON tombstones(memory_id);
+
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+
+CREATE VIRTUAL TABLE memories_fts USING fts5(
+    title, content, tags, entities,
+    content='memories', content_rowid='seq', tokenize='unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
+    INSERT INTO memories_fts(rowid, title, content, tags, entities)
+    VALUES (new.seq, new.title, new.content, new.tags, new.entities);
+END;
+CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
+    INSERT INTO memories_fts(memories_fts, rowid, title, content, tags, entities)
+    VALUES ('delete', old.seq, old.title, old.content, old.tags, old.entities);
+END;
+CREATE TRIGGER memories_au AFTER UPDATE OF title, content, tags, entities ON memories BEGIN
+    INSERT INTO memories_fts(memories_fts, rowid, title, content, tags, entities)
+    VALUES ('delete', old.seq, old.title, old.content, old.tags, old.entities);
+    INSERT INTO memories_fts(rowid, title, content, tags, entities)
+    VALUES (new.seq, new.title, new.content, new.tags, new.entities);
+END;
+"""
+
+#: Columns recall needs for scoring, without the heavy ring and embedding.
+SCORING_COLUMNS = (
+    "seq, id, type, owner, title, content, tags, entities, place_or_task, importance, "
+    "strength, status, archived, created_at, last_accessed_at, valid_from, valid_to, "
+    "actr_count, first_access_at, actr_times"
+)
+
+
+def ts(value: datetime | None) -> float | None:
+    return None if value is None else value.timestamp()
+
+
+def dt(value: float | None) -> datetime | None:
+    return None if value is None else datetime.fromtimestamp(value, UTC)
+
+
+def fts_query(text: str, max_terms: int = 32) -> str | None:
+    """Turn user text into a safe FTS5 query: each word quoted, OR-ed together.
+
+    Quoting every term means FTS5 operators (AND, NEAR, *, ^, :, column filters) and stray
+    quotes in the text are matched as words and can never raise a syntax error.
+    """
+    words = re.findall(r"\w+", text.lower())
+    # Stopwords match nearly every row and would drown the real terms; keep them only when
+    # the query has nothing else.
+    content = [w for w in words if w not in STOPWORDS]
+    words = content or words
+    seen: list[str] = []
+    for word in words:
+        if word not in seen:
+            seen.append(word)
+    if not seen:
+        return None
+    return " OR ".join(f'"{w}"' for w in seen[:max_terms])
+
+
+class Scope:
+    """Which owners a reader sees (SPEC §10). Shared rows (owner "") are visible to every scope."""
+
+    def __init__(self, kind: str, role: str = "", owner: str = "") -> None:
+        self.kind = kind  # "role" | "owner" | "all"
+        self.role = role
+        self.owner = owner
+
+    def allows(self, owner: str) -> bool:
+        if self.kind == "all" or owner == "":
+            return True
+        if self.kind == "owner":
+            return owner == self.owner
+        return owner.partition("@")[0] == self.role
+
+    def sql(self, alias: str = "") -> tuple[str, list[Any]]:
+        p = f"{alias}." if alias else ""
+        if self.kind == "all":
+            return "1", []
+        if self.kind == "owner":
+            return f"({p}owner = '' OR {p}owner = ?)", [self.owner]
+        return f"({p}owner = '' OR {p}role = ?)", [self.role]
+
+    def __repr__(self) -> str:
+        return f"Scope({self.kind!r}, role={self.role!r}, owner={self.owner!r})"
+
+
+def memory_from_row(row: sqlite3.Row | dict[str, Any]) -> Memory:
+    """Build a Memory from a full `memories` row."""
+    trigger = json.loads(row["trigger"]) if row["trigger"] else None
+    return Memory(
+        id=row["id"],
+        type=row["type"],
+        title=row["title"],
+        content=row["content"],
+        owner=row["owner"],
+        importance=row["importance"],
+        salience=row["salience"],
+        confidence=row["confidence"],
+        strength=row["strength"],
+        reinforcement_count=row["reinforcement_count"],
+        access_count=row["access_count"],
+        tags=json.loads(row["tags"]),
+        entities=json.loads(row["entities"]),
+        place_or_task=row["place_or_task"],
+        created_at=dt(row["created_at"]),
+        last_accessed_at=dt(row["last_accessed_at"]),
+        valid_from=dt(row["valid_from"]),
+        valid_to=dt(row["valid_to"]),
+        references=[Reference.model_validate(r) for r in json.loads(row["refs"])],
+        archived=bool(row["archived"]),
+        status=row["status"],
+        trigger=Trigger.model_validate(trigger) if trigger else None,
+        access_log=[AccessRecord.model_validate(r) for r in json.loads(row["ring"])],
+        channels=json.loads(row["channels"]),
+        actr_count=row["actr_count"],
+        first_access_at=dt(row["first_access_at"]),
+    )
+
+
+def _row_values(m: Memory, actr_times: Sequence[float], embedding: np.ndarray | None) -> dict:
+    return {
+        "id": m.id,
+        "type": m.type.value,
+        "owner": m.owner,
+        "role": m.owner.partition("@")[0],
+        "title": m.title,
+        "content": m.content,
+        "content_hash": m.content_hash,
+        "tags": json.dumps(m.tags),
+        "entities": json.dumps(m.entities),
+        "place_or_task": m.place_or_task,
+        "importance": m.importance,
+        "salience": m.salience,
+        "confidence": m.confidence,
+        "strength": m.strength,
+        "reinforcement_count": m.reinforcement_count,
+        "access_count": m.access_count,
+        "status": m.status,
+        "archived": int(m.archived),
+        "created_at": ts(m.created_at),
+        "last_accessed_at": ts(m.last_accessed_at),
+        "valid_from": ts(m.valid_from),
+        "valid_to": ts(m.valid_to),
+        "actr_count": m.actr_count,
+        "first_access_at": ts(m.first_access_at),
+        "actr_times": json.dumps([round(t, 3) for t in actr_times]),
+        "refs": json.dumps([r.model_dump(mode="json") for r in m.references]),
+        "trigger": m.trigger.model_dump_json() if m.trigger else None,
+        "ring": json.dumps([a.model_dump(mode="json", exclude_none=True) for a in m.access_log]),
+        "channels": json.dumps(m.channels),
+        "embedding": None if embedding is None else np.asarray(embedding, np.float32).tobytes(),
+    }
+
+
+class Store:
+    """An open store file. Create with `await Store.open(path)`; close with `await close()`."""
+
+    def __init__(self, conn: aiosqlite.Connection, path: Path) -> None:
+        self.conn = conn
+        self.path = path
+        self._write_lock = anyio.Lock()
+        self._in_transaction = False
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @classmethod
+    async def open(cls, path: Path | str) -> Store:
+        """Open (creating if needed) and migrate a store file.
+
+        Raises:
+            StoreTooNew: the file was written by a newer schema; it is left untouched.
+        """
+        path = Path(path).expanduser()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = await aiosqlite.connect(str(path), isolation_level=None, timeout=30.0)
+        conn.row_factory = sqlite3.Row
+        store = cls(conn, path)
+        try:
+            await store._configure()
+            await store._migrate()
+        except BaseException:
+            await conn.close()
+            raise
+        return store
+
+    async def _configure(self) -> None:
+        await self.conn.execute("PRAGMA busy_timeout = 30000")
+        await self.conn.execute("PRAGMA journal_mode = WAL")
+        # NORMAL is durable across process crashes in WAL mode; only power loss can drop the
+        # newest commits, and the file stays consistent either way.
+        await self.conn.execute("PRAGMA synchronous = NORMAL")
+        await self.conn.execute("PRAGMA foreign_keys = ON")
+
+    async def _migrate(self) -> None:
+        version = await self.scalar("PRAGMA user_version")
+        if version > SCHEMA_VERSION:
+            raise StoreTooNew(str(self.path), version, SCHEMA_VERSION)
+        if version == SCHEMA_VERSION:
+            return
+        async with self.transaction():
+            # Re-read under the write lock: another process may have migrated meanwhile.
+            version = await self.scalar("PRAGMA user_version")
+            if version == 0:
+                for statement in _split_sql(_SCHEMA):
+                    await self.conn.execute(statement)
+                await self.conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    async def close(self) -> None:
+        await self.conn.close()
+
+    # ------------------------------------------------------------------ primitives
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
+        """One write transaction at a time, lock taken up front (BEGIN IMMEDIATE)."""
+        async with self._write_lock:
+            await self.conn.execute("BEGIN IMMEDIATE")
+            self._in_transaction = True
+            try:
+                yield self.conn
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    await self.conn.execute("ROLLBACK")
+                raise
+            else:
+                with anyio.CancelScope(shield=True):
+                    await self.conn.execute("COMMIT")
+            finally:
+                self._in_transaction = False
+
+    async def scalar(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        async with self.conn.execute(sql, params) as cur:
+            row = await cur.fetchone()
+        return None if row is None else row[0]
+
+    async def rows(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        async with self.conn.execute(sql, params) as cur:
+            return list(await cur.fetchall())
+
+    async def data_version(self) -> int:
+        """Changes when another connection commits (SPEC §3: refresh the vector cache)."""
+        return await self.scalar("PRAGMA data_version")
+
+    async def get_meta(self, key: str) -> str | None:
+        return await self.scalar("SELECT value FROM meta WHERE key = ?", (key,))
+
+    async def set_meta(self, key: str, value: str) -> None:
+        await self.conn.execute(
+            "INSERT INTO meta(key, value) VALUES (?, ?) "
+            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )
+
+    # ------------------------------------------------------------------ ids
+
+    async def resolve_id(self, ident: str, field: str = "memory_id") -> str:
+        """Full id of an id or unique prefix (≥ 6 characters).
+
+        Raises:
+            NotFound: nothing matches, or the prefix is shorter than 6 characters.
+            AmbiguousId: several memories share the prefix.
+        """
+        if len(ident) == 32:
+            found = await self.scalar("SELECT id FROM memories WHERE id = ?", (ident,))
+            if found is None:
+                raise NotFound(ident, field)
+            return found
+        if len(ident) < MIN_PREFIX:
+            raise NotFound(ident, field)
+        upper = ident[:-1] + chr(ord(ident[-1]) + 1)
+        matches = [
+            r[0]
+            for r in await self.rows(
+                "SELECT id FROM memories WHERE id >= ? AND id < ? LIMIT 6", (ident, upper)
+            )
+        ]
+        if not matches:
+            raise NotFound(ident, field)
+        if len(matches) > 1:
+            raise AmbiguousId(ident, matches, field)
+        return matches[0]
+
+    # ------------------------------------------------------------------ memories
+
+    async def insert(
+        self, m: Memory, actr_times: Sequence[float], embedding: np.ndarray | None
+    ) -> None:
+        """Insert one memory row (inside a transaction)."""
+        values = _row_values(m, actr_times, embedding)
+        values["rev"] = await self._next_rev()
+        cols = ", ".join(values)
+        marks = ", ".join(f":{k}" for k in values)
+        await self.conn.execute(f"INSERT INTO memories ({cols}) VALUES ({marks})", values)
+
+    async def save(
+        self, m: Memory, actr_times: Sequence[float], embedding: np.ndarray | None = None
+    ) -> None:
+        """Rewrite a memory row from its model (inside a transaction).
+
+        The embedding is only written when given, so callers that did not change the
+        content never ship 1.5 kB of vector back and forth.
+        """
+        values = _row_values(m, actr_times, embedding)
+        if embedding is None:
+            values.pop("embedding")
+        values["rev"] = await self._next_rev()
+        sets = ", ".join(f"{k} = :{k}" for k in values if k != "id")
+        await self.conn.execute(f"UPDATE memories SET {sets} WHERE id = :id", values)
+
+    async def set_archived(self, memory_id: str, archived: bool, when: datetime) -> None:
+        rev = await self._next_rev()
+        await self.conn.execute(
+            "UPDATE memories SET archived = ?, archived_at = ?, rev = ? WHERE id = ?",
+            (int(archived), ts(when) if archived else None, rev, memory_id),
+        )
+
+    async def _next_rev(self) -> int:
+        # Every write bumps a store-wide revision, so a vector cache in any process can pull
+        # exactly the rows that changed since it last looked.
+        current = await self.scalar("SELECT MAX(rev) FROM memories")
+        return (current or 0) + 1
+
+    async def fetch(self, memory_id: str) -> tuple[Memory, list[float]] | None:
+        rows = await self.rows("SELECT * FROM memories WHERE id = ?", (memory_id,))
+        if not rows:
+            return None
+        return memory_from_row(rows[0]), json.loads(rows[0]["actr_times"])
+
+    async def fetch_many(self, ids: Sequence[str]) -> dict[str, tuple[Memory, list[float]]]:
+        out: dict[str, tuple[Memory, list[float]]] = {}
+        for chunk in _chunks(list(ids), 500):
+            marks = ",".join("?" * len(chunk))
+            for row in await self.rows(f"SELECT * FROM memories WHERE id IN ({marks})", chunk):
+                out[row["id"]] = (memory_from_row(row), json.loads(row["actr_times"]))
+        return out
+
+    async def scoring_rows(
+        self, seqs: Iterable[int] | None = None, ids: Iterable[str] | None = None
+    ) -> list[sqlite3.Row]:
+        """The light columns recall scores on, by rowid or by id."""
+        out: list[sqlite3.Row] = []
+        key, values = ("seq", list(seqs)) if seqs is not None else ("id", list(ids or []))
+        for chunk in _chunks(values, 500):
+            marks = ",".join("?" * len(chunk))
+            out += await self.rows(
+                f"SELECT {SCORING_COLUMNS} FROM memories WHERE {key} IN ({marks})", chunk
+            )
+        return out
+
+    async def embeddings_of(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        for chunk in _chunks(list(ids), 500):
+            marks = ",".join("?" * len(chunk))
+            for row in await self.rows(
+                f"SELECT id, embedding FROM memories WHERE id IN ({marks})", chunk
+            ):
+                if row["embedding"] is not None:
+                    out[row["id"]] = np.frombuffer(row["embedding"], dtype=np.float32)
+        return out
+
+    async def find_by_hash(self, content_hash: str, role: str, type: str) -> str | None:
+        """A live memory of this role and type with exactly this content."""
+        return await self.scalar(
+            "SELECT id FROM memories WHERE content_hash = ? AND role = ? AND type = ? "
+            "AND archived = 0 ORDER BY created_at LIMIT 1",
+            (content_hash, role, type),
+        )
+
+    async def vector_rows(self, since_rev: int) -> list[sqlite3.Row]:
+        """Rows changed after `since_rev`, for the vector cache."""
+        return await self.rows(
+            "SELECT seq, id, role, owner, type, archived, embedding, rev FROM memories "
+            "WHERE rev > ? ORDER BY rev",
+            (since_rev,),
+        )
+
+    async def list_memories(
+        self,
+        scope: Scope,
+        *,
+        archived: bool | None = False,
+        type: str | None = None,
+        status: str | None = None,
+        after_seq: int | None = None,
+        limit: int = 50,
+    ) -> list[sqlite3.Row]:
+        """Full rows in insertion order, for listings and exports (cursor = last seq)."""
+        where, params = scope.sql()
+        clauses = [where]
+        if archived is not None:
+            clauses.append("archived = ?")
+            params.append(int(archived))
+        if type is not None:
+            clauses.append("type = ?")
+            params.append(type)
+        if status is not None:
+            clauses.append("status = ?")
+            params.append(status)
+        if after_seq is not None:
+            clauses.append("seq > ?")
+            params.append(after_seq)
+        params.append(limit)
+        return await self.rows(
+            f"SELECT * FROM memories WHERE {' AND '.join(clauses)} ORDER BY seq LIMIT ?", params
+        )
+
+    # ------------------------------------------------------------------ search
+
+    async def fts_search(
+        self, text: str, scope: Scope, limit: int, include_archived: bool = False
+    ) -> list[tuple[int, float]]:
+        """BM25 top `limit` (seq, score; higher is better) for free text; never raises on syntax."""
+        query = fts_query(text)
+        if query is None or limit <= 0:
+            return []
+        where, params = scope.sql("m")
+        archived = "" if include_archived else "AND m.archived = 0"
+        rows = await self.rows(
+            "SELECT m.seq, bm25(memories_fts, 2.0, 1.0, 1.5, 1.5) AS score "
+            "FROM memories_fts JOIN memories m ON m.seq = memories_fts.rowid "
+            f"WHERE memories_fts MATCH ? AND {where} {archived} ORDER BY score LIMIT ?",
+            [query, *params, limit],
+        )
+        return [(r["seq"], -r["score"]) for r in rows]
+
+    # ------------------------------------------------------------------ edges
+
+    async def add_edge(self, src: str, dst: str, type: EdgeType, weight: float) -> None:
+        """Add an edge; an existing (dst, type) keeps the larger weight and its created_at."""
+        await self.conn.execute(
+            "INSERT INTO edges(src, dst, type, weight, created_at) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT(src, dst, type) DO UPDATE SET weight = MAX(weight, excluded.weight)",
+            (src, dst, type.value, weight, datetime.now(UTC).timestamp()),
+        )
+        await self.conn.execute(
+            "UPDATE memories SET rev = ? WHERE id = ?", (await self._next_rev(), src)
+        )
+
+    async def edges_of(self, memory_id: str) -> list[Edge]:
+        rows = await self.rows(
+            "SELECT dst, type, weight, created_at FROM edges WHERE src = ? ORDER BY created_at",
+            (memory_id,),
+        )
+        return [
+            Edge(
+                target=r["dst"], type=r["type"], weight=r["weight"], created_at=dt(r["created_at"])
+            )
+            for r in rows
+        ]
+
+    async def out_edges(self, sources: Sequence[str], scope: Scope) -> list[sqlite3.Row]:
+        """Outgoing edges of `sources` whose targets are live and inside `scope`.
+
+        SPEC §5 fixes 3 and 4: archived targets and targets outside the reader's scope are
+        dropped here, before spreading ever sees them, so they neither appear nor relay.
+        """
+        out: list[sqlite3.Row] = []
+        where, params = scope.sql("m")
+        for chunk in _chunks(list(sources), 500):
+            marks = ",".join("?" * len(chunk))
+            out += await self.rows(
+                "SELECT e.src, e.dst, e.type, e.weight FROM edges e "
+                "JOIN memories m ON m.id = e.dst "
+                f"WHERE e.src IN ({marks}) AND m.archived = 0 AND {where}",
+                [*chunk, *params],
+            )
+        return out
+
+    async def successors(
+        self, targets: Sequence[str], relations: Sequence[str], scope: Scope
+    ) -> list[sqlite3.Row]:
+        """Live, visible memories that point at `targets` with one of `relations`."""
+        out: list[sqlite3.Row] = []
+        where, params = scope.sql("m")
+        rel_marks = ",".join("?" * len(relations))
+        for chunk in _chunks(list(targets), 500):
+            marks = ",".join("?" * len(chunk))
+            out += await self.rows(
+                "SELECT e.src, e.dst, e.type FROM edges e JOIN memories m ON m.id = e.src "
+                f"WHERE e.dst IN ({marks}) AND e.type IN ({rel_marks}) "
+                f"AND m.archived = 0 AND {where}",
+                [*chunk, *relations, *params],
+            )
+        return out
+
+    async def count_edges(self) -> int:
+        return await self.scalar("SELECT COUNT(*) FROM edges")
+
+    # ------------------------------------------------------------------ accesses
+
+    async def append_accesses(self, records: Sequence[tuple[str, AccessRecord]]) -> None:
+        """Append to the access stream (inside a transaction); the stream is never rewritten."""
+        await self.conn.executemany(
+            "INSERT INTO accesses(memory_id, ts, channel, reader_owner, session_ref, trace_ref, "
+            "query, score, rank, components) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    mid,
+                    r.ts.timestamp(),
+                    r.channel.value,
+                    r.reader_owner,
+                    r.session_ref,
+                    r.trace_ref,
+                    r.query,
+                    r.score,
+                    r.rank,
+                    r.components.model_dump_json() if r.components else None,
+                )
+                for mid, r in records
+            ],
+        )
+
+    async def access_stream(
+        self,
+        memory_id: str | None,
+        limit: int,
+        before_seq: int | None = None,
+        scope: Scope | None = None,
+    ) -> list[tuple[int, str, AccessRecord]]:
+        """Newest-first accesses of one memory, or of every memory in `scope`."""
+        clauses, params = ["1"], []
+        if memory_id is not None:
+            clauses.append("a.memory_id = ?")
+            params.append(memory_id)
+        if before_seq is not None:
+            clauses.append("a.seq < ?")
+            params.append(before_seq)
+        join = ""
+        if scope is not None:
+            where, sp = scope.sql("m")
+            join = "JOIN memories m ON m.id = a.memory_id"
+            clauses.append(where)
+            params += sp
+        params.append(limit)
+        rows = await self.rows(
+            f"SELECT a.* FROM accesses a {join} WHERE {' AND '.join(clauses)} "
+            "ORDER BY a.seq DESC LIMIT ?",
+            params,
+        )
+        return [(r["seq"], r["memory_id"], _access_from_row(r)) for r in rows]
+
+    async def count_accesses(self, memory_id: str | None = None) -> int:
+        if memory_id is None:
+            return await self.scalar("SELECT COUNT(*) FROM accesses")
+        return await self.scalar("SELECT COUNT(*) FROM accesses WHERE memory_id = ?", (memory_id,))
+
+    # ------------------------------------------------------------------ maintenance, stats
+
+    async def log_maintenance(self, kind: str, report: dict[str, Any]) -> None:
+        await self.conn.execute(
+            "INSERT INTO maintenance_log(ts, kind, report) VALUES (?, ?, ?)",
+            (datetime.now(UTC).timestamp(), kind, json.dumps(report, default=str)),
+        )
+
+    async def counts(self, scope: Scope) -> dict[str, Any]:
+        where, params = scope.sql()
+        total = await self.scalar(f"SELECT COUNT(*) FROM memories WHERE {where}", params)
+        archived = await self.scalar(
+            f"SELECT COUNT(*) FROM memories WHERE {where} AND archived = 1", params
+        )
+        by_type = {
+            r[0]: r[1]
+            for r in await self.rows(
+                f"SELECT type, COUNT(*) FROM memories WHERE {where} AND archived = 0 "
+                "GROUP BY type ORDER BY type",
+                params,
+            )
+        }
+        by_owner = {
+            r[0]: r[1]
+            for r in await self.rows(
+                f"SELECT owner, COUNT(*) FROM memories WHERE {where} AND archived = 0 "
+                "GROUP BY owner ORDER BY owner",
+                params,
+            )
+        }
+        return {"total": total, "archived": archived, "by_type": by_type, "by_owner": by_owner}
+
+
+def _access_from_row(r: sqlite3.Row) -> AccessRecord:
+    return AccessRecord(
+        ts=dt(r["ts"]),
+        channel=r["channel"],
+        reader_owner=r["reader_owner"],
+        session_ref=r["session_ref"],
+        trace_ref=r["trace_ref"],
+        query=r["query"],
+        score=r["score"],
+        rank=r["rank"],
+        components=Components.model_validate_json(r["components"]) if r["components"] else None,
+    )
+
+
+def _chunks(values: list[Any], size: int) -> Iterable[list[Any]]:
+    for i in range(0, len(values), size):
+        yield values[i : i + size]
+
+
+def _split_sql(script: str) -> list[str]:
+    """Split the schema into statements, keeping trigger bodies whole."""
+    statements, current = [], []
+    for line in script.strip().splitlines():
+        current.append(line)
+        text = "\n".join(current).strip()
+        if not text.endswith(";"):
+            continue
+        if text.upper().startswith("CREATE TRIGGER") and not text.upper().endswith("END;"):
+            continue
+        statements.append(text)
+        current = []
+    return statements

@@ -1,0 +1,164 @@
+"""The in-memory vector matrix: a cache of the store's embeddings (SPEC §3).
+
+Rebuilt on open, then refreshed incrementally: every write bumps a store-wide revision, and
+when `PRAGMA data_version` says another connection committed (or this one wrote), the rows
+with a newer revision are pulled in. Search is one matrix–vector product over float32 rows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .store import Scope, Store
+
+
+class VectorIndex:
+    """Embeddings of every memory, with owner, type and archived flags for masking."""
+
+    def __init__(self, dim: int) -> None:
+        self.dim = dim
+        self.size = 0
+        self.rev = 0
+        self._data_version: int | None = None
+        self._dirty = True
+        self.matrix = np.zeros((0, dim), dtype=np.float32)
+        self.has_vector = np.zeros(0, dtype=bool)
+        self.archived = np.zeros(0, dtype=bool)
+        self.role_code = np.zeros(0, dtype=np.int32)
+        self.owner_code = np.zeros(0, dtype=np.int32)
+        self.type_code = np.zeros(0, dtype=np.int8)
+        self.ids: list[str] = []
+        self.seqs = np.zeros(0, dtype=np.int64)
+        self.row_of: dict[str, int] = {}
+        self._roles: dict[str, int] = {"": 0}
+        self._owners: dict[str, int] = {"": 0}
+        self._types: dict[str, int] = {}
+
+    def mark_dirty(self) -> None:
+        """This process wrote: pull on the next sync even if data_version did not move."""
+        self._dirty = True
+
+    async def sync(self, store: Store) -> None:
+        """Bring the cache up to date with the store."""
+        version = await store.data_version()
+        if not self._dirty and version == self._data_version:
+            return
+        self._dirty = False
+        self._data_version = version
+        rows = await store.vector_rows(self.rev)
+        if rows:
+            self._apply(rows)
+
+    def _apply(self, rows: list) -> None:
+        new = [r for r in rows if r["id"] not in self.row_of]
+        self._grow(self.size + len(new))
+        for r in rows:
+            row = self.row_of.get(r["id"])
+            if row is None:
+                row = self.size
+                self.size += 1
+                self.row_of[r["id"]] = row
+                self.ids.append(r["id"])
+                self.seqs[row] = r["seq"]
+            blob = r["embedding"]
+            vec = None if blob is None else np.frombuffer(blob, dtype=np.float32)
+            if vec is not None and vec.shape[0] == self.dim:
+                self.matrix[row] = vec
+                self.has_vector[row] = True
+            else:
+                self.matrix[row] = 0.0
+                self.has_vector[row] = False
+            self.archived[row] = bool(r["archived"])
+            self.role_code[row] = self._roles.setdefault(r["role"], len(self._roles))
+            self.owner_code[row] = self._owners.setdefault(r["owner"], len(self._owners))
+            self.type_code[row] = self._types.setdefault(r["type"], len(self._types))
+            self.rev = max(self.rev, r["rev"])
+
+    def _grow(self, needed: int) -> None:
+        capacity = self.matrix.shape[0]
+        if needed <= capacity:
+            return
+        capacity = max(needed, capacity * 2, 1024)
+
+        def grown(a: np.ndarray) -> np.ndarray:
+            out = np.zeros((capacity, *a.shape[1:]), dtype=a.dtype)
+            out[: a.shape[0]] = a
+            return out
+
+        self.matrix = grown(self.matrix)
+        self.has_vector = grown(self.has_vector)
+        self.archived = grown(self.archived)
+        self.role_code = grown(self.role_code)
+        self.owner_code = grown(self.owner_code)
+        self.type_code = grown(self.type_code)
+        self.seqs = grown(self.seqs)
+
+    def mask(
+        self, scope: Scope, include_archived: bool = False, types: set[str] | None = None
+    ) -> np.ndarray:
+        """Rows a reader in `scope` may see (owner gate, archived, types)."""
+        n = self.size
+        keep = self.has_vector[:n].copy()
+        if not include_archived:
+            keep &= ~self.archived[:n]
+        if scope.kind == "role":
+            code = self._roles.get(scope.role, -1)
+            keep &= (self.role_code[:n] == code) | (self.owner_code[:n] == 0)
+        elif scope.kind == "owner":
+            code = self._owners.get(scope.owner, -1)
+            keep &= (self.owner_code[:n] == code) | (self.owner_code[:n] == 0)
+        if types is not None:
+            codes = [self._types[t] for t in types if t in self._types]
+            keep &= np.isin(self.type_code[:n], codes)
+        return keep
+
+    def search(self, query: np.ndarray, mask: np.ndarray, n: int) -> list[tuple[str, float]]:
+        """Top `n` (id, cosine) among the masked rows, best first."""
+        if self.size == 0 or n <= 0:
+            return []
+        sims = self.matrix[: self.size] @ np.asarray(query, dtype=np.float32)
+        sims = np.where(mask, sims, -np.inf)
+        n = min(n, int(mask.sum()))
+        if n <= 0:
+            return []
+        top = np.argpartition(-sims, n - 1)[:n]
+        top = top[np.argsort(-sims[top], kind="stable")]
+        return [(self.ids[i], float(sims[i])) for i in top]
+
+    def similarities(self, query: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """Cosine of `query` against every row, −inf outside the mask."""
+        sims = self.matrix[: self.size] @ np.asarray(query, dtype=np.float32)
+        return np.where(mask, sims, -np.inf)
+
+    def vector(self, memory_id: str) -> np.ndarray | None:
+        row = self.row_of.get(memory_id)
+        if row is None or not self.has_vector[row]:
+            return None
+        return self.matrix[row]
+
+    def note(
+        self,
+        memory_id: str,
+        seq: int,
+        role: str,
+        owner: str,
+        type: str,
+        vector: np.ndarray | None,
+        archived: bool = False,
+    ) -> None:
+        """Record a row this process just wrote, so search sees it before the next sync."""
+        self._apply(
+            [
+                {
+                    "id": memory_id,
+                    "seq": seq,
+                    "role": role,
+                    "owner": owner,
+                    "type": type,
+                    "archived": archived,
+                    "embedding": None if vector is None else vector.astype(np.float32).tobytes(),
+                    "rev": self.rev,
+                }
+            ]
+        )
+        self._dirty = True
