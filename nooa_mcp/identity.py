@@ -1,4 +1,4 @@
-"""Whose memory a connection reads and writes: owner from settings, bearer token or client (SPEC §10).
+"""Whose memory a connection uses: owner from settings, bearer token or client name (SPEC §10).
 
 The owner is never a tool argument. It is, in order: the configured owner (`--owner`,
 `NOOA_OWNER`), the owner a bearer token maps to (HTTP with a tokens file), or a slug of the
@@ -103,7 +103,9 @@ class IdentityMiddleware:
     def __init__(self, configured_owner: str) -> None:
         self.configured_owner = configured_owner
 
-    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+    async def __call__(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
         token = _identity.set(resolve_identity(self.configured_owner, ctx))
         try:
             return await call_next(ctx)
@@ -124,16 +126,22 @@ def load_tokens(path: Path) -> dict[str, str]:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise InvalidInput(field, f"cannot read {path}: {exc.strerror}.", "Pass an existing file.")
+        raise InvalidInput(
+            field, f"cannot read {path}: {exc.strerror}.", "Pass an existing file."
+        ) from None
     mapping: dict[str, str] = {}
     stripped = text.strip()
     if stripped.startswith("{"):
         try:
             loaded = json.loads(stripped)
         except json.JSONDecodeError as exc:
-            raise InvalidInput(field, f"{path} is not valid JSON ({exc.msg}).", _TOKENS_FIX) from None
+            raise InvalidInput(
+                field, f"{path} is not valid JSON ({exc.msg}).", _TOKENS_FIX
+            ) from None
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in loaded.items()):
-            raise InvalidInput(field, f"{path} must map token strings to owner strings.", _TOKENS_FIX)
+            raise InvalidInput(
+                field, f"{path} must map token strings to owner strings.", _TOKENS_FIX
+            )
         mapping = dict(loaded)
     else:
         for number, line in enumerate(text.splitlines(), start=1):
@@ -142,18 +150,23 @@ def load_tokens(path: Path) -> dict[str, str]:
                 continue
             parts = line.split()
             if len(parts) != 2:
-                raise InvalidInput(field, f"{path} line {number} is not '<token> <owner>'.", _TOKENS_FIX)
+                raise InvalidInput(
+                    field, f"{path} line {number} is not '<token> <owner>'.", _TOKENS_FIX
+                )
             mapping[parts[0]] = parts[1]
     if not mapping:
         raise InvalidInput(field, f"{path} holds no tokens.", _TOKENS_FIX)
     for token, owner in mapping.items():
         if len(token) < 16:
             raise InvalidInput(
-                field, f"a token for '{owner}' is shorter than 16 characters.",
-                "Use long random tokens, e.g. `python -c 'import secrets; print(secrets.token_urlsafe(32))'`.",
+                field,
+                f"a token for '{owner}' is shorter than 16 characters.",
+                "Use long random tokens, e.g. from `openssl rand -hex 32`.",
             )
         if not owner:
-            raise InvalidInput(field, "a token maps to an empty owner.", "Name an owner role[@instance].")
+            raise InvalidInput(
+                field, "a token maps to an empty owner.", "Name an owner role[@instance]."
+            )
         parse_owner(owner, field)
     return mapping
 

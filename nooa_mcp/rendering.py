@@ -51,7 +51,9 @@ def clip(text: str, limit: int, uri: str) -> str:
     if len(text) <= limit:
         return text
     kept = text[: max(limit, 0)].rstrip()
-    return f"{kept}… [clipped: {len(text) - len(kept)} of {len(text)} characters left out; read {uri}]"
+    return (
+        f"{kept}… [clipped: {len(text) - len(kept)} of {len(text)} characters left out; read {uri}]"
+    )
 
 
 def _json_tokens(model: BaseModel) -> int:
@@ -111,7 +113,9 @@ def tool_result(model: BaseModel, text: str, budget_tokens: int = REPLY_TOKENS) 
     room = max(min(budget_tokens, HARD_CAP_TOKENS) - used, 250) * 4
     if len(text) > room:
         text = text[:room].rstrip() + "… [summary clipped; the structured result has every field]"
-    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)], structured_content=structured
+    )
 
 
 # --------------------------------------------------------------------------- text renderings
@@ -168,6 +172,7 @@ def render_recall(result: RecallResult) -> str:
 
 _AUTHOR_WORDS = {
     "created": "Stored as new memory",
+    "exists": "Already stored, unchanged:",
     "reinforced-existing": "Already known: reinforced existing memory",
     "blocked-by-tombstone": "Not stored: this was forgotten before",
     "revived": "Revived forgotten memory",
@@ -212,8 +217,8 @@ def render_explain(result: ExplainResult) -> str:
             lines.append("No candidates.")
     elif result.mode == "replay":
         lines.append(
-            f"Access history of {(result.memory_id or '')[:8]}: {result.total_accesses} access(es), "
-            f"newest first ({len(result.accesses)} shown):"
+            f"Access history of {(result.memory_id or '')[:8]}: "
+            f"{result.total_accesses} access(es), newest first ({len(result.accesses)} shown):"
         )
         for a in result.accesses:
             rank = f" rank {a.rank}" if a.rank is not None else ""

@@ -8,7 +8,6 @@ worker thread and returns at once, so `initialize` is answered before the model 
 import functools
 import importlib.metadata
 import ipaddress
-import json
 import string
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -23,8 +22,8 @@ from mcp.server.auth.settings import AuthSettings
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, CallToolResult, ToolAnnotations
 from mcp.shared.exceptions import MCPError
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, CallToolResult, ToolAnnotations
 from pydantic import AnyHttpUrl, BaseModel, Field
 
 import nooa_mcp
@@ -32,7 +31,7 @@ import nooa_mcp
 from .config import Settings
 from .embeddings import Embedder, default_embedder
 from .errors import InvalidInput, NooaError, NotFound, StoreTooNew
-from .identity import Identity, TokenFileVerifier, current_trace_ref, load_tokens, resolve_identity
+from .identity import Identity, TokenFileVerifier, load_tokens, resolve_identity
 from .memory import Memory
 from .rendering import (
     REPLY_TOKENS,
@@ -45,11 +44,10 @@ from .rendering import (
     render_recall,
     render_reminders,
     render_update,
-    render_views,
     tool_result,
 )
 from .replies import AuthorResult, ExplainResult, MemoryView, RecallResult, Reminder, UpdateResult
-from .schema import IMPORTANCE, Link, MemoryType, head, now
+from .schema import Link, MemoryType, head, now
 
 __all__ = ["build_server", "run"]
 
@@ -170,9 +168,7 @@ Importance = Annotated[
     str | float,
     Field(description="CRITICAL, HIGH, MEDIUM, LOW, TRIVIAL, or a number 0–10."),
 ]
-MemoryId = Annotated[
-    str, Field(description="A memory id; the first 8 hex characters are enough.")
-]
+MemoryId = Annotated[str, Field(description="A memory id; the first 8 hex characters are enough.")]
 
 
 class TriggerArg(BaseModel):
@@ -256,8 +252,8 @@ _STATUS_ORDER = {"open": 0, "done": 1, "dropped": 2}
 
 
 async def _todos(memory: Memory, include_closed: bool) -> list[TodoItem]:
-    views = await memory.list_memories(limit=TODO_LIST_LIMIT, type="todo")
-    items = [_todo_item(v) for v in views if include_closed or (v.status or "open") == "open"]
+    rows = await memory.list_memories(limit=TODO_LIST_LIMIT, type="todo")
+    items = [_todo_item(v) for _, v in rows if include_closed or (v.status or "open") == "open"]
     # SPEC §9: open first, then importance, then age (oldest commitment first).
     items.sort(key=lambda t: (_STATUS_ORDER.get(t.status, 3), -t.importance, t.created_at))
     return items
@@ -292,6 +288,19 @@ def _summary(view: MemoryView) -> dict[str, Any]:
 def _page(items: list[dict[str, Any]], next_cursor: str | None, base_uri: str) -> str:
     next_uri = f"{base_uri}?cursor={next_cursor}" if next_cursor else None
     return Page(items=items, next_cursor=next_cursor, next_uri=next_uri).model_dump_json(indent=1)
+
+
+def _cursor(cursor: str) -> int | None:
+    """Cursors are opaque to clients; here they are the stream or insertion sequence number."""
+    if not cursor:
+        return None
+    if not cursor.isdigit():
+        raise InvalidInput(
+            "cursor",
+            f"'{cursor}' is not a cursor from this server.",
+            "Pass next_cursor from the previous page, or leave it out for the first page.",
+        )
+    return int(cursor)
 
 
 def _limit(limit: str | int | None) -> int:
@@ -443,7 +452,10 @@ def _register_tools(server: MCPServer, budget: int) -> None:
         place_or_task: str = "",
         references: Annotated[
             list[str] | None,
-            Field(description="Pointers instead of copies: file:<relative path>, memory:<id>, url:<url>."),
+            Field(
+                description="Pointers instead of copies: file:<relative path>, memory:<id>, "
+                "url:<address>."
+            ),
         ] = None,
         links: Annotated[
             list[Link] | None,
@@ -530,11 +542,14 @@ def _register_tools(server: MCPServer, budget: int) -> None:
     @_tool_errors
     async def memory_explain(
         query: Annotated[
-            str | None, Field(description="Dry-run this query: every candidate and its score parts.")
+            str | None,
+            Field(description="Dry-run this query: every candidate and its score parts."),
         ] = None,
         memory_id: Annotated[
             str | None,
-            Field(description="Replay this memory's access history; with query: why (not) recalled."),
+            Field(
+                description="Replay this memory's access history; with query: why (not) recalled."
+            ),
         ] = None,
         k: Annotated[int, Field(ge=1, le=50)] = 10,
         scope: str = "mine",
@@ -553,7 +568,10 @@ def _register_tools(server: MCPServer, budget: int) -> None:
     @server.tool(
         title="Update, link or forget a memory",
         annotations=ToolAnnotations(
-            read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False
+            read_only_hint=False,
+            destructive_hint=True,
+            idempotent_hint=False,
+            open_world_hint=False,
         ),
     )
     @_tool_errors
@@ -605,7 +623,10 @@ def _register_tools(server: MCPServer, budget: int) -> None:
     @server.tool(
         title="Todos",
         annotations=ToolAnnotations(
-            read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+            read_only_hint=False,
+            destructive_hint=False,
+            idempotent_hint=False,
+            open_world_hint=False,
         ),
     )
     @_tool_errors
@@ -643,7 +664,8 @@ def _register_tools(server: MCPServer, budget: int) -> None:
             view = await memory.get(todo_id)
             if view.type is not MemoryType.todo:
                 raise InvalidInput(
-                    "todo_id", f"{view.id[:8]} is a {view.type.value}, not a todo.",
+                    "todo_id",
+                    f"{view.id[:8]} is a {view.type.value}, not a todo.",
                     "Pass the id of a todo (todo action=list shows them).",
                 )
             changed = await memory.update(view.id, status=target)
@@ -657,7 +679,10 @@ def _register_tools(server: MCPServer, budget: int) -> None:
     @server.tool(
         title="Intents (prospective memory)",
         annotations=ToolAnnotations(
-            read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False
+            read_only_hint=False,
+            destructive_hint=True,
+            idempotent_hint=False,
+            open_world_hint=False,
         ),
     )
     @_tool_errors
@@ -676,7 +701,9 @@ def _register_tools(server: MCPServer, budget: int) -> None:
         cue: Annotated[
             str | None, Field(description="For add: fire when these words come up later.")
         ] = None,
-        every_hours: Annotated[float | None, Field(gt=0, description="Re-arm after firing.")] = None,
+        every_hours: Annotated[
+            float | None, Field(gt=0, description="Re-arm after firing.")
+        ] = None,
         intent_id: Annotated[str | None, Field(description="For cancel: the intent's id.")] = None,
         importance: Importance = "MEDIUM",
     ) -> Annotated[CallToolResult, IntentReply]:
@@ -692,7 +719,8 @@ def _register_tools(server: MCPServer, budget: int) -> None:
             trigger = TriggerArg(fire_at=fire_at, cue=cue, every_hours=every_hours)
             if trigger.fire_at is None and not (trigger.cue or "").strip():
                 raise InvalidInput(
-                    "fire_at", "an intent needs fire_at, cue or both.",
+                    "fire_at",
+                    "an intent needs fire_at, cue or both.",
                     "Pass fire_at (ISO 8601) and/or cue (words to watch for).",
                 )
             added = await memory.author(
@@ -708,14 +736,19 @@ def _register_tools(server: MCPServer, budget: int) -> None:
             view = await memory.get(intent_id)
             if view.type is not MemoryType.intent:
                 raise InvalidInput(
-                    "intent_id", f"{view.id[:8]} is a {view.type.value}, not an intent.",
+                    "intent_id",
+                    f"{view.id[:8]} is a {view.type.value}, not an intent.",
                     "Pass the id of an intent (intent action=list shows them).",
                 )
             cancelled = await memory.forget(view.id, reason="cancelled")
-            reply.id, reply.outcome, reply.reminders = cancelled.id, "cancelled", cancelled.reminders
+            reply.id, reply.outcome, reply.reminders = (
+                cancelled.id,
+                "cancelled",
+                cancelled.reminders,
+            )
         at = now()
-        views = await memory.list_memories(limit=TODO_LIST_LIMIT, type="intent")
-        items = [_intent_item(v, at) for v in views]
+        rows = await memory.list_memories(limit=TODO_LIST_LIMIT, type="intent")
+        items = [_intent_item(v, at) for _, v in rows]
         if action == "check":
             items = [i for i in items if i.due]
             reply.note = (
@@ -748,7 +781,10 @@ def _render_todos(reply: TodoReply) -> str:
     lines.append(
         render_views_like(
             f"{reply.open_count} open todo(s):",
-            [f"- [{t.id8}] [{t.status}] {t.importance_label} {t.title or t.content}" for t in reply.todos],
+            [
+                f"- [{t.id8}] [{t.status}] {t.importance_label} {t.title or t.content}"
+                for t in reply.todos
+            ],
             "No todos.",
         )
     )
@@ -791,7 +827,8 @@ def _register_resources(server: MCPServer, budget: int) -> None:
         return bound_view(view, budget).model_dump_json(indent=1)
 
     @server.resource(
-        "memory://memories/{memory_id}/access-log{?cursor,limit}", name="memory-access-log",
+        "memory://memories/{memory_id}/access-log{?cursor,limit}",
+        name="memory-access-log",
         mime_type=_JSON,
     )
     @_resource_errors
@@ -800,19 +837,19 @@ def _register_resources(server: MCPServer, budget: int) -> None:
         memory = await _memory()
         view = await memory.get(memory_id)
         size = _limit(limit)
-        records = await memory.access_log(view.id, limit=size, before=cursor or None)
-        items = [r.model_dump(mode="json") for r in records]
-        nxt = records[-1].ts.isoformat() if len(records) == size else None
+        rows = await memory.access_log(view.id, limit=size, before=_cursor(cursor))
+        items = [r.model_dump(mode="json") for _, r in rows]
+        nxt = str(rows[-1][0]) if len(rows) == size else None
         return _page(items, nxt, f"{memory_uri(view.id)}/access-log")
 
     async def archived_page(cursor: str = "", limit: str = "") -> str:
         """Archived (forgotten, merged or cancelled) memories, a page at a time."""
         size = _limit(limit)
-        views = await (await _memory()).list_memories(
-            archived=True, limit=size, after=cursor or None
+        rows = await (await _memory()).list_memories(
+            archived=True, limit=size, after=_cursor(cursor)
         )
-        nxt = views[-1].id if len(views) == size else None
-        return _page([_summary(v) for v in views], nxt, "memory://archived")
+        nxt = str(rows[-1][0]) if len(rows) == size else None
+        return _page([_summary(v) for _, v in rows], nxt, "memory://archived")
 
     _paged(server, "memory://archived", "archived", archived_page)
 
@@ -828,18 +865,19 @@ def _register_resources(server: MCPServer, budget: int) -> None:
     async def recent_page(cursor: str = "", limit: str = "") -> str:
         """The newest accesses across the store (the stream), a page at a time."""
         size = _limit(limit)
-        records = await (await _memory()).recent_accesses(limit=size, before=cursor or None)
-        nxt = records[-1].ts.isoformat() if len(records) == size else None
-        return _page([r.model_dump(mode="json") for r in records], nxt, "memory://access-log")
+        rows = await (await _memory()).recent_accesses(limit=size, before=_cursor(cursor))
+        items = [{"memory_id": mid, **r.model_dump(mode="json")} for _, mid, r in rows]
+        nxt = str(rows[-1][0]) if len(rows) == size else None
+        return _page(items, nxt, "memory://access-log")
 
     _paged(server, "memory://access-log", "access-log", recent_page)
 
     async def todos_page(cursor: str = "", limit: str = "") -> str:
         """Your todos with their status, a page at a time."""
         size = _limit(limit)
-        views = await (await _memory()).list_memories(limit=size, after=cursor or None, type="todo")
-        nxt = views[-1].id if len(views) == size else None
-        return _page([_summary(v) for v in views], nxt, "memory://todos")
+        rows = await (await _memory()).list_memories(limit=size, after=_cursor(cursor), type="todo")
+        nxt = str(rows[-1][0]) if len(rows) == size else None
+        return _page([_summary(v) for _, v in rows], nxt, "memory://todos")
 
     _paged(server, "memory://todos", "todos", todos_page)
 
@@ -881,13 +919,15 @@ def _register_prompts(server: MCPServer) -> None:
     start = load_prompt("session_start")
     reflect = load_prompt("reflect")
 
-    @server.prompt(name="memory_guide", title="How to use your memory",
-                   description=guide.description)
+    @server.prompt(
+        name="memory_guide", title="How to use your memory", description=guide.description
+    )
     def memory_guide() -> str:
         return guide.body.safe_substitute()
 
-    @server.prompt(name="session_start", title="Start a session with memory",
-                   description=start.description)
+    @server.prompt(
+        name="session_start", title="Start a session with memory", description=start.description
+    )
     @_resource_errors
     async def session_start() -> str:
         memory = await _memory()
@@ -896,7 +936,7 @@ def _register_prompts(server: MCPServer) -> None:
         at = now()
         intents = [
             _intent_item(v, at)
-            for v in await memory.list_memories(limit=TODO_LIST_LIMIT, type="intent")
+            for _, v in await memory.list_memories(limit=TODO_LIST_LIMIT, type="intent")
         ]
         return start.body.safe_substitute(
             context=context.strip() or "Nothing stored yet.",
@@ -909,8 +949,7 @@ def _register_prompts(server: MCPServer) -> None:
             ),
         )
 
-    @server.prompt(name="reflect", title="Reflect on recent work",
-                   description=reflect.description)
+    @server.prompt(name="reflect", title="Reflect on recent work", description=reflect.description)
     @_resource_errors
     async def reflect_prompt() -> str:
         memory = await _memory()
@@ -921,7 +960,10 @@ def _register_prompts(server: MCPServer) -> None:
             active=stats.active,
             archived=stats.archived,
             episodes=_bullets(
-                [f"- [{e.id[:8]}] {e.created_at:%Y-%m-%d} {head(e.content, 300)}" for e in episodes],
+                [
+                    f"- [{e.id[:8]}] {e.created_at:%Y-%m-%d} {head(e.content, 300)}"
+                    for _, e in episodes
+                ],
                 "No episodes are stored yet: author one after each task (type=episode).",
             ),
             reflect_hint="",
@@ -967,4 +1009,3 @@ def run(
     shown = f"[{host}]" if ":" in host else host
     server = build_server(settings, tokens=tokens, http_url=f"http://{shown}:{port}")
     anyio.run(functools.partial(server.run_streamable_http_async, host=host, port=port))
-
