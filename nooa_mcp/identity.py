@@ -19,7 +19,6 @@ from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken, TokenVerifier
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
-from opentelemetry import trace
 
 from .errors import InvalidInput
 from .schema import owner_from_client_name, parse_owner
@@ -29,7 +28,6 @@ __all__ = [
     "IdentityMiddleware",
     "TokenFileVerifier",
     "current_identity",
-    "current_trace_ref",
     "load_tokens",
 ]
 
@@ -59,16 +57,6 @@ def current_identity() -> Identity:
     if identity is None:
         raise RuntimeError("no MCP request is being handled; the owner is unknown")
     return identity
-
-
-def current_trace_ref() -> str | None:
-    """The active OpenTelemetry span id as 16 hex digits, or None when no tracer records.
-
-    The SDK opens a SERVER span per message; it only has a valid id once an OTel SDK
-    (TracerProvider) is installed, so without one this stays None and costs nothing.
-    """
-    context = trace.get_current_span().get_span_context()
-    return format(context.span_id, "016x") if context.is_valid else None
 
 
 def _token_owner(request: Any) -> str | None:

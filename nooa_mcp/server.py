@@ -28,6 +28,7 @@ from pydantic import AnyHttpUrl, BaseModel, Field
 
 import nooa_mcp
 
+from . import tracing
 from .config import Settings
 from .embeddings import Embedder, default_embedder
 from .errors import InvalidInput, NooaError, NotFound, StoreTooNew
@@ -118,9 +119,11 @@ def _bind(configured_owner: str) -> Callable[..., Awaitable[HandlerResult]]:
         owners = ctx.lifespan_context
         if not isinstance(owners, Owners):
             return await call_next(ctx)
-        token = _bound.set(_Bound(owners, resolve_identity(configured_owner, ctx)))
+        identity = resolve_identity(configured_owner, ctx)
+        token = _bound.set(_Bound(owners, identity))
         try:
-            return await call_next(ctx)
+            with tracing.session(identity.session_ref):
+                return await call_next(ctx)
         finally:
             _bound.reset(token)
 
