@@ -7,6 +7,7 @@ worker thread and returns at once, so `initialize` is answered before the model 
 
 import functools
 import importlib.metadata
+import inspect
 import ipaddress
 import string
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -147,6 +148,8 @@ def _tool_errors(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
         except NooaError as exc:
             raise ToolError(str(exc)) from exc
 
+    # The docstring is the tool description the model reads: no source indentation in it.
+    wrapper.__doc__ = inspect.cleandoc(fn.__doc__ or "")
     return wrapper
 
 

@@ -552,3 +552,8 @@ async def test_owner_comes_from_client_name_over_the_legacy_handshake(tmp_path: 
     async with Client(server, client_info=info, mode="legacy", cache=None) as c:
         wanted = await author(c, "Code fact.")
         assert (await read_json(c, f"memory://memories/{wanted}"))["owner"] == "claude-code"
+
+
+async def test_tool_descriptions_carry_no_source_indentation(client: Client) -> None:
+    for tool in (await client.list_tools()).tools:
+        assert "\n    " not in tool.description, tool.name
