@@ -78,10 +78,8 @@ def bound_recall(result: RecallResult, budget_tokens: int = REPLY_TOKENS) -> Rec
         bounded = result.model_copy(update={"hits": _clip_hits(result.hits, limit)})
     while _json_tokens(bounded) > budget_tokens // 2 and len(bounded.hits) > 1:
         # Still too large (many hits with long metadata): drop from the bottom, say so.
-        dropped = bounded.hits[-1]
         note = f"{bounded.note} Lower-ranked results left out to stay within the reply budget."
         bounded = bounded.model_copy(update={"hits": bounded.hits[:-1], "note": note.strip()})
-        del dropped
     return bounded
 
 
@@ -96,10 +94,35 @@ def bound_explain(result: ExplainResult, budget_tokens: int = REPLY_TOKENS) -> E
     return bounded
 
 
-def bound_view(view: MemoryViewModel, budget_tokens: int = REPLY_TOKENS) -> MemoryViewModel:
-    """Clip one memory's content so a resource read stays within the budget."""
+def bound_view(
+    view: MemoryViewModel, budget_tokens: int = REPLY_TOKENS, offset: int = 0
+) -> MemoryViewModel:
+    """One memory's content from `offset`, clipped so a resource read stays within the budget.
+
+    The clip marker names the same resource with the offset where the rest starts.
+    """
     limit = max(budget_tokens * 4 - 4_000, 1_000)
-    return view.model_copy(update={"content": clip(view.content, limit, memory_uri(view.id))})
+    rest = view.content[offset:]
+    if len(rest) <= limit:
+        return view.model_copy(update={"content": rest})
+    kept = rest[:limit]
+    nxt = offset + len(kept)
+    marker = (
+        f"… [clipped: characters {offset}–{nxt} of {len(view.content)} shown; "
+        f"read {memory_uri(view.id)}?offset={nxt} for the rest]"
+    )
+    return view.model_copy(update={"content": kept + marker})
+
+
+def bound_items(items: list[M], model_tokens: int, budget_tokens: int = REPLY_TOKENS) -> int:
+    """How many leading items fit in half the budget, given the reply without them."""
+    room = budget_tokens // 2 - model_tokens
+    used = 0
+    for count, item in enumerate(items):
+        used += _json_tokens(item)
+        if used > room:
+            return count
+    return len(items)
 
 
 def tool_result(model: BaseModel, text: str, budget_tokens: int = REPLY_TOKENS) -> CallToolResult:
@@ -238,15 +261,4 @@ def render_explain(result: ExplainResult) -> str:
         )
     if result.embeddings == "warming":
         lines.append("(embedding model still loading: keyword candidates only)")
-    return "\n".join(lines)
-
-
-def render_views(title: str, views: list[MemoryViewModel], empty: str) -> str:
-    lines = [title]
-    if not views:
-        lines.append(empty)
-    for v in views:
-        status = f" [{v.status}]" if v.status else ""
-        label = v.title or " ".join(v.content.split())[:100]
-        lines.append(f"- [{v.id[:8]}]{status} {v.importance_label} {label}")
     return "\n".join(lines)

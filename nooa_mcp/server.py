@@ -37,7 +37,9 @@ from .identity import Identity, TokenFileVerifier, load_tokens, resolve_identity
 from .memory import Memory
 from .rendering import (
     REPLY_TOKENS,
+    approx_tokens,
     bound_explain,
+    bound_items,
     bound_recall,
     bound_view,
     memory_uri,
@@ -208,6 +210,9 @@ class TodoReply(BaseModel):
     outcome: str = ""
     todos: list[TodoItem] = Field(default_factory=list)
     open_count: int = 0
+    omitted: int = Field(
+        0, description="Todos left out to keep the reply small: see memory://todos."
+    )
     reminders: list[Reminder] = Field(default_factory=list)
 
 
@@ -226,6 +231,7 @@ class IntentReply(BaseModel):
     id: str | None = None
     outcome: str = ""
     intents: list[IntentItem] = Field(default_factory=list)
+    omitted: int = 0
     note: str = ""
     reminders: list[Reminder] = Field(default_factory=list)
 
@@ -307,6 +313,18 @@ def _cursor(cursor: str) -> int | None:
             "Pass next_cursor from the previous page, or leave it out for the first page.",
         )
     return int(cursor)
+
+
+def _offset(offset: str, length: int) -> int:
+    if not offset:
+        return 0
+    if not offset.isdigit() or int(offset) > length:
+        raise InvalidInput(
+            "offset",
+            f"'{offset}' is not a character offset inside the content.",
+            f"Pass 0 to {length}, as given in the clip marker.",
+        )
+    return int(offset)
 
 
 def _limit(limit: str | int | None) -> int:
@@ -676,8 +694,10 @@ def _register_tools(server: MCPServer, budget: int) -> None:
                 )
             changed = await memory.update(view.id, status=target)
             reply.id, reply.outcome, reply.reminders = changed.id, target, changed.reminders
-        reply.todos = await _todos(memory, include_closed)
-        reply.open_count = sum(1 for t in reply.todos if t.status == "open")
+        todos = await _todos(memory, include_closed)
+        reply.open_count = sum(1 for t in todos if t.status == "open")
+        shown = bound_items(todos, approx_tokens(reply.model_dump_json()), budget)
+        reply.todos, reply.omitted = todos[:shown], len(todos) - shown
         if action != "list":
             await _notify(ctx, "memory://todos", "memory://stats", memory_uri(reply.id or ""))
         return tool_result(reply, _render_todos(reply), budget)
@@ -761,7 +781,8 @@ def _register_tools(server: MCPServer, budget: int) -> None:
                 "Time-triggered intents whose time has passed. Cue triggers fire from recall "
                 "and author results, in their reminders field."
             )
-        reply.intents = items
+        shown = bound_items(items, approx_tokens(reply.model_dump_json()), budget)
+        reply.intents, reply.omitted = items[:shown], len(items) - shown
         if action in ("add", "cancel"):
             await _notify(ctx, memory_uri(reply.id or ""), "memory://stats")
         return tool_result(reply, _render_intents(reply), budget)
@@ -785,7 +806,7 @@ def _render_todos(reply: TodoReply) -> str:
     if reply.id:
         lines.append(f"{reply.action}: {reply.id[:8]} → {reply.outcome}.")
     lines.append(
-        render_views_like(
+        _listing(
             f"{reply.open_count} open todo(s):",
             [
                 f"- [{t.id8}] [{t.status}] {t.importance_label} {t.title or t.content}"
@@ -794,6 +815,8 @@ def _render_todos(reply: TodoReply) -> str:
             "No todos.",
         )
     )
+    if reply.omitted:
+        lines.append(f"{reply.omitted} more not shown; read memory://todos for all of them.")
     lines += render_reminders(reply.reminders)
     return "\n".join(lines)
 
@@ -808,14 +831,16 @@ def _render_intents(reply: IntentReply) -> str:
         when = ", ".join(f"{k} {v}" for k, v in trig.items() if k in ("fire_at", "cue") and v)
         rows.append(f"- [{i.id8}]{' DUE' if i.due else ''} {i.content} ({when})")
     title = "Due intents:" if reply.action == "check" else "Armed intents:"
-    lines.append(render_views_like(title, rows, "None."))
+    lines.append(_listing(title, rows, "None."))
+    if reply.omitted:
+        lines.append(f"{reply.omitted} more not shown.")
     if reply.note:
         lines.append(reply.note)
     lines += render_reminders(reply.reminders)
     return "\n".join(lines)
 
 
-def render_views_like(title: str, rows: list[str], empty: str) -> str:
+def _listing(title: str, rows: list[str], empty: str) -> str:
     return "\n".join([title, *(rows or [empty])])
 
 
@@ -825,12 +850,14 @@ _JSON = "application/json"
 
 
 def _register_resources(server: MCPServer, budget: int) -> None:
-    @server.resource("memory://memories/{memory_id}", name="memory", mime_type=_JSON)
+    @server.resource("memory://memories/{memory_id}{?offset}", name="memory", mime_type=_JSON)
     @_resource_errors
-    async def memory_record(memory_id: str) -> str:
-        """One memory with every field, its edges, resolved references and retention."""
+    async def memory_record(memory_id: str, offset: str = "") -> str:
+        """One memory with every field, its edges and retention; long content comes in parts."""
         view = await (await _memory()).get(memory_id)
-        return bound_view(view, budget).model_dump_json(indent=1)
+        return bound_view(view, budget, _offset(offset, len(view.content))).model_dump_json(
+            indent=1
+        )
 
     @server.resource(
         "memory://memories/{memory_id}/access-log{?cursor,limit}",

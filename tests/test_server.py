@@ -335,7 +335,7 @@ async def test_resource_templates_are_listed(client: Client) -> None:
         t.uri_template for t in (await client.list_resource_templates()).resource_templates
     }
     assert {
-        "memory://memories/{memory_id}",
+        "memory://memories/{memory_id}{?offset}",
         "memory://memories/{memory_id}/access-log{?cursor,limit}",
         "memory://archived/{memory_id}",
         "memory://archived{?cursor,limit}",
@@ -557,3 +557,31 @@ async def test_owner_comes_from_client_name_over_the_legacy_handshake(tmp_path: 
 async def test_tool_descriptions_carry_no_source_indentation(client: Client) -> None:
     for tool in (await client.list_tools()).tools:
         assert "\n    " not in tool.description, tool.name
+
+
+async def test_a_long_memory_resource_is_clipped_with_the_offset_of_the_rest(
+    client: Client,
+) -> None:
+    wanted = await author(client, "x" * 60_000)
+    record = await read_json(client, f"memory://memories/{wanted}")
+    assert f"memory://memories/{wanted}?offset=" in record["content"][-200:]
+
+
+async def test_reading_on_from_the_offset_returns_the_rest_of_the_content(
+    client: Client,
+) -> None:
+    content = "".join(f"{i:06d}" for i in range(6_000))
+    wanted = await author(client, content)
+    first = (await read_json(client, f"memory://memories/{wanted}"))["content"]
+    kept = first[: first.index("… [clipped")]
+    rest = (await read_json(client, f"memory://memories/{wanted}?offset={len(kept)}"))["content"]
+    assert kept + rest == content
+
+
+async def test_todo_list_of_many_long_todos_stays_within_the_budget(client: Client) -> None:
+    for i in range(60):
+        words = " ".join(f"w{i}x{j}" for j in range(60))
+        await client.call_tool("todo", {"action": "add", "content": f"Task {i}: {words}"})
+    result = await client.call_tool("todo", {"action": "list"})
+    size = len(result.content[0].text) + len(json.dumps(result.structured_content))
+    assert size / 4 <= 8_000 and result.structured_content["omitted"] > 0
