@@ -53,8 +53,14 @@ class Server:
     async def __aenter__(self) -> Server:
         self.started = time.perf_counter()
         self.proc = await asyncio.create_subprocess_exec(
-            self.command, "--store", str(self.store), "--owner", "bench",
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            self.command,
+            "--store",
+            str(self.store),
+            "--owner",
+            "bench",
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
             limit=16 * 1024 * 1024,
         )
         return self
