@@ -35,6 +35,7 @@ from .embeddings import Embedder, default_embedder
 from .errors import InvalidInput, NooaError, NotFound, StoreTooNew
 from .identity import Identity, TokenFileVerifier, load_tokens, resolve_identity
 from .memory import Memory
+from .notifications import Subscribers
 from .rendering import (
     REPLY_TOKENS,
     approx_tokens,
@@ -427,7 +428,9 @@ def build_server(
     )
     server.middleware.append(_bind(settings.owner))
     budget = REPLY_TOKENS
-    _register_tools(server, budget)
+    subscribers = Subscribers()
+    subscribers.install(server)
+    _register_tools(server, budget, subscribers)
     _register_resources(server, budget)
     _register_prompts(server)
     return server
@@ -440,13 +443,7 @@ def _version() -> str:
         return "0"
 
 
-async def _notify(ctx: Context, *uris: str) -> None:
-    """Tell `subscriptions/listen` subscribers which resources changed."""
-    for uri in uris:
-        await ctx.notify_resource_updated(uri)
-
-
-def _register_tools(server: MCPServer, budget: int) -> None:
+def _register_tools(server: MCPServer, budget: int, subscribers: Subscribers) -> None:
     writes = ToolAnnotations(
         read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
     )
@@ -519,7 +516,7 @@ def _register_tools(server: MCPServer, budget: int) -> None:
             trigger=trigger.model_dump(exclude_none=True) if trigger else None,
             revive=revive,
         )
-        await _notify(ctx, memory_uri(result.id), "memory://stats")
+        await subscribers.publish(ctx, memory_uri(result.id), "memory://stats")
         return tool_result(result, render_author(result), budget)
 
     @server.tool(title="Recall memories", annotations=writes)
@@ -641,7 +638,7 @@ def _register_tools(server: MCPServer, budget: int) -> None:
             uris.append("memory://archived")
         if status is not None:
             uris.append("memory://todos")
-        await _notify(ctx, *uris)
+        await subscribers.publish(ctx, *uris)
         return tool_result(result, render_update(result), budget)
 
     @server.tool(
@@ -699,7 +696,9 @@ def _register_tools(server: MCPServer, budget: int) -> None:
         shown = bound_items(todos, approx_tokens(reply.model_dump_json()), budget)
         reply.todos, reply.omitted = todos[:shown], len(todos) - shown
         if action != "list":
-            await _notify(ctx, "memory://todos", "memory://stats", memory_uri(reply.id or ""))
+            await subscribers.publish(
+                ctx, "memory://todos", "memory://stats", memory_uri(reply.id or "")
+            )
         return tool_result(reply, _render_todos(reply), budget)
 
     @server.tool(
@@ -784,7 +783,7 @@ def _register_tools(server: MCPServer, budget: int) -> None:
         shown = bound_items(items, approx_tokens(reply.model_dump_json()), budget)
         reply.intents, reply.omitted = items[:shown], len(items) - shown
         if action in ("add", "cancel"):
-            await _notify(ctx, memory_uri(reply.id or ""), "memory://stats")
+            await subscribers.publish(ctx, memory_uri(reply.id or ""), "memory://stats")
         return tool_result(reply, _render_intents(reply), budget)
 
     register_reflect_tool(server, budget)

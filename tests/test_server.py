@@ -6,14 +6,15 @@ prompts, identity and notifications. The lifespan runs as in production, with Ha
 """
 
 import json
+import warnings
 from datetime import timedelta
 from pathlib import Path
 
 import anyio
 import pytest
 from mcp import Client
-from mcp.shared.exceptions import MCPError
-from mcp_types import Implementation, TextResourceContents
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp_types import Implementation, ResourceUpdatedNotification, TextResourceContents
 
 from nooa_mcp.config import Settings
 from nooa_mcp.embeddings import HashEmbedder
@@ -585,3 +586,30 @@ async def test_todo_list_of_many_long_todos_stays_within_the_budget(client: Clie
     result = await client.call_tool("todo", {"action": "list"})
     size = len(result.content[0].text) + len(json.dumps(result.structured_content))
     assert size / 4 <= 8_000 and result.structured_content["omitted"] > 0
+
+
+async def test_legacy_subscribers_hear_that_a_memory_changed(settings: Settings) -> None:
+    # 2025-era clients subscribe with resources/subscribe and get notifications/resources/updated.
+    updated = anyio.Event()
+    seen: list[str] = []
+
+    async def on_message(message) -> None:
+        if isinstance(message, ResourceUpdatedNotification):
+            seen.append(message.params.uri)
+            updated.set()
+
+    server = build_server(settings, embedder=HashEmbedder())
+    async with Client(server, mode="legacy", message_handler=on_message, cache=None) as c:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            await c.subscribe_resource("memory://stats")
+        await author(c, "Something new.")
+        with anyio.fail_after(5):
+            await updated.wait()
+    assert seen == ["memory://stats"]
+
+
+async def test_the_handshake_advertises_resource_subscriptions(settings: Settings) -> None:
+    server = build_server(settings, embedder=HashEmbedder())
+    async with Client(server, mode="legacy", cache=None) as c:
+        assert c.server_capabilities.resources.subscribe is True
