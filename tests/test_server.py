@@ -6,6 +6,7 @@ prompts, identity and notifications. The lifespan runs as in production, with Ha
 """
 
 import json
+import threading
 import warnings
 from datetime import timedelta
 from pathlib import Path
@@ -17,7 +18,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types import Implementation, ResourceUpdatedNotification, TextResourceContents
 
 from nooa_mcp.config import Settings
-from nooa_mcp.embeddings import HashEmbedder
+from nooa_mcp.embeddings import HashEmbedder, WarmingEmbedder
 from nooa_mcp.schema import now
 from nooa_mcp.server import build_server
 
@@ -613,3 +614,20 @@ async def test_the_handshake_advertises_resource_subscriptions(settings: Setting
     server = build_server(settings, embedder=HashEmbedder())
     async with Client(server, mode="legacy", cache=None) as c:
         assert c.server_capabilities.resources.subscribe is True
+
+
+async def test_recall_answers_while_the_model_loads_and_says_so(settings: Settings) -> None:
+    # SPEC §4: the server answers at once; until the model is ready recall uses FTS only.
+    gate = threading.Event()
+
+    def slow_model() -> HashEmbedder:
+        gate.wait()
+        return HashEmbedder()
+
+    warming = WarmingEmbedder(slow_model, "hash-64", 64)
+    try:
+        async with Client(build_server(settings, embedder=warming), cache=None) as c:
+            result = await c.call_tool("memory_recall", {"query": "deploy key"})
+    finally:
+        gate.set()
+    assert result.structured_content["embeddings"] == "warming"
