@@ -2,15 +2,13 @@
 
 The owner is never a tool argument. It is, in order: the configured owner (`--owner`,
 `NOOA_OWNER`), the owner a bearer token maps to (HTTP with a tokens file), or a slug of the
-client's `clientInfo.name`. `IdentityMiddleware` works it out once per inbound message and puts
-it in a context variable, so tools, resources and prompts all read the same answer.
+client's `clientInfo.name`. `resolve_identity` works it out for one inbound message.
 """
 
 from __future__ import annotations
 
 import hmac
 import json
-from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -18,17 +16,16 @@ from typing import Any, Literal
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken, TokenVerifier
-from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.context import ServerRequestContext
 
 from .errors import InvalidInput
 from .schema import owner_from_client_name, parse_owner
 
 __all__ = [
     "Identity",
-    "IdentityMiddleware",
     "TokenFileVerifier",
-    "current_identity",
     "load_tokens",
+    "resolve_identity",
 ]
 
 Source = Literal["settings", "token", "client"]
@@ -42,21 +39,6 @@ class Identity:
     source: Source
     client_name: str | None = None
     session_ref: str | None = None
-
-
-_identity: ContextVar[Identity | None] = ContextVar("nooa_identity", default=None)
-
-
-def current_identity() -> Identity:
-    """The identity of the message being handled.
-
-    Raises:
-        RuntimeError: called outside a request (no middleware ran).
-    """
-    identity = _identity.get()
-    if identity is None:
-        raise RuntimeError("no MCP request is being handled; the owner is unknown")
-    return identity
 
 
 def _token_owner(request: Any) -> str | None:
@@ -83,22 +65,6 @@ def resolve_identity(configured_owner: str, ctx: ServerRequestContext[Any, Any])
     if token_owner:
         return Identity(token_owner, "token", client_name, session_ref)
     return Identity(owner_from_client_name(client_name), "client", client_name, session_ref)
-
-
-class IdentityMiddleware:
-    """Server middleware: resolve the owner for each message and expose it to the handlers."""
-
-    def __init__(self, configured_owner: str) -> None:
-        self.configured_owner = configured_owner
-
-    async def __call__(
-        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
-    ) -> HandlerResult:
-        token = _identity.set(resolve_identity(self.configured_owner, ctx))
-        try:
-            return await call_next(ctx)
-        finally:
-            _identity.reset(token)
 
 
 def load_tokens(path: Path) -> dict[str, str]:

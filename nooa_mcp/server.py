@@ -24,9 +24,7 @@ from .handlers import Owners, bind_owner
 from .identity import TokenFileVerifier, load_tokens
 from .notifications import Subscribers
 from .prompting import register_prompts
-from .rendering import (
-    REPLY_TOKENS,
-)
+from .rendering import REPLY_TOKENS
 from .resources import register_resources
 from .tools import register_tools
 
