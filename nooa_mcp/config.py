@@ -36,10 +36,12 @@ class RecallSettings(BaseModel):
     n_sparse: int = Field(50, ge=0)
     min_similarity: float = 0.0
     min_relevance: float = Field(0.0, description="scorer floor: below it candidates are dropped")
-    weak_relevance: float = Field(0.25, description="reply floor: hits below it are marked weak")
+    weak_relevance: float = Field(0.15, description="reply floor: hits below it are marked weak")
     exact_accesses: int = Field(16, ge=1, description="k newest accesses summed exactly")
-    superseded_penalty: float = Field(0.5, description="rank drop for a replaced memory")
-    stale_penalty: float = Field(0.25, description="rank drop for a memory past valid_to")
+    # A fact that no longer holds should lose to an equally relevant current one whatever its
+    # importance and recency: the drop equals their combined weight (a_rec + a_imp).
+    superseded_penalty: float = Field(1.0, description="score drop for a replaced memory")
+    stale_penalty: float = Field(1.0, description="score drop for a memory past valid_to")
     use_dense: bool = True
     use_sparse: bool = True
 

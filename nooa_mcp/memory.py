@@ -45,7 +45,6 @@ from .schema import (
     AccessRecord,
     Channel,
     EdgeType,
-    Link,
     MemoryType,
     Reference,
     Trigger,
@@ -56,6 +55,7 @@ from .schema import (
     new_id,
     normalise_id,
     owner_role,
+    parse_link,
     parse_owner,
 )
 from .schema import (
@@ -91,6 +91,7 @@ class Memory:
         self.settings = settings
         self.owner = settings.owner
         self.role = owner_role(settings.owner)
+        self._model_checked = False
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -138,12 +139,44 @@ class Memory:
             await anyio.to_thread.run_sync(self.embedder.wait)
 
     async def _embed(self, texts: Sequence[str]) -> np.ndarray:
-        return await anyio.to_thread.run_sync(self.embedder.embed, list(texts))
+        vectors = await anyio.to_thread.run_sync(self.embedder.embed, list(texts))
+        await self._ensure_model_matches()
+        return vectors
 
     async def _query_vector(self, query: str) -> np.ndarray | None:
         if self.embeddings_state != "ready" or not self.settings.recall.use_dense:
             return None
         return (await self._embed([query]))[0]
+
+    async def _ensure_model_matches(self) -> None:
+        """Re-embed the store once if its vectors came from another model.
+
+        Vectors of two models are not comparable, so a store written with one model and
+        opened with another would silently lose its dense search; the stored text is
+        re-embedded instead, in batches, each committed on its own.
+        """
+        if self._model_checked:
+            return
+        self._model_checked = True
+        name = f"{self.embedder.name}:{self.embedder.dim}"
+        if await self.store.get_meta("embedder") == name:
+            return
+        while True:
+            rows = await self.store.rows(
+                "SELECT id, title, content FROM memories WHERE embedding IS NULL "
+                "OR length(embedding) != ? LIMIT 256",
+                (self.embedder.dim * 4,),
+            )
+            if not rows:
+                break
+            texts = [_text_of(r["title"], r["content"]) for r in rows]
+            vectors = await anyio.to_thread.run_sync(self.embedder.embed, texts)
+            async with self.store.transaction():
+                for row, vector in zip(rows, vectors, strict=True):
+                    await self.store.set_embedding(row["id"], vector)
+        async with self.store.transaction():
+            await self.store.set_meta("embedder", name)
+        self.index.mark_dirty()
 
     # ------------------------------------------------------------------ scope and ids
 
@@ -279,17 +312,10 @@ class Memory:
     async def _links(self, links: Sequence[Any] | None) -> list[tuple[str, EdgeType, float]]:
         """Validate links and resolve their targets among memories this owner can see."""
         out = []
+        if links is not None and not isinstance(links, list | tuple):
+            raise InvalidInput("links", f"{links!r} is not a list.", "Pass a list of links.")
         for raw in links or []:
-            try:
-                link = raw if isinstance(raw, Link) else Link.model_validate(raw)
-            except InvalidInput:
-                raise
-            except Exception as exc:
-                raise InvalidInput(
-                    "links",
-                    f"{raw!r} is not a link ({exc.__class__.__name__}).",
-                    "Pass {target, relation, weight?}.",
-                ) from None
+            link = parse_link(raw)
             target = await self._resolve(link.target, self.scope("mine"), "links.target")
             weight = (
                 EDGE_WEIGHT.parse(link.weight, "links.weight") if link.weight is not None else 1.0
@@ -467,12 +493,13 @@ class Memory:
         include_archived: bool = False,
         extra: tuple[str, ...] = (),
     ):
+        query_vector = await self._query_vector(query)
         await self.index.sync(self.store)
         return await recall_mod.rank(
             query,
             store=self.store,
             index=self.index,
-            query_vector=await self._query_vector(query),
+            query_vector=query_vector,
             scope=scope,
             settings=self.settings.recall,
             now=utc_now(),

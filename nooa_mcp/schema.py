@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .errors import InvalidInput
 
@@ -395,10 +395,28 @@ class Link(BaseModel):
     relation: EdgeType
     weight: float | str | None = None
 
-    @field_validator("relation", mode="before")
-    @classmethod
-    def _relation_known(cls, value: Any) -> Any:
-        if isinstance(value, str) and value.strip().lower() in {e.value for e in EdgeType}:
-            return value.strip().lower()
-        names = ", ".join(e.value for e in EdgeType)
-        raise InvalidInput("relation", f"{value!r} is not a relation.", f"Use one of {names}.")
+
+def parse_link(raw: Any, field: str = "links") -> Link:
+    """Validate one `{target, relation, weight?}` link.
+
+    Raises:
+        InvalidInput: not an object, no target, or an unknown relation (the relations are listed).
+    """
+    if isinstance(raw, Link):
+        return raw
+    if not isinstance(raw, dict) or not isinstance(raw.get("target"), str):
+        raise InvalidInput(field, f"{raw!r} is not a link.", "Pass {target, relation, weight?}.")
+    relation = raw.get("relation")
+    names = {e.value for e in EdgeType}
+    if not isinstance(relation, str) or relation.strip().lower() not in names:
+        raise InvalidInput(
+            f"{field}.relation",
+            f"{relation!r} is not a relation.",
+            f"Use one of {', '.join(e.value for e in EdgeType)}.",
+        )
+    weight = raw.get("weight")
+    if weight is not None and not isinstance(weight, int | float | str):
+        raise InvalidInput(
+            f"{field}.weight", f"{weight!r} is not a weight.", "Use STRONG, MODERATE, WEAK or 0–1."
+        )
+    return Link(target=raw["target"], relation=relation.strip().lower(), weight=weight)

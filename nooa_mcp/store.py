@@ -433,6 +433,13 @@ class Store:
         sets = ", ".join(f"{k} = :{k}" for k in values if k != "id")
         await self.conn.execute(f"UPDATE memories SET {sets} WHERE id = :id", values)
 
+    async def set_embedding(self, memory_id: str, vector: np.ndarray) -> None:
+        rev = await self._next_rev()
+        await self.conn.execute(
+            "UPDATE memories SET embedding = ?, rev = ? WHERE id = ?",
+            (np.asarray(vector, np.float32).tobytes(), rev, memory_id),
+        )
+
     async def set_archived(self, memory_id: str, archived: bool, when: datetime) -> None:
         rev = await self._next_rev()
         await self.conn.execute(

@@ -1,0 +1,92 @@
+"""Embedders (SPEC §4): the real bundled MiniLM offline, and the deterministic test double."""
+
+import os
+
+import numpy as np
+import pytest
+
+from nooa_mcp import Memory
+from nooa_mcp.embeddings import TOKENIZER_DIR, Embedder, HashEmbedder, WarmingEmbedder
+
+pytestmark = pytest.mark.anyio
+
+
+def test_the_tokenizer_files_and_licence_ship_inside_the_package():
+    names = {p.name for p in TOKENIZER_DIR.iterdir()}
+    assert {"tokenizer.json", "tokenizer_config.json", "config.json", "LICENSE", "NOTICE"} <= names
+
+
+def test_hash_embedder_is_deterministic_normalised_and_shares_words():
+    e = HashEmbedder()
+    a, b, c = e.embed(["red apple pie", "red apple tart", "quantum tunnelling"])
+    assert isinstance(e, Embedder)
+    assert np.allclose(e.embed(["red apple pie"])[0], a)
+    assert np.linalg.norm(a) == pytest.approx(1.0, abs=1e-5)
+    assert a @ b > a @ c
+
+
+def test_warming_embedder_reports_a_failed_load():
+    def broken():
+        raise OSError("model file missing")
+
+    warming = WarmingEmbedder(broken, "x", 8)
+    with pytest.raises(RuntimeError, match="model file missing"):
+        warming.wait(5)
+    assert not warming.ready
+
+
+@pytest.mark.real_model
+def test_minilm_runs_offline_with_384_normalised_dimensions(minilm):
+    assert os.environ["HF_HUB_OFFLINE"] == "1"
+    vectors = minilm.embed(["The cat sat on the mat", "A feline rested on a rug", "Tax forms"])
+    assert vectors.shape == (3, 384) and vectors.dtype == np.float32
+    assert np.linalg.norm(vectors, axis=1) == pytest.approx([1, 1, 1], abs=1e-4)
+    assert vectors[0] @ vectors[1] > 0.45
+    assert vectors[0] @ vectors[2] < 0.2
+
+
+@pytest.mark.real_model
+def test_minilm_single_queries_match_batches_and_are_cached(minilm):
+    batch = minilm.embed(["where is the deploy key", "something else"])
+    single = minilm.embed(["where is the deploy key"])
+    assert single[0] @ batch[0] == pytest.approx(1.0, abs=1e-4)
+    assert minilm.embed(["where is the deploy key"]) is not None
+    assert "where is the deploy key" in minilm._cache
+
+
+@pytest.mark.real_model
+async def test_real_model_recall_puts_the_relevant_memory_first_among_distractors(
+    store_path, minilm
+):
+    """Issue 2: paraphrased query, no shared keywords with the target beyond meaning."""
+    async with Memory.open(store_path, owner="coder@laptop", embedder=minilm) as mem:
+        target = (
+            await mem.author(
+                "The production SSH keys are stored in the team vault", importance="HIGH"
+            )
+        ).id
+        for text in [
+            "Lunch orders are due by 11am on Fridays",
+            "The staging cluster has three worker nodes",
+            "Marta prefers code reviews in the morning",
+            "Our logo uses the colour teal",
+            "The CI pipeline caches pip downloads",
+            "Quarterly planning happens in the first week of March",
+        ]:
+            await mem.author(text)
+        result = await mem.recall("where do we keep the credentials for prod servers?")
+        assert result.embeddings == "ready"
+        assert result.hits[0].id == target
+        assert result.hits[0].components.cos > 0.3
+        assert not result.hits[0].flags.weak
+        assert result.hits[-1].flags.weak
+
+
+@pytest.mark.real_model
+async def test_real_model_near_duplicate_is_reinforced(store_path, minilm):
+    async with Memory.open(store_path, owner="a", embedder=minilm) as mem:
+        first = await mem.author("The deploy script lives in tools/deploy.sh")
+        again = await mem.author("The deploy script lives in tools/deploy.sh.")
+        other = await mem.author("The build script lives in tools/build.sh")
+        assert again.status == "reinforced-existing" and again.id == first.id
+        assert other.status == "created"

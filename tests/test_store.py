@@ -1,0 +1,148 @@
+"""The SQLite store (SPEC §3): pragmas, migrations, prefixes, FTS safety, refresh."""
+
+import sqlite3
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from nooa_mcp import AmbiguousId, Memory, NotFound, StoreTooNew
+from nooa_mcp.store import Scope, Store, fts_query
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_a_new_store_is_wal_with_a_busy_timeout_and_the_current_version(store_path):
+    store = await Store.open(store_path)
+    try:
+        assert await store.scalar("PRAGMA journal_mode") == "wal"
+        assert await store.scalar("PRAGMA busy_timeout") >= 5000
+        assert await store.scalar("PRAGMA user_version") == 1
+        tables = {r[0] for r in await store.rows("SELECT name FROM sqlite_master")}
+        assert {"memories", "edges", "accesses", "maintenance_log", "tombstones"} <= tables
+        assert "memories_fts" in tables
+    finally:
+        await store.close()
+
+
+async def test_a_file_from_a_newer_version_is_refused_and_left_untouched(store_path):
+    await (await Store.open(store_path)).close()  # create it
+    conn = sqlite3.connect(store_path)
+    conn.execute("PRAGMA user_version = 99")
+    conn.commit()
+    conn.close()
+    before = store_path.read_bytes()
+    with pytest.raises(StoreTooNew) as info:
+        await Store.open(store_path)
+    assert info.value.found == 99
+    assert "Upgrade" in str(info.value)
+    assert store_path.read_bytes() == before
+
+
+async def test_reopening_keeps_everything(store_path, embedder):
+    async with Memory.open(store_path, owner="a", embedder=embedder) as mem:
+        written = await mem.author("persist me across opens")
+    async with Memory.open(store_path, owner="a", embedder=embedder) as mem:
+        assert (await mem.get(written.id)).content == "persist me across opens"
+
+
+async def test_prefixes_of_six_or_more_characters_resolve(mem):
+    written = await mem.author("prefix target")
+    assert (await mem.get(written.id[:8])).id == written.id
+    assert (await mem.get(written.id[:6].upper())).id == written.id
+    with pytest.raises(NotFound):
+        await mem.get(written.id[:5])
+
+
+async def test_an_ambiguous_prefix_lists_the_candidates(mem):
+    # Two ids sharing their first 7 characters, written straight into the store.
+    first = await mem.author("first of two")
+    second = await mem.author("second of two")
+    async with mem.store.transaction():
+        await mem.store.conn.execute(
+            "UPDATE memories SET id = ? WHERE id = ?", ("abcdef1" + "0" * 25, first.id)
+        )
+        await mem.store.conn.execute(
+            "UPDATE memories SET id = ? WHERE id = ?", ("abcdef1" + "1" * 25, second.id)
+        )
+    with pytest.raises(AmbiguousId) as info:
+        await mem.get("abcdef1")
+    assert len(info.value.candidates) == 2
+    assert "more characters" in str(info.value)
+
+
+NASTY = [
+    'he said "hi',
+    "NEAR(a b)",
+    "a AND OR NOT b",
+    "*",
+    "title:secret",
+    "^start",
+    "(((",
+    "x - y + z",
+    "''''",
+    "col:val OR",
+    "😀 emoji",
+    "\u0000null",
+    "",
+    "   ",
+]
+
+
+@pytest.mark.parametrize("text", NASTY)
+async def test_fts_queries_from_user_text_never_raise(mem, text):
+    await mem.author("he said hi near the start of the secret title")
+    hits = await mem.store.fts_search(text, Scope("all"), 10)
+    assert isinstance(hits, list)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=st.text(max_size=80))
+def test_fts_query_quotes_every_term(text):
+    query = fts_query(text)
+    if query is not None:
+        for term in query.split(" OR "):
+            assert term.startswith('"') and term.endswith('"')
+            assert '"' not in term[1:-1]
+
+
+async def test_fts_search_survives_generated_text(store_path):
+    store = await Store.open(store_path)
+    try:
+        import random
+
+        rng = random.Random(3)
+        alphabet = 'ab "*():^-+NEARANDOR\u00e9\u4e2d\U0001f600'
+        for _ in range(300):
+            text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30)))
+            await store.fts_search(text, Scope("all"), 5)
+    finally:
+        await store.close()
+
+
+async def test_a_second_connection_sees_new_memories_through_data_version(store_path, embedder):
+    async with (
+        Memory.open(store_path, owner="a@one", embedder=embedder) as first,
+        Memory.open(store_path, owner="a@two", embedder=embedder) as second,
+    ):
+        await second.recall("anything at all")
+        before = second.index.size
+        written = await first.author("zebra crossings on the moon")
+        result = await second.recall("zebra crossings moon")
+        assert second.index.size == before + 1
+        assert result.hits[0].id == written.id
+        assert result.hits[0].components.source == "both"
+
+
+async def test_a_store_written_with_another_model_is_re_embedded_on_first_use(store_path):
+    from nooa_mcp.embeddings import HashEmbedder
+
+    async with Memory.open(store_path, owner="a", embedder=HashEmbedder(dim=32)) as small:
+        written = (await small.author("migrating vectors between models")).id
+    async with Memory.open(store_path, owner="a", embedder=HashEmbedder(dim=64)) as big:
+        result = await big.recall("migrating vectors between models")
+        assert result.hits[0].id == written
+        assert result.hits[0].components.source == "both"
+        assert await big.store.get_meta("embedder") == "hash-64:64"
+        blob = await big.store.scalar("SELECT embedding FROM memories")
+        assert len(blob) == 64 * 4
