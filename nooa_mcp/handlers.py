@@ -6,6 +6,7 @@ returns that owner's Memory. `tool_errors` and `resource_errors` let a `NooaErro
 client with its message, which names the field and the fix (STYLE §4).
 """
 
+import contextlib
 import functools
 import inspect
 from collections.abc import Awaitable, Callable
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
 
 import anyio
+import anyio.to_thread
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
@@ -22,7 +24,7 @@ from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 
 from . import tracing
 from .config import Settings
-from .embeddings import Embedder
+from .embeddings import Embedder, WarmingEmbedder
 from .errors import NooaError, StoreTooNew
 from .identity import Identity, resolve_identity
 from .memory import Memory
@@ -67,6 +69,16 @@ class Owners:
     async def aclose(self) -> None:
         await self._stack.aclose()
         self._open.clear()
+        if isinstance(self.embedder, WarmingEmbedder):
+            # A process that exits while ONNX Runtime is still loading the model in its thread
+            # can abort ("terminate called without an active exception"): let the load finish.
+            with anyio.CancelScope(shield=True), anyio.move_on_after(15):
+                await anyio.to_thread.run_sync(self._settle, abandon_on_cancel=True)
+
+    def _settle(self) -> None:
+        # A failed load was already reported to the calls that needed the model.
+        with contextlib.suppress(RuntimeError):
+            self.embedder.wait(15)
 
 
 @dataclass(frozen=True)

@@ -482,18 +482,82 @@ def register_tools(server: MCPServer, budget: int, subscribers: Subscribers) -> 
             await subscribers.publish(ctx, memory_uri(reply.id or ""), "memory://stats")
         return tool_result(reply, _render_intents(reply), budget)
 
-    register_reflect_tool(server, budget)
+    register_reflect_tool(server, budget, subscribers)
 
 
-def register_reflect_tool(server: MCPServer, budget: int) -> None:
-    """Hook for `memory_reflect` (SPEC §8, §12): registered once the facade can reflect.
+def register_reflect_tool(server: MCPServer, budget: int, subscribers: Subscribers) -> None:
+    """Register `memory_reflect` (SPEC §8, §12) when the facade can reflect (`Memory.reflect`).
 
-    Reflection (nooa_mcp/reflection.py, `Memory.reflect`) is built in its own issue; until the
-    facade has it there is no tool, rather than one that pretends.
+    Reflection is built in its own issue (reflection.py, `Memory.reflect`, `sampling.py`);
+    before it is merged there is no tool, rather than one that pretends.
     """
     if not hasattr(Memory, "reflect"):
         return
-    raise NotImplementedError("Memory.reflect exists now: wire memory_reflect here")
+    from .replies import ReflectReport  # type: ignore[attr-defined]  # exists with reflection
+    from .sampling import session_sampler  # type: ignore[import-not-found]
+
+    Step = Literal["merge", "reconcile", "link", "rescore", "abstract", "prune"]
+
+    @server.tool(
+        title="Consolidate memory",
+        annotations=ToolAnnotations(
+            read_only_hint=False,
+            destructive_hint=True,
+            idempotent_hint=False,
+            open_world_hint=False,
+        ),
+    )
+    @tool_errors
+    async def memory_reflect(
+        ctx: Context,
+        steps: Annotated[
+            list[Step] | None,
+            Field(description="Which steps to run, in pass order; default all."),
+        ] = None,
+    ) -> Annotated[CallToolResult, ReflectReport]:
+        """Consolidate your memory now: merge near-duplicates, link neighbours, rescore, prune.
+
+        Runs one pass and reports what each step did; progress is reported as it goes. Archived
+        memories stay readable in memory://archived.
+        """
+        memory = await current_memory()
+        sampler = None
+        if getattr(memory.settings, "generative_reflection", False):
+            sampler = session_sampler(ctx.session)
+
+        async def progress(done: int, total: int, message: str) -> None:
+            await ctx.report_progress(done, total, message)
+
+        report = await memory.reflect(steps, sampler=sampler, progress=progress)
+        await subscribers.publish(ctx, "memory://stats", "memory://archived")
+        bounded = _bound_report(report, budget)
+        return tool_result(bounded, _render_report(bounded), budget)
+
+
+def _bound_report(report: BaseModel, budget: int) -> Any:
+    """Trim each step's details until the report fits half the reply budget."""
+    keep = 50
+    bounded = report
+    while approx_tokens(bounded.model_dump_json()) > budget // 2 and keep > 1:
+        keep //= 2
+        steps = [
+            s.model_copy(update={"details": s.details[:keep]})
+            for s in report.steps  # type: ignore[attr-defined]
+        ]
+        bounded = report.model_copy(update={"steps": steps})
+    return bounded
+
+
+def _render_report(report: Any) -> str:
+    lines = [f"Reflection {report.status}: {report.applied} change(s)."]
+    for s in report.steps:
+        note = f" — {s.note}" if s.note else ""
+        lines.append(
+            f"- {s.step}: planned {s.planned}, applied {s.applied}, skipped {s.skipped}, "
+            f"failed {s.failed}{note}"
+        )
+        lines += [f"    {d}" for d in s.details[:5]]
+    return "\n".join(lines)
 
 
 def _render_todos(reply: TodoReply) -> str:

@@ -631,3 +631,13 @@ async def test_recall_answers_while_the_model_loads_and_says_so(settings: Settin
     finally:
         gate.set()
     assert result.structured_content["embeddings"] == "warming"
+
+
+async def test_prompt_descriptions_come_from_the_file_header(client: Client) -> None:
+    prompts = {p.name: p for p in (await client.list_prompts()).prompts}
+    assert prompts["memory_guide"].description.startswith("How to use this long-term memory")
+
+
+async def test_prompt_text_drops_the_description_header(client: Client) -> None:
+    prompt = await client.get_prompt("memory_guide")
+    assert not prompt.messages[0].content.text.startswith("<!--")

@@ -63,7 +63,7 @@ inspect --method resources/read --uri "memory://memories/${id:0:8}" \
   "json.loads(d['contents'][0]['text'])['content'].startswith('The staging database') and json.loads(d['contents'][0]['text'])['owner'] == 'e2e@inspector'"
 
 inspect --method resources/templates/list | check "resource templates are listed" \
-  '"memory://memories/{memory_id}" in {t["uriTemplate"] for t in d["resourceTemplates"]}'
+  '"memory://memories/{memory_id}{?offset}" in {t["uriTemplate"] for t in d["resourceTemplates"]}'
 
 inspect --method prompts/list | check "prompts/list offers the three prompts" \
   '{p["name"] for p in d["prompts"]} == {"memory_guide","session_start","reflect"}'
