@@ -22,7 +22,10 @@ def default_store_path() -> Path:
 class RecallSettings(BaseModel):
     """ACT-R constants with NOOA's defaults (SPEC §5)."""
 
-    lam: float = Field(0.7, ge=0, le=1, description="λ: weight of cosine inside relevance")
+    lam: float = Field(
+        0.5, ge=0, le=1, description="λ: weight of cosine against BM25 inside relevance"
+    )
+    mu: float = Field(0.3, ge=0, description="μ: weight of cue overlap inside relevance")
     decay: float = Field(0.5, gt=0, lt=1, description="d: base-level decay")
     a_rel: float = 1.0
     a_rec: float = 0.5
@@ -36,7 +39,12 @@ class RecallSettings(BaseModel):
     n_sparse: int = Field(50, ge=0)
     min_similarity: float = 0.0
     min_relevance: float = Field(0.0, description="scorer floor: below it candidates are dropped")
-    weak_relevance: float = Field(0.15, description="reply floor: hits below it are marked weak")
+    # 0.18 = λ·0.36: a memory that matches by meaning alone (no keyword, no cue) is weak below
+    # cosine 0.36, the same line NOOA's 0.25 drew at λ = 0.7.
+    weak_relevance: float = Field(0.18, description="reply floor: hits below it are marked weak")
+    norm_min_span: float = Field(
+        0.1, ge=0, description="smallest span min-max stretches rec and imp over"
+    )
     exact_accesses: int = Field(16, ge=1, description="k newest accesses summed exactly")
     # A fact that no longer holds should lose to an equally relevant current one whatever its
     # importance and recency: the drop equals their combined weight (a_rec + a_imp).
@@ -56,6 +64,11 @@ class Settings(BaseModel):
     forgetting: ForgettingPolicy = Field(default_factory=ForgettingPolicy)
     dedup_similarity: float = Field(0.92, description="near-duplicate write threshold")
     ring_size: int = 64
+    reflect_every_writes: int = Field(200, ge=0, description="a pass after N writes; 0 = off")
+    reflect_idle_seconds: float = Field(600.0, ge=0, description="a pass when idle; 0 = off")
+    generative_reflection: bool = Field(
+        False, description="reconcile and abstract through the client's model (MCP sampling)"
+    )
     model_cache_dir: Path | None = None
 
     model_config = {"arbitrary_types_allowed": True}

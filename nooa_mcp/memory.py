@@ -24,6 +24,8 @@ from .config import Settings
 from .embeddings import Embedder, WarmingEmbedder, default_embedder
 from .errors import InvalidInput, NotFound, OwnerForbidden
 from .forgetting import prune_eta, retention
+from .living import Living
+from .references import parse_references
 from .replies import (
     AuthorResult,
     ExplainResult,
@@ -76,7 +78,7 @@ def _text_of(title: str, content: str) -> str:
     return f"{title}. {content}" if title else content
 
 
-class Memory:
+class Memory(Living):
     """Long-term memory for one owner over one store file.
 
     Open it with `async with Memory.open(path, owner="role@instance") as mem:`.
@@ -304,7 +306,7 @@ class Memory:
             last_accessed_at=created,
             valid_from=valid_from,
             valid_to=valid_to,
-            references=[_parse_reference(r) for r in spec.get("references") or []],
+            references=parse_references(spec.get("references")),
             status=status,
             trigger=trigger,
         )
@@ -342,15 +344,23 @@ class Memory:
         - Everything is validated before anything is written: one bad item writes nothing.
         """
         records = [self._build(dict(spec)) for spec in specs]
+        revive = [bool(spec.get("revive")) for spec in specs]
         links = [await self._links(spec.get("links")) for spec in specs]
+        await self._capture_references(records)
         vectors = await self._embed([_text_of(r.title, r.content) for r in records])
         results: list[AuthorResult] = []
         async with self.store.transaction():
             await self.index.sync(self.store)
             batch: dict[str, str] = {}
-            for record, vector, edges in zip(records, vectors, links, strict=True):
-                results.append(await self._author_one(record, vector, edges, batch))
+            for record, vector, edges, again in zip(records, vectors, links, revive, strict=True):
+                results.append(await self._author_one(record, vector, edges, batch, again))
         self.index.mark_dirty()
+        self._note_activity(writes=sum(r.status != "exists" for r in results))
+        # SPEC §9: authored content is a cue too (but an intent never cues itself).
+        texts = [(r.content, v) for r, v in zip(records, vectors, strict=True)]
+        fired = await self._reminders(texts, exclude=[r.id for r in results])
+        for result, reminders in zip(results, fired, strict=True):
+            result.reminders = reminders
         return results
 
     async def _author_one(
@@ -359,6 +369,7 @@ class Memory:
         vector: np.ndarray,
         edges: list[tuple[str, EdgeType, float]],
         batch: dict[str, str],
+        revive: bool = False,
     ) -> AuthorResult:
         key = f"{record.type.value}:{record.content_hash}"
         existing = batch.get(key) or await self.store.find_by_hash(
@@ -368,6 +379,9 @@ class Memory:
             existing = record.id  # an import of an id that is already here
         if existing is not None:
             return AuthorResult(id=existing, status="exists", similarity=1.0)
+        stone = await self._tombstone_match(record, vector)
+        if stone is not None:
+            return await self._blocked_or_revived(*stone, revive)
         twin, similarity = self._near_duplicate(record.type.value, vector)
         if twin is not None:
             await self._reinforce(twin, record, edges)
@@ -421,6 +435,8 @@ class Memory:
         memory, actr = await self._fetch(memory_id)
         memory.reinforcement_count += 1
         memory.importance = max(memory.importance, record.importance)
+        authored = (await self.store.authored_of([memory_id]))[memory_id]
+        await self.store.set_authored_importance(memory_id, max(authored, record.importance))
         memory.salience = max(memory.salience, record.salience)
         memory.confidence = max(memory.confidence, record.confidence)
         memory.tags = clean_labels(memory.tags + record.tags, "tags")
@@ -529,9 +545,11 @@ class Memory:
         ranking = await self._rank(query, scope_obj, kinds, hops, include_archived)
         top = ranking.rows[:k]
         channel = Channel.searched if hops == 0 else Channel.recalled
+        stored_refs: dict[str, list[Reference]] = {}
         if top:
             async with self.store.transaction():
                 fetched = await self.store.fetch_many([r.id for r in top])
+                stored_refs = {i: m.references for i, (m, _) in fetched.items()}
                 logged = []
                 for position, r in enumerate(top, 1):
                     memory, actr = fetched[r.id]
@@ -548,6 +566,9 @@ class Memory:
                 await self.store.append_accesses(logged)
             self.index.mark_dirty()
         hits = [self._hit(position, r) for position, r in enumerate(top, 1)]
+        await self._attach_references(hits, stored_refs)
+        self._note_activity()
+        reminders = (await self._reminders([(query, ranking.query_vector)]))[0]
         nothing = all(h.flags.weak for h in hits)
         note = ""
         if not hits:
@@ -565,6 +586,7 @@ class Memory:
             else "warming",
             nothing_relevant=nothing,
             note=note,
+            reminders=reminders,
         )
 
     def _flags(self, r: recall_mod.Ranked) -> Flags:
@@ -774,6 +796,7 @@ class Memory:
                 changed.append("title")
             if new_importance is not None and new_importance != memory.importance:
                 memory.importance = new_importance
+                await self.store.set_authored_importance(target, new_importance)
                 changed.append("importance")
             if new_tags is not None and new_tags != memory.tags:
                 memory.tags = new_tags
@@ -813,9 +836,11 @@ class Memory:
         return UpdateResult(id=target, changed=changed, archived=archived)
 
     async def _archive(self, memory: MemoryRecord, reason: str) -> None:
-        """Archive inside an open transaction (the tombstone mechanism hooks in here)."""
+        """Archive inside an open transaction and leave a tombstone (SPEC §7)."""
         memory.archived = True
-        await self.store.set_archived(memory.id, True, utc_now())
+        when = utc_now()
+        await self.store.set_archived(memory.id, True, when)
+        await self.store.add_tombstone(memory.id, reason, when)
 
     async def forget(self, memory_id: str, reason: str = "forgotten") -> UpdateResult:
         """Archive a memory (never deleted): recall and spreading skip it from now on.
@@ -857,7 +882,10 @@ class Memory:
         target = await self._resolve(memory_id, self.scope(scope))
         memory, _ = await self._fetch(target)
         edges = await self.store.edges_of(target)
-        return self._view(memory, [e.model_dump(mode="json") for e in edges])
+        view = self._view(memory, [e.model_dump(mode="json") for e in edges])
+        # Resolved live, without logging deref: get() is a look, not a use.
+        view.references, _ = await self._resolve_references(memory.references)
+        return view
 
     def _view(self, memory: MemoryRecord, edges: list[dict]) -> MemoryView:
         policy = self.settings.forgetting
@@ -992,32 +1020,12 @@ class Memory:
             accesses=await self.store.count_accesses(),
             embeddings=self.embeddings_state,
             store=str(self.store.path),
+            extra=await self._kpis(self.scope(scope)),
         )
 
 
 def _actr_times(row: sqlite3.Row) -> list[float]:
     return json.loads(row["actr_times"])
-
-
-def _parse_reference(value: Any) -> Reference:
-    """`file:<relative path>`, `memory:<id>` or `url:<address>`."""
-    if isinstance(value, Reference):
-        return value
-    if not isinstance(value, str) or ":" not in value:
-        raise InvalidInput(
-            "references",
-            f"{value!r} is not a reference.",
-            "Use file:<relative path>, memory:<id> or url:<address>.",
-        )
-    kind, _, target = value.partition(":")
-    kind = kind.strip().lower()
-    if kind not in ("file", "memory", "url") or not target.strip():
-        raise InvalidInput(
-            "references",
-            f"'{value}' is not a reference.",
-            "Use file:<relative path>, memory:<id> or url:<address>.",
-        )
-    return Reference(kind=kind, target=target.strip())  # type: ignore[arg-type]
 
 
 def _parse_trigger(value: Any) -> Trigger:

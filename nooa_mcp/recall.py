@@ -28,6 +28,7 @@ class Ranked:
     source: str
     cos: float = 0.0
     overlap: float = 0.0
+    lex: float = 0.0
     rel: float = 0.0
     rec: float = 0.0
     imp: float = 0.0
@@ -135,13 +136,14 @@ async def rank(
         if not r.row:
             del candidates[r.id]
             continue
+        r.lex = bm25.get(r.id, 0.0) / top_bm25 if top_bm25 > 0 else 0.0
         if dense_ready and r.source != "dense":
             vec = index.vector(r.id)
             r.cos = float(vec @ query_vector) if vec is not None else 0.0
         elif not dense_ready:
             # Warming: BM25, scaled to [0, 1] by the best hit, stands in for cosine.
-            r.cos = bm25.get(r.id, 0.0) / top_bm25 if top_bm25 > 0 else 0.0
-        _score_parts(r, query_tokens, t_now, s)
+            r.cos = r.lex
+    _score_parts(list(candidates.values()), query_tokens, t_now, s)
     if s.min_relevance > 0:
         candidates = {
             i: r for i, r in candidates.items() if r.rel >= s.min_relevance or i in extra_ids
@@ -192,13 +194,36 @@ async def _fill_rows(store: Store, candidates: dict[str, Ranked]) -> None:
         candidates[row["id"]].row = dict(row)
 
 
-def _score_parts(r: Ranked, query_tokens: set[str], t_now: float, s: RecallSettings) -> None:
-    row = r.row
-    cues = cue_set(json.loads(row["tags"]), json.loads(row["entities"]), row["place_or_task"])
-    r.overlap = scoring.jaccard(query_tokens, cues)
-    r.rel = float(scoring.relevance(np.array([r.cos]), np.array([r.overlap]), s.lam)[0])
-    r.rec = recency(row, t_now, s.decay)
-    r.imp = row["importance"] / 10.0
+def _score_parts(
+    rows: list[Ranked], query_tokens: set[str], t_now: float, s: RecallSettings
+) -> None:
+    """rel, rec and imp of every row in one vectorised pass (no per-candidate numpy calls)."""
+    if not rows:
+        return
+    overlap = []
+    ages, counts, firsts = [], [], []
+    for r in rows:
+        row = r.row
+        cues = cue_set(json.loads(row["tags"]), json.loads(row["entities"]), row["place_or_task"])
+        r.overlap = scoring.overlap_coefficient(query_tokens, cues)
+        overlap.append(r.overlap)
+        times = json.loads(row["actr_times"]) if isinstance(row["actr_times"], str) else []
+        ages.append([t_now - t for t in times])
+        counts.append(row["actr_count"])
+        first = row["first_access_at"]
+        firsts.append(None if first is None else t_now - first)
+    rel = scoring.relevance(
+        np.array([r.cos for r in rows]),
+        np.array(overlap),
+        s.lam,
+        lex=np.array([r.lex for r in rows]),
+        mu=s.mu,
+    )
+    rec = scoring.sigmoid(scoring.base_levels(ages, counts, firsts, s.decay))
+    for r, rel_i, rec_i in zip(rows, rel, rec, strict=True):
+        r.rel = float(rel_i)
+        r.rec = float(rec_i)
+        r.imp = r.row["importance"] / 10.0
 
 
 def _ranges(rows: list[Ranked]) -> dict[str, tuple[float, float]]:
@@ -216,8 +241,11 @@ def _base(rows: list[Ranked], ranges: dict[str, tuple[float, float]], s: RecallS
     if not rows:
         return
     w = scoring.Weights(s.a_rel, s.a_rec, s.a_imp, s.gamma)
+    span = {"rel": 0.0, "rec": s.norm_min_span, "imp": s.norm_min_span}
     normed = {
-        name: scoring.minmax(np.array([getattr(r, name) for r in rows]), *ranges[name])
+        name: scoring.minmax(
+            np.array([getattr(r, name) for r in rows]), *ranges[name], min_span=span[name]
+        )
         for name in ("rel", "rec", "imp")
     }
     base = scoring.base_scores(normed["rel"], normed["rec"], normed["imp"], w)
@@ -246,8 +274,8 @@ async def _add_outsiders(
             continue
         vec = index.vector(r.id) if query_vector is not None else None
         r.cos = float(vec @ query_vector) if vec is not None else 0.0
-        _score_parts(r, query_tokens, t_now, s)
         rows.append(r)
+    _score_parts(rows, query_tokens, t_now, s)
     if rows and ranges:
         _base(rows, ranges, s)
     elif rows:

@@ -2,7 +2,8 @@
 
 Pure: no I/O. Recall gathers the numbers; this module turns them into scores.
 
-    rel(m,q) = λ·cos(m,q) + (1−λ)·overlap(tokens(q), cue_set(m))       λ = 0.7
+    rel(m,q) = λ·cos(m,q) + (1−λ)·lex(m,q) + μ·overlap(tokens(q), cue_set(m))
+                                     λ = 0.5, μ = 0.3; lex = BM25 / best BM25 of the candidates
     B(m)     = ln Σ_k max(t_now − t_k, 1 s)^(−d)                        d = 0.5
     rec(m)   = sigmoid(B(m))                    (no accesses: B = −10)
     imp(m)   = importance / 10
@@ -103,9 +104,43 @@ def jaccard(a: set[str], b: set[str]) -> float:
     return len(a & b) / len(a | b)
 
 
-def relevance(cos: np.ndarray, overlap: np.ndarray, lam: float = 0.7) -> np.ndarray:
-    """rel = λ·cos + (1−λ)·overlap, with negative cosines counted as 0."""
-    return lam * np.clip(cos, 0.0, 1.0) + (1.0 - lam) * overlap
+def overlap_coefficient(a: set[str], b: set[str]) -> float:
+    """|a ∩ b| / min(|a|, |b|) (Szymkiewicz–Simpson).
+
+    Used for cue overlap instead of Jaccard: a memory has a handful of cues and a query a
+    dozen words, so Jaccard shrinks with every extra query word even when every cue of the
+    memory is named; the coefficient asks how much of the smaller set the other one covers.
+    """
+    if not a or not b:
+        return 0.0
+    return len(a & b) / min(len(a), len(b))
+
+
+def relevance(
+    cos: np.ndarray,
+    overlap: np.ndarray,
+    lam: float = 0.7,
+    *,
+    lex: np.ndarray | None = None,
+    mu: float | None = None,
+) -> np.ndarray:
+    """Relevance of candidates to a query, with negative cosines counted as 0.
+
+    Without `lex` this is NOOA's rel = λ·cos + (1−λ)·overlap. With it, the lexical match
+    takes the (1−λ) share and cue overlap gets its own weight μ:
+
+        rel = λ·cos + (1−λ)·lex + μ·overlap
+
+    where lex is the BM25 score scaled by the best one among the candidates (0 for a memory
+    the keyword search did not return). Dense and lexical relevance are complementary (names,
+    numbers and rare words the embedding blurs), so fusing them in the score beats ranking by
+    either, and by fusing only their ranks (measured on LoCoMo, see BENCHMARKS.md).
+    """
+    cos = np.clip(np.asarray(cos, dtype=np.float64), 0.0, 1.0)
+    overlap = np.asarray(overlap, dtype=np.float64)
+    if lex is None:
+        return lam * cos + (1.0 - lam) * overlap
+    return lam * cos + (1.0 - lam) * np.asarray(lex, dtype=np.float64) + (mu or 0.0) * overlap
 
 
 def base_level_exact(ages_seconds: Iterable[float], d: float = 0.5) -> float:
@@ -141,15 +176,64 @@ def base_level(
     return math.log(total)
 
 
+def base_levels(
+    newest_ages: Sequence[Sequence[float]],
+    n_totals: Sequence[int],
+    first_ages: Sequence[float | None],
+    d: float = 0.5,
+) -> np.ndarray:
+    """`base_level` for many memories at once, vectorised over a padded age matrix.
+
+    Recall scores ~100 candidates per query; a numpy call per candidate cost more than the
+    whole dense search, so the newest ages are stacked (NaN-padded) and summed in one pass.
+    Row i equals `base_level(newest_ages[i], n_totals[i], first_ages[i], d)`.
+    """
+    m = len(newest_ages)
+    width = max((len(a) for a in newest_ages), default=0)
+    out = np.full(m, NO_ACCESS_B)
+    if m == 0 or width == 0:
+        return out
+    ages = np.full((m, width), np.nan)
+    for i, row in enumerate(newest_ages):
+        if len(row):
+            ages[i, : len(row)] = row
+    ages = np.maximum(ages, 1.0)  # NaN stays NaN
+    count = np.sum(~np.isnan(ages), axis=1)
+    total = np.nansum(ages ** (-d), axis=1)
+    n = np.asarray(n_totals, dtype=np.float64)
+    rest = n - count
+    t_k = np.nanmax(np.where(count[:, None] > 0, ages, 1.0), axis=1)
+    first = np.array([np.nan if f is None else f for f in first_ages], dtype=np.float64)
+    t_n = np.maximum(np.where(np.isnan(first), t_k, first), t_k)
+    gap = t_n - t_k
+    with np.errstate(divide="ignore", invalid="ignore"):
+        spread = (t_n ** (1 - d) - t_k ** (1 - d)) / ((1 - d) * gap)
+    older = np.where(gap < 1e-6, t_k ** (-d), spread)
+    total = total + np.where(rest > 0, rest * older, 0.0)
+    live = (count > 0) & (n > 0)
+    out[live] = np.log(total[live])
+    return out
+
+
 def sigmoid(x: np.ndarray | float) -> np.ndarray | float:
     return 1.0 / (1.0 + np.exp(-np.asarray(x, dtype=np.float64)))
 
 
-def minmax(values: np.ndarray, lo: float | None = None, hi: float | None = None) -> np.ndarray:
+def minmax(
+    values: np.ndarray,
+    lo: float | None = None,
+    hi: float | None = None,
+    min_span: float = 0.0,
+) -> np.ndarray:
     """Min-max over the candidate set, or over a given range (for rows outside the set).
 
     SPEC §5 fix 5: when every candidate shares one value (or there is one candidate) there is
     no spread to normalise, so the raw value — already in [0, 1] — is kept, not 0 for all.
+
+    `min_span` divides by at least that span, so differences smaller than it stay small
+    instead of being stretched to the full [0, 1]. Recency needs it: memories that were all
+    last used months ago differ in sigmoid(B) by 10⁻⁴, and plain min-max turned that into a
+    full a_rec bonus for whichever was a few days younger.
     """
     values = np.asarray(values, dtype=np.float64)
     if values.size == 0:
@@ -158,7 +242,7 @@ def minmax(values: np.ndarray, lo: float | None = None, hi: float | None = None)
     hi = float(values.max()) if hi is None else hi
     if hi - lo < 1e-12:
         return np.clip(values, 0.0, 1.0)
-    return np.clip((values - lo) / (hi - lo), 0.0, 1.0)
+    return np.clip((values - lo) / max(hi - lo, min_span), 0.0, 1.0)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,96 @@
+"""`nooa-mcp eval locomo` end to end on a one-conversation slice built here (SPEC §13)."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from nooa_mcp.cli import main
+
+
+def conversation() -> dict:
+    """Two sessions of small talk with facts to find, and three questions."""
+    turns1 = [
+        ("Ann", "I adopted a cat named Miso from the shelter last week."),
+        ("Bo", "That is lovely! What colour is Miso?"),
+        ("Ann", "She is grey with white paws."),
+        ("Bo", "I started a pottery class on Tuesdays."),
+    ]
+    turns2 = [
+        ("Ann", "Miso learned to open the kitchen doors."),
+        ("Bo", "My pottery teacher praised my first bowl."),
+        ("Ann", "We are going camping at Lake Tahoe in July."),
+    ]
+    return {
+        "sample_id": "conv-t",
+        "conversation": {
+            "speaker_a": "Ann",
+            "speaker_b": "Bo",
+            "session_1_date_time": "10:00 am on 1 May, 2023",
+            "session_1": [
+                {"speaker": s, "dia_id": f"D1:{i}", "text": t} for i, (s, t) in enumerate(turns1, 1)
+            ],
+            "session_2_date_time": "6:30 pm on 20 June, 2023",
+            "session_2": [
+                {"speaker": s, "dia_id": f"D2:{i}", "text": t} for i, (s, t) in enumerate(turns2, 1)
+            ],
+        },
+        "qa": [
+            {
+                "question": "What is the name of Ann's cat?",
+                "answer": "Miso",
+                "evidence": ["D1:1"],
+                "category": 4,
+            },
+            {
+                "question": "Where is Ann going camping?",
+                "answer": "Lake Tahoe",
+                "evidence": ["D2:3"],
+                "category": 4,
+            },
+            {
+                "question": "What class does Bo take?",
+                "answer": "pottery",
+                "evidence": ["D1:4", "D2:2"],
+                "category": 1,
+            },
+            {"question": "What did Bo's cat learn?", "evidence": ["D2:1"], "category": 5},
+        ],
+    }
+
+
+def test_eval_locomo_prints_every_variant_and_json(tmp_path):
+    path = tmp_path / "slice.json"
+    path.write_text(json.dumps([conversation()]))
+    runner = CliRunner()
+    result = runner.invoke(main, ["eval", "locomo", str(path), "--embedder", "hash", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["questions"] == 3 and data["skipped_questions"] == 1 and data["turns"] == 7
+    assert list(data["variants"]) == [
+        "full",
+        "-rec",
+        "-imp",
+        "-spread",
+        "-overlap",
+        "cosine-only",
+        "bm25-only",
+        "rrf",
+        "grep",
+    ]
+    # Keyword-rich questions on seven turns: the full scorer finds every answer in its top 5.
+    assert data["variants"]["full"]["R@5"] == 1.0
+    assert set(data["variants"]["grep"]["by_category"]) == {"1", "4"}
+
+
+def test_eval_locomo_table_and_a_clear_error_for_a_bad_file(tmp_path):
+    path = tmp_path / "slice.json"
+    path.write_text(json.dumps([conversation()]))
+    runner = CliRunner()
+    table = runner.invoke(main, ["eval", "locomo", str(path), "--embedder", "hash"])
+    assert table.exit_code == 0 and "cosine-only" in table.stdout and "R@5" in table.stdout
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    result = runner.invoke(main, ["eval", "locomo", str(bad), "--embedder", "hash"])
+    assert result.exit_code != 0 and "not a list of conversations" in result.output

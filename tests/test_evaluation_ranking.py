@@ -1,0 +1,154 @@
+"""Ranking changes the LoCoMo evaluation led to, each pinned on tiny synthetic data.
+
+Lexical relevance inside rel, cue overlap as an overlap coefficient, a minimum span for
+min-max of recency, and a stemming FTS index (see BENCHMARKS.md for the measured effect).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import pytest
+
+from nooa_mcp import scoring
+from nooa_mcp.config import Settings
+from nooa_mcp.embeddings import HashEmbedder
+from nooa_mcp.memory import Memory
+from nooa_mcp.store import fts_query
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+def test_relevance_without_lex_is_noohs_formula():
+    """Pinned: NOOA's rel = λ·cos + (1−λ)·overlap stays available when no lexical score is given."""
+    rel = scoring.relevance(np.array([0.5, -0.2]), np.array([1.0, 0.0]), 0.7)
+    assert rel == pytest.approx([0.7 * 0.5 + 0.3, 0.0])
+
+
+def test_relevance_with_lex_fuses_cosine_bm25_and_cues():
+    rel = scoring.relevance(
+        np.array([0.4, 0.4]), np.array([0.0, 1.0]), 0.5, lex=np.array([1.0, 0.0]), mu=0.3
+    )
+    assert rel == pytest.approx([0.2 + 0.5, 0.2 + 0.3])
+
+
+def test_overlap_coefficient_does_not_shrink_with_longer_queries():
+    """A memory whose only cue the query names overlaps fully, however long the query is."""
+    cues = {"caroline"}
+    short, long = {"caroline", "research"}, {"caroline", "research", "adoption", "agencies"}
+    assert scoring.overlap_coefficient(short, cues) == scoring.overlap_coefficient(long, cues) == 1
+    assert scoring.jaccard(long, cues) < scoring.jaccard(short, cues)
+    assert scoring.overlap_coefficient(set(), cues) == 0.0
+
+
+def test_minmax_min_span_keeps_tiny_differences_tiny():
+    """Months-old memories differ in sigmoid(B) by 1e-4; that must not become a 0..1 spread."""
+    values = np.array([1.0e-4, 1.5e-4, 2.0e-4])
+    assert scoring.minmax(values)[-1] == pytest.approx(1.0)
+    assert scoring.minmax(values, min_span=0.1).max() < 0.01
+    assert scoring.minmax(np.array([0.0, 0.5]), min_span=0.1) == pytest.approx([0.0, 1.0])
+    assert scoring.minmax(np.array([0.5, 0.5]), min_span=0.1) == pytest.approx([0.5, 0.5])
+
+
+def test_fts_query_drops_function_words_but_keeps_an_all_function_query():
+    assert fts_query("What did Caroline research?") == '"caroline" OR "research"'
+    assert fts_query("who was it") is not None
+
+
+def settings(tmp_path, **recall) -> Settings:
+    s = Settings(store=tmp_path / "m.sqlite", owner="tester")
+    return s.model_copy(update={"recall": s.recall.model_copy(update=recall)})
+
+
+async def test_stemming_lets_a_keyword_match_its_inflections(tmp_path):
+    """'painting' in the query finds 'painted' through the porter FTS tokenizer (BM25-only)."""
+    s = settings(tmp_path, use_dense=False, lam=0.0, mu=0.0, a_rec=0.0, a_imp=0.0, gamma=0.0)
+    async with Memory.open(s.store, owner="tester", embedder=HashEmbedder(), settings=s) as mem:
+        painted = (await mem.author("Mel painted a sunrise over the lake")).id
+        await mem.author("The weather was cold all week")
+        ex = await mem.explain("painting", k=5)
+    assert [r.id for r in ex.rows] == [painted]
+
+
+async def test_old_memories_are_not_ranked_by_a_few_days_of_age(tmp_path):
+    """Year-old memories a week apart: the most relevant wins although another is newer.
+
+    Plain min-max (norm_min_span = 0) stretches their 1e-4 recency gap into a full a_rec
+    bonus for the newest and flips the order; that is what the span prevents.
+    """
+    old = datetime.now(UTC) - timedelta(days=400)
+    texts = [
+        ("Caroline researched adoption agencies", old),
+        ("Caroline researched adoption agencies online", old + timedelta(days=7)),
+        ("Caroline walked the dog", old),
+    ]
+    tops = {}
+    for span in (0.1, 0.0):
+        s = settings(tmp_path / str(span), norm_min_span=span, gamma=0.0)
+        (tmp_path / str(span)).mkdir()
+        async with Memory.open(s.store, owner="tester", embedder=HashEmbedder(), settings=s) as mem:
+            ids = [(await mem.author(t, created_at=when)).id for t, when in texts]
+            ex = await mem.explain("Caroline researched adoption agencies", k=3)
+        tops[span] = ids.index(ex.rows[0].id)
+    assert tops == {0.1: 0, 0.0: 1}
+
+
+async def test_a_bm25_match_lifts_a_memory_the_embedding_ranks_lower(tmp_path):
+    """With λ < 1 a rare exact keyword counts beside cosine; with λ = 1 it does not."""
+    texts = [
+        "project alpha deadline moved to friday afternoon meeting notes",
+        "zx81 serial number",
+        "project alpha deadline friday meeting notes summary",
+    ]
+    query = "project alpha deadline friday meeting zx81"
+    ranks = {}
+    for lam in (1.0, 0.5):
+        s = settings(tmp_path / str(lam), lam=lam, gamma=0.0)
+        (tmp_path / str(lam)).mkdir()
+        async with Memory.open(s.store, owner="tester", embedder=HashEmbedder(), settings=s) as mem:
+            ids = [(await mem.author(t)).id for t in texts]
+            ex = await mem.explain(query, k=3)
+        ranks[lam] = [r.id for r in ex.rows].index(ids[1])
+    assert ranks[0.5] < ranks[1.0]
+
+
+def test_vectorised_base_levels_match_the_per_memory_formula():
+    """recall scores every candidate in one pass; each row must equal scoring.base_level."""
+    cases = [
+        ([], 0, None),
+        ([10.0], 1, 10.0),
+        ([0.2, 50.0, 3600.0], 3, 3600.0),
+        ([5.0, 60.0], 40, 86400.0 * 30),
+        ([100.0, 100.0], 9, 100.0),
+        ([7.0], 3, None),
+    ]
+    ages, counts, firsts = zip(*cases, strict=True)
+    got = scoring.base_levels(list(ages), list(counts), list(firsts), d=0.5)
+    want = [scoring.base_level(a, n, f, d=0.5) for a, n, f in cases]
+    assert got == pytest.approx(want)
+
+
+async def test_keyword_search_still_finds_my_rows_behind_many_foreign_matches(tmp_path):
+    """fts_search ranks inside FTS5 before filtering by scope; when the best 200 matches all
+    belong to another role, it falls back to filtering every match rather than missing mine."""
+    from nooa_mcp.store import Scope, Store
+
+    s = settings(tmp_path)
+    async with Memory.open(s.store, owner="other", embedder=HashEmbedder(), settings=s) as mem:
+        await mem.author_many([{"content": f"deploy deploy deploy note {i}"} for i in range(220)])
+    async with Memory.open(s.store, owner="tester", embedder=HashEmbedder(), settings=s) as mem:
+        mine = (await mem.author("a long note that mentions deploy once among many words")).id
+    store = await Store.open(s.store)
+    try:
+        hits = await store.fts_search("deploy", Scope("role", role="tester"), 5)
+        seqs = [seq for seq, _ in hits]
+        rows = await store.scoring_rows(seqs=seqs)
+    finally:
+        await store.close()
+    assert [r["id"] for r in rows] == [mine]
