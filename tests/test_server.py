@@ -273,15 +273,15 @@ async def test_todo_add_then_list_shows_it_open(client: Client) -> None:
 async def test_todo_done_closes_it_and_hides_it_from_the_open_list(client: Client) -> None:
     added = await client.call_tool("todo", {"action": "add", "content": "Rotate the key"})
     todo_id = added.structured_content["id"]
-    result = await client.call_tool("todo", {"action": "done", "todo_id": todo_id[:8]})
+    result = await client.call_tool("todo", {"action": "done", "memory_id": todo_id[:8]})
     assert result.structured_content["todos"] == []
 
 
-async def test_todo_list_include_closed_shows_done_after_open(client: Client) -> None:
+async def test_todo_list_of_all_statuses_shows_done_after_open(client: Client) -> None:
     first = await client.call_tool("todo", {"action": "add", "content": "First task"})
     await client.call_tool("todo", {"action": "add", "content": "Second task"})
-    await client.call_tool("todo", {"action": "done", "todo_id": first.structured_content["id"]})
-    result = await client.call_tool("todo", {"action": "list", "include_closed": True})
+    await client.call_tool("todo", {"action": "done", "memory_id": first.structured_content["id"]})
+    result = await client.call_tool("todo", {"action": "list", "status": "all"})
     assert [t["status"] for t in result.structured_content["todos"]] == ["open", "done"]
 
 
@@ -292,10 +292,10 @@ async def test_todo_list_orders_open_todos_by_importance(client: Client) -> None
     assert [t["content"] for t in result.structured_content["todos"]] == ["Urgent", "Low task"]
 
 
-async def test_todo_done_on_a_non_todo_names_todo_id(client: Client) -> None:
+async def test_todo_done_on_a_non_todo_names_memory_id(client: Client) -> None:
     fact = await author(client, "Just a fact.")
-    result = await client.call_tool("todo", {"action": "done", "todo_id": fact})
-    assert result.is_error and "todo_id" in result.content[0].text
+    result = await client.call_tool("todo", {"action": "done", "memory_id": fact})
+    assert result.is_error and "memory_id" in result.content[0].text
 
 
 async def test_todo_add_without_content_names_content(client: Client) -> None:
@@ -303,25 +303,32 @@ async def test_todo_add_without_content_names_content(client: Client) -> None:
     assert result.is_error and "content" in result.content[0].text
 
 
-async def test_intent_with_a_past_fire_at_is_due_on_check(client: Client) -> None:
+async def test_intent_with_a_past_fire_at_fires_as_a_reminder_on_check(client: Client) -> None:
     past = (now() - timedelta(hours=1)).isoformat()
     await client.call_tool(
         "intent", {"action": "add", "content": "Ask about the audit", "fire_at": past}
     )
     result = await client.call_tool("intent", {"action": "check"})
-    assert [i["content"] for i in result.structured_content["intents"]] == ["Ask about the audit"]
+    assert [r["content"] for r in result.structured_content["reminders"]] == ["Ask about the audit"]
 
 
-async def test_intent_with_a_future_fire_at_is_not_due(client: Client) -> None:
+async def test_reminders_show_in_the_text_summary(client: Client) -> None:
+    past = (now() - timedelta(hours=1)).isoformat()
+    await client.call_tool("intent", {"action": "add", "content": "Ask about it", "fire_at": past})
+    result = await client.call_tool("intent", {"action": "check"})
+    assert "Reminders" in result.content[0].text and "Ask about it" in result.content[0].text
+
+
+async def test_intent_with_a_future_fire_at_does_not_fire(client: Client) -> None:
     later = (now() + timedelta(days=1)).isoformat()
     await client.call_tool("intent", {"action": "add", "content": "Later", "fire_at": later})
     result = await client.call_tool("intent", {"action": "check"})
-    assert result.structured_content["intents"] == []
+    assert result.structured_content["reminders"] == []
 
 
-async def test_intent_without_a_trigger_names_fire_at(client: Client) -> None:
+async def test_intent_without_a_trigger_is_refused_naming_trigger(client: Client) -> None:
     result = await client.call_tool("intent", {"action": "add", "content": "Sometime"})
-    assert result.is_error and "fire_at" in result.content[0].text
+    assert result.is_error and "trigger" in result.content[0].text
 
 
 async def test_intent_cancel_removes_it_from_the_armed_list(client: Client) -> None:
@@ -329,7 +336,7 @@ async def test_intent_cancel_removes_it_from_the_armed_list(client: Client) -> N
         "intent", {"action": "add", "content": "When billing comes up", "cue": "billing"}
     )
     intent_id = added.structured_content["id"]
-    result = await client.call_tool("intent", {"action": "cancel", "intent_id": intent_id})
+    result = await client.call_tool("intent", {"action": "cancel", "memory_id": intent_id})
     assert result.structured_content["intents"] == []
 
 
@@ -588,9 +595,9 @@ async def test_todo_list_of_many_long_todos_stays_within_the_budget(client: Clie
     for i in range(60):
         words = " ".join(f"w{i}x{j}" for j in range(60))
         await client.call_tool("todo", {"action": "add", "content": f"Task {i}: {words}"})
-    result = await client.call_tool("todo", {"action": "list"})
+    result = await client.call_tool("todo", {"action": "list", "limit": 100})
     size = len(result.content[0].text) + len(json.dumps(result.structured_content))
-    assert size / 4 <= 8_000 and result.structured_content["omitted"] > 0
+    assert size / 4 <= 8_000 and "more not shown" in result.content[0].text
 
 
 async def test_legacy_subscribers_hear_that_a_memory_changed(settings: Settings) -> None:
