@@ -139,9 +139,10 @@ class Living:
         row = await self.store.tombstone_by_hash(record.content_hash, self.role)
         if row is not None:
             return row, 1.0
-        if vector is None or self.index.size == 0:
-            return None
         n = self.index.size
+        # Most writes meet no archived row at all: skip the matrix product then.
+        if vector is None or n == 0 or not self.index.archived[:n].any():
+            return None
         mask = self.index.mask(Scope("role", role=self.role), include_archived=True)
         mask &= self.index.archived[:n]
         hits = [h for h in self.index.search(vector, mask, 5) if h[1] >= TOMBSTONE_SIMILARITY]
@@ -662,8 +663,10 @@ class Living:
                 plan: list[Any] = plan_merges(nodes, vectors, exclude=exclude)
                 apply = self._apply_merge
             elif name == "link":
+                # The link budget counts related edges to archived memories too, so pruning
+                # after linking frees no budget and a second pass adds nothing.
                 related: dict[str, set[str]] = {}
-                for e in edges:
+                for e in await self.store.edge_pairs(live_only=False):
                     if e["type"] == "related":
                         related.setdefault(e["src"], set()).add(e["dst"])
                         related.setdefault(e["dst"], set()).add(e["src"])
