@@ -652,3 +652,28 @@ async def test_prompt_descriptions_come_from_the_file_header(client: Client) -> 
 async def test_prompt_text_drops_the_description_header(client: Client) -> None:
     prompt = await client.get_prompt("memory_guide")
     assert not prompt.messages[0].content.text.startswith("<!--")
+
+
+async def test_author_of_forgotten_content_is_blocked_and_says_how_to_revive(
+    client: Client,
+) -> None:
+    # SPEC §7 tombstones: the reply says it was forgotten and that revive=true restores it.
+    wanted = await author(client, "The deploy key lives in the vault.")
+    await client.call_tool("memory_update", {"memory_id": wanted, "forget": True})
+    again = await client.call_tool(
+        "memory_author", {"content": "The deploy key lives in the vault."}
+    )
+    assert again.structured_content["status"] == "blocked-by-tombstone"
+    assert "revive=true" in again.content[0].text
+
+
+async def test_author_with_revive_restores_the_forgotten_memory(client: Client) -> None:
+    wanted = await author(client, "The deploy key lives in the vault.")
+    await client.call_tool("memory_update", {"memory_id": wanted, "forget": True})
+    revived = await client.call_tool(
+        "memory_author", {"content": "The deploy key lives in the vault.", "revive": True}
+    )
+    assert (revived.structured_content["status"], revived.structured_content["id"]) == (
+        "revived",
+        wanted,
+    )
