@@ -429,6 +429,56 @@ async def export(ctx: Context, include_archived: bool) -> None:
                 click.echo(json.dumps(record, ensure_ascii=False))
 
 
+# ---------------------------------------------------------------------------- reflect (issue 4)
+# Owned by the living-memory work; kept in one block so the rest of the CLI merges cleanly.
+
+_REFLECT_STEPS = ("merge", "reconcile", "link", "rescore", "abstract", "prune")
+
+
+@main.command()
+@click.option(
+    "--step",
+    "steps",
+    multiple=True,
+    type=click.Choice(_REFLECT_STEPS),
+    help="Run only this step (repeatable). Default: all, in order.",
+)
+@json_option
+@click.pass_obj
+@run
+async def reflect(ctx: Context, steps: tuple[str, ...], as_json: bool) -> None:
+    """Consolidate memory now: merge near-duplicates, link neighbours, rescore, prune.
+
+    Each item is committed on its own, so Ctrl-C leaves a consistent store and the next run
+    picks up where this one stopped. Reconcile and abstract need a client's model (MCP
+    sampling) and are skipped here.
+    """
+    async with open_memory(ctx) as mem:
+        with click.progressbar(
+            length=1,
+            label="reflecting",
+            file=sys.stderr,
+            show_pos=True,
+            item_show_func=lambda item: item,
+        ) as bar:
+
+            async def progress(done: int, total: int, message: str) -> None:
+                bar.length = max(total, done, 1)
+                bar.update(done - bar.pos, current_item=message)
+
+            report = await mem.reflect(list(steps) or None, progress=progress)
+    emit(report, as_json, _render_reflect)
+
+
+def _render_reflect(r: Any) -> str:
+    rows = [[s.step, s.planned, s.applied, s.skipped, s.failed, s.note] for s in r.steps]
+    seconds = (r.finished_at - r.started_at).total_seconds() if r.finished_at else 0.0
+    return (
+        table(["step", "planned", "applied", "skipped", "failed", "note"], rows)
+        + f"\n{r.status}: {r.applied} changes in {seconds:.1f} s"
+    )
+
+
 # --------------------------------------------------------------------------- eval (issue 5)
 # Owned by the evaluation work: the `eval` group lives in nooa_mcp/evaluation/cli.py.
 from .evaluation.cli import eval_group  # noqa: E402

@@ -64,6 +64,11 @@ class Settings(BaseModel):
     forgetting: ForgettingPolicy = Field(default_factory=ForgettingPolicy)
     dedup_similarity: float = Field(0.92, description="near-duplicate write threshold")
     ring_size: int = 64
+    reflect_every_writes: int = Field(200, ge=0, description="a pass after N writes; 0 = off")
+    reflect_idle_seconds: float = Field(600.0, ge=0, description="a pass when idle; 0 = off")
+    generative_reflection: bool = Field(
+        False, description="reconcile and abstract through the client's model (MCP sampling)"
+    )
     model_cache_dir: Path | None = None
 
     model_config = {"arbitrary_types_allowed": True}

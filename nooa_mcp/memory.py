@@ -24,6 +24,8 @@ from .config import Settings
 from .embeddings import Embedder, WarmingEmbedder, default_embedder
 from .errors import InvalidInput, NotFound, OwnerForbidden
 from .forgetting import prune_eta, retention
+from .living import Living
+from .references import parse_references
 from .replies import (
     AuthorResult,
     ExplainResult,
@@ -76,7 +78,7 @@ def _text_of(title: str, content: str) -> str:
     return f"{title}. {content}" if title else content
 
 
-class Memory:
+class Memory(Living):
     """Long-term memory for one owner over one store file.
 
     Open it with `async with Memory.open(path, owner="role@instance") as mem:`.
@@ -91,6 +93,7 @@ class Memory:
         self.settings = settings
         self.owner = settings.owner
         self.role = owner_role(settings.owner)
+        self._model_checked = False
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -117,15 +120,20 @@ class Memory:
             settings.owner = owner
         parse_owner(settings.owner)
         store = await Store.open(settings.store)
+        owned: Embedder | None = None
         try:
             if embedder is None:
-                embedder = default_embedder(settings.model_cache_dir)
+                embedder = owned = default_embedder(settings.model_cache_dir)
             index = VectorIndex(embedder.dim)
             await index.sync(store)
             yield cls(store, index, embedder, settings)
         finally:
             with anyio.CancelScope(shield=True):
                 await store.close()
+                if isinstance(owned, WarmingEmbedder):
+                    # A process that exits while onnxruntime is still loading in the worker
+                    # thread aborts (exit 134); a short command must let the load finish.
+                    await anyio.to_thread.run_sync(owned.finish)
 
     @property
     def embeddings_state(self) -> str:
@@ -138,12 +146,44 @@ class Memory:
             await anyio.to_thread.run_sync(self.embedder.wait)
 
     async def _embed(self, texts: Sequence[str]) -> np.ndarray:
-        return await anyio.to_thread.run_sync(self.embedder.embed, list(texts))
+        vectors = await anyio.to_thread.run_sync(self.embedder.embed, list(texts))
+        await self._ensure_model_matches()
+        return vectors
 
     async def _query_vector(self, query: str) -> np.ndarray | None:
         if self.embeddings_state != "ready" or not self.settings.recall.use_dense:
             return None
         return (await self._embed([query]))[0]
+
+    async def _ensure_model_matches(self) -> None:
+        """Re-embed the store once if its vectors came from another model.
+
+        Vectors of two models are not comparable, so a store written with one model and
+        opened with another would silently lose its dense search; the stored text is
+        re-embedded instead, in batches, each committed on its own.
+        """
+        if self._model_checked:
+            return
+        self._model_checked = True
+        name = f"{self.embedder.name}:{self.embedder.dim}"
+        if await self.store.get_meta("embedder") == name:
+            return
+        while True:
+            rows = await self.store.rows(
+                "SELECT id, title, content FROM memories WHERE embedding IS NULL "
+                "OR length(embedding) != ? LIMIT 256",
+                (self.embedder.dim * 4,),
+            )
+            if not rows:
+                break
+            texts = [_text_of(r["title"], r["content"]) for r in rows]
+            vectors = await anyio.to_thread.run_sync(self.embedder.embed, texts)
+            async with self.store.transaction():
+                for row, vector in zip(rows, vectors, strict=True):
+                    await self.store.set_embedding(row["id"], vector)
+        async with self.store.transaction():
+            await self.store.set_meta("embedder", name)
+        self.index.mark_dirty()
 
     # ------------------------------------------------------------------ scope and ids
 
@@ -271,7 +311,7 @@ class Memory:
             last_accessed_at=created,
             valid_from=valid_from,
             valid_to=valid_to,
-            references=[_parse_reference(r) for r in spec.get("references") or []],
+            references=parse_references(spec.get("references")),
             status=status,
             trigger=trigger,
         )
@@ -309,15 +349,23 @@ class Memory:
         - Everything is validated before anything is written: one bad item writes nothing.
         """
         records = [self._build(dict(spec)) for spec in specs]
+        revive = [bool(spec.get("revive")) for spec in specs]
         links = [await self._links(spec.get("links")) for spec in specs]
+        await self._capture_references(records)
         vectors = await self._embed([_text_of(r.title, r.content) for r in records])
         results: list[AuthorResult] = []
         async with self.store.transaction():
             await self.index.sync(self.store)
             batch: dict[str, str] = {}
-            for record, vector, edges in zip(records, vectors, links, strict=True):
-                results.append(await self._author_one(record, vector, edges, batch))
+            for record, vector, edges, again in zip(records, vectors, links, revive, strict=True):
+                results.append(await self._author_one(record, vector, edges, batch, again))
         self.index.mark_dirty()
+        self._note_activity(writes=sum(r.status != "exists" for r in results))
+        # SPEC §9: authored content is a cue too (but an intent never cues itself).
+        texts = [(r.content, v) for r, v in zip(records, vectors, strict=True)]
+        fired = await self._reminders(texts, exclude=[r.id for r in results])
+        for result, reminders in zip(results, fired, strict=True):
+            result.reminders = reminders
         return results
 
     async def _author_one(
@@ -326,6 +374,7 @@ class Memory:
         vector: np.ndarray,
         edges: list[tuple[str, EdgeType, float]],
         batch: dict[str, str],
+        revive: bool = False,
     ) -> AuthorResult:
         key = f"{record.type.value}:{record.content_hash}"
         existing = batch.get(key) or await self.store.find_by_hash(
@@ -335,6 +384,9 @@ class Memory:
             existing = record.id  # an import of an id that is already here
         if existing is not None:
             return AuthorResult(id=existing, status="exists", similarity=1.0)
+        stone = await self._tombstone_match(record, vector)
+        if stone is not None:
+            return await self._blocked_or_revived(*stone, revive)
         twin, similarity = self._near_duplicate(record.type.value, vector)
         if twin is not None:
             await self._reinforce(twin, record, edges)
@@ -388,6 +440,8 @@ class Memory:
         memory, actr = await self._fetch(memory_id)
         memory.reinforcement_count += 1
         memory.importance = max(memory.importance, record.importance)
+        authored = (await self.store.authored_of([memory_id]))[memory_id]
+        await self.store.set_authored_importance(memory_id, max(authored, record.importance))
         memory.salience = max(memory.salience, record.salience)
         memory.confidence = max(memory.confidence, record.confidence)
         memory.tags = clean_labels(memory.tags + record.tags, "tags")
@@ -460,12 +514,13 @@ class Memory:
         include_archived: bool = False,
         extra: tuple[str, ...] = (),
     ):
+        query_vector = await self._query_vector(query)
         await self.index.sync(self.store)
         return await recall_mod.rank(
             query,
             store=self.store,
             index=self.index,
-            query_vector=await self._query_vector(query),
+            query_vector=query_vector,
             scope=scope,
             settings=self.settings.recall,
             now=utc_now(),
@@ -495,9 +550,11 @@ class Memory:
         ranking = await self._rank(query, scope_obj, kinds, hops, include_archived)
         top = ranking.rows[:k]
         channel = Channel.searched if hops == 0 else Channel.recalled
+        stored_refs: dict[str, list[Reference]] = {}
         if top:
             async with self.store.transaction():
                 fetched = await self.store.fetch_many([r.id for r in top])
+                stored_refs = {i: m.references for i, (m, _) in fetched.items()}
                 logged = []
                 for position, r in enumerate(top, 1):
                     memory, actr = fetched[r.id]
@@ -514,6 +571,9 @@ class Memory:
                 await self.store.append_accesses(logged)
             self.index.mark_dirty()
         hits = [self._hit(position, r) for position, r in enumerate(top, 1)]
+        await self._attach_references(hits, stored_refs)
+        self._note_activity()
+        reminders = (await self._reminders([(query, ranking.query_vector)]))[0]
         nothing = all(h.flags.weak for h in hits)
         note = ""
         if not hits:
@@ -531,6 +591,7 @@ class Memory:
             else "warming",
             nothing_relevant=nothing,
             note=note,
+            reminders=reminders,
         )
 
     def _flags(self, r: recall_mod.Ranked) -> Flags:
@@ -740,6 +801,7 @@ class Memory:
                 changed.append("title")
             if new_importance is not None and new_importance != memory.importance:
                 memory.importance = new_importance
+                await self.store.set_authored_importance(target, new_importance)
                 changed.append("importance")
             if new_tags is not None and new_tags != memory.tags:
                 memory.tags = new_tags
@@ -776,12 +838,19 @@ class Memory:
                 changed.append("archived")
         self.index.mark_dirty()
         archived = memory.archived or forget
-        return UpdateResult(id=target, changed=changed, archived=archived)
+        reminders = []
+        if "content" in changed:
+            # SPEC §9: new content is a cue like authored content (an intent never cues itself).
+            fired = await self._reminders([(memory.content, vector)], exclude=[target])
+            reminders = fired[0]
+        return UpdateResult(id=target, changed=changed, archived=archived, reminders=reminders)
 
     async def _archive(self, memory: MemoryRecord, reason: str) -> None:
-        """Archive inside an open transaction (the tombstone mechanism hooks in here)."""
+        """Archive inside an open transaction and leave a tombstone (SPEC §7)."""
         memory.archived = True
-        await self.store.set_archived(memory.id, True, utc_now())
+        when = utc_now()
+        await self.store.set_archived(memory.id, True, when)
+        await self.store.add_tombstone(memory.id, reason, when)
 
     async def forget(self, memory_id: str, reason: str = "forgotten") -> UpdateResult:
         """Archive a memory (never deleted): recall and spreading skip it from now on.
@@ -823,7 +892,10 @@ class Memory:
         target = await self._resolve(memory_id, self.scope(scope))
         memory, _ = await self._fetch(target)
         edges = await self.store.edges_of(target)
-        return self._view(memory, [e.model_dump(mode="json") for e in edges])
+        view = self._view(memory, [e.model_dump(mode="json") for e in edges])
+        # Resolved live, without logging deref: get() is a look, not a use.
+        view.references, _ = await self._resolve_references(memory.references)
+        return view
 
     def _view(self, memory: MemoryRecord, edges: list[dict]) -> MemoryView:
         policy = self.settings.forgetting
@@ -958,32 +1030,12 @@ class Memory:
             accesses=await self.store.count_accesses(),
             embeddings=self.embeddings_state,
             store=str(self.store.path),
+            extra=await self._kpis(self.scope(scope)),
         )
 
 
 def _actr_times(row: sqlite3.Row) -> list[float]:
     return json.loads(row["actr_times"])
-
-
-def _parse_reference(value: Any) -> Reference:
-    """`file:<relative path>`, `memory:<id>` or `url:<address>`."""
-    if isinstance(value, Reference):
-        return value
-    if not isinstance(value, str) or ":" not in value:
-        raise InvalidInput(
-            "references",
-            f"{value!r} is not a reference.",
-            "Use file:<relative path>, memory:<id> or url:<address>.",
-        )
-    kind, _, target = value.partition(":")
-    kind = kind.strip().lower()
-    if kind not in ("file", "memory", "url") or not target.strip():
-        raise InvalidInput(
-            "references",
-            f"'{value}' is not a reference.",
-            "Use file:<relative path>, memory:<id> or url:<address>.",
-        )
-    return Reference(kind=kind, target=target.strip())  # type: ignore[arg-type]
 
 
 def _parse_trigger(value: Any) -> Trigger:

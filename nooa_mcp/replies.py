@@ -183,3 +183,75 @@ class Stats(BaseModel):
     embeddings: Literal["ready", "warming"]
     store: str
     extra: dict[str, float | int | str | None] = Field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- living memory
+
+
+class TodoItem(BaseModel):
+    """A todo as the todo tool lists it (SPEC §9)."""
+
+    id: str
+    id8: str
+    title: str
+    content: str
+    status: str
+    importance: float
+    importance_label: str
+    created_at: datetime
+    age_hours: float
+
+
+class TodoResult(BaseModel):
+    action: Literal["add", "list", "done", "drop", "reopen"]
+    id: str | None = None
+    status: str | None = None
+    outcome: str = ""
+    todos: list[TodoItem] = Field(default_factory=list)
+    open_count: int = 0
+    reminders: list[Reminder] = Field(default_factory=list)
+
+
+class IntentItem(BaseModel):
+    """An intent with the state of its trigger."""
+
+    id: str
+    id8: str
+    content: str
+    fire_at: datetime | None = None
+    cue: str | None = None
+    every_hours: float | None = None
+    armed: bool
+    fired_count: int = 0
+    last_fired_at: datetime | None = None
+
+
+class IntentResult(BaseModel):
+    action: Literal["add", "list", "check", "cancel"]
+    id: str | None = None
+    outcome: str = ""
+    intents: list[IntentItem] = Field(default_factory=list)
+    reminders: list[Reminder] = Field(default_factory=list)
+
+
+class ReflectStep(BaseModel):
+    """What one step of a reflection pass did."""
+
+    step: str
+    planned: int = 0
+    applied: int = 0
+    skipped: int = 0
+    failed: int = 0
+    note: str = ""
+    details: list[str] = Field(default_factory=list)
+
+
+class ReflectReport(BaseModel):
+    """A reflection pass, as written to the maintenance log (SPEC §8)."""
+
+    status: Literal["completed", "interrupted", "already-running"]
+    trigger: str = "on-demand"
+    started_at: datetime
+    finished_at: datetime | None = None
+    steps: list[ReflectStep] = Field(default_factory=list)
+    applied: int = 0

@@ -320,6 +320,7 @@ class Store:
         try:
             await store._configure()
             await store._migrate()
+            await store.ensure_living_columns()
         except BaseException:
             await conn.close()
             raise
@@ -450,6 +451,13 @@ class Store:
         sets = ", ".join(f"{k} = :{k}" for k in values if k != "id")
         await self.conn.execute(
             f"UPDATE memories SET {sets}, rev = {NEXT_REV} WHERE id = :id", values
+        )
+
+    async def set_embedding(self, memory_id: str, vector: np.ndarray) -> None:
+        rev = await self._next_rev()
+        await self.conn.execute(
+            "UPDATE memories SET embedding = ?, rev = ? WHERE id = ?",
+            (np.asarray(vector, np.float32).tobytes(), rev, memory_id),
         )
 
     async def set_archived(self, memory_id: str, archived: bool, when: datetime) -> None:
@@ -772,6 +780,210 @@ class Store:
             )
         }
         return {"total": total, "archived": archived, "by_type": by_type, "by_owner": by_owner}
+
+    # ------------------------------------------------------------------ living memory (issue 4)
+    # Tombstones, authored importance, reflection reads, intents and KPIs. Kept in one block so
+    # the core above stays easy to merge.
+
+    async def ensure_living_columns(self) -> None:
+        """Add `authored_importance` to files created before it existed (no version bump:
+        older code ignores the extra column). A trigger fills it from `importance` on insert,
+        so the insert path needs no change; rescore reads it and never writes it."""
+        cols = {r["name"] for r in await self.rows("PRAGMA table_info(memories)")}
+        if "authored_importance" in cols:
+            return
+        async with self.transaction():
+            cols = {r["name"] for r in await self.rows("PRAGMA table_info(memories)")}
+            if "authored_importance" in cols:
+                return
+            await self.conn.execute("ALTER TABLE memories ADD COLUMN authored_importance REAL")
+            await self.conn.execute(
+                "UPDATE memories SET authored_importance = importance "
+                "WHERE authored_importance IS NULL"
+            )
+            await self.conn.execute(
+                "CREATE TRIGGER IF NOT EXISTS memories_authored AFTER INSERT ON memories "
+                "WHEN new.authored_importance IS NULL BEGIN "
+                "UPDATE memories SET authored_importance = new.importance WHERE seq = new.seq; "
+                "END"
+            )
+
+    async def set_authored_importance(self, memory_id: str, value: float) -> None:
+        """What the author said (update, or the max over reinforcing repeats)."""
+        await self.conn.execute(
+            "UPDATE memories SET authored_importance = ? WHERE id = ?", (value, memory_id)
+        )
+
+    async def authored_of(self, ids: Sequence[str]) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for chunk in _chunks(list(ids), 500):
+            marks = ",".join("?" * len(chunk))
+            for row in await self.rows(
+                f"SELECT id, authored_importance, importance FROM memories WHERE id IN ({marks})",
+                chunk,
+            ):
+                value = row["authored_importance"]
+                out[row["id"]] = row["importance"] if value is None else value
+        return out
+
+    async def add_tombstone(self, memory_id: str, reason: str, when: datetime) -> None:
+        """Record what was archived and why, from the memory's own row (SPEC §7)."""
+        await self.conn.execute(
+            "INSERT INTO tombstones(memory_id, owner, role, type, content_hash, embedding, "
+            "reason, ts) SELECT id, owner, role, type, content_hash, embedding, ?, ? "
+            "FROM memories WHERE id = ?",
+            (reason, ts(when), memory_id),
+        )
+
+    async def lift_tombstones(self, memory_id: str, when: datetime) -> None:
+        await self.conn.execute(
+            "UPDATE tombstones SET lifted_at = ? WHERE memory_id = ? AND lifted_at IS NULL",
+            (ts(when), memory_id),
+        )
+
+    async def tombstone_by_hash(self, content_hash: str, role: str) -> sqlite3.Row | None:
+        """The newest standing tombstone of this role with exactly this content."""
+        rows = await self.rows(
+            "SELECT t.* FROM tombstones t JOIN memories m ON m.id = t.memory_id "
+            "WHERE t.content_hash = ? AND t.role = ? AND t.lifted_at IS NULL AND m.archived = 1 "
+            "ORDER BY t.ts DESC LIMIT 1",
+            (content_hash, role),
+        )
+        return rows[0] if rows else None
+
+    async def tombstones_of(self, memory_ids: Sequence[str]) -> dict[str, sqlite3.Row]:
+        """Standing tombstones (newest per memory) of archived memories among `memory_ids`."""
+        out: dict[str, sqlite3.Row] = {}
+        for chunk in _chunks(list(memory_ids), 500):
+            marks = ",".join("?" * len(chunk))
+            for row in await self.rows(
+                "SELECT t.* FROM tombstones t JOIN memories m ON m.id = t.memory_id "
+                f"WHERE t.memory_id IN ({marks}) AND t.lifted_at IS NULL AND m.archived = 1 "
+                "ORDER BY t.ts",
+                chunk,
+            ):
+                out[row["memory_id"]] = row
+        return out
+
+    async def reflection_rows(self, role: str | None) -> list[sqlite3.Row]:
+        """Live rows reflection plans over, with their vectors (one role, or every role)."""
+        where, params = ("role = ?", [role]) if role is not None else ("1", [])
+        return await self.rows(
+            "SELECT id, type, owner, role, status, importance, authored_importance, salience, "
+            "confidence, strength, reinforcement_count, created_at, last_accessed_at, archived, "
+            f"embedding FROM memories WHERE archived = 0 AND {where} ORDER BY seq",
+            params,
+        )
+
+    async def edge_pairs(self, live_only: bool = True) -> list[sqlite3.Row]:
+        """(src, dst, type) of edges, by default only those between live memories."""
+        if not live_only:
+            return await self.rows("SELECT src, dst, type FROM edges")
+        return await self.rows(
+            "SELECT e.src, e.dst, e.type FROM edges e "
+            "JOIN memories a ON a.id = e.src JOIN memories b ON b.id = e.dst "
+            "WHERE a.archived = 0 AND b.archived = 0"
+        )
+
+    async def update_fields(self, memory_id: str, fields: dict[str, Any]) -> None:
+        """Set a few promoted columns of one row (reflection writes only what it changes)."""
+        if not fields:
+            return
+        values = dict(fields)
+        values["rev"] = await self._next_rev()
+        sets = ", ".join(f"{k} = :{k}" for k in values)
+        await self.conn.execute(
+            f"UPDATE memories SET {sets} WHERE id = :id", {**values, "id": memory_id}
+        )
+
+    async def copy_edges(self, src: str, dst: str) -> int:
+        """Copy `src`'s outgoing edges onto `dst` (larger weight wins); returns how many."""
+        cur = await self.conn.execute(
+            "INSERT INTO edges(src, dst, type, weight, created_at) "
+            "SELECT ?, dst, type, weight, created_at FROM edges WHERE src = ? AND dst != ? "
+            "ON CONFLICT(src, dst, type) DO UPDATE SET weight = MAX(weight, excluded.weight)",
+            (dst, src, dst),
+        )
+        return cur.rowcount
+
+    async def intents(self, role: str) -> list[sqlite3.Row]:
+        """Live intents of a role that carry a trigger."""
+        return await self.rows(
+            "SELECT * FROM memories WHERE type = 'intent' AND archived = 0 AND role = ? "
+            "AND trigger IS NOT NULL ORDER BY seq",
+            (role,),
+        )
+
+    async def set_trigger(self, memory_id: str, trigger_json: str) -> None:
+        await self.update_fields(memory_id, {"trigger": trigger_json})
+
+    async def maintenance_entries(self, kind: str | None = None, limit: int = 20) -> list[dict]:
+        where, params = ("WHERE kind = ?", [kind]) if kind else ("", [])
+        rows = await self.rows(
+            f"SELECT seq, ts, kind, report FROM maintenance_log {where} ORDER BY seq DESC LIMIT ?",
+            [*params, limit],
+        )
+        return [
+            {"seq": r["seq"], "ts": dt(r["ts"]), "kind": r["kind"], **json.loads(r["report"])}
+            for r in rows
+        ]
+
+    async def count_maintenance(self, kind: str) -> int:
+        return await self.scalar("SELECT COUNT(*) FROM maintenance_log WHERE kind = ?", (kind,))
+
+    async def kpi_rows(self, scope: Scope, reads: Sequence[str]) -> dict[str, Any]:
+        """Raw numbers for the KPIs in stats: reads per live memory, reflection output, todos."""
+        where, params = scope.sql("m")
+        marks = ",".join("?" * len(reads))
+        counts = {
+            r[0]: r[1]
+            for r in await self.rows(
+                f"SELECT a.memory_id, COUNT(*) FROM accesses a JOIN memories m "
+                f"ON m.id = a.memory_id WHERE a.channel IN ({marks}) AND m.archived = 0 "
+                f"AND {where} GROUP BY a.memory_id",
+                [*reads, *params],
+            )
+        }
+        derived = {
+            r[0]
+            for r in await self.rows(
+                "SELECT DISTINCT e.src FROM edges e JOIN memories m ON m.id = e.src "
+                f"WHERE e.type = 'derived_from' AND m.archived = 0 AND {where}",
+                params,
+            )
+        }
+        per_memory = [
+            (r["id"], r["type"], r["id"] in derived, counts.get(r["id"], 0))
+            for r in await self.rows(
+                f"SELECT m.id, m.type FROM memories m WHERE m.archived = 0 AND {where}", params
+            )
+        ]
+        todos = await self.rows(
+            f"SELECT status, created_at FROM memories m WHERE m.type = 'todo' AND {where} "
+            "AND m.archived = 0",
+            params,
+        )
+        # A read is cross-owner when the reader's role differs from the memory's (shared rows
+        # and unnamed readers never count).
+        cross = await self.scalar(
+            "SELECT COUNT(*) FROM accesses a JOIN memories m ON m.id = a.memory_id "
+            f"WHERE a.channel IN ({marks}) AND m.owner != '' AND a.reader_owner != '' "
+            "AND m.role != CASE WHEN instr(a.reader_owner, '@') > 0 "
+            "THEN substr(a.reader_owner, 1, instr(a.reader_owner, '@') - 1) "
+            f"ELSE a.reader_owner END AND {where}",
+            [*reads, *params],
+        )
+        tombstones = await self.scalar(
+            "SELECT COUNT(*) FROM tombstones t JOIN memories m ON m.id = t.memory_id "
+            f"WHERE t.lifted_at IS NULL AND {where}",
+            params,
+        )
+        return {
+            "per_memory": per_memory,
+            "todos": [(r["status"], dt(r["created_at"])) for r in todos],
+            "cross_owner_reads": cross,
+            "tombstones": tombstones,
+        }
 
 
 def _access_from_row(r: sqlite3.Row) -> AccessRecord:

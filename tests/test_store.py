@@ -132,3 +132,17 @@ async def test_a_second_connection_sees_new_memories_through_data_version(store_
         assert second.index.size == before + 1
         assert result.hits[0].id == written.id
         assert result.hits[0].components.source == "both"
+
+
+async def test_a_store_written_with_another_model_is_re_embedded_on_first_use(store_path):
+    from nooa_mcp.embeddings import HashEmbedder
+
+    async with Memory.open(store_path, owner="a", embedder=HashEmbedder(dim=32)) as small:
+        written = (await small.author("migrating vectors between models")).id
+    async with Memory.open(store_path, owner="a", embedder=HashEmbedder(dim=64)) as big:
+        result = await big.recall("migrating vectors between models")
+        assert result.hits[0].id == written
+        assert result.hits[0].components.source == "both"
+        assert await big.store.get_meta("embedder") == "hash-64:64"
+        blob = await big.store.scalar("SELECT embedding FROM memories")
+        assert len(blob) == 64 * 4

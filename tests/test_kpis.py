@@ -1,0 +1,69 @@
+"""KPIs in stats (issue 4 §9): never-fetched share, read concentration, reflection rows against
+their reads (the paper's 22% of rows for ~1% of reads), archived share, todos, intents, cross-owner
+reads."""
+
+from __future__ import annotations
+
+import pytest
+
+from nooa_mcp import Memory
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_kpis_count_reads_reflection_share_todos_and_archive(mem):
+    hot = await mem.author("the deploy key lives in the team vault")
+    await mem.author("the cafeteria closes at three on fridays")
+    await mem.author("lesson: deploys after five tend to fail", type="reflection")
+    gone = await mem.author("an obsolete fact about the old printer")
+    await mem.forget(gone.id)
+    await mem.todo("add", content="rotate the deploy key")
+    done = await mem.todo("add", content="order more coffee")
+    await mem.todo("done", memory_id=done.id)
+    for _ in range(3):
+        await mem.recall("where does the deploy key live", k=1)
+    kpi = (await mem.stats()).extra
+    assert kpi["reads"] == 3
+    # Five live memories (two facts, a reflection, two todos); only the hot fact was fetched.
+    assert kpi["never_fetched_share"] == pytest.approx(4 / 5)
+    assert kpi["top10pct_read_share"] == 1.0
+    assert kpi["reflection_rows"] == 1
+    assert kpi["reflection_rows_share"] == pytest.approx(1 / 5)
+    assert kpi["reflection_reads_share"] == 0.0
+    assert kpi["archived_share"] == pytest.approx(1 / 6, abs=1e-4)
+    assert kpi["tombstones"] == 1
+    assert (kpi["todos_open"], kpi["todos_closed"]) == (1, 1)
+    assert kpi["todo_open_median_age_hours"] == 0.0
+    assert kpi["intents_fired"] == 0
+    assert hot.status == "created"
+
+
+async def test_reads_of_derived_memories_count_toward_the_reflection_share(mem):
+    source = await mem.author("the nightly build broke on a flaky test")
+    insight = await mem.author(
+        "flaky tests break nightly builds; quarantine them",
+        links=[{"target": source.id, "relation": "derived_from"}],
+    )
+    await mem.recall("quarantine flaky tests", k=1)
+    kpi = (await mem.stats()).extra
+    assert kpi["reflection_rows"] == 1
+    assert kpi["reflection_reads_share"] == 1.0
+    assert insight.status == "created"
+
+
+async def test_cross_owner_reads_are_counted(settings, embedder, store_path):
+    async with Memory.open(settings=settings, embedder=embedder) as mine:
+        await mine.author("coder notes: the api rate limit is 100 per minute")
+    async with Memory.open(store_path, owner="reviewer@desk", embedder=embedder) as other:
+        result = await other.recall("api rate limit", scope="*", k=1)
+        assert result.hits
+    async with Memory.open(settings=settings, embedder=embedder) as mine:
+        await mine.recall("api rate limit", k=1)
+        assert (await mine.stats()).extra["cross_owner_reads"] == 1
+
+
+async def test_an_empty_store_reports_zero_shares(mem):
+    kpi = (await mem.stats()).extra
+    assert kpi["never_fetched_share"] == 0.0
+    assert kpi["todo_open_median_age_hours"] is None
+    assert kpi["last_reflection_at"] is None
