@@ -221,3 +221,32 @@ async def test_every_write_takes_a_fresh_store_revision_inside_its_own_statement
         }
     assert revs[a] > revs[b] > 0
     assert len(set(revs.values())) == 2
+
+
+async def test_batch_dedup_finds_twins_among_stored_rows_and_earlier_items_of_the_batch(
+    tmp_path,
+):
+    """author_many checks near-duplicates against the stored rows in one pass per batch and
+    against the batch's own earlier items one by one; both must still reinforce, and only
+    within the same type."""
+    s = settings(tmp_path).model_copy(update={"dedup_similarity": 0.9})
+    async with Memory.open(s.store, owner="tester", embedder=HashEmbedder(), settings=s) as mem:
+        stored = (await mem.author("the nightly backup job runs at two in the morning")).id
+        results = await mem.author_many(
+            [
+                {"content": "the nightly backup job runs at two in the morning!"},
+                {"content": "kafka consumers lag behind during the weekly reindex"},
+                {"content": "kafka consumers lag behind during the weekly reindex!"},
+                {
+                    "content": "kafka consumers lag behind during the weekly reindex!",
+                    "type": "skill",
+                },
+            ]
+        )
+    assert [r.status for r in results] == [
+        "reinforced-existing",
+        "created",
+        "reinforced-existing",
+        "created",
+    ]
+    assert results[0].id == stored and results[2].id == results[1].id
