@@ -250,3 +250,20 @@ async def test_batch_dedup_finds_twins_among_stored_rows_and_earlier_items_of_th
         "created",
     ]
     assert results[0].id == stored and results[2].id == results[1].id
+
+
+async def test_the_exact_repeat_lookup_uses_the_hash_index_not_a_type_scan(tmp_path):
+    """Every write asks find_by_hash; without statistics SQLite preferred the (type, archived)
+    index and scanned every live row of the type, making each write O(n)."""
+    s = settings(tmp_path)
+    async with Memory.open(s.store, owner="tester", embedder=HashEmbedder(), settings=s) as mem:
+        first = await mem.author("the release train leaves on thursdays")
+        seen: list[str] = []
+        conn = mem.store.conn
+        await conn._execute(lambda: conn._conn.set_trace_callback(seen.append))
+        again = await mem.author("the release train leaves on thursdays")
+        await conn._execute(lambda: conn._conn.set_trace_callback(None))
+        sql = next(q for q in seen if "content_hash =" in q and q.startswith("SELECT id"))
+        plan = await mem.store.rows(f"EXPLAIN QUERY PLAN {sql}")
+    assert again.status == "exists" and again.id == first.id
+    assert any("memories_hash" in str(tuple(row)) for row in plan)
