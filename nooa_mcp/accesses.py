@@ -47,5 +47,13 @@ def apply_access(
     return actr_times
 
 
-def created_record(memory: Memory, reader: str) -> AccessRecord:
-    return AccessRecord(ts=memory.created_at, channel=Channel.created, reader_owner=reader)
+def created_record(
+    memory: Memory, reader: str, session_ref: str | None = None, trace_ref: str | None = None
+) -> AccessRecord:
+    return AccessRecord(
+        ts=memory.created_at,
+        channel=Channel.created,
+        reader_owner=reader,
+        session_ref=session_ref,
+        trace_ref=trace_ref,
+    )

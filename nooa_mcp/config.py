@@ -69,6 +69,7 @@ class Settings(BaseModel):
     generative_reflection: bool = Field(
         False, description="reconcile and abstract through the client's model (MCP sampling)"
     )
+    reflect_tool: bool = Field(True, description="offer memory_reflect (env NOOA_REFLECT_TOOL=0)")
     model_cache_dir: Path | None = None
 
     model_config = {"arbitrary_types_allowed": True}
@@ -83,5 +84,7 @@ class Settings(BaseModel):
             values["owner"] = os.environ["NOOA_OWNER"]
         if os.environ.get("NOOA_REFERENCE_ROOT"):
             values["reference_root"] = Path(os.environ["NOOA_REFERENCE_ROOT"]).expanduser()
+        if os.environ.get("NOOA_REFLECT_TOOL", "").strip().lower() in ("0", "false", "no", "off"):
+            values["reflect_tool"] = False
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)

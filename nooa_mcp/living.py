@@ -76,6 +76,7 @@ from .schema import (
     now as utc_now,
 )
 from .store import Scope, dt, memory_from_row
+from .tracing import access_refs as refs_now
 
 if TYPE_CHECKING:
     from .memory import Memory
@@ -822,7 +823,7 @@ class Living:
         actr = apply_access(
             record,
             [],
-            created_record(record, self.owner),
+            created_record(record, self.owner, *refs_now()),
             ring_size=self.settings.ring_size,
             exact_k=self.settings.recall.exact_accesses,
         )

@@ -19,6 +19,7 @@ import anyio.to_thread
 import numpy as np
 
 from . import recall as recall_mod
+from . import tracing
 from .accesses import apply_access, created_record
 from .config import Settings
 from .embeddings import Embedder, WarmingEmbedder, default_embedder
@@ -228,7 +229,16 @@ class Memory(Living):
             raise OwnerForbidden(self.owner, memory.owner)
 
     def _access(self, channel: Channel, **fields: Any) -> AccessRecord:
-        return AccessRecord(ts=utc_now(), channel=channel, reader_owner=self.owner, **fields)
+        """An access by this owner now, linked to the client session and the OTel span."""
+        session_ref, trace_ref = tracing.access_refs()
+        return AccessRecord(
+            ts=utc_now(),
+            channel=channel,
+            reader_owner=self.owner,
+            session_ref=session_ref,
+            trace_ref=trace_ref,
+            **fields,
+        )
 
     # ------------------------------------------------------------------ author
 
@@ -401,7 +411,7 @@ class Memory(Living):
         actr = apply_access(
             record,
             [],
-            created_record(record, self.owner),
+            created_record(record, self.owner, *tracing.access_refs()),
             ring_size=self.settings.ring_size,
             exact_k=self.settings.recall.exact_accesses,
         )

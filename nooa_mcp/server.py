@@ -85,7 +85,7 @@ def build_server(
     budget = REPLY_TOKENS
     subscribers = Subscribers()
     subscribers.install(server)
-    register_tools(server, budget, subscribers)
+    register_tools(server, budget, subscribers, reflect=settings.reflect_tool)
     register_resources(server, budget)
     register_prompts(server)
     return server

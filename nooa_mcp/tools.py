@@ -62,7 +62,9 @@ class TriggerArg(BaseModel):
     )
 
 
-def register_tools(server: MCPServer, budget: int, subscribers: Subscribers) -> None:
+def register_tools(
+    server: MCPServer, budget: int, subscribers: Subscribers, *, reflect: bool = True
+) -> None:
     writes = ToolAnnotations(
         read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
     )
@@ -371,7 +373,8 @@ def register_tools(server: MCPServer, budget: int, subscribers: Subscribers) -> 
         result = result.model_copy(update={"intents": result.intents[:shown]})
         return tool_result(result, _render_intents(result, omitted), budget)
 
-    register_reflect_tool(server, budget, subscribers)
+    if reflect:
+        register_reflect_tool(server, budget, subscribers)
 
 
 def register_reflect_tool(server: MCPServer, budget: int, subscribers: Subscribers) -> None:

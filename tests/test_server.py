@@ -19,7 +19,6 @@ from mcp_types import Implementation, ResourceUpdatedNotification, TextResourceC
 
 from nooa_mcp.config import Settings
 from nooa_mcp.embeddings import HashEmbedder, WarmingEmbedder
-from nooa_mcp.memory import Memory
 from nooa_mcp.schema import now
 from nooa_mcp.server import build_server
 
@@ -66,8 +65,6 @@ async def read_text(client: Client, uri: str) -> str:
 
 async def test_tools_list_offers_the_memory_tools(client: Client) -> None:
     names = {t.name for t in (await client.list_tools()).tools}
-    # memory_reflect joins once the facade can reflect (test_server_reflect.py).
-    reflect = {"memory_reflect"} if hasattr(Memory, "reflect") else set()
     assert names == {
         "memory_author",
         "memory_recall",
@@ -75,8 +72,16 @@ async def test_tools_list_offers_the_memory_tools(client: Client) -> None:
         "memory_update",
         "todo",
         "intent",
-        *reflect,
+        "memory_reflect",
     }
+
+
+async def test_memory_reflect_can_be_switched_off_by_configuration(settings: Settings) -> None:
+    """SPEC §12: memory_reflect is optional, "off by config if unwanted"."""
+    settings = settings.model_copy(update={"reflect_tool": False})
+    async with Client(build_server(settings, embedder=HashEmbedder()), cache=None) as c:
+        names = {t.name for t in (await c.list_tools()).tools}
+    assert "memory_reflect" not in names and "memory_recall" in names
 
 
 async def test_no_tool_takes_an_owner_argument(client: Client) -> None:
