@@ -62,14 +62,23 @@ class TriggerArg(BaseModel):
     )
 
 
+# Annotations are promises to the client, so each tool takes the one that is true of it:
+# recall writes access records (not read-only); update, intent and reflect can archive.
+WRITES = ToolAnnotations(
+    read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+)
+READ_ONLY = ToolAnnotations(
+    read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
+DESTRUCTIVE = ToolAnnotations(
+    read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False
+)
+
+
 def register_tools(
     server: MCPServer, budget: int, subscribers: Subscribers, *, reflect: bool = True
 ) -> None:
-    writes = ToolAnnotations(
-        read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
-    )
-
-    @server.tool(title="Write a memory", annotations=writes)
+    @server.tool(title="Write a memory", annotations=WRITES)
     @tool_errors
     async def memory_author(
         ctx: Context,
@@ -140,7 +149,7 @@ def register_tools(
         await subscribers.publish(ctx, memory_uri(result.id), "memory://stats")
         return tool_result(result, render_author(result), budget)
 
-    @server.tool(title="Recall memories", annotations=writes)
+    @server.tool(title="Recall memories", annotations=WRITES)
     @tool_errors
     async def memory_recall(
         query: Annotated[str, Field(description="A short natural-language query.")],
@@ -177,9 +186,7 @@ def register_tools(
 
     @server.tool(
         title="Explain a recall",
-        annotations=ToolAnnotations(
-            read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
-        ),
+        annotations=READ_ONLY,
     )
     @tool_errors
     async def memory_explain(
@@ -209,12 +216,7 @@ def register_tools(
 
     @server.tool(
         title="Update, link or forget a memory",
-        annotations=ToolAnnotations(
-            read_only_hint=False,
-            destructive_hint=True,
-            idempotent_hint=False,
-            open_world_hint=False,
-        ),
+        annotations=DESTRUCTIVE,
     )
     @tool_errors
     async def memory_update(
@@ -264,12 +266,7 @@ def register_tools(
 
     @server.tool(
         title="Todos",
-        annotations=ToolAnnotations(
-            read_only_hint=False,
-            destructive_hint=False,
-            idempotent_hint=False,
-            open_world_hint=False,
-        ),
+        annotations=WRITES,
     )
     @tool_errors
     async def todo(
@@ -317,12 +314,7 @@ def register_tools(
 
     @server.tool(
         title="Intents (prospective memory)",
-        annotations=ToolAnnotations(
-            read_only_hint=False,
-            destructive_hint=True,
-            idempotent_hint=False,
-            open_world_hint=False,
-        ),
+        annotations=DESTRUCTIVE,
     )
     @tool_errors
     async def intent(
@@ -387,12 +379,7 @@ def register_reflect_tool(server: MCPServer, budget: int, subscribers: Subscribe
 
     @server.tool(
         title="Consolidate memory",
-        annotations=ToolAnnotations(
-            read_only_hint=False,
-            destructive_hint=True,
-            idempotent_hint=False,
-            open_world_hint=False,
-        ),
+        annotations=DESTRUCTIVE,
     )
     @tool_errors
     async def memory_reflect(
