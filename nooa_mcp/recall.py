@@ -153,23 +153,11 @@ async def rank(
     ranges = _ranges(ranked)
     _base(ranked, ranges, s)
 
-    await _spread(
-        ranked,
-        candidates,
-        store,
-        index,
-        query_vector,
-        query_tokens,
-        scope,
-        s,
-        hops,
-        t_now,
-        ranges,
-        types,
+    run = _Pass(
+        store, index, query_vector, query_tokens, scope, s, t_now, types, ranges, candidates
     )
-    await _supersession(
-        candidates, store, index, query_vector, query_tokens, scope, s, t_now, ranges, types
-    )
+    await _spread(run, ranked, hops)
+    await _supersession(run)
 
     for r in candidates.values():
         r.score = r.base + s.gamma * r.spread
@@ -253,51 +241,42 @@ def _base(rows: list[Ranked], ranges: dict[str, tuple[float, float]], s: RecallS
         r.base = float(b)
 
 
-async def _add_outsiders(
-    ids: list[str],
-    candidates: dict[str, Ranked],
-    store: Store,
-    index: VectorIndex,
-    query_vector: np.ndarray | None,
-    query_tokens: set[str],
-    s: RecallSettings,
-    t_now: float,
-    ranges: dict[str, tuple[float, float]],
-    types: set[str] | None,
-) -> None:
+@dataclass
+class _Pass:
+    """What scoring a memory for one query needs, shared by the steps after the candidates."""
+
+    store: Store
+    index: VectorIndex
+    query_vector: np.ndarray | None
+    query_tokens: set[str]
+    scope: Scope
+    s: RecallSettings
+    t_now: float
+    types: set[str] | None
+    ranges: dict[str, tuple[float, float]]
+    candidates: dict[str, Ranked]
+
+
+async def _add_outsiders(run: _Pass, ids: list[str]) -> None:
     """Score memories reached by an edge rather than by the query, on the candidates' scale."""
-    new = {i: Ranked(i, {}, "spread") for i in ids if i not in candidates}
-    await _fill_rows(store, new)
+    new = {i: Ranked(i, {}, "spread") for i in ids if i not in run.candidates}
+    await _fill_rows(run.store, new)
     rows = []
     for r in new.values():
-        if not r.row or (types and r.row["type"] not in types):
+        if not r.row or (run.types and r.row["type"] not in run.types):
             continue
-        vec = index.vector(r.id) if query_vector is not None else None
-        r.cos = float(vec @ query_vector) if vec is not None else 0.0
+        vec = run.index.vector(r.id) if run.query_vector is not None else None
+        r.cos = float(vec @ run.query_vector) if vec is not None else 0.0
         rows.append(r)
-    _score_parts(rows, query_tokens, t_now, s)
-    if rows and ranges:
-        _base(rows, ranges, s)
-    elif rows:
-        _base(rows, _ranges(rows), s)
-    candidates.update({r.id: r for r in rows})
+    _score_parts(rows, run.query_tokens, run.t_now, run.s)
+    if rows:
+        _base(rows, run.ranges or _ranges(rows), run.s)
+    run.candidates.update({r.id: r for r in rows})
 
 
-async def _spread(
-    seeds: list[Ranked],
-    candidates: dict[str, Ranked],
-    store: Store,
-    index: VectorIndex,
-    query_vector: np.ndarray | None,
-    query_tokens: set[str],
-    scope: Scope,
-    s: RecallSettings,
-    hops: int,
-    t_now: float,
-    ranges: dict[str, tuple[float, float]],
-    types: set[str] | None,
-) -> None:
+async def _spread(run: _Pass, seeds: list[Ranked], hops: int) -> None:
     """Spreading activation from every candidate over typed edges, `hops` deep."""
+    s = run.s
     if hops <= 0 or s.gamma == 0 or not seeds:
         return
     frontier = {r.id: r.base for r in seeds}
@@ -307,7 +286,7 @@ async def _spread(
         # SPEC §5 fixes 3 and 4: the store returns only live targets inside the scope, so an
         # archived or foreign memory is never written into the frontier and relays nothing.
         edges: dict[str, list[scoring.OutEdge]] = {}
-        for e in await store.out_edges(list(frontier), scope):
+        for e in await run.store.out_edges(list(frontier), run.scope):
             edges.setdefault(e["src"], []).append(
                 scoring.OutEdge(e["dst"], e["weight"], TYPE_WEIGHT[EdgeType(e["type"])], e["type"])
             )
@@ -325,47 +304,23 @@ async def _spread(
         frontier = {t: a for t, (a, _, _) in reached.items()}
         if not frontier:
             break
-    await _add_outsiders(
-        list(received),
-        candidates,
-        store,
-        index,
-        query_vector,
-        query_tokens,
-        s,
-        t_now,
-        ranges,
-        types,
-    )
+    await _add_outsiders(run, list(received))
     for target, amount in received.items():
-        r = candidates.get(target)
+        r = run.candidates.get(target)
         if r is not None:
             r.spread = amount
             if r.source == "spread":
                 r.path = paths.get(target, [])
 
 
-async def _supersession(
-    candidates: dict[str, Ranked],
-    store: Store,
-    index: VectorIndex,
-    query_vector: np.ndarray | None,
-    query_tokens: set[str],
-    scope: Scope,
-    s: RecallSettings,
-    t_now: float,
-    ranges: dict[str, tuple[float, float]],
-    types: set[str] | None,
-) -> None:
+async def _supersession(run: _Pass) -> None:
     """Flag memories that a newer one refines or contradicts, and bring the newer one in."""
+    candidates = run.candidates
     if not candidates:
         return
     relations = [e.value for e in SUPERSEDING]
-    links = await store.successors(list(candidates), relations, scope)
-    newer = [e["src"] for e in links if e["src"] not in candidates]
-    await _add_outsiders(
-        newer, candidates, store, index, query_vector, query_tokens, s, t_now, ranges, types
-    )
+    links = await run.store.successors(list(candidates), relations, run.scope)
+    await _add_outsiders(run, [e["src"] for e in links if e["src"] not in candidates])
     for e in links:
         old, new = candidates.get(e["dst"]), candidates.get(e["src"])
         if old is None or new is None or old.id == new.id:
