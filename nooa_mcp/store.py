@@ -64,7 +64,10 @@ CREATE TABLE memories (
     ring TEXT NOT NULL DEFAULT '[]',
     channels TEXT NOT NULL DEFAULT '{}',
     embedding BLOB,
-    rev INTEGER NOT NULL DEFAULT 0
+    rev INTEGER NOT NULL DEFAULT 0,
+    -- What the author said, kept apart from `importance`, which rescore may raise: rescore
+    -- recomputes from this, so running it twice changes nothing (SPEC §8).
+    authored_importance REAL
 );
 CREATE INDEX memories_type ON memories(type, archived);
 CREATE INDEX memories_role ON memories(role, owner);
@@ -131,6 +134,10 @@ CREATE VIRTUAL TABLE memories_fts USING fts5(
     title, content, tags, entities,
     content='memories', content_rowid='seq', tokenize='porter unicode61 remove_diacritics 2'
 );
+CREATE TRIGGER memories_authored AFTER INSERT ON memories
+WHEN new.authored_importance IS NULL BEGIN
+    UPDATE memories SET authored_importance = new.importance WHERE seq = new.seq;
+END;
 CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
     INSERT INTO memories_fts(rowid, title, content, tags, entities)
     VALUES (new.seq, new.title, new.content, new.tags, new.entities);
@@ -320,7 +327,6 @@ class Store:
         try:
             await store._configure()
             await store._migrate()
-            await store.ensure_living_columns()
         except BaseException:
             await conn.close()
             raise
@@ -787,29 +793,6 @@ class Store:
     # ------------------------------------------------------------------ living memory (issue 4)
     # Tombstones, authored importance, reflection reads, intents and KPIs. Kept in one block so
     # the core above stays easy to merge.
-
-    async def ensure_living_columns(self) -> None:
-        """Add `authored_importance` to files created before it existed (no version bump:
-        older code ignores the extra column). A trigger fills it from `importance` on insert,
-        so the insert path needs no change; rescore reads it and never writes it."""
-        cols = {r["name"] for r in await self.rows("PRAGMA table_info(memories)")}
-        if "authored_importance" in cols:
-            return
-        async with self.transaction():
-            cols = {r["name"] for r in await self.rows("PRAGMA table_info(memories)")}
-            if "authored_importance" in cols:
-                return
-            await self.conn.execute("ALTER TABLE memories ADD COLUMN authored_importance REAL")
-            await self.conn.execute(
-                "UPDATE memories SET authored_importance = importance "
-                "WHERE authored_importance IS NULL"
-            )
-            await self.conn.execute(
-                "CREATE TRIGGER IF NOT EXISTS memories_authored AFTER INSERT ON memories "
-                "WHEN new.authored_importance IS NULL BEGIN "
-                "UPDATE memories SET authored_importance = new.importance WHERE seq = new.seq; "
-                "END"
-            )
 
     async def set_authored_importance(self, memory_id: str, value: float) -> None:
         """What the author said (update, or the max over reinforcing repeats)."""
