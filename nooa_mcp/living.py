@@ -266,9 +266,7 @@ class Living:
                 actr = self._apply(memory, actr, access)
                 fetched[target] = (memory, actr)
                 logged.append((target, access))
-            for target in {t for t, _ in logged}:
-                memory, actr = fetched[target]
-                await self.store.save(memory, actr)
+            await self.store.save_many([fetched[t] for t in {t for t, _ in logged}])
             await self.store.append_accesses(logged)
         self.index.mark_dirty()
 

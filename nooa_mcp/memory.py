@@ -612,7 +612,7 @@ class Memory(Living):
             async with self.store.transaction():
                 fetched = await self.store.fetch_many([r.id for r in top])
                 stored_refs = {i: m.references for i, (m, _) in fetched.items()}
-                logged = []
+                logged, saved = [], []
                 for position, r in enumerate(top, 1):
                     memory, actr = fetched[r.id]
                     access = self._access(
@@ -622,9 +622,9 @@ class Memory(Living):
                         rank=position,
                         components=r.components,
                     )
-                    actr = self._apply(memory, actr, access)
-                    await self.store.save(memory, actr)
+                    saved.append((memory, self._apply(memory, actr, access)))
                     logged.append((r.id, access))
+                await self.store.save_many(saved)
                 await self.store.append_accesses(logged)
             self.index.mark_dirty()
         hits = [self._hit(position, r) for position, r in enumerate(top, 1)]

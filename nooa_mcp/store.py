@@ -459,6 +459,20 @@ class Store:
             f"UPDATE memories SET {sets}, rev = {NEXT_REV} WHERE id = :id", values
         )
 
+    async def save_many(self, items: Sequence[tuple[Memory, Sequence[float]]]) -> None:
+        """Rewrite several rows (no embeddings) in one round trip, as recall logging needs."""
+        if not items:
+            return
+        rows = []
+        for m, actr_times in items:
+            values = _row_values(m, actr_times, None)
+            values.pop("embedding")
+            rows.append(values)
+        sets = ", ".join(f"{k} = :{k}" for k in rows[0] if k != "id")
+        await self.conn.executemany(
+            f"UPDATE memories SET {sets}, rev = {NEXT_REV} WHERE id = :id", rows
+        )
+
     async def set_embedding(self, memory_id: str, vector: np.ndarray) -> None:
         rev = await self._next_rev()
         await self.conn.execute(
