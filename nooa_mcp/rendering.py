@@ -1,0 +1,264 @@
+"""Bounded replies and their text summaries for MCP clients (SPEC §12).
+
+Every tool reply carries the reply model as structured content and a compact text rendering
+for clients that only show text. Both stay inside a budget (default 8k tokens, tokens ≈
+chars / 4): long content is clipped with a marker that names the `memory://` resource holding
+the rest, and no reply may pass the hard cap far below the 25k tokens clients enforce.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from typing import TypeVar
+
+from mcp_types import CallToolResult, TextContent
+from pydantic import BaseModel
+
+from .replies import (
+    AuthorResult,
+    ExplainResult,
+    RecallHit,
+    RecallResult,
+    Reminder,
+    UpdateResult,
+)
+from .replies import MemoryView as MemoryViewModel
+
+REPLY_TOKENS = 8_000
+"""Default budget of one reply (text and structured content together)."""
+HARD_CAP_TOKENS = 20_000
+"""No reply passes this, whatever the settings: clients refuse results near 25k tokens."""
+HIT_CHARS = 2_000
+"""Content of one recall hit is clipped here before the whole reply is measured."""
+MIN_HIT_CHARS = 200
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def memory_uri(memory_id: str) -> str:
+    return f"memory://memories/{memory_id}"
+
+
+def approx_tokens(text: str) -> int:
+    """SPEC §2's size rule: tokens ≈ characters / 4."""
+    return math.ceil(len(text) / 4)
+
+
+def clip(text: str, limit: int, uri: str) -> str:
+    """Cut `text` to about `limit` characters, ending with a marker naming where the rest is."""
+    if len(text) <= limit:
+        return text
+    kept = text[: max(limit, 0)].rstrip()
+    return (
+        f"{kept}… [clipped: {len(text) - len(kept)} of {len(text)} characters left out; read {uri}]"
+    )
+
+
+def _json_tokens(model: BaseModel) -> int:
+    return approx_tokens(model.model_dump_json())
+
+
+def _clip_hits(hits: Iterable[RecallHit], limit: int) -> list[RecallHit]:
+    return [
+        h.model_copy(update={"content": clip(h.content, limit, memory_uri(h.id))}) for h in hits
+    ]
+
+
+def bound_recall(result: RecallResult, budget_tokens: int = REPLY_TOKENS) -> RecallResult:
+    """Clip hit contents until the structured reply uses at most half the budget.
+
+    The other half is left for the text rendering, which repeats heads, not contents.
+    """
+    limit = HIT_CHARS
+    bounded = result.model_copy(update={"hits": _clip_hits(result.hits, limit)})
+    while _json_tokens(bounded) > budget_tokens // 2 and limit > MIN_HIT_CHARS:
+        limit //= 2
+        bounded = result.model_copy(update={"hits": _clip_hits(result.hits, limit)})
+    while _json_tokens(bounded) > budget_tokens // 2 and len(bounded.hits) > 1:
+        # Still too large (many hits with long metadata): drop from the bottom, say so.
+        note = f"{bounded.note} Lower-ranked results left out to stay within the reply budget."
+        bounded = bounded.model_copy(update={"hits": bounded.hits[:-1], "note": note.strip()})
+    return bounded
+
+
+def bound_explain(result: ExplainResult, budget_tokens: int = REPLY_TOKENS) -> ExplainResult:
+    """Drop the oldest replayed accesses (and last rows) until the reply fits half the budget."""
+    bounded = result
+    while _json_tokens(bounded) > budget_tokens // 2 and len(bounded.accesses) > 1:
+        keep = max(1, len(bounded.accesses) // 2)
+        bounded = bounded.model_copy(update={"accesses": bounded.accesses[:keep]})
+    while _json_tokens(bounded) > budget_tokens // 2 and len(bounded.rows) > 1:
+        bounded = bounded.model_copy(update={"rows": bounded.rows[:-1]})
+    return bounded
+
+
+def bound_view(
+    view: MemoryViewModel, budget_tokens: int = REPLY_TOKENS, offset: int = 0
+) -> MemoryViewModel:
+    """One memory's content from `offset`, clipped so a resource read stays within the budget.
+
+    The clip marker names the same resource with the offset where the rest starts.
+    """
+    limit = max(budget_tokens * 4 - 4_000, 1_000)
+    rest = view.content[offset:]
+    if len(rest) <= limit:
+        return view.model_copy(update={"content": rest})
+    kept = rest[:limit]
+    nxt = offset + len(kept)
+    marker = (
+        f"… [clipped: characters {offset}–{nxt} of {len(view.content)} shown; "
+        f"read {memory_uri(view.id)}?offset={nxt} for the rest]"
+    )
+    return view.model_copy(update={"content": kept + marker})
+
+
+def bound_items(items: list[M], model_tokens: int, budget_tokens: int = REPLY_TOKENS) -> int:
+    """How many leading items fit in half the budget, given the reply without them."""
+    room = budget_tokens // 2 - model_tokens
+    used = 0
+    for count, item in enumerate(items):
+        used += _json_tokens(item)
+        if used > room:
+            return count
+    return len(items)
+
+
+def tool_result(model: BaseModel, text: str, budget_tokens: int = REPLY_TOKENS) -> CallToolResult:
+    """A CallToolResult with `model` as structured content and `text` as its summary.
+
+    The text is clipped to whatever the structured part leaves of the budget, and the sum is
+    held under HARD_CAP_TOKENS.
+    """
+    structured = model.model_dump(mode="json")
+    used = approx_tokens(json.dumps(structured))
+    room = max(min(budget_tokens, HARD_CAP_TOKENS) - used, 250) * 4
+    if len(text) > room:
+        text = text[:room].rstrip() + "… [summary clipped; the structured result has every field]"
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)], structured_content=structured
+    )
+
+
+# --------------------------------------------------------------------------- text renderings
+
+
+def _num(value: float) -> str:
+    return f"{value:.2f}".rstrip("0").rstrip(".") if value else "0"
+
+
+def render_reminders(reminders: list[Reminder]) -> list[str]:
+    if not reminders:
+        return []
+    lines = ["", "Reminders (intents that fired — act on them):"]
+    lines += [f"- [{r.intent_id[:8]}] ({r.reason}) {r.content}" for r in reminders]
+    return lines
+
+
+def _flags(hit: RecallHit) -> str:
+    marks = []
+    if hit.flags.weak:
+        marks.append("WEAK")
+    if hit.flags.stale:
+        marks.append("STALE")
+    if hit.flags.superseded_by:
+        marks.append(f"superseded by {hit.flags.superseded_by[:8]}")
+    if hit.status:
+        marks.append(hit.status)
+    return f" [{', '.join(marks)}]" if marks else ""
+
+
+def render_recall(result: RecallResult) -> str:
+    head = f'{len(result.hits)} result(s) for "{result.query}" (scope {result.scope})'
+    if result.embeddings == "warming":
+        head += " — embedding model still loading, keyword matches only"
+    lines = [head + ":"]
+    if result.nothing_relevant or not result.hits:
+        lines.append("Nothing relevant is stored for this query.")
+    for hit in result.hits:
+        c = hit.components
+        title = f' "{hit.title}"' if hit.title else ""
+        lines.append(
+            f"{hit.rank}. [{hit.id8}] {hit.type.value}{title} score {_num(hit.score)} "
+            f"(rel {_num(c.rel)} rec {_num(c.rec)} imp {_num(c.imp)} spread {_num(c.spread)}, "
+            f"{c.source}){_flags(hit)}"
+        )
+        lines.append(f"   {hit.content}")
+        for ref in hit.references:
+            lines.append(f"   ref {ref.uri}: {ref.state} {ref.value[:200]}".rstrip())
+    if result.note:
+        lines.append(result.note)
+    lines += render_reminders(result.reminders)
+    return "\n".join(lines)
+
+
+_AUTHOR_WORDS = {
+    "created": "Stored as new memory",
+    "exists": "Already stored, unchanged:",
+    "reinforced-existing": "Already known: reinforced existing memory",
+    "blocked-by-tombstone": "Not stored: this was forgotten before",
+    "revived": "Revived forgotten memory",
+}
+
+
+def render_author(result: AuthorResult) -> str:
+    line = f"{_AUTHOR_WORDS.get(result.status, result.status)} {result.id[:8]}"
+    if result.similarity is not None and result.status != "created":
+        line += f" (similarity {_num(result.similarity)})"
+    lines = [line + "."]
+    if result.tombstone is not None:
+        t = result.tombstone
+        lines.append(
+            f"It was archived on {t.archived_at:%Y-%m-%d} ({t.reason}) as {t.memory_id[:8]}. "
+            "Pass revive=true to restore it."
+        )
+    lines += render_reminders(result.reminders)
+    return "\n".join(lines)
+
+
+def render_update(result: UpdateResult) -> str:
+    changed = ", ".join(result.changed) if result.changed else "nothing"
+    line = f"Updated {result.id[:8]}: {changed}."
+    if result.archived:
+        line += " It is archived now (kept, no longer recalled)."
+    return "\n".join([line, *render_reminders(result.reminders)])
+
+
+def render_explain(result: ExplainResult) -> str:
+    lines: list[str] = []
+    if result.mode == "query":
+        lines.append(f'Dry run for "{result.query}" (nothing logged):')
+        for row in result.rows:
+            path = f" via {' → '.join(p[:8] for p in row.path)}" if row.path else ""
+            lines.append(
+                f"{row.rank}. [{row.id[:8]}] {row.type.value} score {_num(row.score)} "
+                f"cos {_num(row.cos)} rel {_num(row.rel)} rec {_num(row.rec)} imp {_num(row.imp)} "
+                f"spread {_num(row.spread)} ({row.source}){path} — {row.head}"
+            )
+        if not result.rows:
+            lines.append("No candidates.")
+    elif result.mode == "replay":
+        lines.append(
+            f"Access history of {(result.memory_id or '')[:8]}: "
+            f"{result.total_accesses} access(es), newest first ({len(result.accesses)} shown):"
+        )
+        for a in result.accesses:
+            rank = f" rank {a.rank}" if a.rank is not None else ""
+            score = f" score {_num(a.score)}" if a.score is not None else ""
+            query = f' "{a.query}"' if a.query else ""
+            lines.append(f"- {a.ts:%Y-%m-%d %H:%M} {a.channel.value}{query}{rank}{score}")
+        if result.total_accesses > len(result.accesses) and result.memory_id:
+            lines.append(f"More in {memory_uri(result.memory_id)}/access-log")
+    elif result.why_not is not None:
+        w = result.why_not
+        verdict = f"in the top {w.k} at rank {w.rank}" if w.in_top_k else f"not in the top {w.k}"
+        lines.append(f'{w.id[:8]} for "{result.query}": {verdict}. {w.reason}')
+        lines.append(
+            f"retention {_num(w.retention)}"
+            + (f", prune ETA {w.prune_eta:%Y-%m-%d}" if w.prune_eta else "")
+            + (", archived" if w.archived else "")
+        )
+    if result.embeddings == "warming":
+        lines.append("(embedding model still loading: keyword candidates only)")
+    return "\n".join(lines)

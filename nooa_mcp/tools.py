@@ -1,0 +1,603 @@
+"""The MCP tools: one thin adapter per verb of the Memory facade (SPEC §9, §12).
+
+Each tool validates its arguments through its signature, gets the connection's Memory, makes
+one facade call and returns the reply model as structured content with a text summary.
+"""
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp_types import CallToolResult, ToolAnnotations
+from pydantic import BaseModel, Field
+
+from .errors import InvalidInput
+from .handlers import current_memory, tool_errors
+from .memory import Memory
+from .notifications import Subscribers
+from .rendering import (
+    approx_tokens,
+    bound_explain,
+    bound_items,
+    bound_recall,
+    memory_uri,
+    render_author,
+    render_explain,
+    render_recall,
+    render_reminders,
+    render_update,
+    tool_result,
+)
+from .replies import AuthorResult, ExplainResult, MemoryView, RecallResult, Reminder, UpdateResult
+from .schema import Link, MemoryType, head, now
+
+__all__ = ["IntentReply", "TodoReply", "intent_item", "list_todos", "register_tools"]
+
+TODO_LIST_LIMIT = 200
+
+# --------------------------------------------------------------------------- tool argument types
+
+Importance = Annotated[
+    str | float,
+    Field(description="CRITICAL, HIGH, MEDIUM, LOW, TRIVIAL, or a number 0–10."),
+]
+MemoryId = Annotated[str, Field(description="A memory id; the first 8 hex characters are enough.")]
+
+
+class TriggerArg(BaseModel):
+    """When an intent fires: a time, a cue, or both."""
+
+    fire_at: datetime | None = Field(None, description="ISO 8601 time after which it fires.")
+    cue: str | None = Field(
+        None, description="Words that fire it when they show up in a later query or memory."
+    )
+    every_hours: float | None = Field(
+        None, gt=0, description="Re-arm this many hours after firing (recurring)."
+    )
+
+
+class TodoItem(BaseModel):
+    id: str
+    id8: str
+    status: str
+    title: str
+    content: str
+    importance: float
+    importance_label: str
+    created_at: datetime
+
+
+class TodoReply(BaseModel):
+    """What the todo tool did, and the todo list as it is now."""
+
+    action: str
+    id: str | None = None
+    outcome: str = ""
+    todos: list[TodoItem] = Field(default_factory=list)
+    open_count: int = 0
+    omitted: int = Field(
+        0, description="Todos left out to keep the reply small: see memory://todos."
+    )
+    reminders: list[Reminder] = Field(default_factory=list)
+
+
+class IntentItem(BaseModel):
+    id: str
+    id8: str
+    content: str
+    trigger: dict[str, Any] | None
+    due: bool
+
+
+class IntentReply(BaseModel):
+    """What the intent tool did, and the intents that are armed (or due) now."""
+
+    action: str
+    id: str | None = None
+    outcome: str = ""
+    intents: list[IntentItem] = Field(default_factory=list)
+    omitted: int = 0
+    note: str = ""
+    reminders: list[Reminder] = Field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _todo_item(view: MemoryView) -> TodoItem:
+    return TodoItem(
+        id=view.id,
+        id8=view.id[:8],
+        status=view.status or "open",
+        title=view.title,
+        content=head(view.content, 300),
+        importance=view.importance,
+        importance_label=view.importance_label,
+        created_at=view.created_at,
+    )
+
+
+_STATUS_ORDER = {"open": 0, "done": 1, "dropped": 2}
+
+
+async def list_todos(memory: Memory, include_closed: bool) -> list[TodoItem]:
+    rows = await memory.list_memories(limit=TODO_LIST_LIMIT, type="todo")
+    items = [_todo_item(v) for _, v in rows if include_closed or (v.status or "open") == "open"]
+    # SPEC §9: open first, then importance, then age (oldest commitment first).
+    items.sort(key=lambda t: (_STATUS_ORDER.get(t.status, 3), -t.importance, t.created_at))
+    return items
+
+
+def intent_item(view: MemoryView, at: datetime) -> IntentItem:
+    trigger = view.trigger or {}
+    fire_at = trigger.get("fire_at")
+    if isinstance(fire_at, str):
+        fire_at = datetime.fromisoformat(fire_at)
+    due = bool(fire_at and fire_at <= at and not trigger.get("fired_at"))
+    return IntentItem(
+        id=view.id, id8=view.id[:8], content=head(view.content, 300), trigger=view.trigger, due=due
+    )
+
+
+def register_tools(server: MCPServer, budget: int, subscribers: Subscribers) -> None:
+    writes = ToolAnnotations(
+        read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+    )
+
+    @server.tool(title="Write a memory", annotations=writes)
+    @tool_errors
+    async def memory_author(
+        ctx: Context,
+        content: Annotated[str, Field(description="One self-contained idea, fact or procedure.")],
+        type: Annotated[MemoryType, Field(description="What kind of memory this is.")] = (
+            MemoryType.info
+        ),
+        title: str = "",
+        importance: Importance = "MEDIUM",
+        salience: Annotated[
+            str | float | None,
+            Field(description="PIVOTAL, NOTABLE, ROUTINE, NONE or 0–1: how surprising."),
+        ] = None,
+        confidence: Annotated[
+            str | float | None,
+            Field(description="CERTAIN, CONFIDENT, TENTATIVE, UNCERTAIN or 0–1."),
+        ] = None,
+        tags: list[str] | None = None,
+        entities: Annotated[
+            list[str] | None, Field(description="People, systems, places it is about.")
+        ] = None,
+        place_or_task: str = "",
+        references: Annotated[
+            list[str] | None,
+            Field(
+                description="Pointers instead of copies: file:<relative path>, memory:<id>, "
+                "url:<address>."
+            ),
+        ] = None,
+        links: Annotated[
+            list[Link] | None,
+            Field(description="Edges to existing memories, e.g. {target, relation: refines}."),
+        ] = None,
+        valid_from: datetime | None = None,
+        valid_to: Annotated[
+            datetime | None, Field(description="When this stops being true, if known.")
+        ] = None,
+        trigger: Annotated[
+            TriggerArg | None, Field(description="Only for type=intent: when it fires.")
+        ] = None,
+        revive: Annotated[
+            bool, Field(description="Restore a memory that was forgotten before.")
+        ] = False,
+    ) -> Annotated[CallToolResult, AuthorResult]:
+        """Store something worth remembering next time: a fact, procedure, episode or lesson.
+
+        Importance CRITICAL/HIGH/MEDIUM/LOW/TRIVIAL. A near-duplicate reinforces the existing
+        memory; content that was forgotten is not recreated unless revive=true.
+        """
+        memory = await current_memory()
+        result = await memory.author(
+            content,
+            type=type.value,
+            title=title,
+            importance=importance,
+            salience=salience,
+            confidence=confidence,
+            tags=tags,
+            entities=entities,
+            place_or_task=place_or_task,
+            references=references,
+            links=[link.model_dump(exclude_none=True) for link in links] if links else None,
+            valid_from=valid_from,
+            valid_to=valid_to,
+            trigger=trigger.model_dump(exclude_none=True) if trigger else None,
+            revive=revive,
+        )
+        await subscribers.publish(ctx, memory_uri(result.id), "memory://stats")
+        return tool_result(result, render_author(result), budget)
+
+    @server.tool(title="Recall memories", annotations=writes)
+    @tool_errors
+    async def memory_recall(
+        query: Annotated[str, Field(description="A short natural-language query.")],
+        k: Annotated[int, Field(ge=1, le=50, description="How many results.")] = 5,
+        scope: Annotated[
+            str,
+            Field(
+                description="mine (your role + shared, default), instance (only you), "
+                "* (everyone, read-only) or an owner role[@instance]."
+            ),
+        ] = "mine",
+        types: list[MemoryType] | None = None,
+        hops: Annotated[
+            int | None, Field(ge=0, le=3, description="Spreading hops over links; 0 = none.")
+        ] = None,
+        include_archived: bool = False,
+    ) -> Annotated[CallToolResult, RecallResult]:
+        """Find what you remember about something, ranked by relevance, recency and importance.
+
+        Use it before acting on a subject you may have met before. Results marked weak are
+        loosely related; long content is clipped with the resource URI that has the rest.
+        """
+        memory = await current_memory()
+        result = await memory.recall(
+            query,
+            k=k,
+            scope=scope,
+            types=[t.value for t in types] if types else None,
+            hops=hops,
+            include_archived=include_archived,
+        )
+        bounded = bound_recall(result, budget)
+        return tool_result(bounded, render_recall(bounded), budget)
+
+    @server.tool(
+        title="Explain a recall",
+        annotations=ToolAnnotations(
+            read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+        ),
+    )
+    @tool_errors
+    async def memory_explain(
+        query: Annotated[
+            str | None,
+            Field(description="Dry-run this query: every candidate and its score parts."),
+        ] = None,
+        memory_id: Annotated[
+            str | None,
+            Field(
+                description="Replay this memory's access history; with query: why (not) recalled."
+            ),
+        ] = None,
+        k: Annotated[int, Field(ge=1, le=50)] = 10,
+        scope: str = "mine",
+        hops: Annotated[int | None, Field(ge=0, le=3)] = None,
+    ) -> Annotated[CallToolResult, ExplainResult]:
+        """See why memories rank where they do, without logging anything.
+
+        Pass query for a dry run, memory_id for its access history, or both to learn why that
+        memory was or was not in the top k.
+        """
+        memory = await current_memory()
+        result = await memory.explain(query=query, memory_id=memory_id, k=k, hops=hops, scope=scope)
+        bounded = bound_explain(result, budget)
+        return tool_result(bounded, render_explain(bounded), budget)
+
+    @server.tool(
+        title="Update, link or forget a memory",
+        annotations=ToolAnnotations(
+            read_only_hint=False,
+            destructive_hint=True,
+            idempotent_hint=False,
+            open_world_hint=False,
+        ),
+    )
+    @tool_errors
+    async def memory_update(
+        ctx: Context,
+        memory_id: MemoryId,
+        content: str | None = None,
+        title: str | None = None,
+        importance: Annotated[
+            str | float | None, Field(description="CRITICAL, HIGH, MEDIUM, LOW, TRIVIAL or 0–10.")
+        ] = None,
+        tags: list[str] | None = None,
+        status: Annotated[
+            Literal["open", "done", "dropped"] | None, Field(description="Todos only.")
+        ] = None,
+        links: list[Link] | None = None,
+        valid_to: Annotated[
+            datetime | None, Field(description="Mark the fact as no longer true from then.")
+        ] = None,
+        forget: Annotated[
+            bool, Field(description="Archive it: kept, but no longer recalled.")
+        ] = False,
+    ) -> Annotated[CallToolResult, UpdateResult]:
+        """Correct, re-rate, link or archive one of your memories (8-char id prefixes work).
+
+        Use forget=true for something wrong or obsolete; prefer a new memory linked with
+        refines when a fact changed and the old one is history.
+        """
+        memory = await current_memory()
+        result = await memory.update(
+            memory_id,
+            content=content,
+            title=title,
+            importance=importance,
+            tags=tags,
+            status=status,
+            links=[link.model_dump(exclude_none=True) for link in links] if links else None,
+            valid_to=valid_to,
+            forget=forget,
+        )
+        uris = [memory_uri(result.id), "memory://stats"]
+        if result.archived:
+            uris.append("memory://archived")
+        if status is not None:
+            uris.append("memory://todos")
+        await subscribers.publish(ctx, *uris)
+        return tool_result(result, render_update(result), budget)
+
+    @server.tool(
+        title="Todos",
+        annotations=ToolAnnotations(
+            read_only_hint=False,
+            destructive_hint=False,
+            idempotent_hint=False,
+            open_world_hint=False,
+        ),
+    )
+    @tool_errors
+    async def todo(
+        ctx: Context,
+        action: Annotated[
+            Literal["add", "list", "done", "drop", "reopen"],
+            Field(description="add a todo, list them, or close/reopen one by id."),
+        ],
+        content: Annotated[str | None, Field(description="For add: what you committed to.")] = None,
+        todo_id: Annotated[
+            str | None, Field(description="For done/drop/reopen: the todo's id (8 chars).")
+        ] = None,
+        title: str = "",
+        importance: Importance = "MEDIUM",
+        include_closed: Annotated[
+            bool, Field(description="For list: show done and dropped todos too.")
+        ] = False,
+    ) -> Annotated[CallToolResult, TodoReply]:
+        """Keep track of commitments: add, list (open first), done, drop, reopen.
+
+        Open todos are never pruned and are shown at session start.
+        """
+        memory = await current_memory()
+        reply = TodoReply(action=action)
+        if action == "add":
+            if not content:
+                raise InvalidInput("content", "is required to add a todo.", "Say what to do.")
+            added = await memory.author(content, type="todo", title=title, importance=importance)
+            reply.id, reply.outcome, reply.reminders = added.id, added.status, added.reminders
+        elif action != "list":
+            if not todo_id:
+                raise InvalidInput("todo_id", f"is required to {action} a todo.", "Pass its id.")
+            target = {"done": "done", "drop": "dropped", "reopen": "open"}[action]
+            view = await memory.get(todo_id)
+            if view.type is not MemoryType.todo:
+                raise InvalidInput(
+                    "todo_id",
+                    f"{view.id[:8]} is a {view.type.value}, not a todo.",
+                    "Pass the id of a todo (todo action=list shows them).",
+                )
+            changed = await memory.update(view.id, status=target)
+            reply.id, reply.outcome, reply.reminders = changed.id, target, changed.reminders
+        todos = await list_todos(memory, include_closed)
+        reply.open_count = sum(1 for t in todos if t.status == "open")
+        shown = bound_items(todos, approx_tokens(reply.model_dump_json()), budget)
+        reply.todos, reply.omitted = todos[:shown], len(todos) - shown
+        if action != "list":
+            await subscribers.publish(
+                ctx, "memory://todos", "memory://stats", memory_uri(reply.id or "")
+            )
+        return tool_result(reply, _render_todos(reply), budget)
+
+    @server.tool(
+        title="Intents (prospective memory)",
+        annotations=ToolAnnotations(
+            read_only_hint=False,
+            destructive_hint=True,
+            idempotent_hint=False,
+            open_world_hint=False,
+        ),
+    )
+    @tool_errors
+    async def intent(
+        ctx: Context,
+        action: Annotated[
+            Literal["add", "list", "check", "cancel"],
+            Field(description="add an intent, list armed ones, check which are due, cancel one."),
+        ],
+        content: Annotated[
+            str | None, Field(description="For add: what to do when it fires.")
+        ] = None,
+        fire_at: Annotated[
+            datetime | None, Field(description="For add: fire once this time has passed.")
+        ] = None,
+        cue: Annotated[
+            str | None, Field(description="For add: fire when these words come up later.")
+        ] = None,
+        every_hours: Annotated[
+            float | None, Field(gt=0, description="Re-arm after firing.")
+        ] = None,
+        intent_id: Annotated[str | None, Field(description="For cancel: the intent's id.")] = None,
+        importance: Importance = "MEDIUM",
+    ) -> Annotated[CallToolResult, IntentReply]:
+        """Remember to do something later: when a time passes or when a cue comes up.
+
+        Fired intents come back in the reminders field of later results.
+        """
+        memory = await current_memory()
+        reply = IntentReply(action=action)
+        if action == "add":
+            if not content:
+                raise InvalidInput("content", "is required to add an intent.", "Say what to do.")
+            trigger = TriggerArg(fire_at=fire_at, cue=cue, every_hours=every_hours)
+            if trigger.fire_at is None and not (trigger.cue or "").strip():
+                raise InvalidInput(
+                    "fire_at",
+                    "an intent needs fire_at, cue or both.",
+                    "Pass fire_at (ISO 8601) and/or cue (words to watch for).",
+                )
+            added = await memory.author(
+                content,
+                type="intent",
+                importance=importance,
+                trigger=trigger.model_dump(exclude_none=True),
+            )
+            reply.id, reply.outcome, reply.reminders = added.id, added.status, added.reminders
+        elif action == "cancel":
+            if not intent_id:
+                raise InvalidInput("intent_id", "is required to cancel an intent.", "Pass its id.")
+            view = await memory.get(intent_id)
+            if view.type is not MemoryType.intent:
+                raise InvalidInput(
+                    "intent_id",
+                    f"{view.id[:8]} is a {view.type.value}, not an intent.",
+                    "Pass the id of an intent (intent action=list shows them).",
+                )
+            cancelled = await memory.forget(view.id, reason="cancelled")
+            reply.id, reply.outcome, reply.reminders = (
+                cancelled.id,
+                "cancelled",
+                cancelled.reminders,
+            )
+        at = now()
+        rows = await memory.list_memories(limit=TODO_LIST_LIMIT, type="intent")
+        items = [intent_item(v, at) for _, v in rows]
+        if action == "check":
+            items = [i for i in items if i.due]
+            reply.note = (
+                "Time-triggered intents whose time has passed. Cue triggers fire from recall "
+                "and author results, in their reminders field."
+            )
+        shown = bound_items(items, approx_tokens(reply.model_dump_json()), budget)
+        reply.intents, reply.omitted = items[:shown], len(items) - shown
+        if action in ("add", "cancel"):
+            await subscribers.publish(ctx, memory_uri(reply.id or ""), "memory://stats")
+        return tool_result(reply, _render_intents(reply), budget)
+
+    register_reflect_tool(server, budget, subscribers)
+
+
+def register_reflect_tool(server: MCPServer, budget: int, subscribers: Subscribers) -> None:
+    """Register `memory_reflect` (SPEC §8, §12) when the facade can reflect (`Memory.reflect`).
+
+    Reflection is built in its own issue (reflection.py, `Memory.reflect`, `sampling.py`);
+    before it is merged there is no tool, rather than one that pretends.
+    """
+    if not hasattr(Memory, "reflect"):
+        return
+    from .replies import ReflectReport  # type: ignore[attr-defined]  # exists with reflection
+    from .sampling import session_sampler  # type: ignore[import-not-found]
+
+    Step = Literal["merge", "reconcile", "link", "rescore", "abstract", "prune"]
+
+    @server.tool(
+        title="Consolidate memory",
+        annotations=ToolAnnotations(
+            read_only_hint=False,
+            destructive_hint=True,
+            idempotent_hint=False,
+            open_world_hint=False,
+        ),
+    )
+    @tool_errors
+    async def memory_reflect(
+        ctx: Context,
+        steps: Annotated[
+            list[Step] | None,
+            Field(description="Which steps to run, in pass order; default all."),
+        ] = None,
+    ) -> Annotated[CallToolResult, ReflectReport]:
+        """Consolidate your memory now: merge near-duplicates, link neighbours, rescore, prune.
+
+        Runs one pass and reports what each step did; progress is reported as it goes. Archived
+        memories stay readable in memory://archived.
+        """
+        memory = await current_memory()
+        sampler = None
+        if getattr(memory.settings, "generative_reflection", False):
+            sampler = session_sampler(ctx.session)
+
+        async def progress(done: int, total: int, message: str) -> None:
+            await ctx.report_progress(done, total, message)
+
+        report = await memory.reflect(steps, sampler=sampler, progress=progress)
+        await subscribers.publish(ctx, "memory://stats", "memory://archived")
+        bounded = _bound_report(report, budget)
+        return tool_result(bounded, _render_report(bounded), budget)
+
+
+def _bound_report(report: BaseModel, budget: int) -> Any:
+    """Trim each step's details until the report fits half the reply budget."""
+    keep = 50
+    bounded = report
+    while approx_tokens(bounded.model_dump_json()) > budget // 2 and keep > 1:
+        keep //= 2
+        steps = [
+            s.model_copy(update={"details": s.details[:keep]})
+            for s in report.steps  # type: ignore[attr-defined]
+        ]
+        bounded = report.model_copy(update={"steps": steps})
+    return bounded
+
+
+def _render_report(report: Any) -> str:
+    lines = [f"Reflection {report.status}: {report.applied} change(s)."]
+    for s in report.steps:
+        note = f" — {s.note}" if s.note else ""
+        lines.append(
+            f"- {s.step}: planned {s.planned}, applied {s.applied}, skipped {s.skipped}, "
+            f"failed {s.failed}{note}"
+        )
+        lines += [f"    {d}" for d in s.details[:5]]
+    return "\n".join(lines)
+
+
+def _render_todos(reply: TodoReply) -> str:
+    lines = []
+    if reply.id:
+        lines.append(f"{reply.action}: {reply.id[:8]} → {reply.outcome}.")
+    lines.append(
+        _listing(
+            f"{reply.open_count} open todo(s):",
+            [
+                f"- [{t.id8}] [{t.status}] {t.importance_label} {t.title or t.content}"
+                for t in reply.todos
+            ],
+            "No todos.",
+        )
+    )
+    if reply.omitted:
+        lines.append(f"{reply.omitted} more not shown; read memory://todos for all of them.")
+    lines += render_reminders(reply.reminders)
+    return "\n".join(lines)
+
+
+def _render_intents(reply: IntentReply) -> str:
+    lines = []
+    if reply.id:
+        lines.append(f"{reply.action}: {reply.id[:8]} → {reply.outcome}.")
+    rows = []
+    for i in reply.intents:
+        trig = i.trigger or {}
+        when = ", ".join(f"{k} {v}" for k, v in trig.items() if k in ("fire_at", "cue") and v)
+        rows.append(f"- [{i.id8}]{' DUE' if i.due else ''} {i.content} ({when})")
+    title = "Due intents:" if reply.action == "check" else "Armed intents:"
+    lines.append(_listing(title, rows, "None."))
+    if reply.omitted:
+        lines.append(f"{reply.omitted} more not shown.")
+    if reply.note:
+        lines.append(reply.note)
+    lines += render_reminders(reply.reminders)
+    return "\n".join(lines)
+
+
+def _listing(title: str, rows: list[str], empty: str) -> str:
+    return "\n".join([title, *(rows or [empty])])
