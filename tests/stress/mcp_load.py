@@ -40,7 +40,7 @@ _BOOT = (
 # `refines` and `contradicts` are left out: they mark their target superseded (SPEC §5).
 RELATIONS = ("related", "supports", "precedes", "part_of", "causes", "triggers")
 
-_WORDS = (
+_VOCABULARY = (
     "harbor lantern quartz meadow copper violin glacier orchard falcon ember saddle prism "
     "tundra walnut beacon cobalt marble canyon thistle plume anvil basalt cedar dune fjord "
     "garnet hazel iris juniper kelp lagoon mosaic nectar onyx pebble quill raven sorrel "
@@ -53,7 +53,8 @@ _WORDS = (
     "satellite telescope umbrella vaccine warehouse xylophone yoghurt zoology bicycle "
     "calendar dinosaur engine festival guitar helmet insurance jacket keyboard ladder "
     "magnet notebook oxygen pyramid rocket scissors tractor uniform volcano wallet"
-).split()
+)
+_WORDS = _VOCABULARY.split()
 
 
 def sentence(rng: random.Random, marker: str, words: int = 9) -> str:
@@ -106,6 +107,30 @@ async def server_process(
         async with Client(stdio_client(params, errlog=err), client_info=info, cache=None) as c:
             proc.client = c
             yield proc
+
+
+@asynccontextmanager
+async def fleet(store: Path, count: int, workdir: Path) -> AsyncIterator[list[ServerProcess]]:
+    """`count` server processes on one store, owners agent@p0…, started side by side."""
+    procs: list[ServerProcess | None] = [None] * count
+    ready = [anyio.Event() for _ in range(count)]
+    stop = anyio.Event()
+
+    async def serve(i: int) -> None:
+        async with server_process(store, f"agent@p{i}", workdir, f"p{i}") as proc:
+            procs[i] = proc
+            ready[i].set()
+            await stop.wait()
+
+    async with anyio.create_task_group() as tg:
+        for i in range(count):
+            tg.start_soon(serve, i)
+        for event in ready:
+            await event.wait()
+        try:
+            yield [p for p in procs if p is not None]
+        finally:
+            stop.set()
 
 
 # --------------------------------------------------------------------------- the ledger
@@ -233,9 +258,7 @@ class Worker:
                 action = self.rng.choice(("done", "drop", "reopen"))
                 await call(client, "todo", {"action": action, "todo_id": target[:8]})
                 self.ledger.ack(self.proc.name)
-                self.ledger.todos[target] = {"done": "done", "drop": "dropped"}.get(
-                    action, "open"
-                )
+                self.ledger.todos[target] = {"done": "done", "drop": "dropped"}.get(action, "open")
         else:
             # A client retrying after a timeout: the very same author call again.
             if not self.calls:
