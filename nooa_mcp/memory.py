@@ -981,12 +981,26 @@ class Memory(Living):
         """
         scope = self.scope("mine")
         where, params = scope.sql()
-        rows = await self.store.rows(
-            f"SELECT * FROM memories WHERE {where} AND archived = 0 AND type != 'scratch' "
-            "ORDER BY (type = 'todo' AND status = 'open') DESC, importance DESC, "
-            "last_accessed_at DESC LIMIT ?",
-            [*params, max(1, min(limit, 50))],
-        )
+        # Read the rows inside the write transaction: each is saved back whole, and a row read
+        # before the lock would write a concurrent update's old values back over it.
+        async with self.store.transaction():
+            rows = await self.store.rows(
+                f"SELECT * FROM memories WHERE {where} AND archived = 0 AND type != 'scratch' "
+                "ORDER BY (type = 'todo' AND status = 'open') DESC, importance DESC, "
+                "last_accessed_at DESC LIMIT ?",
+                [*params, max(1, min(limit, 50))],
+            )
+            logged = []
+            for row in rows:
+                memory = memory_from_row(row)
+                access = self._access(Channel.injected)
+                actr = self._apply(memory, _actr_times(row), access)
+                await self.store.save(memory, actr)
+                logged.append((memory.id, access))
+            if logged:
+                await self.store.append_accesses(logged)
+        if rows:
+            self.index.mark_dirty()
         lines = []
         for row in rows:
             label = row["type"] + (f":{row['status']}" if row["status"] else "")
@@ -994,17 +1008,6 @@ class Memory(Living):
                 f"- [{row['id'][:8]} {label} {IMPORTANCE.label(row['importance'])}] "
                 f"{head(row['title'] or row['content'], 200)}"
             )
-        if rows:
-            async with self.store.transaction():
-                logged = []
-                for row in rows:
-                    memory = memory_from_row(row)
-                    access = self._access(Channel.injected)
-                    actr = self._apply(memory, _actr_times(row), access)
-                    await self.store.save(memory, actr)
-                    logged.append((memory.id, access))
-                await self.store.append_accesses(logged)
-            self.index.mark_dirty()
         return "\n".join(lines) if lines else "(no memories yet)"
 
     async def stats(self, *, scope: str = "mine") -> Stats:
