@@ -778,22 +778,37 @@ class Memory(Living):
             raise InvalidInput(
                 "status", f"'{status}' is not a status.", "Use open, done or dropped."
             )
+        new_content = content.strip() if content is not None else None
+        new_title = " ".join(title.split()) if title is not None else None
+
+        def text_after(m: MemoryRecord) -> str:
+            return _text_of(
+                m.title if new_title is None else new_title,
+                m.content if new_content is None else new_content,
+            )
+
         memory, _ = await self._fetch(target)
         self._writable(memory)
+        # Embed outside the lock; the text is checked again under it (below).
+        basis = text_after(memory)
         vector = None
-        if content is not None and content.strip() != memory.content:
-            vector = (await self._embed([_text_of(title or memory.title, content.strip())]))[0]
-        elif title is not None and title != memory.title:
-            vector = (await self._embed([_text_of(title, memory.content)]))[0]
+        if basis != _text_of(memory.title, memory.content):
+            vector = (await self._embed([basis]))[0]
         changed: list[str] = []
         async with self.store.transaction():
             memory, actr = await self._fetch(target)
-            if content is not None and content.strip() != memory.content:
-                memory.content = content.strip()
+            if new_content is not None and new_content != memory.content:
+                memory.content = new_content
                 changed.append("content")
-            if title is not None and " ".join(title.split()) != memory.title:
-                memory.title = " ".join(title.split())
+            if new_title is not None and new_title != memory.title:
+                memory.title = new_title
                 changed.append("title")
+            if "content" not in changed and "title" not in changed:
+                vector = None
+            elif vector is None or basis != _text_of(memory.title, memory.content):
+                # A concurrent update changed the other half of the text since it was
+                # embedded: the stored vector must be of the text as it is now saved.
+                vector = (await self._embed([_text_of(memory.title, memory.content)]))[0]
             if new_importance is not None and new_importance != memory.importance:
                 memory.importance = new_importance
                 await self.store.set_authored_importance(target, new_importance)
