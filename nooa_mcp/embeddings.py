@@ -181,6 +181,10 @@ class WarmingEmbedder:
             )
         return self.ready
 
+    def finish(self) -> None:
+        """Wait for the load thread to end, whatever its outcome (used before exiting)."""
+        self._done.wait()
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         inner = self._inner
         if inner is None:

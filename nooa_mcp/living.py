@@ -8,6 +8,7 @@ other. Everything here runs through the same store transactions and access rules
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import statistics
@@ -139,9 +140,10 @@ class Living:
         row = await self.store.tombstone_by_hash(record.content_hash, self.role)
         if row is not None:
             return row, 1.0
-        if vector is None or self.index.size == 0:
-            return None
         n = self.index.size
+        # Most writes meet no archived row at all: skip the matrix product then.
+        if vector is None or n == 0 or not self.index.archived[:n].any():
+            return None
         mask = self.index.mask(Scope("role", role=self.role), include_archived=True)
         mask &= self.index.archived[:n]
         hits = [h for h in self.index.search(vector, mask, 5) if h[1] >= TOMBSTONE_SIMILARITY]
@@ -659,16 +661,22 @@ class Living:
                     for e in edges
                     if e["type"] in SUPERSEDING_OR_DERIVED
                 }
-                plan: list[Any] = plan_merges(nodes, vectors, exclude=exclude)
+                # Planning compares every pair in a role (numpy, seconds at 100k): off the
+                # event loop, so a server keeps answering while a pass plans.
+                plan: list[Any] = await anyio.to_thread.run_sync(
+                    functools.partial(plan_merges, nodes, vectors, exclude=exclude)
+                )
                 apply = self._apply_merge
             elif name == "link":
+                # The link budget counts related edges to archived memories too, so pruning
+                # after linking frees no budget and a second pass adds nothing.
                 related: dict[str, set[str]] = {}
-                for e in edges:
+                for e in await self.store.edge_pairs(live_only=False):
                     if e["type"] == "related":
                         related.setdefault(e["src"], set()).add(e["dst"])
                         related.setdefault(e["dst"], set()).add(e["src"])
                 linked = {frozenset((e["src"], e["dst"])) for e in edges}
-                plan = plan_links(nodes, vectors, related, linked)
+                plan = await anyio.to_thread.run_sync(plan_links, nodes, vectors, related, linked)
                 apply = self._apply_link
             elif name == "rescore":
                 plan = plan_rescore(nodes)
@@ -681,7 +689,7 @@ class Living:
                 consolidated = {
                     e[k] for e in edges if e["type"] == "derived_from" for k in ("src", "dst")
                 }
-                plan = plan_clusters(nodes, vectors, consolidated)
+                plan = await anyio.to_thread.run_sync(plan_clusters, nodes, vectors, consolidated)
                 apply = lambda cluster: self._apply_reconcile(cluster, sampler)  # noqa: E731
             else:
                 plan = await self._abstract_plan(nodes)

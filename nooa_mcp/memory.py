@@ -120,15 +120,20 @@ class Memory(Living):
             settings.owner = owner
         parse_owner(settings.owner)
         store = await Store.open(settings.store)
+        owned: Embedder | None = None
         try:
             if embedder is None:
-                embedder = default_embedder(settings.model_cache_dir)
+                embedder = owned = default_embedder(settings.model_cache_dir)
             index = VectorIndex(embedder.dim)
             await index.sync(store)
             yield cls(store, index, embedder, settings)
         finally:
             with anyio.CancelScope(shield=True):
                 await store.close()
+                if isinstance(owned, WarmingEmbedder):
+                    # A process that exits while onnxruntime is still loading in the worker
+                    # thread aborts (exit 134); a short command must let the load finish.
+                    await anyio.to_thread.run_sync(owned.finish)
 
     @property
     def embeddings_state(self) -> str:
@@ -848,7 +853,12 @@ class Memory(Living):
                 changed.append("archived")
         self.index.mark_dirty()
         archived = memory.archived or forget
-        return UpdateResult(id=target, changed=changed, archived=archived)
+        reminders = []
+        if "content" in changed:
+            # SPEC §9: new content is a cue like authored content (an intent never cues itself).
+            fired = await self._reminders([(memory.content, vector)], exclude=[target])
+            reminders = fired[0]
+        return UpdateResult(id=target, changed=changed, archived=archived, reminders=reminders)
 
     async def _archive(self, memory: MemoryRecord, reason: str) -> None:
         """Archive inside an open transaction and leave a tombstone (SPEC §7)."""

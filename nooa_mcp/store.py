@@ -827,8 +827,10 @@ class Store:
             params,
         )
 
-    async def edge_pairs(self) -> list[sqlite3.Row]:
-        """(src, dst, type) of edges between live memories."""
+    async def edge_pairs(self, live_only: bool = True) -> list[sqlite3.Row]:
+        """(src, dst, type) of edges, by default only those between live memories."""
+        if not live_only:
+            return await self.rows("SELECT src, dst, type FROM edges")
         return await self.rows(
             "SELECT e.src, e.dst, e.type FROM edges e "
             "JOIN memories a ON a.id = e.src JOIN memories b ON b.id = e.dst "

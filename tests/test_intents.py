@@ -121,3 +121,10 @@ async def test_two_facades_never_both_fire_a_one_shot_intent(settings, embedder,
         fired_a = (await a.intent("check", text="writing the outage report")).reminders
         fired_b = (await b.intent("check", text="writing the outage report")).reminders
     assert len(fired_a) + len(fired_b) == 1
+
+
+async def test_updated_content_is_a_cue_too(mem):
+    added = await mem.intent("add", content="Tell finance before changing vendors", cue="vendor")
+    note = await mem.author("we buy paper from the usual shop")
+    updated = await mem.update(note.id, content="we switched paper vendor to PaperCo")
+    assert [r.intent_id for r in updated.reminders] == [added.id]

@@ -493,3 +493,37 @@ def test_the_reflect_command_runs_a_pass_with_a_progress_bar(tmp_path, monkeypat
     assert "reflecting" in out.stderr
     table = runner.invoke(cli.main, ["reflect"], catch_exceptions=False)
     assert "completed" in table.stdout and "merge" in table.stdout
+
+
+class TableEmbedder:
+    """A test double of the Embedder contract with hand-placed vectors (unknown text → e15)."""
+
+    def __init__(self, table: dict[str, np.ndarray]) -> None:
+        self.table = table
+        self.dim = 16
+        self.name = "table-16"
+
+    def embed(self, texts):
+        fallback = np.eye(16, dtype=np.float32)[15]
+        return np.stack([self.table.get(t, fallback) for t in texts]).astype(np.float32)
+
+
+@pytest.mark.anyio
+async def test_pruning_a_linked_memory_frees_no_link_budget(tmp_path):
+    """A full pass is stable even when prune archives a node that link just connected."""
+    e = basis()
+    table = {"hub": e[0]}
+    cosines = [0.90, 0.88, 0.86, 0.84, 0.82, 0.81]
+    for i, c in enumerate(cosines):
+        table[f"spoke {i}"] = at_cos(e[0], e[i + 1], c)
+    old = utc_now() - timedelta(days=200)
+    settings = relaxed(tmp_path / "hub.sqlite")
+    async with Memory.open(settings=settings, embedder=TableEmbedder(table)) as mem:
+        await mem.author("hub")
+        await mem.author("spoke 0", created_at=old)  # strongest neighbour, unread: pruned
+        for i in range(1, 6):
+            await mem.author(f"spoke {i}")
+        first = await mem.reflect(["link", "prune"], now=PASS_NOW)
+        assert [s.applied for s in first.steps] == [5, 1]
+        second = await mem.reflect(["link", "prune"], now=PASS_NOW)
+        assert second.applied == 0
