@@ -6,17 +6,21 @@ returns that owner's Memory. `tool_errors` and `resource_errors` let a `NooaErro
 client with its message, which names the field and the fix (STYLE §4).
 """
 
+from __future__ import annotations
+
 import contextlib
 import functools
 import inspect
-from collections.abc import Awaitable, Callable
-from contextlib import AsyncExitStack
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
 
 import anyio
 import anyio.to_thread
+from anyio.abc import TaskGroup
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
@@ -31,6 +35,8 @@ from .memory import Memory
 
 __all__ = ["Owners", "bind_owner", "current_memory", "resource_errors", "tool_errors"]
 
+logger = logging.getLogger(__name__)
+
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -41,7 +47,8 @@ class Owners:
     """One open Memory per owner, all on the same store file and sharing one embedder.
 
     A stdio server usually has one owner; an HTTP server with a tokens file has one per token.
-    Each Memory is opened on first use and closed with the server.
+    Each Memory is opened on first use, runs its background maintenance (reflection after N
+    writes and when idle, SPEC §8) while the server runs, and is closed with the server.
     """
 
     def __init__(self, settings: Settings, embedder: Embedder) -> None:
@@ -50,6 +57,23 @@ class Owners:
         self._stack = AsyncExitStack()
         self._open: dict[str, Memory] = {}
         self._lock = anyio.Lock()
+        self._tasks: TaskGroup | None = None
+
+    @classmethod
+    @asynccontextmanager
+    async def running(cls, settings: Settings, embedder: Embedder) -> AsyncIterator[Owners]:
+        """Owners for the lifetime of a server: maintenance stops before the stores close."""
+        owners = cls(settings, embedder)
+        try:
+            async with anyio.create_task_group() as tasks:
+                owners._tasks = tasks
+                try:
+                    yield owners
+                finally:
+                    tasks.cancel_scope.cancel()
+        finally:
+            owners._tasks = None
+            await owners.aclose()
 
     async def get(self, owner: str) -> Memory:
         async with self._lock:
@@ -64,6 +88,8 @@ class Owners:
                     )
                 )
                 self._open[owner] = memory
+                if self._tasks is not None:
+                    self._tasks.start_soon(_maintain, memory, name=f"nooa maintenance {owner}")
             return memory
 
     async def aclose(self) -> None:
@@ -79,6 +105,14 @@ class Owners:
         # A failed load was already reported to the calls that needed the model.
         with contextlib.suppress(RuntimeError):
             self.embedder.wait(15)
+
+
+async def _maintain(memory: Memory) -> None:
+    """Background reflection for one owner; a failure is logged and never stops the server."""
+    try:
+        await memory.maintain()
+    except Exception:
+        logger.exception("background reflection for %r stopped", memory.owner)
 
 
 @dataclass(frozen=True)

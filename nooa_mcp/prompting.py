@@ -13,8 +13,7 @@ from mcp.server.mcpserver import MCPServer
 import nooa_mcp
 
 from .handlers import current_memory, resource_errors
-from .schema import head, now
-from .tools import TODO_LIST_LIMIT, intent_item, list_todos
+from .schema import head
 
 __all__ = ["PromptFile", "load_prompt", "prompts_dir", "register_prompts"]
 
@@ -73,20 +72,18 @@ def register_prompts(server: MCPServer) -> None:
     async def session_start() -> str:
         memory = await current_memory()
         context = await memory.context(limit=10)
-        todos = await list_todos(memory, include_closed=False)
-        at = now()
-        intents = [
-            intent_item(v, at)
-            for _, v in await memory.list_memories(limit=TODO_LIST_LIMIT, type="intent")
-        ]
+        # Listing todos also evaluates time triggers: intents that are due fire here, and the
+        # prompt is where they are delivered (SPEC §9).
+        todos = await memory.todo("list", limit=20)
         return start.body.safe_substitute(
             context=context.strip() or "Nothing stored yet.",
             todos=_bullets(
-                [f"- [{t.id8}] {t.importance_label} {t.title or t.content}" for t in todos],
+                [f"- [{t.id8}] {t.importance_label} {t.title or t.content}" for t in todos.todos],
                 "No open todos.",
             ),
             intents=_bullets(
-                [f"- [{i.id8}] {i.content}" for i in intents if i.due], "No intents are due."
+                [f"- [{r.intent_id[:8]}] {r.content}" for r in todos.reminders],
+                "No intents are due.",
             ),
         )
 

@@ -209,10 +209,13 @@ def render_author(result: AuthorResult) -> str:
     lines = [line + "."]
     if result.tombstone is not None:
         t = result.tombstone
-        lines.append(
-            f"It was archived on {t.archived_at:%Y-%m-%d} ({t.reason}) as {t.memory_id[:8]}. "
-            "Pass revive=true to restore it."
-        )
+        when = f"{t.archived_at:%Y-%m-%d} ({t.reason})"
+        if result.status == "blocked-by-tombstone":
+            lines.append(
+                f"It was archived on {when} as {t.memory_id[:8]}. Pass revive=true to restore it."
+            )
+        else:
+            lines.append(f"It had been archived on {when}; it is active again.")
     lines += render_reminders(result.reminders)
     return "\n".join(lines)
 

@@ -61,11 +61,9 @@ def build_server(
     @asynccontextmanager
     async def lifespan(_: MCPServer) -> AsyncIterator[Owners]:
         # The model loads beside the server: initialize is answered before it is ready (SPEC §4).
-        owners = Owners(settings, embedder or default_embedder(settings.model_cache_dir))
-        try:
+        model = embedder or default_embedder(settings.model_cache_dir)
+        async with Owners.running(settings, model) as owners:
             yield owners
-        finally:
-            await owners.aclose()
 
     auth = None
     verifier = None

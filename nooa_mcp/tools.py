@@ -11,9 +11,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, Field
 
-from .errors import InvalidInput
 from .handlers import current_memory, tool_errors
-from .memory import Memory
 from .notifications import Subscribers
 from .rendering import (
     approx_tokens,
@@ -28,12 +26,20 @@ from .rendering import (
     render_update,
     tool_result,
 )
-from .replies import AuthorResult, ExplainResult, MemoryView, RecallResult, Reminder, UpdateResult
-from .schema import Link, MemoryType, head, now
+from .replies import (
+    AuthorResult,
+    ExplainResult,
+    IntentResult,
+    RecallResult,
+    ReflectReport,
+    TodoResult,
+    UpdateResult,
+)
+from .sampling import session_sampler
+from .schema import Link, MemoryType
 
-__all__ = ["IntentReply", "TodoReply", "intent_item", "list_todos", "register_tools"]
+__all__ = ["register_tools"]
 
-TODO_LIST_LIMIT = 200
 
 # --------------------------------------------------------------------------- tool argument types
 
@@ -53,89 +59,6 @@ class TriggerArg(BaseModel):
     )
     every_hours: float | None = Field(
         None, gt=0, description="Re-arm this many hours after firing (recurring)."
-    )
-
-
-class TodoItem(BaseModel):
-    id: str
-    id8: str
-    status: str
-    title: str
-    content: str
-    importance: float
-    importance_label: str
-    created_at: datetime
-
-
-class TodoReply(BaseModel):
-    """What the todo tool did, and the todo list as it is now."""
-
-    action: str
-    id: str | None = None
-    outcome: str = ""
-    todos: list[TodoItem] = Field(default_factory=list)
-    open_count: int = 0
-    omitted: int = Field(
-        0, description="Todos left out to keep the reply small: see memory://todos."
-    )
-    reminders: list[Reminder] = Field(default_factory=list)
-
-
-class IntentItem(BaseModel):
-    id: str
-    id8: str
-    content: str
-    trigger: dict[str, Any] | None
-    due: bool
-
-
-class IntentReply(BaseModel):
-    """What the intent tool did, and the intents that are armed (or due) now."""
-
-    action: str
-    id: str | None = None
-    outcome: str = ""
-    intents: list[IntentItem] = Field(default_factory=list)
-    omitted: int = 0
-    note: str = ""
-    reminders: list[Reminder] = Field(default_factory=list)
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-def _todo_item(view: MemoryView) -> TodoItem:
-    return TodoItem(
-        id=view.id,
-        id8=view.id[:8],
-        status=view.status or "open",
-        title=view.title,
-        content=head(view.content, 300),
-        importance=view.importance,
-        importance_label=view.importance_label,
-        created_at=view.created_at,
-    )
-
-
-_STATUS_ORDER = {"open": 0, "done": 1, "dropped": 2}
-
-
-async def list_todos(memory: Memory, include_closed: bool) -> list[TodoItem]:
-    rows = await memory.list_memories(limit=TODO_LIST_LIMIT, type="todo")
-    items = [_todo_item(v) for _, v in rows if include_closed or (v.status or "open") == "open"]
-    # SPEC §9: open first, then importance, then age (oldest commitment first).
-    items.sort(key=lambda t: (_STATUS_ORDER.get(t.status, 3), -t.importance, t.created_at))
-    return items
-
-
-def intent_item(view: MemoryView, at: datetime) -> IntentItem:
-    trigger = view.trigger or {}
-    fire_at = trigger.get("fire_at")
-    if isinstance(fire_at, str):
-        fire_at = datetime.fromisoformat(fire_at)
-    due = bool(fire_at and fire_at <= at and not trigger.get("fired_at"))
-    return IntentItem(
-        id=view.id, id8=view.id[:8], content=head(view.content, 300), trigger=view.trigger, due=due
     )
 
 
@@ -354,48 +277,41 @@ def register_tools(server: MCPServer, budget: int, subscribers: Subscribers) -> 
             Field(description="add a todo, list them, or close/reopen one by id."),
         ],
         content: Annotated[str | None, Field(description="For add: what you committed to.")] = None,
-        todo_id: Annotated[
+        memory_id: Annotated[
             str | None, Field(description="For done/drop/reopen: the todo's id (8 chars).")
         ] = None,
         title: str = "",
         importance: Importance = "MEDIUM",
-        include_closed: Annotated[
-            bool, Field(description="For list: show done and dropped todos too.")
-        ] = False,
-    ) -> Annotated[CallToolResult, TodoReply]:
-        """Keep track of commitments: add, list (open first), done, drop, reopen.
+        tags: list[str] | None = None,
+        status: Annotated[
+            Literal["open", "done", "dropped", "all"],
+            Field(description="For list: which todos to show."),
+        ] = "open",
+        limit: Annotated[int, Field(ge=1, le=100, description="For list: at most this many.")] = 20,
+    ) -> Annotated[CallToolResult, TodoResult]:
+        """Keep track of commitments: add, list (open first, by importance), done, drop, reopen.
 
         Open todos are never pruned and are shown at session start.
         """
         memory = await current_memory()
-        reply = TodoReply(action=action)
-        if action == "add":
-            if not content:
-                raise InvalidInput("content", "is required to add a todo.", "Say what to do.")
-            added = await memory.author(content, type="todo", title=title, importance=importance)
-            reply.id, reply.outcome, reply.reminders = added.id, added.status, added.reminders
-        elif action != "list":
-            if not todo_id:
-                raise InvalidInput("todo_id", f"is required to {action} a todo.", "Pass its id.")
-            target = {"done": "done", "drop": "dropped", "reopen": "open"}[action]
-            view = await memory.get(todo_id)
-            if view.type is not MemoryType.todo:
-                raise InvalidInput(
-                    "todo_id",
-                    f"{view.id[:8]} is a {view.type.value}, not a todo.",
-                    "Pass the id of a todo (todo action=list shows them).",
-                )
-            changed = await memory.update(view.id, status=target)
-            reply.id, reply.outcome, reply.reminders = changed.id, target, changed.reminders
-        todos = await list_todos(memory, include_closed)
-        reply.open_count = sum(1 for t in todos if t.status == "open")
-        shown = bound_items(todos, approx_tokens(reply.model_dump_json()), budget)
-        reply.todos, reply.omitted = todos[:shown], len(todos) - shown
+        result = await memory.todo(
+            action,
+            content=content,
+            memory_id=memory_id,
+            title=title,
+            importance=importance,
+            tags=tags,
+            status=status,
+            limit=limit,
+        )
         if action != "list":
             await subscribers.publish(
-                ctx, "memory://todos", "memory://stats", memory_uri(reply.id or "")
+                ctx, "memory://todos", "memory://stats", memory_uri(result.id or "")
             )
-        return tool_result(reply, _render_todos(reply), budget)
+        shown = bound_items(result.todos, approx_tokens(result.model_dump_json()), budget)
+        omitted = len(result.todos) - shown
+        result = result.model_copy(update={"todos": result.todos[:shown]})
+        return tool_result(result, _render_todos(result, omitted), budget)
 
     @server.tool(
         title="Intents (prospective memory)",
@@ -411,91 +327,59 @@ def register_tools(server: MCPServer, budget: int, subscribers: Subscribers) -> 
         ctx: Context,
         action: Annotated[
             Literal["add", "list", "check", "cancel"],
-            Field(description="add an intent, list armed ones, check which are due, cancel one."),
+            Field(description="add an intent, list them, check what fires now, cancel one."),
         ],
         content: Annotated[
             str | None, Field(description="For add: what to do when it fires.")
         ] = None,
         fire_at: Annotated[
-            datetime | None, Field(description="For add: fire once this time has passed.")
+            datetime | None,
+            Field(description="For add: fire once this time (ISO 8601) has passed."),
         ] = None,
         cue: Annotated[
-            str | None, Field(description="For add: fire when these words come up later.")
+            str | None,
+            Field(description="For add: fire when these words come up in a recall or memory."),
         ] = None,
         every_hours: Annotated[
-            float | None, Field(gt=0, description="Re-arm after firing.")
+            float | None, Field(gt=0, description="For add: re-arm after firing.")
         ] = None,
-        intent_id: Annotated[str | None, Field(description="For cancel: the intent's id.")] = None,
+        memory_id: Annotated[str | None, Field(description="For cancel: the intent's id.")] = None,
+        text: Annotated[
+            str | None, Field(description="For check: what is happening now, matched against cues.")
+        ] = None,
         importance: Importance = "MEDIUM",
-    ) -> Annotated[CallToolResult, IntentReply]:
+    ) -> Annotated[CallToolResult, IntentResult]:
         """Remember to do something later: when a time passes or when a cue comes up.
 
-        Fired intents come back in the reminders field of later results.
+        Fired intents come back in the reminders field of later results; act on them.
         """
         memory = await current_memory()
-        reply = IntentReply(action=action)
-        if action == "add":
-            if not content:
-                raise InvalidInput("content", "is required to add an intent.", "Say what to do.")
-            trigger = TriggerArg(fire_at=fire_at, cue=cue, every_hours=every_hours)
-            if trigger.fire_at is None and not (trigger.cue or "").strip():
-                raise InvalidInput(
-                    "fire_at",
-                    "an intent needs fire_at, cue or both.",
-                    "Pass fire_at (ISO 8601) and/or cue (words to watch for).",
-                )
-            added = await memory.author(
-                content,
-                type="intent",
-                importance=importance,
-                trigger=trigger.model_dump(exclude_none=True),
-            )
-            reply.id, reply.outcome, reply.reminders = added.id, added.status, added.reminders
-        elif action == "cancel":
-            if not intent_id:
-                raise InvalidInput("intent_id", "is required to cancel an intent.", "Pass its id.")
-            view = await memory.get(intent_id)
-            if view.type is not MemoryType.intent:
-                raise InvalidInput(
-                    "intent_id",
-                    f"{view.id[:8]} is a {view.type.value}, not an intent.",
-                    "Pass the id of an intent (intent action=list shows them).",
-                )
-            cancelled = await memory.forget(view.id, reason="cancelled")
-            reply.id, reply.outcome, reply.reminders = (
-                cancelled.id,
-                "cancelled",
-                cancelled.reminders,
-            )
-        at = now()
-        rows = await memory.list_memories(limit=TODO_LIST_LIMIT, type="intent")
-        items = [intent_item(v, at) for _, v in rows]
-        if action == "check":
-            items = [i for i in items if i.due]
-            reply.note = (
-                "Time-triggered intents whose time has passed. Cue triggers fire from recall "
-                "and author results, in their reminders field."
-            )
-        shown = bound_items(items, approx_tokens(reply.model_dump_json()), budget)
-        reply.intents, reply.omitted = items[:shown], len(items) - shown
+        result = await memory.intent(
+            action,
+            content=content,
+            memory_id=memory_id,
+            fire_at=fire_at,
+            cue=cue,
+            every_hours=every_hours,
+            text=text,
+            importance=importance,
+        )
         if action in ("add", "cancel"):
-            await subscribers.publish(ctx, memory_uri(reply.id or ""), "memory://stats")
-        return tool_result(reply, _render_intents(reply), budget)
+            await subscribers.publish(ctx, memory_uri(result.id or ""), "memory://stats")
+        shown = bound_items(result.intents, approx_tokens(result.model_dump_json()), budget)
+        omitted = len(result.intents) - shown
+        result = result.model_copy(update={"intents": result.intents[:shown]})
+        return tool_result(result, _render_intents(result, omitted), budget)
 
     register_reflect_tool(server, budget, subscribers)
 
 
 def register_reflect_tool(server: MCPServer, budget: int, subscribers: Subscribers) -> None:
-    """Register `memory_reflect` (SPEC §8, §12) when the facade can reflect (`Memory.reflect`).
+    """Register `memory_reflect` (SPEC §8, §12): one consolidation pass with progress.
 
-    Reflection is built in its own issue (reflection.py, `Memory.reflect`, `sampling.py`);
-    before it is merged there is no tool, rather than one that pretends.
+    The generative steps (reconcile, abstract) ask the client's own model through MCP sampling,
+    only when `generative_reflection` is on and the client offers sampling.
     """
-    if not hasattr(Memory, "reflect"):
-        return
-    from .replies import ReflectReport  # type: ignore[attr-defined]  # exists with reflection
-    from .sampling import session_sampler  # type: ignore[import-not-found]
-
     Step = Literal["merge", "reconcile", "link", "rescore", "abstract", "prune"]
 
     @server.tool(
@@ -522,7 +406,7 @@ def register_reflect_tool(server: MCPServer, budget: int, subscribers: Subscribe
         """
         memory = await current_memory()
         sampler = None
-        if getattr(memory.settings, "generative_reflection", False):
+        if memory.settings.generative_reflection:
             sampler = session_sampler(ctx.session)
 
         async def progress(done: int, total: int, message: str) -> None:
@@ -560,42 +444,42 @@ def _render_report(report: Any) -> str:
     return "\n".join(lines)
 
 
-def _render_todos(reply: TodoReply) -> str:
+def _render_todos(result: TodoResult, omitted: int) -> str:
     lines = []
-    if reply.id:
-        lines.append(f"{reply.action}: {reply.id[:8]} → {reply.outcome}.")
-    lines.append(
-        _listing(
-            f"{reply.open_count} open todo(s):",
-            [
-                f"- [{t.id8}] [{t.status}] {t.importance_label} {t.title or t.content}"
-                for t in reply.todos
-            ],
-            "No todos.",
-        )
-    )
-    if reply.omitted:
-        lines.append(f"{reply.omitted} more not shown; read memory://todos for all of them.")
-    lines += render_reminders(reply.reminders)
+    if result.id:
+        lines.append(f"{result.action}: {result.id[:8]} → {result.outcome}.")
+    rows = [
+        f"- [{t.id8}] [{t.status}] {t.importance_label} {t.title or t.content}"
+        for t in result.todos
+    ]
+    lines.append(_listing(f"{result.open_count} open todo(s):", rows, "No todos."))
+    if omitted:
+        lines.append(f"{omitted} more not shown; read memory://todos for all of them.")
+    lines += render_reminders(result.reminders)
     return "\n".join(lines)
 
 
-def _render_intents(reply: IntentReply) -> str:
+def _render_intents(result: IntentResult, omitted: int) -> str:
     lines = []
-    if reply.id:
-        lines.append(f"{reply.action}: {reply.id[:8]} → {reply.outcome}.")
+    if result.id or result.outcome:
+        lines.append(f"{result.action}: {(result.id or '')[:8]} {result.outcome}".strip() + ".")
     rows = []
-    for i in reply.intents:
-        trig = i.trigger or {}
-        when = ", ".join(f"{k} {v}" for k, v in trig.items() if k in ("fire_at", "cue") and v)
-        rows.append(f"- [{i.id8}]{' DUE' if i.due else ''} {i.content} ({when})")
-    title = "Due intents:" if reply.action == "check" else "Armed intents:"
-    lines.append(_listing(title, rows, "None."))
-    if reply.omitted:
-        lines.append(f"{reply.omitted} more not shown.")
-    if reply.note:
-        lines.append(reply.note)
-    lines += render_reminders(reply.reminders)
+    for i in result.intents:
+        when = ", ".join(
+            part
+            for part in (
+                f"at {i.fire_at:%Y-%m-%d %H:%M}" if i.fire_at else "",
+                f"on '{i.cue}'" if i.cue else "",
+                f"every {i.every_hours:g} h" if i.every_hours else "",
+            )
+            if part
+        )
+        state = "armed" if i.armed else f"fired {i.fired_count}×"
+        rows.append(f"- [{i.id8}] {state} {i.content} ({when})")
+    lines.append(_listing("Intents:", rows, "None."))
+    if omitted:
+        lines.append(f"{omitted} more not shown.")
+    lines += render_reminders(result.reminders)
     return "\n".join(lines)
 
 

@@ -54,7 +54,9 @@ inspect --method tools/call --tool-name memory_explain \
   --tool-arg 'query=staging database restart' | check "memory_explain dry-runs the query" \
   "d['structuredContent']['mode'] == 'query' and d['structuredContent']['rows'][0]['id'] == '$id'"
 
-inspect --method tools/call --tool-name memory_explain --tool-arg "memory_id=${id:0:8}" \
+# The Inspector JSON-parses --tool-arg values: quote the id, or "12345678" / "1e400abc"-like
+# prefixes arrive as numbers.
+inspect --method tools/call --tool-name memory_explain --tool-arg "memory_id=\"${id:0:8}\"" \
   | check "memory_explain replays the recall" \
   "[a['channel'] for a in d['structuredContent']['accesses']] == ['recalled', 'created']"
 
