@@ -675,7 +675,7 @@ class Memory(Living):
             return ExplainResult(
                 mode="replay",
                 memory_id=target,
-                accesses=[a for _, _, a in stream],
+                accesses=[_redact(a, scope_obj) for _, _, a in stream],
                 total_accesses=await self.store.count_accesses(target),
                 embeddings=self.embeddings_state,
             )
@@ -906,11 +906,31 @@ class Memory(Living):
         """
         target = await self._resolve(memory_id, self.scope(scope))
         memory, _ = await self._fetch(target)
-        edges = await self.store.edges_of(target)
-        view = self._view(memory, [e.model_dump(mode="json") for e in edges])
+        view = self._view(memory, await self._visible_edges(target, self.scope(scope)))
         # Resolved live, without logging deref: get() is a look, not a use.
         view.references, _ = await self._resolve_references(memory.references)
         return view
+
+    async def _visible_edges(self, memory_id: str, scope: Scope) -> list[dict]:
+        """A memory's outgoing edges whose targets the scope may see (SPEC §10).
+
+        An edge to a hidden memory would name it; it stays in the store for its owner.
+        """
+        edges = await self.store.edges_of(memory_id)
+        if not edges:
+            return []
+        marks = ",".join("?" * len(edges))
+        owners = {
+            r["id"]: r["owner"]
+            for r in await self.store.rows(
+                f"SELECT id, owner FROM memories WHERE id IN ({marks})", [e.target for e in edges]
+            )
+        }
+        return [
+            e.model_dump(mode="json")
+            for e in edges
+            if e.target in owners and scope.allows(owners[e.target])
+        ]
 
     def _view(self, memory: MemoryRecord, edges: list[dict]) -> MemoryView:
         policy = self.settings.forgetting
@@ -979,7 +999,7 @@ class Memory(Living):
         out = []
         for row in rows:
             memory = memory_from_row(row)
-            edges = [e.model_dump(mode="json") for e in await self.store.edges_of(memory.id)]
+            edges = await self._visible_edges(memory.id, self.scope(scope))
             out.append((row["seq"], self._view(memory, edges)))
         return out
 
@@ -989,15 +1009,17 @@ class Memory(Living):
         """A memory's accesses from the stream, newest first, with their cursor."""
         target = await self._resolve(memory_id, self.scope(scope))
         stream = await self.store.access_stream(target, max(1, min(limit, 500)), before)
-        return [(seq, record) for seq, _, record in stream]
+        return [(seq, _redact(record, self.scope(scope))) for seq, _, record in stream]
 
     async def recent_accesses(
         self, *, limit: int = 50, before: int | None = None, scope: str = "mine"
     ) -> list[tuple[int, str, AccessRecord]]:
         """Store-wide accesses to memories in the scope, newest first."""
-        return await self.store.access_stream(
-            None, max(1, min(limit, 500)), before, scope=self.scope(scope)
+        scope_obj = self.scope(scope)
+        stream = await self.store.access_stream(
+            None, max(1, min(limit, 500)), before, scope=scope_obj
         )
+        return [(seq, mid, _redact(record, scope_obj)) for seq, mid, record in stream]
 
     async def context(self, *, limit: int = 10) -> str:
         """The injection block: open todos, then the most important and most used memories.
@@ -1050,6 +1072,17 @@ class Memory(Living):
             store=str(self.store.path),
             extra=await self._kpis(self.scope(scope)),
         )
+
+
+def _redact(record: AccessRecord, scope: Scope) -> AccessRecord:
+    """An access by a reader outside the scope: when and how, but not what they asked.
+
+    A shared memory is read by every role; one role's queries (and the ids of its own
+    memories in a deref note) are not another's to read (SPEC §10).
+    """
+    if scope.allows(record.reader_owner):
+        return record
+    return record.model_copy(update={"query": None, "session_ref": None, "trace_ref": None})
 
 
 def _actr_times(row: sqlite3.Row) -> list[float]:
