@@ -228,6 +228,8 @@ def harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Harness]:
                 tools = portal.call(c.list_tools).tools
                 schemas = {t.name: t.input_schema for t in tools}
                 fields = {name: set(s.get("properties", {})) for name, s in schemas.items()}
+                # The facade names an intent's fire_at/cue/every_hours together as "trigger".
+                fields["intent"] = fields.get("intent", set()) | {"trigger"}
                 ids = portal.call(_seed, c)
                 yield Harness(portal, c, ids, fields, schemas, crash_log)
     finally:
