@@ -488,7 +488,7 @@ class Living:
                     raise
                 # This verb takes the trigger's parts as its own arguments: name those.
                 flat = exc.field.partition(".")[2] or "fire_at"
-                raise InvalidInput(flat, f"the trigger {exc.problem}", exc.fix) from None
+                raise InvalidInput(flat, exc.problem, exc.fix) from None
             result.id, result.outcome = written.id, written.status
             result.reminders = written.reminders
         elif action == "cancel":
