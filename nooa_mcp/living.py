@@ -479,16 +479,9 @@ class Living:
             if not isinstance(content, str) or not content.strip():
                 raise InvalidInput("content", "is empty.", "Say what to do when it fires.")
             trigger = {"fire_at": fire_at, "cue": cue, "every_hours": every_hours}
-            try:
-                written = await self.author(
-                    content, type="intent", trigger=trigger, importance=importance
-                )
-            except InvalidInput as exc:
-                if not exc.field.startswith("trigger"):
-                    raise
-                # This verb takes the trigger's parts as its own arguments: name those.
-                flat = exc.field.partition(".")[2] or "fire_at"
-                raise InvalidInput(flat, exc.problem, exc.fix) from None
+            written = await self.author(
+                content, type="intent", trigger=trigger, importance=importance
+            )
             result.id, result.outcome = written.id, written.status
             result.reminders = written.reminders
         elif action == "cancel":
