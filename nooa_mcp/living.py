@@ -77,6 +77,8 @@ from .schema import (
 )
 from .store import Scope, dt, memory_from_row
 
+REMINDER_CHARS = 1_000
+
 if TYPE_CHECKING:
     from .memory import Memory
 
@@ -337,7 +339,8 @@ class Living:
                 out[position].append(
                     Reminder(
                         intent_id=memory.id,
-                        content=memory.content,
+                        # Bounded: every later reply carries its reminders (SPEC §12).
+                        content=head(memory.content, REMINDER_CHARS),
                         reason=again[0].reason,
                         fired_at=now,
                         rearmed=again[0].rearmed,
