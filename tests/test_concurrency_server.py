@@ -151,7 +151,7 @@ async def test_concurrent_todo_changes_keep_the_last_acknowledged_status(tmp_pat
 
         async def flip(todo_id: str, actions: list[str]) -> None:
             for action in actions:
-                result = await client.call_tool("todo", {"action": action, "todo_id": todo_id})
+                result = await client.call_tool("todo", {"action": action, "memory_id": todo_id})
                 assert not result.is_error, result.content
                 final[todo_id] = {"done": "done", "drop": "dropped"}.get(action, "open")
 
@@ -159,8 +159,9 @@ async def test_concurrent_todo_changes_keep_the_last_acknowledged_status(tmp_pat
             for n, todo_id in enumerate(todos):
                 tg.start_soon(flip, todo_id, ["done", "reopen", "drop", "reopen", "done"][n % 5 :])
                 tg.start_soon(client.call_tool, "memory_reflect", {})
-        listed = await client.call_tool("todo", {"action": "list", "include_closed": True})
-    statuses = {t["id"]: t["status"] for t in listed.structured_content["todos"]}
+    conn = sqlite3.connect(settings.store)
+    statuses = dict(conn.execute("SELECT id, status FROM memories WHERE type = 'todo'"))
+    conn.close()
     assert statuses == final
     check_store(settings.store, {})
 

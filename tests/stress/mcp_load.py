@@ -256,7 +256,7 @@ class Worker:
             else:
                 target = self.rng.choice(self.todos)
                 action = self.rng.choice(("done", "drop", "reopen"))
-                await call(client, "todo", {"action": action, "todo_id": target[:8]})
+                await call(client, "todo", {"action": action, "memory_id": target[:8]})
                 self.ledger.ack(self.proc.name)
                 self.ledger.todos[target] = {"done": "done", "drop": "dropped"}.get(action, "open")
         else:
