@@ -25,15 +25,23 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
+from pydantic import BaseModel
 
 from . import tracing
 from .config import Settings
 from .embeddings import Embedder, WarmingEmbedder
-from .errors import NooaError, StoreTooNew
+from .errors import InvalidInput, NooaError, StoreTooNew
 from .identity import Identity, resolve_identity
 from .memory import Memory
 
-__all__ = ["Owners", "bind_owner", "current_memory", "resource_errors", "tool_errors"]
+__all__ = [
+    "Owners",
+    "bind_owner",
+    "check_unicode",
+    "current_memory",
+    "resource_errors",
+    "tool_errors",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -163,6 +171,9 @@ def tool_errors(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
     @functools.wraps(fn)
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
+            for name, value in kwargs.items():
+                if name != "ctx":
+                    check_unicode(value, name)
             return await fn(*args, **kwargs)
         except NooaError as exc:
             raise ToolError(str(exc)) from exc
@@ -172,12 +183,38 @@ def tool_errors(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
     return wrapper
 
 
+def check_unicode(value: Any, field: str) -> None:
+    """Refuse text SQLite cannot store: JSON may carry lone surrogates (`"\\ud800"`).
+
+    Raises:
+        InvalidInput: some string inside `value` is not encodable as UTF-8; names the field.
+    """
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidInput(
+                field, "holds a lone surrogate, which is not text.", "Send valid UTF-8 text."
+            ) from None
+    elif isinstance(value, list | tuple | set):
+        for item in value:
+            check_unicode(item, field)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            check_unicode(key, field)
+            check_unicode(item, f"{field}.{key}" if isinstance(key, str) else field)
+    elif isinstance(value, BaseModel):
+        check_unicode(value.model_dump(), field)
+
+
 def resource_errors(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
     """Turn a NooaError from a resource read into an MCP error that keeps its message."""
 
     @functools.wraps(fn)
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
+            for name, value in kwargs.items():
+                check_unicode(value, name)
             return await fn(*args, **kwargs)
         except StoreTooNew as exc:
             raise MCPError(code=INTERNAL_ERROR, message=str(exc)) from exc

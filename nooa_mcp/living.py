@@ -78,6 +78,8 @@ from .schema import (
 from .store import Scope, dt, memory_from_row
 from .tracing import access_refs as refs_now
 
+REMINDER_CHARS = 1_000
+
 if TYPE_CHECKING:
     from .memory import Memory
 
@@ -336,7 +338,8 @@ class Living:
                 out[position].append(
                     Reminder(
                         intent_id=memory.id,
-                        content=memory.content,
+                        # Bounded: every later reply carries its reminders (SPEC §12).
+                        content=head(memory.content, REMINDER_CHARS),
                         reason=again[0].reason,
                         fired_at=now,
                         rearmed=again[0].rearmed,

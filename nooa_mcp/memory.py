@@ -732,7 +732,7 @@ class Memory(Living):
             return ExplainResult(
                 mode="replay",
                 memory_id=target,
-                accesses=[a for _, _, a in stream],
+                accesses=[_redact(a, scope_obj) for _, _, a in stream],
                 total_accesses=await self.store.count_accesses(target),
                 embeddings=self.embeddings_state,
             )
@@ -840,22 +840,37 @@ class Memory(Living):
             raise InvalidInput(
                 "status", f"'{status}' is not a status.", "Use open, done or dropped."
             )
+        new_content = content.strip() if content is not None else None
+        new_title = " ".join(title.split()) if title is not None else None
+
+        def text_after(m: MemoryRecord) -> str:
+            return _text_of(
+                m.title if new_title is None else new_title,
+                m.content if new_content is None else new_content,
+            )
+
         memory, _ = await self._fetch(target)
         self._writable(memory)
+        # Embed outside the lock; the text is checked again under it (below).
+        basis = text_after(memory)
         vector = None
-        if content is not None and content.strip() != memory.content:
-            vector = (await self._embed([_text_of(title or memory.title, content.strip())]))[0]
-        elif title is not None and title != memory.title:
-            vector = (await self._embed([_text_of(title, memory.content)]))[0]
+        if basis != _text_of(memory.title, memory.content):
+            vector = (await self._embed([basis]))[0]
         changed: list[str] = []
         async with self.store.transaction():
             memory, actr = await self._fetch(target)
-            if content is not None and content.strip() != memory.content:
-                memory.content = content.strip()
+            if new_content is not None and new_content != memory.content:
+                memory.content = new_content
                 changed.append("content")
-            if title is not None and " ".join(title.split()) != memory.title:
-                memory.title = " ".join(title.split())
+            if new_title is not None and new_title != memory.title:
+                memory.title = new_title
                 changed.append("title")
+            if "content" not in changed and "title" not in changed:
+                vector = None
+            elif vector is None or basis != _text_of(memory.title, memory.content):
+                # A concurrent update changed the other half of the text since it was
+                # embedded: the stored vector must be of the text as it is now saved.
+                vector = (await self._embed([_text_of(memory.title, memory.content)]))[0]
             if new_importance is not None and new_importance != memory.importance:
                 memory.importance = new_importance
                 await self.store.set_authored_importance(target, new_importance)
@@ -948,11 +963,31 @@ class Memory(Living):
         """
         target = await self._resolve(memory_id, self.scope(scope))
         memory, _ = await self._fetch(target)
-        edges = await self.store.edges_of(target)
-        view = self._view(memory, [e.model_dump(mode="json") for e in edges])
+        view = self._view(memory, await self._visible_edges(target, self.scope(scope)))
         # Resolved live, without logging deref: get() is a look, not a use.
         view.references, _ = await self._resolve_references(memory.references)
         return view
+
+    async def _visible_edges(self, memory_id: str, scope: Scope) -> list[dict]:
+        """A memory's outgoing edges whose targets the scope may see (SPEC §10).
+
+        An edge to a hidden memory would name it; it stays in the store for its owner.
+        """
+        edges = await self.store.edges_of(memory_id)
+        if not edges:
+            return []
+        marks = ",".join("?" * len(edges))
+        owners = {
+            r["id"]: r["owner"]
+            for r in await self.store.rows(
+                f"SELECT id, owner FROM memories WHERE id IN ({marks})", [e.target for e in edges]
+            )
+        }
+        return [
+            e.model_dump(mode="json")
+            for e in edges
+            if e.target in owners and scope.allows(owners[e.target])
+        ]
 
     def _view(self, memory: MemoryRecord, edges: list[dict]) -> MemoryView:
         policy = self.settings.forgetting
@@ -1021,7 +1056,7 @@ class Memory(Living):
         out = []
         for row in rows:
             memory = memory_from_row(row)
-            edges = [e.model_dump(mode="json") for e in await self.store.edges_of(memory.id)]
+            edges = await self._visible_edges(memory.id, self.scope(scope))
             out.append((row["seq"], self._view(memory, edges)))
         return out
 
@@ -1031,15 +1066,17 @@ class Memory(Living):
         """A memory's accesses from the stream, newest first, with their cursor."""
         target = await self._resolve(memory_id, self.scope(scope))
         stream = await self.store.access_stream(target, max(1, min(limit, 500)), before)
-        return [(seq, record) for seq, _, record in stream]
+        return [(seq, _redact(record, self.scope(scope))) for seq, _, record in stream]
 
     async def recent_accesses(
         self, *, limit: int = 50, before: int | None = None, scope: str = "mine"
     ) -> list[tuple[int, str, AccessRecord]]:
         """Store-wide accesses to memories in the scope, newest first."""
-        return await self.store.access_stream(
-            None, max(1, min(limit, 500)), before, scope=self.scope(scope)
+        scope_obj = self.scope(scope)
+        stream = await self.store.access_stream(
+            None, max(1, min(limit, 500)), before, scope=scope_obj
         )
+        return [(seq, mid, _redact(record, scope_obj)) for seq, mid, record in stream]
 
     async def context(self, *, limit: int = 10) -> str:
         """The injection block: open todos, then the most important and most used memories.
@@ -1048,12 +1085,26 @@ class Memory(Living):
         """
         scope = self.scope("mine")
         where, params = scope.sql()
-        rows = await self.store.rows(
-            f"SELECT * FROM memories WHERE {where} AND archived = 0 AND type != 'scratch' "
-            "ORDER BY (type = 'todo' AND status = 'open') DESC, importance DESC, "
-            "last_accessed_at DESC LIMIT ?",
-            [*params, max(1, min(limit, 50))],
-        )
+        # Read the rows inside the write transaction: each is saved back whole, and a row read
+        # before the lock would write a concurrent update's old values back over it.
+        async with self.store.transaction():
+            rows = await self.store.rows(
+                f"SELECT * FROM memories WHERE {where} AND archived = 0 AND type != 'scratch' "
+                "ORDER BY (type = 'todo' AND status = 'open') DESC, importance DESC, "
+                "last_accessed_at DESC LIMIT ?",
+                [*params, max(1, min(limit, 50))],
+            )
+            logged = []
+            for row in rows:
+                memory = memory_from_row(row)
+                access = self._access(Channel.injected)
+                actr = self._apply(memory, _actr_times(row), access)
+                await self.store.save(memory, actr)
+                logged.append((memory.id, access))
+            if logged:
+                await self.store.append_accesses(logged)
+        if rows:
+            self.index.mark_dirty()
         lines = []
         for row in rows:
             label = row["type"] + (f":{row['status']}" if row["status"] else "")
@@ -1061,17 +1112,6 @@ class Memory(Living):
                 f"- [{row['id'][:8]} {label} {IMPORTANCE.label(row['importance'])}] "
                 f"{head(row['title'] or row['content'], 200)}"
             )
-        if rows:
-            async with self.store.transaction():
-                logged = []
-                for row in rows:
-                    memory = memory_from_row(row)
-                    access = self._access(Channel.injected)
-                    actr = self._apply(memory, _actr_times(row), access)
-                    await self.store.save(memory, actr)
-                    logged.append((memory.id, access))
-                await self.store.append_accesses(logged)
-            self.index.mark_dirty()
         return "\n".join(lines) if lines else "(no memories yet)"
 
     async def stats(self, *, scope: str = "mine") -> Stats:
@@ -1089,6 +1129,17 @@ class Memory(Living):
             store=str(self.store.path),
             extra=await self._kpis(self.scope(scope)),
         )
+
+
+def _redact(record: AccessRecord, scope: Scope) -> AccessRecord:
+    """An access by a reader outside the scope: when and how, but not what they asked.
+
+    A shared memory is read by every role; one role's queries (and the ids of its own
+    memories in a deref note) are not another's to read (SPEC §10).
+    """
+    if scope.allows(record.reader_owner):
+        return record
+    return record.model_copy(update={"query": None, "session_ref": None, "trace_ref": None})
 
 
 def _actr_times(row: sqlite3.Row) -> list[float]:

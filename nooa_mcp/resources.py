@@ -57,7 +57,9 @@ def _cursor(cursor: str) -> int | None:
     """Cursors are opaque to clients; here they are the stream or insertion sequence number."""
     if not cursor:
         return None
-    if not cursor.isdigit():
+    # ASCII digits only ("²".isdigit() is true but int() refuses it), and small enough for
+    # an SQLite integer (a 20-digit cursor overflowed it).
+    if not (cursor.isascii() and cursor.isdigit() and len(cursor) <= 18):
         raise InvalidInput(
             "cursor",
             f"'{cursor}' is not a cursor from this server.",
@@ -69,7 +71,7 @@ def _cursor(cursor: str) -> int | None:
 def _offset(offset: str, length: int) -> int:
     if not offset:
         return 0
-    if not offset.isdigit() or int(offset) > length:
+    if not (offset.isascii() and offset.isdigit()) or int(offset) > length:
         raise InvalidInput(
             "offset",
             f"'{offset}' is not a character offset inside the content.",

@@ -334,7 +334,7 @@ class Store:
 
     async def _configure(self) -> None:
         await self.conn.execute("PRAGMA busy_timeout = 30000")
-        await self.conn.execute("PRAGMA journal_mode = WAL")
+        await self.conn.execute_fetchall("PRAGMA journal_mode = WAL")
         # NORMAL is durable across process crashes in WAL mode; only power loss can drop the
         # newest commits, and the file stays consistent either way.
         await self.conn.execute("PRAGMA synchronous = NORMAL")
@@ -377,14 +377,17 @@ class Store:
             finally:
                 self._in_transaction = False
 
+    # Reads run to completion in one hop of the connection's thread: a statement left open
+    # between `execute` and `fetch` would hold an old WAL snapshot, and a BEGIN IMMEDIATE that
+    # another coroutine slips in beside it fails at once with "database is locked" as soon as
+    # another process has committed (busy_timeout does not retry a stale snapshot).
+
     async def scalar(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        async with self.conn.execute(sql, params) as cur:
-            row = await cur.fetchone()
-        return None if row is None else row[0]
+        rows = list(await self.conn.execute_fetchall(sql, params))
+        return rows[0][0] if rows else None
 
     async def rows(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
-        async with self.conn.execute(sql, params) as cur:
-            return list(await cur.fetchall())
+        return list(await self.conn.execute_fetchall(sql, params))
 
     async def data_version(self) -> int:
         """Changes when another connection commits (SPEC §3: refresh the vector cache)."""

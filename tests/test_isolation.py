@@ -1,0 +1,268 @@
+"""Owner isolation as a property (issue 6 §5; SPEC §10, §11).
+
+Hypothesis draws graphs of memories spread over owners of two roles plus shared rows, with
+random typed edges (added straight into the store, so edges that cross roles exist too, as after
+an import) and memory: references. For a random reader and every scope, nothing the reader may
+not see reaches it through recall, explain, spreading, references, resources or stats: no id,
+no 8-character prefix, no content. Writes across roles are always refused and change nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+from mcp_types import TextResourceContents
+
+from nooa_mcp import Memory
+from nooa_mcp.config import Settings
+from nooa_mcp.embeddings import HashEmbedder
+from nooa_mcp.schema import EdgeType
+from nooa_mcp.server import build_server
+from nooa_mcp.store import Scope
+
+OWNERS = ["alice@a", "alice@b", "bob@x", "bob@y", "carol", ""]
+READERS = ["alice@a", "alice@b", "bob@x", "carol"]
+SCOPES = ["mine", "instance", "*", "alice", "alice@b", "bob", "bob@x", "carol"]
+EXAMPLES = {"ci": 6, "long": 200}.get(os.environ.get("NOOA_FUZZ_PROFILE", "ci"), 6)
+
+
+def visible(reader: str, scope: str, owner: str) -> bool:
+    """SPEC §10, written out independently of the code under test."""
+    role = reader.partition("@")[0]
+    if owner == "" or scope == "*":
+        return True
+    if scope == "mine":
+        return owner.partition("@")[0] == role
+    if scope == "instance":
+        return owner == reader
+    if "@" in scope:
+        return owner == scope
+    return owner.partition("@")[0] == scope
+
+
+MARKERS = [f"zq{n}mark" for n in range(12)]
+
+graphs = st.integers(3, 9).flatmap(
+    lambda n: st.tuples(
+        st.lists(st.sampled_from(OWNERS), min_size=n, max_size=n),
+        st.lists(
+            st.tuples(st.integers(0, n - 1), st.integers(0, n - 1), st.sampled_from(EdgeType)),
+            max_size=2 * n,
+        ),
+        st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=3),
+        st.sampled_from(READERS),
+    )
+)
+
+
+async def build(store: Path, owners: list[str], edges: list, refs: list) -> list[str]:
+    """Author memory i as owners[i]; then refs (i → memory:j) and edges straight into the store."""
+    embedder = HashEmbedder()
+    ids: list[str] = []
+    for i, owner in enumerate(owners):
+        async with Memory.open(store, owner=owner, embedder=embedder) as mem:
+            content = f"Harbor topic note {MARKERS[i]} about the relay station and its crew."
+            kind = "todo" if i % 4 == 3 else "info"
+            ids.append((await mem.author(content, type=kind, title=f"T{MARKERS[i]}")).id)
+    admin = Memory.open(store, owner="admin", embedder=embedder)
+    async with admin as mem, mem.store.transaction():
+        for src, dst, relation in edges:
+            if src != dst:
+                await mem.store.add_edge(ids[src], ids[dst], relation, 1.0)
+    conn = sqlite3.connect(store)
+    for src, dst in refs:
+        if owners[dst] not in ("", owners[src]):
+            # Only references to shared or own memories: a snapshot of a same-role memory
+            # still shows under a scope that hides it (see the xfail test below).
+            continue
+        # A memory: reference captured when the target was visible to its writer.
+        ref = {"kind": "memory", "target": ids[dst], "preview": f"snapshot {MARKERS[dst]}"}
+        conn.execute("UPDATE memories SET refs = ? WHERE id = ?", (json.dumps([ref]), ids[src]))
+    conn.commit()
+    conn.close()
+    return ids
+
+
+def hidden_tokens(ids: list[str], owners: list[str], reader: str, scope: str) -> list[str]:
+    tokens = []
+    for i, (ident, owner) in enumerate(zip(ids, owners, strict=True)):
+        if not visible(reader, scope, owner):
+            tokens += [ident[:8], MARKERS[i]]
+    return tokens
+
+
+def leaked(reply: Any, tokens: list[str]) -> list[str]:
+    text = reply if isinstance(reply, str) else json.dumps(reply, default=str)
+    return [t for t in tokens if t in text]
+
+
+async def read(client: Client, uri: str) -> str:
+    content = (await client.read_resource(uri)).contents[0]
+    assert isinstance(content, TextResourceContents)
+    return content.text
+
+
+async def check_reader(store: Path, ids: list[str], owners: list[str], reader: str) -> None:
+    # The reply echoes the query, so it holds no marker: markers only come from memories.
+    query = "harbor topic relay station crew"
+    server = build_server(Settings(store=store, owner=reader), embedder=HashEmbedder())
+    async with Client(server, cache=None) as client:
+        # Resources answer at the reader's own scope (mine); read before the reader's own
+        # wider-scope reads put their notes in its access log.
+        tokens = hidden_tokens(ids, owners, reader, "mine")
+        for uri in ("memory://access-log", "memory://todos", "memory://stats", "memory://context"):
+            assert leaked(await read(client, uri), tokens) == [], uri
+        stats = json.loads(await read(client, "memory://stats"))
+        assert set(stats["by_owner"]) <= {o for o in OWNERS if visible(reader, "mine", o)}
+        for i, ident in enumerate(ids):
+            mine = visible(reader, "mine", owners[i])
+            for uri in (f"memory://memories/{ident}", f"memory://memories/{ident}/access-log"):
+                if mine:
+                    assert leaked(await read(client, uri), tokens) == [], uri
+                else:
+                    with pytest.raises(MCPError):
+                        await read(client, uri)
+        for scope in SCOPES:
+            tokens = hidden_tokens(ids, owners, reader, scope)
+            for hops in (0, 3):
+                recalled = await client.call_tool(
+                    "memory_recall", {"query": query, "k": 50, "scope": scope, "hops": hops}
+                )
+                assert not recalled.is_error, recalled.content
+                replied = [recalled.structured_content, recalled.content[0].text]
+                assert leaked(replied, tokens) == [], (scope, hops)
+            explained = await client.call_tool(
+                "memory_explain", {"query": query, "k": 50, "scope": scope, "hops": 3}
+            )
+            assert leaked([explained.structured_content, explained.content[0].text], tokens) == []
+            for i, ident in enumerate(ids):
+                if not visible(reader, scope, owners[i]):
+                    why = await client.call_tool(
+                        "memory_explain", {"query": query, "memory_id": ident, "scope": scope}
+                    )
+                    assert why.is_error, (scope, owners[i])
+                    assert MARKERS[i] not in why.content[0].text
+        await check_writes(client, store, ids, owners, reader)
+
+
+async def check_writes(
+    client: Client, store: Path, ids: list[str], owners: list[str], reader: str
+) -> None:
+    """Every write to a memory of another role (or a shared one) is refused and changes nothing."""
+    role = reader.partition("@")[0]
+    mine = [i for i, o in enumerate(ids) if owners[i] and owners[i].partition("@")[0] == role]
+    before = _snapshot(store)
+    for i, ident in enumerate(ids):
+        if owners[i] and owners[i].partition("@")[0] == role:
+            continue
+        attempts: list[tuple[str, dict[str, Any]]] = [
+            ("memory_update", {"memory_id": ident, "content": "overwritten"}),
+            ("memory_update", {"memory_id": ident[:8], "forget": True}),
+            ("memory_update", {"memory_id": ident, "importance": "CRITICAL"}),
+            ("todo", {"action": "done", "memory_id": ident}),
+        ]
+        if mine and owners[i]:  # a link to a shared memory is no write to it: allowed
+            link = {"target": ident, "relation": "related"}
+            attempts.append(("memory_update", {"memory_id": ids[mine[0]], "links": [link]}))
+        for tool, args in attempts:
+            result = await client.call_tool(tool, args)
+            assert result.is_error, (tool, args, owners[i])
+    assert _snapshot(store) == before
+
+
+def _snapshot(store: Path) -> tuple[list, list]:
+    conn = sqlite3.connect(store)
+    rows = conn.execute(
+        "SELECT id, content, importance, archived, status FROM memories ORDER BY id"
+    ).fetchall()
+    edges = conn.execute("SELECT src, dst, type FROM edges ORDER BY src, dst, type").fetchall()
+    conn.close()
+    return rows, edges
+
+
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(graph=graphs)
+def test_no_scope_reveals_or_relays_a_memory_outside_it(graph: tuple) -> None:
+    owners, edges, refs, reader = graph
+
+    async def run() -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            store = Path(tmp) / "memory.sqlite"
+            ids = await build(store, owners, edges, refs)
+            await check_reader(store, ids, owners, reader)
+
+    anyio.run(run)
+
+
+def test_the_scope_rule_in_this_file_matches_the_store() -> None:
+    # The oracle above is written independently; make sure it agrees with store.Scope.
+    for reader in READERS:
+        role = reader.partition("@")[0]
+        for owner in OWNERS:
+            assert visible(reader, "mine", owner) == Scope("role", role=role).allows(owner)
+            assert visible(reader, "instance", owner) == Scope("owner", owner=reader).allows(owner)
+            assert visible(reader, "*", owner) == Scope("all").allows(owner)
+
+
+# --------------------------------------------------------------------------- no relay
+
+
+@pytest.mark.anyio
+async def test_spreading_never_passes_through_a_hidden_memory(tmp_path: Path) -> None:
+    """A (mine, matches) → X (bob's) → B (mine, matches nothing): B must not be reached."""
+    store = tmp_path / "memory.sqlite"
+    embedder = HashEmbedder()
+    async with Memory.open(store, owner="alice@a", embedder=embedder) as alice:
+        a = (await alice.author("The harbor crane schedule changed on Monday.")).id
+        b = (await alice.author("Quarterly tax filing needs the blue folder.")).id
+    async with Memory.open(store, owner="bob@x", embedder=embedder) as bob:
+        x = (await bob.author("Bob's private note about nothing in particular.")).id
+        async with bob.store.transaction():
+            await bob.store.add_edge(a, x, EdgeType.causes, 1.0)
+            await bob.store.add_edge(x, b, EdgeType.causes, 1.0)
+    async with Memory.open(store, owner="alice@a", embedder=embedder) as alice:
+        recalled = await alice.recall("harbor crane schedule", k=10, hops=3)
+        explained = await alice.explain("harbor crane schedule", k=10, hops=3)
+        why = await alice.explain("harbor crane schedule", memory_id=b, k=10, hops=3)
+        everyone = await alice.recall("harbor crane schedule", k=10, hops=3, scope="*")
+    assert [h.id for h in recalled.hits] == [a]
+    assert x not in {r.id for r in explained.rows} and b not in {r.id for r in explained.rows}
+    # Asked about B by id, explain ranks it, but with no activation relayed through X.
+    assert why.why_not is not None
+    assert why.why_not.components is None or why.why_not.components.spread == 0
+    # With scope * the chain is visible, and B is reached through X: the gate is the scope.
+    assert b in {h.id for h in everyone.hits}
+
+
+@pytest.mark.xfail(strict=True, reason="open: a reference's snapshot shows under a scope hiding it")
+@pytest.mark.anyio
+async def test_a_reference_snapshot_does_not_relay_a_memory_the_scope_hides(
+    tmp_path: Path,
+) -> None:
+    """Found by the property above: bob@x references bob@y's memory (same role, allowed);
+    alice reading bob@x's memory with scope bob@x gets bob@y's snapshot in the reference."""
+    store = tmp_path / "memory.sqlite"
+    embedder = HashEmbedder()
+    async with Memory.open(store, owner="bob@y", embedder=embedder) as bob_y:
+        hidden = (await bob_y.author("Bob y's zqsecret plan for the harbor.")).id
+    async with Memory.open(store, owner="bob@x", embedder=embedder) as bob_x:
+        await bob_x.author("Harbor crane notes.", references=[f"memory:{hidden}"])
+    async with Memory.open(store, owner="alice@a", embedder=embedder) as alice:
+        recalled = await alice.recall("harbor crane notes", scope="bob@x", hops=0)
+    assert "zqsecret" not in recalled.model_dump_json()
