@@ -193,9 +193,11 @@ class Living:
 
     # ------------------------------------------------------------------ references (SPEC §11)
 
-    async def _visible_contents(self: Memory, ids: Sequence[str]) -> dict[str, str]:
-        """Content of live memories among `ids` that this owner may read (scope mine)."""
-        scope = self.scope("mine")
+    async def _visible_contents(
+        self: Memory, ids: Sequence[str], scope: Scope | None = None
+    ) -> dict[str, str]:
+        """Content of live memories among `ids` that `scope` may read (default: mine)."""
+        scope = scope or self.scope("mine")
         fetched = await self.store.fetch_many(list(ids))
         return {
             i: m.content
@@ -229,12 +231,22 @@ class Living:
             record.references = captured
 
     async def _resolve_references(
-        self: Memory, references: Sequence[Reference]
+        self: Memory, references: Sequence[Reference], scope: Scope | None = None
     ) -> tuple[list[ResolvedReference], list[str]]:
-        """Resolve references now; also return the memory ids that resolved LIVE (for deref)."""
-        contents = await self._visible_contents(refs.memory_targets(references))
+        """Resolve references now; also return the memory ids that resolved LIVE (for deref).
+
+        A `memory:` target the reader's scope hides shows as HIDDEN, without its id or the
+        snapshot captured at write time: a reference must not relay what the scope gates
+        (SPEC §10).
+        """
+        scope = scope or self.scope("mine")
+        targets = refs.memory_targets(references)
+        contents = await self._visible_contents(targets, scope)
+        owners = await self.store.owners_of(targets)
         resolved = [
-            refs.resolve(r, root=self.settings.reference_root, lookup=contents.get)
+            ResolvedReference(uri="memory:(hidden)", state="HIDDEN")
+            if r.kind == "memory" and r.target in owners and not scope.allows(owners[r.target])
+            else refs.resolve(r, root=self.settings.reference_root, lookup=contents.get)
             for r in references
         ]
         live = [
@@ -245,7 +257,7 @@ class Living:
         return resolved, live
 
     async def _attach_references(
-        self: Memory, hits: list[RecallHit], by_id: dict[str, list[Reference]]
+        self: Memory, hits: list[RecallHit], by_id: dict[str, list[Reference]], scope: Scope
     ) -> None:
         """Fill each hit's references, and log `deref` on every memory a reference reached."""
         derefs: list[tuple[str, str]] = []
@@ -253,7 +265,7 @@ class Living:
             stored = by_id.get(hit.id) or []
             if not stored:
                 continue
-            hit.references, live = await self._resolve_references(stored)
+            hit.references, live = await self._resolve_references(stored, scope)
             derefs += [(hit.id, target) for target in live]
         if not derefs:
             return

@@ -628,7 +628,7 @@ class Memory(Living):
                 await self.store.append_accesses(logged)
             self.index.mark_dirty()
         hits = [self._hit(position, r) for position, r in enumerate(top, 1)]
-        await self._attach_references(hits, stored_refs)
+        await self._attach_references(hits, stored_refs, scope_obj)
         self._note_activity()
         reminders = (await self._reminders([(query, ranking.query_vector)]))[0]
         nothing = all(h.flags.weak for h in hits)
@@ -965,7 +965,7 @@ class Memory(Living):
         memory, _ = await self._fetch(target)
         view = self._view(memory, await self._visible_edges(target, self.scope(scope)))
         # Resolved live, without logging deref: get() is a look, not a use.
-        view.references, _ = await self._resolve_references(memory.references)
+        view.references, _ = await self._resolve_references(memory.references, self.scope(scope))
         return view
 
     async def _visible_edges(self, memory_id: str, scope: Scope) -> list[dict]:

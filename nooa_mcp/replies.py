@@ -28,7 +28,7 @@ class ResolvedReference(BaseModel):
     """A reference resolved against its live target at read time (SPEC §11)."""
 
     uri: str
-    state: Literal["LIVE", "DANGLING", "OPAQUE"]
+    state: Literal["LIVE", "DANGLING", "OPAQUE", "HIDDEN"]
     value: str = ""
     snapshot_at: datetime | None = None
 

@@ -534,6 +534,17 @@ class Store:
                     out[row["id"]] = np.frombuffer(row["embedding"], dtype=np.float32)
         return out
 
+    async def owners_of(self, ids: Sequence[str]) -> dict[str, str]:
+        """Owner of each existing memory among `ids`."""
+        out: dict[str, str] = {}
+        for chunk in _chunks(list(ids), 500):
+            marks = ",".join("?" * len(chunk))
+            for row in await self.rows(
+                f"SELECT id, owner FROM memories WHERE id IN ({marks})", chunk
+            ):
+                out[row["id"]] = row["owner"]
+        return out
+
     async def find_by_hash(self, content_hash: str, role: str, type: str) -> str | None:
         """A live memory of this role and type with exactly this content."""
         # INDEXED BY: without statistics the planner chose memories_type (type, archived) and
