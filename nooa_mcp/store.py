@@ -22,6 +22,7 @@ from typing import Any
 import aiosqlite
 import anyio
 import numpy as np
+from pydantic import TypeAdapter
 
 from .errors import AmbiguousId, NotFound, StoreTooNew
 from .schema import AccessRecord, Components, Edge, EdgeType, Memory, Reference, Trigger
@@ -157,6 +158,10 @@ END;
 #: Store-wide next revision as an SQL expression (memories_rev index: O(log n)).
 NEXT_REV = "(SELECT coalesce(max(rev), 0) + 1 FROM memories)"
 
+#: The access ring (newest 64 records) is parsed and written on every logged read: one
+#: adapter call in pydantic-core instead of a json round trip and a model per record.
+RING = TypeAdapter(list[AccessRecord])
+
 #: Columns recall needs for scoring, without the heavy ring and embedding.
 SCORING_COLUMNS = (
     "seq, id, type, owner, title, content, tags, entities, place_or_task, importance, "
@@ -259,7 +264,7 @@ def memory_from_row(row: sqlite3.Row | dict[str, Any]) -> Memory:
         archived=bool(row["archived"]),
         status=row["status"],
         trigger=Trigger.model_validate(trigger) if trigger else None,
-        access_log=[AccessRecord.model_validate(r) for r in json.loads(row["ring"])],
+        access_log=RING.validate_json(row["ring"]),
         channels=json.loads(row["channels"]),
         actr_count=row["actr_count"],
         first_access_at=dt(row["first_access_at"]),
@@ -295,7 +300,7 @@ def _row_values(m: Memory, actr_times: Sequence[float], embedding: np.ndarray | 
         "actr_times": json.dumps([round(t, 3) for t in actr_times]),
         "refs": json.dumps([r.model_dump(mode="json") for r in m.references]),
         "trigger": m.trigger.model_dump_json() if m.trigger else None,
-        "ring": json.dumps([a.model_dump(mode="json", exclude_none=True) for a in m.access_log]),
+        "ring": RING.dump_json(m.access_log, exclude_none=True).decode(),
         "channels": json.dumps(m.channels),
         "embedding": None if embedding is None else np.asarray(embedding, np.float32).tobytes(),
     }
