@@ -425,11 +425,12 @@ class Memory(Living):
         self.index.note(record.id, seq, self.role, self.owner, record.type.value, vector)
         return AuthorResult(id=record.id, status="created")
 
-    def _dedup_mask(self, type: str) -> np.ndarray:
-        mask = self.index.mask(Scope("role", role=self.role), types={type})
+    def _dedup_mask(self, type: str, start: int = 0) -> np.ndarray:
+        """Rows `start`… that a new memory of `type` may be a near-duplicate of."""
+        mask = self.index.mask(Scope("role", role=self.role), types={type}, start=start)
         if self.role:
             # Same owner role only: shared rows are not this owner's to reinforce.
-            mask &= self.index.owner_code[: self.index.size] != 0
+            mask &= self.index.owner_code[start : self.index.size] != 0
         return mask
 
     def _nearest_existing(
@@ -458,14 +459,13 @@ class Memory(Living):
     def _near_duplicate(
         self, type: str, vector: np.ndarray, near: tuple[str | None, float, int] | None = None
     ) -> tuple[str | None, float]:
-        mask = self._dedup_mask(type)
         if near is None:
-            hits = self.index.search(vector, mask, 1)
+            hits = self.index.search(vector, self._dedup_mask(type), 1)
         else:
             # `near` covers rows [0, since); only rows written after it are searched here.
             twin, cos, since = near
             hits = [(twin, cos)] if twin is not None else []
-            rows = np.flatnonzero(mask[since:]) + since
+            rows = np.flatnonzero(self._dedup_mask(type, start=since)) + since
             if rows.size:
                 sims = self.index.matrix[rows] @ vector
                 j = int(sims.argmax())

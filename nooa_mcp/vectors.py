@@ -108,22 +108,28 @@ class VectorIndex:
         self.seqs = grown(self.seqs)
 
     def mask(
-        self, scope: Scope, include_archived: bool = False, types: set[str] | None = None
+        self,
+        scope: Scope,
+        include_archived: bool = False,
+        types: set[str] | None = None,
+        start: int = 0,
     ) -> np.ndarray:
-        """Rows a reader in `scope` may see (owner gate, archived, types)."""
-        n = self.size
-        keep = self.has_vector[:n].copy()
+        """Rows `start`… a reader in `scope` may see (owner gate, archived, types)."""
+        rows = slice(start, self.size)
+        keep = self.has_vector[rows].copy()
         if not include_archived:
-            keep &= ~self.archived[:n]
+            keep &= ~self.archived[rows]
         if scope.kind == "role":
             code = self._roles.get(scope.role, -1)
-            keep &= (self.role_code[:n] == code) | (self.owner_code[:n] == 0)
+            keep &= (self.role_code[rows] == code) | (self.owner_code[rows] == 0)
         elif scope.kind == "owner":
             code = self._owners.get(scope.owner, -1)
-            keep &= (self.owner_code[:n] == code) | (self.owner_code[:n] == 0)
+            keep &= (self.owner_code[rows] == code) | (self.owner_code[rows] == 0)
         if types is not None:
-            codes = [self._types[t] for t in types if t in self._types]
-            keep &= np.isin(self.type_code[:n], codes)
+            # A lookup table over the few type codes: O(n), where np.isin sorts.
+            allowed = np.zeros(len(self._types) + 1, dtype=bool)
+            allowed[[self._types[t] for t in types if t in self._types]] = True
+            keep &= allowed[self.type_code[rows]]
         return keep
 
     def search(self, query: np.ndarray, mask: np.ndarray, n: int) -> list[tuple[str, float]]:
