@@ -35,7 +35,6 @@ from .replies import (
     MemoryView,
     RecallHit,
     RecallResult,
-    ResolvedReference,
     Stats,
     UpdateResult,
     WhyNot,
@@ -961,11 +960,19 @@ class Memory(Living):
         Raises:
             NotFound / AmbiguousId: the id does not name one memory in the scope.
         """
-        target = await self._resolve(memory_id, self.scope(scope))
+        scope_obj = self.scope(scope)
+        target = await self._resolve(memory_id, scope_obj)
         memory, _ = await self._fetch(target)
-        view = self._view(memory, await self._visible_edges(target, self.scope(scope)))
-        # Resolved live, without logging deref: get() is a look, not a use.
-        view.references, _ = await self._resolve_references(memory.references, self.scope(scope))
+        return await self._view_in(memory, scope_obj)
+
+    async def _view_in(self, memory: MemoryRecord, scope: Scope) -> MemoryView:
+        """A memory as a reader in `scope` sees it: only edges and references the scope shows.
+
+        References are resolved live without logging deref: reading a record is a look, not
+        a use.
+        """
+        view = self._view(memory, await self._visible_edges(memory.id, scope))
+        view.references, _ = await self._resolve_references(memory.references, scope)
         return view
 
     async def _visible_edges(self, memory_id: str, scope: Scope) -> list[dict]:
@@ -1017,12 +1024,7 @@ class Memory(Living):
             status=memory.status,
             trigger=memory.trigger.model_dump(mode="json") if memory.trigger else None,
             edges=edges,
-            references=[
-                ResolvedReference(
-                    uri=r.uri, state="OPAQUE", value=r.preview, snapshot_at=r.captured_at
-                )
-                for r in memory.references
-            ],
+            references=[],  # _view_in resolves them for the reader's scope
             channels=memory.channels,
             sizes=memory.sizes,
             retention=round(
@@ -1045,20 +1047,16 @@ class Memory(Living):
         scope: str = "mine",
     ) -> list[tuple[int, MemoryView]]:
         """Memories in insertion order with their cursor (seq); pass the last seq as `after`."""
+        scope_obj = self.scope(scope)
         rows = await self.store.list_memories(
-            self.scope(scope),
+            scope_obj,
             archived=archived,
             type=type,
             status=status,
             after_seq=after,
             limit=max(1, min(limit, 500)),
         )
-        out = []
-        for row in rows:
-            memory = memory_from_row(row)
-            edges = await self._visible_edges(memory.id, self.scope(scope))
-            out.append((row["seq"], self._view(memory, edges)))
-        return out
+        return [(row["seq"], await self._view_in(memory_from_row(row), scope_obj)) for row in rows]
 
     async def access_log(
         self, memory_id: str, *, limit: int = 50, before: int | None = None, scope: str = "mine"

@@ -261,6 +261,9 @@ async def test_a_reference_snapshot_does_not_relay_a_memory_the_scope_hides(
         await bob_x.author("Harbor crane notes.", references=[f"memory:{hidden}"])
     async with Memory.open(store, owner="alice@a", embedder=embedder) as alice:
         recalled = await alice.recall("harbor crane notes", scope="bob@x", hops=0)
+        listed = [view for _, view in await alice.list_memories(scope="bob@x")]
+    assert [r.state for v in listed for r in v.references] == ["HIDDEN"]
+    assert "zqsecret" not in str([v.model_dump_json() for v in listed])
     assert "zqsecret" not in recalled.model_dump_json()
     assert hidden[:8] not in recalled.model_dump_json()
     assert [r.state for r in recalled.hits[0].references] == ["HIDDEN"]
