@@ -125,6 +125,13 @@ def bound_items(items: list[M], model_tokens: int, budget_tokens: int = REPLY_TO
     return len(items)
 
 
+def bound_list(result: M, field: str, budget_tokens: int = REPLY_TOKENS) -> tuple[M, int]:
+    """`result` with only the leading items of its list `field` that fit; and how many were cut."""
+    items = getattr(result, field)
+    shown = bound_items(items, approx_tokens(result.model_dump_json()), budget_tokens)
+    return result.model_copy(update={field: items[:shown]}), len(items) - shown
+
+
 def tool_result(model: BaseModel, text: str, budget_tokens: int = REPLY_TOKENS) -> CallToolResult:
     """A CallToolResult with `model` as structured content and `text` as its summary.
 

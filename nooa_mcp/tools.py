@@ -16,7 +16,7 @@ from .notifications import Subscribers
 from .rendering import (
     approx_tokens,
     bound_explain,
-    bound_items,
+    bound_list,
     bound_recall,
     memory_uri,
     render_author,
@@ -307,9 +307,7 @@ def register_tools(
             await subscribers.publish(
                 ctx, "memory://todos", "memory://stats", memory_uri(result.id or "")
             )
-        shown = bound_items(result.todos, approx_tokens(result.model_dump_json()), budget)
-        omitted = len(result.todos) - shown
-        result = result.model_copy(update={"todos": result.todos[:shown]})
+        result, omitted = bound_list(result, "todos", budget)
         return tool_result(result, _render_todos(result, omitted), budget)
 
     @server.tool(
@@ -360,9 +358,7 @@ def register_tools(
         )
         if action in ("add", "cancel"):
             await subscribers.publish(ctx, memory_uri(result.id or ""), "memory://stats")
-        shown = bound_items(result.intents, approx_tokens(result.model_dump_json()), budget)
-        omitted = len(result.intents) - shown
-        result = result.model_copy(update={"intents": result.intents[:shown]})
+        result, omitted = bound_list(result, "intents", budget)
         return tool_result(result, _render_intents(result, omitted), budget)
 
     if reflect:

@@ -9,19 +9,14 @@ embedding of its current text, and its per-channel counters agree with the acces
 from __future__ import annotations
 
 import json
-import socket
 import sqlite3
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
 import numpy as np
 import pytest
-import uvicorn
+from http_serving import connect, serving
 from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_types import TextResourceContents
 
 from nooa_mcp.config import Settings
@@ -189,41 +184,16 @@ async def test_the_same_author_call_at_once_on_one_connection_makes_one_memory(
 # --------------------------------------------------------------------------- across HTTP clients
 
 
-@asynccontextmanager
-async def serving(settings: Settings) -> AsyncIterator[str]:
-    """The HTTP app on a socket bound to 127.0.0.1 before the server starts (no waiting)."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(64)
-    host, port = sock.getsockname()
-    server = build_server(settings, embedder=HashEmbedder(), tokens=TOKENS)
-    app = server.streamable_http_app(host="127.0.0.1")
-    userver = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(userver.serve, [sock])
-        try:
-            yield f"http://{host}:{port}/mcp"
-        finally:
-            userver.should_exit = True
-
-
-@asynccontextmanager
-async def http_client(url: str, token: str) -> AsyncIterator[Client]:
-    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
-    async with http, Client(streamable_http_client(url, http_client=http), cache=None) as client:
-        yield client
-
-
 async def test_concurrent_http_clients_never_mix_writes(tmp_path: Path) -> None:
     # Three instances of one role, each with its own token and Memory, on one server.
     settings = Settings(store=tmp_path / "memory.sqlite")
     tokens = list(TOKENS)
     with anyio.fail_after(120):  # a hang guard, not a speed assertion
         async with (
-            serving(settings) as url,
-            http_client(url, tokens[0]) as a,
-            http_client(url, tokens[1]) as b,
-            http_client(url, tokens[2]) as c,
+            serving(settings, TOKENS) as url,
+            connect(url, tokens[0]) as a,
+            connect(url, tokens[1]) as b,
+            connect(url, tokens[2]) as c,
         ):
             ids = await seed(a)
             expected = await hammer([a, b, c], ids)

@@ -5,24 +5,17 @@ server starts, so clients can connect at once and no test waits on a timer.
 """
 
 import json
-import socket
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
-import anyio
 import httpx2
 import pytest
-import uvicorn
+from http_serving import connect, serving
 from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 
 from nooa_mcp.config import Settings
-from nooa_mcp.embeddings import HashEmbedder
 from nooa_mcp.errors import InvalidInput
 from nooa_mcp.identity import load_tokens
-from nooa_mcp.server import build_server
 
 pytestmark = pytest.mark.anyio
 
@@ -33,31 +26,6 @@ BOB = "bob-token-0123456789abcdef"
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-@asynccontextmanager
-async def serving(settings: Settings, tokens: dict[str, str] | None) -> AsyncIterator[str]:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(16)
-    host, port = sock.getsockname()
-    server = build_server(settings, embedder=HashEmbedder(), tokens=tokens)
-    app = server.streamable_http_app(host="127.0.0.1")
-    config = uvicorn.Config(app, log_level="warning", lifespan="on")
-    userver = uvicorn.Server(config)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(userver.serve, [sock])
-        try:
-            yield f"http://{host}:{port}/mcp"
-        finally:
-            userver.should_exit = True
-
-
-@asynccontextmanager
-async def connect(url: str, token: str) -> AsyncIterator[Client]:
-    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
-    async with http, Client(streamable_http_client(url, http_client=http), cache=None) as client:
-        yield client
 
 
 @pytest.fixture
