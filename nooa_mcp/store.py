@@ -155,7 +155,9 @@ CREATE TRIGGER memories_au AFTER UPDATE OF title, content, tags, entities ON mem
 END;
 """
 
-#: Store-wide next revision as an SQL expression (memories_rev index: O(log n)).
+#: Store-wide next revision as an SQL expression (memories_rev index: O(log n)). Every write
+#: bumps it inside its own statement, so a vector cache in any process can pull exactly the
+#: rows that changed since it last looked, without an extra round trip per write.
 NEXT_REV = "(SELECT coalesce(max(rev), 0) + 1 FROM memories)"
 
 #: The access ring (newest 64 records) is parsed and written on every logged read: one
@@ -482,24 +484,16 @@ class Store:
         )
 
     async def set_embedding(self, memory_id: str, vector: np.ndarray) -> None:
-        rev = await self._next_rev()
         await self.conn.execute(
-            "UPDATE memories SET embedding = ?, rev = ? WHERE id = ?",
-            (np.asarray(vector, np.float32).tobytes(), rev, memory_id),
+            f"UPDATE memories SET embedding = ?, rev = {NEXT_REV} WHERE id = ?",
+            (np.asarray(vector, np.float32).tobytes(), memory_id),
         )
 
     async def set_archived(self, memory_id: str, archived: bool, when: datetime) -> None:
-        rev = await self._next_rev()
         await self.conn.execute(
-            "UPDATE memories SET archived = ?, archived_at = ?, rev = ? WHERE id = ?",
-            (int(archived), ts(when) if archived else None, rev, memory_id),
+            f"UPDATE memories SET archived = ?, archived_at = ?, rev = {NEXT_REV} WHERE id = ?",
+            (int(archived), ts(when) if archived else None, memory_id),
         )
-
-    async def _next_rev(self) -> int:  # see NEXT_REV for the in-statement form
-        # Every write bumps a store-wide revision, so a vector cache in any process can pull
-        # exactly the rows that changed since it last looked.
-        current = await self.scalar("SELECT MAX(rev) FROM memories")
-        return (current or 0) + 1
 
     async def fetch(self, memory_id: str) -> tuple[Memory, list[float]] | None:
         rows = await self.rows("SELECT * FROM memories WHERE id = ?", (memory_id,))
@@ -679,9 +673,7 @@ class Store:
             "ON CONFLICT(src, dst, type) DO UPDATE SET weight = MAX(weight, excluded.weight)",
             (src, dst, type.value, weight, datetime.now(UTC).timestamp()),
         )
-        await self.conn.execute(
-            "UPDATE memories SET rev = ? WHERE id = ?", (await self._next_rev(), src)
-        )
+        await self.conn.execute(f"UPDATE memories SET rev = {NEXT_REV} WHERE id = ?", (src,))
 
     async def edges_of(self, memory_id: str) -> list[Edge]:
         rows = await self.rows(
@@ -908,11 +900,10 @@ class Store:
         """Set a few promoted columns of one row (reflection writes only what it changes)."""
         if not fields:
             return
-        values = dict(fields)
-        values["rev"] = await self._next_rev()
-        sets = ", ".join(f"{k} = :{k}" for k in values)
+        sets = ", ".join(f"{k} = :{k}" for k in fields)
         await self.conn.execute(
-            f"UPDATE memories SET {sets} WHERE id = :id", {**values, "id": memory_id}
+            f"UPDATE memories SET {sets}, rev = {NEXT_REV} WHERE id = :id",
+            {**fields, "id": memory_id},
         )
 
     async def copy_edges(self, src: str, dst: str) -> int:
