@@ -18,6 +18,7 @@ import anyio
 import click
 
 from .config import Settings, default_store_path
+from .domain.schema import REFLECTION_STEPS
 from .errors import NooaError
 
 BATCH = 256
@@ -116,7 +117,7 @@ def serve(
     tokens_file: Path | None = None,
 ) -> None:
     """Serve MCP (stdio by default, or streamable HTTP on loopback)."""
-    from . import server
+    from .mcp import server
 
     try:
         server.run(
@@ -432,15 +433,13 @@ async def export(ctx: Context, include_archived: bool) -> None:
 # ---------------------------------------------------------------------------- reflect (issue 4)
 # Owned by the living-memory work; kept in one block so the rest of the CLI merges cleanly.
 
-_REFLECT_STEPS = ("merge", "reconcile", "link", "rescore", "abstract", "prune")
-
 
 @main.command()
 @click.option(
     "--step",
     "steps",
     multiple=True,
-    type=click.Choice(_REFLECT_STEPS),
+    type=click.Choice(REFLECTION_STEPS),
     help="Run only this step (repeatable). Default: all, in order.",
 )
 @json_option
