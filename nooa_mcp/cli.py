@@ -23,12 +23,14 @@ from .errors import NooaError
 
 
 class Context:
-    def __init__(self, store: Path | None, owner: str | None) -> None:
+    def __init__(self, store: Path | None, owner: str | None, read: str | None = None) -> None:
         self.store = store
         self.owner = owner
+        self.read = read
 
     def settings(self) -> Settings:
-        return Settings.from_env(store=self.store, owner=self.owner)
+        read = [r for r in self.read.split(",") if r.strip()] if self.read else None
+        return Settings.from_env(store=self.store, owner=self.owner, read=read)
 
 
 def run(fn: Callable[..., Coroutine[Any, Any, Any]]) -> Callable[..., Any]:
@@ -85,11 +87,17 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON f
 @click.option(
     "--owner", envvar="NOOA_OWNER", help="Whose memory this is: role[@instance] (env NOOA_OWNER)."
 )
+@click.option(
+    "--read",
+    envvar="NOOA_READ",
+    help="Roles this owner may also read, comma-separated, or * (env NOOA_READ). Without it, "
+    "scope * or another role's name searches only your own role.",
+)
 @click.version_option(package_name="nooa-mcp")
 @click.pass_context
-def main(click_ctx: click.Context, store: Path | None, owner: str | None) -> None:
+def main(click_ctx: click.Context, store: Path | None, owner: str | None, read: str | None) -> None:
     """nooa-mcp: long-term memory for agents. With no command, serves MCP over stdio."""
-    click_ctx.obj = Context(store, owner)
+    click_ctx.obj = Context(store, owner, read)
     if click_ctx.invoked_subcommand is None:
         click_ctx.invoke(serve)
 

@@ -90,6 +90,9 @@ class Settings(BaseModel):
     )
     reflect_tool: bool = Field(True, description="offer memory_reflect (env NOOA_REFLECT_TOOL=0)")
     model_cache_dir: Path | None = None
+    max_sessions_per_client: int = Field(
+        64, ge=1, description="open HTTP sessions one token (or address) may hold"
+    )
     model_wait_seconds: float = Field(
         10.0, ge=0, description="how long a recall waits for a loading model before keywords"
     )
@@ -102,6 +105,8 @@ class Settings(BaseModel):
         values: dict[str, object] = {}
         if os.environ.get("NOOA_STORE"):
             values["store"] = store_target(os.environ["NOOA_STORE"])
+        if os.environ.get("NOOA_MAX_SESSIONS_PER_CLIENT"):
+            values["max_sessions_per_client"] = os.environ["NOOA_MAX_SESSIONS_PER_CLIENT"]
         if os.environ.get("NOOA_READ"):
             values["read"] = [r for r in os.environ["NOOA_READ"].split(",") if r.strip()]
         if os.environ.get("NOOA_OWNER"):

@@ -137,6 +137,8 @@ class Engine:
         if self._model_checked:
             return
         self._model_checked = True
+        if not self.store.writable:
+            return  # a read-only store keeps its vectors; dense search uses what is there
         name = f"{self.embedder.name}:{self.embedder.dim}"
         if await self.store.get_meta("embedder") == name:
             return

@@ -17,6 +17,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from nooa_mcp.config import Settings
 from nooa_mcp.embeddings import HashEmbedder
+from nooa_mcp.mcp.http import http_app
 from nooa_mcp.mcp.server import build_server
 
 
@@ -28,7 +29,7 @@ async def serving(settings: Settings, tokens: dict[str, str] | None) -> AsyncIte
     sock.listen(64)
     host, port = sock.getsockname()
     server = build_server(settings, embedder=HashEmbedder(), tokens=tokens)
-    app = server.streamable_http_app(host="127.0.0.1")
+    app = http_app(server, host="127.0.0.1", max_sessions_per_client=64)
     userver = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
     async with anyio.create_task_group() as tg:
         tg.start_soon(userver.serve, [sock])

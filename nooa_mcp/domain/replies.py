@@ -18,6 +18,8 @@ class Reminder(BaseModel):
     """An intent that fired on this call: do what it says."""
 
     intent_id: str
+    #: Other intents with the same text that fired with it (shown once).
+    also: list[str] = Field(default_factory=list)
     content: str
     reason: Literal["time", "cue"]
     fired_at: datetime
@@ -31,6 +33,8 @@ class ResolvedReference(BaseModel):
     state: Literal["LIVE", "DANGLING", "OPAQUE", "HIDDEN"]
     value: str = ""
     snapshot_at: datetime | None = None
+    #: Why a reference is DANGLING, when that is not plain absence.
+    note: str = ""
 
 
 class Flags(BaseModel):
@@ -71,6 +75,9 @@ class RecallResult(BaseModel):
     nothing_relevant: bool = False
     note: str = ""
     reminders: list[Reminder] = Field(default_factory=list)
+    #: Intents due now but not shown in this reply (at most 5 are): they stay armed and come
+    #: with later replies, or all at once with `intent` action=check.
+    reminders_more: int = 0
 
 
 class TombstoneInfo(BaseModel):
@@ -99,6 +106,9 @@ class AuthorResult(BaseModel):
     similar_to: SimilarTo | None = None
     tombstone: TombstoneInfo | None = None
     reminders: list[Reminder] = Field(default_factory=list)
+    #: Intents due now but not shown in this reply (at most 5 are): they stay armed and come
+    #: with later replies, or all at once with `intent` action=check.
+    reminders_more: int = 0
 
 
 class UpdateResult(BaseModel):
@@ -106,6 +116,9 @@ class UpdateResult(BaseModel):
     changed: list[str]
     archived: bool = False
     reminders: list[Reminder] = Field(default_factory=list)
+    #: Intents due now but not shown in this reply (at most 5 are): they stay armed and come
+    #: with later replies, or all at once with `intent` action=check.
+    reminders_more: int = 0
 
 
 class ExplainRow(BaseModel):
@@ -227,6 +240,9 @@ class TodoResult(BaseModel):
     todos: list[TodoItem] = Field(default_factory=list)
     open_count: int = 0
     reminders: list[Reminder] = Field(default_factory=list)
+    #: Intents due now but not shown in this reply (at most 5 are): they stay armed and come
+    #: with later replies, or all at once with `intent` action=check.
+    reminders_more: int = 0
 
 
 class IntentItem(BaseModel):
@@ -249,6 +265,9 @@ class IntentResult(BaseModel):
     outcome: str = ""
     intents: list[IntentItem] = Field(default_factory=list)
     reminders: list[Reminder] = Field(default_factory=list)
+    #: Intents due now but not shown in this reply (at most 5 are): they stay armed and come
+    #: with later replies, or all at once with `intent` action=check.
+    reminders_more: int = 0
 
 
 class ReflectStep(BaseModel):

@@ -220,6 +220,10 @@ class Reference(BaseModel):
     target: str
     preview: str = ""
     captured_at: datetime = Field(default_factory=now)
+    #: For a file: the real path of the reference root it was captured under. A path means
+    #: nothing without its root: a server with another root must not show another project's
+    #: file as this one (issue 10 item 16).
+    root: str | None = None
 
     @property
     def uri(self) -> str:

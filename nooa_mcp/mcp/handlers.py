@@ -12,12 +12,13 @@ import functools
 import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
 
 import anyio
+import anyio.to_thread
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
@@ -25,9 +26,9 @@ from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 from pydantic import BaseModel
 
 from ..config import Settings
-from ..embeddings import Embedder
+from ..embeddings import Embedder, WarmingEmbedder
 from ..engine import Engine
-from ..errors import InvalidInput, NooaError, StoreTooNew
+from ..errors import InvalidInput, NooaError, StoreTooNew, StoreUnavailable
 from ..memory import Memory, maintain
 from ..services import provenance
 from .identity import Identity, resolve_identity
@@ -36,6 +37,7 @@ __all__ = [
     "Owners",
     "bind_owner",
     "check_unicode",
+    "current_identity",
     "current_memory",
     "resource_errors",
     "tool_errors",
@@ -57,8 +59,9 @@ class Owners:
     maintenance (reflection after N writes and when idle, SPEC §8) runs once for every role.
     """
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine | None, broken: NooaError | None = None) -> None:
         self.engine = engine
+        self.broken = broken
 
     @classmethod
     @asynccontextmanager
@@ -67,13 +70,24 @@ class Owners:
     ) -> AsyncIterator[Owners]:
         """The engine for the lifetime of a server: maintenance stops before the store closes.
 
-        With `engine`, the server runs on an engine its caller opened (and will close).
+        With `engine`, the server runs on an engine its caller opened (and will close). When
+        the store cannot be opened (damaged, not a store, too new), the server still starts
+        and every call answers with that one sentence: a client sees why, not a dead server.
         """
         if engine is not None:
             async with cls._maintained(engine) as owners:
                 yield owners
             return
-        async with Engine.open(settings, embedder) as opened:
+        async with AsyncExitStack() as stack:
+            try:
+                opened = await stack.enter_async_context(Engine.open(settings, embedder))
+            except (StoreUnavailable, StoreTooNew) as exc:
+                logger.error("%s", exc)
+                try:
+                    yield cls(None, exc)
+                finally:
+                    await _settle(embedder)
+                return
             try:
                 async with cls._maintained(opened) as owners:
                     yield owners
@@ -91,7 +105,21 @@ class Owners:
                 tasks.cancel_scope.cancel()
 
     def memory(self, identity: Identity) -> Memory:
+        """The Memory of `identity`.
+
+        Raises:
+            StoreUnavailable / StoreTooNew: the store could not be opened.
+        """
+        if self.engine is None:
+            raise self.broken or RuntimeError("no engine")
         return Memory(self.engine, identity.owner, identity.grants)
+
+
+async def _settle(embedder: Embedder) -> None:
+    """Let a loading model finish before the process goes on to exit (ONNX aborts otherwise)."""
+    if isinstance(embedder, WarmingEmbedder):
+        with anyio.CancelScope(shield=True), anyio.move_on_after(15):
+            await anyio.to_thread.run_sync(embedder.finish, abandon_on_cancel=True)
 
 
 async def _maintain(engine: Engine) -> None:
@@ -109,6 +137,12 @@ class _Bound:
 
 
 _bound: ContextVar[_Bound | None] = ContextVar("nooa_bound", default=None)
+
+
+def current_identity() -> Identity | None:
+    """The identity of the message being handled, if any (for subscriptions)."""
+    bound = _bound.get()
+    return None if bound is None else bound.identity
 
 
 async def current_memory() -> Memory:

@@ -67,19 +67,29 @@ def _clip_hits(hits: Iterable[RecallHit], limit: int) -> list[RecallHit]:
 
 
 def bound_recall(result: RecallResult, budget_tokens: int = REPLY_TOKENS) -> RecallResult:
-    """Clip hit contents until the structured reply uses at most half the budget.
+    """Fit the structured reply in half the budget; the hits come first (issue 10 item 11).
 
-    The other half is left for the text rendering, which repeats heads, not contents.
+    Reminders are clipped before any hit is; then hit contents are clipped; only then are the
+    lowest-ranked hits left out, and the note says so once. The other half of the budget is
+    left for the text rendering, which repeats heads, not contents.
     """
+    room = budget_tokens // 2
+    bounded = result.model_copy(update={"hits": _clip_hits(result.hits, HIT_CHARS)})
+    if _json_tokens(bounded) > room and bounded.reminders:
+        clipped = [
+            r.model_copy(update={"content": r.content[:MIN_HIT_CHARS]}) for r in result.reminders
+        ]
+        bounded = bounded.model_copy(update={"reminders": clipped})
     limit = HIT_CHARS
-    bounded = result.model_copy(update={"hits": _clip_hits(result.hits, limit)})
-    while _json_tokens(bounded) > budget_tokens // 2 and limit > MIN_HIT_CHARS:
+    while _json_tokens(bounded) > room and limit > MIN_HIT_CHARS:
         limit //= 2
-        bounded = result.model_copy(update={"hits": _clip_hits(result.hits, limit)})
-    while _json_tokens(bounded) > budget_tokens // 2 and len(bounded.hits) > 1:
-        # Still too large (many hits with long metadata): drop from the bottom, say so.
+        bounded = bounded.model_copy(update={"hits": _clip_hits(result.hits, limit)})
+    if _json_tokens(bounded) > room and len(bounded.hits) > 1:
+        hits = list(bounded.hits)
+        while _json_tokens(bounded.model_copy(update={"hits": hits})) > room and len(hits) > 1:
+            hits.pop()  # drop from the bottom
         note = f"{bounded.note} Lower-ranked results left out to stay within the reply budget."
-        bounded = bounded.model_copy(update={"hits": bounded.hits[:-1], "note": note.strip()})
+        bounded = bounded.model_copy(update={"hits": hits, "note": note.strip()})
     return bounded
 
 
@@ -158,11 +168,15 @@ def _num(value: float) -> str:
     return f"{value:.2f}".rstrip("0").rstrip(".") if value else "0"
 
 
-def render_reminders(reminders: list[Reminder]) -> list[str]:
-    if not reminders:
+def render_reminders(reminders: list[Reminder], more: int = 0) -> list[str]:
+    if not reminders and not more:
         return []
     lines = ["", "Reminders (intents that fired — act on them):"]
-    lines += [f"- [{r.intent_id[:8]}] ({r.reason}) {r.content}" for r in reminders]
+    for r in reminders:
+        also = f" (also {len(r.also)} more intent(s) with this text)" if r.also else ""
+        lines.append(f"- [{r.intent_id[:8]}] ({r.reason}) {r.content}{also}")
+    if more:
+        lines.append(f"{more} more due: they come with later replies, or call intent action=check.")
     return lines
 
 
@@ -196,10 +210,11 @@ def render_recall(result: RecallResult) -> str:
         )
         lines.append(f"   {hit.content}")
         for ref in hit.references:
-            lines.append(f"   ref {ref.uri}: {ref.state} {ref.value[:200]}".rstrip())
+            note = f" ({ref.note})" if ref.note else ""
+            lines.append(f"   ref {ref.uri}: {ref.state}{note} {ref.value[:200]}".rstrip())
     if result.note:
         lines.append(result.note)
-    lines += render_reminders(result.reminders)
+    lines += render_reminders(result.reminders)  # the note counts the rest
     return "\n".join(lines)
 
 
@@ -226,7 +241,7 @@ def render_author(result: AuthorResult) -> str:
             )
         else:
             lines.append(f"It had been archived on {when}; it is active again.")
-    lines += render_reminders(result.reminders)
+    lines += render_reminders(result.reminders, result.reminders_more)
     return "\n".join(lines)
 
 
@@ -235,7 +250,7 @@ def render_update(result: UpdateResult) -> str:
     line = f"Updated {result.id[:8]}: {changed}."
     if result.archived:
         line += " It is archived now (kept, no longer recalled)."
-    return "\n".join([line, *render_reminders(result.reminders)])
+    return "\n".join([line, *render_reminders(result.reminders, result.reminders_more)])
 
 
 def render_explain(result: ExplainResult) -> str:

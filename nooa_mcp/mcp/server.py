@@ -7,7 +7,7 @@ worker thread and returns at once, so `initialize` is answered before the model 
 
 import functools
 import importlib.metadata
-import ipaddress
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -23,8 +23,9 @@ from ..embeddings import Embedder, default_embedder
 from ..engine import Engine
 from ..errors import InvalidInput
 from .handlers import Owners, bind_owner
+from .http import bind, http_app, is_loopback
 from .identity import TokenEntry, TokenFileVerifier, load_tokens
-from .notifications import Subscribers
+from .notifications import ScopedBus, Subscribers
 from .prompting import register_prompts
 from .rendering import REPLY_TOKENS
 from .resources import register_resources
@@ -80,6 +81,7 @@ def build_server(
         verifier = TokenFileVerifier(tokens)
         auth = AuthSettings(issuer_url=AnyHttpUrl(http_url), resource_server_url=None)
 
+    bus = ScopedBus()
     server = MCPServer(
         "nooa-mcp",
         title="NOOA long-term memory",
@@ -89,10 +91,11 @@ def build_server(
         log_level="WARNING",
         token_verifier=verifier,
         auth=auth,
+        subscriptions=bus,
     )
     server.middleware.append(bind_owner(settings.owner, parse_roles(settings.read)))
     budget = REPLY_TOKENS
-    subscribers = Subscribers()
+    subscribers = Subscribers(bus)
     subscribers.install(server)
     register_tools(server, budget, subscribers, reflect=settings.reflect_tool)
     register_resources(server, budget)
@@ -110,15 +113,6 @@ def _version() -> str:
 # --------------------------------------------------------------------------- running
 
 
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def run(
     settings: Settings,
     transport: str = "stdio",
@@ -129,9 +123,17 @@ def run(
     """Serve nooa-mcp until the client disconnects (stdio) or the process is stopped (http).
 
     Raises:
-        InvalidInput: unknown transport, a bad tokens file, or a non-loopback host without tokens.
+        InvalidInput: unknown transport, --tokens with stdio, a bad tokens file, --owner with
+            --tokens, a non-loopback host without tokens, or a port that is in use.
     """
     if transport == "stdio":
+        if tokens_file is not None:
+            raise InvalidInput(
+                "tokens",
+                "--tokens only applies to --transport http (a stdio server has one client, "
+                "the process that started it).",
+                "Drop --tokens, or serve with --transport http.",
+            )
         anyio.run(build_server(settings).run_stdio_async)
         return
     if transport != "http":
@@ -144,12 +146,31 @@ def run(
             "memory a request is.",
             "Drop --owner (each token names its owner), or serve without --tokens.",
         )
-    if tokens is None and not _is_loopback(host):
+    if tokens is None and not is_loopback(host):
         raise InvalidInput(
             "host",
             f"{host} is reachable from other machines and no tokens file is configured.",
             "Pass --tokens FILE (token → owner), or serve on 127.0.0.1.",
         )
-    shown = f"[{host}]" if ":" in host else host
-    server = build_server(settings, tokens=tokens, http_url=f"http://{shown}:{port}")
-    anyio.run(functools.partial(server.run_streamable_http_async, host=host, port=port))
+    try:
+        sock = bind(host, port)
+    except OSError as exc:
+        raise InvalidInput(
+            "port",
+            f"{host}:{port} cannot be used ({exc.strerror or exc}); another process may hold it.",
+            "Pick another --port, or stop the process that listens there.",
+        ) from None
+    bound = sock.getsockname()[1]
+    base = f"http://{_shown(host)}:{bound}"
+    server = build_server(settings, tokens=tokens, http_url=base)
+    app = http_app(server, host=host, max_sessions_per_client=settings.max_sessions_per_client)
+    state = f"tokens on ({len(tokens)} from {tokens_file})" if tokens else "tokens off (loopback)"
+    print(f"nooa-mcp serving {base}/mcp · store {settings.store} · {state}", file=sys.stderr)
+    import uvicorn  # only the HTTP transport needs it; stdio start-up stays lean
+
+    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    anyio.run(functools.partial(uvicorn.Server(config).serve, sockets=[sock]))
+
+
+def _shown(host: str) -> str:
+    return f"[{host}]" if ":" in host else host

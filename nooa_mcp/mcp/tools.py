@@ -161,7 +161,7 @@ def register_tools(
             trigger=trigger.model_dump(exclude_none=True) if trigger else None,
             revive=revive,
         )
-        await subscribers.publish(ctx, memory_uri(result.id), "memory://stats")
+        await subscribers.publish(memory.owner, memory_uri(result.id), "memory://stats")
         return tool_result(result, render_author(result), budget)
 
     @server.tool(title="Recall memories", annotations=WRITES)
@@ -274,7 +274,7 @@ def register_tools(
             uris.append("memory://archived")
         if status is not None:
             uris.append("memory://todos")
-        await subscribers.publish(ctx, *uris)
+        await subscribers.publish(memory.owner, *uris)
         return tool_result(result, render_update(result), budget)
 
     @server.tool(
@@ -318,7 +318,7 @@ def register_tools(
         )
         if action != "list":
             await subscribers.publish(
-                ctx, "memory://todos", "memory://stats", memory_uri(result.id or "")
+                memory.owner, "memory://todos", "memory://stats", memory_uri(result.id or "")
             )
         result, omitted = bound_list(result, "todos", budget)
         return tool_result(result, _render_todos(result, omitted), budget)
@@ -370,7 +370,7 @@ def register_tools(
             importance=importance,
         )
         if action in ("add", "cancel"):
-            await subscribers.publish(ctx, memory_uri(result.id or ""), "memory://stats")
+            await subscribers.publish(memory.owner, memory_uri(result.id or ""), "memory://stats")
         result, omitted = bound_list(result, "intents", budget)
         return tool_result(result, _render_intents(result, omitted), budget)
 
@@ -412,7 +412,7 @@ def register_reflect_tool(server: MCPServer, budget: int, subscribers: Subscribe
             await ctx.report_progress(done, total, message)
 
         report = await memory.reflect(steps, sampler=sampler, progress=progress)
-        await subscribers.publish(ctx, "memory://stats", "memory://archived")
+        await subscribers.publish(memory.owner, "memory://stats", "memory://archived")
         bounded = _bound_report(report, budget)
         return tool_result(bounded, _render_report(bounded), budget)
 
@@ -454,7 +454,7 @@ def _render_todos(result: TodoResult, omitted: int) -> str:
     lines.append(_listing(f"{result.open_count} open todo(s):", rows, "No todos."))
     if omitted:
         lines.append(f"{omitted} more not shown; read memory://todos for all of them.")
-    lines += render_reminders(result.reminders)
+    lines += render_reminders(result.reminders, result.reminders_more)
     return "\n".join(lines)
 
 
@@ -478,7 +478,7 @@ def _render_intents(result: IntentResult, omitted: int) -> str:
     lines.append(_listing("Intents:", rows, "None."))
     if omitted:
         lines.append(f"{omitted} more not shown.")
-    lines += render_reminders(result.reminders)
+    lines += render_reminders(result.reminders, result.reminders_more)
     return "\n".join(lines)
 
 

@@ -92,8 +92,8 @@ async def author_many(c: Caller, specs: Sequence[dict[str, Any]]) -> list[Author
     # SPEC §9: authored content is a cue too (but an intent never cues itself).
     texts = [(r.content, v) for r, v in zip(records, vectors, strict=True)]
     fired = await reminders.fire(c, texts, exclude=[r.id for r in results])
-    for result, found in zip(results, fired, strict=True):
-        result.reminders = found
+    for result, due in zip(results, fired, strict=True):
+        result.reminders, result.reminders_more = due.reminders, due.more
     return results
 
 

@@ -121,11 +121,12 @@ async def update(
             changed.append("archived")
     c.index.mark_dirty()
     archived = memory.archived or forget
-    fired = []
+    result = UpdateResult(id=target, changed=changed, archived=archived)
     if "content" in changed:
         # SPEC §9: new content is a cue like authored content (an intent never cues itself).
-        fired = (await reminders.fire(c, [(memory.content, vector)], exclude=[target]))[0]
-    return UpdateResult(id=target, changed=changed, archived=archived, reminders=fired)
+        due = (await reminders.fire(c, [(memory.content, vector)], exclude=[target]))[0]
+        result.reminders, result.reminders_more = due.reminders, due.more
+    return result
 
 
 async def forget(c: Caller, memory_id: str, reason: str = "forgotten") -> UpdateResult:

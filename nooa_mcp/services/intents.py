@@ -53,7 +53,7 @@ async def intent(
         spec = {"content": content, "type": "intent", "trigger": trigger, "importance": importance}
         written = (await author_many(c, [spec]))[0]
         result.id, result.outcome = written.id, written.status
-        result.reminders = written.reminders
+        result.reminders, result.reminders_more = written.reminders, written.reminders_more
     elif action == "cancel":
         if not memory_id:
             raise InvalidInput("memory_id", "is missing.", "Pass the id of the intent.")
@@ -66,15 +66,18 @@ async def intent(
             )
         await forget(c, found.id, reason="intent cancelled")
         result.id, result.outcome = found.id, "cancelled"
-        result.reminders = (await reminders.fire(c))[0]
+        due = (await reminders.fire(c))[0]
+        result.reminders, result.reminders_more = due.reminders, due.more
     elif action == "check":
         if text is not None and not isinstance(text, str):
             raise InvalidInput("text", "must be text.", "Pass what is happening now.")
         vector = await c.engine.query_vector(text) if text else None
-        result.reminders = (await reminders.fire(c, [(text or None, vector)]))[0]
+        due = (await reminders.fire(c, [(text or None, vector)]))[0]
+        result.reminders, result.reminders_more = due.reminders, due.more
         result.outcome = f"{len(result.reminders)} fired"
     else:
-        result.reminders = (await reminders.fire(c))[0]
+        due = (await reminders.fire(c))[0]
+        result.reminders, result.reminders_more = due.reminders, due.more
     result.intents = await _items(c)
     return result
 

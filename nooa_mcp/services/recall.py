@@ -77,7 +77,11 @@ async def recall(
     top = ranking.rows[:k]
     channel = Channel.searched if hops == 0 else Channel.recalled
     stored_refs: dict[str, list[Reference]] = {}
-    if top:
+    if top and not c.store.writable:
+        stored_refs = {
+            i: m.references for i, m in (await c.store.fetch_many([r.id for r in top])).items()
+        }
+    elif top:
         async with c.store.transaction():
             fetched = await c.store.fetch_many([r.id for r in top])
             stored_refs = {i: m.references for i, m in fetched.items()}
@@ -102,7 +106,7 @@ async def recall(
     hits = [_hit(c, position, r) for position, r in enumerate(top, 1)]
     await _attach_references(c, hits, stored_refs, scope_obj)
     c.note_activity()
-    fired = (await reminders.fire(c, [(query, ranking.query_vector)]))[0]
+    due = (await reminders.fire(c, [(query, ranking.query_vector)]))[0]
     nothing = all(h.flags.weak for h in hits)
     note = ""
     if not hits:
@@ -112,6 +116,16 @@ async def recall(
     use_dense = c.settings.recall.use_dense
     if ranking.dense_ready is False and use_dense:
         note = (note + " " if note else "") + "Embeddings are warming: keyword matches only."
+    if not c.store.writable:
+        note = (note + " " if note else "") + (
+            f"The store ({c.store.label}) is read-only: this recall was not logged and no "
+            "reminders fired."
+        )
+    if due.more:
+        note = (note + " " if note else "") + (
+            f"{due.more} more reminder(s) are due; they come with later replies, or call intent "
+            "with action=check to see them."
+        )
     asked = (scope or "mine").strip()
     if asked not in ("mine", "instance", c.role) and scope_obj == c.actor.own:
         # SPEC §10: the model's scope word cannot widen what this connection may read.
@@ -127,7 +141,8 @@ async def recall(
         embeddings="ready" if ranking.dense_ready or not use_dense else "warming",
         nothing_relevant=nothing,
         note=note,
-        reminders=fired,
+        reminders=due.reminders,
+        reminders_more=due.more,
     )
 
 
@@ -168,7 +183,7 @@ async def _attach_references(
             continue
         hit.references, live = await resolve_all(c, stored, scope)
         derefs += [(hit.id, target) for target in live]
-    if not derefs:
+    if not derefs or not c.store.writable:
         return
     async with c.store.transaction():
         fetched = await c.store.fetch_many([t for _, t in derefs])

@@ -11,10 +11,16 @@ None when missing, archived or outside the reader's scope), so this module never
 
 from __future__ import annotations
 
+import functools
 import os
+import stat
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+import anyio.to_thread
 
 from ..domain.references import PREVIEW_CHARS, check_relative, clip, memory_targets
 from ..domain.replies import ResolvedReference
@@ -29,6 +35,7 @@ __all__ = ["capture", "capture_all", "confine", "resolve", "resolve_all", "visib
 _READ_BYTES = PREVIEW_CHARS * 4 + 4
 
 MemoryLookup = Callable[[str], str | None]
+T = TypeVar("T")
 
 
 def confine(root: Path | str, path: str, field: str = "references") -> Path:
@@ -46,16 +53,80 @@ def confine(root: Path | str, path: str, field: str = "references") -> Path:
     return real
 
 
+#: A directory preview lists at most this many entries and never scans more than DIR_SCAN.
+DIR_ENTRIES = 50
+DIR_SCAN = 5_000
+#: How long a read may take before the reference shows as DANGLING (a slow or hung mount).
+READ_SECONDS = 2.0
+
+
+class NotARegularFile(OSError):
+    """A path that is neither a regular file nor a directory (a pipe, socket or device)."""
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a named pipe"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a regular file"
+
+
 def _file_preview(real: Path) -> str:
-    """The first PREVIEW_CHARS characters of a file, or a listing of a directory."""
-    if real.is_dir():
-        names = sorted(p.name + ("/" if p.is_dir() else "") for p in real.iterdir())
-        return clip("directory: " + ", ".join(names), PREVIEW_CHARS)
-    with real.open("rb") as fh:
-        data = fh.read(_READ_BYTES)
+    """The first PREVIEW_CHARS characters of a file, or a bounded listing of a directory.
+
+    Only regular files are read, opened without blocking and checked again on the open
+    descriptor, so a pipe or device (even one swapped in after the path was checked) is never
+    read; a directory is scanned for at most DIR_SCAN entries. Blocking: run it off the loop.
+
+    Raises:
+        NotARegularFile: the path is a pipe, socket or device.
+        OSError: the path cannot be read.
+    """
+    info = os.stat(real)
+    if stat.S_ISDIR(info.st_mode):
+        return _directory_preview(real)
+    if not stat.S_ISREG(info.st_mode):
+        raise NotARegularFile(0, _kind(info.st_mode))
+    fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    try:
+        opened = os.fstat(fd)
+        if not stat.S_ISREG(opened.st_mode):
+            raise NotARegularFile(0, _kind(opened.st_mode))
+        data = os.read(fd, _READ_BYTES)
+    finally:
+        os.close(fd)
     if b"\x00" in data:
-        return f"binary file, {real.stat().st_size} bytes"
+        return f"binary file, {opened.st_size} bytes"
     return clip(data.decode("utf-8", errors="replace"), PREVIEW_CHARS)
+
+
+def _directory_preview(real: Path) -> str:
+    """The names of at most DIR_ENTRIES entries that fit the preview, and how many more."""
+    names: list[str] = []
+    total = 0
+    with os.scandir(real) as entries:
+        for entry in entries:
+            total += 1
+            if len(names) < DIR_ENTRIES:
+                names.append(entry.name + ("/" if entry.is_dir(follow_symlinks=False) else ""))
+            if total >= DIR_SCAN:
+                break
+    names.sort()
+    more = "more than " if total >= DIR_SCAN else ""
+
+    def text(shown: list[str]) -> str:
+        rest = total - len(shown)
+        return "directory: " + ", ".join(shown) + (f" … and {more}{rest} more" if rest else "")
+
+    shown: list[str] = []
+    for name in names:
+        if len(text([*shown, name])) > PREVIEW_CHARS:
+            break
+        shown.append(name)
+    return text(shown)
 
 
 def capture(
@@ -101,9 +172,16 @@ def capture(
         )
     try:
         preview = _file_preview(real)
+    except NotARegularFile as exc:
+        raise InvalidInput(
+            field,
+            f"file:{ref.target} is {exc.strerror}, not a file or folder.",
+            "Reference a regular file or a folder.",
+        ) from None
     except OSError as exc:
         raise InvalidInput(field, f"file:{ref.target} cannot be read ({exc.strerror}).") from None
-    return ref.model_copy(update={"preview": preview, "captured_at": at})
+    root_real = os.path.realpath(root)
+    return ref.model_copy(update={"preview": preview, "captured_at": at, "root": root_real})
 
 
 def resolve(
@@ -129,6 +207,11 @@ def resolve(
         return ResolvedReference(uri=ref.uri, state="LIVE", value=clip(content, PREVIEW_CHARS))
     if root is None:
         return dangling
+    if ref.root is not None and ref.root != os.path.realpath(root):
+        # The same relative path under another root is another file (issue 10 item 16).
+        return dangling.model_copy(
+            update={"note": "captured under another root than this server's reference root"}
+        )
     try:
         real = confine(root, ref.target)
         if not real.exists():
@@ -140,6 +223,22 @@ def resolve(
 
 
 # --------------------------------------------------------------------------- service functions
+
+
+async def _off_loop(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Run file-system work in a worker thread, bounded by READ_SECONDS (issue 10 item 8).
+
+    Never block the event loop on the file system: one client's reference to a slow mount
+    must not stall every other client. A thread that does not finish in time is abandoned.
+
+    Raises:
+        TimeoutError: the work did not finish in time.
+    """
+    with anyio.move_on_after(READ_SECONDS):
+        return await anyio.to_thread.run_sync(
+            functools.partial(fn, *args, **kwargs), abandon_on_cancel=True
+        )
+    raise TimeoutError
 
 
 async def visible_contents(c: Caller, ids: Sequence[str], scope: Scope | None = None) -> dict:
@@ -169,7 +268,18 @@ async def capture_all(c: Caller, records: Sequence[Memory]) -> None:
                 full = await c.resolve(ref.target, c.actor.own, "references")
                 ref = ref.model_copy(update={"target": full})
             contents = await visible_contents(c, memory_targets([ref]))
-            captured.append(capture(ref, root=c.settings.reference_root, lookup=contents.get))
+            root = c.settings.reference_root
+            if ref.kind != "file":
+                captured.append(capture(ref, root=root, lookup=contents.get))
+                continue
+            try:
+                captured.append(await _off_loop(capture, ref, root=root))
+            except TimeoutError:
+                raise InvalidInput(
+                    "references",
+                    f"file:{ref.target} did not answer within {READ_SECONDS:g} s.",
+                    "Reference a file on a responsive disk.",
+                ) from None
         record.references = captured
 
 
@@ -185,12 +295,25 @@ async def resolve_all(
     targets = memory_targets(references)
     contents = await visible_contents(c, targets, scope)
     owners = await c.store.owners_of(targets)
-    resolved = [
-        ResolvedReference(uri="memory:(hidden)", state="HIDDEN")
-        if r.kind == "memory" and r.target in owners and not scope.allows(owners[r.target])
-        else resolve(r, root=c.settings.reference_root, lookup=contents.get)
-        for r in references
-    ]
+    resolved = []
+    for r in references:
+        if r.kind == "memory" and r.target in owners and not scope.allows(owners[r.target]):
+            resolved.append(ResolvedReference(uri="memory:(hidden)", state="HIDDEN"))
+        elif r.kind != "file":
+            resolved.append(resolve(r, root=c.settings.reference_root, lookup=contents.get))
+        else:
+            try:
+                resolved.append(await _off_loop(resolve, r, root=c.settings.reference_root))
+            except TimeoutError:
+                resolved.append(
+                    ResolvedReference(
+                        uri=r.uri,
+                        state="DANGLING",
+                        value=r.preview,
+                        snapshot_at=r.captured_at,
+                        note=f"the file did not answer within {READ_SECONDS:g} s",
+                    )
+                )
     live = [
         r.target
         for r, out in zip(references, resolved, strict=True)

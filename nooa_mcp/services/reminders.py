@@ -3,81 +3,114 @@
 Fired intents log `injected` (shown by the server, never reinforcing) and a maintenance-log
 entry, and are marked fired or re-armed. Each firing is decided again on the fresh row inside
 the write transaction, so two processes never both fire a one-shot intent.
+
+A reply carries at most `MAX_REMINDERS`, and intents with the same text are shown once: 300
+intents cued by one word must not crowd the answer out of a recall (issue 10 item 11). The
+intents left out are not fired: they stay armed, and the reply says how many more are due.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..domain.prospective import evaluate
+from ..domain.prospective import Firing, evaluate
 from ..domain.replies import Reminder
 from ..domain.schema import Channel
 from ..domain.schema import now as utc_now
 from ..domain.text import head
 from .caller import Caller
 
-__all__ = ["REMINDER_CHARS", "fire"]
+__all__ = ["MAX_REMINDERS", "REMINDER_CHARS", "Fired", "fire"]
 
 #: A fired intent's content is clipped here: every later reply carries its reminders (SPEC §12).
 REMINDER_CHARS = 1_000
+#: Reminders one reply carries at most; the rest stay armed for later replies.
+MAX_REMINDERS = 5
+
+
+@dataclass
+class Fired:
+    """The reminders for one text, and how many more intents are due but not shown."""
+
+    reminders: list[Reminder] = field(default_factory=list)
+    more: int = 0
 
 
 async def fire(
     c: Caller,
     texts: Sequence[tuple[str | None, np.ndarray | None]] = ((None, None),),
     exclude: Sequence[str] = (),
-) -> list[list[Reminder]]:
-    """Fire the caller's intents due now or cued by each text; one reminder list per text."""
-    out: list[list[Reminder]] = [[] for _ in texts]
+) -> list[Fired]:
+    """Fire the caller's intents due now or cued by each text; one `Fired` per text."""
+    out = [Fired() for _ in texts]
+    if not c.store.writable:
+        return out  # firing marks the intent: nothing fires where nothing can be written
     skip = set(exclude)
-    intents = [m for m in await c.store.intents(c.role) if m.id not in skip]
+    intents = {m.id: m for m in await c.store.intents(c.role) if m.id not in skip}
     if not intents:
         return out
     now = utc_now()
-    triggers = {m.id: m.trigger for m in intents if m.trigger is not None}
+    triggers = {i: m.trigger for i, m in intents.items() if m.trigger is not None}
     cues = await c.engine.cue_vectors_for([t.cue for t in triggers.values() if t.cue])
     cue_vecs = {i: cues[t.cue] for i, t in triggers.items() if t.cue and t.cue in cues}
-    fired = []
+    chosen: list[tuple[int, list[Firing]]] = []
     for position, (text, vector) in enumerate(texts):
+        groups: dict[str, list[Firing]] = {}
         for firing in evaluate(list(triggers.items()), now, text, vector, cue_vecs):
-            triggers[firing.intent_id] = firing.trigger
-            fired.append((position, firing))
-    if not fired:
+            shown = head(intents[firing.intent_id].content, REMINDER_CHARS)
+            groups.setdefault(shown, []).append(firing)
+        kept = list(groups.values())[:MAX_REMINDERS]
+        out[position].more = sum(len(g) for g in list(groups.values())[MAX_REMINDERS:])
+        for group in kept:
+            for firing in group:
+                triggers[firing.intent_id] = firing.trigger
+            chosen.append((position, group))
+    if not chosen:
         return out
     async with c.store.transaction():
-        for position, firing in fired:
-            memory = await c.store.fetch(firing.intent_id)
-            if memory is None or memory.archived or memory.trigger is None:
-                continue
+        for position, group in chosen:
             text, vector = texts[position]
-            again = evaluate([(memory.id, memory.trigger)], now, text, vector, cue_vecs)
-            if not again:
+            fired_ids: list[str] = []
+            reason = None
+            for firing in group:
+                memory = await c.store.fetch(firing.intent_id)
+                if memory is None or memory.archived or memory.trigger is None:
+                    continue
+                again = evaluate([(memory.id, memory.trigger)], now, text, vector, cue_vecs)
+                if not again:
+                    continue
+                memory.trigger = again[0].trigger
+                access = c.access(Channel.injected, query=(text or "")[:200] or None)
+                c.apply(memory, access)
+                await c.store.save(memory)
+                await c.store.append_accesses([(memory.id, access)])
+                await c.store.log_maintenance(
+                    "intent",
+                    {
+                        "intent_id": memory.id,
+                        "role": c.role,
+                        "reason": again[0].reason,
+                        "rearmed": again[0].rearmed,
+                        "text": (text or "")[:200],
+                        "similarity": again[0].similarity,
+                    },
+                )
+                fired_ids.append(memory.id)
+                reason = reason or again[0]
+            if reason is None:
                 continue
-            memory.trigger = again[0].trigger
-            access = c.access(Channel.injected, query=(text or "")[:200] or None)
-            c.apply(memory, access)
-            await c.store.save(memory)
-            await c.store.append_accesses([(memory.id, access)])
-            await c.store.log_maintenance(
-                "intent",
-                {
-                    "intent_id": memory.id,
-                    "role": c.role,
-                    "reason": again[0].reason,
-                    "rearmed": again[0].rearmed,
-                    "text": (text or "")[:200],
-                    "similarity": again[0].similarity,
-                },
-            )
-            out[position].append(
+            first = intents[fired_ids[0]]
+            out[position].reminders.append(
                 Reminder(
-                    intent_id=memory.id,
-                    content=head(memory.content, REMINDER_CHARS),
-                    reason=again[0].reason,
+                    intent_id=first.id,
+                    also=fired_ids[1:],
+                    content=head(first.content, REMINDER_CHARS),
+                    reason=reason.reason,
                     fired_at=now,
-                    rearmed=again[0].rearmed,
+                    rearmed=reason.rearmed,
                 )
             )
     c.index.mark_dirty()

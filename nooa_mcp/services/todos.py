@@ -69,6 +69,7 @@ async def todo(
         )[0]
         result.id, result.outcome, result.status = written.id, written.status, "open"
         fired += written.reminders
+        result.reminders_more = written.reminders_more
     elif action in _CLOSE:
         if not memory_id:
             raise InvalidInput("memory_id", "is missing.", f"Pass the id of the todo to {action}.")
@@ -83,10 +84,14 @@ async def todo(
         updated = await update(c, found.id, status=new)
         result.id, result.status = found.id, new
         result.outcome = new if "status" in updated.changed else f"already {new}"
-        fired += (await reminders.fire(c))[0]
+        due = (await reminders.fire(c))[0]
+        fired += due.reminders
+        result.reminders_more = due.more
     else:
         parse_status(status, allowed=(*TODO_STATUSES, "all"))
-        fired += (await reminders.fire(c))[0]
+        due = (await reminders.fire(c))[0]
+        fired += due.reminders
+        result.reminders_more = due.more
     wanted = status if action == "list" else "open"
     result.todos = await _items(c, None if wanted == "all" else wanted, limit)
     result.open_count = await c.store.count_memories(c.actor.own, type="todo", status="open")

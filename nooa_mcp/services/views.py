@@ -164,6 +164,9 @@ async def context(c: Caller, *, limit: int = 10) -> str:
     Reading it logs `injected` on each memory shown, which never reinforces (SPEC §2).
     """
     limit = max(1, min(limit, 50))
+    if not c.store.writable:
+        shown = await c.store.context_rows(c.actor.own, limit)
+        return _context_block(shown)
     # Read the rows inside the write transaction: each is saved back whole, and a row read
     # before the lock would write a concurrent update's old values back over it.
     async with c.store.transaction():
@@ -178,6 +181,10 @@ async def context(c: Caller, *, limit: int = 10) -> str:
             await c.store.append_accesses(logged)
     if shown:
         c.index.mark_dirty()
+    return _context_block(shown)
+
+
+def _context_block(shown: list[Memory]) -> str:
     lines = []
     for m in shown:
         label = m.type.value + (f":{m.status}" if m.status else "")

@@ -12,6 +12,7 @@ This module implements `storage.base.Store`; its rows leave it decoded and typed
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
@@ -39,7 +40,7 @@ from ..domain.schema import (
 )
 from ..domain.scope import Scope
 from ..domain.text import fts_terms
-from ..errors import AmbiguousId, NotFound, StoreTooNew
+from ..errors import AmbiguousId, NotFound, StoreTooNew, StoreUnavailable
 from .base import (
     COMMON_FLOOR,
     COMMON_SHARE,
@@ -374,6 +375,113 @@ def _marks(values: Sequence[Any]) -> str:
     return ",".join("?" * len(values))
 
 
+#: Tables of a nooa-mcp store; a database holding others, and none of these, is not ours.
+OUR_TABLES = frozenset({"memories", "edges", "accesses", "maintenance_log", "tombstones", "meta"})
+
+
+def _inspect(path: Path) -> bool:
+    """Check an existing file before opening it for real; whether it can be written.
+
+    Reads without writing anything (a read-only connection, no WAL switch), so a file that is
+    refused is left byte for byte as it was. Damage deeper in the file shows when a page is
+    read, as the same kind of sentence (see `unavailable`).
+
+    Raises:
+        StoreUnavailable: not SQLite, or another application's database.
+    """
+    query = "SELECT name FROM sqlite_master WHERE type='table'"
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            db.execute(query).fetchall()
+        except sqlite3.OperationalError:
+            # A WAL database on a read-only mount: its -shm file cannot be made (see _connect).
+            db.close()
+            db = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+    except sqlite3.Error as exc:
+        raise unavailable(path, exc) from None
+    try:
+        tables = {r[0] for r in db.execute(query)}
+        foreign = sorted(t for t in tables if not t.startswith(("sqlite_", "memories_")))
+        if tables and not (OUR_TABLES & tables):
+            shown = ", ".join(foreign[:3]) + (", …" if len(foreign) > 3 else "")
+            raise StoreUnavailable(
+                str(path),
+                f"is another application's database (tables {shown}), not a nooa-mcp store; "
+                "it was not changed.",
+                "Point --store at a nooa-mcp store, or at a new file to create one.",
+            )
+    except sqlite3.Error as exc:
+        raise unavailable(path, exc) from None
+    finally:
+        db.close()
+    return (
+        os.access(path, os.W_OK) and os.access(path.parent, os.W_OK) and not _read_only_mount(path)
+    )
+
+
+async def _connect(path: Path, writable: bool) -> aiosqlite.Connection:
+    """A connection to the store file; read-only ones never create -wal or -shm files.
+
+    On a read-only mount SQLite cannot create the shared-memory file a WAL database needs,
+    so a read-only open that fails is retried as immutable (the file cannot change under us
+    there anyway).
+    """
+    if writable:
+        return await aiosqlite.connect(str(path), isolation_level=None)
+    conn = await aiosqlite.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
+    try:
+        await conn.execute_fetchall("PRAGMA user_version")
+        return conn
+    except sqlite3.OperationalError:
+        await conn.close()
+    return await aiosqlite.connect(
+        f"file:{path}?mode=ro&immutable=1", uri=True, isolation_level=None
+    )
+
+
+def _read_only_mount(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):
+        return False
+
+
+def unavailable(path: Path, exc: sqlite3.Error) -> StoreUnavailable:
+    """One sentence for what SQLite reported about the store file, naming it and the fix."""
+    text = str(exc).lower()
+    if "full" in text:
+        problem, fix = (
+            "cannot be written: its disk is full; nothing was written.",
+            ("Free space on that disk and try again."),
+        )
+    elif "readonly" in text or "read-only" in text:
+        problem, fix = (
+            "is read-only: nothing can be written.",
+            ("Make the file and its folder writable, or point --store at a writable copy."),
+        )
+    elif "not a database" in text:
+        problem, fix = (
+            "is not a nooa-mcp store (it is not an SQLite database).",
+            ("Point --store at a nooa-mcp store, or at a new file to create one."),
+        )
+    elif "malformed" in text or "corrupt" in text:
+        problem, fix = (
+            f"is damaged (SQLite: {exc}).",
+            ("Restore it from a backup or an export, or point --store at another file."),
+        )
+    elif "unable to open" in text:
+        problem, fix = "cannot be opened.", "Check the path and its permissions."
+    elif "locked" in text or "busy" in text:
+        problem, fix = (
+            "is busy: another process held its write lock for over 30 s.",
+            ("Try again; if it persists, look for a stuck nooa-mcp process."),
+        )
+    else:
+        problem, fix = f"failed: {exc}.", "Check the file, its disk and its permissions."
+    return StoreUnavailable(str(path), problem, fix)
+
+
 def _split_sql(script: str) -> list[str]:
     """Split the schema into statements, keeping trigger bodies whole."""
     statements, current = [], []
@@ -399,6 +507,7 @@ class SQLiteStore:
         self.path = path
         self.label = path.name
         self.writable = True
+        self._identity: tuple[int, int] = (0, 0)
         #: See COMMON_FLOOR; tests lower it to exercise the cut-off on a small store.
         self.common_floor = COMMON_FLOOR
         self._write_lock = anyio.Lock()
@@ -409,14 +518,38 @@ class SQLiteStore:
     async def open(cls, path: Path | str) -> SQLiteStore:
         """Open (creating if needed) and migrate a store file.
 
+        A file that is not a nooa-mcp store (another application's database, a damaged or
+        non-SQLite file, a directory) is refused and left exactly as it was. A file that can
+        only be read is opened read-only: recall works, writes are refused.
+
         Raises:
             StoreTooNew: the file was written by a newer schema; it is left untouched.
+            StoreUnavailable: the path cannot be used as a store (the message says why).
         """
         path = Path(path).expanduser()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        conn = await aiosqlite.connect(str(path), isolation_level=None, timeout=30.0)
+        if path.is_dir():
+            raise StoreUnavailable(
+                str(path),
+                "is a directory, not a store file.",
+                "Pass a file path with --store (or NOOA_STORE), e.g. memory.sqlite.",
+            )
+        writable = True
+        if path.exists():
+            writable = await anyio.to_thread.run_sync(_inspect, path)
+        else:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreUnavailable(
+                    str(path), f"cannot be created ({exc.strerror}).", "Pick a writable folder."
+                ) from None
+        try:
+            conn = await _connect(path, writable)
+        except sqlite3.Error as exc:
+            raise unavailable(path, exc) from None
         conn.row_factory = sqlite3.Row
         store = cls(conn, path)
+        store.writable = writable
         try:
             await store._configure()
             await store._migrate()
@@ -426,12 +559,15 @@ class SQLiteStore:
         return store
 
     async def _configure(self) -> None:
-        await self.conn.execute("PRAGMA busy_timeout = 30000")
-        await self.conn.execute_fetchall("PRAGMA journal_mode = WAL")
+        await self._execute("PRAGMA busy_timeout = 30000")
+        if self.writable:
+            await self._fetch("PRAGMA journal_mode = WAL")
         # NORMAL is durable across process crashes in WAL mode; only power loss can drop the
         # newest commits, and the file stays consistent either way.
-        await self.conn.execute("PRAGMA synchronous = NORMAL")
-        await self.conn.execute("PRAGMA foreign_keys = ON")
+        await self._execute("PRAGMA synchronous = NORMAL")
+        await self._execute("PRAGMA foreign_keys = ON")
+        info = os.stat(self.path)
+        self._identity = (info.st_dev, info.st_ino)
 
     async def _migrate(self) -> None:
         version = await self._scalar("PRAGMA user_version")
@@ -439,24 +575,31 @@ class SQLiteStore:
             raise StoreTooNew(str(self.path), version, SCHEMA_VERSION)
         if version == SCHEMA_VERSION:
             return
+        if not self.writable:
+            raise StoreUnavailable(
+                str(self.path),
+                f"is read-only and has schema version {version}, which this nooa-mcp would "
+                f"upgrade to {SCHEMA_VERSION}.",
+                "Make it writable once so it can be upgraded, or use an older nooa-mcp.",
+            )
         async with self.transaction():
             # Re-read under the write lock: another process may have migrated meanwhile.
             version = await self._scalar("PRAGMA user_version")
             if version == 0:
                 for statement in _split_sql(_SCHEMA):
-                    await self.conn.execute(statement)
+                    await self._execute(statement)
             elif version == 1:
                 await self._rehash()
-            await self.conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            await self._execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     async def _rehash(self) -> None:
         """Version 1 → 2: recompute every content hash under the normalised rule."""
         rows = await self._rows("SELECT id, content FROM memories")
-        await self.conn.executemany(
+        await self._execute_many(
             "UPDATE memories SET content_hash = ? WHERE id = ?",
             [(content_hash(r["content"]), r["id"]) for r in rows],
         )
-        await self.conn.execute(
+        await self._execute(
             "UPDATE tombstones SET content_hash = (SELECT m.content_hash FROM memories m "
             "WHERE m.id = tombstones.memory_id) "
             "WHERE memory_id IN (SELECT id FROM memories)"
@@ -466,24 +609,50 @@ class SQLiteStore:
         await self.conn.close()
 
     async def check_writable(self) -> None:
-        """Writes are possible (the file is still the one opened): see `transaction`."""
+        """Raise StoreUnavailable unless a write now would land in the file that is there.
+
+        A store file deleted under a running server, or replaced (a backup restored over it),
+        would take writes into a file nobody will open again, or hide them behind the old WAL:
+        they would be acknowledged and lost. So every transaction checks the file first.
+        """
+        if not self.writable:
+            raise StoreUnavailable(
+                str(self.path),
+                "is read-only: recall works, but nothing can be written.",
+                "Make the file and its folder writable, or point --store at a writable copy.",
+            )
+        try:
+            info = os.stat(self.path)
+        except OSError:
+            info = None
+        if info is None or (info.st_dev, info.st_ino) != self._identity:
+            raise StoreUnavailable(
+                str(self.path),
+                "was deleted or replaced while nooa-mcp had it open; nothing was written.",
+                "Restart nooa-mcp so it opens the file that is there now.",
+            )
 
     # ------------------------------------------------------------------ primitives
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[None]:
-        """One write transaction at a time, lock taken up front (BEGIN IMMEDIATE)."""
+        """One write transaction at a time, lock taken up front (BEGIN IMMEDIATE).
+
+        Raises:
+            StoreUnavailable: the store is read-only, or its file was deleted or replaced.
+        """
         async with self._write_lock:
-            await self.conn.execute("BEGIN IMMEDIATE")
+            await self.check_writable()
+            await self._execute("BEGIN IMMEDIATE")
             try:
                 yield
             except BaseException:
                 with anyio.CancelScope(shield=True):
-                    await self.conn.execute("ROLLBACK")
+                    await self._execute("ROLLBACK")
                 raise
             else:
                 with anyio.CancelScope(shield=True):
-                    await self.conn.execute("COMMIT")
+                    await self._execute("COMMIT")
 
     # Reads run to completion in one hop of the connection's thread: a statement left open
     # between `execute` and `fetch` would hold an old WAL snapshot, and a BEGIN IMMEDIATE that
@@ -491,11 +660,32 @@ class SQLiteStore:
     # another process has committed (busy_timeout does not retry a stale snapshot).
 
     async def _scalar(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        rows = list(await self.conn.execute_fetchall(sql, params))
+        rows = list(await self._fetch(sql, params))
         return rows[0][0] if rows else None
 
     async def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
-        return list(await self.conn.execute_fetchall(sql, params))
+        return list(await self._fetch(sql, params))
+
+    # Every statement goes through these three, so a failure of the file (full disk, damaged
+    # pages, a read-only mount) reaches the caller as one sentence naming the store.
+
+    async def _fetch(self, sql: str, params: Any = ()) -> Iterable[sqlite3.Row]:
+        try:
+            return await self.conn.execute_fetchall(sql, params)
+        except sqlite3.Error as exc:
+            raise unavailable(self.path, exc) from None
+
+    async def _execute(self, sql: str, params: Any = ()) -> aiosqlite.Cursor:
+        try:
+            return await self.conn.execute(sql, params)
+        except sqlite3.Error as exc:
+            raise unavailable(self.path, exc) from None
+
+    async def _execute_many(self, sql: str, rows: Any) -> aiosqlite.Cursor:
+        try:
+            return await self.conn.executemany(sql, rows)
+        except sqlite3.Error as exc:
+            raise unavailable(self.path, exc) from None
 
     async def _rows_in(
         self, sql: str, values: Sequence[Any], params: Sequence[Any] = ()
@@ -518,7 +708,7 @@ class SQLiteStore:
         return await self.get_meta(key)
 
     async def set_meta(self, key: str, value: str) -> None:
-        await self.conn.execute(
+        await self._execute(
             "INSERT INTO meta(key, value) VALUES (?, ?) "
             "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
             (key, value),
@@ -566,7 +756,7 @@ class SQLiteStore:
         cols = ", ".join(values)
         marks = ", ".join(f":{k}" for k in values)
         # The next revision is computed inside the statement: one round trip, not two.
-        cursor = await self.conn.execute(
+        cursor = await self._execute(
             f"INSERT INTO memories ({cols}, rev) VALUES ({marks}, {NEXT_REV})", values
         )
         memory.seq = cursor.lastrowid
@@ -582,9 +772,7 @@ class SQLiteStore:
         if embedding is None:
             values.pop("embedding")
         sets = ", ".join(f"{k} = :{k}" for k in values if k != "id")
-        await self.conn.execute(
-            f"UPDATE memories SET {sets}, rev = {NEXT_REV} WHERE id = :id", values
-        )
+        await self._execute(f"UPDATE memories SET {sets}, rev = {NEXT_REV} WHERE id = :id", values)
 
     async def save_many(self, memories: Sequence[Memory]) -> None:
         """Rewrite several rows (no embeddings) in one round trip, as recall logging needs."""
@@ -596,18 +784,18 @@ class SQLiteStore:
             values.pop("embedding")
             rows.append(values)
         sets = ", ".join(f"{k} = :{k}" for k in rows[0] if k != "id")
-        await self.conn.executemany(
+        await self._execute_many(
             f"UPDATE memories SET {sets}, rev = {NEXT_REV} WHERE id = :id", rows
         )
 
     async def set_embedding(self, memory_id: str, vector: np.ndarray) -> None:
-        await self.conn.execute(
+        await self._execute(
             f"UPDATE memories SET embedding = ?, rev = {NEXT_REV} WHERE id = ?",
             (np.asarray(vector, np.float32).tobytes(), memory_id),
         )
 
     async def set_archived(self, memory_id: str, archived: bool, when: datetime) -> None:
-        await self.conn.execute(
+        await self._execute(
             f"UPDATE memories SET archived = ?, archived_at = ?, rev = {NEXT_REV} WHERE id = ?",
             (int(archived), ts(when) if archived else None, memory_id),
         )
@@ -624,7 +812,7 @@ class SQLiteStore:
             sets.append("authored_importance = ?")
             params.append(authored)
         if sets:
-            await self.conn.execute(
+            await self._execute(
                 f"UPDATE memories SET {', '.join(sets)}, rev = {NEXT_REV} WHERE id = ?",
                 (*params, memory_id),
             )
@@ -854,12 +1042,12 @@ class SQLiteStore:
 
     async def add_edge(self, src: str, dst: str, type: EdgeType, weight: float) -> None:
         """Add an edge; an existing (dst, type) keeps the larger weight and its created_at."""
-        await self.conn.execute(
+        await self._execute(
             "INSERT INTO edges(src, dst, type, weight, created_at) VALUES (?, ?, ?, ?, ?) "
             "ON CONFLICT(src, dst, type) DO UPDATE SET weight = MAX(weight, excluded.weight)",
             (src, dst, EdgeType(type).value, weight, datetime.now(UTC).timestamp()),
         )
-        await self.conn.execute(f"UPDATE memories SET rev = {NEXT_REV} WHERE id = ?", (src,))
+        await self._execute(f"UPDATE memories SET rev = {NEXT_REV} WHERE id = ?", (src,))
 
     async def edges_of(self, memory_id: str) -> list[Edge]:
         rows = await self._rows(
@@ -921,7 +1109,7 @@ class SQLiteStore:
 
     async def copy_edges(self, src: str, dst: str) -> int:
         """Copy `src`'s outgoing edges onto `dst` (larger weight wins); returns how many."""
-        cur = await self.conn.execute(
+        cur = await self._execute(
             "INSERT INTO edges(src, dst, type, weight, created_at) "
             "SELECT ?, dst, type, weight, created_at FROM edges WHERE src = ? AND dst != ? "
             "ON CONFLICT(src, dst, type) DO UPDATE SET weight = MAX(weight, excluded.weight)",
@@ -933,7 +1121,7 @@ class SQLiteStore:
 
     async def append_accesses(self, records: Sequence[tuple[str, AccessRecord]]) -> None:
         """Append to the access stream (inside a transaction); the stream is never rewritten."""
-        await self.conn.executemany(
+        await self._execute_many(
             "INSERT INTO accesses(memory_id, ts, channel, reader_owner, session_ref, trace_ref, "
             "query, score, rank, components) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
@@ -989,7 +1177,7 @@ class SQLiteStore:
 
     async def add_tombstone(self, memory_id: str, reason: str, when: datetime) -> None:
         """Record what was archived and why, from the memory's own row (SPEC §7)."""
-        await self.conn.execute(
+        await self._execute(
             "INSERT INTO tombstones(memory_id, owner, role, type, content_hash, embedding, "
             "reason, ts) SELECT id, owner, role, type, content_hash, embedding, ?, ? "
             "FROM memories WHERE id = ?",
@@ -997,7 +1185,7 @@ class SQLiteStore:
         )
 
     async def lift_tombstones(self, memory_id: str, when: datetime) -> None:
-        await self.conn.execute(
+        await self._execute(
             "UPDATE tombstones SET lifted_at = ? WHERE memory_id = ? AND lifted_at IS NULL",
             (ts(when), memory_id),
         )
@@ -1035,7 +1223,7 @@ class SQLiteStore:
     # ------------------------------------------------------------------ maintenance
 
     async def log_maintenance(self, kind: str, report: dict[str, Any]) -> None:
-        await self.conn.execute(
+        await self._execute(
             "INSERT INTO maintenance_log(ts, kind, report) VALUES (?, ?, ?)",
             (datetime.now(UTC).timestamp(), kind, json.dumps(report, default=str)),
         )

@@ -1,0 +1,163 @@
+"""Serving MCP over streamable HTTP, safely shared: host checks on every bound host, sessions
+capped per client (issue 10 items 7 and 10).
+
+- Host and Origin headers are checked whatever address the server binds, not only on
+  127.0.0.1: a DNS-rebinding page must not reach a server on 127.0.0.2 either.
+- Each client (its bearer token; without tokens, its address) may hold at most
+  `max_sessions_per_client` open sessions; past it, that client gets 429 while every other
+  client still gets in. The SDK's store-wide cap would otherwise let one token take every
+  session and lock everyone else out for the idle timeout.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import json
+import socket
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.transport_security import TransportSecuritySettings
+
+__all__ = ["SessionCap", "bind", "http_app", "is_loopback", "protection"]
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+SESSION_HEADER = b"mcp-session-id"
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _shown(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def protection(host: str) -> TransportSecuritySettings:
+    """DNS-rebinding protection that names the bound host as well as the loopback names."""
+    names = {_shown(host), "127.0.0.1", "localhost", "[::1]"}
+    if host in ("0.0.0.0", "::"):
+        names.add(socket.gethostname())
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=sorted({*names, *(f"{n}:*" for n in names)}),
+        allowed_origins=sorted(
+            {
+                f"{scheme}://{n}{port}"
+                for n in names
+                for scheme in ("http", "https")
+                for port in ("", ":*")
+            }
+        ),
+    )
+
+
+class SessionCap:
+    """ASGI middleware: at most `limit` open MCP sessions per client.
+
+    A client is its bearer token (hashed; never kept in the clear) or, without one, its
+    address. Sessions are learned from the `mcp-session-id` the SDK answers an `initialize`
+    with, and forgotten once the SDK no longer holds them (closed, or reaped when idle).
+    """
+
+    def __init__(self, app: ASGIApp, live: Callable[[], set[str]], limit: int) -> None:
+        self.app = app
+        self.live = live
+        self.limit = limit
+        self._sessions: dict[str, set[str]] = {}
+
+    @staticmethod
+    def _client(scope: Scope) -> str:
+        headers = dict(scope.get("headers") or [])
+        auth = headers.get(b"authorization", b"")
+        if auth.lower().startswith(b"bearer "):
+            return "token:" + hashlib.sha256(auth[7:].strip()).hexdigest()[:24]
+        client = scope.get("client") or ("?", 0)
+        return f"address:{client[0]}"
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        if SESSION_HEADER in headers:
+            await self.app(scope, receive, send)
+            return
+        client = self._client(scope)
+        live = self.live()
+        held = self._sessions.setdefault(client, set())
+        held &= live
+        if len(held) >= self.limit:
+            await _too_many(send, self.limit)
+            return
+
+        async def remember(message: MutableMapping[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                for name, value in message.get("headers") or []:
+                    if name.lower() == SESSION_HEADER:
+                        held.add(value.decode())
+            await send(message)
+
+        await self.app(scope, receive, remember)
+
+
+async def _too_many(send: Send, limit: int) -> None:
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": None,
+            "error": {
+                "code": -32000,
+                "message": f"This client already holds {limit} open sessions, the most one "
+                "client may hold. Close one (HTTP DELETE with its mcp-session-id) or reuse it.",
+            },
+        }
+    ).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 429,
+            "headers": [(b"content-type", b"application/json"), (b"retry-after", b"60")],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+def http_app(server: MCPServer, *, host: str, max_sessions_per_client: int) -> ASGIApp:
+    """The streamable-HTTP app of `server`, host-checked and session-capped per client."""
+    app = server.streamable_http_app(host=host, transport_security=protection(host))
+    manager = server._lowlevel_server._session_manager
+
+    def live() -> set[str]:
+        return set(manager._server_instances)
+
+    return SessionCap(app, live, max_sessions_per_client)
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket on host:port.
+
+    Raises:
+        OSError: the address is in use or cannot be bound (the caller words it).
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(128)
+    except OSError:
+        sock.close()
+        raise
+    return sock
