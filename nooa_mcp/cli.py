@@ -23,12 +23,22 @@ from .errors import NooaError
 
 
 class Context:
-    def __init__(self, store: Path | None, owner: str | None) -> None:
+    def __init__(
+        self,
+        store: Path | None,
+        owner: str | None,
+        reference_root: Path | None = None,
+        as_json: bool = False,
+    ) -> None:
         self.store = store
         self.owner = owner
+        self.reference_root = reference_root
+        self.as_json = as_json
 
     def settings(self) -> Settings:
-        return Settings.from_env(store=self.store, owner=self.owner)
+        return Settings.from_env(
+            store=self.store, owner=self.owner, reference_root=self.reference_root
+        )
 
 
 def run(fn: Callable[..., Coroutine[Any, Any, Any]]) -> Callable[..., Any]:
@@ -45,7 +55,10 @@ def run(fn: Callable[..., Coroutine[Any, Any, Any]]) -> Callable[..., Any]:
 
 
 def emit(data: Any, as_json: bool, render: Callable[[Any], str]) -> None:
-    if as_json:
+    """Print a reply as JSON (the command's or the global `--json`) or as its rendering."""
+    context = click.get_current_context(silent=True)
+    root = context.find_object(Context) if context is not None else None
+    if as_json or (root is not None and root.as_json):
         if hasattr(data, "model_dump"):
             data = data.model_dump(mode="json")
         click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
@@ -85,11 +98,30 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON f
 @click.option(
     "--owner", envvar="NOOA_OWNER", help="Whose memory this is: role[@instance] (env NOOA_OWNER)."
 )
+@click.option(
+    "--reference-root",
+    type=click.Path(path_type=Path, file_okay=False),
+    envvar="NOOA_REFERENCE_ROOT",
+    help="Folder that file: references are relative to (env NOOA_REFERENCE_ROOT).",
+)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    envvar="NOOA_JSON",
+    help="Print JSON for machines (every command; env NOOA_JSON=1).",
+)
 @click.version_option(package_name="nooa-mcp")
 @click.pass_context
-def main(click_ctx: click.Context, store: Path | None, owner: str | None) -> None:
+def main(
+    click_ctx: click.Context,
+    store: Path | None,
+    owner: str | None,
+    reference_root: Path | None,
+    as_json: bool,
+) -> None:
     """nooa-mcp: long-term memory for agents. With no command, serves MCP over stdio."""
-    click_ctx.obj = Context(store, owner)
+    click_ctx.obj = Context(store, owner, reference_root, as_json)
     if click_ctx.invoked_subcommand is None:
         click_ctx.invoke(serve)
 
@@ -143,6 +175,16 @@ def serve(
 )
 @click.option("--tag", "tags", multiple=True, help="A tag (repeatable).")
 @click.option("--entity", "entities", multiple=True, help="An entity (repeatable).")
+@click.option(
+    "--ref",
+    "refs",
+    multiple=True,
+    help="A reference instead of a copy: file:<path under --reference-root>, memory:<id> or "
+    "url:<address> (repeatable).",
+)
+@click.option("--fire-at", help="For --type intent: fire once this ISO 8601 time has passed.")
+@click.option("--cue", help="For --type intent: fire when these words come up later.")
+@click.option("--every-hours", type=float, help="For --type intent: re-arm after firing.")
 @json_option
 @click.pass_obj
 @run
@@ -154,9 +196,16 @@ async def author(
     importance: str,
     tags: tuple[str, ...],
     entities: tuple[str, ...],
+    refs: tuple[str, ...],
+    fire_at: str | None,
+    cue: str | None,
+    every_hours: float | None,
     as_json: bool,
 ) -> None:
-    """Remember TEXT."""
+    """Remember TEXT (`-` reads it from stdin: `cat notes.txt | nooa-mcp author -`)."""
+    if text == "-":
+        text = sys.stdin.read()
+    trigger = {"fire_at": fire_at, "cue": cue, "every_hours": every_hours}
     async with open_memory(ctx) as mem:
         result = await mem.author(
             text,
@@ -165,6 +214,8 @@ async def author(
             importance=importance,
             tags=list(tags),
             entities=list(entities),
+            references=list(refs) or None,
+            trigger={k: v for k, v in trigger.items() if v is not None} or None,
         )
     emit(result, as_json, lambda r: f"{r.status}  {r.id}")
 
@@ -251,6 +302,8 @@ async def explain(
 
 
 def _render_explain(r: Any) -> str:
+    if r.mode == "query" and not r.rows:
+        return "Nothing stored matches this query."
     parts = []
     if r.rows:
         rows = [
@@ -319,23 +372,27 @@ def _render_explain(r: Any) -> str:
 async def stats(ctx: Context, as_json: bool, scope: str) -> None:
     """Counts and health of the store."""
     async with open_memory(ctx) as mem:
-        result = await mem.stats(scope=scope)
+        result = (await mem.stats(scope=scope)).model_dump(mode="json")
+    # The model loads beside a one-shot command that never needs it: "warming" would read as
+    # a state to wait for. Counting needs no model, so say whether this process has it.
+    if result["embeddings"] != "ready":
+        result["embeddings"] = "not loaded (not needed to count)"
     emit(result, as_json, _render_stats)
 
 
-def _render_stats(s: Any) -> str:
+def _render_stats(s: dict[str, Any]) -> str:
     rows = [
-        ["store", s.store],
-        ["memories", s.total],
-        ["active", s.active],
-        ["archived", s.archived],
-        ["edges", s.edges],
-        ["accesses", s.accesses],
-        ["embeddings", s.embeddings],
+        ["store", s["store"]],
+        ["memories", s["total"]],
+        ["active", s["active"]],
+        ["archived", s["archived"]],
+        ["edges", s["edges"]],
+        ["accesses", s["accesses"]],
+        ["embeddings", s["embeddings"]],
     ]
-    rows += [[f"type {k}", v] for k, v in s.by_type.items()]
-    rows += [[f"owner {k or '(shared)'}", v] for k, v in s.by_owner.items()]
-    rows += [[k, v] for k, v in s.extra.items()]
+    rows += [[f"type {k}", v] for k, v in s["by_type"].items()]
+    rows += [[f"owner {k or '(shared)'}", v] for k, v in s["by_owner"].items()]
+    rows += [[k, v] for k, v in s["extra"].items()]
     return table(["what", "value"], rows)
 
 
@@ -369,13 +426,21 @@ async def import_(ctx: Context, file: Any, as_json: bool) -> None:
 
 @main.command()
 @click.option("--include-archived", is_flag=True, help="Also export archived memories.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON array instead of JSONL.")
 @click.pass_obj
 @run
-async def export(ctx: Context, include_archived: bool) -> None:
-    """Export memories as JSONL on stdout (one memory per line)."""
+async def export(ctx: Context, include_archived: bool, as_json: bool) -> None:
+    """Export memories as JSONL on stdout (one memory per line), or with --json as an array."""
+    as_array = as_json or ctx.as_json
+    records = []
     async with open_memory(ctx) as mem:
         async for record in mem.export_records(include_archived=include_archived):
-            click.echo(json.dumps(record, ensure_ascii=False))
+            if as_array:
+                records.append(record)
+            else:
+                click.echo(json.dumps(record, ensure_ascii=False))
+    if as_array:
+        click.echo(json.dumps(records, indent=2, ensure_ascii=False))
 
 
 # ---------------------------------------------------------------------------- reflect (issue 4)
