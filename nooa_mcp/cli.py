@@ -491,6 +491,150 @@ def _render_reflect(r: Any) -> str:
     )
 
 
+# --------------------------------------------------------------------------- hooks (issue 13)
+# Claude Code hooks. `nooa-mcp hook ...` is normally answered by nooa_mcp/__main__.py before
+# this module is imported; these commands are the same code for --help and for other callers.
+
+url_option = click.option(
+    "--url",
+    envvar="NOOA_URL",
+    help="A running `nooa-mcp serve --transport http` to ask first (env NOOA_URL; its bearer "
+    "token in NOOA_TOKEN).",
+)
+
+
+@main.group()
+def hook() -> None:
+    """Answer a Claude Code hook: its JSON on stdin, the context to inject on stdout.
+
+    Never fails the prompt: any problem prints nothing, exits 0 and leaves a line in
+    <user data dir>/nooa-mcp/hooks.log.
+    """
+
+
+def _hook(ctx: Context, event: str, url: str | None) -> None:
+    from .hooks.run import run
+
+    store = str(ctx.store) if ctx.store is not None else None
+    run(event, store=store, owner=ctx.owner, url=url, stdin=sys.stdin, stdout=sys.stdout)
+
+
+@hook.command(name="session-start")
+@url_option
+@click.pass_obj
+def hook_session_start(ctx: Context, url: str | None) -> None:
+    """SessionStart: open todos, due intents, the project's most important memories."""
+    _hook(ctx, "session-start", url)
+
+
+@hook.command(name="user-prompt")
+@url_option
+@click.pass_obj
+def hook_user_prompt(ctx: Context, url: str | None) -> None:
+    """UserPromptSubmit: the intents the prompt cues and the memories relevant to it."""
+    _hook(ctx, "user-prompt", url)
+
+
+@main.group()
+def hooks() -> None:
+    """Install or remove nooa's hooks in Claude Code's settings file."""
+
+
+scope_option = click.option(
+    "--scope",
+    type=click.Choice(["user", "project", "local"]),
+    default="user",
+    show_default=True,
+    help="user: ~/.claude/settings.json; project: .claude/settings.json (shared); "
+    "local: .claude/settings.local.json.",
+)
+settings_option = click.option(
+    "--settings",
+    "settings_file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Write this settings file instead of the scope's.",
+)
+dry_run_option = click.option(
+    "--dry-run", is_flag=True, help="Print the change as a diff; write nothing."
+)
+
+
+def _apply(path: Path, wanted: Any, dry_run: bool, done: str) -> None:
+    from .hooks.install import InstallError, apply
+
+    try:
+        changed, diff = apply(path, wanted, dry_run=dry_run)
+    except InstallError as exc:
+        raise click.ClickException(str(exc)) from None
+    if dry_run:
+        click.echo(diff if changed else f"No change to {path}.", nl=not changed)
+    else:
+        click.echo(f"{done} {path}." if changed else f"No change to {path}.")
+
+
+@hooks.command(name="install")
+@scope_option
+@settings_option
+@dry_run_option
+@click.option(
+    "--command",
+    "command",
+    help="How Claude Code runs nooa-mcp (default: this installation's path; `nooa-mcp` for "
+    "--scope project).",
+)
+@click.option(
+    "--url",
+    help="Ask this running `nooa-mcp serve --transport http` first (the token in NOOA_TOKEN).",
+)
+@click.option(
+    "--http",
+    "http",
+    is_flag=True,
+    help="Write http hooks that Claude Code posts to --url itself (no process per prompt).",
+)
+@click.option(
+    "--token-env",
+    help="With --http: the environment variable holding the bearer token (e.g. NOOA_TOKEN).",
+)
+@click.pass_obj
+def hooks_install(
+    ctx: Context,
+    scope: str,
+    settings_file: Path | None,
+    dry_run: bool,
+    command: str | None,
+    url: str | None,
+    http: bool,
+    token_env: str | None,
+) -> None:
+    """Add the SessionStart and UserPromptSubmit hooks (merged; other hooks are kept)."""
+    from .hooks.install import InstallError, default_command, handlers, settings_path
+
+    try:
+        wanted = handlers(
+            command=command or default_command(scope),
+            owner=ctx.owner,
+            store=str(ctx.store) if ctx.store is not None else None,
+            url=url,
+            http=http,
+            token_env=token_env,
+        )
+    except InstallError as exc:
+        raise click.ClickException(str(exc)) from None
+    _apply(settings_file or settings_path(scope), wanted, dry_run, "Installed nooa's hooks in")
+
+
+@hooks.command(name="uninstall")
+@scope_option
+@settings_option
+@dry_run_option
+def hooks_uninstall(scope: str, settings_file: Path | None, dry_run: bool) -> None:
+    """Remove nooa's hooks (and nothing else) from Claude Code's settings file."""
+    from .hooks.install import settings_path
+
+    _apply(settings_file or settings_path(scope), None, dry_run, "Removed nooa's hooks from")
+
+
 # --------------------------------------------------------------------------- eval (issue 5)
 # Owned by the evaluation work: the `eval` group lives in nooa_mcp/evaluation/cli.py.
 from .evaluation.cli import eval_group  # noqa: E402
