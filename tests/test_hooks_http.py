@@ -158,6 +158,19 @@ async def test_bad_bodies_and_web_pages_are_refused_and_nothing_is_logged(
         assert [r.channel.value for _, r in await mem.access_log(todo.id)] == ["created"]
 
 
+async def test_a_foreign_host_gets_421_as_on_mcp(tmp_path: Path, project: Path) -> None:
+    store = tmp_path / "memory.sqlite"
+    await remember(store, "claude-code", todo="Renew the TLS certificate")
+    loopback = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
+    async with Engine.open(Settings(store=store), HashEmbedder()) as engine:
+        app = Starlette(routes=[hook_route(lambda: engine, allowed_hosts=loopback)])
+        async with client(app) as c:
+            payload = recorded("session_start", project)
+            assert (await post(c, payload, Host="evil.example:8765")).status_code == 421
+            assert (await post(c, payload, Host="127.0.0.2:8765")).status_code == 421
+            assert "Renew the TLS" in context(await post(c, payload, Host="localhost:8765"))
+
+
 async def test_the_route_answers_503_until_the_engine_runs() -> None:
     app = Starlette(routes=[hook_route(lambda: None)])
     async with client(app) as c:

@@ -14,7 +14,7 @@ work, so the model and the warm vector index serve the hook.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import anyio
 from starlette.requests import Request
@@ -43,11 +43,23 @@ def _token_owner(request: Request) -> str | None:
     return getattr(token, "client_id", None) or None
 
 
+def _host_allowed(host: str, allowed: Sequence[str]) -> bool:
+    """`host` (the Host header) against patterns as the SDK's transport security writes them:
+    `name:port`, or `name:*` for any port."""
+    name = host if host.endswith("]") or ":" not in host else host.rpartition(":")[0]
+    for pattern in allowed:
+        base, _, port = pattern.rpartition(":")
+        if pattern == host or (port == "*" and base == name):
+            return True
+    return False
+
+
 def hook_route(
     engine: Callable[[], Engine | None],
     *,
     owner: str = "",
     tokens: bool = False,
+    allowed_hosts: Sequence[str] | None = None,
     path: str = HOOK_PATH,
 ) -> Route:
     """The `POST /hooks` route for a server whose engine `engine()` returns once it runs.
@@ -57,9 +69,14 @@ def hook_route(
         owner: the server's configured owner (--owner / NOOA_OWNER), "" when none.
         tokens: whether the server has a tokens file: then a verified bearer token is required
             and names the owner (the SDK's AuthenticationMiddleware verifies it app-wide).
+        allowed_hosts: the Host values /mcp accepts (e.g. `["127.0.0.1:*", "localhost:*"]`);
+            any other Host gets 421, as on /mcp. None leaves Host checks to the server.
     """
 
     async def endpoint(request: Request) -> Response:
+        host = request.headers.get("host", "")
+        if allowed_hosts is not None and not _host_allowed(host, allowed_hosts):
+            return JSONResponse({"error": f"Host {host!r} is not served here"}, 421)
         # Claude Code is not a browser: a request with an Origin header is a web page
         # (possibly through DNS rebinding) and gets nothing. JSON only, which a page cannot
         # send across origins without a preflight this route never answers.
