@@ -9,6 +9,7 @@ know, such as --help) goes to the click CLI in `nooa_mcp.cli`, which runs the sa
 
 from __future__ import annotations
 
+import itertools
 import sys
 
 __all__ = ["main"]
@@ -54,13 +55,48 @@ def hook_arguments(argv: list[str]) -> dict | None:
     return found
 
 
+def hook_event(argv: list[str]) -> str | None:
+    """The event of anything that looks like a hook invocation (`hook <event>` anywhere)."""
+    for here, after in itertools.pairwise(argv):
+        if here == "hook" and after in ("session-start", "user-prompt"):
+            return after
+    return None
+
+
+def guarded(argv: list[str], event: str) -> int:
+    """Run the click CLI for a hook it must parse itself, never failing the prompt.
+
+    Claude Code reads exit code 2 from a UserPromptSubmit hook as "block this prompt", and 2
+    is what click exits with on a usage error (a mistyped option in the settings file). So a
+    hook invocation's errors are logged and it exits 0, whatever happened.
+    """
+    import click
+
+    from .cli import main as cli
+    from .hooks.run import log
+
+    try:
+        cli.main(args=argv, prog_name="nooa-mcp", standalone_mode=False)
+    except click.exceptions.Exit:
+        pass
+    except click.ClickException as exc:
+        log(event, f"the hook command is wrong: {exc.format_message()}")
+    except Exception as exc:
+        log(event, f"{type(exc).__name__}: {exc}")
+    return 0
+
+
 def main() -> None:
-    found = hook_arguments(sys.argv[1:])
+    argv = sys.argv[1:]
+    found = hook_arguments(argv)
     if found is not None:
         from .hooks.run import run
 
         event = found.pop("event")
         sys.exit(run(event, **found))
+    event = hook_event(argv)
+    if event is not None:
+        sys.exit(guarded(argv, event))
     from .cli import main as cli
 
     cli()

@@ -479,3 +479,21 @@ def test_the_keyword_path_never_imports_the_model_numpy_pydantic_or_the_cli(
     )
     assert "The billing service exports invoices" in done.stdout
     assert done.stderr.strip() == "[]", done.stderr
+
+
+def test_a_mistyped_hook_command_never_blocks_the_prompt(
+    store: Path, calm: dict[str, str], project: Path, tmp_path: Path
+) -> None:
+    """Claude Code blocks a prompt when a UserPromptSubmit hook exits 2, click's usage error."""
+    env = hook_env(tmp_path)
+    payload = recorded("user_prompt", project)
+    for args, after in (
+        (("--store", str(store)), ("--bogus",)),
+        (("--stor", str(store)), ()),
+        (("--store", str(store)), ("--url",)),
+    ):
+        answer = run_hook("user-prompt", payload, env, *args, after=after)
+        assert (answer.code, answer.stdout) == (0, ""), (args, after, answer)
+        assert "the hook command is wrong" in log_lines(tmp_path)[-1]
+    helped = run_hook("user-prompt", payload, env, after=("--help",))
+    assert helped.code == 0 and "--url" in helped.stdout
