@@ -5,34 +5,45 @@ The public surface is small: open a `Memory` over a store file and call its verb
     async with Memory.open("memory.sqlite", owner="coder@laptop") as mem:
         await mem.author("The deploy key lives in 1Password", importance="HIGH")
         result = await mem.recall("where is the deploy key?")
+
+The names below are imported on first use (PEP 562): a Claude Code hook runs before every
+prompt in a fresh process, and importing the facade (pydantic models, numpy, the store) would
+cost it more than its whole time budget. `from nooa_mcp import Memory` works as before.
 """
 
-from .config import RecallSettings, Settings
-from .domain.schema import Channel, EdgeType, MemoryType
-from .errors import (
-    AmbiguousId,
-    InvalidInput,
-    NooaError,
-    NotFound,
-    OwnerForbidden,
-    ReferenceOutsideRoot,
-    StoreTooNew,
-)
-from .memory import Memory
+from __future__ import annotations
 
-__all__ = [
-    "AmbiguousId",
-    "Channel",
-    "EdgeType",
-    "InvalidInput",
-    "Memory",
-    "MemoryType",
-    "NooaError",
-    "NotFound",
-    "OwnerForbidden",
-    "RecallSettings",
-    "ReferenceOutsideRoot",
-    "Settings",
-    "StoreTooNew",
-]
+import importlib
+
+#: Public name → the module that defines it.
+_EXPORTS = {
+    "AmbiguousId": ".errors",
+    "Channel": ".domain.schema",
+    "EdgeType": ".domain.schema",
+    "InvalidInput": ".errors",
+    "Memory": ".memory",
+    "MemoryType": ".domain.schema",
+    "NooaError": ".errors",
+    "NotFound": ".errors",
+    "OwnerForbidden": ".errors",
+    "RecallSettings": ".config",
+    "ReferenceOutsideRoot": ".errors",
+    "Settings": ".config",
+    "StoreTooNew": ".errors",
+}
+
+__all__ = sorted(_EXPORTS)
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> object:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'nooa_mcp' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

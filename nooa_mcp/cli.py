@@ -23,14 +23,25 @@ from .errors import NooaError
 
 
 class Context:
-    def __init__(self, store: Path | None, owner: str | None, read: str | None = None) -> None:
+    def __init__(
+        self,
+        store: Path | None,
+        owner: str | None,
+        reference_root: Path | None = None,
+        as_json: bool = False,
+        read: str | None = None,
+    ) -> None:
         self.store = store
         self.owner = owner
+        self.reference_root = reference_root
+        self.as_json = as_json
         self.read = read
 
     def settings(self) -> Settings:
         read = [r for r in self.read.split(",") if r.strip()] if self.read else None
-        return Settings.from_env(store=self.store, owner=self.owner, read=read)
+        return Settings.from_env(
+            store=self.store, owner=self.owner, reference_root=self.reference_root, read=read
+        )
 
 
 def run(fn: Callable[..., Coroutine[Any, Any, Any]]) -> Callable[..., Any]:
@@ -47,7 +58,10 @@ def run(fn: Callable[..., Coroutine[Any, Any, Any]]) -> Callable[..., Any]:
 
 
 def emit(data: Any, as_json: bool, render: Callable[[Any], str]) -> None:
-    if as_json:
+    """Print a reply as JSON (the command's or the global `--json`) or as its rendering."""
+    context = click.get_current_context(silent=True)
+    root = context.find_object(Context) if context is not None else None
+    if as_json or (root is not None and root.as_json):
         if hasattr(data, "model_dump"):
             data = data.model_dump(mode="json")
         click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
@@ -93,11 +107,31 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON f
     help="Roles this owner may also read, comma-separated, or * (env NOOA_READ). Without it, "
     "scope * or another role's name searches only your own role.",
 )
+@click.option(
+    "--reference-root",
+    type=click.Path(path_type=Path, file_okay=False),
+    envvar="NOOA_REFERENCE_ROOT",
+    help="Folder that file: references are relative to (env NOOA_REFERENCE_ROOT).",
+)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    envvar="NOOA_JSON",
+    help="Print JSON for machines (every command; env NOOA_JSON=1).",
+)
 @click.version_option(package_name="nooa-mcp")
 @click.pass_context
-def main(click_ctx: click.Context, store: Path | None, owner: str | None, read: str | None) -> None:
+def main(
+    click_ctx: click.Context,
+    store: Path | None,
+    owner: str | None,
+    read: str | None,
+    reference_root: Path | None,
+    as_json: bool,
+) -> None:
     """nooa-mcp: long-term memory for agents. With no command, serves MCP over stdio."""
-    click_ctx.obj = Context(store, owner, read)
+    click_ctx.obj = Context(store, owner, reference_root, as_json, read)
     if click_ctx.invoked_subcommand is None:
         click_ctx.invoke(serve)
 
@@ -151,6 +185,16 @@ def serve(
 )
 @click.option("--tag", "tags", multiple=True, help="A tag (repeatable).")
 @click.option("--entity", "entities", multiple=True, help="An entity (repeatable).")
+@click.option(
+    "--ref",
+    "refs",
+    multiple=True,
+    help="A reference instead of a copy: file:<path under --reference-root>, memory:<id> or "
+    "url:<address> (repeatable).",
+)
+@click.option("--fire-at", help="For --type intent: fire once this ISO 8601 time has passed.")
+@click.option("--cue", help="For --type intent: fire when these words come up later.")
+@click.option("--every-hours", type=float, help="For --type intent: re-arm after firing.")
 @json_option
 @click.pass_obj
 @run
@@ -162,9 +206,16 @@ async def author(
     importance: str,
     tags: tuple[str, ...],
     entities: tuple[str, ...],
+    refs: tuple[str, ...],
+    fire_at: str | None,
+    cue: str | None,
+    every_hours: float | None,
     as_json: bool,
 ) -> None:
-    """Remember TEXT."""
+    """Remember TEXT (`-` reads it from stdin: `cat notes.txt | nooa-mcp author -`)."""
+    if text == "-":
+        text = sys.stdin.read()
+    trigger = {"fire_at": fire_at, "cue": cue, "every_hours": every_hours}
     async with open_memory(ctx) as mem:
         result = await mem.author(
             text,
@@ -173,6 +224,8 @@ async def author(
             importance=importance,
             tags=list(tags),
             entities=list(entities),
+            references=list(refs) or None,
+            trigger={k: v for k, v in trigger.items() if v is not None} or None,
         )
     emit(result, as_json, lambda r: f"{r.status}  {r.id}")
 
@@ -259,6 +312,8 @@ async def explain(
 
 
 def _render_explain(r: Any) -> str:
+    if r.mode == "query" and not r.rows:
+        return "Nothing stored matches this query."
     parts = []
     if r.rows:
         rows = [
@@ -327,23 +382,27 @@ def _render_explain(r: Any) -> str:
 async def stats(ctx: Context, as_json: bool, scope: str) -> None:
     """Counts and health of the store."""
     async with open_memory(ctx) as mem:
-        result = await mem.stats(scope=scope)
+        result = (await mem.stats(scope=scope)).model_dump(mode="json")
+    # The model loads beside a one-shot command that never needs it: "warming" would read as
+    # a state to wait for. Counting needs no model, so say whether this process has it.
+    if result["embeddings"] != "ready":
+        result["embeddings"] = "not loaded (not needed to count)"
     emit(result, as_json, _render_stats)
 
 
-def _render_stats(s: Any) -> str:
+def _render_stats(s: dict[str, Any]) -> str:
     rows = [
-        ["store", s.store],
-        ["memories", s.total],
-        ["active", s.active],
-        ["archived", s.archived],
-        ["edges", s.edges],
-        ["accesses", s.accesses],
-        ["embeddings", s.embeddings],
+        ["store", s["store"]],
+        ["memories", s["total"]],
+        ["active", s["active"]],
+        ["archived", s["archived"]],
+        ["edges", s["edges"]],
+        ["accesses", s["accesses"]],
+        ["embeddings", s["embeddings"]],
     ]
-    rows += [[f"type {k}", v] for k, v in s.by_type.items()]
-    rows += [[f"owner {k or '(shared)'}", v] for k, v in s.by_owner.items()]
-    rows += [[k, v] for k, v in s.extra.items()]
+    rows += [[f"type {k}", v] for k, v in s["by_type"].items()]
+    rows += [[f"owner {k or '(shared)'}", v] for k, v in s["by_owner"].items()]
+    rows += [[k, v] for k, v in s["extra"].items()]
     return table(["what", "value"], rows)
 
 
@@ -377,13 +436,21 @@ async def import_(ctx: Context, file: Any, as_json: bool) -> None:
 
 @main.command()
 @click.option("--include-archived", is_flag=True, help="Also export archived memories.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON array instead of JSONL.")
 @click.pass_obj
 @run
-async def export(ctx: Context, include_archived: bool) -> None:
-    """Export memories as JSONL on stdout (one memory per line)."""
+async def export(ctx: Context, include_archived: bool, as_json: bool) -> None:
+    """Export memories as JSONL on stdout (one memory per line), or with --json as an array."""
+    as_array = as_json or ctx.as_json
+    records = []
     async with open_memory(ctx) as mem:
         async for record in mem.export_records(include_archived=include_archived):
-            click.echo(json.dumps(record, ensure_ascii=False))
+            if as_array:
+                records.append(record)
+            else:
+                click.echo(json.dumps(record, ensure_ascii=False))
+    if as_array:
+        click.echo(json.dumps(records, indent=2, ensure_ascii=False))
 
 
 # ---------------------------------------------------------------------------- reflect (issue 4)
@@ -432,6 +499,150 @@ def _render_reflect(r: Any) -> str:
         table(["step", "planned", "applied", "skipped", "failed", "note"], rows)
         + f"\n{r.status}: {r.applied} changes in {seconds:.1f} s"
     )
+
+
+# --------------------------------------------------------------------------- hooks (issue 13)
+# Claude Code hooks. `nooa-mcp hook ...` is normally answered by nooa_mcp/__main__.py before
+# this module is imported; these commands are the same code for --help and for other callers.
+
+url_option = click.option(
+    "--url",
+    envvar="NOOA_URL",
+    help="A running `nooa-mcp serve --transport http` to ask first (env NOOA_URL; its bearer "
+    "token in NOOA_TOKEN).",
+)
+
+
+@main.group()
+def hook() -> None:
+    """Answer a Claude Code hook: its JSON on stdin, the context to inject on stdout.
+
+    Never fails the prompt: any problem prints nothing, exits 0 and leaves a line in
+    <user data dir>/nooa-mcp/hooks.log.
+    """
+
+
+def _hook(ctx: Context, event: str, url: str | None) -> None:
+    from .hooks.run import run
+
+    store = str(ctx.store) if ctx.store is not None else None
+    run(event, store=store, owner=ctx.owner, url=url, stdin=sys.stdin, stdout=sys.stdout)
+
+
+@hook.command(name="session-start")
+@url_option
+@click.pass_obj
+def hook_session_start(ctx: Context, url: str | None) -> None:
+    """SessionStart: open todos, due intents, the project's most important memories."""
+    _hook(ctx, "session-start", url)
+
+
+@hook.command(name="user-prompt")
+@url_option
+@click.pass_obj
+def hook_user_prompt(ctx: Context, url: str | None) -> None:
+    """UserPromptSubmit: the intents the prompt cues and the memories relevant to it."""
+    _hook(ctx, "user-prompt", url)
+
+
+@main.group()
+def hooks() -> None:
+    """Install or remove nooa's hooks in Claude Code's settings file."""
+
+
+scope_option = click.option(
+    "--scope",
+    type=click.Choice(["user", "project", "local"]),
+    default="user",
+    show_default=True,
+    help="user: ~/.claude/settings.json; project: .claude/settings.json (shared); "
+    "local: .claude/settings.local.json.",
+)
+settings_option = click.option(
+    "--settings",
+    "settings_file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Write this settings file instead of the scope's.",
+)
+dry_run_option = click.option(
+    "--dry-run", is_flag=True, help="Print the change as a diff; write nothing."
+)
+
+
+def _apply(path: Path, wanted: Any, dry_run: bool, done: str) -> None:
+    from .hooks.install import InstallError, apply
+
+    try:
+        changed, diff = apply(path, wanted, dry_run=dry_run)
+    except InstallError as exc:
+        raise click.ClickException(str(exc)) from None
+    if dry_run:
+        click.echo(diff if changed else f"No change to {path}.", nl=not changed)
+    else:
+        click.echo(f"{done} {path}." if changed else f"No change to {path}.")
+
+
+@hooks.command(name="install")
+@scope_option
+@settings_option
+@dry_run_option
+@click.option(
+    "--command",
+    "command",
+    help="How Claude Code runs nooa-mcp (default: this installation's path; `nooa-mcp` for "
+    "--scope project).",
+)
+@click.option(
+    "--url",
+    help="Ask this running `nooa-mcp serve --transport http` first (the token in NOOA_TOKEN).",
+)
+@click.option(
+    "--http",
+    "http",
+    is_flag=True,
+    help="Write http hooks that Claude Code posts to --url itself (no process per prompt).",
+)
+@click.option(
+    "--token-env",
+    help="With --http: the environment variable holding the bearer token (e.g. NOOA_TOKEN).",
+)
+@click.pass_obj
+def hooks_install(
+    ctx: Context,
+    scope: str,
+    settings_file: Path | None,
+    dry_run: bool,
+    command: str | None,
+    url: str | None,
+    http: bool,
+    token_env: str | None,
+) -> None:
+    """Add the SessionStart and UserPromptSubmit hooks (merged; other hooks are kept)."""
+    from .hooks.install import InstallError, default_command, handlers, settings_path
+
+    try:
+        wanted = handlers(
+            command=command or default_command(scope),
+            owner=ctx.owner,
+            store=str(ctx.store) if ctx.store is not None else None,
+            url=url,
+            http=http,
+            token_env=token_env,
+        )
+    except InstallError as exc:
+        raise click.ClickException(str(exc)) from None
+    _apply(settings_file or settings_path(scope), wanted, dry_run, "Installed nooa's hooks in")
+
+
+@hooks.command(name="uninstall")
+@scope_option
+@settings_option
+@dry_run_option
+def hooks_uninstall(scope: str, settings_file: Path | None, dry_run: bool) -> None:
+    """Remove nooa's hooks (and nothing else) from Claude Code's settings file."""
+    from .hooks.install import settings_path
+
+    _apply(settings_file or settings_path(scope), None, dry_run, "Removed nooa's hooks from")
 
 
 # --------------------------------------------------------------------------- eval (issue 5)

@@ -35,6 +35,7 @@ from .services import (
     consolidation,
     editing,
     explain,
+    injection,
     intents,
     recall,
     todos,
@@ -189,6 +190,16 @@ class Memory:
     async def context(self, *, limit: int = 10) -> str:
         """The injection block; reading it logs `injected`, which never reinforces."""
         return await views.context(self._caller, limit=limit)
+
+    async def inject_for_prompt(self, prompt: str) -> injection.Injected:
+        """What a harness shows before a prompt: the intents it cues and the memories that
+        pass the injection rule; each logged `injected`, which never reinforces."""
+        return await injection.for_prompt(self._caller, prompt)
+
+    async def inject_at_start(self, project: str = "") -> injection.Injected:
+        """What a harness shows at session start: open todos, due intents and the most
+        important memories (those labelled `project` first); logged `injected`."""
+        return await injection.at_session_start(self._caller, project)
 
     async def stats(self, *, scope: str = "mine", show_path: bool = False) -> Stats:
         """Counts and KPIs of what the scope can see."""

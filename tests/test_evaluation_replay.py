@@ -58,9 +58,9 @@ def test_replay_reports_how_used_memories_move_per_weight_set():
     assert report.results["rec"]["up"] == 1 and report.results["rec"]["down"] == 1
 
 
-def test_eval_replay_plays_a_synthetic_workload_on_a_fresh_machine():
+def test_eval_replay_synthetic_plays_a_made_up_workload_on_a_fresh_machine():
     result = CliRunner().invoke(
-        main, ["eval", "replay", "--embedder", "hash", "--sessions", "4", "--json"]
+        main, ["eval", "replay", "--synthetic", "--embedder", "hash", "--sessions", "4", "--json"]
     )
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)

@@ -25,7 +25,7 @@ from .schema import (
     normalise_id,
 )
 from .schema import now as utc_now
-from .text import choices
+from .text import a_or_an, choices
 
 __all__ = [
     "MAX_CONTENT",
@@ -82,6 +82,13 @@ def check_content(content: Any, *, required_fix: str = "Pass the text to remembe
     return content.strip()
 
 
+#: How to give an intent its trigger, in the words of the tool arguments (fire_at, cue).
+TRIGGER_FIX = (
+    "Pass fire_at (an ISO 8601 time after which it fires), cue (words that fire it when they "
+    "come up later) or both."
+)
+
+
 def parse_trigger(value: Any) -> Trigger:
     """An intent's trigger from `{fire_at?, cue?, every_hours?}`.
 
@@ -94,7 +101,7 @@ def parse_trigger(value: Any) -> Trigger:
         raise InvalidInput(
             "trigger",
             f"{value!r} is not a trigger.",
-            "Pass {fire_at: ISO time} and/or {cue: text}, optionally every_hours.",
+            f"{TRIGGER_FIX} every_hours re-arms it.",
         )
     fire_at = as_utc(value.get("fire_at"), "trigger.fire_at")
     cue = value.get("cue")
@@ -110,9 +117,7 @@ def parse_trigger(value: Any) -> Trigger:
             "Pass e.g. 24 for daily.",
         )
     if fire_at is None and not (cue or "").strip():
-        raise InvalidInput(
-            "trigger", "needs fire_at, cue or both.", "Pass {fire_at: ISO time} and/or {cue: text}."
-        )
+        raise InvalidInput("trigger", "an intent needs a time or a cue to fire.", TRIGGER_FIX)
     return Trigger(fire_at=fire_at, cue=cue, every_hours=every)
 
 
@@ -128,7 +133,7 @@ def build_memory(spec: dict[str, Any], owner: str) -> Memory:
     if status is not None and kind is not MemoryType.todo:
         raise InvalidInput(
             "status",
-            f"only todos have a status; this is a {kind.value}.",
+            f"only todos have a status; this is {a_or_an(kind.value)}.",
             "Leave status out, or use type=todo.",
         )
     if status is not None:
@@ -138,10 +143,13 @@ def build_memory(spec: dict[str, Any], owner: str) -> Memory:
         if kind is not MemoryType.intent:
             raise InvalidInput(
                 "trigger",
-                f"only intents have a trigger; this is a {kind.value}.",
+                f"only intents have a trigger; this is {a_or_an(kind.value)}.",
                 "Use type=intent.",
             )
         trigger = parse_trigger(trigger)
+    elif kind is MemoryType.intent:
+        # An intent without a trigger can never fire and no listing shows it: refuse it.
+        raise InvalidInput("trigger", "an intent needs a time or a cue to fire.", TRIGGER_FIX)
     title = spec.get("title") or ""
     if not isinstance(title, str) or len(title) > 500:
         raise InvalidInput("title", "must be text of at most 500 characters.", "Shorten it.")

@@ -8,14 +8,13 @@ both a time and a cue fires on whichever comes first: the time is a "by then at 
 
 from __future__ import annotations
 
-import math
-import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Literal
 
 import numpy as np
 
+from .cues import cue_keywords, fired_fields, is_armed, keywords_match, next_fire_at, time_due
 from .schema import Trigger
 
 __all__ = [
@@ -34,15 +33,6 @@ __all__ = [
 #: Cosine between cue and text at or above which a cue trigger fires (SPEC §9).
 CUE_SIMILARITY = 0.55
 
-_STOPWORDS = frozenset(
-    """a an the and or but if then when whenever while of to in on at by for with about from into
-    onto over under is are was were be been being am do does did done have has had i me my we us
-    our you your he she it its they them their this that these those there here what which who
-    whom whose how why where as so not no nor too very can could should would will shall may might
-    must just than also any some all each every again once up down out off""".split()  # noqa: SIM905
-)
-_WORD = re.compile(r"[\w'-]+")
-
 
 @dataclass(frozen=True)
 class Firing:
@@ -53,23 +43,6 @@ class Firing:
     trigger: Trigger
     rearmed: bool
     similarity: float | None = None
-
-
-def cue_keywords(cue: str) -> frozenset[str]:
-    """The content words of a cue, lower-cased, without stop words."""
-    words = {w.strip("'-") for w in _WORD.findall(cue.lower())}
-    return frozenset(w for w in words if w and w not in _STOPWORDS)
-
-
-def _text_words(text: str) -> set[str]:
-    return {w.strip("'-") for w in _WORD.findall(text.lower())}
-
-
-def _keyword_present(keyword: str, words: set[str]) -> bool:
-    # A keyword of 4+ letters also matches its inflections ("deploy" in "deploying").
-    if keyword in words:
-        return True
-    return len(keyword) >= 4 and any(w.startswith(keyword) for w in words)
 
 
 def cue_matches(
@@ -88,48 +61,12 @@ def cue_matches(
         cos = float(np.dot(cue_vec, text_vec))
         if cos >= threshold:
             return True, cos
-    keywords = cue_keywords(cue)
-    if keywords:
-        words = _text_words(text)
-        if all(_keyword_present(k, words) for k in keywords):
-            return True, cos
-    return False, cos
-
-
-def is_armed(trigger: Trigger, now: datetime) -> bool:
-    """A one-shot trigger is armed until it fires; a recurring one after its cooldown."""
-    if trigger.fired_count == 0 or trigger.fired_at is None:
-        return True
-    if trigger.every_hours is None:
-        return False
-    return now >= trigger.fired_at + timedelta(hours=trigger.every_hours)
-
-
-def time_due(trigger: Trigger, now: datetime) -> bool:
-    """A time trigger is due once `fire_at` has passed and it is still armed."""
-    if trigger.fire_at is None or trigger.fire_at > now:
-        return False
-    if trigger.fired_at is not None and trigger.fired_at >= trigger.fire_at:
-        return False  # already fired for this occurrence
-    return trigger.every_hours is not None or trigger.fired_count == 0
-
-
-def next_fire_at(fire_at: datetime, every_hours: float, now: datetime) -> datetime:
-    """The first occurrence of `fire_at + n·every` strictly after now (occurrences missed while
-    nobody called are collapsed into this one firing)."""
-    step = timedelta(hours=every_hours)
-    if fire_at > now:
-        return fire_at
-    missed = math.floor((now - fire_at) / step) + 1
-    return fire_at + missed * step
+    return keywords_match(cue, text), cos
 
 
 def fire(trigger: Trigger, now: datetime) -> tuple[Trigger, bool]:
     """The trigger after firing now, and whether it was re-armed."""
-    update: dict = {"fired_at": now, "fired_count": trigger.fired_count + 1}
-    rearmed = trigger.every_hours is not None
-    if rearmed and trigger.fire_at is not None:
-        update["fire_at"] = next_fire_at(trigger.fire_at, trigger.every_hours, now)
+    update, rearmed = fired_fields(trigger, now)
     return trigger.model_copy(update=update), rearmed
 
 

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..errors import InvalidInput
 from .facts import normalised_hash
-from .text import sizes
+from .text import a_or_an, sizes
 
 # --------------------------------------------------------------------------- enums
 
@@ -321,7 +321,7 @@ class Memory(BaseModel):
                 self.status = "open"
         elif self.status is not None:
             raise ValueError(
-                f"status: only todos have a status, this memory is a {self.type.value}."
+                f"status: only todos have a status, this memory is {a_or_an(self.type.value)}."
             )
         return self
 

@@ -9,7 +9,7 @@ import math
 import re
 from collections.abc import Sequence
 
-__all__ = ["STOPWORDS", "choices", "fts_terms", "head", "sizes", "tokens"]
+__all__ = ["STOPWORDS", "a_or_an", "choices", "fts_terms", "head", "sizes", "tokens"]
 
 #: Function words: they match nearly every memory and would drown the words that matter.
 STOPWORDS = frozenset(
@@ -60,3 +60,8 @@ def choices(values: Sequence[str]) -> str:
     if len(items) <= 1:
         return "".join(items)
     return f"{', '.join(items[:-1])} or {items[-1]}"
+
+
+def a_or_an(word: str) -> str:
+    """The word with its indefinite article: "an info", "a todo" (error messages name types)."""
+    return f"{'an' if word[:1].lower() in 'aeiou' else 'a'} {word}"

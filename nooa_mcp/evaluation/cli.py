@@ -108,10 +108,14 @@ def locomo(
 @eval_group.command()
 @click.option(
     "--store",
-    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    type=click.Path(path_type=Path, dir_okay=False),
     default=None,
-    help="Store to replay. Without it, a synthetic agent workload is played into a temporary "
-    "store first, so the command shows something on a fresh machine.",
+    help="Store to replay (the same as the global --store or NOOA_STORE).",
+)
+@click.option(
+    "--synthetic",
+    is_flag=True,
+    help="Replay a synthetic agent workload played into a temporary store instead of yours.",
 )
 @click.option("--sessions", type=int, default=40, show_default=True, help="Synthetic sessions.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Synthetic workload seed.")
@@ -123,27 +127,50 @@ def locomo(
     show_default=True,
     help="Model for the synthetic workload (replay itself embeds nothing).",
 )
-def replay(store: Path | None, sessions: int, seed: int, as_json: bool, embedder: str) -> None:
+@click.pass_context
+def replay(
+    click_ctx: click.Context,
+    store: Path | None,
+    synthetic: bool,
+    sessions: int,
+    seed: int,
+    as_json: bool,
+    embedder: str,
+) -> None:
     """Re-rank a store's recorded recalls under other weights, from the stored components.
 
-    Reports where memories that were used later (dereferenced, updated, linked or recalled
-    again) would rank under each weight set, against the rank they were shown at.
+    Replays the store named by --store (here or before `eval`) or NOOA_STORE, else the default
+    store. Reports where memories that were used later (dereferenced, updated, linked or
+    recalled again) would rank under each weight set, against the rank they were shown at.
     """
     import tempfile
 
-    from ..config import Settings
+    from ..config import Settings, default_store_path, store_target
     from ..embeddings import HashEmbedder
     from ..memory import Memory
     from .replay import read_stream, simulate
     from .replay import replay as run_replay
 
+    root = click_ctx.find_root().obj
+    target = None
+    if not synthetic:
+        named = store or getattr(root, "store", None)
+        target = store_target(named) if named is not None else default_store_path()
+        if isinstance(target, Path) and not target.is_file():
+            raise click.ClickException(
+                f"store: there is no store at {target}. Name one with --store PATH (or "
+                "NOOA_STORE), or pass --synthetic to replay a made-up workload."
+            )
+    owner = getattr(root, "owner", None)
+    as_json = as_json or bool(getattr(root, "as_json", False))
+
     async def body():
         with tempfile.TemporaryDirectory(prefix="nooa-replay-") as tmp:
-            path = store or Path(tmp) / "workload.sqlite"
-            settings = Settings.from_env(store=path, owner="eval" if store is None else None)
-            model = _embedder(embedder) if store is None else HashEmbedder(384)
+            path = target or Path(tmp) / "workload.sqlite"
+            settings = Settings.from_env(store=path, owner="eval" if synthetic else owner)
+            model = _embedder(embedder) if synthetic else HashEmbedder(384)
             async with Memory.open(path, embedder=model, settings=settings) as mem:
-                if store is None:
+                if synthetic:
                     await simulate(mem, sessions=sessions, seed=seed)
                 stream = await read_stream(mem)
             return run_replay(stream, settings.recall)

@@ -12,6 +12,7 @@ from mcp.server.mcpserver import MCPServer
 from pydantic import BaseModel
 
 from ..domain.replies import MemoryView
+from ..domain.schema import TODO_STATUSES
 from ..domain.text import head
 from ..errors import InvalidInput, NotFound
 from .handlers import current_memory, resource_errors
@@ -66,6 +67,16 @@ def _cursor(cursor: str) -> int | None:
             "Pass next_cursor from the previous page, or leave it out for the first page.",
         )
     return int(cursor)
+
+
+def _todo_cursor(cursor: str) -> tuple[str, int | None]:
+    """A todo listing cursor: `<status>.<seq>`, or a plain sequence number (open todos)."""
+    status, dot, seq = cursor.partition(".")
+    if not dot:
+        return "open", _cursor(cursor)
+    if status not in TODO_STATUSES:
+        _cursor(cursor)  # raises: not a cursor from this server
+    return status, _cursor(seq)
 
 
 def _offset(offset: str, length: int) -> int:
@@ -154,13 +165,24 @@ def register_resources(server: MCPServer, budget: int) -> None:
     _paged(server, "memory://access-log", "access-log", recent_page)
 
     async def todos_page(cursor: str = "", limit: str = "") -> str:
-        """Your todos with their status, a page at a time."""
+        """Your todos with their status, open ones first, a page at a time."""
         size = _limit(limit)
-        rows = await (await current_memory()).list_memories(
-            limit=size, after=_cursor(cursor), type="todo"
-        )
-        nxt = str(rows[-1][0]) if len(rows) == size else None
-        return _page([_summary(v) for _, v in rows], nxt, "memory://todos")
+        memory = await current_memory()
+        phase, after = _todo_cursor(cursor)
+        items: list[dict[str, Any]] = []
+        nxt = None
+        # Open todos first, then done, then dropped: one status after the other, each in
+        # insertion order, so the cursor is the status and the last sequence number seen.
+        for status in TODO_STATUSES[TODO_STATUSES.index(phase) :]:
+            rows = await memory.list_memories(
+                limit=size - len(items), after=after, type="todo", status=status
+            )
+            items += [_summary(v) for _, v in rows]
+            after = None
+            if len(items) == size:
+                nxt = f"{status}.{rows[-1][0]}"
+                break
+        return _page(items, nxt, "memory://todos")
 
     _paged(server, "memory://todos", "todos", todos_page)
 

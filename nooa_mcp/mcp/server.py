@@ -11,6 +11,7 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import anyio
 from mcp.server.auth.settings import AuthSettings
@@ -22,8 +23,9 @@ from ..domain.scope import parse_roles
 from ..embeddings import Embedder, default_embedder
 from ..engine import Engine
 from ..errors import InvalidInput
+from ..hooks.http import hook_route
 from .handlers import Owners, bind_owner
-from .http import bind, http_app, is_loopback
+from .http import bind, http_app, is_loopback, protection
 from .identity import TokenEntry, TokenFileVerifier, load_tokens
 from .notifications import ScopedBus, Subscribers
 from .prompting import register_prompts
@@ -65,6 +67,9 @@ def build_server(
         An MCPServer whose lifespan opens the store and closes it on shutdown.
     """
 
+    # The engine once the lifespan has opened it: the HTTP routes beside /mcp use it too.
+    running: dict[str, Engine | None] = {}
+
     @asynccontextmanager
     async def lifespan(_: MCPServer) -> AsyncIterator[Owners]:
         # The model loads beside the server: initialize is answered before it is ready (SPEC §4).
@@ -73,7 +78,11 @@ def build_server(
         else:
             model = embedder or default_embedder(settings.model_cache_dir)
         async with Owners.running(settings, model, engine) as owners:
-            yield owners
+            running["engine"] = owners.engine
+            try:
+                yield owners
+            finally:
+                running.pop("engine", None)
 
     auth = None
     verifier = None
@@ -100,6 +109,16 @@ def build_server(
     register_tools(server, budget, subscribers, reflect=settings.reflect_tool)
     register_resources(server, budget)
     register_prompts(server)
+    # Claude Code's `"type": "http"` hooks POST to /hooks beside /mcp: same tokens, same owner
+    # rules, the same engine (see nooa_mcp/hooks/http.py).
+    host = urlsplit(http_url).hostname or "127.0.0.1"
+    hooks = hook_route(
+        lambda: running.get("engine"),
+        owner=settings.owner,
+        tokens=bool(tokens),
+        allowed_hosts=protection(host).allowed_hosts,
+    )
+    server.custom_route(hooks.path, methods=["POST"], name="hooks")(hooks.endpoint)
     return server
 
 

@@ -4,8 +4,9 @@ Each tool validates its arguments through its signature, gets the connection's M
 one facade call and returns the reply model as structured content with a text summary.
 """
 
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, ToolAnnotations
@@ -50,11 +51,19 @@ __all__ = ["register_tools"]
 
 # --------------------------------------------------------------------------- tool argument types
 
-# Each list of values is written once (domain.schema); the Literals the model sees come from it.
-TodoStatus = Literal[TODO_STATUSES]  # type: ignore[valid-type]
-TodoFilter = Literal[(*TODO_STATUSES, "all")]  # type: ignore[valid-type]
-TodoAction = Literal[TODO_ACTIONS]  # type: ignore[valid-type]
-IntentAction = Literal[INTENT_ACTIONS]  # type: ignore[valid-type]
+
+def choice(values: Sequence[str], description: str = "") -> Any:
+    """A text argument whose schema lists `values` (the model sees them as an enum).
+
+    The facade checks the value, not the SDK: its refusal names the field and the allowed
+    values in one sentence, where the SDK's validation error is pydantic's text with a URL.
+    """
+    return Annotated[str, Field(description=description, json_schema_extra={"enum": [*values]})]
+
+
+# Each list of values is written once (domain.schema); the enums the model sees come from it.
+MEMORY_TYPES = [t.value for t in MemoryType]
+TypeName = choice(MEMORY_TYPES)
 
 Importance = Annotated[
     str | float,
@@ -96,9 +105,7 @@ def register_tools(
     async def memory_author(
         ctx: Context,
         content: Annotated[str, Field(description="One self-contained idea, fact or procedure.")],
-        type: Annotated[MemoryType, Field(description="What kind of memory this is.")] = (
-            MemoryType.info
-        ),
+        type: choice(MEMORY_TYPES, "What kind of memory this is.") = "info",
         title: str = "",
         importance: Importance = "MEDIUM",
         salience: Annotated[
@@ -130,7 +137,8 @@ def register_tools(
             datetime | None, Field(description="When this stops being true, if known.")
         ] = None,
         trigger: Annotated[
-            TriggerArg | None, Field(description="Only for type=intent: when it fires.")
+            TriggerArg | None,
+            Field(description="Required for type=intent (and only for it): when it fires."),
         ] = None,
         revive: Annotated[
             bool, Field(description="Restore a memory that was forgotten before.")
@@ -146,7 +154,7 @@ def register_tools(
         memory = await current_memory()
         result = await memory.author(
             content,
-            type=type.value,
+            type=type,
             title=title,
             importance=importance,
             salience=salience,
@@ -176,7 +184,7 @@ def register_tools(
                 "* (everyone, read-only) or an owner role[@instance]."
             ),
         ] = "mine",
-        types: list[MemoryType] | None = None,
+        types: list[TypeName] | None = None,
         hops: Annotated[
             int | None, Field(ge=0, le=3, description="Spreading hops over links; 0 = none.")
         ] = None,
@@ -192,7 +200,7 @@ def register_tools(
             query,
             k=k,
             scope=scope,
-            types=[t.value for t in types] if types else None,
+            types=types or None,
             hops=hops,
             include_archived=include_archived,
         )
@@ -243,7 +251,7 @@ def register_tools(
             str | float | None, Field(description="CRITICAL, HIGH, MEDIUM, LOW, TRIVIAL or 0–10.")
         ] = None,
         tags: list[str] | None = None,
-        status: Annotated[TodoStatus | None, Field(description="Todos only.")] = None,
+        status: choice(TODO_STATUSES, "Todos only.") | None = None,
         links: list[Link] | None = None,
         valid_to: Annotated[
             datetime | None, Field(description="Mark the fact as no longer true from then.")
@@ -284,10 +292,7 @@ def register_tools(
     @tool_errors
     async def todo(
         ctx: Context,
-        action: Annotated[
-            TodoAction,
-            Field(description="add a todo, list them, or close/reopen one by id."),
-        ],
+        action: choice(TODO_ACTIONS, "add a todo, list them, or close/reopen one by id."),
         content: Annotated[str | None, Field(description="For add: what you committed to.")] = None,
         memory_id: Annotated[
             str | None, Field(description="For done/drop/reopen: the todo's id (8 chars).")
@@ -295,10 +300,7 @@ def register_tools(
         title: str = "",
         importance: Importance = "MEDIUM",
         tags: list[str] | None = None,
-        status: Annotated[
-            TodoFilter,
-            Field(description="For list: which todos to show."),
-        ] = "open",
+        status: choice((*TODO_STATUSES, "all"), "For list: which todos to show.") = "open",
         limit: Annotated[int, Field(ge=1, le=100, description="For list: at most this many.")] = 20,
     ) -> Annotated[CallToolResult, TodoResult]:
         """Keep track of commitments: add, list (open first, by importance), done, drop, reopen.
@@ -330,10 +332,9 @@ def register_tools(
     @tool_errors
     async def intent(
         ctx: Context,
-        action: Annotated[
-            IntentAction,
-            Field(description="add an intent, list them, check what fires now, cancel one."),
-        ],
+        action: choice(
+            INTENT_ACTIONS, "add an intent, list them, check what fires now, cancel one."
+        ),
         content: Annotated[
             str | None, Field(description="For add: what to do when it fires.")
         ] = None,
@@ -384,7 +385,7 @@ def register_reflect_tool(server: MCPServer, budget: int, subscribers: Subscribe
     The generative steps (reconcile, abstract) ask the client's own model through MCP sampling,
     only when `generative_reflection` is on and the client offers sampling.
     """
-    Step = Literal[REFLECTION_STEPS]  # type: ignore[valid-type]
+    Step = choice(REFLECTION_STEPS)
 
     @server.tool(
         title="Consolidate memory",
@@ -451,7 +452,13 @@ def _render_todos(result: TodoResult, omitted: int) -> str:
         f"- [{t.id8}] [{t.status}] {t.importance_label} {t.title or t.content}"
         for t in result.todos
     ]
-    lines.append(_listing(f"{result.open_count} open todo(s):", rows, "No todos."))
+    if result.action == "list" and result.status not in (None, "open"):
+        # A listing by another status names what it lists ("1 done todo(s):").
+        shown = "" if result.status == "all" else f"{result.status} "
+        header = f"{len(result.todos)} {shown}todo(s):"
+        lines.append(_listing(header, rows, f"No {shown}todos."))
+    else:
+        lines.append(_listing(f"{result.open_count} open todo(s):", rows, "No open todos."))
     if omitted:
         lines.append(f"{omitted} more not shown; read memory://todos for all of them.")
     lines += render_reminders(result.reminders, result.reminders_more)
@@ -461,7 +468,8 @@ def _render_todos(result: TodoResult, omitted: int) -> str:
 def _render_intents(result: IntentResult, omitted: int) -> str:
     lines = []
     if result.id or result.outcome:
-        lines.append(f"{result.action}: {(result.id or '')[:8]} {result.outcome}".strip() + ".")
+        said = " ".join(part for part in ((result.id or "")[:8], result.outcome) if part)
+        lines.append(f"{result.action}: {said}.")
     rows = []
     for i in result.intents:
         when = ", ".join(

@@ -12,6 +12,7 @@ from typing import Any
 from ..domain.inputs import check_content, parse_status
 from ..domain.replies import UpdateResult
 from ..domain.schema import IMPORTANCE, Channel, Memory, MemoryType, as_utc, clean_labels
+from ..domain.text import a_or_an
 from ..engine import text_of
 from ..errors import InvalidInput
 from . import reminders
@@ -93,7 +94,7 @@ async def update(
             if memory.type is not MemoryType.todo:
                 raise InvalidInput(
                     "status",
-                    f"only todos have a status; this is a {memory.type.value}.",
+                    f"only todos have a status; this is {a_or_an(memory.type.value)}.",
                     "Leave status out.",
                 )
             memory.status = status  # type: ignore[assignment]

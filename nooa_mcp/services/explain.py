@@ -38,7 +38,7 @@ async def explain(
     scope_obj = c.scope(scope)
     if query is None and memory_id is None:
         raise InvalidInput(
-            "query", "and memory_id are both missing.", "Pass a query, a memory_id, or both."
+            "query", "is missing, and so is memory_id.", "Pass a query, a memory_id, or both."
         )
     target = await c.resolve(memory_id, scope_obj) if memory_id is not None else None
     if query is None:

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..domain.replies import IntentItem, IntentResult
 from ..domain.schema import INTENT_ACTIONS
-from ..domain.text import choices, head
+from ..domain.text import a_or_an, choices, head
 from ..errors import InvalidInput
 from . import reminders
 from .authoring import author_many
@@ -61,7 +61,7 @@ async def intent(
         if found.type.value != "intent":
             raise InvalidInput(
                 "memory_id",
-                f"{found.id[:8]} is a {found.type.value}, not an intent.",
+                f"{found.id[:8]} is {a_or_an(found.type.value)}, not an intent.",
                 "List intents to find the id.",
             )
         await forget(c, found.id, reason="intent cancelled")

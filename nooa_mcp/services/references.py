@@ -163,7 +163,7 @@ def capture(
         raise InvalidInput(
             field,
             f"file:{ref.target} needs a reference root, and none is configured.",
-            "Start the server with --reference-root DIR (or NOOA_REFERENCE_ROOT).",
+            "Start nooa-mcp with --reference-root DIR, or set NOOA_REFERENCE_ROOT.",
         )
     real = confine(root, ref.target, field)
     if not real.exists():

@@ -10,7 +10,7 @@ from ..domain.prospective import todo_order
 from ..domain.replies import Reminder, TodoItem, TodoResult
 from ..domain.schema import IMPORTANCE, TODO_ACTIONS, TODO_STATUSES
 from ..domain.schema import now as utc_now
-from ..domain.text import choices, head
+from ..domain.text import a_or_an, choices, head
 from ..errors import InvalidInput
 from . import reminders
 from .authoring import author_many
@@ -77,7 +77,7 @@ async def todo(
         if found.type.value != "todo":
             raise InvalidInput(
                 "memory_id",
-                f"{found.id[:8]} is a {found.type.value}, not a todo.",
+                f"{found.id[:8]} is {a_or_an(found.type.value)}, not a todo.",
                 "List todos to find the id.",
             )
         new = _CLOSE[action]
@@ -93,6 +93,8 @@ async def todo(
         fired += due.reminders
         result.reminders_more = due.more
     wanted = status if action == "list" else "open"
+    if action == "list":
+        result.status = wanted
     result.todos = await _items(c, None if wanted == "all" else wanted, limit)
     result.open_count = await c.store.count_memories(c.actor.own, type="todo", status="open")
     result.reminders = fired

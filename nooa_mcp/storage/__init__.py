@@ -1,12 +1,26 @@
-"""Storage: the Store contract and its backends (the only SQL in nooa-mcp)."""
+"""Storage: the Store contract and its backends (the only SQL in nooa-mcp).
+
+`Store` is imported on first use (PEP 562), so `storage.quick` — the hook's fast path, standard
+library only — does not pull the contract's numpy and pydantic in with the package.
+"""
 
 from __future__ import annotations
 
-from pathlib import Path
+import importlib
 
-from .base import Store
+TYPE_CHECKING = False  # typing and pathlib cost the hook's fast path ~25 ms to import
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from .base import Store
 
 __all__ = ["Store", "copy_store", "open_store", "store_kind"]
+
+
+def __getattr__(name: str) -> object:
+    if name == "Store":
+        return importlib.import_module(".base", __name__).Store
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def store_kind(target: str | Path) -> str:
@@ -22,6 +36,8 @@ async def open_store(target: str | Path) -> Store:
         StoreTooNew: the store was written by a newer nooa-mcp.
         StoreUnavailable: the store cannot be opened (the message names it and the fix).
     """
+    from pathlib import Path
+
     if store_kind(target) == "postgresql":
         from .postgres import PostgresStore
 
@@ -37,6 +53,8 @@ async def copy_store(source: str | Path, target: str | Path) -> None:
     Raises:
         InvalidInput: the store is not a file.
     """
+    from pathlib import Path
+
     if store_kind(source) != "sqlite":
         from ..errors import InvalidInput
 

@@ -1,0 +1,104 @@
+"""Trigger rules that need no model: cue keywords, time triggers, recurrence (SPEC §9).
+
+Pure and standard-library only, so the Claude Code hook's fast path (a fresh process before
+every prompt, no numpy, no pydantic) applies exactly the rules the server applies. A trigger
+here is anything with `fire_at`, `cue`, `every_hours`, `fired_at` and `fired_count`
+attributes: the stored `Trigger` model, or a plain namespace read from the store's JSON.
+`prospective` adds the cosine half of cue matching and the evaluation over many intents.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import datetime, timedelta
+
+__all__ = [
+    "cue_keywords",
+    "fired_fields",
+    "is_armed",
+    "keyword_present",
+    "keywords_match",
+    "next_fire_at",
+    "text_words",
+    "time_due",
+]
+
+_STOPWORDS = frozenset(
+    """a an the and or but if then when whenever while of to in on at by for with about from into
+    onto over under is are was were be been being am do does did done have has had i me my we us
+    our you your he she it its they them their this that these those there here what which who
+    whom whose how why where as so not no nor too very can could should would will shall may might
+    must just than also any some all each every again once up down out off""".split()  # noqa: SIM905
+)
+_WORD = re.compile(r"[\w'-]+")
+
+
+def cue_keywords(cue: str) -> frozenset[str]:
+    """The content words of a cue, lower-cased, without stop words."""
+    words = {w.strip("'-") for w in _WORD.findall(cue.lower())}
+    return frozenset(w for w in words if w and w not in _STOPWORDS)
+
+
+def text_words(text: str) -> set[str]:
+    """Every word of a text, lower-cased (stop words kept: a cue keyword may be one)."""
+    return {w.strip("'-") for w in _WORD.findall(text.lower())}
+
+
+def keyword_present(keyword: str, words: set[str]) -> bool:
+    """Whether `keyword` is among `words`; one of 4+ letters also matches its inflections
+    ("deploy" in "deploying")."""
+    if keyword in words:
+        return True
+    return len(keyword) >= 4 and any(w.startswith(keyword) for w in words)
+
+
+def keywords_match(cue: str, text: str) -> bool:
+    """The keyword half of cue matching: every content word of the cue appears in the text."""
+    keywords = cue_keywords(cue)
+    if not keywords:
+        return False
+    words = text_words(text)
+    return all(keyword_present(k, words) for k in keywords)
+
+
+def is_armed(trigger: object, now: datetime) -> bool:
+    """A one-shot trigger is armed until it fires; a recurring one after its cooldown."""
+    fired_at, every = trigger.fired_at, trigger.every_hours  # type: ignore[attr-defined]
+    if trigger.fired_count == 0 or fired_at is None:  # type: ignore[attr-defined]
+        return True
+    if every is None:
+        return False
+    return now >= fired_at + timedelta(hours=every)
+
+
+def time_due(trigger: object, now: datetime) -> bool:
+    """A time trigger is due once `fire_at` has passed and it is still armed."""
+    fire_at = trigger.fire_at  # type: ignore[attr-defined]
+    fired_at = trigger.fired_at  # type: ignore[attr-defined]
+    if fire_at is None or fire_at > now:
+        return False
+    if fired_at is not None and fired_at >= fire_at:
+        return False  # already fired for this occurrence
+    return trigger.every_hours is not None or trigger.fired_count == 0  # type: ignore[attr-defined]
+
+
+def next_fire_at(fire_at: datetime, every_hours: float, now: datetime) -> datetime:
+    """The first occurrence of `fire_at + n·every` strictly after now (occurrences missed while
+    nobody called are collapsed into this one firing)."""
+    step = timedelta(hours=every_hours)
+    if fire_at > now:
+        return fire_at
+    missed = math.floor((now - fire_at) / step) + 1
+    return fire_at + missed * step
+
+
+def fired_fields(trigger: object, now: datetime) -> tuple[dict, bool]:
+    """What firing now changes on a trigger, and whether it is re-armed (recurring)."""
+    every = trigger.every_hours  # type: ignore[attr-defined]
+    fire_at = trigger.fire_at  # type: ignore[attr-defined]
+    update: dict = {"fired_at": now, "fired_count": trigger.fired_count + 1}  # type: ignore[attr-defined]
+    rearmed = every is not None
+    if rearmed and fire_at is not None:
+        update["fire_at"] = next_fire_at(fire_at, every, now)
+    return update, rearmed

@@ -1,0 +1,200 @@
+"""What a harness may inject without being asked, and how it reads (issue 13, SPEC §2).
+
+Pure and standard-library only: the Claude Code hook's keyword path runs it in a fresh process
+before every prompt, and the server's hook route runs it on ranked recall rows, so both apply
+one rule. Injected context reaches the model unasked, so the bar is higher than recall's:
+
+- nothing weak (the recall gate, SPEC §5 fix 8) and nothing stale or superseded;
+- and relevance that does not depend on the other candidates: a meaning match strong enough
+  to pass the weak line on its own (λ·cos + μ·cue overlap ≥ weak floor), or at least two
+  content words shared with the prompt (one when the prompt has one), or the memory's cues
+  (tags, entities, place) found in the prompt.
+
+Nothing relevant means nothing injected. The block stays far below the 10,000 characters
+Claude Code passes in full: a few short items, each clipped.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+
+from .cues import cue_keywords
+from .text import STOPWORDS
+
+__all__ = [
+    "CONTEXT_CHARS",
+    "ITEM_CHARS",
+    "PROMPT_MEMORIES",
+    "START_IMPORTANCE",
+    "START_MEMORIES",
+    "START_REMINDERS",
+    "START_TODOS",
+    "Item",
+    "content_words",
+    "cue_overlap",
+    "enough_shared",
+    "importance_label",
+    "relevant",
+    "render_prompt",
+    "render_session",
+    "shared_words",
+]
+
+#: Memories injected before one prompt, and at session start.
+PROMPT_MEMORIES = 3
+START_MEMORIES = 5
+START_TODOS = 10
+START_REMINDERS = 5
+#: Session start shows memories not labelled with the project only from HIGH up (the HIGH
+#: band starts halfway between MEDIUM 5 and HIGH 8): a new session needs the few that matter.
+START_IMPORTANCE = 6.5
+#: One item's text is clipped here; the whole block never passes CONTEXT_CHARS.
+ITEM_CHARS = 300
+CONTEXT_CHARS = 4_000
+#: Cue overlap (|prompt ∩ cues| / min(|prompt|, |cues|)) that counts on its own.
+CUE_OVERLAP = 0.6
+#: The shipped recall constants the keyword path uses (it has no Settings): λ, μ, weak floor.
+LAM, MU, WEAK = 0.5, 0.3, 0.18
+
+_WORD = re.compile(r"\w+")
+_CHATTER = (
+    "a an the and or but if then so not no can could should would will shall may might must "
+    "just also any some all each every please thanks thank hi hello ok okay yes"
+)
+_NOISE = STOPWORDS | frozenset(_CHATTER.split())
+
+#: (id, type, importance, text, extra): one line of the block. `extra` is a short note
+#: (a todo's status, an intent's reason) or "".
+Item = tuple[str, str, float, str, str]
+
+
+def content_words(text: str) -> set[str]:
+    """Lower-cased words of two or more characters, function words left out."""
+    return {w for w in _WORD.findall(text.lower()) if len(w) > 1 and w not in _NOISE}
+
+
+def shared_words(prompt: set[str], memory: set[str]) -> set[str]:
+    """Prompt words the memory contains; a word of 4+ letters also matches its inflections
+    ("deploy" and "deploying"), in either direction."""
+    out = set()
+    for word in prompt:
+        inflected = len(word) >= 4 and any(
+            m.startswith(word) or (len(m) >= 4 and word.startswith(m)) for m in memory
+        )
+        if word in memory or inflected:
+            out.add(word)
+    return out
+
+
+def enough_shared(shared: int, prompt_words: int) -> bool:
+    """Two shared content words, or one when the prompt has only one."""
+    return prompt_words > 0 and shared >= min(2, prompt_words)
+
+
+def cue_overlap(prompt_text: str, cues: Iterable[str]) -> float:
+    """|prompt ∩ cues| / min(|prompt|, |cues|) over content words (recall's overlap rule)."""
+    cue_words: set[str] = set()
+    for cue in cues:
+        cue_words |= cue_keywords(cue)
+    prompt = content_words(prompt_text)
+    if not cue_words or not prompt:
+        return 0.0
+    return len(prompt & cue_words) / min(len(prompt), len(cue_words))
+
+
+def relevant(
+    *,
+    weak: bool,
+    stale: bool,
+    superseded: bool,
+    shared: int,
+    prompt_words: int,
+    overlap: float,
+    cos: float | None = None,
+    lam: float = LAM,
+    mu: float = MU,
+    weak_floor: float = WEAK,
+) -> bool:
+    """Whether a candidate may be injected for a prompt (the rule in the module docstring)."""
+    if weak or stale or superseded:
+        return False
+    if cos is not None and lam * cos + mu * overlap >= weak_floor:
+        return True
+    return enough_shared(shared, prompt_words) or overlap >= CUE_OVERLAP
+
+
+def importance_label(importance: float) -> str:
+    """The importance ladder's word for a number (nearest band, ties upward)."""
+    for name, floor in (("CRITICAL", 9), ("HIGH", 6.5), ("MEDIUM", 4), ("LOW", 2)):
+        if importance >= floor:
+            return name
+    return "TRIVIAL"
+
+
+def _clip(text: str, n: int = ITEM_CHARS) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= n else flat[: n - 1] + "…"
+
+
+def _line(item: Item, with_type: bool = True) -> str:
+    memory_id, kind, importance, text, extra = item
+    tag = f"{memory_id[:8]} {kind} " if with_type else f"{memory_id[:8]} "
+    note = f" ({extra})" if extra else ""
+    return f"- [{tag}{importance_label(importance)}] {_clip(text)}{note}"
+
+
+def _bounded(lines: list[str]) -> str:
+    out: list[str] = []
+    size = 0
+    for line in lines:
+        if size + len(line) + 1 > CONTEXT_CHARS:
+            out.append("- … more in memory (recall it with memory_recall)")
+            break
+        out.append(line)
+        size += len(line) + 1
+    return "\n".join(out)
+
+
+def render_prompt(reminders: Sequence[Item], memories: Sequence[Item]) -> str:
+    """The block injected before a prompt; "" when there is nothing to say."""
+    lines: list[str] = []
+    if reminders:
+        lines.append("Reminders from your memory (intents you set, due now; act on them):")
+        lines += [_line(r, with_type=False) for r in reminders]
+    if memories:
+        lines.append(
+            "From your long-term memory, possibly relevant to this prompt (injected by a hook; "
+            "memory_recall finds more):"
+        )
+        lines += [_line(m) for m in memories]
+    return _bounded(lines)
+
+
+def render_session(
+    project: str,
+    todos: Sequence[Item],
+    open_todos: int,
+    reminders: Sequence[Item],
+    memories: Sequence[Item],
+) -> str:
+    """The block injected at session start; "" when memory holds nothing to show."""
+    lines: list[str] = []
+    if todos:
+        more = f" ({open_todos} in all)" if open_todos > len(todos) else ""
+        lines.append(f"Open todos{more}; mark one done with the todo tool when you finish it:")
+        lines += [_line(t, with_type=False) for t in todos]
+    if reminders:
+        lines.append("Intents that are due now (act on them when the moment fits):")
+        lines += [_line(r, with_type=False) for r in reminders]
+    if memories:
+        where = f" for {project}" if project else ""
+        lines.append(f"Most important memories{where}:")
+        lines += [_line(m) for m in memories]
+    if not lines:
+        return ""
+    head = (
+        "Long-term memory (nooa), injected at session start. Recall before acting on a subject "
+        "you may have met before; author what you would want next time."
+    )
+    return _bounded([head, *lines])

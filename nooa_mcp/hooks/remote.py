@@ -1,0 +1,142 @@
+"""The hook's server path: ask a running `nooa-mcp serve --transport http` (issue 13 item 2).
+
+The server has the model loaded and the vector index warm, so it answers with what recall
+gives — meaning as well as keywords. The command hook POSTs Claude Code's hook JSON to the
+server's `/hooks` route, exactly what a `"type": "http"` hook would send, and prints the answer.
+
+For an `http://` server (loopback, as `serve` binds by default) the request is one HTTP/1.1
+exchange over a plain socket: `http.client` and `urllib.parse` cost a fresh process ~60 ms to
+import, more than the server takes to answer. `https://` goes through `http.client`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+
+__all__ = ["HOOK_PATH", "RemoteFailed", "ask", "hook_url"]
+
+#: The route beside /mcp that answers Claude Code hooks (see hooks/http.py).
+HOOK_PATH = "/hooks"
+#: The largest answer read back (the hook's context is a few thousand characters).
+MAX_ANSWER = 256 * 1024
+_URL = re.compile(r"^(https?)://(\[[0-9A-Fa-f:.]+\]|[^/:?#\s]+)(?::(\d{1,5}))?(/[^?#\s]*)?$")
+
+
+class RemoteFailed(Exception):
+    """The server did not answer usefully (refused, timed out, an error status)."""
+
+
+def hook_url(url: str) -> str:
+    """The hook route of a server given by its base URL or its /mcp URL."""
+    base = url.strip().rstrip("/")
+    if base.endswith("/mcp"):
+        base = base[: -len("/mcp")]
+    return base if base.endswith(HOOK_PATH) else base + HOOK_PATH
+
+
+def ask(url: str, body: bytes, token: str | None, timeout: float) -> str:
+    """POST the hook JSON; the server's hook output as text ("" for no output).
+
+    Raises:
+        RemoteFailed: a bad URL, connection refused, timeout, a status other than 200, or an
+            answer that is neither empty nor a JSON object.
+    """
+    target = hook_url(url)
+    found = _URL.match(target)
+    if found is None:
+        raise RemoteFailed(f"{url} is not an http:// or https:// URL.")
+    scheme, host, port, path = found.groups()
+    host = host.strip("[]")
+    headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    timeout = max(timeout, 0.05)
+    try:
+        if scheme == "https":
+            status, answer = _https(host, int(port or 443), path, body, headers, timeout)
+        else:
+            status, answer = _http(host, int(port or 80), path, body, headers, timeout)
+    except (OSError, ValueError) as exc:
+        raise RemoteFailed(f"{target} did not answer ({exc}).") from None
+    if status != 200:
+        raise RemoteFailed(f"{target} answered HTTP {status}.")
+    text = answer.decode("utf-8", "replace").strip()
+    if not text:
+        return ""
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError:
+        raise RemoteFailed(f"{target} answered something that is not JSON.") from None
+    if not isinstance(parsed, dict):
+        raise RemoteFailed(f"{target} answered JSON that is not an object.")
+    return text
+
+
+def _http(
+    host: str, port: int, path: str, body: bytes, headers: dict[str, str], timeout: float
+) -> tuple[int, bytes]:
+    """One HTTP/1.1 POST with `Connection: close`; (status, body)."""
+    lines = [
+        f"POST {path} HTTP/1.1",
+        f"Host: {host if ':' not in host else f'[{host}]'}:{port}",
+        f"Content-Length: {len(body)}",
+        "Connection: close",
+        *(f"{k}: {v}" for k, v in headers.items()),
+    ]
+    request = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+    with socket.create_connection((host, port), timeout=timeout) as conn:
+        conn.sendall(request)
+        received = bytearray()
+        while len(received) <= MAX_ANSWER + 16_384:
+            chunk = conn.recv(65_536)
+            if not chunk:
+                break
+            received += chunk
+    head, sep, payload = bytes(received).partition(b"\r\n\r\n")
+    if not sep:
+        raise ValueError("no complete HTTP response")
+    status_line, *header_lines = head.decode("latin-1").split("\r\n")
+    parts = status_line.split(" ", 2)
+    if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
+        raise ValueError(f"not an HTTP response: {status_line[:80]!r}")
+    fields = {}
+    for line in header_lines:
+        name, _, value = line.partition(":")
+        fields[name.strip().lower()] = value.strip()
+    if "chunked" in fields.get("transfer-encoding", "").lower():
+        payload = _unchunk(payload)
+    elif "content-length" in fields:
+        payload = payload[: int(fields["content-length"])]
+    return int(parts[1]), payload[: MAX_ANSWER + 1]
+
+
+def _unchunk(data: bytes) -> bytes:
+    out = bytearray()
+    while data:
+        size_line, sep, rest = data.partition(b"\r\n")
+        if not sep:
+            break
+        size = int(size_line.split(b";")[0].strip() or b"0", 16)
+        if size == 0:
+            break
+        out += rest[:size]
+        data = rest[size + 2 :]
+    return bytes(out)
+
+
+def _https(
+    host: str, port: int, path: str, body: bytes, headers: dict[str, str], timeout: float
+) -> tuple[int, bytes]:
+    import http.client
+
+    connection = http.client.HTTPSConnection(host, port, timeout=timeout)
+    try:
+        connection.request("POST", path, body=body, headers=headers)
+        response = connection.getresponse()
+        return response.status, response.read(MAX_ANSWER + 1)
+    except http.client.HTTPException as exc:
+        raise ValueError(str(exc)) from None
+    finally:
+        connection.close()

@@ -1,0 +1,215 @@
+"""`nooa-mcp hook session-start|user-prompt`: Claude Code's hook JSON in, hook output out.
+
+A hook runs before every prompt, so it must never block or break it: whatever happens — bad
+input, a locked or missing store, a server that does not answer — it prints either a valid
+hook output or nothing, exits 0, and a failure leaves one line in `<user data dir>/nooa-mcp/
+hooks.log`. Its time is bounded (`NOOA_HOOK_SECONDS`, default 2 s): store queries running past
+it are interrupted, a server past it is given up on.
+
+Paths, in order: a running server when one is configured (`--url` or `NOOA_URL`; the token in
+`NOOA_TOKEN`), which gives recall with the model; else the keyword path on the SQLite file
+(`hooks/local.py`); a PostgreSQL store without a server goes through the Memory facade without
+the model (slower: a fresh process imports the whole package).
+
+The owner comes from `--owner`/`NOOA_OWNER`, else it is `claude-code` (the name Claude Code
+gives MCP servers, so hook and MCP server agree without configuration); never from the hook
+JSON. With a server, the server's owner rules apply (the token's owner, or its `--owner`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import time
+from datetime import UTC, datetime
+
+from . import paths
+
+__all__ = ["DEFAULT_OWNER", "EVENTS", "output", "run"]
+
+#: Command name → Claude Code's hook event name.
+EVENTS = {"session-start": "SessionStart", "user-prompt": "UserPromptSubmit"}
+#: The owner of a hook without --owner/NOOA_OWNER: Claude Code's MCP client name, slugged.
+DEFAULT_OWNER = "claude-code"
+#: The hook input is a few kilobytes; a prompt pasted with a whole file is cut here.
+MAX_INPUT = 1024 * 1024
+MAX_LOG = 1024 * 1024
+#: domain.scope's owner alphabet (checked equal by the tests; that module costs a fresh
+#: process the dataclasses import).
+_OWNER_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]{0,63}$")
+
+
+class HookFailed(Exception):
+    """Something the log should say in one line."""
+
+
+def output(event: str, text: str) -> str:
+    """Claude Code's hook output for `text`; "" (no output at all) when there is nothing."""
+    if not text:
+        return ""
+    return json.dumps(
+        {"hookSpecificOutput": {"hookEventName": EVENTS[event], "additionalContext": text}},
+        ensure_ascii=False,
+    )
+
+
+def _owner(value: str | None) -> str:
+    owner = (value or "").strip() or DEFAULT_OWNER
+    role, at, instance = owner.partition("@")
+    if not _OWNER_PART.match(role) or (at and not _OWNER_PART.match(instance)):
+        raise HookFailed(f"owner {owner!r} is not role[@instance] in ASCII letters and digits")
+    return owner
+
+
+def _payload(raw: str) -> dict:
+    if not raw.strip():
+        return {}
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise HookFailed(f"the hook input is not JSON ({exc.msg})") from None
+    if not isinstance(data, dict):
+        raise HookFailed("the hook input is not a JSON object")
+    return data
+
+
+def _text(data: dict, key: str) -> str:
+    value = data.get(key)
+    return value if isinstance(value, str) else ""
+
+
+def _read(stream) -> str:
+    if stream is None or stream.isatty():
+        return ""  # run by hand in a terminal: nothing is piped, nothing to wait for
+    return stream.read(MAX_INPUT)
+
+
+def log(event: str, message: str) -> None:
+    """Append one line to the hook log; logging never fails the hook."""
+    try:
+        path = paths.log_file()
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        if os.path.exists(path) and os.path.getsize(path) > MAX_LOG:
+            os.replace(path, path + ".1")
+        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(f"{stamp} {event} {' '.join(message.split())}\n")
+    except OSError:
+        pass
+
+
+def _store(explicit: str | None, root: str) -> str:
+    if explicit:
+        return os.path.expanduser(explicit)
+    if root:
+        own = os.path.join(root, paths.PROJECT_STORE)
+        if os.path.isfile(own):
+            return own
+    return paths.default_store()
+
+
+def answer(
+    event: str,
+    data: dict,
+    *,
+    store: str | None = None,
+    owner: str | None = None,
+    url: str | None = None,
+    token: str | None = None,
+    deadline: float,
+) -> str:
+    """The hook output for one event (may raise; `run` turns failures into no output)."""
+    owner = _owner(owner)
+    session = _text(data, "session_id")[:200] or None
+    if url:
+        from .remote import RemoteFailed, ask
+
+        # The event is the command's, whatever the input says: the server answers that one.
+        body = json.dumps({**data, "hook_event_name": EVENTS[event]}).encode()
+        # The server gets the budget but a reserve, so the store can still answer without it.
+        left = deadline - time.monotonic()
+        try:
+            return ask(url, body, token, left - min(0.5, left / 3))
+        except RemoteFailed as exc:
+            # The keyword path still gives something; the log says why the server did not.
+            log(event, f"server: {exc} Answered from the store without it.")
+    root, project = paths.find_project(_text(data, "cwd"))
+    target = _store(store, root)
+    prompt = _text(data, "prompt")
+    if event == "user-prompt" and not prompt.strip():
+        return ""
+    if target.startswith(("postgresql://", "postgres://")):
+        from .facade import inject
+
+        return output(event, inject(event, target, owner, project, prompt, session))
+    if os.path.isdir(target):
+        raise HookFailed(f"the store {target} is a directory; point --store at a file")
+    from ..storage.quick import QuickStore, QuickUnavailable
+
+    busy = max(50, int((deadline - time.monotonic()) * 800))
+    try:
+        opened = QuickStore.open(target, deadline, busy)
+    except QuickUnavailable as exc:
+        if not exc.older:
+            raise HookFailed(str(exc).rstrip(".")) from None
+        log(event, f"{exc} Answered through the full store code, which migrates it.")
+        from .facade import inject
+
+        return output(event, inject(event, target, owner, project, prompt, session))
+    if opened is None:
+        return ""  # no store yet: nothing to remember
+    from . import local
+
+    try:
+        if event == "session-start":
+            text = local.session_context(opened, owner, project, session)
+        else:
+            text = local.prompt_context(opened, owner, prompt, session)
+    finally:
+        opened.close()
+    return output(event, text)
+
+
+def run(
+    event: str,
+    *,
+    store: str | None = None,
+    owner: str | None = None,
+    url: str | None = None,
+    stdin=None,
+    stdout=None,
+) -> int:
+    """Answer one hook: read stdin, print the output (or nothing), return 0 whatever happens."""
+    stdin = sys.stdin if stdin is None else stdin
+    stdout = sys.stdout if stdout is None else stdout
+    env = os.environ
+    try:
+        seconds = float(env.get("NOOA_HOOK_SECONDS") or 2.0)
+    except ValueError:
+        seconds = 2.0
+    deadline = time.monotonic() + max(seconds, 0.1)
+    text = ""
+    try:
+        if event not in EVENTS:
+            raise HookFailed(f"{event!r} is not a hook; use session-start or user-prompt")
+        raw = _read(stdin)
+        text = answer(
+            event,
+            _payload(raw),
+            store=store or env.get("NOOA_STORE") or None,
+            owner=owner or env.get("NOOA_OWNER") or None,
+            url=url or env.get("NOOA_URL") or None,
+            token=env.get("NOOA_TOKEN") or None,
+            deadline=deadline,
+        )
+    except HookFailed as exc:
+        log(event, f"{exc}.")
+    except Exception as exc:  # never break the user's prompt: log it, print nothing
+        log(event, f"{type(exc).__name__}: {exc}")
+        text = ""
+    if text:
+        stdout.write(text + "\n")
+        stdout.flush()
+    return 0

@@ -1,0 +1,198 @@
+"""Injection: what a harness shows the model without a tool call (issue 13, SPEC §2).
+
+A Claude Code hook asks for it at session start (open todos, due intents, the most important
+memories for the project) and before each prompt (the intents the prompt cues and the memories
+relevant to it). Everything shown is logged `injected`, which never counts as use; the
+relevance rule is `domain.injection.relevant`, the same one the hook's keyword path applies.
+
+The model is used when this process has it loaded; a hook never waits for it to load.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..domain.injection import (
+    PROMPT_MEMORIES,
+    START_IMPORTANCE,
+    START_MEMORIES,
+    START_TODOS,
+    Item,
+    content_words,
+    relevant,
+    shared_words,
+)
+from ..domain.prospective import todo_order
+from ..domain.replies import Reminder
+from ..domain.schema import SUPERSEDING, Channel, Memory
+from ..domain.schema import now as utc_now
+from . import reminders
+from .caller import Caller
+from .ranking import rank
+
+__all__ = ["Injected", "at_session_start", "for_prompt"]
+
+#: The longest prompt text used as a query (embedding and keyword terms look at the start).
+QUERY_CHARS = 2_000
+#: Candidates looked at before the rule keeps a few.
+CANDIDATES = 20
+#: Types a prompt may bring in: intents come as reminders, scratch notes never.
+PROMPT_TYPES = {"info", "skill", "episode", "todo", "reflection"}
+
+
+@dataclass
+class Injected:
+    """What was injected: items ready for `domain.injection.render_*`."""
+
+    memories: list[Item] = field(default_factory=list)
+    reminders: list[Item] = field(default_factory=list)
+    todos: list[Item] = field(default_factory=list)
+    open_todos: int = 0
+    embeddings: str = "ready"
+
+
+def _item(m: Memory) -> Item:
+    return (m.id, m.type.value, m.importance, m.title or m.content, "")
+
+
+def _reminder(r: Reminder, importance: float = 5.0) -> Item:
+    note = "time" if r.reason == "time" else "cue"
+    return (r.intent_id, "intent", importance, r.content, f"fired on its {note}")
+
+
+async def _log(c: Caller, ids: list[str], query: str | None) -> None:
+    """Log `injected` on each memory shown, in the order shown (SPEC §2: never use)."""
+    if not ids:
+        return
+    async with c.store.transaction():
+        fetched = await c.store.fetch_many(ids)
+        logged, saved = [], []
+        for position, memory_id in enumerate(ids, 1):
+            memory = fetched.get(memory_id)
+            if memory is None:
+                continue
+            access = c.access(Channel.injected, query=query, rank=position)
+            c.apply(memory, access)
+            saved.append(memory)
+            logged.append((memory_id, access))
+        await c.store.save_many(saved)
+        await c.store.append_accesses(logged)
+    c.index.mark_dirty()
+
+
+async def _reminders(c: Caller, text: str | None, vector) -> list[Item]:
+    fired = (await reminders.fire(c, [(text, vector)]))[0].reminders
+    if not fired:
+        return []
+    importance = {
+        i: m.importance for i, m in (await c.store.fetch_many([r.intent_id for r in fired])).items()
+    }
+    return [_reminder(r, importance.get(r.intent_id, 5.0)) for r in fired]
+
+
+async def for_prompt(c: Caller, prompt: str, *, limit: int = PROMPT_MEMORIES) -> Injected:
+    """The intents a prompt fires and the memories relevant to it, logged `injected`."""
+    query = " ".join(prompt.split())[:QUERY_CHARS]
+    out = Injected(embeddings=c.engine.embeddings_state)
+    if not query:
+        return out
+    settings = c.settings.recall
+    vector = None
+    if settings.use_dense and c.engine.embeddings_state == "ready":
+        vector = (await c.engine.embed([query]))[0]
+    await c.index.sync(c.store)
+    ranking = await rank(
+        query,
+        store=c.store,
+        index=c.index,
+        query_vector=vector,
+        scope=c.actor.own,
+        settings=settings,
+        now=utc_now().timestamp(),
+        types=PROMPT_TYPES,
+        hops=0,
+    )
+    words = content_words(query)
+    chosen = []
+    for r in ranking.rows[:CANDIDATES]:
+        row = r.row
+        if row.type == "todo" and row.status not in (None, "open"):
+            continue
+        text = " ".join((row.title, row.content, *row.cues))
+        ok = relevant(
+            weak=r.weak(settings.weak_relevance),
+            stale=r.stale,
+            superseded=r.superseded_by is not None,
+            shared=len(shared_words(words, content_words(text))),
+            prompt_words=len(words),
+            overlap=r.overlap,
+            cos=r.cos,
+            lam=settings.lam,
+            mu=settings.mu,
+            weak_floor=settings.weak_relevance,
+        )
+        if ok:
+            chosen.append(r)
+        if len(chosen) == limit:
+            break
+    out.memories = [
+        (r.id, r.row.type, r.row.importance, r.row.title or r.row.content, "") for r in chosen
+    ]
+    await _log(c, [r.id for r in chosen], query[:200])
+    out.reminders = await _reminders(c, query, vector)
+    return out
+
+
+async def at_session_start(c: Caller, project: str = "") -> Injected:
+    """Open todos, due intents and the most important memories (the project's first)."""
+    out = Injected(embeddings=c.engine.embeddings_state)
+    own = c.actor.own
+    todos = await c.store.list_memories(
+        own, archived=False, type="todo", status="open", limit=100_000
+    )
+    todos.sort(key=lambda m: todo_order(m.status, m.importance, m.created_at))
+    out.open_todos = len(todos)
+    out.todos = [_item(m) for m in todos[:START_TODOS]]
+    out.reminders = await _reminders(c, None, None)
+    out.memories = [_item(m) for m in await _important(c, project, len(todos))]
+    await _log(c, [t[0] for t in out.todos] + [m[0] for m in out.memories], None)
+    return out
+
+
+async def _important(c: Caller, project: str, open_todos: int) -> list[Memory]:
+    """The project's labelled memories, then the HIGH and CRITICAL ones; none superseded."""
+    own = c.actor.own
+    now = utc_now()
+    labelled: list[str] = []
+    if project:
+        wanted = project.lower()
+        rows = await c.store.candidates(project, own, limit=200)
+        labelled = [
+            r.id
+            for r in sorted(rows, key=lambda r: (-r.importance, -r.last_accessed_at))
+            if wanted in r.cues and not r.archived
+        ]
+    # The context rows put open todos first: ask for enough to reach the memories after them.
+    ranked = await c.store.context_rows(own, open_todos + START_MEMORIES * 8)
+    fetched = await c.store.fetch_many(labelled)
+    pool = [fetched[i] for i in labelled if i in fetched]
+    seen = {m.id for m in pool}
+    pool += [m for m in ranked if m.id not in seen and m.importance >= START_IMPORTANCE]
+    pool = [
+        m
+        for m in pool
+        if m.type.value not in ("todo", "intent", "scratch")
+        and not m.archived
+        and (m.valid_to is None or m.valid_to > now)
+    ]
+    if not pool:
+        return []
+    links = await c.store.successors([m.id for m in pool], [e.value for e in SUPERSEDING], own)
+    newer = await c.store.fetch_many(list({e.src for e in links}))
+    created = {m.id: m.created_at for m in pool}
+    superseded = {
+        e.dst
+        for e in links
+        if e.src in newer and newer[e.src].created_at >= created.get(e.dst, now)
+    }
+    return [m for m in pool if m.id not in superseded][:START_MEMORIES]

@@ -1,0 +1,313 @@
+"""A quick, synchronous look into a SQLite store for the Claude Code hook (issue 13).
+
+A prompt hook is a fresh process before every prompt with a budget of ~150 ms, and importing
+the async store (aiosqlite, numpy, pydantic) costs more than that. This module uses only the
+standard library's sqlite3 and reads and writes the same tables, with the same rules, as
+`storage/sqlite.py`: the keyword search (FTS5, BM25 with the same column weights, the same
+common-word cut-off), owner visibility, and for what it shows an `injected` access (ring,
+channel counter and stream; never base-level, SPEC §2) in one `BEGIN IMMEDIATE` transaction.
+Constants shared with `storage/sqlite.py` are checked equal by the tests.
+
+It never creates a store: a missing file is simply nothing to show.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+
+__all__ = ["QuickStore", "QuickUnavailable"]
+
+#: The schema this module reads (sqlite.SCHEMA_VERSION).
+SCHEMA_VERSION = 2
+#: sqlite.NEXT_REV: every write moves the store-wide revision, so vector caches in running
+#: servers pull the changed rows.
+NEXT_REV = "(SELECT coalesce(max(rev), 0) + 1 FROM memories)"
+#: base.COMMON_FLOOR / COMMON_SHARE: a term in at least this many rows is too common to rank.
+COMMON_FLOOR = 1000
+COMMON_SHARE = 0.01
+#: The BM25 column weights of sqlite.SQLiteStore._keyword_hits (title, content, tags, entities).
+BM25 = "bm25(memories_fts, 2.0, 1.0, 1.5, 1.5)"
+RING_SIZE = 64
+
+_ROW = (
+    "m.seq, m.id, m.type, m.owner, m.title, m.content, m.tags, m.entities, m.place_or_task, "
+    "m.importance, m.status, m.valid_to, m.created_at"
+)
+
+
+class QuickUnavailable(Exception):
+    """The quick path cannot read this file: not a nooa-mcp store, or another schema version.
+
+    `older` is True for a store of an earlier schema, which the full store code migrates.
+    """
+
+    def __init__(self, message: str, older: bool = False) -> None:
+        super().__init__(message)
+        self.older = older
+
+
+def iso(ts: float) -> str:
+    """An epoch time as pydantic writes a UTC datetime into JSON ("...Z")."""
+    return datetime.fromtimestamp(ts, UTC).isoformat().replace("+00:00", "Z")
+
+
+class QuickStore:
+    """An open store file; `None` from `open` when there is no file."""
+
+    def __init__(self, conn: sqlite3.Connection, path: str) -> None:
+        self.conn = conn
+        self.path = path
+
+    @classmethod
+    def open(cls, path: str, deadline: float, busy_ms: int = 1000) -> QuickStore | None:
+        """Open an existing store read-write; queries past `deadline` (time.monotonic) abort.
+
+        Raises:
+            QuickUnavailable: the file is not a store of this schema.
+        """
+        if not os.path.isfile(path):
+            return None
+        try:
+            conn = sqlite3.connect(path, timeout=busy_ms / 1000, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise QuickUnavailable(f"{path} cannot be opened ({exc}).") from None
+        try:
+            conn.row_factory = sqlite3.Row
+            # As the store's own connections: durable across process crashes, and no fsync
+            # of the write-ahead log on every commit (a loaded disk made that the p99).
+            conn.execute("PRAGMA synchronous = NORMAL")
+            # Interrupt any statement still running at the deadline: a hook must never hang.
+            conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise QuickUnavailable(f"{path} is not a nooa-mcp store ({exc}).") from None
+        if version != SCHEMA_VERSION or "memories" not in tables:
+            conn.close()
+            if version == 0 or "memories" not in tables:
+                raise QuickUnavailable(
+                    f"{path} is not a nooa-mcp store (another application's file?); it was "
+                    "not changed."
+                )
+            if version > SCHEMA_VERSION:
+                raise QuickUnavailable(
+                    f"{path} has schema version {version}, newer than this nooa-mcp reads "
+                    f"({SCHEMA_VERSION}); upgrade nooa-mcp."
+                )
+            raise QuickUnavailable(f"{path} has schema version {version}.", older=True)
+        return cls(conn, path)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    # ------------------------------------------------------------------ reads
+
+    def _rows(self, sql: str, params: Sequence[object] = ()) -> list[sqlite3.Row]:
+        return self.conn.execute(sql, params).fetchall()
+
+    @staticmethod
+    def _own(role: str, alias: str = "m") -> tuple[str, list[object]]:
+        """The caller's own role and shared rows (Actor.own; scope_sql of that scope)."""
+        return f"({alias}.owner = '' OR {alias}.role = ?)", [role]
+
+    def selective_terms(self, terms: list[str]) -> list[str]:
+        """Terms below the common-word cut-off (sqlite.SQLiteStore._selective_terms)."""
+        if not terms:
+            return terms
+        rows = self._rows("SELECT coalesce(max(seq), 0) FROM memories")[0][0]
+        cap = max(COMMON_FLOOR, int(rows * COMMON_SHARE))
+        if rows < cap:
+            return terms
+        probe = ", ".join(
+            "(SELECT count(*) FROM (SELECT rowid FROM memories_fts "
+            "WHERE memories_fts MATCH ? LIMIT ?))"
+            for _ in terms
+        )
+        params: list[object] = []
+        for term in terms:
+            params += [f'"{term}"', cap]
+        counts = self._rows(f"SELECT {probe}", params)[0]
+        return [term for term, n in zip(terms, counts, strict=True) if n < cap]
+
+    def keyword_candidates(self, terms: list[str], role: str, limit: int) -> list[dict]:
+        """BM25 top `limit` over live memories of the caller's role (and shared ones), with
+        what the injection rule needs; intents, scratch notes and closed todos left out."""
+        terms = self.selective_terms(terms)
+        if not terms:
+            return []
+        query = " OR ".join(f'"{t}"' for t in terms)
+        where, params = self._own(role)
+        rows = self._rows(
+            f"SELECT {_ROW}, f.score FROM (SELECT rowid AS seq, {BM25} AS score "
+            "FROM memories_fts WHERE memories_fts MATCH ? ORDER BY score LIMIT ?) f "
+            f"JOIN memories m ON m.seq = f.seq WHERE {where} AND m.archived = 0 "
+            "AND m.type NOT IN ('intent', 'scratch') "
+            "AND NOT (m.type = 'todo' AND m.status != 'open') ORDER BY f.score LIMIT ?",
+            [query, max(limit * 4, 200), *params, limit],
+        )
+        return [{**_decoded(r), "bm25": -r["score"]} for r in rows]
+
+    def superseded(self, ids: Sequence[str], role: str) -> set[str]:
+        """Ids that a newer live memory the caller sees refines or contradicts."""
+        if not ids:
+            return set()
+        where, params = self._own(role, "n")
+        marks = ",".join("?" * len(ids))
+        rows = self._rows(
+            "SELECT e.dst FROM edges e JOIN memories n ON n.id = e.src "
+            "JOIN memories o ON o.id = e.dst "
+            f"WHERE e.dst IN ({marks}) AND e.type IN ('refines', 'contradicts') "
+            f"AND n.archived = 0 AND n.created_at >= o.created_at AND {where}",
+            [*ids, *params],
+        )
+        return {r[0] for r in rows}
+
+    def open_todos(self, role: str, limit: int) -> tuple[list[dict], int]:
+        """Open todos, most important first, then oldest first; and how many are open."""
+        where, params = self._own(role)
+        base = f"FROM memories m WHERE {where} AND m.archived = 0 AND m.type = 'todo' "
+        base += "AND m.status = 'open'"
+        rows = self._rows(
+            f"SELECT {_ROW} {base} ORDER BY m.importance DESC, m.created_at ASC LIMIT ?",
+            [*params, limit],
+        )
+        count = self._rows(f"SELECT count(*) {base}", params)[0][0]
+        return [_decoded(r) for r in rows], count
+
+    def important(
+        self, role: str, project: str, limit: int, now: float, floor: float
+    ) -> list[dict]:
+        """Live, current memories for session start: those labelled with the project first
+        (tag, entity or place), then those of importance `floor` or more, by importance and
+        last use."""
+        where, params = self._own(role)
+        live = (
+            f"{where} AND m.archived = 0 AND m.type NOT IN ('todo', 'intent', 'scratch') "
+            "AND (m.valid_to IS NULL OR m.valid_to > ?)"
+        )
+        out: list[dict] = []
+        if project:
+            label = '"' + project.replace('"', '""') + '"'
+            rows = self._rows(
+                f"SELECT {_ROW} FROM memories_fts f JOIN memories m ON m.seq = f.rowid "
+                f"WHERE memories_fts MATCH ? AND {live} "
+                "ORDER BY m.importance DESC, m.last_accessed_at DESC LIMIT 200",
+                [f"{{tags entities}}: {label}", *params, now],
+            )
+            wanted = project.lower()
+            for r in rows:
+                item = _decoded(r)
+                labels = [*item["tags"], *item["entities"], item["place_or_task"]]
+                if any(str(x).lower() == wanted for x in labels):
+                    out.append(item)
+        rows = self._rows(
+            f"SELECT {_ROW} FROM memories m WHERE {live} AND m.importance >= ? "
+            "ORDER BY m.importance DESC, m.last_accessed_at DESC LIMIT ?",
+            [*params, now, floor, limit * 3],
+        )
+        seen = {m["id"] for m in out}
+        out += [d for d in map(_decoded, rows) if d["id"] not in seen]
+        return out
+
+    def intents(self, role: str) -> list[dict]:
+        """Live intents of the role with their trigger JSON, oldest first (store.intents)."""
+        rows = self._rows(
+            "SELECT id, content, importance, trigger FROM memories WHERE type = 'intent' "
+            "AND archived = 0 AND role = ? AND trigger IS NOT NULL ORDER BY seq",
+            (role,),
+        )
+        return [dict(r) for r in rows]
+
+    # ------------------------------------------------------------------ the one write
+
+    def log_injected(
+        self,
+        shown: Sequence[tuple[str, dict]],
+        fired: Sequence[tuple[str, Callable[[str], tuple[str, dict] | None], dict]] = (),
+    ) -> list[str]:
+        """Log `injected` accesses and fire intents in one transaction.
+
+        `shown` is (memory id, access record) per memory shown. `fired` is (intent id,
+        decide, access record): `decide` sees the intent's trigger JSON as it is now, under
+        the write lock, and returns the new trigger JSON and the maintenance-log report, or
+        None when it no longer fires (another process fired it first). Returns the intent ids
+        that fired.
+
+        Raises:
+            sqlite3.Error: the write failed (locked past the busy timeout, read-only, full).
+        """
+        now = time.time()
+        done: list[str] = []
+        if not shown and not fired:
+            return done
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            for memory_id, decide, record in fired:
+                row = self._ring_row(memory_id)
+                if row is None or row["archived"] or not row["trigger"]:
+                    continue
+                decided = decide(row["trigger"])
+                if decided is None:
+                    continue
+                trigger, report = decided
+                self._touch(memory_id, row, record, trigger)
+                self.conn.execute(
+                    "INSERT INTO maintenance_log(ts, kind, report) VALUES (?, 'intent', ?)",
+                    (now, json.dumps(report)),
+                )
+                done.append(memory_id)
+            for memory_id, record in shown:
+                row = self._ring_row(memory_id)
+                if row is not None:
+                    self._touch(memory_id, row, record, None)
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+        return done
+
+    def _ring_row(self, memory_id: str) -> sqlite3.Row | None:
+        rows = self._rows(
+            "SELECT ring, channels, trigger, archived FROM memories WHERE id = ?", (memory_id,)
+        )
+        return rows[0] if rows else None
+
+    def _touch(self, memory_id: str, row: sqlite3.Row, record: dict, trigger: str | None) -> None:
+        """Put the access on the ring and the stream; `injected` touches nothing else."""
+        ring = [record, *json.loads(row["ring"])][:RING_SIZE]
+        channels = json.loads(row["channels"])
+        channels[record["channel"]] = channels.get(record["channel"], 0) + 1
+        sets = "ring = ?, channels = ?"
+        values: list[object] = [json.dumps(ring), json.dumps(channels)]
+        if trigger is not None:
+            sets += ", trigger = ?"
+            values.append(trigger)
+        self.conn.execute(
+            f"UPDATE memories SET {sets}, rev = {NEXT_REV} WHERE id = ?", [*values, memory_id]
+        )
+        self.conn.execute(
+            "INSERT INTO accesses(memory_id, ts, channel, reader_owner, session_ref, trace_ref, "
+            "query, score, rank, components) VALUES (?, ?, ?, ?, ?, NULL, ?, NULL, ?, NULL)",
+            (
+                memory_id,
+                datetime.fromisoformat(record["ts"]).timestamp(),
+                record["channel"],
+                record["reader_owner"],
+                record.get("session_ref"),
+                record.get("query"),
+                record.get("rank"),
+            ),
+        )
+
+
+def _decoded(row: sqlite3.Row) -> dict:
+    item = dict(row)
+    item["tags"] = json.loads(item["tags"])
+    item["entities"] = json.loads(item["entities"])
+    return item
