@@ -7,6 +7,7 @@ message that names the field and the fix, never a traceback.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import sys
@@ -25,7 +26,7 @@ BATCH = 256
 
 
 class Context:
-    def __init__(self, store: Path | None, owner: str | None) -> None:
+    def __init__(self, store: str | None, owner: str | None) -> None:
         self.store = store
         self.owner = owner
 
@@ -80,16 +81,16 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON f
 @click.group(invoke_without_command=True)
 @click.option(
     "--store",
-    type=click.Path(path_type=Path),
+    # Text, not click.Path: a postgresql://host/db URL must reach the store as written.
     envvar="NOOA_STORE",
-    help=f"Store file (env NOOA_STORE; default {default_store_path()}).",
+    help=f"Store file or postgresql:// URL (env NOOA_STORE; default {default_store_path()}).",
 )
 @click.option(
     "--owner", envvar="NOOA_OWNER", help="Whose memory this is: role[@instance] (env NOOA_OWNER)."
 )
 @click.version_option(package_name="nooa-mcp")
 @click.pass_context
-def main(click_ctx: click.Context, store: Path | None, owner: str | None) -> None:
+def main(click_ctx: click.Context, store: str | None, owner: str | None) -> None:
     """nooa-mcp: long-term memory for agents. With no command, serves MCP over stdio."""
     click_ctx.obj = Context(store, owner)
     if click_ctx.invoked_subcommand is None:
@@ -475,6 +476,55 @@ def _render_reflect(r: Any) -> str:
     return (
         table(["step", "planned", "applied", "skipped", "failed", "note"], rows)
         + f"\n{r.status}: {r.applied} changes in {seconds:.1f} s"
+    )
+
+
+# ------------------------------------------------------------------------ migrate (issue 11)
+# Owned by the PostgreSQL work; the copying lives in nooa_mcp/storage/migrate.py.
+
+
+@main.command()
+@click.argument("source")
+@click.argument("dest")
+@json_option
+@run
+async def migrate(source: str, dest: str, as_json: bool) -> None:
+    """Copy the store SOURCE into the new, empty store DEST, losslessly.
+
+    Each is a store file or a postgresql:// URL, so this moves a store between SQLite and
+    PostgreSQL (either way): memories with every field and embedding, edges, the access
+    stream, tombstones, todos, intents, the maintenance log and settings. DEST is written in
+    one transaction: it gets everything or nothing.
+    """
+    from .config import store_target
+    from .storage.migrate import migrate as copy
+
+    bar: Any = None
+    with contextlib.ExitStack() as stack:
+
+        def sized(sizes: dict[str, int]) -> None:
+            nonlocal bar
+            bar = stack.enter_context(
+                click.progressbar(
+                    length=max(1, sum(sizes.values())),
+                    label="copying",
+                    file=sys.stderr,
+                    show_pos=True,
+                    item_show_func=lambda table: table,
+                )
+            )
+
+        def progress(table: str, rows: int) -> None:
+            bar.update(rows, current_item=table)
+
+        report = await copy(store_target(source), store_target(dest), progress, sized)
+    emit(
+        {"copied": report.copied, "dest": report.dest_sizes},
+        as_json,
+        lambda r: table(
+            ["table", "copied", "in DEST"],
+            [[t, n, r["dest"].get(t, "")] for t, n in r["copied"].items()],
+        ),
     )
 
 
