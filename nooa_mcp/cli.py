@@ -121,11 +121,20 @@ def serve(
     from .mcp import server
 
     try:
-        server.run(
-            ctx.settings(), transport=transport, host=host, port=port, tokens_file=tokens_file
-        )
+        settings = ctx.settings()
+        # The server opens its store inside the MCP lifespan, where a wrong URL or a database
+        # that is down would end in a traceback: check a PostgreSQL store first.
+        anyio.run(_reachable, settings.store)
+        server.run(settings, transport=transport, host=host, port=port, tokens_file=tokens_file)
     except NooaError as exc:
         raise click.ClickException(str(exc)) from None
+
+
+async def _reachable(target: Path | str) -> None:
+    from .storage import open_store, store_kind
+
+    if store_kind(target) == "postgresql":
+        await (await open_store(target)).close()
 
 
 @main.command()

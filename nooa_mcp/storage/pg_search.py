@@ -160,7 +160,10 @@ df AS MATERIALIZED (
     FROM q
 ),
 sel AS (
-    SELECT ord, lex, greatest(ln((%(n)s - n_i + 0.5) / (n_i + 0.5)), 1e-6) AS idf
+    -- N comes from this process's statistics, which may lag another server's newest commit
+    -- by a few rows while n_i is counted now: N is at least n_i, so idf stays defined.
+    SELECT ord, lex,
+           greatest(ln((greatest(%(n)s, n_i) - n_i + 0.5) / (n_i + 0.5)), 1e-6) AS idf
     FROM df WHERE n_i < %(cap)s OR %(n)s < %(cap)s
 ),
 hits AS (
