@@ -28,7 +28,7 @@ import contextlib
 import contextvars
 import json
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -265,6 +265,16 @@ class PostgresStore:
         while await self.change_token() == token:
             await self._changed.wait()
 
+    @property
+    def listening(self) -> bool:
+        """Whether the LISTEN connection is up (commits elsewhere are heard without asking)."""
+        return self._listening
+
+    async def wait_listening(self, up: bool = True) -> None:
+        """Return once the LISTEN connection is up (or, with up=False, down)."""
+        while self._listening != up:
+            await self._changed.wait()
+
     # ------------------------------------------------------------------ primitives
 
     def _tx(self) -> Any:
@@ -280,7 +290,8 @@ class PostgresStore:
 
         Nested blocks become savepoints. A conflict PostgreSQL resolves by aborting this
         transaction (a deadlock) or a lost connection rolls everything back and raises
-        StoreUnavailable, whose message says to retry.
+        StoreUnavailable, whose message says to retry. A pooled connection that died while
+        idle (a database restart) is replaced before the block starts.
         """
         current = self._tx()
         if current is not None:
@@ -288,7 +299,8 @@ class PostgresStore:
                 yield
             return
         try:
-            async with self.pool.connection() as conn, conn.transaction():
+            async with AsyncExitStack() as stack:
+                conn = await self._begin(stack)
                 token = _TX.set({**_TX.get(), id(self): conn})
                 try:
                     yield
@@ -299,6 +311,22 @@ class PostgresStore:
         except psycopg.OperationalError as exc:
             raise self._unavailable(exc) from None
         self._changes += 1
+
+    async def _begin(self, stack: AsyncExitStack) -> Any:
+        """A pooled connection with its transaction begun (one retry on a dead connection)."""
+        for attempt in (1, 2):
+            inner = AsyncExitStack()
+            try:
+                conn = await inner.enter_async_context(self.pool.connection())
+                await inner.enter_async_context(conn.transaction())
+            except psycopg.OperationalError:
+                await inner.aclose()
+                if attempt == 2:
+                    raise
+                continue
+            stack.push_async_exit(inner)
+            return conn
+        raise AssertionError("unreachable")
 
     def _unavailable(self, exc: BaseException) -> StoreUnavailable:
         if isinstance(exc, PoolTimeout):
@@ -333,12 +361,18 @@ class PostgresStore:
             raise self._unavailable(exc) from None
 
     async def _rows(self, query: Any, params: dict[str, Any] | None = None) -> list[dict]:
-        try:
-            async with self._conn() as conn:
-                cur = await conn.execute(query, params)
-                return await cur.fetchall() if cur.description else []
-        except psycopg.OperationalError as exc:
-            raise self._unavailable(exc) from None
+        # Outside a transaction every call is a read (writes run in transactions), so a read
+        # that met a connection which died while pooled is tried once more on a fresh one.
+        retries = 0 if self.in_transaction else 1
+        while True:
+            try:
+                async with self._conn() as conn:
+                    cur = await conn.execute(query, params)
+                    return await cur.fetchall() if cur.description else []
+            except psycopg.OperationalError as exc:
+                if retries == 0 or isinstance(exc, psycopg.errors.TransactionRollback):
+                    raise self._unavailable(exc) from None
+                retries -= 1
 
     async def _scalar(self, query: Any, params: dict[str, Any] | None = None) -> Any:
         rows = await self._rows(query, params)
@@ -1125,7 +1159,14 @@ async def _ensure_schema(conn: Any, label: str) -> str:
             "Set options=-csearch_path%3D<schema> in the URL.",
         )
     try:
-        await conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(first)))
+        # IF NOT EXISTS alone races when several servers start on a new schema at once.
+        async with conn.transaction():
+            await conn.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"{first}/schema",)
+            )
+            await conn.execute(
+                sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(first))
+            )
     except psycopg.Error as exc:
         raise StoreUnavailable(
             label,
