@@ -22,8 +22,6 @@ from .config import Settings, default_store_path
 from .domain.schema import REFLECTION_STEPS
 from .errors import NooaError
 
-BATCH = 256
-
 
 class Context:
     def __init__(self, store: str | None, owner: str | None) -> None:
@@ -199,6 +197,11 @@ async def recall(
     emit(result, as_json, _render_recall)
 
 
+def _cos(value: float | None) -> str:
+    """A cosine, or "-" when none was computed (keyword-only)."""
+    return "-" if value is None else f"{value:.2f}"
+
+
 def _render_recall(r: Any) -> str:
     rows = [
         [
@@ -207,7 +210,7 @@ def _render_recall(r: Any) -> str:
             h.type.value,
             f"{h.score:.3f}",
             h.components.source,
-            f"{h.components.cos:.2f}",
+            _cos(h.components.cos),
             f"{h.components.rel:.2f}",
             f"{h.components.rec:.2f}",
             f"{h.components.imp:.2f}",
@@ -266,7 +269,7 @@ def _render_explain(r: Any) -> str:
                 x.id[:8],
                 f"{x.score:.3f}",
                 x.source,
-                f"{x.cos:.2f}",
+                _cos(x.cos),
                 f"{x.rel:.2f}",
                 f"{x.rec:.2f}",
                 f"{x.imp:.2f}",
@@ -352,65 +355,26 @@ def _render_stats(s: Any) -> str:
 @click.pass_obj
 @run
 async def import_(ctx: Context, file: Any, as_json: bool) -> None:
-    """Import memories from a JSONL FILE (one memory per line, as `export` writes)."""
-    lines = [(n, line) for n, line in enumerate(file, 1) if line.strip()]
-    specs, edges = [], []
-    for n, line in lines:
+    """Import memories from a JSONL FILE (one memory per line, as `export` writes).
+
+    Every line is checked before anything is written: a bad line is named and nothing is
+    imported. Archived memories come back archived, with their tombstones.
+    """
+    items = []
+    for n, line in enumerate(file, 1):
+        if not line.strip():
+            continue
         try:
-            item = json.loads(line)
+            items.append((n, json.loads(line)))
         except json.JSONDecodeError as exc:
             raise click.ClickException(
                 f"line {n}: not JSON ({exc.msg}). Nothing was imported."
             ) from None
-        if not isinstance(item, dict):
-            raise click.ClickException(f"line {n}: expected an object. Nothing was imported.")
-        specs.append(item)
-    counts: dict[str, int] = {}
     async with open_memory(ctx) as mem:
         await mem.wait_ready()
-        with click.progressbar(length=len(specs), label="importing", file=sys.stderr) as bar:
-            for i in range(0, len(specs), BATCH):
-                chunk = specs[i : i + BATCH]
-                results = await mem.author_many([_import_spec(s) for s in chunk])
-                for spec, result in zip(chunk, results, strict=True):
-                    counts[result.status] = counts.get(result.status, 0) + 1
-                    for e in spec.get("edges") or []:
-                        edges.append((result.id, e))
-                bar.update(len(chunk))
-        linked = await mem.import_edges(edges)
-    counts["edges"] = linked
+        with click.progressbar(length=len(items), label="importing", file=sys.stderr) as bar:
+            counts = (await mem.import_records(items, tick=bar.update)).counts
     emit(counts, as_json, lambda c: "  ".join(f"{k}: {v}" for k, v in c.items()))
-
-
-_IMPORT_FIELDS = (
-    "id",
-    "content",
-    "type",
-    "title",
-    "importance",
-    "salience",
-    "confidence",
-    "tags",
-    "entities",
-    "place_or_task",
-    "created_at",
-    "valid_from",
-    "valid_to",
-    "status",
-    "trigger",
-    "references",
-)
-
-
-def _import_spec(item: dict[str, Any]) -> dict[str, Any]:
-    spec = {k: item[k] for k in _IMPORT_FIELDS if item.get(k) is not None}
-    if isinstance(spec.get("trigger"), dict):
-        spec["trigger"] = {
-            k: v for k, v in spec["trigger"].items() if k in ("fire_at", "cue", "every_hours")
-        }
-    if spec.get("references"):
-        spec["references"] = [r["uri"] if isinstance(r, dict) else r for r in spec["references"]]
-    return spec
 
 
 @main.command()
@@ -420,24 +384,8 @@ def _import_spec(item: dict[str, Any]) -> dict[str, Any]:
 async def export(ctx: Context, include_archived: bool) -> None:
     """Export memories as JSONL on stdout (one memory per line)."""
     async with open_memory(ctx) as mem:
-        after = None
-        while True:
-            page = await mem.list_memories(
-                archived=None if include_archived else False, limit=500, after=after
-            )
-            if not page:
-                break
-            for seq, view in page:
-                after = seq
-                record = view.model_dump(
-                    mode="json", include=set(_IMPORT_FIELDS) | {"owner", "archived"}
-                )
-                record["edges"] = [
-                    {"target": e["target"], "type": e["type"], "weight": e["weight"]}
-                    for e in view.edges
-                ]
-                record["references"] = [r.uri for r in view.references]
-                click.echo(json.dumps(record, ensure_ascii=False))
+        async for record in mem.export_records(include_archived=include_archived):
+            click.echo(json.dumps(record, ensure_ascii=False))
 
 
 # ---------------------------------------------------------------------------- reflect (issue 4)

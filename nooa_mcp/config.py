@@ -35,6 +35,11 @@ class RecallSettings(BaseModel):
     )
     mu: float = Field(0.3, ge=0, description="μ: weight of cue overlap inside relevance")
     decay: float = Field(0.5, gt=0, lt=1, description="d: base-level decay")
+    time_grain: float = Field(
+        3600.0,
+        gt=0,
+        description="g: accesses younger than this count as this old in base-level (seconds)",
+    )
     a_rel: float = 1.0
     a_rec: float = 0.5
     a_imp: float = 0.5
@@ -85,6 +90,9 @@ class Settings(BaseModel):
     )
     reflect_tool: bool = Field(True, description="offer memory_reflect (env NOOA_REFLECT_TOOL=0)")
     model_cache_dir: Path | None = None
+    model_wait_seconds: float = Field(
+        10.0, ge=0, description="how long a recall waits for a loading model before keywords"
+    )
 
     model_config = {"arbitrary_types_allowed": True}
 

@@ -112,9 +112,19 @@ class Engine:
         return vectors
 
     async def query_vector(self, query: str) -> np.ndarray | None:
-        """The query's embedding, or None while the model is still loading."""
-        if self.embeddings_state != "ready" or not self.settings.recall.use_dense:
+        """The query's embedding; while the model loads, wait for it (bounded).
+
+        A recall that arrives during the load waits up to `model_wait_seconds` rather than
+        answering keyword-only, so a one-shot client (a process per call) gets the ranking a
+        long-lived one gets. None only when the model is still not ready after that.
+        """
+        if not self.settings.recall.use_dense:
             return None
+        if self.embeddings_state != "ready":
+            with contextlib.suppress(RuntimeError):
+                await self.wait_ready(self.settings.model_wait_seconds)
+            if self.embeddings_state != "ready":
+                return None
         return (await self.embed([query]))[0]
 
     async def _ensure_model_matches(self) -> None:

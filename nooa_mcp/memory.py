@@ -8,7 +8,7 @@ of its own for one-shot use (the CLI, scripts, tests); servers open one engine a
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
@@ -38,6 +38,7 @@ from .services import (
     intents,
     recall,
     todos,
+    transfer,
     views,
 )
 from .services.caller import Caller
@@ -133,6 +134,16 @@ class Memory:
     async def import_edges(self, edges: Sequence[tuple[str, dict[str, Any]]]) -> int:
         """Recreate exported edges whose both ends exist here; returns how many were added."""
         return await authoring.import_edges(self._caller, edges)
+
+    async def import_records(
+        self, items: Sequence[tuple[int, Any]], tick: Callable[[int], Any] | None = None
+    ) -> transfer.Imported:
+        """Import exported records (line number, decoded JSON); every line is checked first."""
+        return await transfer.import_records(self._caller, items, tick)
+
+    def export_records(self, *, include_archived: bool = False) -> AsyncIterator[dict]:
+        """Every memory in your scope as an export record (archived ones with tombstones)."""
+        return transfer.export_records(self._caller, include_archived=include_archived)
 
     async def update(self, memory_id: str, **fields: Any) -> UpdateResult:
         """Change, link or archive one of your memories (see `services.editing.update`)."""

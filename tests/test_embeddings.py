@@ -83,10 +83,19 @@ async def test_real_model_recall_puts_the_relevant_memory_first_among_distractor
 
 
 @pytest.mark.real_model
-async def test_real_model_near_duplicate_is_reinforced(store_path, minilm):
+async def test_real_model_near_duplicate_is_stored_and_named_with_its_difference(
+    store_path, minilm
+):
+    """SPEC §5 v2 on the real model: a rewording and a changed value are both stored; the
+    reply names the closest memory and what differs."""
     async with Memory.open(store_path, owner="a", embedder=minilm) as mem:
         first = await mem.author("The deploy script lives in tools/deploy.sh")
         again = await mem.author("The deploy script lives in tools/deploy.sh.")
-        other = await mem.author("The build script lives in tools/build.sh")
-        assert again.status == "reinforced-existing" and again.id == first.id
-        assert other.status == "created"
+        limit = await mem.author("The API rate limit is 100 requests per minute")
+        raised = await mem.author("The API rate limit is 500 requests per minute")
+        assert again.status == "created" and again.id != first.id
+        assert again.similar_to.id == first.id and again.similar_to.differs_in == []
+        assert raised.status == "created" and raised.similar_to.id == limit.id
+        assert raised.similar_to.differs_in == ["number"]
+        hits = [h.id for h in (await mem.recall("API rate limit", k=5)).hits]
+        assert {limit.id, raised.id} <= set(hits[:2])

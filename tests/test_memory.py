@@ -42,31 +42,40 @@ async def test_authoring_stores_the_memory_with_its_ladder_values(mem):
     assert view.sizes["chars"] == len("Ship the release on Thursday")
 
 
-async def test_an_exact_repeat_is_idempotent(mem):
-    """A client retrying after a timeout must not create a second memory."""
-    first = await mem.author("the build cache lives in /var/cache/build")
-    again = await mem.author("the  build cache lives in /var/cache/build ")
+async def test_an_exact_repeat_is_idempotent_and_logs_a_reinforcement(mem):
+    """A client retrying after a timeout must not create a second memory; the repeat is the
+    author saying it again (SPEC §5 v2: `exists`, logged `reinforced`), and what it adds (a
+    higher importance, new tags) is kept."""
+    first = await mem.author("the build cache lives in /var/cache/build", importance="LOW")
+    again = await mem.author(
+        "The  build cache lives in /var/cache/build ", importance="HIGH", tags=["ci"]
+    )
     assert again.id == first.id
     assert again.status == "exists"
     assert await count(mem) == 1
-    assert (await mem.get(first.id)).strength == 1
+    view = await mem.get(first.id)
+    assert view.channels == {"created": 1, "reinforced": 1}
+    assert view.reinforcement_count == 1
+    assert (view.importance, view.tags) == (8.0, ["ci"])
 
 
-async def test_a_near_duplicate_reinforces_the_existing_memory(mem):
+async def test_a_near_duplicate_is_stored_and_linked_to_the_closest_memory(mem):
+    """SPEC §5 v2: a near-duplicate is its own memory, linked `related` to the closest one,
+    and the reply says which (the earlier rule reinforced the original and dropped the new)."""
     first = await mem.author("deploys run from the ci runner named atlas", importance="LOW")
     twin = await mem.author(
         "deploys run from the ci runner named atlas!", importance="HIGH", tags=["ci"]
     )
-    assert twin.status == "reinforced-existing"
-    assert twin.id == first.id
-    assert twin.similarity >= 0.92
-    view = await mem.get(first.id)
-    assert view.reinforcement_count == 1
-    assert view.strength == 2
-    assert view.importance == 8.0
-    assert view.tags == ["ci"]
-    assert view.channels["reinforced"] == 1
-    assert await count(mem) == 1
+    assert twin.status == "created" and twin.id != first.id
+    assert twin.similar_to is not None and twin.similar_to.id == first.id
+    assert twin.similar_to.similarity >= 0.92
+    assert twin.similar_to.differs_in == []
+    assert [(e["target"], e["type"]) for e in (await mem.get(twin.id)).edges] == [
+        (first.id, "related")
+    ]
+    original = await mem.get(first.id)
+    assert (original.reinforcement_count, original.importance, original.tags) == (0, 3.0, [])
+    assert await count(mem) == 2
 
 
 async def test_near_duplicates_of_another_type_or_role_are_new_memories(mem, settings, embedder):

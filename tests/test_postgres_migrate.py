@@ -21,7 +21,7 @@ from nooa_mcp.embeddings import HashEmbedder
 from nooa_mcp.errors import StoreUnavailable
 from nooa_mcp.storage import open_store
 from nooa_mcp.storage.base import DUMP_TABLES
-from nooa_mcp.storage.migrate import copy_store, migrate
+from nooa_mcp.storage.migrate import copy_rows, migrate
 
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
 
@@ -150,7 +150,7 @@ async def test_a_failed_copy_leaves_the_destination_empty(tmp_path, postgres) ->
 
     try:
         with pytest.raises(RuntimeError):
-            await copy_store(src, dst, fail_midway)
+            await copy_rows(src, dst, fail_midway)
         assert calls >= 3
         assert set((await dst.table_sizes()).values()) == {0}
         assert await dst.list_memories(Scope(roles=None), archived=None) == []

@@ -141,8 +141,8 @@ async def test_two_hops_apply_delta_once_per_hop(mem):
     """SPEC §5 fix 2: the second hop receives act·δ² (times weights), not δ³."""
     mem.settings.recall.gamma = 1.0
     a = await ids(mem, "sigma origin node text")
-    b = await ids(mem, "unrelated middle words")
-    c = await ids(mem, "unrelated final words")
+    b = await ids(mem, "blue marble harbour")
+    c = await ids(mem, "quiet lantern orchard")
     await edge(mem, a, b, EdgeType.causes)
     await edge(mem, b, c, EdgeType.causes)
     rows = {r.id: r for r in (await mem.explain("sigma origin node", hops=2)).rows}
@@ -150,6 +150,21 @@ async def test_two_hops_apply_delta_once_per_hop(mem):
     act_b_received = rows[b].spread
     assert act_b_received == pytest.approx(0.6 * act_a, rel=1e-3)
     assert rows[c].spread == pytest.approx(0.36 * act_a, rel=1e-3)
+
+
+async def test_spreading_relays_nothing_between_near_identical_memories(mem):
+    """Issue 9: what similarity already explains is in each memory's own relevance, so an
+    edge between near-duplicates relays no activation (their 1 - cos novelty is 0), while the
+    same edge to a dissimilar memory relays in full."""
+    mem.settings.recall.gamma = 1.0
+    a = await ids(mem, "the omega relay station log")
+    twin = await ids(mem, "the omega relay station log!")
+    other = await ids(mem, "blue marble harbour")
+    await edge(mem, a, twin, EdgeType.causes)
+    await edge(mem, a, other, EdgeType.causes)
+    rows = {r.id: r for r in (await mem.explain("omega relay station", hops=1)).rows}
+    assert rows[twin].spread == 0
+    assert rows[other].spread == pytest.approx(0.6 * (rows[a].score - rows[a].spread), rel=1e-3)
 
 
 async def test_spreading_never_reaches_an_archived_memory(mem):
@@ -275,8 +290,11 @@ async def test_while_embeddings_warm_recall_runs_on_keywords_and_says_so(store_p
         return embedder
 
     warming = WarmingEmbedder(slow, embedder.name, embedder.dim)
+    # A recall waits for a loading model at most model_wait_seconds; with none, it answers
+    # at once on keywords (what it falls back to when the model cannot load in time).
+    impatient = Settings(store=store_path, owner="a", model_wait_seconds=0)
     try:
-        async with Memory.open(store_path, owner="a", embedder=warming) as mem:
+        async with Memory.open(settings=impatient, embedder=warming) as mem:
             assert mem.embeddings_state == "warming"
             result = await mem.recall("xylophone lessons")
             assert result.embeddings == "warming"

@@ -148,21 +148,28 @@ def test_a_resumed_link_plan_adds_exactly_the_rest():
         assert plan_links(nodes, vecs, related, linked) == full[cut:]
 
 
-def test_rescore_is_idempotent_and_keeps_authored_high_importance_at_eight_or_more():
-    assert rescore(5, 0.3, 1) == 5.0
-    assert rescore(5, 1.0, 1) == 6.4
-    assert rescore(5, 0.3, 17) == 7.0
-    assert rescore(8, 0.0, 1) == 8.0
-    assert rescore(10, 1.0, 100) == 10.0
+def test_rescore_is_idempotent_and_never_promotes_what_the_author_set():
+    """SPEC §8 (stable, unlike NOOA) and issue 9: HIGH and CRITICAL stay as authored; anything
+    else moves with salience and deliberate repeats, never past 7 (below HIGH)."""
+    assert rescore(5, 0.3, 0) == 5.0
+    assert rescore(5, 1.0, 0) == 6.4
+    assert rescore(5, 0.3, 16) == 7.0
+    assert rescore(5, 1.0, 16) == 7.0
+    assert rescore(3, 0.0, 0) == 2.4
+    assert rescore(8, 0.0, 5) == 8.0
+    assert rescore(8, 1.0, 100) == 8.0
+    assert rescore(10, 0.0, 0) == 10.0
     nodes = [
-        node("a", 0, authored_importance=5, importance=9, salience=0.0, strength=4),
+        node("a", 0, authored_importance=5, importance=9, salience=0.0, reinforcement_count=3),
         node("b", 1, authored_importance=9, importance=3, salience=0.0),
         node("c", 2, authored_importance=3, importance=3),
     ]
     items = plan_rescore(nodes)
-    assert [(i.id, i.new) for i in items] == [("a", 5.4), ("b", 8.4)]
+    assert [(i.id, i.new) for i in items] == [("a", 5.4), ("b", 9.0)]
     applied = [
-        dataclasses.replace(n, importance=rescore(n.authored_importance, n.salience, n.strength))
+        dataclasses.replace(
+            n, importance=rescore(n.authored_importance, n.salience, n.reinforcement_count)
+        )
         for n in nodes
     ]
     assert plan_rescore(applied) == []
@@ -354,7 +361,7 @@ async def test_merge_folds_counters_and_edges_into_the_oldest_anchor(tmp_path):
         other = await m.author("unrelated note on coffee grinders")
         anchor = await m.author("the vpn config lives in the ops repo", created_at=T0)
         dup = await m.author(
-            "THE VPN CONFIG LIVES IN THE OPS REPO",
+            "the vpn config lives in the ops repo!",
             importance="HIGH",
             salience="PIVOTAL",
             links=[{"target": other.id, "relation": "supports"}],

@@ -88,9 +88,13 @@ def test_client_names_become_valid_owners():
     parse_owner(owner_from_client_name("we!rd__name%%"))
 
 
-def test_content_hash_ignores_whitespace_differences_only():
+def test_content_hash_ignores_whitespace_case_and_compatibility_forms_only():
+    """SPEC §5 v2: an exact repeat is equal after NFKC, case folding and whitespace collapse."""
     assert content_hash("a  b\n c") == content_hash("a b c")
-    assert content_hash("a b c") != content_hash("a b C")
+    assert content_hash("a b c") == content_hash("A B C")
+    assert content_hash("ﬁle Ｘ") == content_hash("file x")  # ligature and full-width X
+    assert content_hash("a b c") != content_hash("a b c.")
+    assert content_hash("limit 100") != content_hash("limit 500")
 
 
 def test_derived_sizes_count_chars_tokens_and_sentences():

@@ -555,8 +555,15 @@ async def test_tombstones_stand_for_archived_rows_until_lifted(store: Store) -> 
     assert set(await store.tombstones_of([a.id])) == {a.id}
     async with store.transaction():
         await store.lift_tombstones(a.id, T0)
+        await store.add_tombstone(a.id, "again", T0 + timedelta(hours=1))
+        await store.lift_tombstones(a.id, T0 + timedelta(hours=2))
     assert await store.tombstone_by_hash(a.content_hash, "coder") is None
     assert await store.tombstones_of([a.id]) == {}
+    every = await store.all_tombstones([a.id, "0" * 32])
+    assert [(t.reason, t.lifted_at) for t in every[a.id]] == [
+        ("wrong", T0),
+        ("again", T0 + timedelta(hours=2)),
+    ]
 
 
 # --------------------------------------------------------------------------- maintenance

@@ -17,13 +17,18 @@ def apply_access(
     exact_k: int = 16,
     bump_strength: bool = True,
     count_for_owner: bool = True,
+    grain: float = 0.0,
 ) -> None:
     """Record `record` on `memory` in place.
 
     - Every access goes on the ring (newest `ring_size`) and into the per-channel counters.
     - ACT-R channels (created, recalled, searched, reinforced, deref) add to the base-level
       history: the count, the first time, and the newest `exact_k` times kept exactly.
-      Injected and reflected accesses never do: what the server showed is not use.
+      Injected, reflected and shown accesses never do: what the server showed is not use.
+    - Uses closer than `grain` seconds to the newest counted one are one use (massed
+      repetition is not spaced practice): the newest time moves forward, the count does not
+      grow. Recalling a memory five times in a minute says little about needing it next week,
+      and counting each one made whatever was shown once rank higher next time (SPEC §5 fix 9).
     - Touching channels (recalled, searched, reinforced, deref) also move last_accessed,
       access_count and strength; an update logs `reinforced` with `bump_strength=False`.
     - `count_for_owner=False` (a reader from another role) logs the access without touching:
@@ -35,10 +40,16 @@ def apply_access(
         return
     t = record.ts.timestamp()
     if record.channel in ACTR_CHANNELS:
-        memory.actr_count += 1
+        newest = max(memory.actr_times, default=None)
+        if newest is not None and abs(t - newest) < grain:
+            memory.actr_times = sorted(
+                [max(t, newest), *(x for x in memory.actr_times if x != newest)], reverse=True
+            )[:exact_k]
+        else:
+            memory.actr_count += 1
+            memory.actr_times = sorted([t, *memory.actr_times], reverse=True)[:exact_k]
         if memory.first_access_at is None or record.ts < memory.first_access_at:
             memory.first_access_at = record.ts
-        memory.actr_times = sorted([t, *memory.actr_times], reverse=True)[:exact_k]
     if record.channel in TOUCH_CHANNELS:
         memory.last_accessed_at = max(memory.last_accessed_at, record.ts)
         memory.access_count += 1

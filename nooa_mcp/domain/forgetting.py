@@ -32,16 +32,25 @@ def stability_hours(strength: int, tau_hours: float = 336.0) -> float:
 def retention(
     last_accessed_at: datetime, strength: int, now: datetime, tau_hours: float = 336.0
 ) -> float:
-    """R = exp(−Δt_hours / S), Δt since the last touching access."""
+    """R = exp(−Δt_hours / S), Δt since the last touching access (a time in the future, from
+    an import or a skewed clock, counts as now: retention never exceeds 1)."""
     dt_hours = max((now - last_accessed_at).total_seconds(), 0.0) / 3600.0
     return math.exp(-dt_hours / stability_hours(strength, tau_hours))
 
 
 def prune_eta(
-    last_accessed_at: datetime, strength: int, policy: ForgettingPolicy | None = None
+    last_accessed_at: datetime,
+    strength: int,
+    policy: ForgettingPolicy | None = None,
+    now: datetime | None = None,
 ) -> datetime:
-    """When retention falls below the prune threshold: last_accessed + S·ln(1/threshold)."""
+    """When retention falls below the prune threshold: last_accessed + S·ln(1/threshold).
+
+    A last access after `now` counts as now, so a future stamp never postpones pruning.
+    """
     policy = policy or ForgettingPolicy()
+    if now is not None:
+        last_accessed_at = min(last_accessed_at, now)
     hours = stability_hours(strength, policy.tau_hours) * math.log(1.0 / policy.prune_below)
     return last_accessed_at + timedelta(hours=hours)
 

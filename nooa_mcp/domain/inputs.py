@@ -145,7 +145,10 @@ def build_memory(spec: dict[str, Any], owner: str) -> Memory:
     title = spec.get("title") or ""
     if not isinstance(title, str) or len(title) > 500:
         raise InvalidInput("title", "must be text of at most 500 characters.", "Shorten it.")
-    created = as_utc(spec.get("created_at"), "created_at") or utc_now()
+    # A creation time in the future (an import, a skewed clock) is taken as now: recency and
+    # retention must never reward a stamp from 2031.
+    now = utc_now()
+    created = min(as_utc(spec.get("created_at"), "created_at") or now, now)
     valid_from = as_utc(spec.get("valid_from"), "valid_from")
     valid_to = as_utc(spec.get("valid_to"), "valid_to")
     if valid_from and valid_to and valid_to < valid_from:

@@ -48,11 +48,15 @@ MAX_NEW_LINKS = 5
 #: carry triggers that must not be folded into each other.
 UNMERGED_TYPES = frozenset({"scratch", "intent"})
 UNLINKED_TYPES = frozenset({"scratch"})
-#: Rescore weights: salience is centred on ROUTINE (0.3), usage saturates at 16 rehearsals.
+#: Rescore weights: salience is centred on ROUTINE (0.3), repeats saturate at 16.
 SALIENCE_WEIGHT = 2.0
 USAGE_WEIGHT = 2.0
 USAGE_SATURATION = 16
+#: What the author set at or above this (HIGH, CRITICAL) rescore never touches.
 AUTHOR_FLOOR = 8.0
+#: How far rescore may lift anything else: just below HIGH, so it never makes a label the
+#: author did not give.
+RESCORE_CEILING = 7.0
 
 
 @dataclass(frozen=True)
@@ -243,26 +247,28 @@ def plan_links(
 # --------------------------------------------------------------------------- rescore
 
 
-def rescore(authored_importance: float, salience: float, strength: int) -> float:
-    """Importance from what the author said, how surprising it was and how much it is used.
+def rescore(authored_importance: float, salience: float, repeats: int) -> float:
+    """Importance from what the author said, how surprising it was, and how often the author
+    said it again.
 
-    imp = authored + 2·(salience − 0.3) + 2·min(ln(1 + u) / ln(1 + 16), 1),   u = strength − 1
+    imp = authored + 2·(salience − 0.3) + 2·min(ln(1 + r) / ln(1 + 16), 1),   r = repeats
 
-    clipped to 0–10 and rounded to 0.1; an authored importance ≥ 8 never ends below 8. Usage
-    counts rehearsals (the count part of base-level activation), not the clock, so the value
-    is a pure function of stored fields: a second pass changes nothing (unlike NOOA, whose
-    rescore halves importance below 8 every pass).
+    clipped to 0 … max(authored, 7) and rounded to 0.1. What the author set HIGH or CRITICAL
+    (≥ 8) is never changed, and nothing is lifted past 7: rescore never promotes what the author
+    set. Repeats are deliberate writes of the same value (reinforcements), not recalls: how
+    often recall showed a memory is base-level's business, and counting it here as well made
+    what was shown once rank higher next time (SPEC §5 fix 9). The value is a pure function
+    of stored fields, so a second pass changes nothing (NOOA's halves importance every pass).
     """
-    usage = max(strength - 1, 0)
+    if authored_importance >= AUTHOR_FLOOR:
+        return authored_importance
     value = (
         authored_importance
         + SALIENCE_WEIGHT * (salience - 0.3)
-        + USAGE_WEIGHT * min(math.log1p(usage) / math.log1p(USAGE_SATURATION), 1.0)
+        + USAGE_WEIGHT * min(math.log1p(max(repeats, 0)) / math.log1p(USAGE_SATURATION), 1.0)
     )
-    value = round(min(max(value, 0.0), 10.0), 1)
-    if authored_importance >= AUTHOR_FLOOR:
-        value = max(value, AUTHOR_FLOOR)
-    return value
+    ceiling = max(authored_importance, RESCORE_CEILING)
+    return round(min(max(value, 0.0), ceiling), 1)
 
 
 def plan_rescore(nodes: Sequence[Node]) -> list[RescoreItem]:
@@ -271,7 +277,7 @@ def plan_rescore(nodes: Sequence[Node]) -> list[RescoreItem]:
     for node in nodes:
         if node.archived:
             continue
-        new = rescore(node.authored_importance, node.salience, node.strength)
+        new = rescore(node.authored_importance, node.salience, node.reinforcement_count)
         if abs(new - node.importance) > 1e-9:
             items.append(RescoreItem(node.id, node.importance, new))
     return items

@@ -64,6 +64,8 @@ class RecallHit(BaseModel):
 class RecallResult(BaseModel):
     query: str
     scope: str
+    #: The roles actually searched (a scope word can narrow, never widen: SPEC §10).
+    roles_searched: list[str] = Field(default_factory=list)
     hits: list[RecallHit]
     embeddings: Literal["ready", "warming"] = "ready"
     nothing_relevant: bool = False
@@ -78,10 +80,23 @@ class TombstoneInfo(BaseModel):
     similarity: float
 
 
+class SimilarTo(BaseModel):
+    """The closest memory a new one resembles (cosine ≥ 0.92): both are kept, linked `related`.
+
+    `differs_in` names the values that make them different facts (number, date, identifier,
+    name, negation); empty when the new one reads as a rewording of the old.
+    """
+
+    id: str
+    similarity: float
+    differs_in: list[str] = Field(default_factory=list)
+
+
 class AuthorResult(BaseModel):
     id: str
-    status: Literal["created", "exists", "reinforced-existing", "blocked-by-tombstone", "revived"]
+    status: Literal["created", "exists", "blocked-by-tombstone", "revived"]
     similarity: float | None = None
+    similar_to: SimilarTo | None = None
     tombstone: TombstoneInfo | None = None
     reminders: list[Reminder] = Field(default_factory=list)
 
@@ -98,7 +113,7 @@ class ExplainRow(BaseModel):
     id: str
     score: float
     source: str
-    cos: float
+    cos: float | None
     rel: float
     rec: float
     imp: float
@@ -164,6 +179,8 @@ class MemoryView(BaseModel):
     status: str | None
     trigger: dict | None
     edges: list[dict]
+    #: How many visible outgoing edges there are; `edges` shows at most the 50 strongest.
+    edges_total: int = 0
     references: list[ResolvedReference]
     channels: dict[str, int]
     sizes: dict[str, int]

@@ -6,7 +6,6 @@ store only ever sees well-formed values and every error names its field.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import re
 import uuid
@@ -17,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..errors import InvalidInput
+from .facts import normalised_hash
 from .text import sizes
 
 # --------------------------------------------------------------------------- enums
@@ -77,6 +77,7 @@ class Channel(StrEnum):
     reinforced = "reinforced"
     deref = "deref"
     reflected = "reflected"
+    shown = "shown"
 
 
 #: Channels that count toward ACT-R base-level. Injected and reflected never do: what the
@@ -175,8 +176,9 @@ def normalise_id(value: str, field: str = "memory_id") -> str:
 
 
 def content_hash(content: str) -> str:
-    """Hash of content with whitespace collapsed: an exact repeat hashes the same."""
-    return hashlib.sha256(" ".join(content.split()).encode()).hexdigest()
+    """Hash of content after NFKC, case folding and whitespace collapsing: an exact repeat
+    hashes the same (SPEC §5 "Writes keep what they are told")."""
+    return normalised_hash(content)
 
 
 def now() -> datetime:
@@ -244,7 +246,9 @@ class Components(BaseModel):
     """Why a memory ranked where it did: the parts of its activation."""
 
     source: Literal["dense", "sparse", "both", "spread"]
-    cos: float = 0.0
+    #: None when the cosine was never computed (keyword-only while the model loads, or a
+    #: memory without a stored vector): never a made-up 1 or 0.
+    cos: float | None = None
     rel: float = 0.0
     rec: float = 0.0
     imp: float = 0.0

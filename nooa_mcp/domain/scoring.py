@@ -4,11 +4,20 @@ Pure: no I/O. Recall gathers the numbers; this module turns them into scores.
 
     rel(m,q) = λ·cos(m,q) + (1−λ)·lex(m,q) + μ·overlap(tokens(q), cue_set(m))
                                      λ = 0.5, μ = 0.3; lex = BM25 / best BM25 of the candidates
-    B(m)     = ln Σ_k max(t_now − t_k, 1 s)^(−d)                        d = 0.5
+    B(m)     = ln Σ_k max(t_now − t_k, g)^(−d)             d = 0.5, grain g = 1 h
     rec(m)   = sigmoid(B(m))                    (no accesses: B = −10)
     imp(m)   = importance / 10
-    S_base   = a_rel·norm(rel) + a_rec·norm(rec) + a_imp·norm(imp)      a = 1.0, 0.5, 0.5
+    S_base   = a_rel·norm(rel) + g·(a_rec·norm(rec) + a_imp·norm(imp))       a = 1, 0.5, 0.5
+               g = rel / max rel over the candidates (the relevance gate)
     Act(n)   = S_base(n) + γ·spread(n)                                   γ = 0.5
+
+Relevance gates usage (SPEC §5 fixes 8 and 9, v2): recency and importance are weighted by the
+memory's relevance relative to the best candidate's, so they reorder memories of comparable
+relevance and never lift an irrelevant one; a hit flagged weak never ranks above one that is
+not (recall sorts weak hits last). Ages are floored at a grain of an hour, and uses inside one
+grain count once: memories written or recalled seconds apart carry no real recency signal, and
+stretching a difference of 10 s against 5 min into the full a_rec bonus let the newest turn
+beat the most relevant one.
 """
 
 from __future__ import annotations
@@ -67,16 +76,20 @@ def relevance(
     return lam * cos + (1.0 - lam) * np.asarray(lex, dtype=np.float64) + (mu or 0.0) * overlap
 
 
-def base_level_exact(ages_seconds: Iterable[float], d: float = 0.5) -> float:
-    """B = ln Σ max(age, 1 s)^(−d) over every access: the reference the approximation meets."""
-    ages = np.maximum(np.asarray(list(ages_seconds), dtype=np.float64), 1.0)
+def base_level_exact(ages_seconds: Iterable[float], d: float = 0.5, grain: float = 1.0) -> float:
+    """B = ln Σ max(age, g)^(−d) over every access: the reference the approximation meets."""
+    ages = np.maximum(np.asarray(list(ages_seconds), dtype=np.float64), grain)
     if ages.size == 0:
         return NO_ACCESS_B
     return float(np.log(np.sum(ages ** (-d))))
 
 
 def base_level(
-    newest_ages: Sequence[float], n_total: int, first_age: float | None, d: float = 0.5
+    newest_ages: Sequence[float],
+    n_total: int,
+    first_age: float | None,
+    d: float = 0.5,
+    grain: float = 1.0,
 ) -> float:
     """Base-level over all accesses from the newest k ages, the total count and the first age.
 
@@ -85,14 +98,14 @@ def base_level(
 
         B ≈ ln( Σ_{i≤k} t_i^(−d) + (n−k)·(t_n^(1−d) − t_k^(1−d)) / ((1−d)·(t_n − t_k)) )
     """
-    ages = np.maximum(np.sort(np.asarray(newest_ages, dtype=np.float64)), 1.0)
+    ages = np.maximum(np.sort(np.asarray(newest_ages, dtype=np.float64)), grain)
     if ages.size == 0 or n_total <= 0:
         return NO_ACCESS_B
     total = float(np.sum(ages ** (-d)))
     rest = n_total - ages.size
     if rest > 0:
         t_k = float(ages[-1])
-        t_n = max(float(first_age if first_age is not None else t_k), t_k)
+        t_n = max(float(first_age if first_age is not None else t_k), t_k, grain)
         if t_n - t_k < 1e-6:
             total += rest * t_k ** (-d)
         else:
@@ -105,6 +118,7 @@ def base_levels(
     n_totals: Sequence[int],
     first_ages: Sequence[float | None],
     d: float = 0.5,
+    grain: float = 1.0,
 ) -> np.ndarray:
     """`base_level` for many memories at once, vectorised over a padded age matrix.
 
@@ -121,14 +135,14 @@ def base_levels(
     for i, row in enumerate(newest_ages):
         if len(row):
             ages[i, : len(row)] = row
-    ages = np.maximum(ages, 1.0)  # NaN stays NaN
+    ages = np.maximum(ages, grain)  # NaN stays NaN
     count = np.sum(~np.isnan(ages), axis=1)
     total = np.nansum(ages ** (-d), axis=1)
     n = np.asarray(n_totals, dtype=np.float64)
     rest = n - count
     t_k = np.nanmax(np.where(count[:, None] > 0, ages, 1.0), axis=1)
     first = np.array([np.nan if f is None else f for f in first_ages], dtype=np.float64)
-    t_n = np.maximum(np.where(np.isnan(first), t_k, first), t_k)
+    t_n = np.maximum(np.maximum(np.where(np.isnan(first), t_k, first), t_k), grain)
     gap = t_n - t_k
     with np.errstate(divide="ignore", invalid="ignore"):
         spread = (t_n ** (1 - d) - t_k ** (1 - d)) / ((1 - d) * gap)
@@ -177,9 +191,31 @@ class Weights:
     gamma: float = 0.5
 
 
-def base_scores(rel_n: np.ndarray, rec_n: np.ndarray, imp_n: np.ndarray, w: Weights) -> np.ndarray:
-    """S_base = a_rel·norm(rel) + a_rec·norm(rec) + a_imp·norm(imp), on normalised inputs."""
-    return w.a_rel * rel_n + w.a_rec * rec_n + w.a_imp * imp_n
+def relevance_gate(rel: np.ndarray, best: float | None = None) -> np.ndarray:
+    """g = rel / best rel, in [0, 1]: how relevant a memory is next to the best candidate."""
+    rel = np.asarray(rel, dtype=np.float64)
+    top = float(rel.max()) if best is None and rel.size else (best or 0.0)
+    if top <= 0:
+        return np.zeros_like(rel)
+    return np.clip(rel / top, 0.0, 1.0)
+
+
+def base_scores(
+    rel_n: np.ndarray,
+    rec_n: np.ndarray,
+    imp_n: np.ndarray,
+    w: Weights,
+    gate: np.ndarray | None = None,
+) -> np.ndarray:
+    """S_base = a_rel·norm(rel) + g·(a_rec·norm(rec) + a_imp·norm(imp)).
+
+    Usage is gated by relevance (SPEC §5 fix 8): the recency and importance bonus of a memory
+    is scaled by its relevance gate `g` (see `relevance_gate`), so among memories of comparable
+    relevance the used and important ones come first, and an irrelevant one gains nothing
+    from being used or important. Without a gate (None) the bonus is ungated, NOOA's form.
+    """
+    g = np.ones_like(rel_n) if gate is None else gate
+    return w.a_rel * rel_n + g * (w.a_rec * rec_n + w.a_imp * imp_n)
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ import anyio
 import click
 
 from ..errors import NooaError
+from .variants import ASKS, INGESTS
 
 __all__ = ["eval_group"]
 
@@ -30,18 +31,50 @@ def eval_group() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")
 @click.option("--conversations", type=int, default=None, help="Only the first N conversations.")
 @click.option(
+    "--ingest",
+    type=click.Choice(INGESTS),
+    default="tool",
+    show_default=True,
+    help="tool: each turn through memory_author, as a client writes; import: dated turns "
+    "with precedes edges, as `nooa-mcp import` takes them.",
+)
+@click.option(
+    "--ask",
+    type=click.Choice(ASKS),
+    default="recall",
+    show_default=True,
+    help="recall: memory_recall, live (every recall logs its accesses); explain: a dry run.",
+)
+@click.option(
+    "--cells/--no-cells",
+    default=True,
+    show_default=True,
+    help="Also run the shipped scorer on the other three ingest/ask paths.",
+)
+@click.option(
     "--embedder",
     type=click.Choice(["minilm", "hash"]),
     default="minilm",
     show_default=True,
     help="hash is a deterministic stand-in for smoke tests, not a model.",
 )
-def locomo(file: Path, as_json: bool, conversations: int | None, embedder: str) -> None:
-    """Turn-level R@5/R@10/MRR on a LoCoMo FILE for the scorer and every ablation.
+def locomo(
+    file: Path,
+    as_json: bool,
+    conversations: int | None,
+    ingest: str,
+    ask: str,
+    cells: bool,
+    embedder: str,
+) -> None:
+    """Turn-level R@5/R@10/MRR on a LoCoMo FILE: the product as shipped, and every ablation.
 
-    Each conversation goes into a fresh temporary store (one memory per turn, dated by its
-    session); questions of category 5 and without evidence are skipped. Takes about three
-    minutes for the five dev conversations on two cores.
+    Each conversation goes into a fresh temporary store through the product's own interface
+    (by default the memory_author tool, one call per turn, shipped defaults, background
+    maintenance running) and each question is asked through memory_recall, live. The report
+    shows the shipped scorer on all four ingest/ask paths beside the ablations. Questions of
+    category 5 and without evidence are skipped. About ten minutes for the five dev
+    conversations on two cores.
     """
     from .locomo import load_locomo
     from .locomo_run import run_locomo, total_steps
@@ -51,10 +84,18 @@ def locomo(file: Path, as_json: bool, conversations: int | None, embedder: str) 
         convs = load_locomo(file)[:conversations]
         model = _embedder(embedder)
         with click.progressbar(
-            length=total_steps(convs, VARIANTS), label="LoCoMo", file=sys.stderr
+            length=total_steps(convs, VARIANTS, cells), label="LoCoMo", file=sys.stderr
         ) as bar:
             report = anyio.run(
-                lambda: run_locomo(file, embedder=model, conversations=convs, progress=bar.update)
+                lambda: run_locomo(
+                    file,
+                    embedder=model,
+                    conversations=convs,
+                    progress=bar.update,
+                    ingest=ingest,
+                    ask=ask,
+                    cells=cells,
+                )
             )
     except NooaError as exc:
         raise click.ClickException(str(exc)) from None

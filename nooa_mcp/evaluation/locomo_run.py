@@ -1,11 +1,17 @@
-"""The LoCoMo retrieval run: ingest each conversation, rank every question per variant (SPEC §13).
+"""The LoCoMo retrieval run: the product as shipped, through its own interface (SPEC §13).
 
-Each conversation goes into a fresh store under a temporary directory: one memory per turn,
-dated by its session, with `precedes` edges between consecutive turns of a session. Every
-store-backed variant opens the same store with its own `RecallSettings` and asks each question
-through `Memory.explain` — a dry run, so no variant's accesses change another's recency and the
-order of questions does not matter. RRF fuses the cosine-only and BM25-only rankings; grep
-reads a markdown file of the same turns.
+Each conversation goes into a fresh store by one of two paths:
+
+- **tool** (the default): every turn through the `memory_author` tool of a real MCP server,
+  one call per turn, speaker as entity, with the shipped defaults and background maintenance
+  running as it does in production (a reflection pass every 200 writes);
+- **import**: the turns as `nooa-mcp import` takes them: dated by their session, with
+  `precedes` edges between consecutive turns of a session.
+
+Questions are asked through `memory_recall` (**recall**, live: every recall logs its accesses,
+so earlier questions shape later ones, as in use) or `memory_explain` (**explain**, a dry run).
+The four cells (tool/import × recall/explain) are reported for the shipped scorer; the
+ablations run on the chosen path. Live variants each get their own copy of the ingested store.
 """
 
 from __future__ import annotations
@@ -13,22 +19,31 @@ from __future__ import annotations
 import itertools
 import tempfile
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import anyio
+from mcp import Client
+from mcp_types import Implementation
+
 from ..config import Settings
 from ..embeddings import Embedder
+from ..engine import Engine
+from ..mcp.server import build_server
 from ..memory import Memory
+from ..storage import copy_store
 from .grep import GrepIndex, write_markdown
 from .locomo import CATEGORY_NAMES, Conversation, load_locomo
 from .metrics import QuestionScore, Summary, score_question, summarise
-from .variants import VARIANTS, Variant, rrf_fuse
+from .variants import ASKS, INGESTS, VARIANTS, Variant, rrf_fuse
 
-__all__ = ["EvalReport", "run_locomo", "total_steps"]
+__all__ = ["ASKS", "INGESTS", "EvalReport", "run_locomo", "total_steps"]
 
-OWNER = "eval"
+#: The tool path's owner comes from the client's name, as for any MCP client.
+CLIENT = "locomo-eval"
 #: Depth of every ranking: R@10 and MRR@10 need 10; RRF fuses deeper lists.
 DEPTH = 10
 FUSION_DEPTH = 50
@@ -44,8 +59,11 @@ class EvalReport:
     skipped_questions: int
     turns: int
     memories: int
+    ingest: str
+    ask: str
     variants: list[Variant]
     summaries: dict[str, Summary]
+    cells: dict[tuple[str, str], Summary]
     settings: dict[str, Any]
     elapsed_s: float
     per_conversation: dict[str, dict[str, Summary]] = field(default_factory=dict)
@@ -58,12 +76,18 @@ class EvalReport:
             "skipped_questions": self.skipped_questions,
             "turns": self.turns,
             "memories": self.memories,
+            "ingest": self.ingest,
+            "ask": self.ask,
             "metric_definition": (
                 "R@k: a question is a hit when any of its evidence turns is in the top k; "
                 "MRR: 1/rank of the first evidence turn within the top 10, else 0; "
                 "evidence_R@k: fraction of a question's evidence turns in the top k."
             ),
             "categories": {str(k): v for k, v in CATEGORY_NAMES.items() if k != 5},
+            "cells": {
+                f"{ingest}/{ask}": summary.as_dict()
+                for (ingest, ask), summary in self.cells.items()
+            },
             "variants": {
                 v.name: {"description": v.description, **self.summaries[v.name].as_dict()}
                 for v in self.variants
@@ -73,15 +97,33 @@ class EvalReport:
         }
 
     def table(self) -> str:
-        """The results as fixed-width text: overall metrics, then R@5 / MRR per category."""
+        """The four cells, then every variant with R@5 / MRR per category, as text."""
         cats = sorted({c for s in self.summaries.values() for c in s.by_category})
-        head = f"{'variant':<12} {'R@5':>6} {'R@10':>6} {'MRR':>6} {'evR@5':>6}  "
-        head += "  ".join(f"{CATEGORY_NAMES.get(c, str(c))[:11]:>11}" for c in cats)
         lines = [
             f"LoCoMo {self.file}: {self.conversations} conversations, {self.turns} turns, "
-            f"{self.questions} questions ({self.skipped_questions} skipped: category 5 or "
-            f"no evidence), {self.elapsed_s:.0f} s",
-            "per category: R@5/MRR; n = "
+            f"{self.memories} memories, {self.questions} questions ({self.skipped_questions} "
+            f"skipped: category 5 or no evidence), {self.elapsed_s:.0f} s",
+            "",
+        ]
+        if self.cells:
+            lines += [
+                "shipped scorer, R@5 / R@10 / MRR   ask: recall (live)      explain (dry run)",
+                "-" * 76,
+            ]
+            for ingest in INGESTS:
+                parts = []
+                for ask in ASKS:
+                    s = self.cells.get((ingest, ask))
+                    parts.append(
+                        f"{s.recall[5]:.3f} {s.recall[10]:.3f} {s.mrr:.3f}" if s else "-" * 17
+                    )
+                label = "tool  (memory_author)" if ingest == "tool" else "import (dated, edges)"
+                lines.append(f"ingest {label:<28} {parts[0]:<23} {parts[1]}")
+            lines.append("")
+        head = f"{'variant':<12} {'R@5':>6} {'R@10':>6} {'MRR':>6} {'evR@5':>6}  "
+        head += "  ".join(f"{CATEGORY_NAMES.get(c, str(c))[:11]:>11}" for c in cats)
+        lines += [
+            f"variants on ingest {self.ingest}, ask {self.ask}; per category R@5/MRR; n = "
             + ", ".join(
                 f"{CATEGORY_NAMES.get(c, c)} {next(iter(self.summaries.values())).by_category[c].n}"
                 for c in cats
@@ -105,10 +147,15 @@ class EvalReport:
         return "\n".join(lines)
 
 
-def total_steps(conversations: Sequence[Conversation], variants: Sequence[Variant]) -> int:
-    """Progress units of a run: one per question per variant, plus one per ingested turn."""
+def total_steps(
+    conversations: Sequence[Conversation], variants: Sequence[Variant], cells: bool = True
+) -> int:
+    """Progress units of a run: one per ingested turn and one per question asked."""
+    turns = sum(len(c.turns) for c in conversations)
     questions = sum(len(c.questions) for c in conversations)
-    return sum(len(c.turns) for c in conversations) + questions * len(variants)
+    ingests = len(INGESTS) if cells else 1
+    asks = len(variants) + (len(INGESTS) * len(ASKS) - 1 if cells else 0)
+    return turns * ingests + questions * asks
 
 
 def variant_settings(base: Settings, variant: Variant) -> Settings:
@@ -117,38 +164,94 @@ def variant_settings(base: Settings, variant: Variant) -> Settings:
     return base.model_copy(update={"recall": type(base.recall).model_validate(recall)})
 
 
-async def _ingest(
-    mem: Memory, conv: Conversation, tick: Callable[[int], None]
+# --------------------------------------------------------------------------- ingest
+
+
+async def _ingest_tool(
+    store: Path, conv: Conversation, embedder: Embedder, base: Settings, tick: Callable[[int], Any]
 ) -> dict[str, list[str]]:
-    """Author one memory per turn and link consecutive turns of a session; map id → turn ids."""
+    """Every turn through memory_author, one call each; background maintenance as shipped."""
+    settings = base.model_copy(update={"store": store})
     turns_of: dict[str, list[str]] = {}
-    results = []
-    batch = 256
-    for start in range(0, len(conv.turns), batch):
-        chunk = conv.turns[start : start + batch]
-        results += await mem.author_many([t.memory_spec() for t in chunk])
-        tick(len(chunk))
-    for turn, result in zip(conv.turns, results, strict=True):
-        turns_of.setdefault(result.id, []).append(turn.dia_id)
-    # SPEC §13: `precedes` edges between consecutive turns of a session, so activation spreads
-    # from a turn that matches the question to the reply that follows it.
-    edges = [
-        (r1.id, {"target": r2.id, "type": "precedes", "weight": 1.0})
-        for (t1, r1), (t2, r2) in itertools.pairwise(zip(conv.turns, results, strict=True))
-        if t1.session == t2.session and r1.id != r2.id
-    ]
-    await mem.import_edges(edges)
+    async with Engine.open(settings, embedder) as engine:
+        server = build_server(settings, engine=engine)
+        info = Implementation(name=CLIENT, version="1")
+        async with Client(server, client_info=info, raise_exceptions=True) as client:
+            for turn in conv.turns:
+                result = await client.call_tool(
+                    "memory_author", {"content": turn.content, "entities": [turn.speaker]}
+                )
+                if result.is_error:
+                    raise RuntimeError(f"memory_author failed: {result.content[0].text}")
+                turns_of.setdefault(result.structured_content["id"], []).append(turn.dia_id)
+                tick(1)
+            await _settle(engine)
     return turns_of
 
 
-async def _rank_all(
-    mem: Memory, conv: Conversation, depth: int, tick: Callable[[int], None]
+async def _settle(engine: Engine) -> None:
+    """Let the passes that the writes started finish, as a long-running server would."""
+    every = engine.settings.reflect_every_writes
+    with anyio.fail_after(600):
+        while any(
+            state.reflect_lock.locked() or (every and state.writes >= every)
+            for state in engine.roles.values()
+        ):
+            await anyio.sleep(0.05)
+
+
+async def _ingest_import(
+    store: Path, conv: Conversation, embedder: Embedder, base: Settings, tick: Callable[[int], Any]
+) -> dict[str, list[str]]:
+    """The turns as `nooa-mcp import` takes them: dated, with `precedes` edges per session."""
+    settings = base.model_copy(update={"store": store})
+    specs = [turn.memory_spec() for turn in conv.turns]
+    ids = [uuid.uuid5(uuid.NAMESPACE_URL, f"{conv.sample_id}/{t.dia_id}").hex for t in conv.turns]
+    for spec, memory_id in zip(specs, ids, strict=True):
+        spec["id"] = memory_id
+    # SPEC §13: `precedes` edges between consecutive turns of a session, so activation
+    # spreads from a turn that matches the question to the reply that follows it.
+    for (t1, spec), (t2, nxt) in itertools.pairwise(zip(conv.turns, specs, strict=True)):
+        if t1.session == t2.session:
+            spec["edges"] = [{"target": nxt["id"], "type": "precedes", "weight": 1.0}]
+    async with Memory.open(settings=settings, embedder=embedder) as mem:
+        await mem.wait_ready()
+        imported = await mem.import_records(list(enumerate(specs, 1)), tick=tick)
+    turns_of: dict[str, list[str]] = {}
+    for memory_id, turn in zip(imported.ids, conv.turns, strict=True):
+        turns_of.setdefault(memory_id, []).append(turn.dia_id)
+    return turns_of
+
+
+# --------------------------------------------------------------------------- ask
+
+
+async def _ask(
+    store: Path,
+    conv: Conversation,
+    embedder: Embedder,
+    settings: Settings,
+    ask: str,
+    depth: int,
+    tick: Callable[[int], Any],
 ) -> list[list[str]]:
-    out = []
-    for q in conv.questions:
-        result = await mem.explain(query=q.text, k=depth)
-        out.append([row.id for row in result.rows])
-        tick(1)
+    """Every question through memory_recall (live) or memory_explain (dry run)."""
+    settings = settings.model_copy(update={"store": store})
+    out: list[list[str]] = []
+    async with Engine.open(settings, embedder) as engine:
+        await engine.wait_ready()
+        server = build_server(settings, engine=engine)
+        info = Implementation(name=CLIENT, version="1")
+        async with Client(server, client_info=info, raise_exceptions=True) as client:
+            for q in conv.questions:
+                if ask == "recall":
+                    result = await client.call_tool("memory_recall", {"query": q.text, "k": depth})
+                    rows = result.structured_content["hits"]
+                else:
+                    result = await client.call_tool("memory_explain", {"query": q.text, "k": depth})
+                    rows = result.structured_content["rows"]
+                out.append([row["id"] for row in rows])
+                tick(1)
     return out
 
 
@@ -164,6 +267,39 @@ def _grep_rankings(conv: Conversation, workdir: Path) -> list[list[str]]:
     return [index.search(q.text, DEPTH) for q in conv.questions]
 
 
+# --------------------------------------------------------------------------- run
+
+
+@dataclass
+class _Ingested:
+    """One conversation's ingested stores, asked under any variant."""
+
+    conv: Conversation
+    stores: dict[str, Path]
+    turns_of: dict[str, dict[str, list[str]]]
+    root: Path
+    base: Settings
+    embedder: Embedder
+    tick: Callable[[int], Any]
+
+    async def rank(self, way: str, how: str, variant: Variant, depth: int) -> list[list[str]]:
+        """Turn ids ranked per question, by ingest path `way`, asked by `how`."""
+        store = self.stores[way]
+        if how == "recall":  # live: each variant on its own copy
+            store = self.root / f"{self.conv.sample_id}-{way}-{variant.name}.sqlite"
+            await copy_store(self.stores[way], store)
+        settings = variant_settings(self.base, variant)
+        ids = await _ask(store, self.conv, self.embedder, settings, how, depth, self.tick)
+        return [[t for i in r for t in self.turns_of[way].get(i, [])] for r in ids]
+
+
+def _scored(conv: Conversation, rankings: list[list[str]]) -> list[QuestionScore]:
+    return [
+        score_question(ranked[:DEPTH], q.evidence, q.category)
+        for q, ranked in zip(conv.questions, rankings, strict=True)
+    ]
+
+
 async def run_locomo(
     path: str | Path,
     *,
@@ -173,6 +309,9 @@ async def run_locomo(
     conversations: Sequence[Conversation] | None = None,
     workdir: Path | None = None,
     progress: Callable[[int], None] | None = None,
+    ingest: str = "tool",
+    ask: str = "recall",
+    cells: bool = True,
 ) -> EvalReport:
     """Run every variant over every evaluable question of the LoCoMo file at `path`.
 
@@ -180,10 +319,12 @@ async def run_locomo(
         path: the LoCoMo JSON file (read by path, never copied).
         embedder: the embedding model; None loads the bundled MiniLM once for the whole run.
         variants: which rankings to compute (RRF needs cosine-only and bm25-only among them).
-        settings: base settings; each variant overrides its recall constants.
+        settings: base settings (the shipped defaults when None); variants override recall.
         conversations: already-parsed conversations (skips reading `path`).
         workdir: where the temporary stores go; a fresh temporary directory by default.
         progress: called with a number of finished steps (see `total_steps`).
+        ingest, ask: the path the variants run on (tool or import; recall or explain).
+        cells: also run the shipped scorer on the other three paths (the four-cell table).
 
     Raises:
         InvalidInput: the file is not a LoCoMo file.
@@ -195,32 +336,32 @@ async def run_locomo(
         from ..embeddings import MiniLMEmbedder
 
         embedder = MiniLMEmbedder()
+    base = settings or Settings()
     names = {v.name for v in variants}
     needs = {"cosine-only", "bm25-only"} if "rrf" in names else set()
+    full = next((v for v in variants if v.name == "full"), Variant("full", "shipped"))
     scores: dict[str, list[QuestionScore]] = {v.name: [] for v in variants}
+    cell_scores: dict[tuple[str, str], list[QuestionScore]] = {}
     per_conv: dict[str, dict[str, Summary]] = {}
     memories = 0
+    ingestors = {"tool": _ingest_tool, "import": _ingest_import}
     with tempfile.TemporaryDirectory(prefix="nooa-locomo-", dir=workdir) as tmp:
         root = Path(tmp)
         for conv in convs:
-            store = root / f"{conv.sample_id}.sqlite"
-            base = (settings or Settings()).model_copy(
-                # One memory per turn (SPEC §13): near-duplicate merging would fold repeated
-                # small talk into one memory, so it is switched off for the ingest.
-                update={"store": store, "owner": OWNER, "dedup_similarity": 1.01}
-            )
-            async with Memory.open(store, owner=OWNER, embedder=embedder, settings=base) as mem:
-                await mem.wait_ready()
-                turns_of = await _ingest(mem, conv, tick)
-            memories += len(turns_of)
+            paths = INGESTS if cells else (ingest,)
+            stores: dict[str, Path] = {}
+            turns_of: dict[str, dict[str, list[str]]] = {}
+            for way in paths:
+                stores[way] = root / f"{conv.sample_id}-{way}.sqlite"
+                turns_of[way] = await ingestors[way](stores[way], conv, embedder, base, tick)
+            memories += len(turns_of[ingest])
+
+            ingested = _Ingested(conv, stores, turns_of, root, base, embedder, tick)
             rankings: dict[str, list[list[str]]] = {}
             for v in variants:
                 if v.kind == "memory" or v.name in needs:
                     depth = FUSION_DEPTH if v.name in needs else DEPTH
-                    vs = variant_settings(base, v)
-                    async with Memory.open(store, owner=OWNER, embedder=embedder, settings=vs) as m:
-                        ids = await _rank_all(m, conv, depth, tick)
-                    rankings[v.name] = [[t for i in r for t in turns_of.get(i, [])] for r in ids]
+                    rankings[v.name] = await ingested.rank(ingest, ask, v, depth)
                 elif v.kind == "rrf":
                     pairs = zip(rankings["cosine-only"], rankings["bm25-only"], strict=True)
                     rankings[v.name] = [rrf_fuse([a, b]) for a, b in pairs]
@@ -228,15 +369,19 @@ async def run_locomo(
                 else:
                     rankings[v.name] = _grep_rankings(conv, root)
                     tick(len(conv.questions))
+            if cells:
+                for way in INGESTS:
+                    for how in ASKS:
+                        if (way, how) == (ingest, ask) and "full" in rankings:
+                            result = rankings["full"]
+                        else:
+                            result = await ingested.rank(way, how, full, DEPTH)
+                        cell_scores.setdefault((way, how), []).extend(_scored(conv, result))
             per_conv[conv.sample_id] = {}
             for v in variants:
-                conv_scores = [
-                    score_question(ranked[:DEPTH], q.evidence, q.category)
-                    for q, ranked in zip(conv.questions, rankings[v.name], strict=True)
-                ]
+                conv_scores = _scored(conv, rankings[v.name])
                 scores[v.name] += conv_scores
                 per_conv[conv.sample_id][v.name] = summarise(conv_scores)
-    base_recall = (settings or Settings()).recall
     return EvalReport(
         file=str(path),
         conversations=len(convs),
@@ -244,9 +389,12 @@ async def run_locomo(
         skipped_questions=sum(c.skipped_questions for c in convs),
         turns=sum(len(c.turns) for c in convs),
         memories=memories,
+        ingest=ingest,
+        ask=ask,
         variants=list(variants),
         summaries={name: summarise(s) for name, s in scores.items()},
-        settings=base_recall.model_dump(),
+        cells={key: summarise(s) for key, s in cell_scores.items()},
+        settings=base.recall.model_dump(),
         elapsed_s=time.perf_counter() - started,
         per_conversation=per_conv,
     )

@@ -104,13 +104,20 @@ def rerank(event: RecallEvent, recall: RecallSettings) -> list[str]:
     imp = np.array([c.imp for c in comps])
     spread = np.array([c.spread for c in comps])
     span = recall.norm_min_span
+    weights = scoring.Weights(recall.a_rel, recall.a_rec, recall.a_imp, recall.gamma)
     score = (
-        recall.a_rel * scoring.minmax(rel)
-        + recall.a_rec * scoring.minmax(rec_, min_span=span)
-        + recall.a_imp * scoring.minmax(imp, min_span=span)
+        scoring.base_scores(
+            scoring.minmax(rel),
+            scoring.minmax(rec_, min_span=span),
+            scoring.minmax(imp, min_span=span),
+            weights,
+            scoring.relevance_gate(rel),
+        )
         + recall.gamma * spread
     )
-    order = sorted(range(len(comps)), key=lambda i: (-score[i], i))
+    # As recall orders them: weak hits last (SPEC §5 fix 8), then by score.
+    weak = rel < recall.weak_relevance
+    order = sorted(range(len(comps)), key=lambda i: (bool(weak[i]), -score[i], i))
     return [event.rows[i][0] for i in order]
 
 

@@ -10,8 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-__all__ = ["RRF_K", "VARIANTS", "Variant", "rrf_fuse"]
+__all__ = ["ASKS", "INGESTS", "RRF_K", "VARIANTS", "Variant", "rrf_fuse"]
 
+#: How turns go in: through the memory_author tool (as a client writes) or as an import.
+INGESTS: tuple[str, ...] = ("tool", "import")
+#: How questions are asked: memory_recall (live) or memory_explain (a dry run).
+ASKS: tuple[str, ...] = ("recall", "explain")
 #: Reciprocal-rank-fusion constant (Cormack et al. 2009).
 RRF_K = 60
 

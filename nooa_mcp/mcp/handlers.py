@@ -62,18 +62,33 @@ class Owners:
 
     @classmethod
     @asynccontextmanager
-    async def running(cls, settings: Settings, embedder: Embedder) -> AsyncIterator[Owners]:
-        """The engine for the lifetime of a server: maintenance stops before the store closes."""
-        async with Engine.open(settings, embedder) as engine:
+    async def running(
+        cls, settings: Settings, embedder: Embedder, engine: Engine | None = None
+    ) -> AsyncIterator[Owners]:
+        """The engine for the lifetime of a server: maintenance stops before the store closes.
+
+        With `engine`, the server runs on an engine its caller opened (and will close).
+        """
+        if engine is not None:
+            async with cls._maintained(engine) as owners:
+                yield owners
+            return
+        async with Engine.open(settings, embedder) as opened:
             try:
-                async with anyio.create_task_group() as tasks:
-                    tasks.start_soon(_maintain, engine, name="nooa maintenance")
-                    try:
-                        yield cls(engine)
-                    finally:
-                        tasks.cancel_scope.cancel()
+                async with cls._maintained(opened) as owners:
+                    yield owners
             finally:
-                await engine.settle()
+                await opened.settle()
+
+    @classmethod
+    @asynccontextmanager
+    async def _maintained(cls, engine: Engine) -> AsyncIterator[Owners]:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(_maintain, engine, name="nooa maintenance")
+            try:
+                yield cls(engine)
+            finally:
+                tasks.cancel_scope.cancel()
 
     def memory(self, identity: Identity) -> Memory:
         return Memory(self.engine, identity.owner, identity.grants)

@@ -101,17 +101,20 @@ def bound_view(
 
     The clip marker names the same resource with the offset where the rest starts.
     """
-    limit = max(budget_tokens * 4 - 4_000, 1_000)
+    bare = view.model_copy(update={"content": ""})
+    while _json_tokens(bare) > budget_tokens // 2 and len(bare.edges) > 1:
+        bare = bare.model_copy(update={"edges": bare.edges[: len(bare.edges) // 2]})
+    limit = max(budget_tokens * 4 - len(bare.model_dump_json()) - 1_000, 1_000)
     rest = view.content[offset:]
     if len(rest) <= limit:
-        return view.model_copy(update={"content": rest})
+        return bare.model_copy(update={"content": rest})
     kept = rest[:limit]
     nxt = offset + len(kept)
     marker = (
         f"… [clipped: characters {offset}–{nxt} of {len(view.content)} shown; "
         f"read {memory_uri(view.id)}?offset={nxt} for the rest]"
     )
-    return view.model_copy(update={"content": kept + marker})
+    return bare.model_copy(update={"content": kept + marker})
 
 
 def bound_items(items: list[M], model_tokens: int, budget_tokens: int = REPLY_TOKENS) -> int:
@@ -243,7 +246,8 @@ def render_explain(result: ExplainResult) -> str:
             path = f" via {' → '.join(p[:8] for p in row.path)}" if row.path else ""
             lines.append(
                 f"{row.rank}. [{row.id[:8]}] {row.type.value} score {_num(row.score)} "
-                f"cos {_num(row.cos)} rel {_num(row.rel)} rec {_num(row.rec)} imp {_num(row.imp)} "
+                f"cos {'-' if row.cos is None else _num(row.cos)} rel {_num(row.rel)} "
+                f"rec {_num(row.rec)} imp {_num(row.imp)} "
                 f"spread {_num(row.spread)} ({row.source}){path} — {row.head}"
             )
         if not result.rows:

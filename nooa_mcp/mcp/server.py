@@ -20,6 +20,7 @@ from pydantic import AnyHttpUrl
 from ..config import Settings
 from ..domain.scope import parse_roles
 from ..embeddings import Embedder, default_embedder
+from ..engine import Engine
 from ..errors import InvalidInput
 from .handlers import Owners, bind_owner
 from .identity import TokenEntry, TokenFileVerifier, load_tokens
@@ -45,6 +46,7 @@ def build_server(
     *,
     embedder: Embedder | None = None,
     tokens: dict[str, TokenEntry] | dict[str, str] | None = None,
+    engine: Engine | None = None,
     http_url: str = "http://127.0.0.1:8765",
 ) -> MCPServer:
     """Build the nooa-mcp server for `settings`.
@@ -55,6 +57,8 @@ def build_server(
         tokens: bearer token → owner (or TokenEntry with read grants); when given, HTTP
             requests without a valid token are refused.
         http_url: the server's own base URL (only used to describe it to OAuth-aware clients).
+        engine: an engine the caller opened and will close (in-process front ends such as
+            the evaluation); None opens one for the server's lifetime.
 
     Returns:
         An MCPServer whose lifespan opens the store and closes it on shutdown.
@@ -63,8 +67,11 @@ def build_server(
     @asynccontextmanager
     async def lifespan(_: MCPServer) -> AsyncIterator[Owners]:
         # The model loads beside the server: initialize is answered before it is ready (SPEC §4).
-        model = embedder or default_embedder(settings.model_cache_dir)
-        async with Owners.running(settings, model) as owners:
+        if engine is not None:
+            model = engine.embedder
+        else:
+            model = embedder or default_embedder(settings.model_cache_dir)
+        async with Owners.running(settings, model, engine) as owners:
             yield owners
 
     auth = None

@@ -138,8 +138,10 @@ def register_tools(
     ) -> Annotated[CallToolResult, AuthorResult]:
         """Store something worth remembering next time: a fact, procedure, episode or lesson.
 
-        Importance CRITICAL/HIGH/MEDIUM/LOW/TRIVIAL. A near-duplicate reinforces the existing
-        memory; content that was forgotten is not recreated unless revive=true.
+        Importance CRITICAL/HIGH/MEDIUM/LOW/TRIVIAL. An exact repeat returns `exists`; anything
+        else is stored, and a close match is named in similar_to with what differs. For a
+        changed fact, link the old one with relation refines. Forgotten content is not
+        recreated unless revive=true.
         """
         memory = await current_memory()
         result = await memory.author(

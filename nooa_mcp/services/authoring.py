@@ -1,9 +1,14 @@
-"""Authoring: validated writes with repeats, near-duplicates and tombstones handled (SPEC §5, §7).
+"""Authoring: writes keep what they are told (SPEC §5 v2, §7).
 
-- An exact repeat (same content hash, type and role) is idempotent: its id comes back with
-  status `exists` and nothing changes, so a retried call never duplicates.
-- A near-duplicate (same type and role, cosine ≥ `dedup_similarity`) reinforces the existing
-  memory and returns its id with status `reinforced-existing`.
+- An exact repeat (same type and role, same content after NFKC, case folding and whitespace
+  collapsing) is idempotent: its id comes back with status `exists`, and it logs `reinforced`,
+  so a retried call never duplicates.
+- Anything else is stored as its own memory. A near-duplicate (same type and role, cosine ≥
+  `dedup_similarity`) is stored too, linked `related` to the closest existing memory, and the
+  reply names it in `similar_to` with the values they differ in (number, date, identifier,
+  name, negation). Merging what truly repeats is reflection's job, which never folds two
+  different values into one.
+- A value that was forgotten is not silently re-made (tombstones, SPEC §7).
 - Everything is validated before anything is written: one bad item writes nothing.
 """
 
@@ -15,8 +20,9 @@ from typing import Any
 import numpy as np
 
 from ..domain.accesses import apply_access, created_record
+from ..domain.facts import differs_in
 from ..domain.inputs import build_memory
-from ..domain.replies import AuthorResult
+from ..domain.replies import AuthorResult, SimilarTo
 from ..domain.schema import (
     EDGE_WEIGHT,
     Channel,
@@ -105,16 +111,24 @@ async def _author_one(
         record.content_hash, c.role, record.type.value
     )
     if existing is None and await c.store.fetch(record.id) is not None:
-        existing = record.id  # an import of an id that is already here
+        return AuthorResult(id=record.id, status="exists", similarity=1.0)  # a re-import
     if existing is not None:
+        await _repeat(c, existing, record, edges)
         return AuthorResult(id=existing, status="exists", similarity=1.0)
     stone = await tombstone_match(c, record, vector)
     if stone is not None:
         return await blocked_or_revived(c, *stone, revive)
     twin, similarity = _near_duplicate(c, record.type.value, vector, near)
+    similar = None
     if twin is not None:
-        await _reinforce(c, twin, record, edges)
-        return AuthorResult(id=twin, status="reinforced-existing", similarity=similarity)
+        original = await c.fetch(twin)
+        similar = SimilarTo(
+            id=twin,
+            similarity=round(similarity, 4),
+            differs_in=differs_in(original.content, record.content),
+        )
+        if twin not in {target for target, _, _ in edges}:
+            edges = [*edges, (twin, EdgeType.related, round(min(similarity, 1.0), 4))]
     apply_access(
         record,
         created_record(record, c.owner, *provenance.access_refs()),
@@ -128,14 +142,14 @@ async def _author_one(
     # Later items of the same batch must see this one, for dedup.
     batch[key] = record.id
     c.index.note(VectorRow(seq, record.id, c.role, c.owner, record.type.value, False, vector))
-    return AuthorResult(id=record.id, status="created")
+    return AuthorResult(id=record.id, status="created", similar_to=similar)
 
 
 def _dedup_mask(c: Caller, type: str, start: int = 0) -> np.ndarray:
     """Rows `start`… that a new memory of `type` may be a near-duplicate of."""
     mask = c.index.mask(c.actor.own, types={type}, start=start)
     if c.role:
-        # Same owner role only: shared rows are not this owner's to reinforce.
+        # Same owner role only: shared rows are not this owner's to link as its own repeats.
         mask &= c.index.owner_code[start : c.index.size] != 0
     return mask
 
@@ -182,9 +196,11 @@ def _near_duplicate(
     return None, 0.0
 
 
-async def _reinforce(
+async def _repeat(
     c: Caller, memory_id: str, record: Memory, edges: list[tuple[str, EdgeType, float]]
 ) -> None:
+    """An exact repeat: the author said it again. Reinforce the memory and keep what the
+    repeat adds (a higher importance, new tags, entities and links); the text is the same."""
     memory = await c.fetch(memory_id)
     memory.reinforcement_count += 1
     memory.importance = max(memory.importance, record.importance)

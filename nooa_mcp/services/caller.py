@@ -112,6 +112,7 @@ class Caller:
             exact_k=self.settings.recall.exact_accesses,
             bump_strength=bump_strength,
             count_for_owner=same_role,
+            grain=self.settings.recall.time_grain,
         )
 
     def note_activity(self, writes: int = 0) -> None:

@@ -25,6 +25,7 @@ import anyio.to_thread
 import numpy as np
 
 from ..domain.accesses import apply_access, created_record
+from ..domain.facts import differs_in
 from ..domain.forgetting import retention, should_prune
 from ..domain.generative import (
     SYSTEM,
@@ -294,6 +295,10 @@ class _Pass:
             vecs = await c.store.embeddings_of([anchor.id, dup.id])
             if len(vecs) < 2 or float(vecs[anchor.id] @ vecs[dup.id]) < MERGE_SIMILARITY:
                 return ""
+            # SPEC §8 (v2): never fold two different values into one; those are different
+            # facts for reconcile, however close their embeddings.
+            if differs_in(anchor.content, dup.content):
+                return ""
             fields = merged_fields(_node(anchor), _node(dup))
             anchor.reinforcement_count = int(fields["reinforcement_count"])
             anchor.strength = int(fields["strength"])
@@ -328,12 +333,7 @@ class _Pass:
             memory = await c.store.fetch(item.id)
             if memory is None or memory.archived:
                 return ""
-            authored = memory.authored_importance
-            new = rescore(
-                memory.importance if authored is None else authored,
-                memory.salience,
-                memory.strength,
-            )
+            new = rescore(memory.authored, memory.salience, memory.reinforcement_count)
             if abs(new - memory.importance) < 1e-9:
                 return ""
             await c.store.set_importance(item.id, importance=new)

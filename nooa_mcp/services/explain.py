@@ -76,7 +76,7 @@ def _row(c: Caller, position: int, r: Ranked) -> ExplainRow:
         id=r.id,
         score=round(r.score, 4),
         source=r.source,
-        cos=round(r.cos, 4),
+        cos=None if r.cos is None else round(r.cos, 4),
         rel=round(r.rel, 4),
         rec=round(r.rec, 4),
         imp=round(r.imp, 4),
@@ -130,7 +130,7 @@ async def _why_not(c: Caller, target: str, ranking: Ranking, k: int) -> WhyNot:
         retention=round(
             retention(memory.last_accessed_at, memory.strength, now, policy.tau_hours), 4
         ),
-        prune_eta=prune_eta(memory.last_accessed_at, memory.strength, policy),
+        prune_eta=prune_eta(memory.last_accessed_at, memory.strength, policy, now),
         archived=memory.archived,
         reason=reason,
     )

@@ -29,7 +29,11 @@ class Ranked:
 
     row: ScoringRow
     source: str
-    cos: float = 0.0
+    #: The cosine with the query; None when it was never computed (no query vector while the
+    #: model loads, or no stored vector).
+    cos: float | None = None
+    #: What relevance used in the cosine's place: the cosine, or BM25 while the model loads.
+    semantic: float = 0.0
     overlap: float = 0.0
     lex: float = 0.0
     rel: float = 0.0
@@ -41,6 +45,12 @@ class Ranked:
     path: list[str] = field(default_factory=list)
     stale: bool = False
     superseded_by: str | None = None
+    #: Replaces a relevant memory: it is relevant as that memory's current version, even when
+    #: its own words miss the query (SPEC §5 fix 7 over fix 8).
+    succeeds_relevant: bool = False
+
+    def weak(self, threshold: float) -> bool:
+        return self.rel < threshold and not self.succeeds_relevant
 
     @property
     def id(self) -> str:
@@ -50,7 +60,7 @@ class Ranked:
     def components(self) -> Components:
         return Components(
             source=self.source,  # type: ignore[arg-type]
-            cos=round(self.cos, 4),
+            cos=None if self.cos is None else round(self.cos, 4),
             rel=round(self.rel, 4),
             rec=round(self.rec, 4),
             imp=round(self.imp, 4),
@@ -141,10 +151,9 @@ async def rank(
         r.lex = bm25.get(r.id, 0.0) / top_bm25 if top_bm25 > 0 else 0.0
         if dense_ready and r.source == "sparse":
             vec = index.vector(r.id)
-            r.cos = float(vec @ query_vector) if vec is not None else 0.0
-        elif not dense_ready:
-            # Warming: BM25, scaled to [0, 1] by the best hit, stands in for cosine.
-            r.cos = r.lex
+            r.cos = float(vec @ query_vector) if vec is not None else None
+        # Without a query vector, BM25 (scaled by the best hit) stands in for the cosine.
+        r.semantic = r.lex if not dense_ready else (r.cos or 0.0)
     _score_parts(list(candidates.values()), query_tokens, now, s)
     if s.min_relevance > 0:
         candidates = {
@@ -158,6 +167,11 @@ async def rank(
     run = _Pass(store, index, query_vector, query_tokens, scope, s, now, types, ranges, candidates)
     await _spread(run, ranked, hops)
     await _supersession(run)
+    for r in candidates.values():
+        if r.superseded_by and not r.weak(s.weak_relevance):
+            successor = candidates.get(r.superseded_by)
+            if successor is not None:
+                successor.succeeds_relevant = True
 
     for r in candidates.values():
         r.score = r.base + s.gamma * r.spread
@@ -172,7 +186,9 @@ async def rank(
             # SPEC §5 fix 7: a replaced memory ranks below what replaced it.
             if successor is not None and r.score >= successor.score:
                 r.score = successor.score - 1e-6
-    ordered = sorted(candidates.values(), key=lambda r: (-r.score, r.id))
+    # SPEC §5 fix 8: a weakly related memory never ranks above a relevant one, whatever its
+    # recency, importance or spreading.
+    ordered = sorted(candidates.values(), key=lambda r: (r.weak(s.weak_relevance), -r.score, r.id))
     return Ranking(query, ordered, dense_ready, ranges, query_vector)
 
 
@@ -186,17 +202,19 @@ def _score_parts(rows: list[Ranked], query_tokens: set[str], now: float, s: Reca
         row = r.row
         r.overlap = scoring.overlap_coefficient(query_tokens, set(row.cues))
         overlap.append(r.overlap)
-        ages.append([now - t for t in row.actr_times])
+        # A time in the future (an import, a skewed clock) counts as now, never as fresher.
+        ages.append([max(now - t, 0.0) for t in row.actr_times])
         counts.append(row.actr_count)
-        firsts.append(None if row.first_access_at is None else now - row.first_access_at)
+        first = row.first_access_at
+        firsts.append(None if first is None else max(now - first, 0.0))
     rel = scoring.relevance(
-        np.array([r.cos for r in rows]),
+        np.array([r.semantic for r in rows]),
         np.array(overlap),
         s.lam,
         lex=np.array([r.lex for r in rows]),
         mu=s.mu,
     )
-    rec = scoring.sigmoid(scoring.base_levels(ages, counts, firsts, s.decay))
+    rec = scoring.sigmoid(scoring.base_levels(ages, counts, firsts, s.decay, s.time_grain))
     for r, rel_i, rec_i in zip(rows, rel, rec, strict=True):
         r.rel = float(rel_i)
         r.rec = float(rec_i)
@@ -225,7 +243,8 @@ def _base(rows: list[Ranked], ranges: dict[str, tuple[float, float]], s: RecallS
         )
         for name in ("rel", "rec", "imp")
     }
-    base = scoring.base_scores(normed["rel"], normed["rec"], normed["imp"], w)
+    gate = scoring.relevance_gate(np.array([r.rel for r in rows]), ranges["rel"][1])
+    base = scoring.base_scores(normed["rel"], normed["rec"], normed["imp"], w, gate)
     for r, b in zip(rows, base, strict=True):
         r.base = float(b)
 
@@ -257,12 +276,32 @@ async def _add_outsiders(run: _Pass, ids: list[str]) -> None:
             continue
         r = Ranked(row, "spread")
         vec = run.index.vector(r.id) if run.query_vector is not None else None
-        r.cos = float(vec @ run.query_vector) if vec is not None else 0.0
+        r.cos = float(vec @ run.query_vector) if vec is not None else None
+        r.semantic = r.cos or 0.0
         rows.append(r)
     _score_parts(rows, run.query_tokens, run.now, run.s)
     if rows:
         _base(rows, run.ranges or _ranges(rows), run.s)
     run.candidates.update({r.id: r for r in rows})
+
+
+def _novelty(index: VectorIndex, pairs: list[tuple[str, str]]) -> np.ndarray:
+    """1 − cos(src, dst) per edge (clipped to [0, 1]; 1 when either vector is unknown).
+
+    Spreading brings in what relevance cannot see: a memory associated with a relevant one
+    by cause, sequence or part. The part of an association that is plain similarity is
+    already in each memory's own relevance, so relaying it again only pushed clusters of
+    near-duplicates (and reflection's similarity links) above the one memory that answers.
+    """
+    out = np.ones(len(pairs))
+    rows = [(index.row_of.get(a), index.row_of.get(b)) for a, b in pairs]
+    known = [i for i, (a, b) in enumerate(rows) if a is not None and b is not None]
+    if known:
+        src = index.matrix[[rows[i][0] for i in known]]
+        dst = index.matrix[[rows[i][1] for i in known]]
+        cos = np.einsum("ij,ij->i", src, dst)
+        out[known] = np.clip((0.9 - cos) / 0.4, 0.0, 1.0)
+    return out
 
 
 async def _spread(run: _Pass, seeds: list[Ranked], hops: int) -> None:
@@ -276,10 +315,12 @@ async def _spread(run: _Pass, seeds: list[Ranked], hops: int) -> None:
     for _ in range(hops):
         # SPEC §5 fixes 3 and 4: the store returns only live targets inside the scope, so an
         # archived or foreign memory is never written into the frontier and relays nothing.
+        found = await run.store.out_edges(list(frontier), run.scope)
+        novelty = _novelty(run.index, [(e.src, e.dst) for e in found])
         edges: dict[str, list[scoring.OutEdge]] = {}
-        for e in await run.store.out_edges(list(frontier), run.scope):
+        for e, new in zip(found, novelty, strict=True):
             edges.setdefault(e.src, []).append(
-                scoring.OutEdge(e.dst, e.weight, TYPE_WEIGHT[EdgeType(e.type)], e.type)
+                scoring.OutEdge(e.dst, e.weight * new, TYPE_WEIGHT[EdgeType(e.type)], e.type)
             )
         reached = scoring.spread_hop(
             frontier,

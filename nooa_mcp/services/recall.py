@@ -52,7 +52,7 @@ async def ranking_for(
 
 
 def flags(c: Caller, r: Ranked) -> Flags:
-    weak = r.rel < c.settings.recall.weak_relevance
+    weak = r.weak(c.settings.recall.weak_relevance)
     return Flags(weak=weak, stale=r.stale, superseded_by=r.superseded_by)
 
 
@@ -84,8 +84,10 @@ async def recall(
             logged, saved = [], []
             for position, r in enumerate(top, 1):
                 memory = fetched[r.id]
+                # SPEC §5 fix 9: only what the reader could have used counts as use. A weak
+                # hit is logged as `shown`: no base-level, no strength, no rehearsal.
                 access = c.access(
-                    channel,
+                    Channel.shown if flags(c, r).weak else channel,
                     query=query[:200],
                     score=round(r.score, 4),
                     rank=position,
@@ -110,9 +112,17 @@ async def recall(
     use_dense = c.settings.recall.use_dense
     if ranking.dense_ready is False and use_dense:
         note = (note + " " if note else "") + "Embeddings are warming: keyword matches only."
+    asked = (scope or "mine").strip()
+    if asked not in ("mine", "instance", c.role) and scope_obj == c.actor.own:
+        # SPEC §10: the model's scope word cannot widen what this connection may read.
+        note = (note + " " if note else "") + (
+            f"Searched only {c.role or 'shared'} and shared memories: this connection has no "
+            f"read grant for {asked!r}."
+        )
     return RecallResult(
         query=query,
         scope=scope or "mine",
+        roles_searched=scope_obj.describe(),
         hits=hits,
         embeddings="ready" if ranking.dense_ready or not use_dense else "warming",
         nothing_relevant=nothing,
@@ -142,7 +152,7 @@ def _hit(c: Caller, position: int, r: Ranked) -> RecallHit:
         valid_from=None if row.valid_from is None else datetime.fromtimestamp(row.valid_from, UTC),
         valid_to=None if row.valid_to is None else datetime.fromtimestamp(row.valid_to, UTC),
         retention=round(retention(last, row.strength, utc_now(), policy.tau_hours), 4),
-        prune_eta=prune_eta(last, row.strength, policy),
+        prune_eta=prune_eta(last, row.strength, policy, utc_now()),
         path=r.path,
     )
 

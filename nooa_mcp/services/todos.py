@@ -110,7 +110,7 @@ async def _items(c: Caller, status: str | None, limit: int) -> list[TodoItem]:
             importance=m.importance,
             importance_label=IMPORTANCE.label(m.importance),
             created_at=m.created_at,
-            age_hours=round((now - m.created_at).total_seconds() / 3600, 1),
+            age_hours=round(max((now - m.created_at).total_seconds(), 0.0) / 3600, 1),
         )
         for m in memories[: max(1, min(limit, 500))]
     ]

@@ -33,6 +33,8 @@ __all__ = [
 
 #: Channels that count as a read in the KPIs: deliberate fetches, not what the server showed.
 READ_CHANNELS = ("recalled", "searched", "deref")
+#: Edges a view lists (strongest first); `edges_total` says how many there are.
+VIEW_EDGES = 50
 
 
 def redact(record: AccessRecord, scope: Scope) -> AccessRecord:
@@ -64,10 +66,11 @@ async def view(c: Caller, memory: Memory, scope: Scope) -> MemoryView:
     """
     edges = await c.store.edges_of(memory.id)
     owners = await c.store.owners_of([e.target for e in edges]) if edges else {}
-    visible = [
+    visible = [e for e in edges if e.target in owners and scope.allows(owners[e.target])]
+    # A view is bounded like every reply: the strongest edges, and how many there are.
+    shown_edges = [
         e.model_dump(mode="json")
-        for e in edges
-        if e.target in owners and scope.allows(owners[e.target])
+        for e in sorted(visible, key=lambda e: (-e.weight, e.created_at))[:VIEW_EDGES]
     ]
     policy = c.settings.forgetting
     now = utc_now()
@@ -96,7 +99,8 @@ async def view(c: Caller, memory: Memory, scope: Scope) -> MemoryView:
         archived=memory.archived,
         status=memory.status,
         trigger=memory.trigger.model_dump(mode="json") if memory.trigger else None,
-        edges=visible,
+        edges=shown_edges,
+        edges_total=len(visible),
         references=references,
         channels=memory.channels,
         sizes=memory.sizes,
@@ -105,7 +109,7 @@ async def view(c: Caller, memory: Memory, scope: Scope) -> MemoryView:
         ),
         prune_eta=None
         if memory.archived
-        else prune_eta(memory.last_accessed_at, memory.strength, policy),
+        else prune_eta(memory.last_accessed_at, memory.strength, policy, now),
         flags=Flags(stale=stale),
     )
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from .base import Store
 
-__all__ = ["Store", "open_store", "store_kind"]
+__all__ = ["Store", "copy_store", "open_store", "store_kind"]
 
 
 def store_kind(target: str | Path) -> str:
@@ -29,3 +29,18 @@ async def open_store(target: str | Path) -> Store:
     from .sqlite import SQLiteStore
 
     return await SQLiteStore.open(Path(target))
+
+
+async def copy_store(source: str | Path, target: str | Path) -> None:
+    """Copy a store to `target` (SQLite files only: the evaluation's per-variant copies).
+
+    Raises:
+        InvalidInput: the store is not a file.
+    """
+    if store_kind(source) != "sqlite":
+        from ..errors import InvalidInput
+
+        raise InvalidInput("store", f"{source} is not a file.", "Copy SQLite stores only.")
+    from .sqlite import copy_store as copy_file
+
+    await copy_file(Path(source), Path(target))

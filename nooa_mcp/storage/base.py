@@ -394,6 +394,10 @@ class Store(Protocol):
 
     async def tombstones_of(self, memory_ids: Sequence[str]) -> dict[str, Tombstone]: ...
 
+    async def all_tombstones(self, memory_ids: Sequence[str]) -> dict[str, list[Tombstone]]:
+        """Every tombstone (lifted ones too) of these memories, oldest first: for export."""
+        ...
+
     # ------------------------------------------------------------------ maintenance
 
     async def log_maintenance(self, kind: str, report: dict[str, Any]) -> None: ...

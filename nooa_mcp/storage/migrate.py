@@ -16,7 +16,7 @@ from ..errors import StoreUnavailable
 from . import open_store, store_kind
 from .base import DUMP_TABLES, Store
 
-__all__ = ["PAGE", "CopyReport", "copy_store", "migrate"]
+__all__ = ["PAGE", "CopyReport", "copy_rows", "migrate"]
 
 #: Rows per dump page (a page of memories with embeddings is ~2 MB).
 PAGE = 1000
@@ -34,7 +34,7 @@ class CopyReport:
         return sum(self.copied.values())
 
 
-async def copy_store(
+async def copy_rows(
     source: Store,
     dest: Store,
     progress: Callable[[str, int], None] | None = None,
@@ -80,7 +80,7 @@ async def migrate(
     progress: Callable[[str, int], None] | None = None,
     sizes: Callable[[dict[str, int]], None] | None = None,
 ) -> CopyReport:
-    """Open both stores and copy SOURCE into DEST (see `copy_store`).
+    """Open both stores and copy SOURCE into DEST (see `copy_rows`).
 
     Raises:
         StoreUnavailable: SOURCE does not exist, DEST is not empty, or either cannot be opened.
@@ -98,7 +98,7 @@ async def migrate(
     try:
         dst = await open_store(dest)
         try:
-            return await copy_store(src, dst, progress, sizes)
+            return await copy_rows(src, dst, progress, sizes)
         finally:
             await dst.close()
     finally:

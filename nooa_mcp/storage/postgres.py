@@ -1007,6 +1007,17 @@ class PostgresStore:
         )
         return {r["memory_id"]: _tombstone(r) for r in rows}
 
+    async def all_tombstones(self, memory_ids: Sequence[str]) -> dict[str, list[Tombstone]]:
+        """Every tombstone (lifted ones too) of these memories, oldest first: for export."""
+        rows = await self._rows(
+            "SELECT * FROM tombstones WHERE memory_id = ANY(%(ids)s) ORDER BY ts, seq",
+            {"ids": list(memory_ids)},
+        )
+        out: dict[str, list[Tombstone]] = {}
+        for r in rows:
+            out.setdefault(r["memory_id"], []).append(_tombstone(r))
+        return out
+
     # ------------------------------------------------------------------ maintenance
 
     async def log_maintenance(self, kind: str, report: dict[str, Any]) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 
 import aiosqlite
 import anyio
+import anyio.to_thread
 import numpy as np
 from pydantic import TypeAdapter
 
@@ -33,6 +34,7 @@ from ..domain.schema import (
     Memory,
     Reference,
     Trigger,
+    content_hash,
     cue_set,
 )
 from ..domain.scope import Scope
@@ -54,9 +56,11 @@ from .base import (
     VectorRow,
 )
 
-__all__ = ["SQLiteStore", "fts_query"]
+__all__ = ["SQLiteStore", "copy_store", "fts_query"]
 
-SCHEMA_VERSION = 1
+#: 1: the first release. 2: content_hash is taken after NFKC and case folding (exact repeats,
+#: SPEC §5 v2); a version-1 file is rehashed in place when opened.
+SCHEMA_VERSION = 2
 MIN_PREFIX = 6
 
 _SCHEMA = """
@@ -445,7 +449,22 @@ class SQLiteStore:
             if version == 0:
                 for statement in _split_sql(_SCHEMA):
                     await self.conn.execute(statement)
-                await self.conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            elif version == 1:
+                await self._rehash()
+            await self.conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    async def _rehash(self) -> None:
+        """Version 1 → 2: recompute every content hash under the normalised rule."""
+        rows = await self._rows("SELECT id, content FROM memories")
+        await self.conn.executemany(
+            "UPDATE memories SET content_hash = ? WHERE id = ?",
+            [(content_hash(r["content"]), r["id"]) for r in rows],
+        )
+        await self.conn.execute(
+            "UPDATE tombstones SET content_hash = (SELECT m.content_hash FROM memories m "
+            "WHERE m.id = tombstones.memory_id) "
+            "WHERE memory_id IN (SELECT id FROM memories)"
+        )
 
     async def close(self) -> None:
         await self.conn.close()
@@ -1007,6 +1026,16 @@ class SQLiteStore:
         )
         return {r["memory_id"]: _tombstone(r) for r in rows}
 
+    async def all_tombstones(self, memory_ids: Sequence[str]) -> dict[str, list[Tombstone]]:
+        """Every tombstone (lifted ones too) of these memories, oldest first: for export."""
+        rows = await self._rows_in(
+            "SELECT * FROM tombstones WHERE memory_id IN ({marks}) ORDER BY ts, seq", memory_ids
+        )
+        out: dict[str, list[Tombstone]] = {}
+        for r in rows:
+            out.setdefault(r["memory_id"], []).append(_tombstone(r))
+        return out
+
     # ------------------------------------------------------------------ maintenance
 
     async def log_maintenance(self, kind: str, report: dict[str, Any]) -> None:
@@ -1227,3 +1256,18 @@ class SQLiteStore:
                 value["archived"] = int(value["archived"])
             values.append(value)
         await self.conn.executemany(f"{verb} INTO {table} ({names}) VALUES ({marks})", values)
+
+
+async def copy_store(source: Path, target: Path) -> None:
+    """Copy a store file consistently (SQLite's online backup), e.g. to run variants on copies."""
+
+    def copy() -> None:
+        src = sqlite3.connect(source)
+        dst = sqlite3.connect(target)
+        try:
+            src.backup(dst)
+        finally:
+            dst.close()
+            src.close()
+
+    await anyio.to_thread.run_sync(copy)

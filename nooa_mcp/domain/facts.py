@@ -1,0 +1,106 @@
+"""What makes two texts the same fact: normalised repeats and the values a fact carries (SPEC §5).
+
+Pure. Two texts are an *exact repeat* when they are equal after Unicode NFKC, case folding and
+whitespace collapsing. Two near-identical texts are still *different facts* when they differ in
+a value: a number, a date or time, an identifier (JIRA-5678, web-02, 10.0.0.12), a name or a
+negation. Embeddings put "the rate limit is 100" and "… 500" at cosine 0.99; these rules are
+what keeps the second from being folded into the first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from dataclasses import dataclass
+
+from .text import STOPWORDS
+
+__all__ = ["VALUE_KINDS", "Values", "differs_in", "normalise", "normalised_hash", "values"]
+
+#: The kinds of value two versions of a fact can differ in, in the order replies list them.
+VALUE_KINDS: tuple[str, ...] = ("number", "date", "identifier", "name", "negation")
+
+_MONTHS = frozenset(
+    """jan feb mar apr may jun jul aug sep sept oct nov dec january february march april june
+    july august september october november december monday tuesday wednesday thursday friday
+    saturday sunday today tomorrow yesterday""".split()  # noqa: SIM905
+)
+# Identifiers first: a token holding a digit and a letter (JIRA-5678, web-02, us-east-1, v2,
+# 3f9a2c) or digits joined by two or more dots (10.0.0.12, 2.3.1).
+_IDENTIFIER = re.compile(
+    r"(?<![\w.])(?:(?=[\w.:/-]*\d)(?=[\w.:/-]*[A-Za-z])[\w][\w.:/-]*[\w]|\d+(?:\.\d+){2,})(?![\w])"
+)
+_DATE = re.compile(
+    r"(?<![\w.])(\d{4}-\d{1,2}-\d{1,2}(?:[tT ]\d{1,2}:\d{2}(?::\d{2})?)?"
+    r"|\d{1,2}[/.]\d{1,2}[/.]\d{2,4}|\d{1,2}:\d{2}(?::\d{2})?(?:\s*[ap]\.?m\.?)?"
+    r"|\d{1,2}\s*[ap]\.?m\.?)(?![\w.])",
+    re.IGNORECASE,
+)
+_NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:[.,]\d+)*(?![\w])")
+_NAME = re.compile(r"\b[A-Z][a-z]+(?:[A-Z][a-z]+)*\b")
+_NEGATION = re.compile(
+    r"\b(not|no|never|none|nobody|nothing|neither|nor|without|cannot|isn't|aren't|wasn't|"
+    r"weren't|don't|doesn't|didn't|won't|wouldn't|can't|couldn't|shouldn't|hasn't|haven't|"
+    r"hadn't|mustn't)\b|n't\b",
+    re.IGNORECASE,
+)
+
+
+def normalise(text: str) -> str:
+    """NFKC, case-folded, whitespace collapsed: the form exact repeats are compared in."""
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+
+
+def normalised_hash(text: str) -> str:
+    """The content hash of a memory: equal exactly for repeats (SPEC §5 "exact repeat")."""
+    return hashlib.sha256(normalise(text).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Values:
+    """The values a text states, by kind; two versions of a fact differ when any set does."""
+
+    number: frozenset[str]
+    date: frozenset[str]
+    identifier: frozenset[str]
+    name: frozenset[str]
+    negation: int
+
+    def kinds_differing(self, other: Values) -> list[str]:
+        out = [
+            kind
+            for kind in ("number", "date", "identifier", "name")
+            if getattr(self, kind) != getattr(other, kind)
+        ]
+        if (self.negation % 2) != (other.negation % 2):
+            out.append("negation")
+        return out
+
+
+def values(text: str) -> Values:
+    """The numbers, dates, identifiers, names and negations a text states."""
+    flat = unicodedata.normalize("NFKC", text)
+    # Dates and times first (02:00, 2026-03-01, 3 pm), then identifiers, then bare numbers, each
+    # taken out of the text before the next looks, so "10.0.0.12" is one identifier.
+    dates = {m.group(0).lower().replace(" ", "") for m in _DATE.finditer(flat)}
+    dates |= {w for w in re.findall(r"[a-z]+", flat.lower()) if w in _MONTHS}
+    rest = _DATE.sub(" ", flat)
+    identifiers = {m.group(0).lower() for m in _IDENTIFIER.finditer(rest)}
+    rest = _IDENTIFIER.sub(" ", rest)
+    numbers = {m.group(0).replace(",", "") for m in _NUMBER.finditer(rest)}
+    # Capitalised words, minus function words that start a sentence ("The", "We").
+    names = {m.group(0) for m in _NAME.finditer(flat) if m.group(0).lower() not in STOPWORDS}
+    negations = len(_NEGATION.findall(flat))
+    return Values(
+        frozenset(numbers),
+        frozenset(dates),
+        frozenset(identifiers),
+        frozenset(names),
+        negations,
+    )
+
+
+def differs_in(a: str, b: str) -> list[str]:
+    """The kinds of value in which `a` and `b` differ (empty: the same values)."""
+    return values(a).kinds_differing(values(b))
