@@ -15,7 +15,9 @@ Concurrency comes from PostgreSQL, never from a process-local lock:
 - An exact repeat is idempotent across servers: `find_by_hash` inside a transaction first takes
   a transaction-scoped advisory lock on (role, type, content hash), so two servers authoring the
   same text take turns and the second finds the first's row. `lock_meta` does the same for a
-  meta key (reflection leases), whether or not the row exists yet.
+  meta key (reflection leases), whether or not the row exists yet. (A unique index on
+  (content_hash, role, type) would enforce repeats too, but would also make an update into an
+  existing text or the revival of an archived twin fail where SQLite accepts them.)
 - Revision numbers are transaction ids (`rev xid8`, see pg_search): a vector cache pulls every
   row another server committed, whatever order transactions commit in. A LISTEN connection
   hears other servers' commits, so `change_token` costs no round trip.
