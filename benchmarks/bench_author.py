@@ -7,6 +7,9 @@ the same number of fresh texts in batches of 100 (embedding, dedup search, inser
 access stream, one transaction per batch), into an empty store and into copies of the
 stores bench_recall.py left in DIR (recall-<size>.sqlite), so the cost per write can be
 compared across store sizes. Target (issue 5): author >= 150 memories/s.
+
+With `--store postgresql://…` each run authors into a fresh PostgreSQL schema instead (the
+DIR stores are copied in with the migrate service first), dropped afterwards.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from nooa_mcp.evaluation.workload import generate_memories
 from nooa_mcp.memory import Memory
 
 
-async def author(path: Path, model: MiniLMEmbedder, n: int, seed: int) -> float:
+async def author(path: Path | str, model: MiniLMEmbedder, n: int, seed: int) -> float:
     s = Settings(store=path, owner="bench")
     specs = list(generate_memories(n, seed=seed))
     async with Memory.open(path, owner="bench", embedder=model, settings=s) as mem:
@@ -44,6 +47,7 @@ async def main() -> None:
     parser.add_argument("--stores", type=Path, default=None)
     parser.add_argument("--n", type=int, default=1000)
     parser.add_argument("--sizes", default=None, help="only these store sizes, e.g. 0,100000")
+    parser.add_argument("--store", default=None, help="a postgresql:// URL to author into")
     args = parser.parse_args()
     model = MiniLMEmbedder()
     model.embed([s["content"] for s in generate_memories(64, seed=5)])
@@ -65,15 +69,33 @@ async def main() -> None:
         for size, src in sorted(bases, key=lambda b: b[0]):
             if wanted is not None and size not in wanted:
                 continue
-            path = Path(tmp) / f"author-{size}.sqlite"
-            if src is not None:
+            path: Path | str = Path(tmp) / f"author-{size}.sqlite"
+            schema = f"nooa_bench_author_{size}"
+            if args.store:
+                from bench_recall import drop_pg_schema, pg_schema_target
+
+                from nooa_mcp.storage.migrate import migrate
+
+                drop_pg_schema(args.store, schema)
+                path = pg_schema_target(args.store, schema)
+                if src is not None:
+                    await migrate(src, path)
+            elif src is not None:
                 for suffix in ("", "-wal", "-shm"):
                     if Path(str(src) + suffix).exists():
                         shutil.copy(str(src) + suffix, str(path) + suffix)
             raw = raw_rate(seed=2000 + size)
-            rate = await author(path, model, args.n, seed=1000 + size)
+            try:
+                rate = await author(path, model, args.n, seed=1000 + size)
+            finally:
+                if args.store:
+                    drop_pg_schema(args.store, schema)
             rows.append((size, rate, raw))
             print(f"store {size:>7}: author {rate:6.1f}/s, raw embedding {raw:6.1f}/s", flush=True)
+    print(
+        f"\nstore: {'PostgreSQL ' + args.store if args.store else 'SQLite files'}; "
+        f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
     print()
     print("| store size | author memories/s | raw embedding texts/s | author / raw |")
     print("|---:|---:|---:|---:|")

@@ -1,6 +1,10 @@
 """Recall latency at several store sizes, next to the floor measured in the same run.
 
     HF_HUB_OFFLINE=1 python benchmarks/bench_recall.py --sizes 1000,10000,100000
+    HF_HUB_OFFLINE=1 python benchmarks/bench_recall.py --store postgresql://postgres@127.0.0.1/test
+
+With `--store URL` the stores live in PostgreSQL, one schema per size (nooa_bench_recall_<size>,
+filled once and reused by later runs and by bench_author.py; `--drop` removes them afterwards).
 
 For each size a fresh store is filled with synthetic agent memories (benchmarks fill with
 the deterministic 384-d hash embedder, because embedding 100k texts with the real model takes
@@ -81,7 +85,31 @@ def queries(n: int, tag: str) -> list[str]:
 _SEEN: set[str] = set()
 
 
-async def fill(path: Path, n: int, embedder, batch: int = 1000, bulk: bool = True) -> float:
+def pg_schema_target(url: str, schema: str) -> str:
+    """`url` with `schema` as the store's schema (libpq's options parameter)."""
+    return f"{url}{'&' if '?' in url else '?'}options=-csearch_path%3D{schema}"
+
+
+def drop_pg_schema(url: str, schema: str) -> None:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+async def row_count(target: Path | str) -> int:
+    from nooa_mcp.storage import open_store
+
+    if isinstance(target, Path) and not target.exists():
+        return 0
+    store = await open_store(target)
+    try:
+        return await store.row_count()
+    finally:
+        await store.close()
+
+
+async def fill(path: Path | str, n: int, embedder, batch: int = 1000, bulk: bool = True) -> float:
     """Fill a store with `n` synthetic memories; returns seconds.
 
     `bulk` writes rows through `Store.insert` the way `author_many` does, minus the
@@ -110,7 +138,7 @@ async def fill(path: Path, n: int, embedder, batch: int = 1000, bulk: bool = Tru
     return time.perf_counter() - started
 
 
-async def measure(path: Path, model: MiniLMEmbedder, n_queries: int, size: int) -> dict:
+async def measure(path: Path | str, model: MiniLMEmbedder, n_queries: int, size: int) -> dict:
     s = Settings(store=path, owner="bench")
     async with Memory.open(path, owner="bench", embedder=model, settings=s) as mem:
         for q in queries(20, f"warm{size}"):
@@ -146,6 +174,10 @@ async def main() -> None:
     parser.add_argument("--fill-embedder", choices=["hash", "minilm"], default="hash")
     parser.add_argument("--dir", type=Path, default=None, help="keep the stores here")
     parser.add_argument(
+        "--store", default=None, help="a postgresql:// URL: one schema per size instead of files"
+    )
+    parser.add_argument("--drop", action="store_true", help="drop the PostgreSQL schemas after")
+    parser.add_argument(
         "--author-fill", action="store_true", help="fill through author_many (slow at 100k)"
     )
     args = parser.parse_args()
@@ -156,8 +188,12 @@ async def main() -> None:
         root = args.dir or Path(tmp)
         root.mkdir(parents=True, exist_ok=True)
         for size in [int(x) for x in args.sizes.split(",")]:
-            path = root / f"recall-{size}.sqlite"
-            if not path.exists():
+            path: Path | str = root / f"recall-{size}.sqlite"
+            if args.store:
+                path = pg_schema_target(args.store, f"nooa_bench_recall_{size}")
+            if await row_count(path) < size:
+                if args.store:
+                    drop_pg_schema(args.store, f"nooa_bench_recall_{size}")
                 seconds = await fill(path, size, filler, bulk=not args.author_fill)
                 print(f"filled {size} memories in {seconds:.1f} s ({size / seconds:.0f}/s)")
             row = await measure(path, model, args.queries, size)
@@ -167,7 +203,14 @@ async def main() -> None:
                 f" ms  | floor p50 {row['floor_p50']:6.2f} ms  p99 {row['floor_p99']:6.2f} ms",
                 flush=True,
             )
+    if args.store and args.drop:
+        for r in rows:
+            drop_pg_schema(args.store, f"nooa_bench_recall_{r['size']}")
     rss, hwm = rss_mb()
+    print(
+        f"\nstore: {'PostgreSQL ' + args.store if args.store else 'SQLite files'}; "
+        f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
     print()
     print("| memories | recall p50 ms | recall p99 ms | floor p50 ms | p50 / floor | p99 / p50 |")
     print("|---:|---:|---:|---:|---:|---:|")

@@ -7,6 +7,7 @@ message that names the field and the fix, never a traceback.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import sys
@@ -25,7 +26,7 @@ from .errors import NooaError
 class Context:
     def __init__(
         self,
-        store: Path | None,
+        store: str | None,
         owner: str | None,
         reference_root: Path | None = None,
         as_json: bool = False,
@@ -94,9 +95,9 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON f
 @click.group(invoke_without_command=True)
 @click.option(
     "--store",
-    type=click.Path(path_type=Path),
+    # Text, not click.Path: a postgresql://host/db URL must reach the store as written.
     envvar="NOOA_STORE",
-    help=f"Store file (env NOOA_STORE; default {default_store_path()}).",
+    help=f"Store file or postgresql:// URL (env NOOA_STORE; default {default_store_path()}).",
 )
 @click.option(
     "--owner", envvar="NOOA_OWNER", help="Whose memory this is: role[@instance] (env NOOA_OWNER)."
@@ -124,7 +125,7 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON f
 @click.pass_context
 def main(
     click_ctx: click.Context,
-    store: Path | None,
+    store: str | None,
     owner: str | None,
     read: str | None,
     reference_root: Path | None,
@@ -160,11 +161,20 @@ def serve(
     from .mcp import server
 
     try:
-        server.run(
-            ctx.settings(), transport=transport, host=host, port=port, tokens_file=tokens_file
-        )
+        settings = ctx.settings()
+        # The server opens its store inside the MCP lifespan, where a wrong URL or a database
+        # that is down would end in a traceback: check a PostgreSQL store first.
+        anyio.run(_reachable, settings.store)
+        server.run(settings, transport=transport, host=host, port=port, tokens_file=tokens_file)
     except NooaError as exc:
         raise click.ClickException(str(exc)) from None
+
+
+async def _reachable(target: Path | str) -> None:
+    from .storage import open_store, store_kind
+
+    if store_kind(target) == "postgresql":
+        await (await open_store(target)).close()
 
 
 @main.command()
@@ -643,6 +653,55 @@ def hooks_uninstall(scope: str, settings_file: Path | None, dry_run: bool) -> No
     from .hooks.install import settings_path
 
     _apply(settings_file or settings_path(scope), None, dry_run, "Removed nooa's hooks from")
+
+
+# ------------------------------------------------------------------------ migrate (issue 11)
+# Owned by the PostgreSQL work; the copying lives in nooa_mcp/storage/migrate.py.
+
+
+@main.command()
+@click.argument("source")
+@click.argument("dest")
+@json_option
+@run
+async def migrate(source: str, dest: str, as_json: bool) -> None:
+    """Copy the store SOURCE into the new, empty store DEST, losslessly.
+
+    Each is a store file or a postgresql:// URL, so this moves a store between SQLite and
+    PostgreSQL (either way): memories with every field and embedding, edges, the access
+    stream, tombstones, todos, intents, the maintenance log and settings. DEST is written in
+    one transaction: it gets everything or nothing.
+    """
+    from .config import store_target
+    from .storage.migrate import migrate as copy
+
+    bar: Any = None
+    with contextlib.ExitStack() as stack:
+
+        def sized(sizes: dict[str, int]) -> None:
+            nonlocal bar
+            bar = stack.enter_context(
+                click.progressbar(
+                    length=max(1, sum(sizes.values())),
+                    label="copying",
+                    file=sys.stderr,
+                    show_pos=True,
+                    item_show_func=lambda table: table,
+                )
+            )
+
+        def progress(table: str, rows: int) -> None:
+            bar.update(rows, current_item=table)
+
+        report = await copy(store_target(source), store_target(dest), progress, sized)
+    emit(
+        {"copied": report.copied, "dest": report.dest_sizes},
+        as_json,
+        lambda r: table(
+            ["table", "copied", "in DEST"],
+            [[t, n, r["dest"].get(t, "")] for t, n in r["copied"].items()],
+        ),
+    )
 
 
 # --------------------------------------------------------------------------- eval (issue 5)

@@ -42,3 +42,83 @@ async def mem(settings, embedder):
 def minilm() -> MiniLMEmbedder:
     """The real bundled model, loaded once per test session (offline)."""
     return MiniLMEmbedder()
+
+
+# --------------------------------------------------------------------------- PostgreSQL
+# The Postgres tests run against NOOA_TEST_POSTGRES (default: the local cluster, trust auth,
+# database `test`), each in a fresh schema dropped afterwards. Without a reachable server they
+# skip and the summary says why; NOOA_REQUIRE_POSTGRES=1 (CI) turns that skip into a failure.
+
+PG_DEFAULT = "postgresql://postgres@127.0.0.1:5432/test"
+_pg_state: dict[str, str | None] = {}
+
+
+def pg_base_url() -> str:
+    return os.environ.get("NOOA_TEST_POSTGRES", PG_DEFAULT)
+
+
+def _pg_unreachable() -> str | None:
+    """Why the test PostgreSQL cannot be used, or None when it can (checked once per run)."""
+    if "reason" not in _pg_state:
+        try:
+            import psycopg
+
+            with psycopg.connect(pg_base_url(), connect_timeout=3, autocommit=True) as conn:
+                conn.execute("SELECT 1")
+            _pg_state["reason"] = None
+        except ImportError:
+            _pg_state["reason"] = "psycopg is not installed (pip install -e '.[test]')"
+        except Exception as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            _pg_state["reason"] = f"no PostgreSQL at {pg_base_url()} ({first})"
+    return _pg_state["reason"]
+
+
+def require_postgres() -> None:
+    """Skip (or, with NOOA_REQUIRE_POSTGRES=1, fail) when the test PostgreSQL is unreachable."""
+    reason = _pg_unreachable()
+    if reason is None:
+        return
+    if os.environ.get("NOOA_REQUIRE_POSTGRES") == "1":
+        pytest.fail(f"NOOA_REQUIRE_POSTGRES=1 but {reason}", pytrace=False)
+    pytest.skip(f"PostgreSQL tests skipped: {reason}")
+
+
+def pg_schema_url(schema: str) -> str:
+    """The test server's URL with `schema` as the store's schema (libpq options)."""
+    sep = "&" if "?" in pg_base_url() else "?"
+    return f"{pg_base_url()}{sep}options=-csearch_path%3D{schema}"
+
+
+def drop_pg_schema(schema: str) -> None:
+    import psycopg
+
+    with psycopg.connect(pg_base_url(), autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture
+def postgres():
+    """A store URL on a fresh, empty schema of the test PostgreSQL, dropped after the test."""
+    require_postgres()
+    import uuid
+
+    schema = f"nooa_test_{uuid.uuid4().hex[:12]}"
+    try:
+        yield pg_schema_url(schema)
+    finally:
+        drop_pg_schema(schema)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_target(request, tmp_path):
+    """A store location on each backend: a fresh SQLite file, a fresh PostgreSQL schema."""
+    if request.param == "sqlite":
+        return tmp_path / "memory.sqlite"
+    return request.getfixturevalue("postgres")
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    reason = _pg_state.get("reason")
+    if reason:
+        terminalreporter.write_line(f"PostgreSQL tests were skipped: {reason}.", yellow=True)

@@ -5,9 +5,12 @@ and one contract test suite runs against both. No SQL leaves the storage package
 leaves it undecoded: JSON columns arrive as lists and dicts, times as datetimes or epoch
 seconds as the row type says.
 
-Every method that writes runs inside `async with store.transaction():`, which takes the write
-lock up front; reads may run inside or outside one. Calls are shaped for the paths that matter:
-recall gets its candidates with everything scoring needs in one call.
+Every method that writes runs inside `async with store.transaction():`; reads may run inside or
+outside one. Inside a transaction, the rows `fetch`, `fetch_many`, `context_rows` and `lock_meta`
+return are locked until it ends (SQLite takes the whole file's write lock up front; PostgreSQL
+locks those rows, FOR UPDATE), so a row read to be rewritten cannot lose another server's
+update meanwhile. Calls are shaped for the paths that matter: recall gets its candidates with
+everything scoring needs in one call.
 """
 
 from __future__ import annotations
@@ -28,6 +31,10 @@ from ..domain.text import head
 __all__ = [
     "COMMON_FLOOR",
     "COMMON_SHARE",
+    "DUMP_COLUMNS",
+    "DUMP_JSON",
+    "DUMP_KEYS",
+    "DUMP_TABLES",
     "Counts",
     "EdgeRow",
     "KpiRaw",
@@ -43,6 +50,95 @@ __all__ = [
 #: costs as much as the rows it matches (a "max_df" cut-off). Both backends apply it.
 COMMON_FLOOR = 1000
 COMMON_SHARE = 0.01
+
+
+#: What a dump carries, table by table, in the order `load` needs them (memories before the
+#: rows that name them). A dumped row holds every column below and nothing backend-specific:
+#: JSON columns decoded, times as epoch seconds, `archived` a bool, embeddings as float32 bytes.
+#: Revisions and search indexes are not carried: the destination makes its own.
+DUMP_COLUMNS: dict[str, tuple[str, ...]] = {
+    "meta": ("key", "value"),
+    "memories": (
+        "seq",
+        "id",
+        "type",
+        "owner",
+        "role",
+        "title",
+        "content",
+        "content_hash",
+        "tags",
+        "entities",
+        "place_or_task",
+        "importance",
+        "salience",
+        "confidence",
+        "strength",
+        "reinforcement_count",
+        "access_count",
+        "status",
+        "archived",
+        "archived_at",
+        "created_at",
+        "last_accessed_at",
+        "valid_from",
+        "valid_to",
+        "actr_count",
+        "first_access_at",
+        "actr_times",
+        "refs",
+        "trigger",
+        "ring",
+        "channels",
+        "embedding",
+        "authored_importance",
+    ),
+    "edges": ("src", "dst", "type", "weight", "created_at"),
+    "accesses": (
+        "seq",
+        "memory_id",
+        "ts",
+        "channel",
+        "reader_owner",
+        "session_ref",
+        "trace_ref",
+        "query",
+        "score",
+        "rank",
+        "components",
+    ),
+    "tombstones": (
+        "seq",
+        "memory_id",
+        "owner",
+        "role",
+        "type",
+        "content_hash",
+        "embedding",
+        "reason",
+        "ts",
+        "lifted_at",
+    ),
+    "maintenance_log": ("seq", "ts", "kind", "report"),
+}
+DUMP_TABLES = tuple(DUMP_COLUMNS)
+#: The key a dump pages by (and the order rows come in).
+DUMP_KEYS: dict[str, tuple[str, ...]] = {
+    "meta": ("key",),
+    "memories": ("seq",),
+    "edges": ("src", "dst", "type"),
+    "accesses": ("seq",),
+    "tombstones": ("seq",),
+    "maintenance_log": ("seq",),
+}
+#: Columns stored as JSON text, decoded in a dump.
+DUMP_JSON: dict[str, frozenset[str]] = {
+    "memories": frozenset(
+        {"tags", "entities", "actr_times", "refs", "trigger", "ring", "channels"}
+    ),
+    "accesses": frozenset({"components"}),
+    "maintenance_log": frozenset({"report"}),
+}
 
 
 @dataclass(slots=True)
@@ -321,3 +417,21 @@ class Store(Protocol):
     async def counts(self, scope: Scope) -> Counts: ...
 
     async def kpi_rows(self, scope: Scope, reads: Sequence[str]) -> KpiRaw: ...
+
+    # ------------------------------------------------------------------ whole-store copies
+
+    async def table_sizes(self) -> dict[str, int]:
+        """Rows per table of `DUMP_TABLES`."""
+        ...
+
+    async def dump(
+        self, table: str, after: tuple[Any, ...] | None, limit: int
+    ) -> tuple[list[dict[str, Any]], tuple[Any, ...] | None]:
+        """Up to `limit` rows of `table` (see DUMP_COLUMNS) after the key `after`, in key
+        order, and the key to pass next (None once the table is done)."""
+        ...
+
+    async def load(self, table: str, rows: Sequence[dict[str, Any]]) -> None:
+        """Inside a transaction: insert dumped rows exactly as they are (seq kept; meta keys
+        overwritten)."""
+        ...

@@ -44,6 +44,10 @@ from ..errors import AmbiguousId, NotFound, StoreTooNew, StoreUnavailable
 from .base import (
     COMMON_FLOOR,
     COMMON_SHARE,
+    DUMP_COLUMNS,
+    DUMP_JSON,
+    DUMP_KEYS,
+    DUMP_TABLES,
     Counts,
     EdgeRow,
     KpiRaw,
@@ -1388,6 +1392,58 @@ class SQLiteStore:
             edges=edges,
             accesses=accesses,
         )
+
+    # ------------------------------------------------------------------ whole-store copies
+
+    async def table_sizes(self) -> dict[str, int]:
+        return {t: await self._scalar(f"SELECT count(*) FROM {t}") for t in DUMP_TABLES}
+
+    async def dump(
+        self, table: str, after: tuple[Any, ...] | None, limit: int
+    ) -> tuple[list[dict[str, Any]], tuple[Any, ...] | None]:
+        """A page of `table` in key order, JSON decoded, `archived` a bool (see DUMP_COLUMNS)."""
+        columns, keys = DUMP_COLUMNS[table], DUMP_KEYS[table]
+        decode = DUMP_JSON.get(table, frozenset())
+        where, params = "1", [limit]
+        if after is not None:
+            where = f"({', '.join(keys)}) > ({_marks(keys)})"
+            params = [*after, limit]
+        rows = await self._rows(
+            f"SELECT {', '.join(columns)} FROM {table} WHERE {where} "
+            f"ORDER BY {', '.join(keys)} LIMIT ?",
+            params,
+        )
+        out = []
+        for r in rows:
+            row = {c: r[c] for c in columns}
+            for name in decode:
+                if row[name] is not None:
+                    row[name] = json.loads(row[name])
+            if "archived" in row:
+                row["archived"] = bool(row["archived"])
+            out.append(row)
+        return out, (tuple(out[-1][k] for k in keys) if len(out) >= limit else None)
+
+    async def load(self, table: str, rows: Sequence[dict[str, Any]]) -> None:
+        """Insert dumped rows as they are (inside a transaction); memories get fresh revisions."""
+        if not rows:
+            return
+        columns = DUMP_COLUMNS[table]
+        encode = DUMP_JSON.get(table, frozenset())
+        names, marks = ", ".join(columns), ", ".join(f":{c}" for c in columns)
+        if table == "memories":
+            names, marks = f"{names}, rev", f"{marks}, {NEXT_REV}"
+        verb = "INSERT OR REPLACE" if table == "meta" else "INSERT"
+        values = []
+        for row in rows:
+            value = {c: row.get(c) for c in columns}
+            for name in encode:
+                if value[name] is not None:
+                    value[name] = json.dumps(value[name])
+            if "archived" in value:
+                value["archived"] = int(value["archived"])
+            values.append(value)
+        await self._execute_many(f"{verb} INTO {table} ({names}) VALUES ({marks})", values)
 
 
 async def copy_store(source: Path, target: Path) -> None:

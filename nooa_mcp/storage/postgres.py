@@ -1,0 +1,1328 @@
+"""The PostgreSQL store: one database shared by several nooa-mcp servers (issue 11).
+
+Selected with `--store postgresql://user@host:5432/database` (or NOOA_STORE). The store lives
+in the connection's schema (`public` unless the URL sets `options=-csearch_path%3D<schema>`),
+so several stores can share one database.
+
+Concurrency comes from PostgreSQL, never from a process-local lock:
+
+- `transaction()` borrows one pooled connection for its whole body and binds it to the running
+  task (a context variable): every store call inside the block runs on it. Reads outside a
+  transaction borrow a pooled connection per call (autocommit).
+- Rows read to be rewritten are locked: inside a transaction, `fetch`, `fetch_many` and
+  `context_rows` read with `FOR UPDATE` (in id order, so two transactions cannot deadlock on
+  the rows of one call). SQLite gets the same guarantee from its file-wide write lock.
+- An exact repeat is idempotent across servers: `find_by_hash` inside a transaction first takes
+  a transaction-scoped advisory lock on (role, type, content hash), so two servers authoring the
+  same text take turns and the second finds the first's row. `lock_meta` does the same for a
+  meta key (reflection leases), whether or not the row exists yet. (A unique index on
+  (content_hash, role, type) would enforce repeats too, but would also make an update into an
+  existing text or the revival of an archived twin fail where SQLite accepts them.)
+- Revision numbers are transaction ids (`rev xid8`, see pg_search): a vector cache pulls every
+  row another server committed, whatever order transactions commit in. A LISTEN connection
+  hears other servers' commits, so `change_token` costs no round trip.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import json
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+
+from ..domain.reflection import Node
+from ..domain.schema import AccessRecord, Edge, EdgeType, Memory
+from ..domain.scope import Scope
+from ..domain.text import fts_terms
+from ..errors import AmbiguousId, NotFound, StoreTooNew, StoreUnavailable
+from .base import (
+    COMMON_FLOOR,
+    DUMP_COLUMNS,
+    DUMP_JSON,
+    DUMP_KEYS,
+    DUMP_TABLES,
+    Counts,
+    EdgeRow,
+    KpiRaw,
+    MaintenanceEntry,
+    ScoringRow,
+    Tombstone,
+    VectorRow,
+)
+from .pg_schema import MIGRATIONS, SCHEMA_VERSION, notify_channel
+from .pg_search import (
+    STEMS_SQL,
+    CommonTerms,
+    DocStats,
+    Mark,
+    bm25_sql,
+    changes_sql,
+    common_cap,
+    next_mark,
+    tsquery_text,
+)
+from .sqlite import (
+    MIN_PREFIX,
+    SCORING_COLUMNS,
+    _access_from_row,
+    _memory,
+    _row_values,
+    _scoring,
+    _tombstone,
+    _vector,
+    dt,
+    ts,
+)
+
+try:
+    import psycopg
+    from psycopg import sql
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+    from psycopg.rows import dict_row
+    from psycopg.types.string import TextLoader
+    from psycopg_pool import AsyncConnectionPool, PoolTimeout
+except ImportError:  # pragma: no cover - exercised only without the extra installed
+    psycopg = None  # type: ignore[assignment]
+
+__all__ = ["PostgresStore"]
+
+#: Connections per server process. Each open transaction holds one for its whole body.
+POOL_MAX = 10
+#: Seconds to wait for the server (connect) and for a free pooled connection.
+CONNECT_TIMEOUT = 10
+POOL_TIMEOUT = 30.0
+#: Rows per page while this process catches up on BM25's document lengths.
+STATS_PAGE = 20000
+#: Query words whose lexemes a process remembers.
+STEM_CACHE = 50000
+#: Planner statistics are checked when the store first reaches this many rows, then each
+#: time it grows by STATS_GROWTH (see `_keep_statistics`).
+ANALYZE_FROM = 1000
+STATS_GROWTH = 1.2
+
+_FIRST_SEQ = -(2**63)
+
+
+@dataclass
+class _Tx:
+    """An open transaction: its connection, and whether it changed what vector caches hold."""
+
+    conn: Any
+    moved: bool = False
+
+
+#: The open transaction of each store in the running task (store id -> _Tx).
+_TX: contextvars.ContextVar[dict[int, _Tx]] = contextvars.ContextVar("nooa_pg_tx", default={})  # noqa: B039
+
+
+def _label(params: dict[str, Any]) -> str:
+    """What to show people: user, host, port and database — never the password."""
+    user = params.get("user") or ""
+    host = params.get("host") or "localhost"
+    port = params.get("port") or "5432"
+    database = params.get("dbname") or user
+    return f"postgresql://{user + '@' if user else ''}{host}:{port}/{database}"
+
+
+def scope_sql(scope: Scope, alias: str = "m", name: str = "scope") -> tuple[str, dict[str, Any]]:
+    """The visibility rule of `Scope.allows` as an SQL condition and its named parameters
+    (`name` prefixes the parameters, so one statement can hold two scopes)."""
+    p = f"{alias}." if alias else ""
+    if scope.owner is not None:
+        return f"({p}owner = '' OR {p}owner = %({name}_owner)s)", {f"{name}_owner": scope.owner}
+    if scope.roles is None:
+        return "true", {}
+    return (
+        f"({p}owner = '' OR {p}role = ANY(%({name}_roles)s::text[]))",
+        {f"{name}_roles": sorted(scope.roles)},
+    )
+
+
+def _pg_values(memory: Memory, embedding: np.ndarray | None) -> dict[str, Any]:
+    values = _row_values(memory, embedding)
+    values["archived"] = bool(values["archived"])
+    return values
+
+
+def _short(exc: BaseException) -> str:
+    """The first line of a driver error, without its trailing period."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return text.rstrip(".")
+
+
+class PostgresStore:
+    """An open PostgreSQL store. Create with `await PostgresStore.open(url)`; `close()` it."""
+
+    kind = "postgresql"
+
+    def __init__(self, pool: Any, conninfo: str, label: str, schema: str) -> None:
+        self.pool = pool
+        self.label = label
+        self.schema = schema
+        self.writable = True
+        #: See COMMON_FLOOR; tests lower it to exercise the cut-off on a small store.
+        self.common_floor = COMMON_FLOOR
+        self._conninfo = conninfo
+        self._stats = DocStats()
+        self._stats_seen: Any = None
+        self._common = CommonTerms()
+        self._stems: dict[str, tuple[str, ...]] = {}
+        # Commits heard on the LISTEN connection (or made here); `_listening` is False while
+        # that connection is down, and the change token then always says "look".
+        self._changes = 0
+        self._generation = 0
+        self._listening = False
+        self._changed = asyncio.Event()
+        self._listener: asyncio.Task[None] | None = None
+        self._analyze_at = ANALYZE_FROM
+        self._seen_mark: Mark | None = None
+        self._seen_token: Any = None
+        self._analyzing: asyncio.Task[None] | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @classmethod
+    async def open(cls, url: str) -> PostgresStore:
+        """Connect, create or migrate the store's schema, and start listening for commits.
+
+        Raises:
+            StoreUnavailable: the URL is malformed, the server cannot be reached, the driver
+                is not installed, or the schema cannot be used (the message names the fix).
+            StoreTooNew: the schema was written by a newer nooa-mcp; it is left untouched.
+        """
+        if psycopg is None:
+            raise StoreUnavailable(
+                "--store",
+                "a postgresql:// store needs the PostgreSQL driver, which is not installed.",
+                "Install it with: pip install 'nooa-mcp[postgres]'.",
+            )
+        try:
+            params = conninfo_to_dict(url)
+        except psycopg.ProgrammingError as exc:
+            raise StoreUnavailable(
+                "--store",
+                f"this is not a valid PostgreSQL URL ({_short(exc)}).",
+                "Use postgresql://USER@HOST:5432/DATABASE.",
+            ) from None
+        params.setdefault("connect_timeout", CONNECT_TIMEOUT)
+        params.setdefault("application_name", "nooa-mcp")
+        conninfo = make_conninfo("", **params)
+        label = _label(params)
+        try:
+            conn = await psycopg.AsyncConnection.connect(conninfo, autocommit=True)
+        except psycopg.Error as exc:
+            raise StoreUnavailable(
+                label,
+                f"cannot connect to PostgreSQL ({_short(exc)}).",
+                "Check that the server is running and that the host, port, user, password and "
+                "database in --store / NOOA_STORE are right.",
+            ) from None
+        try:
+            schema = await _ensure_schema(conn, label)
+            await _migrate(conn, label, schema)
+        finally:
+            await conn.close()
+        pool = AsyncConnectionPool(
+            conninfo,
+            min_size=1,
+            max_size=POOL_MAX,
+            timeout=POOL_TIMEOUT,
+            # No server-side prepared statements: after five runs PostgreSQL may switch a prepared
+            # statement to a generic plan, blind to the values that decide between an index and
+            # a scan (a revision, a tsquery, an id list) — measured 0.1 -> 8 ms for the change
+            # query. One-shot statements are planned with their values; this also keeps the
+            # store usable behind pgbouncer in transaction mode.
+            kwargs={"autocommit": True, "row_factory": dict_row, "prepare_threshold": None},
+            configure=_configure,
+            open=False,
+            name=f"nooa-{schema}",
+        )
+        try:
+            await pool.open(wait=True, timeout=CONNECT_TIMEOUT)
+        except PoolTimeout as exc:
+            await pool.close()
+            raise StoreUnavailable(
+                label, f"cannot open a connection pool ({_short(exc)}).", "Retry."
+            ) from None
+        # kind:label is what stats shows, e.g. postgresql:nooa@db1:5432/team (schema alpha).
+        shown = label.removeprefix("postgresql://")
+        shown = shown if schema == "public" else f"{shown} (schema {schema})"
+        store = cls(pool, conninfo, shown, schema)
+        store._listener = asyncio.create_task(store._listen(), name="nooa pg listener")
+        return store
+
+    async def close(self) -> None:
+        if self._analyzing is not None:
+            self._analyzing.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._analyzing
+        if self._listener is not None:
+            self._listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._listener
+            self._listener = None
+        await self.pool.close()
+
+    async def check_writable(self) -> None:
+        """Writes are possible whenever the database answers (errors say so per call)."""
+
+    async def _listen(self) -> None:
+        """Hear commits of every server on this store; reconnect when the connection drops."""
+        channel = sql.SQL("LISTEN {}").format(sql.Identifier(notify_channel(self.schema)))
+        delay = 0.2
+        while True:
+            try:
+                conn = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True)
+                async with conn:
+                    await conn.execute(channel)
+                    self._listening = True
+                    # Commits made while nobody listened are pulled on the next sync.
+                    self._generation += 1
+                    self._signal()
+                    delay = 0.2
+                    async for _ in conn.notifies():
+                        self._changes += 1
+                        self._signal()
+            except psycopg.Error:
+                pass
+            finally:
+                self._listening = False
+                self._signal()
+            await asyncio.sleep(delay)  # reconnect back-off, not a wait for a result
+            delay = min(delay * 2, 5.0)
+
+    def _signal(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    async def wait_changed(self, token: Any) -> None:
+        """Return once the change token differs from `token` (tests and watchers)."""
+        while await self.change_token() == token:
+            await self._changed.wait()
+
+    @property
+    def listening(self) -> bool:
+        """Whether the LISTEN connection is up (commits elsewhere are heard without asking)."""
+        return self._listening
+
+    async def wait_listening(self, up: bool = True) -> None:
+        """Return once the LISTEN connection is up (or, with up=False, down)."""
+        while self._listening != up:
+            await self._changed.wait()
+
+    # ------------------------------------------------------------------ primitives
+
+    def _tx(self) -> Any:
+        tx = _TX.get().get(id(self))
+        return None if tx is None else tx.conn
+
+    def _moved(self) -> None:
+        """This transaction changes what vector caches hold: once it commits, this process's
+        own change token moves at once (other servers hear it over NOTIFY)."""
+        tx = _TX.get().get(id(self))
+        if tx is not None:
+            tx.moved = True
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._tx() is not None
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[None]:
+        """One transaction on one connection; every store call inside the block runs on it.
+
+        Nested blocks become savepoints. A conflict PostgreSQL resolves by aborting this
+        transaction (a deadlock) or a lost connection rolls everything back and raises
+        StoreUnavailable, whose message says to retry. A pooled connection that died while
+        idle (a database restart) is replaced before the block starts.
+        """
+        current = self._tx()
+        if current is not None:
+            async with current.transaction():
+                yield
+            return
+        try:
+            async with AsyncExitStack() as stack:
+                tx = _Tx(await self._begin(stack))
+                token = _TX.set({**_TX.get(), id(self): tx})
+                try:
+                    yield
+                finally:
+                    _TX.reset(token)
+        except PoolTimeout as exc:
+            raise self._unavailable(exc) from None
+        except psycopg.OperationalError as exc:
+            raise self._unavailable(exc) from None
+        if tx.moved:
+            self._changes += 1
+            self._signal()
+
+    async def _begin(self, stack: AsyncExitStack) -> Any:
+        """A pooled connection with its transaction begun (one retry on a dead connection)."""
+        for attempt in (1, 2):
+            inner = AsyncExitStack()
+            try:
+                conn = await inner.enter_async_context(self.pool.connection())
+                await inner.enter_async_context(conn.transaction())
+            except psycopg.OperationalError:
+                await inner.aclose()
+                if attempt == 2:
+                    raise
+                continue
+            stack.push_async_exit(inner)
+            return conn
+        raise AssertionError("unreachable")
+
+    def _unavailable(self, exc: BaseException) -> StoreUnavailable:
+        if isinstance(exc, PoolTimeout):
+            return StoreUnavailable(
+                self.label,
+                f"no database connection was free within {POOL_TIMEOUT:g} s; nothing was written.",
+                "Retry, or raise max_connections on the server.",
+            )
+        if isinstance(exc, psycopg.errors.TransactionRollback):
+            return StoreUnavailable(
+                self.label,
+                "a concurrent write on another connection conflicted with this one "
+                f"({_short(exc)}); nothing of this call was written.",
+                "Retry the call.",
+            )
+        return StoreUnavailable(
+            self.label,
+            f"the database connection failed ({_short(exc)}); nothing of this call was written.",
+            "Check that PostgreSQL is up, then retry.",
+        )
+
+    @asynccontextmanager
+    async def _conn(self) -> AsyncIterator[Any]:
+        current = self._tx()
+        if current is not None:
+            yield current
+            return
+        try:
+            async with self.pool.connection() as conn:
+                yield conn
+        except PoolTimeout as exc:
+            raise self._unavailable(exc) from None
+
+    async def _rows(
+        self, query: Any, params: dict[str, Any] | None = None, binary: bool = False
+    ) -> list[dict]:
+        """Run one statement; `binary` fetches results in binary (embeddings: no hex text)."""
+        # Outside a transaction every call is a read (writes run in transactions), so a read
+        # that met a connection which died while pooled is tried once more on a fresh one.
+        retries = 0 if self.in_transaction else 1
+        while True:
+            try:
+                async with self._conn() as conn:
+                    cur = await conn.execute(query, params, binary=binary)
+                    return await cur.fetchall() if cur.description else []
+            except psycopg.OperationalError as exc:
+                if retries == 0 or isinstance(exc, psycopg.errors.TransactionRollback):
+                    raise self._unavailable(exc) from None
+                retries -= 1
+
+    async def _scalar(self, query: Any, params: dict[str, Any] | None = None) -> Any:
+        rows = await self._rows(query, params)
+        return next(iter(rows[0].values())) if rows else None
+
+    async def _exec(self, query: Any, params: dict[str, Any] | None = None) -> int:
+        try:
+            async with self._conn() as conn:
+                cur = await conn.execute(query, params)
+                return cur.rowcount
+        except psycopg.OperationalError as exc:
+            raise self._unavailable(exc) from None
+
+    async def _many(self, query: Any, rows: Sequence[dict[str, Any]]) -> None:
+        if not rows:
+            return
+        try:
+            async with self._conn() as conn, conn.cursor() as cur:
+                await cur.executemany(query, rows)
+        except psycopg.OperationalError as exc:
+            raise self._unavailable(exc) from None
+
+    async def change_token(self) -> Any:
+        """Moves when any server commits to this store (heard over LISTEN, no round trip).
+
+        While the LISTEN connection is down every call returns a new token, so a cache
+        always looks at the store itself.
+        """
+        if not self._listening:
+            return object()
+        return (self._generation, self._changes)
+
+    # ------------------------------------------------------------------ meta and leases
+
+    async def get_meta(self, key: str) -> str | None:
+        return await self._scalar("SELECT value FROM meta WHERE key = %(k)s", {"k": key})
+
+    async def lock_meta(self, key: str) -> str | None:
+        """The value, with the key locked until the transaction ends — even a key that does
+        not exist yet, so two servers cannot both see "no lease" and both take it."""
+        if self.in_transaction:
+            await self._exec(
+                "SELECT pg_advisory_xact_lock(hashtextextended(%(k)s, 0))",
+                {"k": f"{self.schema}/meta/{key}"},
+            )
+        return await self.get_meta(key)
+
+    async def set_meta(self, key: str, value: str) -> None:
+        await self._exec(
+            "INSERT INTO meta(key, value) VALUES (%(k)s, %(v)s) "
+            "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+            {"k": key, "v": value},
+        )
+
+    # ------------------------------------------------------------------ ids
+
+    async def resolve_id(self, ident: str, field: str = "memory_id") -> str:
+        """Full id of an id or unique prefix (≥ 6 characters).
+
+        Raises:
+            NotFound: nothing matches, or the prefix is shorter than 6 characters.
+            AmbiguousId: several memories share the prefix.
+        """
+        if len(ident) == 32:
+            found = await self._scalar("SELECT id FROM memories WHERE id = %(i)s", {"i": ident})
+            if found is None:
+                raise NotFound(ident, field)
+            return found
+        if len(ident) < MIN_PREFIX:
+            raise NotFound(ident, field)
+        upper = ident[:-1] + chr(ord(ident[-1]) + 1)
+        rows = await self._rows(
+            "SELECT id FROM memories WHERE id >= %(lo)s AND id < %(hi)s ORDER BY id LIMIT 6",
+            {"lo": ident, "hi": upper},
+        )
+        matches = [r["id"] for r in rows]
+        if not matches:
+            raise NotFound(ident, field)
+        if len(matches) > 1:
+            raise AmbiguousId(ident, matches, field)
+        return matches[0]
+
+    async def owners_of(self, ids: Sequence[str]) -> dict[str, str]:
+        rows = await self._rows(
+            "SELECT id, owner FROM memories WHERE id = ANY(%(ids)s)", {"ids": list(ids)}
+        )
+        return {r["id"]: r["owner"] for r in rows}
+
+    # ------------------------------------------------------------------ memories
+
+    async def insert(self, memory: Memory, embedding: np.ndarray | None) -> int:
+        self._moved()
+        values = _pg_values(memory, embedding)
+        cols = ", ".join(values)
+        marks = ", ".join(f"%({k})s" for k in values)
+        memory.seq = await self._scalar(
+            f"INSERT INTO memories ({cols}) VALUES ({marks}) RETURNING seq", values
+        )
+        return memory.seq
+
+    async def save(self, memory: Memory, embedding: np.ndarray | None = None) -> None:
+        self._moved()
+        values = _pg_values(memory, embedding)
+        if embedding is None:
+            values.pop("embedding")
+        sets = ", ".join(f"{k} = %({k})s" for k in values if k != "id")
+        await self._exec(f"UPDATE memories SET {sets} WHERE id = %(id)s", values)
+
+    async def save_many(self, memories: Sequence[Memory]) -> None:
+        if not memories:
+            return
+        rows = []
+        for memory in memories:
+            values = _pg_values(memory, None)
+            values.pop("embedding")
+            rows.append(values)
+        sets = ", ".join(f"{k} = %({k})s" for k in rows[0] if k != "id")
+        await self._many(f"UPDATE memories SET {sets} WHERE id = %(id)s", rows)
+
+    async def set_embedding(self, memory_id: str, vector: np.ndarray) -> None:
+        self._moved()
+        await self._exec(
+            "UPDATE memories SET embedding = %(e)s WHERE id = %(i)s",
+            {"e": np.asarray(vector, np.float32).tobytes(), "i": memory_id},
+        )
+
+    async def set_archived(self, memory_id: str, archived: bool, when: datetime) -> None:
+        self._moved()
+        await self._exec(
+            "UPDATE memories SET archived = %(a)s, archived_at = %(t)s WHERE id = %(i)s",
+            {"a": archived, "t": ts(when) if archived else None, "i": memory_id},
+        )
+
+    async def set_importance(
+        self, memory_id: str, importance: float | None = None, authored: float | None = None
+    ) -> None:
+        sets, params = [], {"i": memory_id}
+        if importance is not None:
+            sets.append("importance = %(imp)s")
+            params["imp"] = importance
+        if authored is not None:
+            sets.append("authored_importance = %(auth)s")
+            params["auth"] = authored
+        if sets:
+            await self._exec(f"UPDATE memories SET {', '.join(sets)} WHERE id = %(i)s", params)
+
+    def _lock(self) -> str:
+        return " FOR UPDATE" if self.in_transaction else ""
+
+    async def fetch(self, memory_id: str) -> Memory | None:
+        rows = await self._rows(
+            f"SELECT * FROM memories WHERE id = %(i)s{self._lock()}", {"i": memory_id}
+        )
+        return _memory(rows[0]) if rows else None
+
+    async def fetch_many(self, ids: Sequence[str]) -> dict[str, Memory]:
+        if not ids:
+            return {}
+        rows = await self._rows(
+            f"SELECT * FROM memories WHERE id = ANY(%(ids)s) ORDER BY id{self._lock()}",
+            {"ids": sorted(set(ids))},
+        )
+        return {r["id"]: _memory(r) for r in rows}
+
+    async def embeddings_of(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        rows = await self._rows(
+            "SELECT id, embedding FROM memories WHERE id = ANY(%(ids)s) AND embedding IS NOT NULL",
+            {"ids": list(ids)},
+            binary=True,
+        )
+        return {r["id"]: _vector(r["embedding"]) for r in rows}
+
+    async def find_by_hash(self, content_hash: str, role: str, type: str) -> str | None:
+        """A live memory of this role and type with exactly this content.
+
+        Inside a transaction the (role, type, content) is locked first, until the transaction
+        ends: a second server authoring the same text waits here, then finds this row.
+        """
+        if self.in_transaction:
+            await self._exec(
+                "SELECT pg_advisory_xact_lock(hashtextextended(%(k)s, 0))",
+                {"k": f"{self.schema}/hash/{role}/{type}/{content_hash}"},
+            )
+        return await self._scalar(
+            "SELECT id FROM memories WHERE content_hash = %(h)s AND role = %(r)s "
+            "AND type = %(t)s AND NOT archived ORDER BY created_at, seq LIMIT 1",
+            {"h": content_hash, "r": role, "t": type},
+        )
+
+    async def unembedded(self, dim: int, limit: int) -> list[tuple[str, str, str]]:
+        rows = await self._rows(
+            "SELECT id, title, content FROM memories WHERE embedding IS NULL "
+            "OR octet_length(embedding) != %(n)s ORDER BY seq LIMIT %(l)s",
+            {"n": dim * 4, "l": limit},
+        )
+        return [(r["id"], r["title"], r["content"]) for r in rows]
+
+    def _list_where(
+        self, scope: Scope, archived: bool | None, type: str | None, status: str | None
+    ) -> tuple[list[str], dict[str, Any]]:
+        where, params = scope_sql(scope, "")
+        clauses = [where]
+        if archived is not None:
+            clauses.append("archived = %(archived)s")
+            params["archived"] = archived
+        if type is not None:
+            clauses.append("type = %(type)s")
+            params["type"] = type
+        if status is not None:
+            clauses.append("status = %(status)s")
+            params["status"] = status
+        return clauses, params
+
+    async def list_memories(
+        self,
+        scope: Scope,
+        *,
+        archived: bool | None = False,
+        type: str | None = None,
+        status: str | None = None,
+        after_seq: int | None = None,
+        limit: int = 50,
+    ) -> list[Memory]:
+        clauses, params = self._list_where(scope, archived, type, status)
+        if after_seq is not None:
+            clauses.append("seq > %(after)s")
+            params["after"] = after_seq
+        params["limit"] = limit
+        rows = await self._rows(
+            f"SELECT * FROM memories WHERE {' AND '.join(clauses)} ORDER BY seq LIMIT %(limit)s",
+            params,
+        )
+        return [_memory(r) for r in rows]
+
+    async def count_memories(
+        self, scope: Scope, *, type: str | None = None, status: str | None = None
+    ) -> int:
+        clauses, params = self._list_where(scope, False, type, status)
+        return await self._scalar(
+            f"SELECT count(*) FROM memories WHERE {' AND '.join(clauses)}", params
+        )
+
+    async def context_rows(self, scope: Scope, limit: int) -> list[Memory]:
+        """Open todos first, then by importance and recency; scratch and closed todos never.
+
+        Inside a transaction the rows are locked in id order (then returned in context order),
+        so this cannot deadlock with a recall logging the same rows.
+        """
+        where, params = scope_sql(scope, "")
+        picked = await self._rows(
+            f"SELECT id FROM memories WHERE {where} AND NOT archived AND type != 'scratch' "
+            "AND NOT (type = 'todo' AND status != 'open') "
+            "ORDER BY (type = 'todo' AND status = 'open') DESC, importance DESC, "
+            "last_accessed_at DESC, seq LIMIT %(limit)s",
+            {**params, "limit": limit},
+        )
+        order = [r["id"] for r in picked]
+        found = await self.fetch_many(order)
+        return [found[i] for i in order if i in found]
+
+    async def intents(self, role: str) -> list[Memory]:
+        rows = await self._rows(
+            "SELECT * FROM memories WHERE type = 'intent' AND NOT archived AND role = %(r)s "
+            "AND trigger IS NOT NULL ORDER BY seq",
+            {"r": role},
+        )
+        return [_memory(r) for r in rows]
+
+    # ------------------------------------------------------------------ recall
+
+    async def row_count(self) -> int:
+        return await self._scalar("SELECT count(*) FROM memories")
+
+    async def vector_changes(self, mark: Any, limit: int) -> tuple[list[VectorRow], Any]:
+        """Rows changed since `mark` (a pg_search.Mark; None: every row), in seq order."""
+        mark = mark if isinstance(mark, Mark) else Mark()
+        token = await self.change_token()
+        if mark.after is None and mark == self._seen_mark and token == self._seen_token:
+            # Nothing committed since this mark was taken (no NOTIFY heard, no own write).
+            return [], mark
+        rows = await self._changes_since(
+            mark, "m.seq, m.id, m.role, m.owner, m.type, m.archived, m.embedding", limit
+        )
+        out = [
+            VectorRow(
+                seq=r["seq"],
+                id=r["id"],
+                role=r["role"],
+                owner=r["owner"],
+                type=r["type"],
+                archived=r["archived"],
+                embedding=_vector(r["embedding"]),
+            )
+            for r in rows
+            if r["seq"] is not None
+        ]
+        full = len(out) >= limit
+        new = next_mark(mark, rows[0]["xmax"], rows[0]["xip"], out[-1].seq if out else None, full)
+        if new.after is None:
+            self._seen_mark, self._seen_token = new, token
+        return out, new
+
+    async def _changes_since(self, mark: Mark, columns: str, limit: int) -> list[dict]:
+        return await self._rows(
+            changes_sql(columns, cold=mark.xmax == 0 and not mark.xip),
+            {
+                "xmax": str(mark.xmax),
+                "xip": [str(x) for x in mark.xip],
+                "after": _FIRST_SEQ if mark.after is None else mark.after,
+                "limit": limit,
+            },
+            binary=True,
+        )
+
+    async def _sync_stats(self) -> DocStats:
+        """Bring N and the token total up to date (skipped when no commit was heard)."""
+        token = await self.change_token()
+        if token == self._stats_seen:
+            return self._stats
+        self._stats_seen = token
+        stats = self._stats
+        while True:
+            rows = await self._changes_since(stats.mark, "m.seq, m.doc_len", STATS_PAGE)
+            pairs = [(r["seq"], r["doc_len"]) for r in rows if r["seq"] is not None]
+            stats.apply(pairs)
+            full = len(pairs) >= STATS_PAGE
+            last = pairs[-1][0] if pairs else None
+            stats.mark = next_mark(stats.mark, rows[0]["xmax"], rows[0]["xip"], last, full)
+            if not full:
+                break
+        if stats.rows >= self._analyze_at and self._analyzing is None:
+            self._analyze_at = int(stats.rows * STATS_GROWTH) + 1
+            self._analyzing = asyncio.create_task(self._keep_statistics(), name="nooa analyze")
+        return stats
+
+    async def _keep_statistics(self) -> None:
+        """ANALYZE the tables when PostgreSQL has not: the GIN and row-count estimates decide
+        between an index and a scan for every search (without statistics, counting one word
+        scanned the whole table: 19 ms at 10k rows against 0.4 ms). Autovacuum normally does
+        this; where it is off or behind, the store does it, in the background, with the same
+        threshold (a tenth of the rows changed)."""
+        try:
+            rows = await self._rows(
+                "SELECT n_mod_since_analyze, n_live_tup FROM pg_stat_user_tables "
+                "WHERE relid = 'memories'::regclass"
+            )
+            if rows and rows[0]["n_mod_since_analyze"] > 0.1 * rows[0]["n_live_tup"] + 500:
+                await self._exec("ANALYZE memories, edges, accesses")
+        except (psycopg.Error, StoreUnavailable):
+            pass  # statistics are an optimisation; the next growth step tries again
+        finally:
+            self._analyzing = None
+
+    async def candidates(
+        self,
+        text: str,
+        scope: Scope,
+        *,
+        limit: int,
+        ids: Sequence[str] = (),
+        include_archived: bool = False,
+    ) -> list[ScoringRow]:
+        """The BM25 top `limit` for `text` in scope (bm25 set) and the rows `ids`; BM25 exactly
+        as SQLite's FTS5 computes it (see pg_search), in one statement."""
+        terms = fts_terms(text)
+        if not terms or limit <= 0:
+            return await self.scoring_rows(ids)
+        stats = await self._sync_stats()
+        rows = stats.rows
+        cap = common_cap(rows, self.common_floor)
+        common = set(self._common.known(rows))
+        # Words whose lexemes this process already found too common are cut without counting.
+        words = [lex for term in terms for lex in await self._stem(term) if lex not in common]
+        lexemes = sorted(set(words))
+        if not lexemes:
+            return await self.scoring_rows(ids)
+        where, params = scope_sql(scope)
+        params.update(
+            {f"q{i}": tsquery_text([lex]) for i, lex in enumerate(lexemes)},
+            cap=cap,
+            rows=rows,
+            words=[lexemes.index(lex) for lex in words],
+            lexes=words,
+            avgdl=max(stats.avgdl, 1e-9),
+            limit=limit,
+            ids=list(ids),
+        )
+        found = await self._rows(
+            bm25_sql(SCORING_COLUMNS, where, include_archived, len(lexemes)), params
+        )
+        *ranked, last = found
+        self._common.learn(
+            [lex for lex, n in zip(lexemes, last["counts"], strict=True) if n >= cap]
+        )
+        return [_scoring(r, r["bm25"]) for r in ranked]
+
+    async def _stem(self, term: str) -> tuple[str, ...]:
+        """The lexemes of one query word (cached: the stemmer never changes)."""
+        lexemes = self._stems.get(term)
+        if lexemes is None:
+            rows = await self._rows(STEMS_SQL, {"terms": [term]})
+            lexemes = tuple(rows[0]["lexemes"]) if rows else ()
+            if len(self._stems) >= STEM_CACHE:
+                self._stems.clear()
+            self._stems[term] = lexemes
+        return lexemes
+
+    async def scoring_rows(self, ids: Sequence[str]) -> list[ScoringRow]:
+        if not ids:
+            return []
+        rows = await self._rows(
+            f"SELECT {SCORING_COLUMNS} FROM memories m WHERE m.id = ANY(%(ids)s)",
+            {"ids": list(ids)},
+        )
+        return [_scoring(r) for r in rows]
+
+    # ------------------------------------------------------------------ edges
+
+    async def add_edge(self, src: str, dst: str, type: EdgeType, weight: float) -> None:
+        await self._exec(
+            "INSERT INTO edges(src, dst, type, weight, created_at) "
+            "VALUES (%(s)s, %(d)s, %(t)s, %(w)s, %(c)s) ON CONFLICT (src, dst, type) "
+            "DO UPDATE SET weight = greatest(edges.weight, EXCLUDED.weight)",
+            {
+                "s": src,
+                "d": dst,
+                "t": EdgeType(type).value,
+                "w": weight,
+                "c": datetime.now(UTC).timestamp(),
+            },
+        )
+
+    async def edges_of(self, memory_id: str) -> list[Edge]:
+        rows = await self._rows(
+            "SELECT dst, type, weight, created_at FROM edges WHERE src = %(s)s "
+            "ORDER BY created_at, dst, type",
+            {"s": memory_id},
+        )
+        return [
+            Edge(
+                target=r["dst"], type=r["type"], weight=r["weight"], created_at=dt(r["created_at"])
+            )
+            for r in rows
+        ]
+
+    async def out_edges(self, sources: Sequence[str], scope: Scope) -> list[EdgeRow]:
+        """Outgoing edges of `sources` whose targets are live and inside `scope` (SPEC §5)."""
+        where, params = scope_sql(scope)
+        rows = await self._rows(
+            "SELECT e.src, e.dst, e.type, e.weight FROM edges e JOIN memories m ON m.id = e.dst "
+            f"WHERE e.src = ANY(%(ids)s) AND NOT m.archived AND {where}",
+            {**params, "ids": list(sources)},
+        )
+        return [EdgeRow(r["src"], r["dst"], r["type"], r["weight"]) for r in rows]
+
+    async def successors(
+        self, targets: Sequence[str], relations: Sequence[str], scope: Scope
+    ) -> list[EdgeRow]:
+        where, params = scope_sql(scope)
+        rows = await self._rows(
+            "SELECT e.src, e.dst, e.type, e.weight FROM edges e JOIN memories m ON m.id = e.src "
+            "WHERE e.dst = ANY(%(ids)s) AND e.type = ANY(%(rel)s::text[]) "
+            f"AND NOT m.archived AND {where}",
+            {**params, "ids": list(targets), "rel": list(relations)},
+        )
+        return [EdgeRow(r["src"], r["dst"], r["type"], r["weight"]) for r in rows]
+
+    async def edge_pairs(self, role: str | None, live_only: bool = True) -> list[EdgeRow]:
+        clauses, params = ["true"], {}
+        if role is not None:
+            clauses.append("a.role = %(role)s")
+            params["role"] = role
+        if live_only:
+            clauses.append("NOT a.archived AND NOT b.archived")
+        rows = await self._rows(
+            "SELECT e.src, e.dst, e.type, e.weight FROM edges e "
+            "JOIN memories a ON a.id = e.src JOIN memories b ON b.id = e.dst "
+            f"WHERE {' AND '.join(clauses)}",
+            params,
+        )
+        return [EdgeRow(r["src"], r["dst"], r["type"], r["weight"]) for r in rows]
+
+    async def copy_edges(self, src: str, dst: str) -> int:
+        return await self._exec(
+            "INSERT INTO edges(src, dst, type, weight, created_at) "
+            "SELECT %(d)s, dst, type, weight, created_at FROM edges "
+            "WHERE src = %(s)s AND dst != %(d)s ON CONFLICT (src, dst, type) "
+            "DO UPDATE SET weight = greatest(edges.weight, EXCLUDED.weight)",
+            {"s": src, "d": dst},
+        )
+
+    # ------------------------------------------------------------------ accesses
+
+    async def append_accesses(self, records: Sequence[tuple[str, AccessRecord]]) -> None:
+        await self._many(
+            "INSERT INTO accesses(memory_id, ts, channel, reader_owner, session_ref, trace_ref, "
+            "query, score, rank, components) VALUES (%(m)s, %(ts)s, %(ch)s, %(ro)s, %(sr)s, "
+            "%(tr)s, %(q)s, %(sc)s, %(rk)s, %(co)s)",
+            [
+                {
+                    "m": mid,
+                    "ts": r.ts.timestamp(),
+                    "ch": r.channel.value,
+                    "ro": r.reader_owner,
+                    "sr": r.session_ref,
+                    "tr": r.trace_ref,
+                    "q": r.query,
+                    "sc": r.score,
+                    "rk": r.rank,
+                    "co": r.components.model_dump_json() if r.components else None,
+                }
+                for mid, r in records
+            ],
+        )
+
+    async def access_stream(
+        self,
+        memory_id: str | None,
+        limit: int,
+        before_seq: int | None = None,
+        scope: Scope | None = None,
+    ) -> list[tuple[int, str, AccessRecord]]:
+        clauses, params = ["true"], {"limit": limit}
+        if memory_id is not None:
+            clauses.append("a.memory_id = %(mid)s")
+            params["mid"] = memory_id
+        if before_seq is not None:
+            clauses.append("a.seq < %(before)s")
+            params["before"] = before_seq
+        join = ""
+        if scope is not None:
+            where, sp = scope_sql(scope)
+            join = "JOIN memories m ON m.id = a.memory_id"
+            clauses.append(where)
+            params.update(sp)
+        rows = await self._rows(
+            f"SELECT a.* FROM accesses a {join} WHERE {' AND '.join(clauses)} "
+            "ORDER BY a.seq DESC LIMIT %(limit)s",
+            params,
+        )
+        return [(r["seq"], r["memory_id"], _access_from_row(r)) for r in rows]
+
+    async def count_accesses(self, memory_id: str) -> int:
+        return await self._scalar(
+            "SELECT count(*) FROM accesses WHERE memory_id = %(m)s", {"m": memory_id}
+        )
+
+    # ------------------------------------------------------------------ tombstones
+
+    async def add_tombstone(self, memory_id: str, reason: str, when: datetime) -> None:
+        await self._exec(
+            "INSERT INTO tombstones(memory_id, owner, role, type, content_hash, embedding, "
+            "reason, ts) SELECT id, owner, role, type, content_hash, embedding, %(r)s, %(t)s "
+            "FROM memories WHERE id = %(i)s",
+            {"r": reason, "t": ts(when), "i": memory_id},
+        )
+
+    async def lift_tombstones(self, memory_id: str, when: datetime) -> None:
+        await self._exec(
+            "UPDATE tombstones SET lifted_at = %(t)s WHERE memory_id = %(i)s AND lifted_at IS NULL",
+            {"t": ts(when), "i": memory_id},
+        )
+
+    async def tombstone_by_hash(self, content_hash: str, role: str) -> Tombstone | None:
+        rows = await self._rows(
+            "SELECT t.* FROM tombstones t JOIN memories m ON m.id = t.memory_id "
+            "WHERE t.content_hash = %(h)s AND t.role = %(r)s AND t.lifted_at IS NULL "
+            "AND m.archived ORDER BY t.ts DESC, t.seq DESC LIMIT 1",
+            {"h": content_hash, "r": role},
+        )
+        return _tombstone(rows[0]) if rows else None
+
+    async def tombstones_of(self, memory_ids: Sequence[str]) -> dict[str, Tombstone]:
+        rows = await self._rows(
+            "SELECT t.* FROM tombstones t JOIN memories m ON m.id = t.memory_id "
+            "WHERE t.memory_id = ANY(%(ids)s) AND t.lifted_at IS NULL AND m.archived "
+            "ORDER BY t.ts, t.seq",
+            {"ids": list(memory_ids)},
+        )
+        return {r["memory_id"]: _tombstone(r) for r in rows}
+
+    async def all_tombstones(self, memory_ids: Sequence[str]) -> dict[str, list[Tombstone]]:
+        """Every tombstone (lifted ones too) of these memories, oldest first: for export."""
+        rows = await self._rows(
+            "SELECT * FROM tombstones WHERE memory_id = ANY(%(ids)s) ORDER BY ts, seq",
+            {"ids": list(memory_ids)},
+        )
+        out: dict[str, list[Tombstone]] = {}
+        for r in rows:
+            out.setdefault(r["memory_id"], []).append(_tombstone(r))
+        return out
+
+    # ------------------------------------------------------------------ maintenance
+
+    async def log_maintenance(self, kind: str, report: dict[str, Any]) -> None:
+        await self._exec(
+            "INSERT INTO maintenance_log(ts, kind, report) VALUES (%(t)s, %(k)s, %(r)s)",
+            {
+                "t": datetime.now(UTC).timestamp(),
+                "k": kind,
+                "r": json.dumps(report, default=str),
+            },
+        )
+
+    async def maintenance_entries(
+        self, kind: str | None = None, limit: int = 20, role: str | None = None
+    ) -> list[MaintenanceEntry]:
+        clauses, params = ["true"], {"limit": limit}
+        if kind is not None:
+            clauses.append("kind = %(kind)s")
+            params["kind"] = kind
+        if role is not None:
+            clauses.append("report->>'role' = %(role)s")
+            params["role"] = role
+        rows = await self._rows(
+            f"SELECT seq, ts, kind, report FROM maintenance_log WHERE {' AND '.join(clauses)} "
+            "ORDER BY seq DESC LIMIT %(limit)s",
+            params,
+        )
+        return [
+            MaintenanceEntry(r["seq"], dt(r["ts"]), r["kind"], json.loads(r["report"]))
+            for r in rows
+        ]
+
+    async def count_maintenance(self, kind: str, role: str | None = None) -> int:
+        if role is None:
+            return await self._scalar(
+                "SELECT count(*) FROM maintenance_log WHERE kind = %(k)s", {"k": kind}
+            )
+        return await self._scalar(
+            "SELECT count(*) FROM maintenance_log WHERE kind = %(k)s AND report->>'role' = %(r)s",
+            {"k": kind, "r": role},
+        )
+
+    async def reflection_nodes(self, role: str | None) -> tuple[list[Node], np.ndarray]:
+        where, params = ("role = %(role)s", {"role": role}) if role is not None else ("true", {})
+        rows = await self._rows(
+            "SELECT id, type, owner, status, importance, authored_importance, salience, "
+            "confidence, strength, reinforcement_count, created_at, last_accessed_at, archived, "
+            f"embedding FROM memories WHERE NOT archived AND {where} ORDER BY seq",
+            params,
+            binary=True,
+        )
+        dim = next((len(r["embedding"]) // 4 for r in rows if r["embedding"] is not None), 0)
+        vectors = np.zeros((len(rows), dim), dtype=np.float32)
+        nodes = []
+        for i, r in enumerate(rows):
+            blob = r["embedding"]
+            if blob is not None and len(blob) == dim * 4:
+                vectors[i] = np.frombuffer(blob, dtype=np.float32)
+            authored = r["authored_importance"]
+            nodes.append(
+                Node(
+                    id=r["id"],
+                    type=r["type"],
+                    owner=r["owner"],
+                    created_at=dt(r["created_at"]),
+                    last_accessed_at=dt(r["last_accessed_at"]),
+                    importance=r["importance"],
+                    authored_importance=r["importance"] if authored is None else authored,
+                    salience=r["salience"],
+                    confidence=r["confidence"],
+                    strength=r["strength"],
+                    reinforcement_count=r["reinforcement_count"],
+                    status=r["status"],
+                    archived=r["archived"],
+                    row=i,
+                )
+            )
+        return nodes, vectors
+
+    # ------------------------------------------------------------------ statistics
+
+    async def counts(self, scope: Scope) -> Counts:
+        where, params = scope_sql(scope, "")
+        rows = await self._rows(
+            "SELECT count(*) AS total, count(*) FILTER (WHERE archived) AS archived "
+            f"FROM memories WHERE {where}",
+            params,
+        )
+        by_type = {
+            r["type"]: r["n"]
+            for r in await self._rows(
+                f"SELECT type, count(*) AS n FROM memories WHERE {where} AND NOT archived "
+                "GROUP BY type ORDER BY type",
+                params,
+            )
+        }
+        by_owner = {
+            r["owner"]: r["n"]
+            for r in await self._rows(
+                f"SELECT owner, count(*) AS n FROM memories WHERE {where} AND NOT archived "
+                "GROUP BY owner ORDER BY owner",
+                params,
+            )
+        }
+        return Counts(rows[0]["total"], rows[0]["archived"], by_type, by_owner)
+
+    async def kpi_rows(self, scope: Scope, reads: Sequence[str]) -> KpiRaw:
+        where, params = scope_sql(scope)
+        params = {**params, "reads": list(reads)}
+        counts = {
+            r["memory_id"]: r["n"]
+            for r in await self._rows(
+                "SELECT a.memory_id, count(*) AS n FROM accesses a JOIN memories m "
+                "ON m.id = a.memory_id WHERE a.channel = ANY(%(reads)s::text[]) "
+                f"AND NOT m.archived AND {where} GROUP BY a.memory_id",
+                params,
+            )
+        }
+        derived = {
+            r["src"]
+            for r in await self._rows(
+                "SELECT DISTINCT e.src FROM edges e JOIN memories m ON m.id = e.src "
+                f"WHERE e.type = 'derived_from' AND NOT m.archived AND {where}",
+                params,
+            )
+        }
+        per_memory = [
+            (r["id"], r["type"], r["id"] in derived, counts.get(r["id"], 0))
+            for r in await self._rows(
+                f"SELECT m.id, m.type FROM memories m WHERE NOT m.archived AND {where} "
+                "ORDER BY m.seq",
+                params,
+            )
+        ]
+        todos = await self._rows(
+            f"SELECT status, created_at FROM memories m WHERE m.type = 'todo' AND {where} "
+            "AND NOT m.archived ORDER BY m.seq",
+            params,
+        )
+        cross = await self._scalar(
+            "SELECT count(*) FROM accesses a JOIN memories m ON m.id = a.memory_id "
+            "WHERE a.channel = ANY(%(reads)s::text[]) AND m.owner != '' "
+            "AND a.reader_owner != '' AND m.role != split_part(a.reader_owner, '@', 1) "
+            f"AND {where}",
+            params,
+        )
+        tombstones = await self._scalar(
+            "SELECT count(*) FROM tombstones t JOIN memories m ON m.id = t.memory_id "
+            f"WHERE t.lifted_at IS NULL AND {where}",
+            params,
+        )
+        b_where, b_params = scope_sql(scope, "b", "dst")
+        edges = await self._scalar(
+            "SELECT count(*) FROM edges e JOIN memories m ON m.id = e.src "
+            f"JOIN memories b ON b.id = e.dst WHERE {where} AND {b_where}",
+            {**params, **b_params},
+        )
+        accesses = await self._scalar(
+            f"SELECT count(*) FROM accesses a JOIN memories m ON m.id = a.memory_id WHERE {where}",
+            params,
+        )
+        return KpiRaw(
+            per_memory=per_memory,
+            todos=[(r["status"], dt(r["created_at"])) for r in todos],
+            cross_owner_reads=cross,
+            tombstones=tombstones,
+            edges=edges,
+            accesses=accesses,
+        )
+
+    # ------------------------------------------------------------------ whole-store copies
+
+    async def table_sizes(self) -> dict[str, int]:
+        return {
+            table: await self._scalar(
+                sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(table))
+            )
+            for table in DUMP_TABLES
+        }
+
+    async def dump(
+        self, table: str, after: tuple[Any, ...] | None, limit: int
+    ) -> tuple[list[dict[str, Any]], tuple[Any, ...] | None]:
+        columns, keys = DUMP_COLUMNS[table], DUMP_KEYS[table]
+        decode = DUMP_JSON.get(table, frozenset())
+        key_sql = sql.SQL(", ").join(map(sql.Identifier, keys))
+        where = sql.SQL("true")
+        params: dict[str, Any] = {"limit": limit}
+        if after is not None:
+            where = sql.SQL("({}) > ({})").format(
+                key_sql, sql.SQL(", ").join(sql.Placeholder(f"k{i}") for i in range(len(keys)))
+            )
+            params.update({f"k{i}": v for i, v in enumerate(after)})
+        query = sql.SQL("SELECT {} FROM {} WHERE {} ORDER BY {} LIMIT %(limit)s").format(
+            sql.SQL(", ").join(map(sql.Identifier, columns)),
+            sql.Identifier(table),
+            where,
+            key_sql,
+        )
+        rows = await self._rows(query, params)
+        out = []
+        for r in rows:
+            row = dict(r)
+            for name in decode:
+                if row[name] is not None:
+                    row[name] = json.loads(row[name])
+            out.append(row)
+        nxt = tuple(out[-1][k] for k in keys) if len(out) >= limit else None
+        return out, nxt
+
+    async def load(self, table: str, rows: Sequence[dict[str, Any]]) -> None:
+        if not rows:
+            return
+        self._moved()
+        columns = DUMP_COLUMNS[table]
+        encode = DUMP_JSON.get(table, frozenset())
+        query = sql.SQL("INSERT INTO {} ({}) VALUES ({})").format(
+            sql.Identifier(table),
+            sql.SQL(", ").join(map(sql.Identifier, columns)),
+            sql.SQL(", ").join(sql.Placeholder(c) for c in columns),
+        )
+        if table == "meta":
+            query += sql.SQL(" ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value")
+        values = []
+        for row in rows:
+            value = {c: row.get(c) for c in columns}
+            for name in encode:
+                if value[name] is not None:
+                    value[name] = json.dumps(value[name])
+            values.append(value)
+        await self._many(query, values)
+        if "seq" in columns:
+            # Keep the identity ahead of the copied seqs, so the next insert gets a fresh one.
+            await self._exec(
+                sql.SQL(
+                    "SELECT setval(pg_get_serial_sequence({t}, 'seq'), "
+                    "(SELECT coalesce(max(seq), 0) + 1 FROM {i}), false)"
+                ).format(t=sql.Literal(table), i=sql.Identifier(table))
+            )
+
+
+# ---------------------------------------------------------------------------- opening
+
+
+async def _configure(conn: Any) -> None:
+    """JSON columns come back as their text, decoded by the same code as SQLite's rows."""
+    conn.adapters.register_loader("json", TextLoader)
+    conn.adapters.register_loader("jsonb", TextLoader)
+
+
+async def _ensure_schema(conn: Any, label: str) -> str:
+    """The schema the store lives in: the connection's current one, created when the URL's
+    search_path names one that does not exist yet."""
+    schema = (await (await conn.execute("SELECT current_schema()")).fetchone())[0]
+    if schema is not None:
+        return schema
+    wanted = (await (await conn.execute("SELECT current_setting('search_path')")).fetchone())[0]
+    first = wanted.split(",")[0].strip().strip('"')
+    if not first or first.startswith("$"):
+        raise StoreUnavailable(
+            label,
+            f"the search_path ({wanted}) names no schema nooa-mcp can use.",
+            "Set options=-csearch_path%3D<schema> in the URL.",
+        )
+    try:
+        # IF NOT EXISTS alone races when several servers start on a new schema at once.
+        async with conn.transaction():
+            await conn.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"{first}/schema",)
+            )
+            await conn.execute(
+                sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(first))
+            )
+    except psycopg.Error as exc:
+        raise StoreUnavailable(
+            label,
+            f"schema {first} does not exist and cannot be created ({_short(exc)}).",
+            f"Create it (CREATE SCHEMA {first}) or grant CREATE on the database.",
+        ) from None
+    return first
+
+
+async def _migrate(conn: Any, label: str, schema: str) -> None:
+    """Bring the schema to SCHEMA_VERSION in one transaction (DDL is transactional here);
+    servers starting at once take turns on an advisory lock instead of racing."""
+    try:
+        async with conn.transaction():
+            await conn.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"{schema}/migrate",)
+            )
+            await conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_version (version integer NOT NULL)"
+            )
+            cur = await conn.execute("SELECT coalesce(max(version), 0) FROM schema_version")
+            found = (await cur.fetchone())[0]
+            if found > SCHEMA_VERSION:
+                raise StoreTooNew(label, found, SCHEMA_VERSION)
+            for version in range(found + 1, SCHEMA_VERSION + 1):
+                await conn.execute(MIGRATIONS[version])
+                await conn.execute("INSERT INTO schema_version VALUES (%s)", (version,))
+    except psycopg.errors.InsufficientPrivilege as exc:
+        raise StoreUnavailable(
+            label,
+            f"this user may not create nooa-mcp's tables in schema {schema} ({_short(exc)}).",
+            "Grant CREATE on the schema, or point --store at a schema this user owns.",
+        ) from None

@@ -1,0 +1,206 @@
+"""What only the PostgreSQL store has to get right: late commits, rollbacks, lost connections,
+its schema and text search configuration, and its error sentences."""
+
+from __future__ import annotations
+
+import anyio
+import numpy as np
+import psycopg
+import pytest
+
+from nooa_mcp.domain.schema import Memory
+from nooa_mcp.domain.scope import Scope
+from nooa_mcp.errors import StoreUnavailable
+from nooa_mcp.storage import open_store
+from nooa_mcp.storage.pg_schema import SCHEMA_VERSION, TS_CONFIG, notify_channel
+from nooa_mcp.storage.postgres import PostgresStore
+
+pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
+
+CODER = Scope(roles=frozenset({"coder"}))
+
+
+@pytest.fixture
+async def store(postgres):
+    s = await open_store(postgres)
+    try:
+        yield s
+    finally:
+        await s.close()
+
+
+def raw_insert(conn: psycopg.Connection, content: str) -> str:
+    memory = Memory(content=content, owner="coder@laptop")
+    conn.execute(
+        "INSERT INTO memories (id, type, owner, role, content, content_hash, importance, "
+        "salience, confidence, created_at, last_accessed_at, embedding) VALUES "
+        "(%s, 'info', 'coder@laptop', 'coder', %s, %s, 5, 0.3, 0.75, 0, 0, %s)",
+        (memory.id, content, memory.content_hash, np.ones(4, np.float32).tobytes()),
+    )
+    return memory.id
+
+
+async def test_a_row_whose_transaction_commits_late_is_still_pulled(store, postgres) -> None:
+    """A counter would miss it: the late row's transaction began before rows that committed
+    first and were already read."""
+    with psycopg.connect(postgres) as late:
+        early_id = raw_insert(late, "begun first, committed last")  # not committed yet
+        with psycopg.connect(postgres, autocommit=True) as other:
+            prompt = [raw_insert(other, f"committed at once {i}") for i in range(3)]
+        got, mark = await store.vector_changes(None, 100)
+        assert [r.id for r in got] == prompt
+        late.commit()
+    got, mark = await store.vector_changes(mark, 100)
+    assert [r.id for r in got] == [early_id]
+    got, _ = await store.vector_changes(mark, 100)
+    assert got == []
+
+
+async def test_rows_of_a_rolled_back_transaction_never_appear(store, postgres) -> None:
+    _, mark = await store.vector_changes(None, 100)
+    with psycopg.connect(postgres) as conn:
+        raw_insert(conn, "never committed")
+        conn.rollback()
+    got, _ = await store.vector_changes(mark, 100)
+    assert got == []
+
+
+async def test_logging_reads_does_not_move_the_revision_other_caches_pull(store) -> None:
+    memory = Memory(content="read often", owner="coder@laptop")
+    async with store.transaction():
+        await store.insert(memory, np.ones(4, np.float32))
+    _, mark = await store.vector_changes(None, 100)
+    async with store.transaction():
+        fetched = await store.fetch(memory.id)
+        fetched.access_count += 1
+        fetched.strength += 1
+        await store.save_many([fetched])
+    assert (await store.vector_changes(mark, 100))[0] == []
+    async with store.transaction():
+        await store.set_archived(memory.id, True, fetched.created_at)
+    assert [r.archived for r in (await store.vector_changes(mark, 100))[0]] == [True]
+
+
+async def test_the_change_token_keeps_moving_while_the_listener_is_gone(postgres) -> None:
+    app = "nooa_listener_test"
+    store = await open_store(f"{postgres}&application_name={app}")
+    try:
+        with anyio.fail_after(10):
+            await store.wait_listening()
+        with psycopg.connect(postgres, autocommit=True) as admin:
+            killed = admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE application_name = %s AND query ILIKE %s",
+                (app, f"LISTEN%{notify_channel(store.schema)}%"),
+            ).fetchall()
+        assert killed == [(True,)]
+        with anyio.fail_after(10):
+            await store.wait_listening(False)  # the listener notices its connection is gone
+            # Down: every token differs, so a cache always looks at the store itself.
+            assert await store.change_token() != await store.change_token()
+            await store.wait_listening()  # and it reconnects on its own
+        before = await store.change_token()
+        with psycopg.connect(postgres, autocommit=True) as other:
+            raw_insert(other, "heard after the reconnect")
+        with anyio.fail_after(5):
+            await store.wait_changed(before)
+    finally:
+        await store.close()
+
+
+async def test_connections_that_died_in_the_pool_are_replaced(postgres) -> None:
+    app = "nooa_pool_test"
+    store = await open_store(f"{postgres}&application_name={app}")
+    try:
+        await store.get_meta("warm")
+        with psycopg.connect(postgres, autocommit=True) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE application_name = %s AND query NOT ILIKE 'LISTEN%%'",
+                (app,),
+            )
+        assert await store.get_meta("warm") is None  # a read, retried on a fresh connection
+        async with store.transaction():
+            await store.set_meta("after", "restart")
+        assert await store.get_meta("after") == "restart"
+    finally:
+        await store.close()
+
+
+async def test_a_connection_lost_inside_a_transaction_is_one_sentence_to_retry(
+    postgres,
+) -> None:
+    app = "nooa_lost_test"
+    store = await open_store(f"{postgres}&application_name={app}")
+    try:
+        with pytest.raises(StoreUnavailable) as info:
+            async with store.transaction():
+                await store.set_meta("k", "v")
+                with psycopg.connect(postgres, autocommit=True) as admin:
+                    admin.execute(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "WHERE application_name = %s AND query NOT ILIKE 'LISTEN%%'",
+                        (app,),
+                    )
+                await store.set_meta("k2", "v2")
+        assert "nothing of this call was written" in str(info.value)
+        assert "\n" not in str(info.value)
+        assert await store.get_meta("k") is None
+    finally:
+        await store.close()
+
+
+async def test_the_schema_is_versioned_and_searches_in_nooa_english(store, postgres) -> None:
+    with psycopg.connect(postgres) as conn:
+        assert conn.execute("SELECT max(version) FROM schema_version").fetchone() == (
+            SCHEMA_VERSION,
+        )
+        lexemes = conn.execute(
+            f"SELECT to_tsvector('{TS_CONFIG}', 'after the deploys were not running')::text"
+        ).fetchone()[0]
+    # Snowball stems, and no stopword is dropped (stock `english` drops after/not/the/were).
+    assert "'deploy'" in lexemes and "'run'" in lexemes
+    assert "'after'" in lexemes and "'not'" in lexemes and "'the'" in lexemes
+    assert store.label.endswith(f"(schema {store.schema})") and "@" in store.label
+
+
+async def test_two_servers_migrating_one_new_schema_at_once_both_open_it(postgres) -> None:
+    stores: list[PostgresStore] = []
+
+    async def start() -> None:
+        stores.append(await open_store(postgres))
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(4):
+            tg.start_soon(start)
+    try:
+        with psycopg.connect(postgres) as conn:
+            assert conn.execute("SELECT count(*) FROM schema_version").fetchone() == (1,)
+    finally:
+        for s in stores:
+            await s.close()
+
+
+async def test_words_stem_alike_in_rows_and_queries(store) -> None:
+    async with store.transaction():
+        await store.insert(
+            Memory(content="The deployments were running late", owner="coder@laptop"), None
+        )
+    rows = await store.candidates("deployment runs", CODER, limit=5)
+    assert [r.content for r in rows] == ["The deployments were running late"]
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("postgresql://postgres@127.0.0.1:1/test", "cannot connect to PostgreSQL"),
+        ("postgresql://postgres@127.0.0.1:5432/test?bogus=1", "not a valid PostgreSQL URL"),
+    ],
+)
+async def test_a_wrong_url_is_one_sentence_naming_the_store_and_the_fix(url, says) -> None:
+    with pytest.raises(StoreUnavailable) as info:
+        await open_store(url)
+    text = str(info.value)
+    assert says in text and "\n" not in text
+    assert "postgresql://" in text or "--store" in text
+    assert "Check" in text or "Use postgresql://" in text

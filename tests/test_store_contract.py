@@ -1,0 +1,770 @@
+"""The Store contract (storage/base.py), on SQLite and on PostgreSQL alike.
+
+Every test runs once per backend (`store_target`: a fresh SQLite file, a fresh PostgreSQL
+schema). Services see only this protocol, so whatever passes here behaves the same above it.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import anyio
+import numpy as np
+import pytest
+
+from nooa_mcp.domain.schema import (
+    AccessRecord,
+    Channel,
+    Components,
+    EdgeType,
+    Memory,
+    Reference,
+    Trigger,
+)
+from nooa_mcp.domain.scope import Scope
+from nooa_mcp.embeddings import HashEmbedder
+from nooa_mcp.errors import AmbiguousId, NotFound, StoreTooNew
+from nooa_mcp.storage import Store, open_store
+from nooa_mcp.storage.base import DUMP_TABLES
+
+pytestmark = pytest.mark.anyio
+
+CODER = Scope(roles=frozenset({"coder"}))
+EVERYONE = Scope(roles=None)
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+EMBED = HashEmbedder()
+
+
+@pytest.fixture
+async def store(store_target):
+    s = await open_store(store_target)
+    try:
+        yield s
+    finally:
+        await s.close()
+
+
+def vec(text: str) -> np.ndarray:
+    return EMBED.embed([text])[0]
+
+
+async def put(store: Store, content: str, owner: str = "coder@laptop", **fields) -> Memory:
+    """Insert one memory (with the embedding of its content) and return it."""
+    memory = Memory(content=content, owner=owner, **fields)
+    async with store.transaction():
+        await store.insert(memory, fields.pop("embedding", vec(content)))
+    return memory
+
+
+async def changed_elsewhere(store: Store, token) -> None:
+    """Wait (bounded) until the store's change token moves after another connection's commit."""
+    wait = getattr(store, "wait_changed", None)
+    if wait is not None:
+        with anyio.fail_after(5):
+            await wait(token)
+
+
+# --------------------------------------------------------------------------- opening
+
+
+async def test_a_store_opens_reopens_and_keeps_its_rows(store_target) -> None:
+    first = await open_store(store_target)
+    try:
+        written = await put(first, "kept across opens")
+    finally:
+        await first.close()
+    again = await open_store(store_target)
+    try:
+        assert (await again.fetch(written.id)).content == "kept across opens"
+        assert again.kind in ("sqlite", "postgresql") and again.label
+    finally:
+        await again.close()
+
+
+async def test_a_store_of_a_newer_schema_is_refused_untouched(store_target) -> None:
+    await (await open_store(store_target)).close()
+    if isinstance(store_target, Path):
+        import sqlite3
+
+        conn = sqlite3.connect(store_target)
+        conn.execute("PRAGMA user_version = 99")
+        conn.commit()
+        conn.close()
+    else:
+        import psycopg
+
+        with psycopg.connect(store_target, autocommit=True) as conn:
+            conn.execute("INSERT INTO schema_version VALUES (99)")
+    with pytest.raises(StoreTooNew) as info:
+        await open_store(store_target)
+    assert info.value.found == 99
+    assert "Upgrade" in str(info.value)
+
+
+# --------------------------------------------------------------------------- rows
+
+
+async def test_every_field_of_a_memory_survives_insert_and_fetch(store: Store) -> None:
+    trigger = Trigger(cue="deploy", every_hours=24.0, fired_count=2, fired_at=T0)
+    ref = Reference(kind="url", target="https://example.org/x", preview="x", captured_at=T0)
+    access = AccessRecord(
+        ts=T0,
+        channel=Channel.recalled,
+        reader_owner="coder@laptop",
+        query="q",
+        score=0.5,
+        rank=1,
+        components=Components(source="both", cos=0.9, rel=0.8),
+    )
+    memory = Memory(
+        content="Every field, stored once.",
+        title="Fields",
+        type="intent",
+        owner="coder@laptop",
+        importance=7.0,
+        salience=0.4,
+        confidence=0.6,
+        strength=3,
+        reinforcement_count=2,
+        access_count=5,
+        tags=["a", "b"],
+        entities=["Ada"],
+        place_or_task="release",
+        created_at=T0,
+        last_accessed_at=T0 + timedelta(hours=1),
+        valid_from=T0,
+        valid_to=T0 + timedelta(days=30),
+        references=[ref],
+        trigger=trigger,
+        access_log=[access],
+        channels={"recalled": 4, "created": 1},
+        actr_count=4,
+        first_access_at=T0,
+        actr_times=[1.5, 2.25],
+        authored_importance=6.0,
+    )
+    async with store.transaction():
+        seq = await store.insert(memory, vec(memory.content))
+    assert seq == memory.seq and seq > 0
+    got = await store.fetch(memory.id)
+    assert got.model_dump(exclude={"edges"}) == memory.model_dump(exclude={"edges"})
+    assert np.allclose((await store.embeddings_of([memory.id]))[memory.id], vec(memory.content))
+
+
+async def test_insertion_order_gives_increasing_seqs(store: Store) -> None:
+    seqs = [(await put(store, f"row {i}")).seq for i in range(4)]
+    assert seqs == sorted(seqs) and len(set(seqs)) == 4
+
+
+async def test_save_rewrites_a_row_and_save_many_rewrites_several(store: Store) -> None:
+    a, b = await put(store, "first"), await put(store, "second")
+    a.content, a.strength, a.tags = "first, edited", 9, ["edited"]
+    b.reinforcement_count = 7
+    c = await store.fetch(b.id)
+    c.access_count = 11
+    async with store.transaction():
+        await store.save(a, vec(a.content))
+        await store.save_many([c])
+    assert (await store.fetch(a.id)).content == "first, edited"
+    assert (await store.fetch(a.id)).strength == 9
+    assert (await store.fetch(a.id)).tags == ["edited"]
+    assert np.allclose((await store.embeddings_of([a.id]))[a.id], vec("first, edited"))
+    assert (await store.fetch(b.id)).access_count == 11
+
+
+async def test_save_without_an_embedding_keeps_the_stored_one(store: Store) -> None:
+    a = await put(store, "keep my vector")
+    a.strength = 4
+    async with store.transaction():
+        await store.save(a)
+    assert np.allclose((await store.embeddings_of([a.id]))[a.id], vec("keep my vector"))
+
+
+async def test_fetch_of_a_missing_id_is_none_and_fetch_many_skips_it(store: Store) -> None:
+    a = await put(store, "present")
+    assert await store.fetch("0" * 32) is None
+    assert set(await store.fetch_many([a.id, "0" * 32])) == {a.id}
+    assert await store.fetch_many([]) == {}
+
+
+async def test_ids_resolve_from_full_ids_and_prefixes_of_six_or_more(store: Store) -> None:
+    a = await put(store, "resolve me")
+    assert await store.resolve_id(a.id) == a.id
+    assert await store.resolve_id(a.id[:6]) == a.id
+    with pytest.raises(NotFound):
+        await store.resolve_id(a.id[:5])
+    with pytest.raises(NotFound):
+        await store.resolve_id("f" * 32)
+
+
+async def test_a_prefix_shared_by_two_ids_is_ambiguous(store: Store) -> None:
+    await put(store, "one", id="abcdef1" + "0" * 25)
+    await put(store, "two", id="abcdef1" + "1" * 25)
+    with pytest.raises(AmbiguousId) as info:
+        await store.resolve_id("abcdef1")
+    assert sorted(info.value.candidates) == ["abcdef1" + "0" * 25, "abcdef1" + "1" * 25]
+    assert await store.resolve_id("abcdef10") == "abcdef1" + "0" * 25
+
+
+async def test_owners_of_names_the_owner_of_each_existing_id(store: Store) -> None:
+    a, b = await put(store, "mine"), await put(store, "shared", owner="")
+    assert await store.owners_of([a.id, b.id, "0" * 32]) == {a.id: "coder@laptop", b.id: ""}
+
+
+async def test_find_by_hash_finds_live_rows_of_the_same_role_and_type_only(store: Store) -> None:
+    a = await put(store, "Deploys   freeze on Fridays.")
+    same = Memory(content="Deploys freeze on Fridays.").content_hash
+    assert await store.find_by_hash(same, "coder", "info") == a.id
+    assert await store.find_by_hash(same, "writer", "info") is None
+    assert await store.find_by_hash(same, "coder", "skill") is None
+    async with store.transaction():
+        assert await store.find_by_hash(same, "coder", "info") == a.id
+        await store.set_archived(a.id, True, T0)
+    assert await store.find_by_hash(same, "coder", "info") is None
+
+
+async def test_archiving_sets_and_clears_the_flag(store: Store) -> None:
+    a = await put(store, "archive me")
+    async with store.transaction():
+        await store.set_archived(a.id, True, T0)
+    assert (await store.fetch(a.id)).archived is True
+    async with store.transaction():
+        await store.set_archived(a.id, False, T0)
+    assert (await store.fetch(a.id)).archived is False
+
+
+async def test_importance_and_authored_importance_are_set_separately(store: Store) -> None:
+    a = await put(store, "weigh me", importance=5.0)
+    async with store.transaction():
+        await store.set_importance(a.id, importance=7.0)
+    got = await store.fetch(a.id)
+    assert (got.importance, got.authored_importance) == (7.0, 5.0)
+    async with store.transaction():
+        await store.set_importance(a.id, authored=2.0)
+    got = await store.fetch(a.id)
+    assert (got.importance, got.authored_importance) == (7.0, 2.0)
+
+
+async def test_unembedded_lists_rows_without_a_vector_of_the_dimension(store: Store) -> None:
+    a = await put(store, "has one")
+    b = await put(store, "has none", embedding=None)
+    c = await put(store, "wrong size", embedding=np.ones(3, dtype=np.float32))
+    assert {r[0] for r in await store.unembedded(EMBED.dim, 10)} == {b.id, c.id}
+    async with store.transaction():
+        await store.set_embedding(b.id, vec("has none"))
+    assert {r[0] for r in await store.unembedded(EMBED.dim, 10)} == {c.id}
+    assert a.id not in {r[0] for r in await store.unembedded(EMBED.dim, 10)}
+
+
+async def test_listing_follows_scope_archive_type_status_and_cursor(store: Store) -> None:
+    mine = [await put(store, f"mine {i}") for i in range(3)]
+    other = await put(store, "theirs", owner="writer@desk")
+    shared = await put(store, "everyone's", owner="")
+    todo = await put(store, "a todo", type="todo")
+    async with store.transaction():
+        await store.set_archived(mine[0].id, True, T0)
+    listed = [m.id for m in await store.list_memories(CODER)]
+    assert listed == [mine[1].id, mine[2].id, shared.id, todo.id]
+    assert other.id in [m.id for m in await store.list_memories(EVERYONE)]
+    assert [m.id for m in await store.list_memories(CODER, archived=True)] == [mine[0].id]
+    assert len(await store.list_memories(CODER, archived=None)) == 5
+    assert [m.id for m in await store.list_memories(CODER, type="todo")] == [todo.id]
+    assert [m.id for m in await store.list_memories(CODER, status="open")] == [todo.id]
+    after = await store.list_memories(CODER, after_seq=mine[2].seq, limit=1)
+    assert [m.id for m in after] == [shared.id]
+    instance = Scope(roles=frozenset(), owner="coder@laptop")
+    assert other.id not in [m.id for m in await store.list_memories(instance)]
+    assert await store.count_memories(CODER) == 4
+    assert await store.count_memories(CODER, type="todo", status="open") == 1
+
+
+async def test_context_rows_put_open_todos_first_and_skip_scratch_and_closed(store) -> None:
+    low = await put(store, "low info", importance=2.0)
+    high = await put(store, "high info", importance=9.0)
+    todo = await put(store, "open todo", type="todo", importance=1.0)
+    await put(store, "closed todo", type="todo", status="done", importance=10.0)
+    await put(store, "scratch", type="scratch", importance=10.0)
+    async with store.transaction():
+        rows = await store.context_rows(CODER, 10)
+    assert [m.id for m in rows] == [todo.id, high.id, low.id]
+    assert [m.id for m in await store.context_rows(CODER, 2)] == [todo.id, high.id]
+
+
+async def test_intents_are_the_live_triggered_intents_of_one_role(store: Store) -> None:
+    cue = Trigger(cue="deploy")
+    first = await put(store, "remind 1", type="intent", trigger=cue)
+    await put(store, "no trigger", type="intent")
+    await put(store, "other role", type="intent", trigger=cue, owner="writer@desk")
+    gone = await put(store, "archived", type="intent", trigger=cue)
+    second = await put(store, "remind 2", type="intent", trigger=cue)
+    async with store.transaction():
+        await store.set_archived(gone.id, True, T0)
+    assert [m.id for m in await store.intents("coder")] == [first.id, second.id]
+
+
+# --------------------------------------------------------------------------- recall
+
+
+def fts5_bm25(docs: list[dict], query: list[str], row: int) -> float:
+    """FTS5's bm25() by hand, for words every tokenizer splits and stems alike."""
+    weights = {"title": 2.0, "content": 1.0, "tags": 1.5}
+    lengths = [sum(len(d[c]) for c in weights) for d in docs]
+    avgdl = sum(lengths) / len(docs)
+    score = 0.0
+    for word in query:
+        n = sum(1 for d in docs if any(word in d[c] for c in weights))
+        idf = max(math.log((len(docs) - n + 0.5) / (n + 0.5)), 1e-6)
+        f = sum(w * docs[row][c].count(word) for c, w in weights.items())
+        if f:
+            score += idf * f * 2.2 / (f + 1.2 * (0.25 + 0.75 * lengths[row] / avgdl))
+    return score
+
+
+async def test_keyword_candidates_score_bm25_exactly_as_fts5_does(store: Store) -> None:
+    docs = [
+        {"title": ["quartz"], "content": ["quartz", "lantern", "meadow"], "tags": ["copper"]},
+        {"title": [], "content": ["lantern", "meadow", "violin", "glacier"], "tags": []},
+        {"title": [], "content": ["orchard", "falcon"], "tags": ["quartz"]},
+        {"title": ["violin"], "content": ["ember", "saddle", "prism", "tundra"], "tags": []},
+        {"title": [], "content": ["walnut", "beacon"], "tags": []},
+    ]
+    ids = []
+    for d in docs:
+        m = await put(
+            store, " ".join(d["content"]), title=" ".join(d["title"]), tags=d["tags"], entities=[]
+        )
+        ids.append(m.id)
+    rows = await store.candidates("quartz lantern", CODER, limit=10)
+    got = {r.id: r.bm25 for r in rows}
+    expected = {
+        ids[i]: fts5_bm25(docs, ["quartz", "lantern"], i)
+        for i in range(len(docs))
+        if fts5_bm25(docs, ["quartz", "lantern"], i) > 0
+    }
+    assert set(got) == set(expected)
+    for ident, score in expected.items():
+        assert got[ident] == pytest.approx(score, rel=1e-9)
+    best = max(rows, key=lambda r: r.bm25)
+    assert best.id == ids[0] and best.content == "quartz lantern meadow"
+
+
+async def test_candidates_stay_in_scope_skip_archived_and_add_the_dense_ids(store) -> None:
+    mine = await put(store, "harbor lantern note")
+    theirs = await put(store, "harbor lantern other", owner="writer@desk")
+    old = await put(store, "harbor lantern archived")
+    dense = await put(store, "unrelated words entirely")
+    async with store.transaction():
+        await store.set_archived(old.id, True, T0)
+    rows = await store.candidates("harbor lantern", CODER, limit=10, ids=[dense.id])
+    by_id = {r.id: r for r in rows}
+    assert set(by_id) == {mine.id, dense.id}
+    assert by_id[mine.id].bm25 > 0 and by_id[dense.id].bm25 is None
+    wide = await store.candidates("harbor", CODER, limit=10, include_archived=True)
+    assert {r.id for r in wide} == {mine.id, old.id}
+    assert {r.id for r in await store.candidates("harbor", EVERYONE, limit=10)} == {
+        mine.id,
+        theirs.id,
+    }
+    assert [r.id for r in await store.candidates("harbor lantern", CODER, limit=0)] == []
+
+
+async def test_candidates_limit_to_the_best_keyword_rows(store: Store) -> None:
+    for i in range(6):
+        await put(store, "falcon " * (i + 1) + f"filler {i}")
+    rows = await store.candidates("falcon", CODER, limit=2)
+    assert len(rows) == 2
+    assert all("falcon " * 5 in r.content for r in rows)
+
+
+async def test_a_word_in_too_many_rows_generates_no_candidates(store: Store) -> None:
+    store.common_floor = 4
+    for i in range(6):
+        await put(store, f"common word and rare{i}")
+    rows = await store.candidates("common rare3", CODER, limit=10)
+    assert [r.content for r in rows] == ["common word and rare3"]
+
+
+async def test_queries_with_operators_and_quotes_never_raise(store: Store) -> None:
+    await put(store, "plain words here")
+    for text in ['he said "hi', "NEAR(a b)", "a AND OR NOT b", "*", "col:umn", "'; DROP", ""]:
+        await store.candidates(text, CODER, limit=5)
+
+
+async def test_scoring_rows_carry_what_scoring_needs(store: Store) -> None:
+    a = await put(store, "score me", tags=["Deploy"], entities=["Ada Lovelace"], strength=2)
+    (row,) = await store.scoring_rows([a.id])
+    assert (row.id, row.seq, row.strength, row.archived) == (a.id, a.seq, 2, False)
+    assert {"deploy", "ada", "lovelace"} <= row.cues
+    assert row.created_at == pytest.approx(a.created_at.timestamp())
+    assert row.bm25 is None
+
+
+async def test_vector_changes_return_every_row_then_only_what_changed(store: Store) -> None:
+    rows = [await put(store, f"vector {i}") for i in range(5)]
+    got, mark = await store.vector_changes(None, 100)
+    assert [r.id for r in got] == [m.id for m in rows]
+    assert np.allclose(got[0].embedding, vec("vector 0")) and got[0].role == "coder"
+    again, mark = await store.vector_changes(mark, 100)
+    assert again == []
+    async with store.transaction():
+        await store.set_archived(rows[2].id, True, T0)
+    moved, mark = await store.vector_changes(mark, 100)
+    assert [(r.id, r.archived) for r in moved] == [(rows[2].id, True)]
+    assert await store.row_count() == 5
+
+
+async def test_vector_changes_page_through_without_losing_rows(store: Store) -> None:
+    rows = [await put(store, f"page {i}") for i in range(7)]
+    seen: list[str] = []
+    mark = None
+    while True:
+        got, mark = await store.vector_changes(mark, 3)
+        seen += [r.id for r in got]
+        if len(got) < 3:
+            break
+    assert seen == [m.id for m in rows]
+    late = await put(store, "after paging")
+    got, mark = await store.vector_changes(mark, 3)
+    assert [r.id for r in got] == [late.id]
+
+
+async def test_the_change_token_moves_when_another_connection_commits(store_target) -> None:
+    a, b = await open_store(store_target), await open_store(store_target)
+    try:
+        await put(a, "seed")
+        await changed_elsewhere(b, None)
+        _, mark = await b.vector_changes(None, 100)
+        before = await b.change_token()
+        written = await put(a, "from the other connection")
+        await changed_elsewhere(b, before)
+        assert await b.change_token() != before
+        got, _ = await b.vector_changes(mark, 100)
+        assert [r.id for r in got] == [written.id]
+    finally:
+        await a.close()
+        await b.close()
+
+
+# --------------------------------------------------------------------------- edges
+
+
+async def test_edges_upsert_to_the_larger_weight(store: Store) -> None:
+    a, b = await put(store, "a"), await put(store, "b")
+    async with store.transaction():
+        await store.add_edge(a.id, b.id, EdgeType.related, 0.4)
+        await store.add_edge(a.id, b.id, EdgeType.related, 0.9)
+        await store.add_edge(a.id, b.id, EdgeType.related, 0.2)
+        await store.add_edge(a.id, b.id, EdgeType.supports, 0.5)
+    edges = await store.edges_of(a.id)
+    assert sorted((e.target, e.type.value, e.weight) for e in edges) == [
+        (b.id, "related", 0.9),
+        (b.id, "supports", 0.5),
+    ]
+    assert await store.edges_of(b.id) == []
+
+
+async def test_out_edges_drop_archived_and_hidden_targets(store: Store) -> None:
+    src = await put(store, "source")
+    live = await put(store, "live target")
+    gone = await put(store, "archived target")
+    hidden = await put(store, "hidden target", owner="writer@desk")
+    async with store.transaction():
+        for dst in (live, gone, hidden):
+            await store.add_edge(src.id, dst.id, EdgeType.related, 1.0)
+        await store.set_archived(gone.id, True, T0)
+    assert [e.dst for e in await store.out_edges([src.id], CODER)] == [live.id]
+    assert {e.dst for e in await store.out_edges([src.id], EVERYONE)} == {live.id, hidden.id}
+
+
+async def test_successors_are_live_visible_sources_by_relation(store: Store) -> None:
+    old = await put(store, "old fact")
+    new = await put(store, "new fact")
+    note = await put(store, "a related note")
+    async with store.transaction():
+        await store.add_edge(new.id, old.id, EdgeType.refines, 1.0)
+        await store.add_edge(note.id, old.id, EdgeType.related, 1.0)
+    got = await store.successors([old.id], ["refines", "contradicts"], CODER)
+    assert [(e.src, e.type) for e in got] == [(new.id, "refines")]
+
+
+async def test_edge_pairs_by_role_and_liveness_and_copy_edges(store: Store) -> None:
+    a, b, c = await put(store, "a"), await put(store, "b"), await put(store, "c")
+    w = await put(store, "w", owner="writer@desk")
+    async with store.transaction():
+        await store.add_edge(a.id, b.id, EdgeType.related, 0.5)
+        await store.add_edge(a.id, c.id, EdgeType.causes, 1.0)
+        await store.add_edge(w.id, a.id, EdgeType.related, 1.0)
+        await store.set_archived(c.id, True, T0)
+    assert {(e.src, e.dst) for e in await store.edge_pairs("coder")} == {(a.id, b.id)}
+    assert len(await store.edge_pairs("coder", live_only=False)) == 2
+    assert len(await store.edge_pairs(None)) == 2
+    async with store.transaction():
+        assert await store.copy_edges(a.id, b.id) == 1  # a→b itself is not copied onto b
+    assert {(e.target, e.type.value) for e in await store.edges_of(b.id)} == {(c.id, "causes")}
+
+
+# --------------------------------------------------------------------------- accesses
+
+
+def record(channel: Channel, minutes: int, reader: str = "coder@laptop") -> AccessRecord:
+    return AccessRecord(
+        ts=T0 + timedelta(minutes=minutes),
+        channel=channel,
+        reader_owner=reader,
+        query=f"q{minutes}",
+        score=0.25,
+        rank=2,
+        components=Components(source="sparse", rel=0.5),
+    )
+
+
+async def test_the_access_stream_is_newest_first_and_pages_by_seq(store: Store) -> None:
+    a, b = await put(store, "a"), await put(store, "b", owner="writer@desk")
+    async with store.transaction():
+        await store.append_accesses([(a.id, record(Channel.recalled, i)) for i in range(3)])
+        await store.append_accesses([(b.id, record(Channel.searched, 9))])
+    stream = await store.access_stream(a.id, 10)
+    assert [r.query for _, _, r in stream] == ["q2", "q1", "q0"]
+    assert stream[0][2] == record(Channel.recalled, 2)
+    older = await store.access_stream(a.id, 10, before_seq=stream[0][0])
+    assert [r.query for _, _, r in older] == ["q1", "q0"]
+    assert [mid for _, mid, _ in await store.access_stream(None, 10, scope=CODER)] == [a.id] * 3
+    assert len(await store.access_stream(None, 10)) == 4
+    assert await store.count_accesses(a.id) == 3
+
+
+# --------------------------------------------------------------------------- tombstones
+
+
+async def test_tombstones_stand_for_archived_rows_until_lifted(store: Store) -> None:
+    a = await put(store, "forget this")
+    async with store.transaction():
+        await store.set_archived(a.id, True, T0)
+        await store.add_tombstone(a.id, "wrong", T0)
+    stone = await store.tombstone_by_hash(a.content_hash, "coder")
+    assert (stone.memory_id, stone.reason, stone.type, stone.owner) == (
+        a.id,
+        "wrong",
+        "info",
+        "coder@laptop",
+    )
+    assert np.allclose(stone.embedding, vec("forget this")) and stone.ts == T0
+    assert await store.tombstone_by_hash(a.content_hash, "writer") is None
+    assert set(await store.tombstones_of([a.id])) == {a.id}
+    async with store.transaction():
+        await store.lift_tombstones(a.id, T0)
+        await store.add_tombstone(a.id, "again", T0 + timedelta(hours=1))
+        await store.lift_tombstones(a.id, T0 + timedelta(hours=2))
+    assert await store.tombstone_by_hash(a.content_hash, "coder") is None
+    assert await store.tombstones_of([a.id]) == {}
+    every = await store.all_tombstones([a.id, "0" * 32])
+    assert [(t.reason, t.lifted_at) for t in every[a.id]] == [
+        ("wrong", T0),
+        ("again", T0 + timedelta(hours=2)),
+    ]
+
+
+# --------------------------------------------------------------------------- maintenance
+
+
+async def test_the_maintenance_log_filters_by_kind_and_role(store: Store) -> None:
+    async with store.transaction():
+        await store.log_maintenance("reflection", {"role": "coder", "applied": 3})
+        await store.log_maintenance("reflection", {"role": "writer", "applied": 1})
+        await store.log_maintenance("intent", {"role": "coder"})
+    entries = await store.maintenance_entries("reflection")
+    assert [e.report["role"] for e in entries] == ["writer", "coder"]
+    assert [e.report for e in await store.maintenance_entries(role="coder")] == [
+        {"role": "coder"},
+        {"role": "coder", "applied": 3},
+    ]
+    assert await store.count_maintenance("reflection") == 2
+    assert await store.count_maintenance("reflection", role="coder") == 1
+    assert len(await store.maintenance_entries(limit=1)) == 1
+
+
+async def test_reflection_nodes_are_the_live_rows_of_a_role_with_vectors(store: Store) -> None:
+    a = await put(store, "node a", importance=6.0)
+    await put(store, "other role", owner="writer@desk")
+    gone = await put(store, "archived node")
+    async with store.transaction():
+        await store.set_archived(gone.id, True, T0)
+    nodes, vectors = await store.reflection_nodes("coder")
+    assert [n.id for n in nodes] == [a.id]
+    assert nodes[0].importance == 6.0 and nodes[0].row == 0
+    assert np.allclose(vectors[0], vec("node a"))
+    assert len((await store.reflection_nodes(None))[0]) == 2
+
+
+# --------------------------------------------------------------------------- statistics
+
+
+async def test_counts_and_kpis_stay_inside_the_scope(store: Store) -> None:
+    a = await put(store, "a")
+    b = await put(store, "b", type="todo")
+    w = await put(store, "w", owner="writer@desk")
+    gone = await put(store, "gone")
+    async with store.transaction():
+        await store.set_archived(gone.id, True, T0)
+        await store.add_tombstone(gone.id, "x", T0)
+        await store.add_edge(a.id, b.id, EdgeType.derived_from, 1.0)
+        await store.add_edge(a.id, w.id, EdgeType.related, 1.0)
+        await store.append_accesses(
+            [
+                (a.id, record(Channel.recalled, 1)),
+                (a.id, record(Channel.recalled, 2, reader="writer@desk")),
+                (w.id, record(Channel.recalled, 3)),
+            ]
+        )
+    counts = await store.counts(CODER)
+    assert (counts.total, counts.archived) == (3, 1)
+    assert counts.by_type == {"info": 1, "todo": 1}
+    assert counts.by_owner == {"coder@laptop": 2}
+    kpi = await store.kpi_rows(CODER, ["recalled", "searched"])
+    assert sorted(kpi.per_memory) == sorted([(a.id, "info", True, 2), (b.id, "todo", False, 0)])
+    assert [s for s, _ in kpi.todos] == ["open"]
+    assert (kpi.cross_owner_reads, kpi.tombstones, kpi.edges, kpi.accesses) == (1, 1, 1, 2)
+    everyone = await store.kpi_rows(EVERYONE, ["recalled"])
+    assert (everyone.cross_owner_reads, everyone.edges, everyone.accesses) == (2, 2, 3)
+
+
+# --------------------------------------------------------------------------- meta, transactions
+
+
+async def test_meta_values_are_set_read_and_locked(store: Store) -> None:
+    assert await store.get_meta("k") is None
+    async with store.transaction():
+        assert await store.lock_meta("k") is None
+        await store.set_meta("k", "1")
+        await store.set_meta("k", "2")
+    assert await store.get_meta("k") == "2"
+
+
+async def test_a_failed_transaction_writes_nothing(store: Store) -> None:
+    kept = await put(store, "kept")
+    with pytest.raises(RuntimeError):
+        async with store.transaction():
+            await store.insert(Memory(content="rolled back", owner="coder@laptop"), None)
+            await store.set_archived(kept.id, True, T0)
+            await store.set_meta("k", "v")
+            raise RuntimeError("boom")
+    assert [m.id for m in await store.list_memories(CODER, archived=None)] == [kept.id]
+    assert await store.get_meta("k") is None
+
+
+async def test_read_then_rewrite_in_transactions_loses_no_update(store_target) -> None:
+    """Two connections (two servers) bump one counter by fetch + save: none is lost."""
+    stores = [await open_store(store_target), await open_store(store_target)]
+    try:
+        target = await put(stores[0], "counted")
+
+        async def bump(store: Store) -> None:
+            for _ in range(10):
+                async with store.transaction():
+                    memory = await store.fetch(target.id)
+                    memory.reinforcement_count += 1
+                    await store.save(memory)
+
+        async with anyio.create_task_group() as tg:
+            for s in stores:
+                for _ in range(3):
+                    tg.start_soon(bump, s)
+        assert (await stores[0].fetch(target.id)).reinforcement_count == 60
+    finally:
+        for s in stores:
+            await s.close()
+
+
+async def test_check_then_insert_of_one_text_makes_one_row_across_connections(
+    store_target,
+) -> None:
+    stores = [await open_store(store_target), await open_store(store_target)]
+    record_ = Memory(content="Exactly once, from anywhere.", owner="coder@laptop")
+    made: list[str] = []
+    try:
+
+        async def author(store: Store) -> None:
+            async with store.transaction():
+                if await store.find_by_hash(record_.content_hash, "coder", "info") is None:
+                    fresh = Memory(content=record_.content, owner="coder@laptop")
+                    await store.insert(fresh, None)
+                    made.append(fresh.id)
+
+        async with anyio.create_task_group() as tg:
+            for s in stores:
+                for _ in range(4):
+                    tg.start_soon(author, s)
+        assert len(made) == 1
+        assert await stores[1].count_memories(CODER) == 1
+    finally:
+        for s in stores:
+            await s.close()
+
+
+async def test_a_locked_meta_key_serialises_read_modify_write(store_target) -> None:
+    stores = [await open_store(store_target), await open_store(store_target)]
+    try:
+
+        async def take(store: Store) -> None:
+            for _ in range(5):
+                async with store.transaction():
+                    value = await store.lock_meta("lease")
+                    await store.set_meta("lease", str(int(value or 0) + 1))
+
+        async with anyio.create_task_group() as tg:
+            for s in stores:
+                for _ in range(3):
+                    tg.start_soon(take, s)
+        assert await stores[0].get_meta("lease") == "30"
+    finally:
+        for s in stores:
+            await s.close()
+
+
+# --------------------------------------------------------------------------- dump and load
+
+
+async def test_dump_pages_through_every_table_and_load_copies_it(store, tmp_path) -> None:
+    a = await put(store, "dumped a", tags=["x"])
+    b = await put(store, "dumped b")
+    async with store.transaction():
+        await store.add_edge(a.id, b.id, EdgeType.related, 0.5)
+        await store.append_accesses([(a.id, record(Channel.recalled, 1))])
+        await store.set_archived(b.id, True, T0)
+        await store.add_tombstone(b.id, "gone", T0)
+        await store.log_maintenance("reflection", {"role": "coder"})
+        await store.set_meta("embedder", "hash:256")
+    sizes = await store.table_sizes()
+    assert sizes == {
+        "meta": 1,
+        "memories": 2,
+        "edges": 1,
+        "accesses": 1,
+        "tombstones": 1,
+        "maintenance_log": 1,
+    }
+    copy = await open_store(tmp_path / "copy.sqlite")
+    try:
+        dumped: dict[str, list[dict]] = {}
+        for table in DUMP_TABLES:
+            after, rows = None, []
+            while True:
+                page, after = await store.dump(table, after, 1)
+                rows += page
+                if after is None:
+                    break
+            dumped[table] = rows
+            async with copy.transaction():
+                await copy.load(table, rows)
+        assert await copy.table_sizes() == sizes
+        assert dumped["memories"][1]["archived"] is True
+        assert dumped["memories"][0]["tags"] == ["x"]
+        for table in DUMP_TABLES:
+            again, _ = await copy.dump(table, None, 100)
+            assert again == dumped[table], table
+        assert (await copy.fetch(a.id)).model_dump() == (await store.fetch(a.id)).model_dump()
+        assert [r.id for r in await copy.candidates("dumped", EVERYONE, limit=5)] == [a.id]
+    finally:
+        await copy.close()
