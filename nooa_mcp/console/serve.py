@@ -1,0 +1,79 @@
+"""`nooa-mcp ui`: serve the console on its own, on loopback unless tokens are configured."""
+
+from __future__ import annotations
+
+import errno
+import socket
+from collections.abc import Callable, Mapping
+
+import uvicorn
+
+from .. import InvalidInput, Settings
+from ..embeddings import default_embedder
+from .app import Console, standalone_app
+from .auth import Authenticator, LoopbackOnly, TokenLogin, is_loopback
+from .owners import MemoryPool
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """The listening socket, bound before anything starts so a busy port is one sentence."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise InvalidInput(
+                "port", f"{port} on {host} is already in use.", "Pass another --port."
+            ) from None
+        raise InvalidInput(
+            "host", f"cannot listen on {host}:{port} ({exc.strerror}).", ""
+        ) from None
+    sock.listen(128)
+    return sock
+
+
+def allowed_hosts(host: str) -> list[str]:
+    names = {"127.0.0.1", "localhost", host}
+    return sorted(names)
+
+
+async def serve(
+    settings: Settings,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8766,
+    tokens: Mapping[str, str] | None = None,
+    embedder: object | None = None,
+    announce: Callable[[str], None] = print,
+) -> None:
+    """Serve the console until cancelled.
+
+    Raises:
+        InvalidInput: a non-loopback host without tokens, or the port is busy.
+        NooaError: the store cannot be opened (checked before the first request).
+    """
+    if not tokens and not is_loopback(host):
+        raise InvalidInput(
+            "host",
+            f"{host} is reachable from other machines and no tokens file is configured.",
+            "Pass --tokens FILE (token → owner), or serve on 127.0.0.1.",
+        )
+    authenticator: Authenticator = TokenLogin(tokens) if tokens else LoopbackOnly(settings.owner)
+    sock = bind(host, port)
+    model = embedder or default_embedder(settings.model_cache_dir)
+    async with MemoryPool.running(settings, model) as pool:
+        # Open the store now: a bad file is reported before anyone opens the page.
+        await pool(settings.owner if not tokens else next(iter(tokens.values())))
+        console = Console(pool, authenticator)
+        app = standalone_app(console, allowed_hosts(host))
+        shown = f"[{host}]" if ":" in host else host
+        bound = sock.getsockname()[1]
+        announce(
+            f"nooa-mcp console on http://{shown}:{bound}/ · store {settings.store} · "
+            + ("sign in with a token" if tokens else f"owner {settings.owner or '(shared)'}")
+        )
+        config = uvicorn.Config(app, log_level="warning", lifespan="on")
+        await uvicorn.Server(config).serve(sockets=[sock])
