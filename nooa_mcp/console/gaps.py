@@ -37,10 +37,17 @@ async def revive(memory: Memory, memory_id: str) -> AuthorResult:
     if view.trigger:
         fields["trigger"] = {k: view.trigger.get(k) for k in ("fire_at", "cue", "every_hours")}
     result = await memory.author(view.content, **fields)
-    if result.status != "revived" or result.id != view.id:
+    if result.status == "revived" and result.id != view.id:
         raise InvalidInput(
             "memory_id",
-            f"{view.id[:8]} could not be revived: its content now answers "
+            f"{view.id[:8]} shares its content with {result.id[:8]}, forgotten later, and "
+            f"reviving restored {result.id[:8]} instead.",
+            f"Open {result.id[:8]}; forget it again if it should stay forgotten.",
+        )
+    if result.status != "revived":
+        raise InvalidInput(
+            "memory_id",
+            f"{view.id[:8]} could not be revived: writing its content again answered "
             f"'{result.status}' for {result.id[:8]}.",
             "Open that memory instead.",
         )
@@ -152,8 +159,13 @@ async def list_filtered(
     cursor = after
     while scanned < scan:
         want = min(500, scan - scanned)
-        page = await memory.list_memories(archived=archived, type=type, after=cursor, limit=want)
-        for seq, view in page:
+        # One row more than is looked at says whether the store goes on after this page.
+        page = await memory.list_memories(
+            archived=archived, type=type, after=cursor, limit=want + 1
+        )
+        more = len(page) > want
+        looked = page[:want]
+        for i, (seq, view) in enumerate(looked):
             scanned += 1
             cursor = seq
             if owner is not None and view.owner != owner:
@@ -162,8 +174,8 @@ async def list_filtered(
                 continue
             views.append(view)
             if len(views) == limit:
-                return Listing(views, seq, scanned)
-        if len(page) < want:
+                return Listing(views, seq if more or i < len(looked) - 1 else None, scanned)
+        if not more:
             return Listing(views, None, scanned)
     return Listing(views, cursor, scanned)
 

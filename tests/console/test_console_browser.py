@@ -7,7 +7,8 @@ and checks the page against the Memory facade opened on the same store file.
 from __future__ import annotations
 
 import math
-from datetime import datetime
+import uuid
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from browsing import shot
@@ -18,6 +19,7 @@ from nooa_mcp import Memory
 pytestmark = pytest.mark.anyio
 
 QUERY = "where are the production SSH keys"
+YEAR_AGO = datetime.now(UTC) - timedelta(days=365)
 
 
 async def search(page, url: str, query: str) -> None:
@@ -247,17 +249,35 @@ async def test_a_bad_importance_shows_the_facades_sentence_and_changes_nothing(
         assert (await mem.get(target)).importance == 5.0
 
 
-async def test_a_reflection_pass_reports_progress_and_lands_in_the_chart(site):
+async def test_a_reflection_pass_shows_live_progress_and_lands_in_the_chart(
+    site, owner_settings, embedder
+):
     url, chromium = site
+    async with Memory.open(settings=owner_settings, embedder=embedder) as mem:
+        await mem.author_many(
+            [
+                {
+                    "content": f"Parking {uuid.uuid4().hex}",
+                    "importance": "TRIVIAL",
+                    "created_at": YEAR_AGO,
+                }
+                for _ in range(300)
+            ]
+        )
     page = await chromium.new_page()
     await page.goto(url + "/stats")
     assert await page.locator("svg.chart g.column").count() == 0
     await page.click("[data-action=reflect]")
     await page.wait_for_selector("#run")
-    await page.wait_for_selector("table[data-report]")
+    run_id = await page.get_attribute("#run", "data-run")
+    await page.wait_for_selector("table[data-report]", timeout=60_000)
     assert await page.get_attribute("#run", "data-status") == "completed"
     steps = await page.locator("table[data-report] tr[data-step]").all_inner_texts()
     assert [s.split()[0] for s in steps] == ["merge", "link", "rescore", "prune"]
+    assert steps[-1].split()[1:3] == ["300", "300"]  # planned, applied
+    # The page followed the pass by server-sent events before it showed the report.
+    followed = await page.evaluate(f"sessionStorage.getItem('nooa-run-{run_id}')")
+    assert followed is not None and int(followed) >= 2
     await page.goto(url + "/stats")
     assert await page.locator("svg.chart g.column").count() == 1
     await shot(page, "stats")

@@ -40,6 +40,9 @@ if (run && run.dataset.status === "running") {
     document.getElementById("run-message").textContent = state.message;
     run.dataset.status = state.status;
     run.dataset.done = state.done;
+    // Kept across the reload at the end, so the report page can say it was followed live.
+    const key = "nooa-run-" + run.dataset.run;
+    sessionStorage.setItem(key, String(Number(sessionStorage.getItem(key) || 0) + 1));
   };
   source.addEventListener("progress", (e) => show(JSON.parse(e.data)));
   source.addEventListener("end", (e) => { show(JSON.parse(e.data)); source.close(); window.location.reload(); });

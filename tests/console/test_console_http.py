@@ -1,0 +1,159 @@
+"""The console over HTTP without a browser: CSRF, host and origin checks, headers, SSE."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime, timedelta
+
+import httpx
+import pytest
+from conftest import OWNER
+
+from nooa_mcp import Memory
+from nooa_mcp.console import Console, LoopbackOnly, standalone_app
+from nooa_mcp.console.owners import MemoryPool
+
+pytestmark = pytest.mark.anyio
+
+ORIGIN = "http://127.0.0.1:8766"
+YEAR_AGO = datetime.now(UTC) - timedelta(days=365)
+
+
+@pytest.fixture
+async def forgettable(owner_settings, embedder) -> list[str]:
+    """Four trivial notes nobody has read for a year: the next prune archives them."""
+    async with Memory.open(settings=owner_settings, embedder=embedder) as mem:
+        return [
+            (
+                await mem.author(
+                    f"Old note {i} about parking", importance="TRIVIAL", created_at=YEAR_AGO
+                )
+            ).id
+            for i in range(4)
+        ]
+
+
+@pytest.fixture
+async def console(owner_settings, embedder, seeded):
+    async with MemoryPool.running(owner_settings, embedder) as pool:
+        c = Console(pool, LoopbackOnly(OWNER))
+        async with c.running():
+            yield c
+
+
+def client(app, host: str = "127.0.0.1") -> httpx.AsyncClient:
+    transport = httpx.ASGITransport(app=app, client=(host, 50000))
+    return httpx.AsyncClient(transport=transport, base_url=ORIGIN)
+
+
+async def form_token(http: httpx.AsyncClient, path: str) -> str:
+    page = await http.get(path)
+    return re.search(r'name="csrf" value="([^"]+)"', page.text).group(1)
+
+
+async def test_a_write_without_the_forms_token_is_refused_and_changes_nothing(
+    console, owner_settings, embedder, seeded
+):
+    async with client(console.app()) as http:
+        await http.get("/")  # the browser's nonce cookie
+        response = await http.post(f"/memory/{seeded['lunch']}/forget", data={"csrf": "forged"})
+    assert response.status_code == 403
+    assert "reload the page" in response.text
+    async with Memory.open(settings=owner_settings, embedder=embedder) as mem:
+        assert not (await mem.get(seeded["lunch"])).archived
+
+
+async def test_a_write_with_a_valid_token_from_another_origin_is_refused(console, seeded):
+    async with client(console.app()) as http:
+        token = await form_token(http, f"/memory/{seeded['lunch']}")
+        refused = await http.post(
+            f"/memory/{seeded['lunch']}/forget",
+            data={"csrf": token},
+            headers={"origin": "http://evil.example"},
+        )
+        accepted = await http.post(
+            f"/memory/{seeded['lunch']}/forget", data={"csrf": token}, headers={"origin": ORIGIN}
+        )
+    assert refused.status_code == 403
+    assert accepted.status_code == 303 and accepted.headers["location"].endswith("note=forgotten")
+
+
+async def test_a_foreign_host_header_is_refused_by_the_standalone_console(console):
+    app = standalone_app(console, ["127.0.0.1", "localhost"])
+    async with client(app) as http:
+        assert (await http.get("/")).status_code == 200
+        assert (await http.get("/", headers={"host": "rebind.example:8766"})).status_code == 400
+
+
+async def test_without_tokens_a_request_from_another_machine_is_refused(console):
+    async with client(console.app(), host="192.168.1.7") as http:
+        response = await http.get("/memories")
+    assert response.status_code == 403 and "loopback" in response.text
+
+
+async def test_every_page_is_self_contained_under_a_strict_content_security_policy(console, seeded):
+    paths = [
+        "/",
+        "/?q=ssh+keys",
+        f"/why?q=ssh+keys&id={seeded['lunch']}",
+        f"/memory/{seeded['keys']}",
+        f"/memory/{seeded['keys']}/graph",
+        "/memories",
+        "/todos",
+        "/intents",
+        "/stats",
+    ]
+    async with client(console.app()) as http:
+        for path in paths:
+            response = await http.get(path)
+            assert response.status_code == 200, path
+            csp = response.headers["content-security-policy"]
+            assert "default-src 'none'" in csp and "script-src 'self'" in csp
+            assert response.headers["x-content-type-options"] == "nosniff"
+            assert not re.search(r'(src|href)="(https?:)?//', response.text), path
+            assert "<script>" not in response.text and " style=" not in response.text, path
+
+
+async def test_an_unknown_id_is_a_404_page_with_the_facades_sentence(console):
+    async with client(console.app()) as http:
+        response = await http.get("/memory/ffffffffffff")
+    assert response.status_code == 404
+    assert "no memory with id &#39;ffffffffffff&#39;" in response.text
+
+
+async def test_a_reflection_streams_its_state_and_ends_completed(console, forgettable):
+    async with client(console.app()) as http:
+        token = await form_token(http, "/stats")
+        started = await http.post("/reflect", data={"csrf": token, "step_prune": "1"})
+        assert started.status_code == 303
+        run_path = started.headers["location"]
+        events = []
+        async with http.stream("GET", run_path + "/events") as stream:
+            kind = None
+            async for line in stream.aiter_lines():
+                if line.startswith("event: "):
+                    kind = line.removeprefix("event: ")
+                elif line.startswith("data: "):
+                    events.append((kind, json.loads(line.removeprefix("data: "))))
+        page = await http.get(run_path)
+    kinds = [k for k, _ in events]
+    assert kinds[-1] == "end" and set(kinds[:-1]) <= {"progress"}
+    final = events[-1][1]
+    assert final["status"] == "completed" and final["done"] == final["total"] == 4
+    assert 'data-step="prune"' in page.text
+
+
+async def test_a_reflection_run_reports_progress_between_its_items(
+    owner_settings, embedder, forgettable
+):
+    async with MemoryPool.running(owner_settings, embedder) as pool:
+        console = Console(pool, LoopbackOnly(OWNER))
+        async with console.running():
+            run = console.runs.start(await pool(OWNER), ["prune"])
+            states = [state async for state in console.runs.events(run)]
+    assert states[0]["status"] == "running" and states[0]["done"] == 0
+    assert states[-1]["status"] == "completed" and states[-1]["done"] == states[-1]["total"] == 4
+    assert any(s["status"] == "running" and s["done"] > 0 for s in states[1:])
+    # Another owner cannot see this run.
+    assert console.runs.get(run.id, "bob") is None
