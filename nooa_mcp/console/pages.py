@@ -6,6 +6,7 @@ never changes it: no access is logged, no reminder fires, nothing is reinforced.
 
 from __future__ import annotations
 
+import contextlib
 from datetime import UTC, datetime
 from typing import Any
 
@@ -48,11 +49,23 @@ def parts(row: Any) -> dict[str, float | None]:
     return {p: getattr(row, p) for p in svg.PARTS}
 
 
+async def ready(page: Page) -> None:
+    """Wait for the embedding model (about a second after start) before ranking.
+
+    A person asking why something ranks wants the ranking recall gives, not the keyword-only
+    stand-in used while the model loads. If the model cannot load at all, the page still
+    answers with keyword matches and says so (explain reports embeddings "warming").
+    """
+    with contextlib.suppress(Exception):
+        await page.memory.wait_ready()
+
+
 async def search(page: Page) -> Response:
     query = page.arg("q")
     k = _int(page, "k", 10, 1, 50)
     if not query:
         return page.render("search.html", query="", k=k, result=None, rows=[])
+    await ready(page)
     result = await page.memory.explain(query, k=k)
     w = weights(page)
     values = [parts(r) for r in result.rows]
@@ -69,6 +82,7 @@ async def why(page: Page) -> Response:
     k = _int(page, "k", 1, 1, 50)
     if not query or not memory_id:
         raise InvalidInput("q", "and id are both needed.", "Open this from a search result.")
+    await ready(page)
     result = await page.memory.explain(query, memory_id=memory_id, k=k)
     answer = result.why_not
     gamma = page.memory.settings.recall.gamma

@@ -64,16 +64,19 @@ async def serve(
     authenticator: Authenticator = TokenLogin(tokens) if tokens else LoopbackOnly(settings.owner)
     sock = bind(host, port)
     model = embedder or default_embedder(settings.model_cache_dir)
-    async with MemoryPool.running(settings, model) as pool:
-        # Open the store now: a bad file is reported before anyone opens the page.
-        await pool(settings.owner if not tokens else next(iter(tokens.values())))
-        console = Console(pool, authenticator)
-        app = standalone_app(console, allowed_hosts(host))
-        shown = f"[{host}]" if ":" in host else host
-        bound = sock.getsockname()[1]
-        announce(
-            f"nooa-mcp console on http://{shown}:{bound}/ · store {settings.store} · "
-            + ("sign in with a token" if tokens else f"owner {settings.owner or '(shared)'}")
-        )
-        config = uvicorn.Config(app, log_level="warning", lifespan="on")
-        await uvicorn.Server(config).serve(sockets=[sock])
+    try:
+        async with MemoryPool.running(settings, model) as pool:
+            # Open the store now: a bad file is reported before anyone opens the page.
+            await pool(settings.owner if not tokens else next(iter(tokens.values())))
+            console = Console(pool, authenticator)
+            app = standalone_app(console, allowed_hosts(host))
+            shown = f"[{host}]" if ":" in host else host
+            bound = sock.getsockname()[1]
+            announce(
+                f"nooa-mcp console on http://{shown}:{bound}/ · store {settings.store} · "
+                + ("sign in with a token" if tokens else f"owner {settings.owner or '(shared)'}")
+            )
+            config = uvicorn.Config(app, log_level="warning", lifespan="on")
+            await uvicorn.Server(config).serve(sockets=[sock])
+    finally:
+        sock.close()

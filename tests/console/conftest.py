@@ -49,12 +49,22 @@ async def linked(owner_settings, embedder, seeded) -> dict[str, str]:
     return seeded
 
 
-@pytest.fixture
-async def site(owner_settings, embedder, seeded):
-    """The console for alice on loopback, and a fresh Chromium."""
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    # Module-wide, so that one Chromium serves a whole test module (it starts in seconds).
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+async def chromium():
+    """Headless Chromium for the module; `new_page()` gives every page a fresh context."""
     require_browser()
-    async with (
-        console_at(owner_settings, embedder, LoopbackOnly(OWNER)) as url,
-        browser() as chromium,
-    ):
+    async with browser() as instance:
+        yield instance
+
+
+@pytest.fixture
+async def site(owner_settings, embedder, seeded, chromium):
+    """The console for alice on loopback, and the browser."""
+    async with console_at(owner_settings, embedder, LoopbackOnly(OWNER)) as url:
         yield url, chromium

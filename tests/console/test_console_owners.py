@@ -7,7 +7,7 @@ are not found by id, and cannot be changed by a forged form.
 from __future__ import annotations
 
 import pytest
-from browsing import browser, console_at, require_browser, shot
+from browsing import console_at, shot
 
 from nooa_mcp import Memory, Settings
 from nooa_mcp.console import TokenLogin
@@ -44,13 +44,11 @@ async def sign_in(chromium, url: str, token: str):
     return context, page
 
 
-async def test_a_second_owner_sees_none_of_the_first_owners_memories(two_owners, embedder):
-    require_browser()
+async def test_a_second_owner_sees_none_of_the_first_owners_memories(
+    two_owners, embedder, chromium
+):
     settings, ids = two_owners
-    async with (
-        console_at(settings, embedder, TokenLogin(TOKENS), mount="/ui") as url,
-        browser() as chromium,
-    ):
+    async with console_at(settings, embedder, TokenLogin(TOKENS), mount="/ui") as url:
         _, alice = await sign_in(chromium, url, "a" * 32)
         shown = await alice.locator("table.list tbody tr").evaluate_all(
             "rows => rows.map(r => r.dataset.id)"
@@ -81,13 +79,11 @@ async def test_a_second_owner_sees_none_of_the_first_owners_memories(two_owners,
         assert LINES[ALICE][0] not in await bob.content()
 
 
-async def test_a_forged_forget_across_owners_is_refused_and_changes_nothing(two_owners, embedder):
-    require_browser()
+async def test_a_forged_forget_across_owners_is_refused_and_changes_nothing(
+    two_owners, embedder, chromium
+):
     settings, ids = two_owners
-    async with (
-        console_at(settings, embedder, TokenLogin(TOKENS), mount="/ui") as url,
-        browser() as chromium,
-    ):
+    async with console_at(settings, embedder, TokenLogin(TOKENS), mount="/ui") as url:
         _, bob = await sign_in(chromium, url, "b" * 32)
         await bob.goto(f"{url}/memory/{ids[BOB][0]}")
         # Bob's own valid form, pointed at Alice's memory.
@@ -102,13 +98,9 @@ async def test_a_forged_forget_across_owners_is_refused_and_changes_nothing(two_
         assert not (await mem.get(ids[ALICE][0])).archived
 
 
-async def test_without_a_token_every_page_asks_to_sign_in(two_owners, embedder):
-    require_browser()
+async def test_without_a_token_every_page_asks_to_sign_in(two_owners, embedder, chromium):
     settings, _ = two_owners
-    async with (
-        console_at(settings, embedder, TokenLogin(TOKENS), mount="/ui") as url,
-        browser() as chromium,
-    ):
+    async with console_at(settings, embedder, TokenLogin(TOKENS), mount="/ui") as url:
         page = await chromium.new_page()
         await page.goto(url + "/stats")
         assert page.url.endswith("/ui/login?next=%2Fstats")
