@@ -10,6 +10,7 @@ per-owner memories when mounted. Every path is relative to where the app is moun
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -51,6 +52,11 @@ class Console:
         self.auth = authenticator
         self.secret = secret or csrf.new_secret()
         self.runs = Runs()
+        # Static files are cached by browsers; their URLs change when their bytes do.
+        digest = hashlib.sha256()
+        for path in sorted((HERE / "static").iterdir()):
+            digest.update(path.read_bytes())
+        self.static_version = digest.hexdigest()[:12]
         env = jinja2.Environment(
             loader=jinja2.FileSystemLoader(HERE / "templates"),
             autoescape=True,
@@ -186,11 +192,15 @@ class _SecurityHeaders:
             await self.app(scope, receive, send)
             return
 
+        extra = dict(SECURITY_HEADERS)
+        if "/static/" in scope["path"]:
+            extra["cache-control"] = "public, max-age=604800, immutable"
+
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 headers = list(message.get("headers", []))
                 present = {k.lower() for k, _ in headers}
-                for name, value in SECURITY_HEADERS.items():
+                for name, value in extra.items():
                     if name.encode() not in present:
                         headers.append((name.encode(), value.encode()))
                 message["headers"] = headers

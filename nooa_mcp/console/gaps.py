@@ -74,23 +74,27 @@ def _writable(memory: Memory, view: MemoryView) -> None:
 # --------------------------------------------------------------------------- todos and intents
 
 
-async def todos(memory: Memory, cap: int = 2000) -> list[MemoryView]:
-    """Every live todo, open first, then by importance, then oldest first.
+async def todos(
+    memory: Memory, limits: dict[str, int] | None = None
+) -> dict[str, list[MemoryView]]:
+    """Live todos by status: open ones by importance, then oldest first; done and dropped.
 
-    Suggested verb: `todo("list", status="all")` without firing reminders. The todo and intent
+    Suggested verb: `todo("list", status=...)` without firing reminders. The todo and intent
     verbs fire due intents as a side effect; a person browsing must not consume the reminders
-    an agent is waiting for, so the console reads through `list_memories`.
+    an agent is waiting for, so the console reads through `list_memories`. Each status shows
+    at most its limit (default 200 open, 20 done, 20 dropped), the first written first.
     """
-    items = await _all(memory, "todo", cap)
-    order = {"open": 0, "done": 1, "dropped": 2}
-    return sorted(
-        items, key=lambda v: (order.get(v.status or "open", 3), -v.importance, v.created_at)
-    )
+    limits = limits or {"open": 200, "done": 20, "dropped": 20}
+    out = {}
+    for status, limit in limits.items():
+        page = await memory.list_memories(type="todo", status=status, limit=limit)
+        out[status] = sorted((v for _, v in page), key=lambda v: (-v.importance, v.created_at))
+    return out
 
 
-async def intents(memory: Memory, cap: int = 2000) -> list[MemoryView]:
-    """Every live intent, soonest time trigger first. Suggested verb: `intent("list")` without
-    firing reminders (see `todos`)."""
+async def intents(memory: Memory, cap: int = 500) -> list[MemoryView]:
+    """Live intents (at most `cap`), soonest time trigger first. Suggested verb:
+    `intent("list")` without firing reminders (see `todos`)."""
     items = await _all(memory, "intent", cap)
     far = "9999"
     return sorted(items, key=lambda v: ((v.trigger or {}).get("fire_at") or far, v.created_at))
@@ -145,7 +149,7 @@ async def list_filtered(
     archived: bool | None,
     after: int | None,
     limit: int = 50,
-    scan: int = 2000,
+    scan: int = 500,
 ) -> Listing:
     """One page of memories with the owner and tag filters applied.
 
@@ -157,8 +161,10 @@ async def list_filtered(
     views: list[MemoryView] = []
     scanned = 0
     cursor = after
+    filtered = owner is not None or bool(wanted_tag)
     while scanned < scan:
-        want = min(500, scan - scanned)
+        # Each row becomes a full view (edges, references): fetch no more than can be shown.
+        want = min(100 if filtered else limit - len(views), scan - scanned)
         # One row more than is looked at says whether the store goes on after this page.
         page = await memory.list_memories(
             archived=archived, type=type, after=cursor, limit=want + 1

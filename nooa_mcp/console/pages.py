@@ -171,11 +171,7 @@ async def memories(page: Page) -> Response:
 
 
 async def todos(page: Page) -> Response:
-    items = await gaps.todos(page.memory)
-    groups = {
-        s: [v for v in items if (v.status or "open") == s] for s in ("open", "done", "dropped")
-    }
-    return page.render("todos.html", groups=groups)
+    return page.render("todos.html", groups=await gaps.todos(page.memory))
 
 
 async def intents(page: Page) -> Response:
