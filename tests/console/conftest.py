@@ -68,3 +68,14 @@ async def site(owner_settings, embedder, seeded, chromium):
     """The console for alice on loopback, and the browser."""
     async with console_at(owner_settings, embedder, LoopbackOnly(OWNER)) as url:
         yield url, chromium
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """Say at the end of the run that the browser tests were skipped, and why."""
+    reasons = {
+        str(report.longrepr[2])
+        for report in terminalreporter.stats.get("skipped", [])
+        if isinstance(report.longrepr, tuple) and "browser tests skipped" in str(report.longrepr[2])
+    }
+    for reason in sorted(reasons):
+        terminalreporter.write_line(reason.removeprefix("Skipped: "), yellow=True)

@@ -350,20 +350,26 @@ async def test_keyboard_alone_reaches_search_and_opens_a_result(site, seeded):
     assert await page.get_attribute("article.memory", "data-id") == seeded["keys"]
 
 
-async def test_dark_mode_follows_the_system_setting(site, seeded):
+async def test_dark_mode_follows_the_system_setting(linked, site, owner_settings, embedder):
     url, chromium = site
+    async with Memory.open(settings=owner_settings, embedder=embedder) as mem:
+        for query in (QUERY, "SSH keys vault", "who approves production deploys"):
+            await mem.recall(query, k=3)
     colours = {}
     for scheme in ("light", "dark"):
         context = await chromium.new_context(
-            color_scheme=scheme, viewport={"width": 1200, "height": 860}
+            color_scheme=scheme, viewport={"width": 1100, "height": 760}
         )
         page = await context.new_page()
         await page.goto(url + "/?q=" + QUERY.replace(" ", "+"))
         colours[scheme] = await page.evaluate(
             "getComputedStyle(document.documentElement).backgroundColor"
         )
+        second = page.locator("table.results tbody tr").nth(1)
+        await second.locator("details summary").click()
+        await second.locator("[data-reason]").wait_for()
         await shot(page, f"search-{scheme}")
-        await page.goto(f"{url}/memory/{seeded['keys']}")
+        await page.goto(f"{url}/memory/{linked['keys']}")
         await shot(page, f"memory-{scheme}")
         await context.close()
     assert colours["light"] != colours["dark"]
