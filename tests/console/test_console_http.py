@@ -11,7 +11,7 @@ import pytest
 from conftest import OWNER
 
 from nooa_mcp import Memory
-from nooa_mcp.console import Console, LoopbackOnly, standalone_app
+from nooa_mcp.console import Console, LoopbackOnly, TokenLogin, standalone_app
 from nooa_mcp.console.owners import MemoryPool
 
 pytestmark = pytest.mark.anyio
@@ -157,3 +157,38 @@ async def test_a_reflection_run_reports_progress_between_its_items(
     assert any(s["status"] == "running" and s["done"] > 0 for s in states[1:])
     # Another owner cannot see this run.
     assert console.runs.get(run.id, "bob") is None
+
+
+async def test_signing_out_forgets_the_token_and_the_next_page_asks_for_it_again(
+    owner_settings, embedder, seeded
+):
+    token = "k" * 32
+    async with MemoryPool.running(owner_settings, embedder) as pool:
+        console = Console(pool, TokenLogin({token: OWNER}))
+        async with client(console.app(), host="10.1.2.3") as http:
+            login_form = await http.get("/login")
+            csrf_login = re.search(r'name="csrf" value="([^"]+)"', login_form.text).group(1)
+            signed_in = await http.post("/login", data={"csrf": csrf_login, "token": token})
+            assert signed_in.status_code == 303
+            assert "httponly" in signed_in.headers["set-cookie"].lower()
+            assert "samesite=strict" in signed_in.headers["set-cookie"].lower()
+            assert (await http.get("/memories")).status_code == 200
+            out_token = await form_token(http, "/memories")
+            signed_out = await http.post("/logout", data={"csrf": out_token})
+            assert signed_out.status_code == 303
+            again = await http.get("/memories", headers={"accept": "text/html"})
+    assert again.status_code == 303 and again.headers["location"] == "/login?next=%2Fmemories"
+
+
+async def test_a_login_redirect_never_leaves_the_console(owner_settings, embedder, seeded):
+    token = "k" * 32
+    async with MemoryPool.running(owner_settings, embedder) as pool:
+        console = Console(pool, TokenLogin({token: OWNER}))
+        async with client(console.app()) as http:
+            form = await http.get("/login")
+            csrf_login = re.search(r'name="csrf" value="([^"]+)"', form.text).group(1)
+            for target in ("//evil.example/x", "https://evil.example/", "/\\evil.example"):
+                response = await http.post(
+                    "/login", params={"next": target}, data={"csrf": csrf_login, "token": token}
+                )
+                assert response.headers["location"] == "/", target
