@@ -28,6 +28,9 @@ async def revive(memory: Memory, memory_id: str) -> AuthorResult:
     content against this role's tombstones. The checks below keep that from doing anything
     but reviving this very memory: it must be archived and writable by this owner, and a
     different outcome (another memory's tombstone, a live copy) is reported, not kept quiet.
+    What they cannot rule out: an archived memory without a standing tombstone (every archive
+    path leaves one today) would be written anew by `author`. A facade verb that revives by
+    id has no such edge.
     """
     view = await memory.get(memory_id)
     if not view.archived:

@@ -10,7 +10,7 @@ import httpx
 import pytest
 from conftest import OWNER
 
-from nooa_mcp import Memory
+from nooa_mcp import Memory, Settings
 from nooa_mcp.console import Console, LoopbackOnly, TokenLogin, standalone_app
 from nooa_mcp.console.owners import MemoryPool
 
@@ -192,3 +192,20 @@ async def test_a_login_redirect_never_leaves_the_console(owner_settings, embedde
                     "/login", params={"next": target}, data={"csrf": csrf_login, "token": token}
                 )
                 assert response.headers["location"] == "/", target
+
+
+async def test_a_memory_page_shows_a_file_reference_live_and_then_dangling(tmp_path, embedder):
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "notes.md").write_text("The release train leaves at noon")
+    settings = Settings(store=tmp_path / "m.sqlite", owner=OWNER, reference_root=root)
+    async with Memory.open(settings=settings, embedder=embedder) as mem:
+        note = await mem.author("Release timing lives in the notes", references=["file:notes.md"])
+    async with MemoryPool.running(settings, embedder) as pool:
+        console = Console(pool, LoopbackOnly(OWNER))
+        async with client(console.app()) as http:
+            live = await http.get(f"/memory/{note.id}")
+            (root / "notes.md").unlink()
+            dangling = await http.get(f"/memory/{note.id}")
+    assert 'data-ref-state="LIVE"' in live.text and "leaves at noon" in live.text
+    assert 'data-ref-state="DANGLING"' in dangling.text and "snapshot of" in dangling.text
