@@ -325,6 +325,10 @@ async def test_reading_works_without_javascript(site, seeded):
     assert await page.locator("[data-reason]").count() == 1
     await page.goto(f"{url}/memory/{seeded['keys']}")
     assert await page.locator("svg.timeline circle.dot").count() >= 1
+    # A reflection pass is followed by the page reloading itself until the report is in.
+    await page.goto(url + "/stats")
+    await page.click("[data-action=reflect]")
+    await page.wait_for_selector("table[data-report]")
     await context.close()
 
 
