@@ -209,3 +209,23 @@ async def test_a_memory_page_shows_a_file_reference_live_and_then_dangling(tmp_p
             dangling = await http.get(f"/memory/{note.id}")
     assert 'data-ref-state="LIVE"' in live.text and "leaves at noon" in live.text
     assert 'data-ref-state="DANGLING"' in dangling.text and "snapshot of" in dangling.text
+
+
+async def test_a_shared_memory_is_readable_but_a_forged_forget_is_refused_as_the_tools_refuse(
+    tmp_path, embedder
+):
+    store = tmp_path / "m.sqlite"
+    async with Memory.open(store, owner="", embedder=embedder) as shared:
+        note = await shared.author("The office closes at 6pm")
+    settings = Settings(store=store, owner=OWNER)
+    async with MemoryPool.running(settings, embedder) as pool:
+        console = Console(pool, LoopbackOnly(OWNER))
+        async with client(console.app()) as http:
+            page = await http.get(f"/memory/{note.id}")
+            token = await form_token(http, "/stats")
+            refused = await http.post(f"/memory/{note.id}/forget", data={"csrf": token})
+    assert "The office closes at 6pm" in page.text and "data-readonly" in page.text
+    assert 'data-action="forget"' not in page.text
+    assert refused.status_code == 403 and OWNER in refused.text
+    async with Memory.open(store, owner="", embedder=embedder) as shared:
+        assert not (await shared.get(note.id)).archived
