@@ -152,7 +152,7 @@ async def list_filtered(
     archived: bool | None,
     after: int | None,
     limit: int = 50,
-    scan: int = 500,
+    scan: int = 250,
 ) -> Listing:
     """One page of memories with the owner and tag filters applied.
 
