@@ -171,7 +171,8 @@ async def memories(page: Page) -> Response:
 
 
 async def todos(page: Page) -> Response:
-    return page.render("todos.html", groups=await gaps.todos(page.memory))
+    groups, more = await gaps.todos(page.memory)
+    return page.render("todos.html", groups=groups, more=more)
 
 
 async def intents(page: Page) -> Response:

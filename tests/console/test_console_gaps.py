@@ -115,12 +115,15 @@ async def test_todos_list_open_first_then_by_importance_then_oldest(mem):
     high = (await mem.todo("add", content="renew the TLS cert", importance="HIGH")).id
     done = (await mem.todo("add", content="book the room", importance="CRITICAL")).id
     await gaps.set_todo_status(mem, done, "done")
-    groups = await gaps.todos(mem)
+    groups, more = await gaps.todos(mem)
     assert {s: [v.id for v in items] for s, items in groups.items()} == {
         "open": [high, low],
         "done": [done],
         "dropped": [],
     }
+    assert more == set()
+    _, more = await gaps.todos(mem, {"open": 1, "done": 1})
+    assert more == {"open"}
 
 
 async def test_closing_something_that_is_not_a_todo_is_refused(mem):
