@@ -32,7 +32,7 @@ async def author(path: Path, model: MiniLMEmbedder, n: int, seed: int) -> float:
     s = Settings(store=path, owner="bench")
     specs = list(generate_memories(n, seed=seed))
     async with Memory.open(path, owner="bench", embedder=model, settings=s) as mem:
-        await mem.index.sync(mem.store)
+        await mem.engine.index.sync(mem.engine.store)
         started = time.perf_counter()
         for i in range(0, n, 100):
             await mem.author_many(specs[i : i + 100])

@@ -41,8 +41,8 @@ import uvicorn
 
 from nooa_mcp import Memory, Settings
 from nooa_mcp.console import Console, LoopbackOnly, gaps, standalone_app
-from nooa_mcp.console.owners import MemoryPool
 from nooa_mcp.embeddings import HashEmbedder, MiniLMEmbedder
+from nooa_mcp.engine import Engine
 from nooa_mcp.evaluation.workload import PROJECTS, TOOLS, generate_memories
 
 OWNER = "bench@console"
@@ -206,10 +206,10 @@ async def main() -> None:
         ids = {"hubs": hubs.split(), "memories": rest.split()}
         settings = Settings(store=path, owner=OWNER, reflect_every_writes=0)
         paths = page_paths(ids, args.requests, rng)
-        async with MemoryPool.running(settings, model) as pool:
-            mem = await pool(OWNER)
+        async with Engine.open(settings, model) as engine:
+            mem = Memory(engine, OWNER)
             await mem.wait_ready()
-            console = Console(pool, LoopbackOnly(OWNER))
+            console = Console.for_engine(engine, LoopbackOnly(OWNER))
             async with console.running():
                 app = console.app()
                 transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 5000))

@@ -30,8 +30,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import anyio
 import numpy as np
 
-from nooa_mcp.accesses import apply_access, created_record
 from nooa_mcp.config import Settings
+from nooa_mcp.domain.accesses import apply_access, created_record
+from nooa_mcp.domain.inputs import build_memory
 from nooa_mcp.embeddings import HashEmbedder, MiniLMEmbedder
 from nooa_mcp.evaluation.workload import generate_memories
 from nooa_mcp.memory import Memory
@@ -97,14 +98,15 @@ async def fill(path: Path, n: int, embedder, batch: int = 1000, bulk: bool = Tru
             if not bulk:
                 await mem.author_many(chunk)
                 continue
-            records = [mem._build(dict(spec)) for spec in chunk]
+            records = [build_memory(dict(spec), mem.owner) for spec in chunk]
             vectors = embedder.embed([r.content for r in records])
-            async with mem.store.transaction():
+            store = mem.engine.store
+            async with store.transaction():
                 for record, vector in zip(records, vectors, strict=True):
                     access = created_record(record, mem.owner)
-                    actr = apply_access(record, [], access, exact_k=s.recall.exact_accesses)
-                    await mem.store.insert(record, actr, vector)
-                    await mem.store.append_accesses([(record.id, record.access_log[0])])
+                    apply_access(record, access, exact_k=s.recall.exact_accesses)
+                    await store.insert(record, vector)
+                    await store.append_accesses([(record.id, record.access_log[0])])
     return time.perf_counter() - started
 
 
@@ -118,8 +120,9 @@ async def measure(path: Path, model: MiniLMEmbedder, n_queries: int, size: int) 
             t = time.perf_counter()
             await mem.recall(q, k=5)
             recall_ms.append((time.perf_counter() - t) * 1000)
-        await mem.index.sync(mem.store)
-        matrix = mem.index.matrix[: mem.index.size]
+        index = mem.engine.index
+        await index.sync(mem.engine.store)
+        matrix = index.matrix[: index.size]
         floor_ms = []
         for q in queries(n_queries, f"floor{size}"):
             t = time.perf_counter()

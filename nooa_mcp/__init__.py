@@ -8,6 +8,7 @@ The public surface is small: open a `Memory` over a store file and call its verb
 """
 
 from .config import RecallSettings, Settings
+from .domain.schema import Channel, EdgeType, MemoryType
 from .errors import (
     AmbiguousId,
     InvalidInput,
@@ -18,7 +19,6 @@ from .errors import (
     StoreTooNew,
 )
 from .memory import Memory
-from .schema import Channel, EdgeType, MemoryType
 
 __all__ = [
     "AmbiguousId",

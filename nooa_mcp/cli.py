@@ -18,6 +18,7 @@ import anyio
 import click
 
 from .config import Settings, default_store_path
+from .domain.schema import REFLECTION_STEPS
 from .errors import NooaError
 
 BATCH = 256
@@ -116,7 +117,7 @@ def serve(
     tokens_file: Path | None = None,
 ) -> None:
     """Serve MCP (stdio by default, or streamable HTTP on loopback)."""
-    from . import server
+    from .mcp import server
 
     try:
         server.run(
@@ -432,15 +433,13 @@ async def export(ctx: Context, include_archived: bool) -> None:
 # ---------------------------------------------------------------------------- reflect (issue 4)
 # Owned by the living-memory work; kept in one block so the rest of the CLI merges cleanly.
 
-_REFLECT_STEPS = ("merge", "reconcile", "link", "rescore", "abstract", "prune")
-
 
 @main.command()
 @click.option(
     "--step",
     "steps",
     multiple=True,
-    type=click.Choice(_REFLECT_STEPS),
+    type=click.Choice(REFLECTION_STEPS),
     help="Run only this step (repeatable). Default: all, in order.",
 )
 @json_option
@@ -504,19 +503,18 @@ def ui(ctx: Context, host: str, port: int, tokens_file: Path | None) -> None:
     """Serve the memory console in a browser (loopback only without --tokens)."""
     import contextlib
 
-    from .console.auth import token_owners
     from .console.serve import serve as serve_console
-    from .identity import load_tokens
+    from .mcp.identity import load_tokens
 
     settings = ctx.settings()
-    tokens = token_owners(load_tokens(tokens_file)) if tokens_file else None
-    if tokens and settings.owner:
-        raise click.ClickException(
-            "--owner and --tokens both name an owner: with a tokens file each token is its own "
-            "owner, so leave out --owner (or NOOA_OWNER)."
-        )
 
     async def body() -> None:
+        tokens = load_tokens(tokens_file) if tokens_file else None
+        if tokens and settings.owner:
+            raise click.ClickException(
+                "--owner and --tokens both name an owner: with a tokens file each token is its "
+                "own owner, so leave out --owner (or NOOA_OWNER)."
+            )
         await serve_console(settings, host=host, port=port, tokens=tokens, announce=click.echo)
 
     # uvicorn re-raises the Ctrl-C it caught once it has shut down cleanly.

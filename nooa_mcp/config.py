@@ -11,12 +11,20 @@ from pathlib import Path
 import platformdirs
 from pydantic import BaseModel, Field
 
-from .forgetting import ForgettingPolicy
+from .domain.forgetting import ForgettingPolicy
 
 
 def default_store_path() -> Path:
     """`<user data dir>/nooa-mcp/memory.sqlite`: never the working directory, never /tmp."""
     return Path(platformdirs.user_data_dir("nooa-mcp", appauthor=False)) / "memory.sqlite"
+
+
+def store_target(value: str | Path) -> Path | str:
+    """A store as configured: a PostgreSQL URL stays text, anything else is a file path."""
+    text = str(value)
+    if text.startswith(("postgresql://", "postgres://")):
+        return text
+    return Path(text).expanduser()
 
 
 class RecallSettings(BaseModel):
@@ -57,8 +65,14 @@ class RecallSettings(BaseModel):
 class Settings(BaseModel):
     """Everything a Memory needs; front ends fill it from flags and environment."""
 
-    store: Path = Field(default_factory=default_store_path)
+    store: Path | str = Field(
+        default_factory=default_store_path,
+        description="a SQLite file path, or a postgresql:// URL",
+    )
     owner: str = ""
+    read: list[str] = Field(
+        default_factory=list, description="roles this owner may also read (or '*'): a grant"
+    )
     reference_root: Path | None = None
     recall: RecallSettings = Field(default_factory=RecallSettings)
     forgetting: ForgettingPolicy = Field(default_factory=ForgettingPolicy)
@@ -79,7 +93,9 @@ class Settings(BaseModel):
         """Build settings from NOOA_* environment variables, then explicit overrides."""
         values: dict[str, object] = {}
         if os.environ.get("NOOA_STORE"):
-            values["store"] = Path(os.environ["NOOA_STORE"]).expanduser()
+            values["store"] = store_target(os.environ["NOOA_STORE"])
+        if os.environ.get("NOOA_READ"):
+            values["read"] = [r for r in os.environ["NOOA_READ"].split(",") if r.strip()]
         if os.environ.get("NOOA_OWNER"):
             values["owner"] = os.environ["NOOA_OWNER"]
         if os.environ.get("NOOA_REFERENCE_ROOT"):
@@ -87,4 +103,6 @@ class Settings(BaseModel):
         if os.environ.get("NOOA_REFLECT_TOOL", "").strip().lower() in ("0", "false", "no", "off"):
             values["reflect_tool"] = False
         values.update({k: v for k, v in overrides.items() if v is not None})
+        if "store" in values:
+            values["store"] = store_target(values["store"])  # type: ignore[arg-type]
         return cls(**values)

@@ -6,7 +6,8 @@
     │   └── ReferenceOutsideRoot          a file: reference escapes the configured root
     ├── NotFound(LookupError)             no such id or prefix (under 6 characters counts as none)
     ├── OwnerForbidden(PermissionError)   a write across roles, or a read outside the scope
-    └── StoreTooNew(RuntimeError)         the file was written by a newer nooa-mcp
+    ├── StoreTooNew(RuntimeError)         the file was written by a newer nooa-mcp
+    └── StoreUnavailable(RuntimeError)    the store is gone, read-only, full or not a store
 
 Each class builds its message from structured arguments and keeps them as attributes, so a
 front end can show the message as it is and a test can assert on `exc.field`.
@@ -22,6 +23,7 @@ __all__ = [
     "OwnerForbidden",
     "ReferenceOutsideRoot",
     "StoreTooNew",
+    "StoreUnavailable",
 ]
 
 
@@ -105,3 +107,19 @@ class StoreTooNew(NooaError, RuntimeError):
             f"{path} has schema version {found}, but this nooa-mcp reads up to {supported}. "
             "Upgrade nooa-mcp (pip install -U nooa-mcp) to open it; the file was not changed."
         )
+
+
+class StoreUnavailable(NooaError, RuntimeError):
+    """The store cannot do what was asked: the file is gone, read-only, full or not a store.
+
+    The message names the store and the fix; nothing was written.
+    """
+
+    def __init__(self, store: str, problem: str, fix: str = "") -> None:
+        self.store = store
+        self.problem = problem
+        self.fix = fix
+        message = f"{store}: {problem}"
+        if fix:
+            message += f" {fix}"
+        super().__init__(message)

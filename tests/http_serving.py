@@ -17,7 +17,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from nooa_mcp.config import Settings
 from nooa_mcp.embeddings import HashEmbedder
-from nooa_mcp.server import build_server
+from nooa_mcp.mcp.server import build_server
 
 
 @asynccontextmanager

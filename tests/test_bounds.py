@@ -16,8 +16,8 @@ from mcp_types import TextResourceContents
 from nooa_mcp import Memory
 from nooa_mcp.config import Settings
 from nooa_mcp.embeddings import HashEmbedder
-from nooa_mcp.rendering import HARD_CAP_TOKENS
-from nooa_mcp.server import build_server
+from nooa_mcp.mcp.rendering import HARD_CAP_TOKENS
+from nooa_mcp.mcp.server import build_server
 
 pytestmark = pytest.mark.anyio
 

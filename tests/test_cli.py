@@ -14,7 +14,7 @@ def run(tmp_path, monkeypatch):
     monkeypatch.setenv("NOOA_STORE", str(tmp_path / "cli.sqlite"))
     monkeypatch.delenv("NOOA_OWNER", raising=False)
     # The CLI builds its own Memory; hand it the fast embedder for these wiring tests.
-    from nooa_mcp import memory
+    from nooa_mcp import engine as memory
 
     monkeypatch.setattr(memory, "default_embedder", lambda cache_dir=None: HashEmbedder())
     runner = CliRunner()

@@ -21,7 +21,7 @@ from mcp_types import TextResourceContents
 
 from nooa_mcp.config import Settings
 from nooa_mcp.embeddings import HashEmbedder
-from nooa_mcp.server import build_server
+from nooa_mcp.mcp.server import build_server
 
 pytestmark = pytest.mark.anyio
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from nooa_mcp.store import Store
+from nooa_mcp.storage.sqlite import SQLiteStore as Store
 
 pytestmark = pytest.mark.anyio
 
@@ -41,8 +41,8 @@ async def test_transactions_beside_reads_survive_commits_from_another_connection
 
         async def reader() -> None:
             for _ in range(ROUNDS):
-                assert len(await shared.rows("SELECT key FROM meta")) >= 200
-                assert await shared.scalar("SELECT count(*) FROM meta") >= 200
+                assert len(await shared._rows("SELECT key FROM meta")) >= 200
+                assert await shared._scalar("SELECT count(*) FROM meta") >= 200
 
         async def writer(name: str) -> None:
             nonlocal committed

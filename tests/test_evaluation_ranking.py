@@ -11,11 +11,11 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from nooa_mcp import scoring
 from nooa_mcp.config import Settings
+from nooa_mcp.domain import scoring
 from nooa_mcp.embeddings import HashEmbedder
 from nooa_mcp.memory import Memory
-from nooa_mcp.store import fts_query
+from nooa_mcp.storage.sqlite import fts_query
 
 pytestmark = pytest.mark.anyio
 
@@ -137,7 +137,8 @@ def test_vectorised_base_levels_match_the_per_memory_formula():
 async def test_keyword_search_still_finds_my_rows_behind_many_foreign_matches(tmp_path):
     """fts_search ranks inside FTS5 before filtering by scope; when the best 200 matches all
     belong to another role, it falls back to filtering every match rather than missing mine."""
-    from nooa_mcp.store import Scope, Store
+    from nooa_mcp.domain.scope import Scope
+    from nooa_mcp.storage.sqlite import SQLiteStore as Store
 
     s = settings(tmp_path)
     async with Memory.open(s.store, owner="other", embedder=HashEmbedder(), settings=s) as mem:
@@ -146,19 +147,18 @@ async def test_keyword_search_still_finds_my_rows_behind_many_foreign_matches(tm
         mine = (await mem.author("a long note that mentions deploy once among many words")).id
     store = await Store.open(s.store)
     try:
-        hits = await store.fts_search("deploy", Scope("role", role="tester"), 5)
-        seqs = [seq for seq, _ in hits]
-        rows = await store.scoring_rows(seqs=seqs)
+        rows = await store.candidates("deploy", Scope(frozenset({"tester"})), limit=5)
     finally:
         await store.close()
-    assert [r["id"] for r in rows] == [mine]
+    assert [r.id for r in rows] == [mine]
 
 
 async def test_keyword_search_ignores_terms_too_common_to_rank(tmp_path):
     """A term in at least `common_floor` rows (and 1% of the store) generates no candidates:
     BM25 would score every row it matches for almost no IDF. A rarer term still does, and a
     query of common terms only leaves candidate generation to the dense side."""
-    from nooa_mcp.store import Scope, Store
+    from nooa_mcp.domain.scope import Scope
+    from nooa_mcp.storage.sqlite import SQLiteStore as Store
 
     s = settings(tmp_path)
     async with Memory.open(s.store, owner="tester", embedder=HashEmbedder(), settings=s) as mem:
@@ -166,14 +166,14 @@ async def test_keyword_search_ignores_terms_too_common_to_rank(tmp_path):
         zebra = (await mem.author("the zebra deploy went fine")).id
     store = await Store.open(s.store)
     try:
-        scope = Scope("all")
-        common = await store.fts_search("deploy zebra", scope, 50, common_floor=10)
-        rows = await store.scoring_rows(seqs=[seq for seq, _ in common])
-        only_common = await store.fts_search("deploy", scope, 50, common_floor=10)
-        by_default = await store.fts_search("deploy", scope, 50)
+        scope = Scope(None)
+        by_default = await store.candidates("deploy", scope, limit=50)
+        store.common_floor = 10
+        rows = await store.candidates("deploy zebra", scope, limit=50)
+        only_common = await store.candidates("deploy", scope, limit=50)
     finally:
         await store.close()
-    assert [r["id"] for r in rows] == [zebra]
+    assert [r.id for r in rows] == [zebra]
     assert only_common == []
     assert len(by_default) > 10  # some of the 31 near-duplicates merged on write
 
@@ -183,8 +183,8 @@ async def test_the_vector_cache_reads_a_store_in_pages_and_matches_a_single_read
 ):
     """Cold sync pages through vector rows (SYNC_PAGE) into a matrix sized once; the result
     is the same cache as reading everything in one go."""
-    from nooa_mcp import vectors
-    from nooa_mcp.store import Store
+    from nooa_mcp.storage import vectors
+    from nooa_mcp.storage.sqlite import SQLiteStore as Store
 
     s = settings(tmp_path)
     async with Memory.open(s.store, owner="tester", embedder=HashEmbedder(), settings=s) as mem:
@@ -202,7 +202,7 @@ async def test_the_vector_cache_reads_a_store_in_pages_and_matches_a_single_read
         await store.close()
     n = whole.size
     assert n > 4 * 4 and paged.size == n
-    assert paged.ids == whole.ids and paged.rev == whole.rev
+    assert paged.ids == whole.ids and paged.mark == whole.mark
     assert paged.matrix.shape == whole.matrix.shape
     assert np.array_equal(paged.matrix[:n], whole.matrix[:n])
 
@@ -217,7 +217,7 @@ async def test_every_write_takes_a_fresh_store_revision_inside_its_own_statement
         await mem.update(a, content="first note about kafka, revised")
         revs = {
             r["id"]: r["rev"]
-            for r in await mem.store.rows("SELECT id, rev FROM memories ORDER BY rev")
+            for r in await mem.engine.store._rows("SELECT id, rev FROM memories ORDER BY rev")
         }
     assert revs[a] > revs[b] > 0
     assert len(set(revs.values())) == 2
@@ -259,11 +259,11 @@ async def test_the_exact_repeat_lookup_uses_the_hash_index_not_a_type_scan(tmp_p
     async with Memory.open(s.store, owner="tester", embedder=HashEmbedder(), settings=s) as mem:
         first = await mem.author("the release train leaves on thursdays")
         seen: list[str] = []
-        conn = mem.store.conn
+        conn = mem.engine.store.conn
         await conn._execute(lambda: conn._conn.set_trace_callback(seen.append))
         again = await mem.author("the release train leaves on thursdays")
         await conn._execute(lambda: conn._conn.set_trace_callback(None))
         sql = next(q for q in seen if "content_hash =" in q and q.startswith("SELECT id"))
-        plan = await mem.store.rows(f"EXPLAIN QUERY PLAN {sql}")
+        plan = await mem.engine.store._rows(f"EXPLAIN QUERY PLAN {sql}")
     assert again.status == "exists" and again.id == first.id
     assert any("memories_hash" in str(tuple(row)) for row in plan)

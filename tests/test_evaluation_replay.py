@@ -9,8 +9,8 @@ from click.testing import CliRunner
 
 from nooa_mcp.cli import main
 from nooa_mcp.config import RecallSettings
+from nooa_mcp.domain.schema import AccessRecord, Channel, Components
 from nooa_mcp.evaluation.replay import group_events, replay, rerank, used_later
-from nooa_mcp.schema import AccessRecord, Channel, Components
 
 T = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from nooa_mcp.forgetting import (
+from nooa_mcp.domain.forgetting import (
     ForgettingPolicy,
     protection,
     prune_eta,

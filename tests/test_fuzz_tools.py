@@ -31,8 +31,8 @@ from mcp_types import CallToolResult, TextResourceContents
 
 from nooa_mcp.config import Settings
 from nooa_mcp.embeddings import HashEmbedder
-from nooa_mcp.rendering import HARD_CAP_TOKENS
-from nooa_mcp.server import build_server
+from nooa_mcp.mcp.rendering import HARD_CAP_TOKENS
+from nooa_mcp.mcp.server import build_server
 
 PROFILE = os.environ.get("NOOA_FUZZ_PROFILE", "ci")
 EXAMPLES = {"smoke": 20, "ci": 180, "long": 2000}[PROFILE]

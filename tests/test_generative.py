@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from nooa_mcp.generative import (
+from nooa_mcp.domain.generative import (
     MalformedReply,
     abstract_prompt,
     parse_abstraction,
@@ -16,7 +16,7 @@ from nooa_mcp.generative import (
     plan_clusters,
     reconcile_prompt,
 )
-from nooa_mcp.reflection import Node
+from nooa_mcp.domain.reflection import Node
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 A, B, C = "a" * 32, "b" * 32, "c" * 32

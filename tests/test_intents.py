@@ -7,9 +7,9 @@ from datetime import timedelta
 
 import pytest
 
-from nooa_mcp import living
+from nooa_mcp.domain.schema import now
 from nooa_mcp.errors import InvalidInput
-from nooa_mcp.schema import now
+from nooa_mcp.services import reminders
 
 pytestmark = pytest.mark.anyio
 
@@ -25,7 +25,7 @@ def clock(monkeypatch):
             self.offset += delta
 
     c = Clock()
-    monkeypatch.setattr(living, "utc_now", lambda: now() + c.offset)
+    monkeypatch.setattr(reminders, "utc_now", lambda: now() + c.offset)
     return c
 
 

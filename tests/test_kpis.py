@@ -54,7 +54,9 @@ async def test_reads_of_derived_memories_count_toward_the_reflection_share(mem):
 async def test_cross_owner_reads_are_counted(settings, embedder, store_path):
     async with Memory.open(settings=settings, embedder=embedder) as mine:
         await mine.author("coder notes: the api rate limit is 100 per minute")
-    async with Memory.open(store_path, owner="reviewer@desk", embedder=embedder) as other:
+    async with Memory.open(
+        store_path, owner="reviewer@desk", read=["coder"], embedder=embedder
+    ) as other:
         result = await other.recall("api rate limit", scope="*", k=1)
         assert result.hits
     async with Memory.open(settings=settings, embedder=embedder) as mine:

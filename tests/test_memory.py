@@ -3,15 +3,15 @@
 import pytest
 
 from nooa_mcp import InvalidInput, Memory, NotFound, OwnerForbidden, Settings
-from nooa_mcp.schema import Channel
+from nooa_mcp.domain.schema import Channel
 
 pytestmark = pytest.mark.anyio
 
 
 async def count(mem, archived=None):
     if archived is None:
-        return await mem.store.scalar("SELECT COUNT(*) FROM memories")
-    return await mem.store.scalar(
+        return await mem.engine.store._scalar("SELECT COUNT(*) FROM memories")
+    return await mem.engine.store._scalar(
         "SELECT COUNT(*) FROM memories WHERE archived = ?", (int(archived),)
     )
 
@@ -128,7 +128,7 @@ async def test_a_link_to_an_unknown_id_is_refused_and_nothing_is_written(mem):
 
 async def test_update_changes_fields_re_embeds_and_logs_reinforced_without_strength(mem):
     written = await mem.author("the api gateway runs on port 8080")
-    vector_before = mem.index.vector(written.id).copy()
+    vector_before = mem.engine.index.vector(written.id).copy()
     result = await mem.update(
         written.id[:8],
         content="the api gateway moved to port 9090",
@@ -141,7 +141,7 @@ async def test_update_changes_fields_re_embeds_and_logs_reinforced_without_stren
     assert view.strength == 1
     assert view.channels["reinforced"] == 1
     await mem.recall("gateway port")
-    assert not (mem.index.vector(written.id) == vector_before).all()
+    assert not (mem.engine.index.vector(written.id) == vector_before).all()
     top = (await mem.recall("api gateway moved to port 9090")).hits[0]
     assert top.id == written.id
 
@@ -207,7 +207,15 @@ async def test_cross_role_writes_are_refused_and_foreign_rows_stay_invisible(set
             await theirs.get(own)
         with pytest.raises(NotFound):
             await theirs.update(own, content="hijacked")
+        # SPEC §10 (amended): without a read grant, * narrows to the caller's own role.
+        with pytest.raises(NotFound):
+            await theirs.get(own, scope="*")
+    granted = Settings(store=settings.store, owner="reviewer@desk", read=["coder"])
+    async with Memory.open(settings=granted, embedder=embedder) as theirs:
         assert (await theirs.get(own, scope="*")).content == "coder's private memory"
+        # A read grant is not a write grant: writes resolve ids inside the writer's role.
+        with pytest.raises(NotFound):
+            await theirs.update(own, content="hijacked")
         theirs_id = (await theirs.author("reviewer note")).id
         with pytest.raises(NotFound):
             await theirs.link(theirs_id, own, "related")
@@ -237,7 +245,7 @@ async def test_shared_rows_are_visible_to_everyone_but_written_only_by_the_share
 async def test_a_foreign_read_is_logged_but_does_not_age_the_owner_s_memory(settings, embedder):
     async with Memory.open(settings=settings, embedder=embedder) as mine:
         own = (await mine.author("omicron design doc")).id
-    other = Settings(store=settings.store, owner="reviewer@desk")
+    other = Settings(store=settings.store, owner="reviewer@desk", read=["coder"])
     async with Memory.open(settings=other, embedder=embedder) as theirs:
         await theirs.recall("omicron design doc", scope="*")
         view = await theirs.get(own, scope="*")
@@ -260,10 +268,10 @@ async def test_explain_replays_a_memory_s_access_stream_newest_first(mem):
 
 async def test_explain_by_query_is_a_dry_run(mem):
     written = (await mem.author("dry run memory")).id
-    before = await mem.store.count_accesses()
+    before = await mem.engine.store.count_accesses(written)
     result = await mem.explain("dry run")
     assert result.mode == "query" and result.rows[0].id == written
-    assert await mem.store.count_accesses() == before
+    assert await mem.engine.store.count_accesses(written) == before
     assert (await mem.get(written)).channels == {"created": 1}
 
 

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from nooa_mcp.prospective import (
+from nooa_mcp.domain.prospective import (
     cue_keywords,
     cue_matches,
     evaluate,
@@ -17,7 +17,7 @@ from nooa_mcp.prospective import (
     time_due,
     todo_order,
 )
-from nooa_mcp.schema import Trigger
+from nooa_mcp.domain.schema import Trigger
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 H = timedelta(hours=1)

@@ -5,26 +5,26 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from nooa_mcp import Memory, RecallSettings, Settings
-from nooa_mcp.accesses import apply_access
+from nooa_mcp.domain.accesses import apply_access
+from nooa_mcp.domain.schema import AccessRecord, Channel, EdgeType
 from nooa_mcp.embeddings import WarmingEmbedder
-from nooa_mcp.schema import AccessRecord, Channel, EdgeType
 
 pytestmark = pytest.mark.anyio
 
 
 async def edge(mem, src, dst, relation=EdgeType.related, weight=1.0):
-    async with mem.store.transaction():
-        await mem.store.add_edge(src, dst, relation, weight)
-    mem.index.mark_dirty()
+    async with mem.engine.store.transaction():
+        await mem.engine.store.add_edge(src, dst, relation, weight)
+    mem.engine.index.mark_dirty()
 
 
 async def set_owner(mem, memory_id, owner):
-    async with mem.store.transaction():
-        await mem.store.conn.execute(
+    async with mem.engine.store.transaction():
+        await mem.engine.store.conn.execute(
             "UPDATE memories SET owner = ?, role = ?, rev = rev + 100000 WHERE id = ?",
             (owner, owner.partition("@")[0], memory_id),
         )
-    mem.index.mark_dirty()
+    mem.engine.index.mark_dirty()
 
 
 async def ids(mem, text):
@@ -60,7 +60,7 @@ async def test_every_returned_memory_gets_an_access_record_on_the_ring_and_in_th
         assert newest.rank == hit.rank
         assert newest.score == pytest.approx(hit.score)
         assert newest.components.source == hit.components.source
-        ring = (await mem.store.fetch(hit.id))[0].access_log
+        ring = (await mem.engine.store.fetch(hit.id)).access_log
         assert ring[0].rank == hit.rank
 
 
@@ -74,14 +74,14 @@ async def test_a_search_with_no_hops_is_logged_as_searched(mem):
 async def backdate(mem, memory_id, ages_seconds, channel=Channel.recalled):
     """Give a memory accesses at the given ages, as if they had happened then."""
     now = datetime.now(UTC)
-    async with mem.store.transaction():
-        memory, actr = await mem.store.fetch(memory_id)
+    async with mem.engine.store.transaction():
+        memory = await mem.engine.store.fetch(memory_id)
         memory.created_at = memory.last_accessed_at = now - timedelta(seconds=max(ages_seconds))
-        memory.first_access_at, memory.actr_count, actr = None, 0, []
+        memory.first_access_at, memory.actr_count, memory.actr_times = None, 0, []
         for age in sorted(ages_seconds, reverse=True):
             record = AccessRecord(ts=now - timedelta(seconds=age), channel=channel)
-            actr = apply_access(memory, actr, record)
-        await mem.store.save(memory, actr)
+            apply_access(memory, record)
+        await mem.engine.store.save(memory)
 
 
 async def test_a_memory_read_20_times_a_week_ago_and_one_read_once_an_hour_ago_differ(mem):
@@ -105,7 +105,7 @@ async def test_accesses_beyond_the_ring_still_count_toward_base_level(mem):
     ages = [3600 + i * 600 for i in range(1000)]
     await backdate(mem, many, ages)
     await backdate(mem, few, ages[:64])
-    assert len((await mem.store.fetch(many))[0].access_log) == 64
+    assert len((await mem.engine.store.fetch(many)).access_log) == 64
     rows = {r.id: r for r in (await mem.explain("lambda notes")).rows}
     assert rows[many].rec > rows[few].rec + 0.05
 
@@ -113,7 +113,7 @@ async def test_accesses_beyond_the_ring_still_count_toward_base_level(mem):
 async def test_injected_reads_never_change_strength_or_base_level(mem):
     target = await ids(mem, "the injected memory")
     before = await mem.get(target)
-    actr_before = (await mem.store.fetch(target))[1]
+    actr_before = (await mem.engine.store.fetch(target)).actr_times
     for _ in range(3):
         block = await mem.context()
         assert target[:8] in block
@@ -121,7 +121,7 @@ async def test_injected_reads_never_change_strength_or_base_level(mem):
     assert after.strength == before.strength
     assert after.access_count == before.access_count
     assert after.last_accessed_at == before.last_accessed_at
-    assert (await mem.store.fetch(target))[1] == actr_before
+    assert (await mem.engine.store.fetch(target)).actr_times == actr_before
     assert after.channels["injected"] == 3
     assert [a.channel for _, a in await mem.access_log(target)][:3] == [Channel.injected] * 3
 
@@ -298,6 +298,12 @@ async def test_scope_gates_candidates(settings, embedder):
         theirs = await ids(other, "nu shared topic from reviewer")
         seen = {h.id for h in (await other.recall("nu shared topic")).hits}
         assert seen == {theirs}
+        # SPEC §10 (amended): the model's scope word cannot widen what it reads.
+        for word in ("*", "coder", "coder@laptop"):
+            hits = {h.id for h in (await other.recall("nu shared topic", scope=word)).hits}
+            assert hits == {theirs}
+    granted = Settings(store=settings.store, owner="reviewer@desk", read=["coder"])
+    async with Memory.open(settings=granted, embedder=embedder) as other:
         everyone = {h.id for h in (await other.recall("nu shared topic", scope="*")).hits}
         assert everyone == {own, theirs}
         named = {h.id for h in (await other.recall("nu shared topic", scope="coder")).hits}

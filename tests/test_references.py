@@ -7,17 +7,15 @@ from datetime import UTC, datetime
 
 import pytest
 
-from nooa_mcp.errors import InvalidInput, ReferenceOutsideRoot
-from nooa_mcp.references import (
+from nooa_mcp.domain.references import (
     PREVIEW_CHARS,
-    capture,
-    confine,
     memory_targets,
     parse_reference,
     parse_references,
-    resolve,
 )
-from nooa_mcp.schema import Reference
+from nooa_mcp.domain.schema import Reference
+from nooa_mcp.errors import InvalidInput, ReferenceOutsideRoot
+from nooa_mcp.services.references import capture, confine, resolve
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from nooa_mcp.reflection import (
+from nooa_mcp.domain.reflection import (
     Node,
     merged_fields,
     plan_links,
@@ -187,8 +187,9 @@ import sqlite3  # noqa: E402
 import anyio  # noqa: E402
 
 from nooa_mcp import Memory, Settings  # noqa: E402
+from nooa_mcp.domain.schema import now as utc_now  # noqa: E402
 from nooa_mcp.embeddings import HashEmbedder  # noqa: E402
-from nooa_mcp.schema import now as utc_now  # noqa: E402
+from nooa_mcp.memory import maintain  # noqa: E402
 
 SUBJECTS = [
     "deploy script tools vpn",
@@ -424,9 +425,9 @@ async def test_never_two_passes_at_once(base_store):
 async def test_the_report_goes_to_the_maintenance_log(base_store):
     report = await reflect_on(base_store)
     async with Memory.open(settings=relaxed(base_store), embedder=HashEmbedder()) as mem:
-        (entry,) = await mem.store.maintenance_entries("reflection")
-        assert entry["status"] == "completed"
-        assert entry["applied"] == report.applied
+        (entry,) = await mem.engine.store.maintenance_entries("reflection")
+        assert entry.report["status"] == "completed"
+        assert entry.report["applied"] == report.applied
         assert (await mem.stats()).extra["reflection_passes"] == 1
 
 
@@ -437,14 +438,14 @@ async def test_a_pass_runs_by_itself_after_n_writes(tmp_path):
     )
     async with Memory.open(settings=settings, embedder=HashEmbedder()) as mem:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(mem.maintain)
-            done = mem._lv().pass_done
+            tg.start_soon(maintain, mem.engine)
+            done = mem.engine.role_state(mem.role).pass_done
             for i in range(3):
                 await mem.author(f"note number {i} about the build farm {i * 7}")
             with anyio.fail_after(5):
                 await done.wait()
             tg.cancel_scope.cancel()
-        assert mem._lv().last_report.trigger == "after-writes"
+        assert mem.engine.role_state(mem.role).last_report.trigger == "after-writes"
 
 
 @pytest.mark.anyio
@@ -454,13 +455,13 @@ async def test_a_pass_runs_by_itself_when_idle_after_writes(tmp_path):
     )
     async with Memory.open(settings=settings, embedder=HashEmbedder()) as mem:
         async with anyio.create_task_group() as tg:
-            done = mem._lv().pass_done
+            done = mem.engine.role_state(mem.role).pass_done
             await mem.author("a single note before going quiet")
-            tg.start_soon(mem.maintain)
+            tg.start_soon(maintain, mem.engine)
             with anyio.fail_after(5):
                 await done.wait()
             tg.cancel_scope.cancel()
-        assert mem._lv().last_report.trigger == "idle"
+        assert mem.engine.role_state(mem.role).last_report.trigger == "idle"
 
 
 @pytest.mark.anyio
@@ -477,7 +478,8 @@ def test_the_reflect_command_runs_a_pass_with_a_progress_bar(tmp_path, monkeypat
 
     from click.testing import CliRunner
 
-    from nooa_mcp import cli, memory
+    from nooa_mcp import cli
+    from nooa_mcp import engine as memory
 
     base_store = tmp_path / "cli.sqlite"
     anyio.run(build_store, base_store)

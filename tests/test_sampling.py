@@ -12,9 +12,9 @@ from mcp import Client, types
 from mcp.server.mcpserver import Context, MCPServer
 
 from nooa_mcp import Memory, Settings
+from nooa_mcp.domain.replies import ReflectReport
 from nooa_mcp.embeddings import HashEmbedder
-from nooa_mcp.replies import ReflectReport
-from nooa_mcp.sampling import session_sampler
+from nooa_mcp.mcp.sampling import session_sampler
 
 pytestmark = pytest.mark.anyio
 

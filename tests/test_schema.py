@@ -2,8 +2,7 @@
 
 import pytest
 
-from nooa_mcp.errors import InvalidInput
-from nooa_mcp.schema import (
+from nooa_mcp.domain.schema import (
     CONFIDENCE,
     EDGE_WEIGHT,
     IMPORTANCE,
@@ -14,11 +13,11 @@ from nooa_mcp.schema import (
     MemoryType,
     content_hash,
     cue_set,
-    owner_from_client_name,
     parse_link,
-    parse_owner,
     sizes,
 )
+from nooa_mcp.domain.scope import owner_from_client_name, parse_owner
+from nooa_mcp.errors import InvalidInput
 
 
 def test_there_are_seven_memory_types_and_ten_edge_types_with_traversal_weights():

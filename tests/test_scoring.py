@@ -5,8 +5,9 @@ import math
 import numpy as np
 import pytest
 
-from nooa_mcp import scoring
-from nooa_mcp.scoring import OutEdge
+from nooa_mcp.domain import scoring
+from nooa_mcp.domain.scoring import OutEdge
+from nooa_mcp.domain.text import tokens
 
 
 def test_base_level_of_one_access_one_second_old_is_zero():
@@ -79,7 +80,7 @@ def test_relevance_mixes_cosine_and_overlap_with_lambda():
 
 
 def test_tokens_drop_stopwords_and_jaccard_measures_overlap():
-    assert scoring.tokens("Where is the Deploy key?") == {"deploy", "key"}
+    assert tokens("Where is the Deploy key?") == {"deploy", "key"}
     assert scoring.jaccard({"a", "b"}, {"b", "c"}) == pytest.approx(1 / 3)
     assert scoring.jaccard(set(), {"a"}) == 0.0
 

@@ -18,9 +18,9 @@ from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types import Implementation, ResourceUpdatedNotification, TextResourceContents
 
 from nooa_mcp.config import Settings
+from nooa_mcp.domain.schema import now
 from nooa_mcp.embeddings import HashEmbedder, WarmingEmbedder
-from nooa_mcp.schema import now
-from nooa_mcp.server import build_server
+from nooa_mcp.mcp.server import build_server
 
 pytestmark = pytest.mark.anyio
 

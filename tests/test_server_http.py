@@ -15,7 +15,7 @@ from mcp import Client
 
 from nooa_mcp.config import Settings
 from nooa_mcp.errors import InvalidInput
-from nooa_mcp.identity import load_tokens
+from nooa_mcp.mcp.identity import TokenEntry, load_tokens
 
 pytestmark = pytest.mark.anyio
 
@@ -96,13 +96,13 @@ async def test_without_tokens_loopback_http_needs_no_token(tmp_path: Path) -> No
 def test_tokens_file_as_json_maps_tokens_to_owners(tmp_path: Path) -> None:
     path = tmp_path / "tokens.json"
     path.write_text(json.dumps({ALICE: "agent@alice"}))
-    assert load_tokens(path) == {ALICE: "agent@alice"}
+    assert load_tokens(path) == {ALICE: TokenEntry("agent@alice")}
 
 
 def test_tokens_file_as_lines_maps_tokens_to_owners(tmp_path: Path) -> None:
     path = tmp_path / "tokens.txt"
     path.write_text(f"# team tokens\n{ALICE} agent@alice\n\n{BOB} agent@bob\n")
-    assert load_tokens(path) == {ALICE: "agent@alice", BOB: "agent@bob"}
+    assert load_tokens(path) == {ALICE: TokenEntry("agent@alice"), BOB: TokenEntry("agent@bob")}
 
 
 def test_tokens_file_with_a_short_token_is_refused(tmp_path: Path) -> None:

@@ -11,8 +11,8 @@ from mcp import Client
 
 from nooa_mcp.config import Settings
 from nooa_mcp.embeddings import HashEmbedder
+from nooa_mcp.mcp.server import build_server
 from nooa_mcp.memory import Memory
-from nooa_mcp.server import build_server
 
 pytestmark = [
     pytest.mark.anyio,

@@ -4,7 +4,7 @@ import pytest
 from opentelemetry import trace
 from opentelemetry.trace import NonRecordingSpan, SpanContext
 
-from nooa_mcp import tracing
+from nooa_mcp.services import provenance as tracing
 
 pytestmark = pytest.mark.anyio
 

@@ -7,7 +7,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nooa_mcp import AmbiguousId, Memory, NotFound, StoreTooNew
-from nooa_mcp.store import Scope, Store, fts_query
+from nooa_mcp.domain.scope import Scope
+from nooa_mcp.storage.sqlite import SQLiteStore as Store
+from nooa_mcp.storage.sqlite import fts_query
 
 pytestmark = pytest.mark.anyio
 
@@ -15,10 +17,10 @@ pytestmark = pytest.mark.anyio
 async def test_a_new_store_is_wal_with_a_busy_timeout_and_the_current_version(store_path):
     store = await Store.open(store_path)
     try:
-        assert await store.scalar("PRAGMA journal_mode") == "wal"
-        assert await store.scalar("PRAGMA busy_timeout") >= 5000
-        assert await store.scalar("PRAGMA user_version") == 1
-        tables = {r[0] for r in await store.rows("SELECT name FROM sqlite_master")}
+        assert await store._scalar("PRAGMA journal_mode") == "wal"
+        assert await store._scalar("PRAGMA busy_timeout") >= 5000
+        assert await store._scalar("PRAGMA user_version") == 1
+        tables = {r[0] for r in await store._rows("SELECT name FROM sqlite_master")}
         assert {"memories", "edges", "accesses", "maintenance_log", "tombstones"} <= tables
         assert "memories_fts" in tables
     finally:
@@ -58,11 +60,11 @@ async def test_an_ambiguous_prefix_lists_the_candidates(mem):
     # Two ids sharing their first 7 characters, written straight into the store.
     first = await mem.author("first of two")
     second = await mem.author("second of two")
-    async with mem.store.transaction():
-        await mem.store.conn.execute(
+    async with mem.engine.store.transaction():
+        await mem.engine.store.conn.execute(
             "UPDATE memories SET id = ? WHERE id = ?", ("abcdef1" + "0" * 25, first.id)
         )
-        await mem.store.conn.execute(
+        await mem.engine.store.conn.execute(
             "UPDATE memories SET id = ? WHERE id = ?", ("abcdef1" + "1" * 25, second.id)
         )
     with pytest.raises(AmbiguousId) as info:
@@ -92,7 +94,7 @@ NASTY = [
 @pytest.mark.parametrize("text", NASTY)
 async def test_fts_queries_from_user_text_never_raise(mem, text):
     await mem.author("he said hi near the start of the secret title")
-    hits = await mem.store.fts_search(text, Scope("all"), 10)
+    hits = await mem.engine.store.candidates(text, Scope(None), limit=10)
     assert isinstance(hits, list)
 
 
@@ -115,7 +117,7 @@ async def test_fts_search_survives_generated_text(store_path):
         alphabet = 'ab "*():^-+NEARANDOR\u00e9\u4e2d\U0001f600'
         for _ in range(300):
             text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30)))
-            await store.fts_search(text, Scope("all"), 5)
+            await store.candidates(text, Scope(None), limit=5)
     finally:
         await store.close()
 
@@ -126,10 +128,10 @@ async def test_a_second_connection_sees_new_memories_through_data_version(store_
         Memory.open(store_path, owner="a@two", embedder=embedder) as second,
     ):
         await second.recall("anything at all")
-        before = second.index.size
+        before = second.engine.index.size
         written = await first.author("zebra crossings on the moon")
         result = await second.recall("zebra crossings moon")
-        assert second.index.size == before + 1
+        assert second.engine.index.size == before + 1
         assert result.hits[0].id == written.id
         assert result.hits[0].components.source == "both"
 
@@ -143,6 +145,6 @@ async def test_a_store_written_with_another_model_is_re_embedded_on_first_use(st
         result = await big.recall("migrating vectors between models")
         assert result.hits[0].id == written
         assert result.hits[0].components.source == "both"
-        assert await big.store.get_meta("embedder") == "hash-64:64"
-        blob = await big.store.scalar("SELECT embedding FROM memories")
+        assert await big.engine.store.get_meta("embedder") == "hash-64:64"
+        blob = await big.engine.store._scalar("SELECT embedding FROM memories")
         assert len(blob) == 64 * 4

@@ -6,8 +6,8 @@ from datetime import timedelta
 
 import pytest
 
+from nooa_mcp.domain.schema import now
 from nooa_mcp.errors import InvalidInput
-from nooa_mcp.schema import now
 
 pytestmark = pytest.mark.anyio
 

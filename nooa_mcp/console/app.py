@@ -1,16 +1,18 @@
 """The console as a Starlette application that can run alone or be mounted beside `/mcp`.
 
-    console = Console(memory_for, LoopbackOnly(owner))      # or TokenLogin(tokens)
-    async with console.running():                          # reflection passes run here
-        app = console.app()                                # serve it, or Mount("/ui", app)
+    console = Console.for_engine(engine, LoopbackOnly(owner))   # or TokenLogin(tokens)
+    async with console.running():                              # reflection passes run here
+        app = console.app()                                    # serve it, or Mount("/ui", app)
 
-`memory_for` is any `async (owner) -> Memory`: the `nooa-mcp ui` pool, or the MCP server's own
-per-owner memories when mounted. Every path is relative to where the app is mounted.
+The console asks `memory_for(viewer)` for the Memory of each request's viewer (an owner and
+its read grants); with the process's engine that is `Memory(engine, owner, read)`. Every path
+is relative to where the app is mounted.
 """
 
 from __future__ import annotations
 
 import hashlib
+import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
@@ -30,12 +32,14 @@ from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import Memory
+from ..engine import Engine
 from . import actions, auth, csrf, pages
+from .auth import Viewer
 from .runs import Runs
 from .web import SECURITY_HEADERS, Handler, endpoint, own_origin, plain, set_cookie
 
 HERE = Path(__file__).parent
-MemoryFor = Callable[[str], Awaitable[Memory]]
+MemoryFor = Callable[[Viewer], Memory | Awaitable[Memory]]
 
 
 class Console:
@@ -64,6 +68,15 @@ class Console:
         )
         env.filters.update(when=_when, num=_num, pct=_pct)
         self.templates = Jinja2Templates(env=env)
+
+    @classmethod
+    def for_engine(cls, engine: Engine, authenticator: auth.Authenticator) -> Console:
+        """A console over the process's engine: each viewer gets a Memory of its own."""
+        return cls(lambda v: Memory(engine, v.owner, v.read), authenticator)
+
+    async def memory(self, viewer: Viewer) -> Memory:
+        found = self.memory_for(viewer)
+        return await found if inspect.isawaitable(found) else found
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[Console]:
@@ -129,7 +142,7 @@ class Console:
                     self, request, 403, "This form expired: reload the page and try again."
                 )
             token = token.strip() if isinstance(token, str) else ""
-            if token and self.auth.owner_of_token(token) is not None:
+            if token and self.auth.viewer_of_token(token) is not None:
                 response = RedirectResponse(_base(request) + target, 303)
                 set_cookie(response, request, auth.COOKIE, token)
                 return response
@@ -146,12 +159,12 @@ class Console:
         return response
 
     async def _logout(self, request: Request) -> Response:
-        owner = await self.auth.owner(request)
+        viewer = await self.auth.viewer(request)
         form = await request.form()
         token = form.get(csrf.FIELD)
-        if owner is None or not csrf.token_ok(
+        if viewer is None or not csrf.token_ok(
             self.secret,
-            owner,
+            viewer.owner,
             request.cookies.get(csrf.COOKIE),
             token if isinstance(token, str) else None,
         ):

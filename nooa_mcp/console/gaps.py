@@ -1,7 +1,7 @@
 """Adapters for what the console needs and the Memory facade does not offer yet.
 
 Each function here is built on public facade verbs (and, for the maintenance log only, on
-`memory.store.maintenance_entries`). Each is a stand-in for a facade verb; the suggested verb
+`memory.engine.store.maintenance_entries`). Each is a stand-in for a facade verb; the suggested verb
 is named in its docstring, and the console calls nothing else for these needs, so replacing
 this module is the whole change.
 """
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from .. import InvalidInput, Memory, NotFound, OwnerForbidden
 
 if TYPE_CHECKING:  # reply models are read through the verbs' return values only
-    from ..replies import AuthorResult, MemoryView, UpdateResult
+    from ..domain.replies import AuthorResult, MemoryView, UpdateResult
 
 # --------------------------------------------------------------------------- revive
 
@@ -289,20 +289,17 @@ async def reflection_history(memory: Memory, limit: int = 60) -> list[Pass]:
     """The latest reflection passes, oldest first, with the changes each step made.
 
     Suggested verb: `Memory.maintenance_log(kind, limit)` at the caller's role, carrying a KPI
-    snapshot per pass so the console can chart never-fetched share over time. Only counts are
-    read here: a report's details may name memories of another role.
+    snapshot per pass so the console can chart never-fetched share over time. Only this role's
+    passes are read, and only their counts.
     """
-    entries = await memory.store.maintenance_entries("reflection", limit)
-    role = memory.owner.partition("@")[0]
+    entries = await memory.engine.store.maintenance_entries("reflection", limit, role=memory.role)
     out = []
     for entry in reversed(entries):
-        who = entry.get("role", entry.get("owner"))
-        if who is not None and str(who).partition("@")[0] != role:
-            continue
+        report = entry.report
         applied = {
-            str(s.get("step")): int(s.get("applied", 0) or 0) for s in entry.get("steps", [])
+            str(s.get("step")): int(s.get("applied", 0) or 0) for s in report.get("steps", [])
         }
         out.append(
-            Pass(entry["ts"], str(entry.get("status", "")), str(entry.get("trigger", "")), applied)
+            Pass(entry.ts, str(report.get("status", "")), str(report.get("trigger", "")), applied)
         )
     return out

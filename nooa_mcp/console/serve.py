@@ -9,10 +9,9 @@ from collections.abc import Callable, Mapping
 import uvicorn
 
 from .. import InvalidInput, Settings
-from ..embeddings import default_embedder
+from ..engine import Engine
 from .app import Console, standalone_app
 from .auth import Authenticator, LoopbackOnly, TokenLogin, is_loopback
-from .owners import MemoryPool
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -45,7 +44,7 @@ async def serve(
     *,
     host: str = "127.0.0.1",
     port: int = 8766,
-    tokens: Mapping[str, str] | None = None,
+    tokens: Mapping[str, object] | None = None,
     embedder: object | None = None,
     announce: Callable[[str], None] = print,
 ) -> None:
@@ -61,14 +60,14 @@ async def serve(
             f"{host} is reachable from other machines and no tokens file is configured.",
             "Pass --tokens FILE (token → owner), or serve on 127.0.0.1.",
         )
-    authenticator: Authenticator = TokenLogin(tokens) if tokens else LoopbackOnly(settings.owner)
+    authenticator: Authenticator = (
+        TokenLogin(tokens) if tokens else LoopbackOnly(settings.owner, settings.read)
+    )
     sock = bind(host, port)
-    model = embedder or default_embedder(settings.model_cache_dir)
     try:
-        async with MemoryPool.running(settings, model) as pool:
-            # Open the store now: a bad file is reported before anyone opens the page.
-            await pool(settings.owner if not tokens else next(iter(tokens.values())))
-            console = Console(pool, authenticator)
+        # The engine opens the store now: a bad file is reported before anyone opens the page.
+        async with Engine.open(settings, embedder) as engine:  # type: ignore[arg-type]
+            console = Console.for_engine(engine, authenticator)
             app = standalone_app(console, allowed_hosts(host))
             shown = f"[{host}]" if ":" in host else host
             bound = sock.getsockname()[1]
@@ -77,6 +76,9 @@ async def serve(
                 + ("sign in with a token" if tokens else f"owner {settings.owner or '(shared)'}")
             )
             config = uvicorn.Config(app, log_level="warning", lifespan="on")
-            await uvicorn.Server(config).serve(sockets=[sock])
+            try:
+                await uvicorn.Server(config).serve(sockets=[sock])
+            finally:
+                await engine.settle()
     finally:
         sock.close()

@@ -92,9 +92,10 @@ def own_origin(request: Request) -> str:
 
 def endpoint(console: Console, handler: Handler, *, write: bool = False) -> Callable:
     async def run(request: Request) -> Response:
-        owner = await console.auth.owner(request)
-        if owner is None:
+        viewer = await console.auth.viewer(request)
+        if viewer is None:
             return refuse(console, request)
+        owner = viewer.owner
         nonce = request.cookies.get(csrf.COOKIE)
         fresh = nonce is None
         form = None
@@ -111,7 +112,7 @@ def endpoint(console: Console, handler: Handler, *, write: bool = False) -> Call
                     "This form expired or came from another site: reload the page and try again.",
                 )
         try:
-            memory = await console.memory_for(owner)
+            memory = await console.memory(viewer)
         except NooaError as exc:
             return plain(console, request, status_of(exc), str(exc))
         page = Page(console, request, owner, memory, nonce or csrf.new_nonce(), form)

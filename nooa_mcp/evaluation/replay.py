@@ -20,10 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from .. import scoring
 from ..config import RecallSettings
+from ..domain import scoring
+from ..domain.schema import AccessRecord, Channel
 from ..memory import Memory
-from ..schema import AccessRecord, Channel
 from .workload import generate_sessions
 
 __all__ = ["WEIGHT_SETS", "RecallEvent", "ReplayReport", "group_events", "replay", "simulate"]

@@ -21,7 +21,7 @@ from starlette.routing import Mount
 
 from nooa_mcp import Settings
 from nooa_mcp.console import Authenticator, Console, standalone_app
-from nooa_mcp.console.owners import MemoryPool
+from nooa_mcp.engine import Engine
 
 CHROMIUM = Path("/usr/bin/chromium")
 FLAGS = [
@@ -86,8 +86,8 @@ async def console_at(
     sock.bind(("127.0.0.1", 0))
     sock.listen(64)
     port = sock.getsockname()[1]
-    async with MemoryPool.running(settings, embedder) as pool:
-        console = Console(pool, authenticator)
+    async with Engine.open(settings, embedder) as engine:  # type: ignore[arg-type]
+        console = Console.for_engine(engine, authenticator)
         if mount:
 
             @asynccontextmanager

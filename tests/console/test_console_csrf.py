@@ -6,7 +6,7 @@ import pytest
 from starlette.requests import Request
 
 from nooa_mcp.console import LoopbackOnly, TokenLogin, csrf
-from nooa_mcp.console.auth import token_owners
+from nooa_mcp.console.auth import Viewer, as_viewer
 
 SECRET = b"s" * 32
 
@@ -53,29 +53,27 @@ def request(client: str, headers: dict[str, str] | None = None) -> Request:
 
 
 async def test_loopback_only_answers_the_configured_owner_on_loopback_and_no_one_else():
-    auth = LoopbackOnly("alice@laptop")
-    assert await auth.owner(request("127.0.0.1")) == "alice@laptop"
-    assert await auth.owner(request("::1")) == "alice@laptop"
-    assert await auth.owner(request("192.168.1.20")) is None
-    assert await LoopbackOnly("").owner(request("127.0.0.1")) == ""
+    auth = LoopbackOnly("alice@laptop", ["bob"])
+    alice = Viewer("alice@laptop", frozenset({"bob"}))
+    assert await auth.viewer(request("127.0.0.1")) == alice
+    assert await auth.viewer(request("::1")) == alice
+    assert await auth.viewer(request("192.168.1.20")) is None
+    assert await LoopbackOnly("").viewer(request("127.0.0.1")) == Viewer("")
 
 
-async def test_a_token_maps_to_its_owner_by_header_or_cookie_and_a_wrong_one_to_nobody():
+async def test_a_token_maps_to_its_viewer_by_header_or_cookie_and_a_wrong_one_to_nobody():
     auth = TokenLogin({"t" * 32: "alice@laptop"})
-    assert await auth.owner(request("10.0.0.1", {"authorization": "Bearer " + "t" * 32})) == (
-        "alice@laptop"
-    )
-    assert await auth.owner(request("10.0.0.1", {"cookie": "nooa_console=" + "t" * 32})) == (
-        "alice@laptop"
-    )
-    assert await auth.owner(request("127.0.0.1", {"cookie": "nooa_console=" + "u" * 32})) is None
-    assert await auth.owner(request("127.0.0.1")) is None
+    alice = Viewer("alice@laptop")
+    assert await auth.viewer(request("10.0.0.1", {"authorization": "Bearer " + "t" * 32})) == alice
+    assert await auth.viewer(request("10.0.0.1", {"cookie": "nooa_console=" + "t" * 32})) == alice
+    assert await auth.viewer(request("127.0.0.1", {"cookie": "nooa_console=" + "u" * 32})) is None
+    assert await auth.viewer(request("127.0.0.1")) is None
 
 
-def test_tokens_file_entries_may_be_owners_or_carry_one():
-    assert token_owners({"x": "alice", "y": {"owner": "bob", "read": ["alice"]}}) == {
-        "x": "alice",
-        "y": "bob",
-    }
+def test_tokens_file_entries_may_be_owners_or_carry_an_owner_and_grants():
+    assert as_viewer("x", "alice") == Viewer("alice")
+    assert as_viewer("y", {"owner": "bob", "read": ["alice"]}) == Viewer(
+        "bob", frozenset({"alice"})
+    )
     with pytest.raises(ValueError, match="names no owner"):
-        token_owners({"zzzz": {"read": []}})
+        as_viewer("zzzz", {"read": []})

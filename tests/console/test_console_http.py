@@ -12,7 +12,7 @@ from conftest import OWNER
 
 from nooa_mcp import Memory, Settings
 from nooa_mcp.console import Console, LoopbackOnly, TokenLogin, standalone_app
-from nooa_mcp.console.owners import MemoryPool
+from nooa_mcp.engine import Engine
 
 pytestmark = pytest.mark.anyio
 
@@ -36,8 +36,8 @@ async def forgettable(owner_settings, embedder) -> list[str]:
 
 @pytest.fixture
 async def console(owner_settings, embedder, seeded):
-    async with MemoryPool.running(owner_settings, embedder) as pool:
-        c = Console(pool, LoopbackOnly(OWNER))
+    async with Engine.open(owner_settings, embedder) as engine:
+        c = Console.for_engine(engine, LoopbackOnly(OWNER))
         async with c.running():
             yield c
 
@@ -147,10 +147,10 @@ async def test_a_reflection_streams_its_state_and_ends_completed(console, forget
 async def test_a_reflection_run_reports_progress_between_its_items(
     owner_settings, embedder, forgettable
 ):
-    async with MemoryPool.running(owner_settings, embedder) as pool:
-        console = Console(pool, LoopbackOnly(OWNER))
+    async with Engine.open(owner_settings, embedder) as engine:
+        console = Console.for_engine(engine, LoopbackOnly(OWNER))
         async with console.running():
-            run = console.runs.start(await pool(OWNER), ["prune"])
+            run = console.runs.start(Memory(engine, OWNER), ["prune"])
             states = [state async for state in console.runs.events(run)]
     assert states[0]["status"] == "running" and states[0]["done"] == 0
     assert states[-1]["status"] == "completed" and states[-1]["done"] == states[-1]["total"] == 4
@@ -163,8 +163,8 @@ async def test_signing_out_forgets_the_token_and_the_next_page_asks_for_it_again
     owner_settings, embedder, seeded
 ):
     token = "k" * 32
-    async with MemoryPool.running(owner_settings, embedder) as pool:
-        console = Console(pool, TokenLogin({token: OWNER}))
+    async with Engine.open(owner_settings, embedder) as engine:
+        console = Console.for_engine(engine, TokenLogin({token: OWNER}))
         async with client(console.app(), host="10.1.2.3") as http:
             login_form = await http.get("/login")
             csrf_login = re.search(r'name="csrf" value="([^"]+)"', login_form.text).group(1)
@@ -182,8 +182,8 @@ async def test_signing_out_forgets_the_token_and_the_next_page_asks_for_it_again
 
 async def test_a_login_redirect_never_leaves_the_console(owner_settings, embedder, seeded):
     token = "k" * 32
-    async with MemoryPool.running(owner_settings, embedder) as pool:
-        console = Console(pool, TokenLogin({token: OWNER}))
+    async with Engine.open(owner_settings, embedder) as engine:
+        console = Console.for_engine(engine, TokenLogin({token: OWNER}))
         async with client(console.app()) as http:
             form = await http.get("/login")
             csrf_login = re.search(r'name="csrf" value="([^"]+)"', form.text).group(1)
@@ -201,8 +201,8 @@ async def test_a_memory_page_shows_a_file_reference_live_and_then_dangling(tmp_p
     settings = Settings(store=tmp_path / "m.sqlite", owner=OWNER, reference_root=root)
     async with Memory.open(settings=settings, embedder=embedder) as mem:
         note = await mem.author("Release timing lives in the notes", references=["file:notes.md"])
-    async with MemoryPool.running(settings, embedder) as pool:
-        console = Console(pool, LoopbackOnly(OWNER))
+    async with Engine.open(settings, embedder) as engine:
+        console = Console.for_engine(engine, LoopbackOnly(OWNER))
         async with client(console.app()) as http:
             live = await http.get(f"/memory/{note.id}")
             (root / "notes.md").unlink()
@@ -218,8 +218,8 @@ async def test_a_shared_memory_is_readable_but_a_forged_forget_is_refused_as_the
     async with Memory.open(store, owner="", embedder=embedder) as shared:
         note = await shared.author("The office closes at 6pm")
     settings = Settings(store=store, owner=OWNER)
-    async with MemoryPool.running(settings, embedder) as pool:
-        console = Console(pool, LoopbackOnly(OWNER))
+    async with Engine.open(settings, embedder) as engine:
+        console = Console.for_engine(engine, LoopbackOnly(OWNER))
         async with client(console.app()) as http:
             page = await http.get(f"/memory/{note.id}")
             token = await form_token(http, "/stats")

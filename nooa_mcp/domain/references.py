@@ -1,53 +1,38 @@
-"""References: file:, memory: and url: pointers, captured at write, resolved at read (SPEC §11).
+"""References: parsing `file:`, `memory:` and `url:` pointers and checking file paths (SPEC §11).
 
-A reference points at something instead of copying it. At write time a preview (≤ 200 chars) is
-captured; at read time the reference is resolved against the live target: LIVE with the current
-value, DANGLING with the snapshot and its date, or OPAQUE for a URL (never fetched). File paths
-are confined to a configured root: relative only, no `..`, no symlink leaving the root, and no
-look-alike characters that a human would read as a dot or a slash.
-
-Memory targets are resolved through a `lookup` callable the caller passes in (id → content, or
-None when missing, archived or outside the reader's scope), so this module never touches the store.
+Pure: the text rules a reference must pass before anything touches the disk or the store.
+Capturing previews and resolving references live in `services/references.py`.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import unicodedata
-from collections.abc import Callable, Iterable
-from datetime import datetime
-from pathlib import Path
+from collections.abc import Iterable
 from typing import Any
 
-from .errors import InvalidInput, ReferenceOutsideRoot
-from .replies import ResolvedReference
-from .schema import Reference, now
+from ..errors import InvalidInput, ReferenceOutsideRoot
+from .schema import Reference
 
 __all__ = [
     "MAX_REFERENCES",
     "PREVIEW_CHARS",
-    "capture",
-    "confine",
+    "check_relative",
+    "clip",
     "memory_targets",
     "parse_reference",
     "parse_references",
-    "resolve",
 ]
 
 PREVIEW_CHARS = 200
 MAX_REFERENCES = 20
 MAX_URI_CHARS = 2000
-#: Bytes read from a file for its preview: enough for 200 characters of any UTF-8 text.
-_READ_BYTES = PREVIEW_CHARS * 4 + 4
 
 _FIX = "Use file:<relative path>, memory:<id> or url:<address>."
 _PATH_FIX = "Use a plain relative path inside the reference root, e.g. file:docs/notes.md."
 # Characters that render as a dot or a slash but are not one: refused so a path reads as it is.
 _LOOKALIKES = frozenset("\u2044\u2215\u29f8\u29f9\u2571\u2572\u3002\uff61\u2024\u2027\u00b7")
 _SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://\S+$")
-
-MemoryLookup = Callable[[str], str | None]
 
 
 def parse_reference(value: Any, field: str = "references") -> Reference:
@@ -80,7 +65,7 @@ def parse_reference(value: Any, field: str = "references") -> Reference:
     kind, sep, target = text.partition(":")
     kind = kind.strip().lower()
     if not sep or kind not in {"file", "memory", "url"}:
-        raise InvalidInput(field, f"'{_clip(text, 60)}' has no known kind.", _FIX)
+        raise InvalidInput(field, f"'{clip(text, 60)}' has no known kind.", _FIX)
     if kind == "file":
         return Reference(kind="file", target=check_relative(target, field))
     if kind == "memory":
@@ -88,7 +73,7 @@ def parse_reference(value: Any, field: str = "references") -> Reference:
         if not re.fullmatch(r"[0-9a-f]{6,32}", ident):
             raise InvalidInput(
                 field,
-                f"'memory:{_clip(target, 40)}' does not name a memory id.",
+                f"'memory:{clip(target, 40)}' does not name a memory id.",
                 "Use memory:<id> with at least 6 hex characters of the id.",
             )
         return Reference(kind="memory", target=ident)
@@ -96,7 +81,7 @@ def parse_reference(value: Any, field: str = "references") -> Reference:
     if not _SCHEME.match(address) or _has_control(address):
         raise InvalidInput(
             field,
-            f"'url:{_clip(target, 60)}' is not an address.",
+            f"'url:{clip(target, 60)}' is not an address.",
             "Use url:<scheme>://<host>/..., e.g. url:https://example.org/page.",
         )
     return Reference(kind="url", target=address)
@@ -166,114 +151,6 @@ def check_relative(path: str, field: str = "references") -> str:
     return "/".join(parts)
 
 
-def confine(root: Path | str, path: str, field: str = "references") -> Path:
-    """The real path of `path` under `root`, after following every symlink.
-
-    Raises:
-        InvalidInput: the path text is not allowed (see `check_relative`).
-        ReferenceOutsideRoot: the path, or a symlink on it, leads outside the root.
-    """
-    rel = check_relative(path, field)
-    real_root = Path(os.path.realpath(root))
-    real = Path(os.path.realpath(real_root / rel))
-    if real != real_root and real_root not in real.parents:
-        raise ReferenceOutsideRoot(rel, str(real_root), field)
-    return real
-
-
-def _file_preview(real: Path) -> str:
-    """The first PREVIEW_CHARS characters of a file, or a listing of a directory."""
-    if real.is_dir():
-        names = sorted(p.name + ("/" if p.is_dir() else "") for p in real.iterdir())
-        return _clip("directory: " + ", ".join(names), PREVIEW_CHARS)
-    with real.open("rb") as fh:
-        data = fh.read(_READ_BYTES)
-    if b"\x00" in data:
-        return f"binary file, {real.stat().st_size} bytes"
-    return _clip(data.decode("utf-8", errors="replace"), PREVIEW_CHARS)
-
-
-def capture(
-    ref: Reference,
-    *,
-    root: Path | str | None,
-    lookup: MemoryLookup | None = None,
-    at: datetime | None = None,
-    field: str = "references",
-) -> Reference:
-    """The reference with its preview captured now (write time).
-
-    `lookup` maps a full memory id to its content, or None when it is missing or not visible;
-    the caller resolves prefixes to full ids before calling.
-
-    Raises:
-        InvalidInput: a file reference without a configured root, a file or memory that does
-            not exist, or an unreadable file.
-        ReferenceOutsideRoot: the file path leaves the root.
-    """
-    at = at or now()
-    if ref.kind == "url":
-        return ref.model_copy(update={"preview": "", "captured_at": at})
-    if ref.kind == "memory":
-        content = lookup(ref.target) if lookup is not None else None
-        if content is None:
-            raise InvalidInput(
-                field,
-                f"memory:{ref.target[:8]} does not exist or is not visible to you.",
-                "Recall or list to find the id.",
-            )
-        return ref.model_copy(update={"preview": _clip(content, PREVIEW_CHARS), "captured_at": at})
-    if root is None:
-        raise InvalidInput(
-            field,
-            f"file:{ref.target} needs a reference root, and none is configured.",
-            "Start the server with --reference-root DIR (or NOOA_REFERENCE_ROOT).",
-        )
-    real = confine(root, ref.target, field)
-    if not real.exists():
-        raise InvalidInput(
-            field, f"file:{ref.target} does not exist under {root}.", "Check the relative path."
-        )
-    try:
-        preview = _file_preview(real)
-    except OSError as exc:
-        raise InvalidInput(field, f"file:{ref.target} cannot be read ({exc.strerror}).") from None
-    return ref.model_copy(update={"preview": preview, "captured_at": at})
-
-
-def resolve(
-    ref: Reference, *, root: Path | str | None, lookup: MemoryLookup | None = None
-) -> ResolvedReference:
-    """Resolve a stored reference against its live target (read time); never raises.
-
-    LIVE carries the current preview; DANGLING the snapshot captured at write time and its date
-    (the target is gone, unreadable, no longer visible, or a symlink now leads out of the root);
-    OPAQUE is a URL, shown with its snapshot (URLs are never fetched).
-    """
-    dangling = ResolvedReference(
-        uri=ref.uri, state="DANGLING", value=ref.preview, snapshot_at=ref.captured_at
-    )
-    if ref.kind == "url":
-        return ResolvedReference(
-            uri=ref.uri, state="OPAQUE", value=ref.preview, snapshot_at=ref.captured_at
-        )
-    if ref.kind == "memory":
-        content = lookup(ref.target) if lookup is not None else None
-        if content is None:
-            return dangling
-        return ResolvedReference(uri=ref.uri, state="LIVE", value=_clip(content, PREVIEW_CHARS))
-    if root is None:
-        return dangling
-    try:
-        real = confine(root, ref.target)
-        if not real.exists():
-            return dangling
-        value = _file_preview(real)
-    except (InvalidInput, OSError):
-        return dangling
-    return ResolvedReference(uri=ref.uri, state="LIVE", value=value)
-
-
 def memory_targets(refs: Iterable[Reference]) -> list[str]:
     """The memory ids (or prefixes) the references point at, in order, without repeats."""
     out: list[str] = []
@@ -287,5 +164,5 @@ def _has_control(text: str) -> bool:
     return any(unicodedata.category(c) in {"Cc", "Cf", "Zl", "Zp"} for c in text)
 
 
-def _clip(text: str, n: int) -> str:
+def clip(text: str, n: int) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"

@@ -1,17 +1,17 @@
-"""The SQLite store: the only module that speaks SQL (SPEC §3).
+"""The SQLite store: one file is the source of truth on one machine (SPEC §3).
 
-One file is the source of truth, shared by several server processes. WAL lets readers run
-beside one writer; `busy_timeout` makes writers wait for each other; every read-then-write
-transaction takes the write lock up front (`BEGIN IMMEDIATE`), because a deferred transaction
-that upgrades to a write can fail with SQLITE_BUSY without `busy_timeout` ever retrying it.
-Inside one process, an asyncio lock keeps one coroutine's statements out of another's
-transaction on the shared connection.
+Several server processes share the file. WAL lets readers run beside one writer;
+`busy_timeout` makes writers wait for each other; every read-then-write transaction takes the
+write lock up front (`BEGIN IMMEDIATE`), because a deferred transaction that upgrades to a write
+can fail with SQLITE_BUSY without `busy_timeout` ever retrying it. Inside one process, an anyio
+lock keeps one coroutine's statements out of another's transaction on the shared connection.
+
+This module implements `storage.base.Store`; its rows leave it decoded and typed.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import sqlite3
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
@@ -24,9 +24,33 @@ import anyio
 import numpy as np
 from pydantic import TypeAdapter
 
-from .errors import AmbiguousId, NotFound, StoreTooNew
-from .schema import AccessRecord, Components, Edge, EdgeType, Memory, Reference, Trigger
-from .scoring import STOPWORDS
+from ..domain.reflection import Node
+from ..domain.schema import (
+    AccessRecord,
+    Components,
+    Edge,
+    EdgeType,
+    Memory,
+    Reference,
+    Trigger,
+    cue_set,
+)
+from ..domain.scope import Scope
+from ..domain.text import fts_terms
+from ..errors import AmbiguousId, NotFound, StoreTooNew
+from .base import (
+    COMMON_FLOOR,
+    COMMON_SHARE,
+    Counts,
+    EdgeRow,
+    KpiRaw,
+    MaintenanceEntry,
+    ScoringRow,
+    Tombstone,
+    VectorRow,
+)
+
+__all__ = ["SQLiteStore", "fts_query"]
 
 SCHEMA_VERSION = 1
 MIN_PREFIX = 6
@@ -157,7 +181,8 @@ END;
 
 #: Store-wide next revision as an SQL expression (memories_rev index: O(log n)). Every write
 #: bumps it inside its own statement, so a vector cache in any process can pull exactly the
-#: rows that changed since it last looked, without an extra round trip per write.
+#: rows that changed since it last looked, without an extra round trip per write. Writers are
+#: serialised by the file's write lock, so revisions commit in order.
 NEXT_REV = "(SELECT coalesce(max(rev), 0) + 1 FROM memories)"
 
 #: The access ring (newest 64 records) is parsed and written on every logged read: one
@@ -166,9 +191,9 @@ RING = TypeAdapter(list[AccessRecord])
 
 #: Columns recall needs for scoring, without the heavy ring and embedding.
 SCORING_COLUMNS = (
-    "seq, id, type, owner, title, content, tags, entities, place_or_task, importance, "
-    "strength, status, archived, created_at, last_accessed_at, valid_from, valid_to, "
-    "actr_count, first_access_at, actr_times"
+    "m.seq, m.id, m.type, m.owner, m.title, m.content, m.tags, m.entities, m.place_or_task, "
+    "m.importance, m.strength, m.status, m.archived, m.created_at, m.last_accessed_at, "
+    "m.valid_from, m.valid_to, m.actr_count, m.first_access_at, m.actr_times"
 )
 
 
@@ -178,20 +203,6 @@ def ts(value: datetime | None) -> float | None:
 
 def dt(value: float | None) -> datetime | None:
     return None if value is None else datetime.fromtimestamp(value, UTC)
-
-
-def fts_terms(text: str, max_terms: int = 32) -> list[str]:
-    """The distinct keyword terms of user text, function words dropped (kept if alone)."""
-    words = re.findall(r"\w+", text.lower())
-    # Stopwords match nearly every row and would drown the real terms; keep them only when
-    # the query has nothing else.
-    content = [w for w in words if w not in STOPWORDS]
-    words = content or words
-    seen: list[str] = []
-    for word in words:
-        if word not in seen:
-            seen.append(word)
-    return seen[:max_terms]
 
 
 def fts_query(text: str | list[str], max_terms: int = 32) -> str | None:
@@ -206,43 +217,21 @@ def fts_query(text: str | list[str], max_terms: int = 32) -> str | None:
     return " OR ".join(f'"{w}"' for w in terms)
 
 
-#: A keyword in at least max(COMMON_FLOOR, COMMON_SHARE·rows) memories is too common to
-#: generate candidates: BM25 must score every row it matches (the cost grows with the store),
-#: and its IDF is near zero, so it hardly moves the ranking (a "max_df" cut-off).
-COMMON_FLOOR = 1000
-COMMON_SHARE = 0.01
+def scope_sql(scope: Scope, alias: str = "") -> tuple[str, list[Any]]:
+    """The visibility rule of `Scope.allows` as an SQL condition and its parameters."""
+    p = f"{alias}." if alias else ""
+    if scope.owner is not None:
+        return f"({p}owner = '' OR {p}owner = ?)", [scope.owner]
+    if scope.roles is None:
+        return "1", []
+    roles = sorted(scope.roles)
+    return f"({p}owner = '' OR {p}role IN ({','.join('?' * len(roles))}))", roles
 
 
-class Scope:
-    """Which owners a reader sees (SPEC §10). Shared rows (owner "") are visible to every scope."""
-
-    def __init__(self, kind: str, role: str = "", owner: str = "") -> None:
-        self.kind = kind  # "role" | "owner" | "all"
-        self.role = role
-        self.owner = owner
-
-    def allows(self, owner: str) -> bool:
-        if self.kind == "all" or owner == "":
-            return True
-        if self.kind == "owner":
-            return owner == self.owner
-        return owner.partition("@")[0] == self.role
-
-    def sql(self, alias: str = "") -> tuple[str, list[Any]]:
-        p = f"{alias}." if alias else ""
-        if self.kind == "all":
-            return "1", []
-        if self.kind == "owner":
-            return f"({p}owner = '' OR {p}owner = ?)", [self.owner]
-        return f"({p}owner = '' OR {p}role = ?)", [self.role]
-
-    def __repr__(self) -> str:
-        return f"Scope({self.kind!r}, role={self.role!r}, owner={self.owner!r})"
-
-
-def memory_from_row(row: sqlite3.Row | dict[str, Any]) -> Memory:
-    """Build a Memory from a full `memories` row."""
-    trigger = json.loads(row["trigger"]) if row["trigger"] else None
+def _memory(row: sqlite3.Row) -> Memory:
+    """A full `memories` row as the domain record."""
+    trigger = row["trigger"]
+    authored = row["authored_importance"]
     return Memory(
         id=row["id"],
         type=row["type"],
@@ -265,15 +254,62 @@ def memory_from_row(row: sqlite3.Row | dict[str, Any]) -> Memory:
         references=[Reference.model_validate(r) for r in json.loads(row["refs"])],
         archived=bool(row["archived"]),
         status=row["status"],
-        trigger=Trigger.model_validate(trigger) if trigger else None,
+        trigger=Trigger.model_validate_json(trigger) if trigger else None,
         access_log=RING.validate_json(row["ring"]),
         channels=json.loads(row["channels"]),
         actr_count=row["actr_count"],
         first_access_at=dt(row["first_access_at"]),
+        actr_times=json.loads(row["actr_times"]),
+        authored_importance=row["importance"] if authored is None else authored,
+        seq=row["seq"],
     )
 
 
-def _row_values(m: Memory, actr_times: Sequence[float], embedding: np.ndarray | None) -> dict:
+def _scoring(row: sqlite3.Row, bm25: float | None = None) -> ScoringRow:
+    return ScoringRow(
+        seq=row["seq"],
+        id=row["id"],
+        type=row["type"],
+        owner=row["owner"],
+        title=row["title"],
+        content=row["content"],
+        cues=frozenset(
+            cue_set(json.loads(row["tags"]), json.loads(row["entities"]), row["place_or_task"])
+        ),
+        importance=row["importance"],
+        strength=row["strength"],
+        status=row["status"],
+        archived=bool(row["archived"]),
+        created_at=row["created_at"],
+        last_accessed_at=row["last_accessed_at"],
+        valid_from=row["valid_from"],
+        valid_to=row["valid_to"],
+        actr_count=row["actr_count"],
+        first_access_at=row["first_access_at"],
+        actr_times=json.loads(row["actr_times"]),
+        bm25=bm25,
+    )
+
+
+def _vector(blob: bytes | None) -> np.ndarray | None:
+    return None if blob is None else np.frombuffer(blob, dtype=np.float32)
+
+
+def _tombstone(row: sqlite3.Row) -> Tombstone:
+    return Tombstone(
+        memory_id=row["memory_id"],
+        owner=row["owner"],
+        role=row["role"],
+        type=row["type"],
+        content_hash=row["content_hash"],
+        reason=row["reason"],
+        ts=dt(row["ts"]),
+        lifted_at=dt(row["lifted_at"]),
+        embedding=_vector(row["embedding"]),
+    )
+
+
+def _row_values(m: Memory, embedding: np.ndarray | None) -> dict[str, Any]:
     return {
         "id": m.id,
         "type": m.type.value,
@@ -299,28 +335,74 @@ def _row_values(m: Memory, actr_times: Sequence[float], embedding: np.ndarray | 
         "valid_to": ts(m.valid_to),
         "actr_count": m.actr_count,
         "first_access_at": ts(m.first_access_at),
-        "actr_times": json.dumps([round(t, 3) for t in actr_times]),
+        "actr_times": json.dumps([round(t, 3) for t in m.actr_times]),
         "refs": json.dumps([r.model_dump(mode="json") for r in m.references]),
         "trigger": m.trigger.model_dump_json() if m.trigger else None,
         "ring": RING.dump_json(m.access_log, exclude_none=True).decode(),
         "channels": json.dumps(m.channels),
+        "authored_importance": m.importance
+        if m.authored_importance is None
+        else m.authored_importance,
         "embedding": None if embedding is None else np.asarray(embedding, np.float32).tobytes(),
     }
 
 
-class Store:
-    """An open store file. Create with `await Store.open(path)`; close with `await close()`."""
+def _access_from_row(r: sqlite3.Row) -> AccessRecord:
+    return AccessRecord(
+        ts=dt(r["ts"]),
+        channel=r["channel"],
+        reader_owner=r["reader_owner"],
+        session_ref=r["session_ref"],
+        trace_ref=r["trace_ref"],
+        query=r["query"],
+        score=r["score"],
+        rank=r["rank"],
+        components=Components.model_validate_json(r["components"]) if r["components"] else None,
+    )
+
+
+def _chunks(values: list[Any], size: int) -> Iterable[list[Any]]:
+    for i in range(0, len(values), size):
+        yield values[i : i + size]
+
+
+def _marks(values: Sequence[Any]) -> str:
+    return ",".join("?" * len(values))
+
+
+def _split_sql(script: str) -> list[str]:
+    """Split the schema into statements, keeping trigger bodies whole."""
+    statements, current = [], []
+    for line in script.strip().splitlines():
+        current.append(line)
+        text = "\n".join(current).strip()
+        if not text.endswith(";"):
+            continue
+        if text.upper().startswith("CREATE TRIGGER") and not text.upper().endswith("END;"):
+            continue
+        statements.append(text)
+        current = []
+    return statements
+
+
+class SQLiteStore:
+    """An open store file. Create with `await SQLiteStore.open(path)`; close with `close()`."""
+
+    kind = "sqlite"
 
     def __init__(self, conn: aiosqlite.Connection, path: Path) -> None:
         self.conn = conn
         self.path = path
+        self.label = path.name
+        self.writable = True
+        #: See COMMON_FLOOR; tests lower it to exercise the cut-off on a small store.
+        self.common_floor = COMMON_FLOOR
         self._write_lock = anyio.Lock()
-        self._in_transaction = False
 
     # ------------------------------------------------------------------ lifecycle
 
     @classmethod
-    async def open(cls, path: Path | str) -> Store:
+    async def open(cls, path: Path | str) -> SQLiteStore:
         """Open (creating if needed) and migrate a store file.
 
         Raises:
@@ -348,14 +430,14 @@ class Store:
         await self.conn.execute("PRAGMA foreign_keys = ON")
 
     async def _migrate(self) -> None:
-        version = await self.scalar("PRAGMA user_version")
+        version = await self._scalar("PRAGMA user_version")
         if version > SCHEMA_VERSION:
             raise StoreTooNew(str(self.path), version, SCHEMA_VERSION)
         if version == SCHEMA_VERSION:
             return
         async with self.transaction():
             # Re-read under the write lock: another process may have migrated meanwhile.
-            version = await self.scalar("PRAGMA user_version")
+            version = await self._scalar("PRAGMA user_version")
             if version == 0:
                 for statement in _split_sql(_SCHEMA):
                     await self.conn.execute(statement)
@@ -364,16 +446,18 @@ class Store:
     async def close(self) -> None:
         await self.conn.close()
 
+    async def check_writable(self) -> None:
+        """Writes are possible (the file is still the one opened): see `transaction`."""
+
     # ------------------------------------------------------------------ primitives
 
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
+    async def transaction(self) -> AsyncIterator[None]:
         """One write transaction at a time, lock taken up front (BEGIN IMMEDIATE)."""
         async with self._write_lock:
             await self.conn.execute("BEGIN IMMEDIATE")
-            self._in_transaction = True
             try:
-                yield self.conn
+                yield
             except BaseException:
                 with anyio.CancelScope(shield=True):
                     await self.conn.execute("ROLLBACK")
@@ -381,27 +465,38 @@ class Store:
             else:
                 with anyio.CancelScope(shield=True):
                     await self.conn.execute("COMMIT")
-            finally:
-                self._in_transaction = False
 
     # Reads run to completion in one hop of the connection's thread: a statement left open
     # between `execute` and `fetch` would hold an old WAL snapshot, and a BEGIN IMMEDIATE that
     # another coroutine slips in beside it fails at once with "database is locked" as soon as
     # another process has committed (busy_timeout does not retry a stale snapshot).
 
-    async def scalar(self, sql: str, params: Sequence[Any] = ()) -> Any:
+    async def _scalar(self, sql: str, params: Sequence[Any] = ()) -> Any:
         rows = list(await self.conn.execute_fetchall(sql, params))
         return rows[0][0] if rows else None
 
-    async def rows(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+    async def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
         return list(await self.conn.execute_fetchall(sql, params))
 
-    async def data_version(self) -> int:
-        """Changes when another connection commits (SPEC §3: refresh the vector cache)."""
-        return await self.scalar("PRAGMA data_version")
+    async def _rows_in(
+        self, sql: str, values: Sequence[Any], params: Sequence[Any] = ()
+    ) -> list[sqlite3.Row]:
+        """Run `sql` (with `{marks}` for an IN list) over `values` in chunks of 500."""
+        out: list[sqlite3.Row] = []
+        for chunk in _chunks(list(values), 500):
+            out += await self._rows(sql.format(marks=_marks(chunk)), [*chunk, *params])
+        return out
+
+    async def change_token(self) -> int:
+        """PRAGMA data_version: changes when another connection commits (SPEC §3)."""
+        return await self._scalar("PRAGMA data_version")
 
     async def get_meta(self, key: str) -> str | None:
-        return await self.scalar("SELECT value FROM meta WHERE key = ?", (key,))
+        return await self._scalar("SELECT value FROM meta WHERE key = ?", (key,))
+
+    async def lock_meta(self, key: str) -> str | None:
+        # BEGIN IMMEDIATE already holds the file's write lock for the whole transaction.
+        return await self.get_meta(key)
 
     async def set_meta(self, key: str, value: str) -> None:
         await self.conn.execute(
@@ -420,7 +515,7 @@ class Store:
             AmbiguousId: several memories share the prefix.
         """
         if len(ident) == 32:
-            found = await self.scalar("SELECT id FROM memories WHERE id = ?", (ident,))
+            found = await self._scalar("SELECT id FROM memories WHERE id = ?", (ident,))
             if found is None:
                 raise NotFound(ident, field)
             return found
@@ -429,7 +524,7 @@ class Store:
         upper = ident[:-1] + chr(ord(ident[-1]) + 1)
         matches = [
             r[0]
-            for r in await self.rows(
+            for r in await self._rows(
                 "SELECT id FROM memories WHERE id >= ? AND id < ? LIMIT 6", (ident, upper)
             )
         ]
@@ -439,29 +534,32 @@ class Store:
             raise AmbiguousId(ident, matches, field)
         return matches[0]
 
+    async def owners_of(self, ids: Sequence[str]) -> dict[str, str]:
+        """Owner of each existing memory among `ids`."""
+        rows = await self._rows_in("SELECT id, owner FROM memories WHERE id IN ({marks})", ids)
+        return {r["id"]: r["owner"] for r in rows}
+
     # ------------------------------------------------------------------ memories
 
-    async def insert(
-        self, m: Memory, actr_times: Sequence[float], embedding: np.ndarray | None
-    ) -> None:
-        """Insert one memory row (inside a transaction)."""
-        values = _row_values(m, actr_times, embedding)
+    async def insert(self, memory: Memory, embedding: np.ndarray | None) -> int:
+        """Insert one memory row (inside a transaction); returns and sets its seq."""
+        values = _row_values(memory, embedding)
         cols = ", ".join(values)
         marks = ", ".join(f":{k}" for k in values)
         # The next revision is computed inside the statement: one round trip, not two.
-        await self.conn.execute(
+        cursor = await self.conn.execute(
             f"INSERT INTO memories ({cols}, rev) VALUES ({marks}, {NEXT_REV})", values
         )
+        memory.seq = cursor.lastrowid
+        return memory.seq
 
-    async def save(
-        self, m: Memory, actr_times: Sequence[float], embedding: np.ndarray | None = None
-    ) -> None:
-        """Rewrite a memory row from its model (inside a transaction).
+    async def save(self, memory: Memory, embedding: np.ndarray | None = None) -> None:
+        """Rewrite a memory row from its record (inside a transaction).
 
         The embedding is only written when given, so callers that did not change the
         content never ship 1.5 kB of vector back and forth.
         """
-        values = _row_values(m, actr_times, embedding)
+        values = _row_values(memory, embedding)
         if embedding is None:
             values.pop("embedding")
         sets = ", ".join(f"{k} = :{k}" for k in values if k != "id")
@@ -469,13 +567,13 @@ class Store:
             f"UPDATE memories SET {sets}, rev = {NEXT_REV} WHERE id = :id", values
         )
 
-    async def save_many(self, items: Sequence[tuple[Memory, Sequence[float]]]) -> None:
+    async def save_many(self, memories: Sequence[Memory]) -> None:
         """Rewrite several rows (no embeddings) in one round trip, as recall logging needs."""
-        if not items:
+        if not memories:
             return
         rows = []
-        for m, actr_times in items:
-            values = _row_values(m, actr_times, None)
+        for memory in memories:
+            values = _row_values(memory, None)
             values.pop("embedding")
             rows.append(values)
         sets = ", ".join(f"{k} = :{k}" for k in rows[0] if k != "id")
@@ -495,89 +593,65 @@ class Store:
             (int(archived), ts(when) if archived else None, memory_id),
         )
 
-    async def fetch(self, memory_id: str) -> tuple[Memory, list[float]] | None:
-        rows = await self.rows("SELECT * FROM memories WHERE id = ?", (memory_id,))
-        if not rows:
-            return None
-        return memory_from_row(rows[0]), json.loads(rows[0]["actr_times"])
-
-    async def fetch_many(self, ids: Sequence[str]) -> dict[str, tuple[Memory, list[float]]]:
-        out: dict[str, tuple[Memory, list[float]]] = {}
-        for chunk in _chunks(list(ids), 500):
-            marks = ",".join("?" * len(chunk))
-            for row in await self.rows(f"SELECT * FROM memories WHERE id IN ({marks})", chunk):
-                out[row["id"]] = (memory_from_row(row), json.loads(row["actr_times"]))
-        return out
-
-    async def scoring_rows(
-        self, seqs: Iterable[int] | None = None, ids: Iterable[str] | None = None
-    ) -> list[sqlite3.Row]:
-        """The light columns recall scores on, by rowid or by id."""
-        out: list[sqlite3.Row] = []
-        key, values = ("seq", list(seqs)) if seqs is not None else ("id", list(ids or []))
-        for chunk in _chunks(values, 500):
-            marks = ",".join("?" * len(chunk))
-            out += await self.rows(
-                f"SELECT {SCORING_COLUMNS} FROM memories WHERE {key} IN ({marks})", chunk
+    async def set_importance(
+        self, memory_id: str, importance: float | None = None, authored: float | None = None
+    ) -> None:
+        """Set importance (rescore) and/or the authored importance of one row."""
+        sets, params = [], []
+        if importance is not None:
+            sets.append("importance = ?")
+            params.append(importance)
+        if authored is not None:
+            sets.append("authored_importance = ?")
+            params.append(authored)
+        if sets:
+            await self.conn.execute(
+                f"UPDATE memories SET {', '.join(sets)}, rev = {NEXT_REV} WHERE id = ?",
+                (*params, memory_id),
             )
-        return out
+
+    async def fetch(self, memory_id: str) -> Memory | None:
+        rows = await self._rows("SELECT * FROM memories WHERE id = ?", (memory_id,))
+        return _memory(rows[0]) if rows else None
+
+    async def fetch_many(self, ids: Sequence[str]) -> dict[str, Memory]:
+        rows = await self._rows_in("SELECT * FROM memories WHERE id IN ({marks})", ids)
+        return {r["id"]: _memory(r) for r in rows}
 
     async def embeddings_of(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
-        out: dict[str, np.ndarray] = {}
-        for chunk in _chunks(list(ids), 500):
-            marks = ",".join("?" * len(chunk))
-            for row in await self.rows(
-                f"SELECT id, embedding FROM memories WHERE id IN ({marks})", chunk
-            ):
-                if row["embedding"] is not None:
-                    out[row["id"]] = np.frombuffer(row["embedding"], dtype=np.float32)
-        return out
-
-    async def owners_of(self, ids: Sequence[str]) -> dict[str, str]:
-        """Owner of each existing memory among `ids`."""
-        out: dict[str, str] = {}
-        for chunk in _chunks(list(ids), 500):
-            marks = ",".join("?" * len(chunk))
-            for row in await self.rows(
-                f"SELECT id, owner FROM memories WHERE id IN ({marks})", chunk
-            ):
-                out[row["id"]] = row["owner"]
-        return out
+        rows = await self._rows_in(
+            "SELECT id, embedding FROM memories WHERE id IN ({marks}) AND embedding IS NOT NULL",
+            ids,
+        )
+        return {r["id"]: _vector(r["embedding"]) for r in rows}
 
     async def find_by_hash(self, content_hash: str, role: str, type: str) -> str | None:
         """A live memory of this role and type with exactly this content."""
         # INDEXED BY: without statistics the planner chose memories_type (type, archived) and
         # scanned every live row of the type — 68 ms per write at 100k rows, O(n) per write.
-        return await self.scalar(
+        return await self._scalar(
             "SELECT id FROM memories INDEXED BY memories_hash "
             "WHERE content_hash = ? AND role = ? AND type = ? "
             "AND archived = 0 ORDER BY created_at LIMIT 1",
             (content_hash, role, type),
         )
 
-    async def vector_rows(self, since_rev: int, limit: int = -1) -> list[sqlite3.Row]:
-        """Rows changed after `since_rev`, oldest change first, for the vector cache.
-
-        `limit` pages the read (revisions are unique per row, so `rev > last` resumes it).
-        """
-        return await self.rows(
-            "SELECT seq, id, role, owner, type, archived, embedding, rev FROM memories "
-            "WHERE rev > ? ORDER BY rev LIMIT ?",
-            (since_rev, limit),
+    async def unembedded(self, dim: int, limit: int) -> list[tuple[str, str, str]]:
+        rows = await self._rows(
+            "SELECT id, title, content FROM memories WHERE embedding IS NULL "
+            "OR length(embedding) != ? LIMIT ?",
+            (dim * 4, limit),
         )
+        return [(r["id"], r["title"], r["content"]) for r in rows]
 
-    async def list_memories(
+    def _list_where(
         self,
         scope: Scope,
-        *,
-        archived: bool | None = False,
-        type: str | None = None,
-        status: str | None = None,
-        after_seq: int | None = None,
-        limit: int = 50,
-    ) -> list[sqlite3.Row]:
-        """Full rows in insertion order, for listings and exports (cursor = last seq)."""
-        where, params = scope.sql()
+        archived: bool | None,
+        type: str | None,
+        status: str | None,
+    ) -> tuple[list[str], list[Any]]:
+        where, params = scope_sql(scope)
         clauses = [where]
         if archived is not None:
             clauses.append("archived = ?")
@@ -588,17 +662,89 @@ class Store:
         if status is not None:
             clauses.append("status = ?")
             params.append(status)
+        return clauses, params
+
+    async def list_memories(
+        self,
+        scope: Scope,
+        *,
+        archived: bool | None = False,
+        type: str | None = None,
+        status: str | None = None,
+        after_seq: int | None = None,
+        limit: int = 50,
+    ) -> list[Memory]:
+        """Memories in insertion order, for listings and exports (cursor = last seq)."""
+        clauses, params = self._list_where(scope, archived, type, status)
         if after_seq is not None:
             clauses.append("seq > ?")
             params.append(after_seq)
         params.append(limit)
-        return await self.rows(
+        rows = await self._rows(
             f"SELECT * FROM memories WHERE {' AND '.join(clauses)} ORDER BY seq LIMIT ?", params
         )
+        return [_memory(r) for r in rows]
 
-    # ------------------------------------------------------------------ search
+    async def count_memories(
+        self, scope: Scope, *, type: str | None = None, status: str | None = None
+    ) -> int:
+        clauses, params = self._list_where(scope, False, type, status)
+        return await self._scalar(
+            f"SELECT count(*) FROM memories WHERE {' AND '.join(clauses)}", params
+        )
 
-    async def _selective_terms(self, terms: list[str], floor: int) -> list[str]:
+    async def context_rows(self, scope: Scope, limit: int) -> list[Memory]:
+        """What the context block shows: open todos first, then by importance and recency.
+
+        Scratch notes and closed todos never appear (they are not worth the reader's context).
+        """
+        where, params = scope_sql(scope)
+        rows = await self._rows(
+            f"SELECT * FROM memories WHERE {where} AND archived = 0 AND type != 'scratch' "
+            "AND NOT (type = 'todo' AND status != 'open') "
+            "ORDER BY (type = 'todo' AND status = 'open') DESC, importance DESC, "
+            "last_accessed_at DESC LIMIT ?",
+            [*params, limit],
+        )
+        return [_memory(r) for r in rows]
+
+    async def intents(self, role: str) -> list[Memory]:
+        rows = await self._rows(
+            "SELECT * FROM memories WHERE type = 'intent' AND archived = 0 AND role = ? "
+            "AND trigger IS NOT NULL ORDER BY seq",
+            (role,),
+        )
+        return [_memory(r) for r in rows]
+
+    # ------------------------------------------------------------------ recall
+
+    async def row_count(self) -> int:
+        # max(seq) is O(log n) and equals the count until rows are deleted (they never are).
+        return await self._scalar("SELECT coalesce(max(seq), 0) FROM memories")
+
+    async def vector_changes(self, mark: Any, limit: int) -> tuple[list[VectorRow], Any]:
+        """Rows with a revision above `mark`, oldest change first (revisions are unique)."""
+        since = int(mark or 0)
+        rows = await self._rows(
+            "SELECT seq, id, role, owner, type, archived, embedding, rev FROM memories "
+            "WHERE rev > ? ORDER BY rev LIMIT ?",
+            (since, limit),
+        )
+        out = [
+            VectorRow(
+                seq=r["seq"],
+                id=r["id"],
+                role=r["role"],
+                owner=r["owner"],
+                type=r["type"],
+                archived=bool(r["archived"]),
+                embedding=_vector(r["embedding"]),
+            )
+            for r in rows
+        ]
+        return out, (rows[-1]["rev"] if rows else since)
+
+    async def _selective_terms(self, terms: list[str]) -> list[str]:
         """Drop terms too common to be worth ranking (see COMMON_SHARE); one SQL round trip.
 
         Each count stops at the cap, so checking costs the same at any store size. When every
@@ -606,8 +752,8 @@ class Store:
         """
         if not terms:
             return terms
-        rows = await self.scalar("SELECT coalesce(max(seq), 0) FROM memories")
-        cap = max(floor, int(rows * COMMON_SHARE))
+        rows = await self.row_count()
+        cap = max(self.common_floor, int(rows * COMMON_SHARE))
         if rows < cap:
             return terms
         probe = ", ".join(
@@ -618,30 +764,24 @@ class Store:
         params: list[Any] = []
         for term in terms:
             params += [f'"{term}"', cap]
-        counts = (await self.rows(f"SELECT {probe}", params))[0]
+        counts = (await self._rows(f"SELECT {probe}", params))[0]
         return [term for term, n in zip(terms, counts, strict=True) if n < cap]
 
-    async def fts_search(
-        self,
-        text: str,
-        scope: Scope,
-        limit: int,
-        include_archived: bool = False,
-        common_floor: int = COMMON_FLOOR,
-    ) -> list[tuple[int, float]]:
-        """BM25 top `limit` (seq, score; higher is better) for free text; never raises on syntax."""
-        terms = await self._selective_terms(fts_terms(text), common_floor)
-        query = fts_query(terms)
+    async def _keyword_hits(
+        self, text: str, scope: Scope, limit: int, include_archived: bool
+    ) -> dict[int, float]:
+        """BM25 top `limit` (seq → score; higher is better); never raises on syntax."""
+        query = fts_query(await self._selective_terms(fts_terms(text)))
         if query is None or limit <= 0:
-            return []
-        where, params = scope.sql("m")
+            return {}
+        where, params = scope_sql(scope, "m")
         archived = "" if include_archived else "AND m.archived = 0"
         # Rank inside FTS5 first and join only the best `pool` rows: joining every match to
         # `memories` before the LIMIT cost 3-5x the ranking itself on common words (10k rows:
         # 14 ms -> 4 ms). If the scope or archive filter leaves fewer than `limit` out of a
         # full pool, fall back to filtering every match, so the answer never changes.
         pool = max(limit * 4, 200)
-        rows = await self.rows(
+        rows = await self._rows(
             "SELECT f.seq, f.score FROM (SELECT rowid AS seq, "
             "bm25(memories_fts, 2.0, 1.0, 1.5, 1.5) AS score FROM memories_fts "
             "WHERE memories_fts MATCH ? ORDER BY score LIMIT ?) f "
@@ -650,19 +790,46 @@ class Store:
             [query, pool, *params, limit],
         )
         if len(rows) < limit:
-            matched = await self.scalar(
+            matched = await self._scalar(
                 "SELECT count(*) FROM (SELECT rowid FROM memories_fts "
                 "WHERE memories_fts MATCH ? LIMIT ?)",
                 [query, pool],
             )
             if matched >= pool:
-                rows = await self.rows(
+                rows = await self._rows(
                     "SELECT m.seq, bm25(memories_fts, 2.0, 1.0, 1.5, 1.5) AS score "
                     "FROM memories_fts JOIN memories m ON m.seq = memories_fts.rowid "
                     f"WHERE memories_fts MATCH ? AND {where} {archived} ORDER BY score LIMIT ?",
                     [query, *params, limit],
                 )
-        return [(r["seq"], -r["score"]) for r in rows]
+        return {r["seq"]: -r["score"] for r in rows}
+
+    async def candidates(
+        self,
+        text: str,
+        scope: Scope,
+        *,
+        limit: int,
+        ids: Sequence[str] = (),
+        include_archived: bool = False,
+    ) -> list[ScoringRow]:
+        """The keyword top `limit` for `text` and the rows `ids`, with what scoring needs."""
+        hits = await self._keyword_hits(text, scope, limit, include_archived)
+        rows = await self._rows_in(
+            f"SELECT {SCORING_COLUMNS} FROM memories m WHERE m.seq IN ({{marks}})", list(hits)
+        )
+        out = [_scoring(r, hits[r["seq"]]) for r in rows]
+        seen = {r.id for r in out}
+        wanted = [i for i in ids if i not in seen]
+        if wanted:
+            out += await self.scoring_rows(wanted)
+        return out
+
+    async def scoring_rows(self, ids: Sequence[str]) -> list[ScoringRow]:
+        rows = await self._rows_in(
+            f"SELECT {SCORING_COLUMNS} FROM memories m WHERE m.id IN ({{marks}})", ids
+        )
+        return [_scoring(r) for r in rows]
 
     # ------------------------------------------------------------------ edges
 
@@ -671,12 +838,12 @@ class Store:
         await self.conn.execute(
             "INSERT INTO edges(src, dst, type, weight, created_at) VALUES (?, ?, ?, ?, ?) "
             "ON CONFLICT(src, dst, type) DO UPDATE SET weight = MAX(weight, excluded.weight)",
-            (src, dst, type.value, weight, datetime.now(UTC).timestamp()),
+            (src, dst, EdgeType(type).value, weight, datetime.now(UTC).timestamp()),
         )
         await self.conn.execute(f"UPDATE memories SET rev = {NEXT_REV} WHERE id = ?", (src,))
 
     async def edges_of(self, memory_id: str) -> list[Edge]:
-        rows = await self.rows(
+        rows = await self._rows(
             "SELECT dst, type, weight, created_at FROM edges WHERE src = ? ORDER BY created_at",
             (memory_id,),
         )
@@ -687,43 +854,61 @@ class Store:
             for r in rows
         ]
 
-    async def out_edges(self, sources: Sequence[str], scope: Scope) -> list[sqlite3.Row]:
+    async def out_edges(self, sources: Sequence[str], scope: Scope) -> list[EdgeRow]:
         """Outgoing edges of `sources` whose targets are live and inside `scope`.
 
         SPEC §5 fixes 3 and 4: archived targets and targets outside the reader's scope are
         dropped here, before spreading ever sees them, so they neither appear nor relay.
         """
-        out: list[sqlite3.Row] = []
-        where, params = scope.sql("m")
-        for chunk in _chunks(list(sources), 500):
-            marks = ",".join("?" * len(chunk))
-            out += await self.rows(
-                "SELECT e.src, e.dst, e.type, e.weight FROM edges e "
-                "JOIN memories m ON m.id = e.dst "
-                f"WHERE e.src IN ({marks}) AND m.archived = 0 AND {where}",
-                [*chunk, *params],
-            )
-        return out
+        where, params = scope_sql(scope, "m")
+        rows = await self._rows_in(
+            "SELECT e.src, e.dst, e.type, e.weight FROM edges e JOIN memories m ON m.id = e.dst "
+            f"WHERE e.src IN ({{marks}}) AND m.archived = 0 AND {where}",
+            sources,
+            params,
+        )
+        return [EdgeRow(r["src"], r["dst"], r["type"], r["weight"]) for r in rows]
 
     async def successors(
         self, targets: Sequence[str], relations: Sequence[str], scope: Scope
-    ) -> list[sqlite3.Row]:
+    ) -> list[EdgeRow]:
         """Live, visible memories that point at `targets` with one of `relations`."""
-        out: list[sqlite3.Row] = []
-        where, params = scope.sql("m")
-        rel_marks = ",".join("?" * len(relations))
-        for chunk in _chunks(list(targets), 500):
-            marks = ",".join("?" * len(chunk))
-            out += await self.rows(
-                "SELECT e.src, e.dst, e.type FROM edges e JOIN memories m ON m.id = e.src "
-                f"WHERE e.dst IN ({marks}) AND e.type IN ({rel_marks}) "
-                f"AND m.archived = 0 AND {where}",
-                [*chunk, *relations, *params],
-            )
-        return out
+        where, params = scope_sql(scope, "m")
+        rows = await self._rows_in(
+            "SELECT e.src, e.dst, e.type, e.weight FROM edges e JOIN memories m ON m.id = e.src "
+            f"WHERE e.dst IN ({{marks}}) AND e.type IN ({_marks(relations)}) "
+            f"AND m.archived = 0 AND {where}",
+            targets,
+            [*relations, *params],
+        )
+        return [EdgeRow(r["src"], r["dst"], r["type"], r["weight"]) for r in rows]
 
-    async def count_edges(self) -> int:
-        return await self.scalar("SELECT COUNT(*) FROM edges")
+    async def edge_pairs(self, role: str | None, live_only: bool = True) -> list[EdgeRow]:
+        """Edges leaving a role's memories (every role for None), by default only between
+        live memories."""
+        clauses, params = [], []
+        if role is not None:
+            clauses.append("a.role = ?")
+            params.append(role)
+        if live_only:
+            clauses.append("a.archived = 0 AND b.archived = 0")
+        where = " AND ".join(clauses) or "1"
+        rows = await self._rows(
+            "SELECT e.src, e.dst, e.type, e.weight FROM edges e "
+            f"JOIN memories a ON a.id = e.src JOIN memories b ON b.id = e.dst WHERE {where}",
+            params,
+        )
+        return [EdgeRow(r["src"], r["dst"], r["type"], r["weight"]) for r in rows]
+
+    async def copy_edges(self, src: str, dst: str) -> int:
+        """Copy `src`'s outgoing edges onto `dst` (larger weight wins); returns how many."""
+        cur = await self.conn.execute(
+            "INSERT INTO edges(src, dst, type, weight, created_at) "
+            "SELECT ?, dst, type, weight, created_at FROM edges WHERE src = ? AND dst != ? "
+            "ON CONFLICT(src, dst, type) DO UPDATE SET weight = MAX(weight, excluded.weight)",
+            (dst, src, dst),
+        )
+        return cur.rowcount
 
     # ------------------------------------------------------------------ accesses
 
@@ -766,76 +951,22 @@ class Store:
             params.append(before_seq)
         join = ""
         if scope is not None:
-            where, sp = scope.sql("m")
+            where, sp = scope_sql(scope, "m")
             join = "JOIN memories m ON m.id = a.memory_id"
             clauses.append(where)
             params += sp
         params.append(limit)
-        rows = await self.rows(
+        rows = await self._rows(
             f"SELECT a.* FROM accesses a {join} WHERE {' AND '.join(clauses)} "
             "ORDER BY a.seq DESC LIMIT ?",
             params,
         )
         return [(r["seq"], r["memory_id"], _access_from_row(r)) for r in rows]
 
-    async def count_accesses(self, memory_id: str | None = None) -> int:
-        if memory_id is None:
-            return await self.scalar("SELECT COUNT(*) FROM accesses")
-        return await self.scalar("SELECT COUNT(*) FROM accesses WHERE memory_id = ?", (memory_id,))
+    async def count_accesses(self, memory_id: str) -> int:
+        return await self._scalar("SELECT COUNT(*) FROM accesses WHERE memory_id = ?", (memory_id,))
 
-    # ------------------------------------------------------------------ maintenance, stats
-
-    async def log_maintenance(self, kind: str, report: dict[str, Any]) -> None:
-        await self.conn.execute(
-            "INSERT INTO maintenance_log(ts, kind, report) VALUES (?, ?, ?)",
-            (datetime.now(UTC).timestamp(), kind, json.dumps(report, default=str)),
-        )
-
-    async def counts(self, scope: Scope) -> dict[str, Any]:
-        where, params = scope.sql()
-        total = await self.scalar(f"SELECT COUNT(*) FROM memories WHERE {where}", params)
-        archived = await self.scalar(
-            f"SELECT COUNT(*) FROM memories WHERE {where} AND archived = 1", params
-        )
-        by_type = {
-            r[0]: r[1]
-            for r in await self.rows(
-                f"SELECT type, COUNT(*) FROM memories WHERE {where} AND archived = 0 "
-                "GROUP BY type ORDER BY type",
-                params,
-            )
-        }
-        by_owner = {
-            r[0]: r[1]
-            for r in await self.rows(
-                f"SELECT owner, COUNT(*) FROM memories WHERE {where} AND archived = 0 "
-                "GROUP BY owner ORDER BY owner",
-                params,
-            )
-        }
-        return {"total": total, "archived": archived, "by_type": by_type, "by_owner": by_owner}
-
-    # ------------------------------------------------------------------ living memory (issue 4)
-    # Tombstones, authored importance, reflection reads, intents and KPIs. Kept in one block so
-    # the core above stays easy to merge.
-
-    async def set_authored_importance(self, memory_id: str, value: float) -> None:
-        """What the author said (update, or the max over reinforcing repeats)."""
-        await self.conn.execute(
-            "UPDATE memories SET authored_importance = ? WHERE id = ?", (value, memory_id)
-        )
-
-    async def authored_of(self, ids: Sequence[str]) -> dict[str, float]:
-        out: dict[str, float] = {}
-        for chunk in _chunks(list(ids), 500):
-            marks = ",".join("?" * len(chunk))
-            for row in await self.rows(
-                f"SELECT id, authored_importance, importance FROM memories WHERE id IN ({marks})",
-                chunk,
-            ):
-                value = row["authored_importance"]
-                out[row["id"]] = row["importance"] if value is None else value
-        return out
+    # ------------------------------------------------------------------ tombstones
 
     async def add_tombstone(self, memory_id: str, reason: str, when: datetime) -> None:
         """Record what was archived and why, from the memory's own row (SPEC §7)."""
@@ -852,102 +983,135 @@ class Store:
             (ts(when), memory_id),
         )
 
-    async def tombstone_by_hash(self, content_hash: str, role: str) -> sqlite3.Row | None:
+    async def tombstone_by_hash(self, content_hash: str, role: str) -> Tombstone | None:
         """The newest standing tombstone of this role with exactly this content."""
-        rows = await self.rows(
+        rows = await self._rows(
             "SELECT t.* FROM tombstones t JOIN memories m ON m.id = t.memory_id "
             "WHERE t.content_hash = ? AND t.role = ? AND t.lifted_at IS NULL AND m.archived = 1 "
             "ORDER BY t.ts DESC LIMIT 1",
             (content_hash, role),
         )
-        return rows[0] if rows else None
+        return _tombstone(rows[0]) if rows else None
 
-    async def tombstones_of(self, memory_ids: Sequence[str]) -> dict[str, sqlite3.Row]:
+    async def tombstones_of(self, memory_ids: Sequence[str]) -> dict[str, Tombstone]:
         """Standing tombstones (newest per memory) of archived memories among `memory_ids`."""
-        out: dict[str, sqlite3.Row] = {}
-        for chunk in _chunks(list(memory_ids), 500):
-            marks = ",".join("?" * len(chunk))
-            for row in await self.rows(
-                "SELECT t.* FROM tombstones t JOIN memories m ON m.id = t.memory_id "
-                f"WHERE t.memory_id IN ({marks}) AND t.lifted_at IS NULL AND m.archived = 1 "
-                "ORDER BY t.ts",
-                chunk,
-            ):
-                out[row["memory_id"]] = row
-        return out
+        rows = await self._rows_in(
+            "SELECT t.* FROM tombstones t JOIN memories m ON m.id = t.memory_id "
+            "WHERE t.memory_id IN ({marks}) AND t.lifted_at IS NULL AND m.archived = 1 "
+            "ORDER BY t.ts",
+            memory_ids,
+        )
+        return {r["memory_id"]: _tombstone(r) for r in rows}
 
-    async def reflection_rows(self, role: str | None) -> list[sqlite3.Row]:
-        """Live rows reflection plans over, with their vectors (one role, or every role)."""
+    # ------------------------------------------------------------------ maintenance
+
+    async def log_maintenance(self, kind: str, report: dict[str, Any]) -> None:
+        await self.conn.execute(
+            "INSERT INTO maintenance_log(ts, kind, report) VALUES (?, ?, ?)",
+            (datetime.now(UTC).timestamp(), kind, json.dumps(report, default=str)),
+        )
+
+    async def maintenance_entries(
+        self, kind: str | None = None, limit: int = 20, role: str | None = None
+    ) -> list[MaintenanceEntry]:
+        clauses, params = ["1"], []
+        if kind is not None:
+            clauses.append("kind = ?")
+            params.append(kind)
+        if role is not None:
+            clauses.append("json_extract(report, '$.role') = ?")
+            params.append(role)
+        rows = await self._rows(
+            f"SELECT seq, ts, kind, report FROM maintenance_log WHERE {' AND '.join(clauses)} "
+            "ORDER BY seq DESC LIMIT ?",
+            [*params, limit],
+        )
+        return [
+            MaintenanceEntry(r["seq"], dt(r["ts"]), r["kind"], json.loads(r["report"]))
+            for r in rows
+        ]
+
+    async def count_maintenance(self, kind: str, role: str | None = None) -> int:
+        if role is None:
+            return await self._scalar(
+                "SELECT COUNT(*) FROM maintenance_log WHERE kind = ?", (kind,)
+            )
+        return await self._scalar(
+            "SELECT COUNT(*) FROM maintenance_log WHERE kind = ? "
+            "AND json_extract(report, '$.role') = ?",
+            (kind, role),
+        )
+
+    async def reflection_nodes(self, role: str | None) -> tuple[list[Node], np.ndarray]:
+        """Live rows reflection plans over (one role, or every role) and their vectors."""
         where, params = ("role = ?", [role]) if role is not None else ("1", [])
-        return await self.rows(
-            "SELECT id, type, owner, role, status, importance, authored_importance, salience, "
+        rows = await self._rows(
+            "SELECT id, type, owner, status, importance, authored_importance, salience, "
             "confidence, strength, reinforcement_count, created_at, last_accessed_at, archived, "
             f"embedding FROM memories WHERE archived = 0 AND {where} ORDER BY seq",
             params,
         )
+        dim = next((len(r["embedding"]) // 4 for r in rows if r["embedding"] is not None), 0)
+        vectors = np.zeros((len(rows), dim), dtype=np.float32)
+        nodes = []
+        for i, r in enumerate(rows):
+            blob = r["embedding"]
+            if blob is not None and len(blob) == dim * 4:
+                vectors[i] = np.frombuffer(blob, dtype=np.float32)
+            authored = r["authored_importance"]
+            nodes.append(
+                Node(
+                    id=r["id"],
+                    type=r["type"],
+                    owner=r["owner"],
+                    created_at=dt(r["created_at"]),
+                    last_accessed_at=dt(r["last_accessed_at"]),
+                    importance=r["importance"],
+                    authored_importance=r["importance"] if authored is None else authored,
+                    salience=r["salience"],
+                    confidence=r["confidence"],
+                    strength=r["strength"],
+                    reinforcement_count=r["reinforcement_count"],
+                    status=r["status"],
+                    archived=bool(r["archived"]),
+                    row=i,
+                )
+            )
+        return nodes, vectors
 
-    async def edge_pairs(self, live_only: bool = True) -> list[sqlite3.Row]:
-        """(src, dst, type) of edges, by default only those between live memories."""
-        if not live_only:
-            return await self.rows("SELECT src, dst, type FROM edges")
-        return await self.rows(
-            "SELECT e.src, e.dst, e.type FROM edges e "
-            "JOIN memories a ON a.id = e.src JOIN memories b ON b.id = e.dst "
-            "WHERE a.archived = 0 AND b.archived = 0"
+    # ------------------------------------------------------------------ statistics
+
+    async def counts(self, scope: Scope) -> Counts:
+        where, params = scope_sql(scope)
+        total = await self._scalar(f"SELECT COUNT(*) FROM memories WHERE {where}", params)
+        archived = await self._scalar(
+            f"SELECT COUNT(*) FROM memories WHERE {where} AND archived = 1", params
         )
+        by_type = {
+            r[0]: r[1]
+            for r in await self._rows(
+                f"SELECT type, COUNT(*) FROM memories WHERE {where} AND archived = 0 "
+                "GROUP BY type ORDER BY type",
+                params,
+            )
+        }
+        by_owner = {
+            r[0]: r[1]
+            for r in await self._rows(
+                f"SELECT owner, COUNT(*) FROM memories WHERE {where} AND archived = 0 "
+                "GROUP BY owner ORDER BY owner",
+                params,
+            )
+        }
+        return Counts(total, archived, by_type, by_owner)
 
-    async def update_fields(self, memory_id: str, fields: dict[str, Any]) -> None:
-        """Set a few promoted columns of one row (reflection writes only what it changes)."""
-        if not fields:
-            return
-        sets = ", ".join(f"{k} = :{k}" for k in fields)
-        await self.conn.execute(
-            f"UPDATE memories SET {sets}, rev = {NEXT_REV} WHERE id = :id",
-            {**fields, "id": memory_id},
-        )
-
-    async def copy_edges(self, src: str, dst: str) -> int:
-        """Copy `src`'s outgoing edges onto `dst` (larger weight wins); returns how many."""
-        cur = await self.conn.execute(
-            "INSERT INTO edges(src, dst, type, weight, created_at) "
-            "SELECT ?, dst, type, weight, created_at FROM edges WHERE src = ? AND dst != ? "
-            "ON CONFLICT(src, dst, type) DO UPDATE SET weight = MAX(weight, excluded.weight)",
-            (dst, src, dst),
-        )
-        return cur.rowcount
-
-    async def intents(self, role: str) -> list[sqlite3.Row]:
-        """Live intents of a role that carry a trigger."""
-        return await self.rows(
-            "SELECT * FROM memories WHERE type = 'intent' AND archived = 0 AND role = ? "
-            "AND trigger IS NOT NULL ORDER BY seq",
-            (role,),
-        )
-
-    async def set_trigger(self, memory_id: str, trigger_json: str) -> None:
-        await self.update_fields(memory_id, {"trigger": trigger_json})
-
-    async def maintenance_entries(self, kind: str | None = None, limit: int = 20) -> list[dict]:
-        where, params = ("WHERE kind = ?", [kind]) if kind else ("", [])
-        rows = await self.rows(
-            f"SELECT seq, ts, kind, report FROM maintenance_log {where} ORDER BY seq DESC LIMIT ?",
-            [*params, limit],
-        )
-        return [
-            {"seq": r["seq"], "ts": dt(r["ts"]), "kind": r["kind"], **json.loads(r["report"])}
-            for r in rows
-        ]
-
-    async def count_maintenance(self, kind: str) -> int:
-        return await self.scalar("SELECT COUNT(*) FROM maintenance_log WHERE kind = ?", (kind,))
-
-    async def kpi_rows(self, scope: Scope, reads: Sequence[str]) -> dict[str, Any]:
-        """Raw numbers for the KPIs in stats: reads per live memory, reflection output, todos."""
-        where, params = scope.sql("m")
-        marks = ",".join("?" * len(reads))
+    async def kpi_rows(self, scope: Scope, reads: Sequence[str]) -> KpiRaw:
+        """Raw numbers for the KPIs in stats, every one of them inside `scope`."""
+        where, params = scope_sql(scope, "m")
+        marks = _marks(reads)
         counts = {
             r[0]: r[1]
-            for r in await self.rows(
+            for r in await self._rows(
                 f"SELECT a.memory_id, COUNT(*) FROM accesses a JOIN memories m "
                 f"ON m.id = a.memory_id WHERE a.channel IN ({marks}) AND m.archived = 0 "
                 f"AND {where} GROUP BY a.memory_id",
@@ -956,7 +1120,7 @@ class Store:
         }
         derived = {
             r[0]
-            for r in await self.rows(
+            for r in await self._rows(
                 "SELECT DISTINCT e.src FROM edges e JOIN memories m ON m.id = e.src "
                 f"WHERE e.type = 'derived_from' AND m.archived = 0 AND {where}",
                 params,
@@ -964,18 +1128,18 @@ class Store:
         }
         per_memory = [
             (r["id"], r["type"], r["id"] in derived, counts.get(r["id"], 0))
-            for r in await self.rows(
+            for r in await self._rows(
                 f"SELECT m.id, m.type FROM memories m WHERE m.archived = 0 AND {where}", params
             )
         ]
-        todos = await self.rows(
+        todos = await self._rows(
             f"SELECT status, created_at FROM memories m WHERE m.type = 'todo' AND {where} "
             "AND m.archived = 0",
             params,
         )
         # A read is cross-owner when the reader's role differs from the memory's (shared rows
         # and unnamed readers never count).
-        cross = await self.scalar(
+        cross = await self._scalar(
             "SELECT COUNT(*) FROM accesses a JOIN memories m ON m.id = a.memory_id "
             f"WHERE a.channel IN ({marks}) AND m.owner != '' AND a.reader_owner != '' "
             "AND m.role != CASE WHEN instr(a.reader_owner, '@') > 0 "
@@ -983,48 +1147,27 @@ class Store:
             f"ELSE a.reader_owner END AND {where}",
             [*reads, *params],
         )
-        tombstones = await self.scalar(
+        tombstones = await self._scalar(
             "SELECT COUNT(*) FROM tombstones t JOIN memories m ON m.id = t.memory_id "
             f"WHERE t.lifted_at IS NULL AND {where}",
             params,
         )
-        return {
-            "per_memory": per_memory,
-            "todos": [(r["status"], dt(r["created_at"])) for r in todos],
-            "cross_owner_reads": cross,
-            "tombstones": tombstones,
-        }
-
-
-def _access_from_row(r: sqlite3.Row) -> AccessRecord:
-    return AccessRecord(
-        ts=dt(r["ts"]),
-        channel=r["channel"],
-        reader_owner=r["reader_owner"],
-        session_ref=r["session_ref"],
-        trace_ref=r["trace_ref"],
-        query=r["query"],
-        score=r["score"],
-        rank=r["rank"],
-        components=Components.model_validate_json(r["components"]) if r["components"] else None,
-    )
-
-
-def _chunks(values: list[Any], size: int) -> Iterable[list[Any]]:
-    for i in range(0, len(values), size):
-        yield values[i : i + size]
-
-
-def _split_sql(script: str) -> list[str]:
-    """Split the schema into statements, keeping trigger bodies whole."""
-    statements, current = [], []
-    for line in script.strip().splitlines():
-        current.append(line)
-        text = "\n".join(current).strip()
-        if not text.endswith(";"):
-            continue
-        if text.upper().startswith("CREATE TRIGGER") and not text.upper().endswith("END;"):
-            continue
-        statements.append(text)
-        current = []
-    return statements
+        # Edges and accesses the scope can see: both ends visible, the accessed memory visible.
+        b_where, b_params = scope_sql(scope, "b")
+        edges = await self._scalar(
+            "SELECT COUNT(*) FROM edges e JOIN memories m ON m.id = e.src "
+            f"JOIN memories b ON b.id = e.dst WHERE {where} AND {b_where}",
+            [*params, *b_params],
+        )
+        accesses = await self._scalar(
+            f"SELECT COUNT(*) FROM accesses a JOIN memories m ON m.id = a.memory_id WHERE {where}",
+            params,
+        )
+        return KpiRaw(
+            per_memory=per_memory,
+            todos=[(r["status"], dt(r["created_at"])) for r in todos],
+            cross_owner_reads=cross,
+            tombstones=tombstones,
+            edges=edges,
+            accesses=accesses,
+        )

@@ -12,7 +12,8 @@ from typing import Any
 
 from mcp import MCPDeprecationWarning, MCPError, types
 
-from .generative import MalformedReply, Sampler, SamplingUnavailable
+from ..domain.generative import MalformedReply, SamplingUnavailable
+from ..services.sampler import Sampler
 
 __all__ = ["session_sampler"]
 

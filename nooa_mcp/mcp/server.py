@@ -17,11 +17,12 @@ from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
 from pydantic import AnyHttpUrl
 
-from .config import Settings
-from .embeddings import Embedder, default_embedder
-from .errors import InvalidInput
+from ..config import Settings
+from ..domain.scope import parse_roles
+from ..embeddings import Embedder, default_embedder
+from ..errors import InvalidInput
 from .handlers import Owners, bind_owner
-from .identity import TokenFileVerifier, load_tokens
+from .identity import TokenEntry, TokenFileVerifier, load_tokens
 from .notifications import Subscribers
 from .prompting import register_prompts
 from .rendering import REPLY_TOKENS
@@ -43,7 +44,7 @@ def build_server(
     settings: Settings,
     *,
     embedder: Embedder | None = None,
-    tokens: dict[str, str] | None = None,
+    tokens: dict[str, TokenEntry] | dict[str, str] | None = None,
     http_url: str = "http://127.0.0.1:8765",
 ) -> MCPServer:
     """Build the nooa-mcp server for `settings`.
@@ -51,7 +52,8 @@ def build_server(
     Args:
         settings: store path, configured owner and model constants.
         embedder: the embedding model; None loads the bundled MiniLM in a worker thread.
-        tokens: bearer token → owner; when given, HTTP requests without a valid token are refused.
+        tokens: bearer token → owner (or TokenEntry with read grants); when given, HTTP
+            requests without a valid token are refused.
         http_url: the server's own base URL (only used to describe it to OAuth-aware clients).
 
     Returns:
@@ -81,7 +83,7 @@ def build_server(
         token_verifier=verifier,
         auth=auth,
     )
-    server.middleware.append(bind_owner(settings.owner))
+    server.middleware.append(bind_owner(settings.owner, parse_roles(settings.read)))
     budget = REPLY_TOKENS
     subscribers = Subscribers()
     subscribers.install(server)
@@ -128,6 +130,13 @@ def run(
     if transport != "http":
         raise InvalidInput("transport", f"'{transport}' is not a transport.", "Use stdio or http.")
     tokens = load_tokens(tokens_file) if tokens_file is not None else None
+    if tokens is not None and settings.owner:
+        raise InvalidInput(
+            "owner",
+            f"--owner/NOOA_OWNER ({settings.owner}) and --tokens ({tokens_file}) both say whose "
+            "memory a request is.",
+            "Drop --owner (each token names its owner), or serve without --tokens.",
+        )
     if tokens is None and not _is_loopback(host):
         raise InvalidInput(
             "host",

@@ -1,15 +1,19 @@
-"""The in-memory vector matrix: a cache of the store's embeddings (SPEC §3).
+"""The in-process vector matrix: a cache of the store's embeddings (SPEC §3).
 
-Rebuilt on open, then refreshed incrementally: every write bumps a store-wide revision, and
-when `PRAGMA data_version` says another connection committed (or this one wrote), the rows
-with a newer revision are pulled in. Search is one matrix–vector product over float32 rows.
+Rebuilt on open, then refreshed incrementally: every write moves a store-wide revision, and when
+the store's change token says another connection committed (or this process wrote), the rows
+changed since the last mark are pulled in. Search is one matrix–vector product over float32
+rows. One index serves every owner of a process; scopes become boolean masks.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from .store import Scope, Store
+from ..domain.scope import Scope
+from .base import Store, VectorRow
 
 #: Rows read per query while the cache catches up with the store.
 SYNC_PAGE = 5000
@@ -21,8 +25,8 @@ class VectorIndex:
     def __init__(self, dim: int) -> None:
         self.dim = dim
         self.size = 0
-        self.rev = 0
-        self._data_version: int | None = None
+        self.mark: Any = None
+        self._token: Any = None
         self._dirty = True
         self.matrix = np.zeros((0, dim), dtype=np.float32)
         self.has_vector = np.zeros(0, dtype=bool)
@@ -38,53 +42,50 @@ class VectorIndex:
         self._types: dict[str, int] = {}
 
     def mark_dirty(self) -> None:
-        """This process wrote: pull on the next sync even if data_version did not move."""
+        """This process wrote: pull on the next sync even if the change token did not move."""
         self._dirty = True
 
     async def sync(self, store: Store) -> None:
         """Bring the cache up to date with the store."""
-        version = await store.data_version()
-        if not self._dirty and version == self._data_version:
+        token = await store.change_token()
+        if not self._dirty and token == self._token:
             return
         self._dirty = False
-        self._data_version = version
+        self._token = token
         if self.size == 0:
             # Size the matrix once on a cold open: growing by doubling while 100k rows stream
             # in held two copies and an oversized one (peak RSS 620 MB at 100k, steady 300).
-            total = await store.scalar("SELECT count(*) FROM memories")
-            self._grow(int(total or 0))
+            self._grow(await store.row_count())
         while True:
             # Paged, so the float32 blobs of a large store are never all in memory at once.
-            rows = await store.vector_rows(self.rev, SYNC_PAGE)
+            rows, self.mark = await store.vector_changes(self.mark, SYNC_PAGE)
             if rows:
                 self._apply(rows)
             if len(rows) < SYNC_PAGE:
                 break
 
-    def _apply(self, rows: list) -> None:
-        new = [r for r in rows if r["id"] not in self.row_of]
+    def _apply(self, rows: list[VectorRow]) -> None:
+        new = [r for r in rows if r.id not in self.row_of]
         self._grow(self.size + len(new))
         for r in rows:
-            row = self.row_of.get(r["id"])
+            row = self.row_of.get(r.id)
             if row is None:
                 row = self.size
                 self.size += 1
-                self.row_of[r["id"]] = row
-                self.ids.append(r["id"])
-                self.seqs[row] = r["seq"]
-            blob = r["embedding"]
-            vec = None if blob is None else np.frombuffer(blob, dtype=np.float32)
+                self.row_of[r.id] = row
+                self.ids.append(r.id)
+                self.seqs[row] = r.seq
+            vec = r.embedding
             if vec is not None and vec.shape[0] == self.dim:
                 self.matrix[row] = vec
                 self.has_vector[row] = True
             else:
                 self.matrix[row] = 0.0
                 self.has_vector[row] = False
-            self.archived[row] = bool(r["archived"])
-            self.role_code[row] = self._roles.setdefault(r["role"], len(self._roles))
-            self.owner_code[row] = self._owners.setdefault(r["owner"], len(self._owners))
-            self.type_code[row] = self._types.setdefault(r["type"], len(self._types))
-            self.rev = max(self.rev, r["rev"])
+            self.archived[row] = r.archived
+            self.role_code[row] = self._roles.setdefault(r.role, len(self._roles))
+            self.owner_code[row] = self._owners.setdefault(r.owner, len(self._owners))
+            self.type_code[row] = self._types.setdefault(r.type, len(self._types))
 
     def _grow(self, needed: int) -> None:
         capacity = self.matrix.shape[0]
@@ -119,12 +120,16 @@ class VectorIndex:
         keep = self.has_vector[rows].copy()
         if not include_archived:
             keep &= ~self.archived[rows]
-        if scope.kind == "role":
-            code = self._roles.get(scope.role, -1)
-            keep &= (self.role_code[rows] == code) | (self.owner_code[rows] == 0)
-        elif scope.kind == "owner":
+        shared = self.owner_code[rows] == 0
+        if scope.owner is not None:
             code = self._owners.get(scope.owner, -1)
-            keep &= (self.owner_code[rows] == code) | (self.owner_code[rows] == 0)
+            keep &= (self.owner_code[rows] == code) | shared
+        elif scope.roles is not None:
+            codes = [self._roles[r] for r in scope.roles if r in self._roles]
+            visible = np.isin(self.role_code[rows], codes) if len(codes) > 1 else None
+            if visible is None:
+                visible = self.role_code[rows] == (codes[0] if codes else -1)
+            keep &= visible | shared
         if types is not None:
             # A lookup table over the few type codes: O(n), where np.isin sorts.
             allowed = np.zeros(len(self._types) + 1, dtype=bool)
@@ -145,40 +150,13 @@ class VectorIndex:
         top = top[np.argsort(-sims[top], kind="stable")]
         return [(self.ids[i], float(sims[i])) for i in top]
 
-    def similarities(self, query: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        """Cosine of `query` against every row, −inf outside the mask."""
-        sims = self.matrix[: self.size] @ np.asarray(query, dtype=np.float32)
-        return np.where(mask, sims, -np.inf)
-
     def vector(self, memory_id: str) -> np.ndarray | None:
         row = self.row_of.get(memory_id)
         if row is None or not self.has_vector[row]:
             return None
         return self.matrix[row]
 
-    def note(
-        self,
-        memory_id: str,
-        seq: int,
-        role: str,
-        owner: str,
-        type: str,
-        vector: np.ndarray | None,
-        archived: bool = False,
-    ) -> None:
+    def note(self, row: VectorRow) -> None:
         """Record a row this process just wrote, so search sees it before the next sync."""
-        self._apply(
-            [
-                {
-                    "id": memory_id,
-                    "seq": seq,
-                    "role": role,
-                    "owner": owner,
-                    "type": type,
-                    "archived": archived,
-                    "embedding": None if vector is None else vector.astype(np.float32).tobytes(),
-                    "rev": self.rev,
-                }
-            ]
-        )
+        self._apply([row])
         self._dirty = True

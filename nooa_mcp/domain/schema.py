@@ -16,7 +16,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .errors import InvalidInput
+from ..errors import InvalidInput
+from .text import sizes
 
 # --------------------------------------------------------------------------- enums
 
@@ -89,7 +90,14 @@ TOUCH_CHANNELS: frozenset[Channel] = frozenset(
 )
 
 TodoStatus = Literal["open", "done", "dropped"]
+#: The lists of values every front end offers (tool Literals, click choices) come from here.
 TODO_STATUSES: tuple[str, ...] = ("open", "done", "dropped")
+MEMORY_TYPES: tuple[str, ...] = tuple(t.value for t in MemoryType)
+EDGE_TYPES: tuple[str, ...] = tuple(e.value for e in EdgeType)
+#: Reflection steps in the order a pass runs them (SPEC §8).
+REFLECTION_STEPS: tuple[str, ...] = ("merge", "reconcile", "link", "rescore", "abstract", "prune")
+TODO_ACTIONS: tuple[str, ...] = ("add", "list", "done", "drop", "reopen")
+INTENT_ACTIONS: tuple[str, ...] = ("add", "list", "check", "cancel")
 
 # --------------------------------------------------------------------------- ladders
 
@@ -151,36 +159,6 @@ CONFIDENCE = Ladder(
 )
 EDGE_WEIGHT = Ladder("weight", {"STRONG": 1.0, "MODERATE": 0.6, "WEAK": 0.3}, 0, 1)
 
-# --------------------------------------------------------------------------- owners
-
-_OWNER_PART = re.compile(r"^[^@%_\s]+$")
-
-
-def parse_owner(owner: str, field: str = "owner") -> tuple[str, str]:
-    """Split `role[@instance]` into (role, instance); `""` is the shared owner.
-
-    Raises:
-        InvalidInput: a part is empty or holds `@`, `%`, `_` or whitespace.
-    """
-    if owner == "":
-        return "", ""
-    role, _, instance = owner.partition("@")
-    fix = "Use role or role@instance, without @ % _ or spaces inside the parts."
-    if not _OWNER_PART.match(role) or ("@" in owner and not _OWNER_PART.match(instance)):
-        raise InvalidInput(field, f"'{owner}' is not a valid owner.", fix)
-    return role, instance
-
-
-def owner_role(owner: str) -> str:
-    return owner.partition("@")[0]
-
-
-def owner_from_client_name(name: str | None) -> str:
-    """Derive an owner from an MCP client's name ("Claude Desktop" → "claude-desktop")."""
-    slug = re.sub(r"[^a-z0-9.-]+", "-", (name or "").lower()).strip("-.")
-    return slug or "agent"
-
-
 # --------------------------------------------------------------------------- ids, hashes, text
 
 
@@ -199,21 +177,6 @@ def normalise_id(value: str, field: str = "memory_id") -> str:
 def content_hash(content: str) -> str:
     """Hash of content with whitespace collapsed: an exact repeat hashes the same."""
     return hashlib.sha256(" ".join(content.split()).encode()).hexdigest()
-
-
-def head(text: str, n: int = 120) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= n else flat[: n - 1] + "…"
-
-
-_SENTENCE_END = re.compile(r"[.!?]+(\s|$)")
-
-
-def sizes(content: str) -> dict[str, int]:
-    """Derived sizes: characters, tokens (≈ chars / 4) and sentences."""
-    chars = len(content)
-    sentences = len(_SENTENCE_END.findall(content)) or (1 if content.strip() else 0)
-    return {"chars": chars, "tokens": math.ceil(chars / 4), "sentences": sentences}
 
 
 def now() -> datetime:
@@ -332,9 +295,16 @@ class Memory(BaseModel):
     trigger: Trigger | None = None
     access_log: list[AccessRecord] = Field(default_factory=list)
     channels: dict[str, int] = Field(default_factory=dict)
-    # Base-level bookkeeping (SPEC §5 fix 1): count and first time of ACT-R accesses.
+    # Base-level bookkeeping (SPEC §5 fix 1): count and first time of ACT-R accesses, and the
+    # newest few access times kept exactly.
     actr_count: int = 0
     first_access_at: datetime | None = None
+    actr_times: list[float] = Field(default_factory=list)
+    # What the author said, kept apart from `importance`, which rescore may change: rescore
+    # recomputes from this, so running it twice changes nothing (SPEC §8). None: = importance.
+    authored_importance: float | None = None
+    # Insertion order in the store (a listing cursor); None until stored.
+    seq: int | None = None
 
     @model_validator(mode="after")
     def _status_only_on_todos(self) -> Memory:
@@ -350,6 +320,11 @@ class Memory(BaseModel):
     @property
     def content_hash(self) -> str:
         return content_hash(self.content)
+
+    @property
+    def authored(self) -> float:
+        """The importance the author set (what rescore starts from)."""
+        return self.importance if self.authored_importance is None else self.authored_importance
 
     @property
     def sizes(self) -> dict[str, int]:

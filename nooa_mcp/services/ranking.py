@@ -1,30 +1,33 @@
-"""Recall: candidates → ACT-R scoring → spreading → ranked rows with their reasons (SPEC §5, §6).
+"""Ranking: candidates → ACT-R scoring → spreading → supersession, with reasons (SPEC §5, §6).
 
-This module gathers numbers from the store and the vector cache and hands them to
-`scoring`; it writes nothing. The facade logs the accesses of what it returns.
+Gathers numbers from the store (one call for the candidates) and the vector index and hands
+them to `domain.scoring`; it writes nothing. The recall verb logs the accesses of what it
+returns; explain shows the whole ranking.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from datetime import datetime
 
 import numpy as np
 
-from . import scoring
-from .config import RecallSettings
-from .schema import SUPERSEDING, TYPE_WEIGHT, Components, EdgeType, cue_set, head
-from .store import Scope, Store
-from .vectors import VectorIndex
+from ..config import RecallSettings
+from ..domain import scoring
+from ..domain.schema import SUPERSEDING, TYPE_WEIGHT, Components, EdgeType
+from ..domain.scope import Scope
+from ..domain.text import tokens
+from ..storage import Store
+from ..storage.base import ScoringRow
+from ..storage.vectors import VectorIndex
+
+__all__ = ["Ranked", "Ranking", "rank"]
 
 
 @dataclass
 class Ranked:
     """One scored memory and everything that explains its score."""
 
-    id: str
-    row: dict
+    row: ScoringRow
     source: str
     cos: float = 0.0
     overlap: float = 0.0
@@ -40,6 +43,10 @@ class Ranked:
     superseded_by: str | None = None
 
     @property
+    def id(self) -> str:
+        return self.row.id
+
+    @property
     def components(self) -> Components:
         return Components(
             source=self.source,  # type: ignore[arg-type]
@@ -52,7 +59,7 @@ class Ranked:
 
     @property
     def head(self) -> str:
-        return head(self.row["title"] or self.row["content"])
+        return self.row.head
 
 
 @dataclass
@@ -72,15 +79,6 @@ class Ranking:
         return None
 
 
-def recency(row: dict, now: float, d: float) -> float:
-    """rec = sigmoid(B), B over every ACT-R access (SPEC §5 fix 1)."""
-    times = json.loads(row["actr_times"]) if isinstance(row["actr_times"], str) else []
-    ages = [now - t for t in times]
-    first = row["first_access_at"]
-    b = scoring.base_level(ages, row["actr_count"], None if first is None else now - first, d)
-    return float(scoring.sigmoid(b))
-
-
 async def rank(
     query: str,
     *,
@@ -89,7 +87,7 @@ async def rank(
     query_vector: np.ndarray | None,
     scope: Scope,
     settings: RecallSettings,
-    now: datetime,
+    now: float,
     types: set[str] | None = None,
     hops: int | None = None,
     include_archived: bool = False,
@@ -98,52 +96,56 @@ async def rank(
     """Rank every candidate for `query`. `extra_ids` are scored too (for "why not").
 
     `query_vector` is None while the embedding model is still loading: recall then runs on
-    FTS candidates alone and BM25 stands in for cosine.
+    keyword candidates alone and BM25 stands in for cosine.
     """
     s = settings
-    t_now = now.timestamp()
     hops = s.hops if hops is None else hops
     dense_ready = query_vector is not None and s.use_dense
 
-    candidates: dict[str, Ranked] = {}
+    dense: dict[str, float] = {}
     if dense_ready:
         mask = index.mask(scope, include_archived, types)
         for memory_id, cos in index.search(query_vector, mask, s.n_dense):
             if cos >= s.min_similarity:
-                candidates[memory_id] = Ranked(memory_id, {}, "dense", cos=cos)
+                dense[memory_id] = cos
+    sparse_limit = s.n_sparse * 2 if types else s.n_sparse
+    rows = await store.candidates(
+        query,
+        scope,
+        limit=sparse_limit if s.use_sparse else 0,
+        ids=[*dense, *(i for i in extra_ids if i not in dense)],
+        include_archived=include_archived,
+    )
+    candidates: dict[str, Ranked] = {}
     bm25: dict[str, float] = {}
-    if s.use_sparse:
-        hits = await store.fts_search(
-            query, scope, s.n_sparse * 2 if types else s.n_sparse, include_archived
-        )
-        by_seq = dict(hits)
-        for row in await store.scoring_rows(seqs=by_seq):
-            if types and row["type"] not in types:
-                continue
-            bm25[row["id"]] = by_seq[row["seq"]]
-            if row["id"] in candidates:
-                candidates[row["id"]].source = "both"
-                candidates[row["id"]].row = dict(row)
-            elif len(bm25) <= s.n_sparse:
-                candidates[row["id"]] = Ranked(row["id"], dict(row), "sparse")
-    for memory_id in extra_ids:
-        candidates.setdefault(memory_id, Ranked(memory_id, {}, "sparse"))
-
-    await _fill_rows(store, candidates)
-    query_tokens = scoring.tokens(query)
-    top_bm25 = max(bm25.values(), default=0.0)
-    for r in list(candidates.values()):
-        if not r.row:
-            del candidates[r.id]
+    keyword_rows = sorted((r for r in rows if r.bm25 is not None), key=lambda r: -r.bm25)
+    for row in keyword_rows:
+        if types and row.type not in types:
             continue
+        bm25[row.id] = row.bm25
+        if row.id in dense:
+            candidates[row.id] = Ranked(row, "both", cos=dense[row.id])
+        elif len(bm25) <= s.n_sparse:
+            candidates[row.id] = Ranked(row, "sparse")
+    for row in rows:
+        if row.id in candidates:
+            continue
+        if row.id in dense:
+            candidates[row.id] = Ranked(row, "dense", cos=dense[row.id])
+        elif row.id in extra_ids:
+            candidates[row.id] = Ranked(row, "sparse")
+
+    query_tokens = tokens(query)
+    top_bm25 = max(bm25.values(), default=0.0)
+    for r in candidates.values():
         r.lex = bm25.get(r.id, 0.0) / top_bm25 if top_bm25 > 0 else 0.0
-        if dense_ready and r.source != "dense":
+        if dense_ready and r.source == "sparse":
             vec = index.vector(r.id)
             r.cos = float(vec @ query_vector) if vec is not None else 0.0
         elif not dense_ready:
             # Warming: BM25, scaled to [0, 1] by the best hit, stands in for cosine.
             r.cos = r.lex
-    _score_parts(list(candidates.values()), query_tokens, t_now, s)
+    _score_parts(list(candidates.values()), query_tokens, now, s)
     if s.min_relevance > 0:
         candidates = {
             i: r for i, r in candidates.items() if r.rel >= s.min_relevance or i in extra_ids
@@ -153,16 +155,14 @@ async def rank(
     ranges = _ranges(ranked)
     _base(ranked, ranges, s)
 
-    run = _Pass(
-        store, index, query_vector, query_tokens, scope, s, t_now, types, ranges, candidates
-    )
+    run = _Pass(store, index, query_vector, query_tokens, scope, s, now, types, ranges, candidates)
     await _spread(run, ranked, hops)
     await _supersession(run)
 
     for r in candidates.values():
         r.score = r.base + s.gamma * r.spread
     for r in candidates.values():
-        if r.row["valid_to"] is not None and r.row["valid_to"] < t_now:
+        if r.row.valid_to is not None and r.row.valid_to < now:
             r.stale = True
             r.score -= s.stale_penalty
     for r in candidates.values():
@@ -172,19 +172,11 @@ async def rank(
             # SPEC §5 fix 7: a replaced memory ranks below what replaced it.
             if successor is not None and r.score >= successor.score:
                 r.score = successor.score - 1e-6
-    rows = sorted(candidates.values(), key=lambda r: (-r.score, r.id))
-    return Ranking(query, rows, dense_ready, ranges, query_vector)
+    ordered = sorted(candidates.values(), key=lambda r: (-r.score, r.id))
+    return Ranking(query, ordered, dense_ready, ranges, query_vector)
 
 
-async def _fill_rows(store: Store, candidates: dict[str, Ranked]) -> None:
-    missing = [i for i, r in candidates.items() if not r.row]
-    for row in await store.scoring_rows(ids=missing):
-        candidates[row["id"]].row = dict(row)
-
-
-def _score_parts(
-    rows: list[Ranked], query_tokens: set[str], t_now: float, s: RecallSettings
-) -> None:
+def _score_parts(rows: list[Ranked], query_tokens: set[str], now: float, s: RecallSettings) -> None:
     """rel, rec and imp of every row in one vectorised pass (no per-candidate numpy calls)."""
     if not rows:
         return
@@ -192,14 +184,11 @@ def _score_parts(
     ages, counts, firsts = [], [], []
     for r in rows:
         row = r.row
-        cues = cue_set(json.loads(row["tags"]), json.loads(row["entities"]), row["place_or_task"])
-        r.overlap = scoring.overlap_coefficient(query_tokens, cues)
+        r.overlap = scoring.overlap_coefficient(query_tokens, set(row.cues))
         overlap.append(r.overlap)
-        times = json.loads(row["actr_times"]) if isinstance(row["actr_times"], str) else []
-        ages.append([t_now - t for t in times])
-        counts.append(row["actr_count"])
-        first = row["first_access_at"]
-        firsts.append(None if first is None else t_now - first)
+        ages.append([now - t for t in row.actr_times])
+        counts.append(row.actr_count)
+        firsts.append(None if row.first_access_at is None else now - row.first_access_at)
     rel = scoring.relevance(
         np.array([r.cos for r in rows]),
         np.array(overlap),
@@ -211,7 +200,7 @@ def _score_parts(
     for r, rel_i, rec_i in zip(rows, rel, rec, strict=True):
         r.rel = float(rel_i)
         r.rec = float(rec_i)
-        r.imp = r.row["importance"] / 10.0
+        r.imp = r.row.importance / 10.0
 
 
 def _ranges(rows: list[Ranked]) -> dict[str, tuple[float, float]]:
@@ -251,7 +240,7 @@ class _Pass:
     query_tokens: set[str]
     scope: Scope
     s: RecallSettings
-    t_now: float
+    now: float
     types: set[str] | None
     ranges: dict[str, tuple[float, float]]
     candidates: dict[str, Ranked]
@@ -259,16 +248,18 @@ class _Pass:
 
 async def _add_outsiders(run: _Pass, ids: list[str]) -> None:
     """Score memories reached by an edge rather than by the query, on the candidates' scale."""
-    new = {i: Ranked(i, {}, "spread") for i in ids if i not in run.candidates}
-    await _fill_rows(run.store, new)
+    wanted = [i for i in ids if i not in run.candidates]
+    if not wanted:
+        return
     rows = []
-    for r in new.values():
-        if not r.row or (run.types and r.row["type"] not in run.types):
+    for row in await run.store.scoring_rows(wanted):
+        if run.types and row.type not in run.types:
             continue
+        r = Ranked(row, "spread")
         vec = run.index.vector(r.id) if run.query_vector is not None else None
         r.cos = float(vec @ run.query_vector) if vec is not None else 0.0
         rows.append(r)
-    _score_parts(rows, run.query_tokens, run.t_now, run.s)
+    _score_parts(rows, run.query_tokens, run.now, run.s)
     if rows:
         _base(rows, run.ranges or _ranges(rows), run.s)
     run.candidates.update({r.id: r for r in rows})
@@ -287,8 +278,8 @@ async def _spread(run: _Pass, seeds: list[Ranked], hops: int) -> None:
         # archived or foreign memory is never written into the frontier and relays nothing.
         edges: dict[str, list[scoring.OutEdge]] = {}
         for e in await run.store.out_edges(list(frontier), run.scope):
-            edges.setdefault(e["src"], []).append(
-                scoring.OutEdge(e["dst"], e["weight"], TYPE_WEIGHT[EdgeType(e["type"])], e["type"])
+            edges.setdefault(e.src, []).append(
+                scoring.OutEdge(e.dst, e.weight, TYPE_WEIGHT[EdgeType(e.type)], e.type)
             )
         reached = scoring.spread_hop(
             frontier,
@@ -320,12 +311,12 @@ async def _supersession(run: _Pass) -> None:
         return
     relations = [e.value for e in SUPERSEDING]
     links = await run.store.successors(list(candidates), relations, run.scope)
-    await _add_outsiders(run, [e["src"] for e in links if e["src"] not in candidates])
+    await _add_outsiders(run, [e.src for e in links if e.src not in candidates])
     for e in links:
-        old, new = candidates.get(e["dst"]), candidates.get(e["src"])
+        old, new = candidates.get(e.dst), candidates.get(e.src)
         if old is None or new is None or old.id == new.id:
             continue
-        if new.row["created_at"] >= old.row["created_at"] and old.superseded_by is None:
+        if new.row.created_at >= old.row.created_at and old.superseded_by is None:
             old.superseded_by = new.id
             if new.source == "spread" and not new.path:
-                new.path = [old.id[:8], f"<-{e['type']}-", new.id[:8]]
+                new.path = [old.id[:8], f"<-{e.type}-", new.id[:8]]

@@ -11,14 +11,14 @@ from typing import Any
 from mcp.server.mcpserver import MCPServer
 from pydantic import BaseModel
 
-from .errors import InvalidInput, NotFound
+from ..domain.replies import MemoryView
+from ..domain.text import head
+from ..errors import InvalidInput, NotFound
 from .handlers import current_memory, resource_errors
 from .rendering import (
     bound_view,
     memory_uri,
 )
-from .replies import MemoryView
-from .schema import head
 
 __all__ = ["Page", "register_resources"]
 

@@ -12,8 +12,8 @@ from mcp.server.mcpserver import MCPServer
 
 import nooa_mcp
 
+from ..domain.text import head
 from .handlers import current_memory, resource_errors
-from .schema import head
 
 __all__ = ["PromptFile", "load_prompt", "prompts_dir", "register_prompts"]
 

@@ -11,6 +11,23 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, Field
 
+from ..domain.replies import (
+    AuthorResult,
+    ExplainResult,
+    IntentResult,
+    RecallResult,
+    ReflectReport,
+    TodoResult,
+    UpdateResult,
+)
+from ..domain.schema import (
+    INTENT_ACTIONS,
+    REFLECTION_STEPS,
+    TODO_ACTIONS,
+    TODO_STATUSES,
+    Link,
+    MemoryType,
+)
 from .handlers import current_memory, tool_errors
 from .notifications import Subscribers
 from .rendering import (
@@ -26,22 +43,18 @@ from .rendering import (
     render_update,
     tool_result,
 )
-from .replies import (
-    AuthorResult,
-    ExplainResult,
-    IntentResult,
-    RecallResult,
-    ReflectReport,
-    TodoResult,
-    UpdateResult,
-)
 from .sampling import session_sampler
-from .schema import Link, MemoryType
 
 __all__ = ["register_tools"]
 
 
 # --------------------------------------------------------------------------- tool argument types
+
+# Each list of values is written once (domain.schema); the Literals the model sees come from it.
+TodoStatus = Literal[TODO_STATUSES]  # type: ignore[valid-type]
+TodoFilter = Literal[(*TODO_STATUSES, "all")]  # type: ignore[valid-type]
+TodoAction = Literal[TODO_ACTIONS]  # type: ignore[valid-type]
+IntentAction = Literal[INTENT_ACTIONS]  # type: ignore[valid-type]
 
 Importance = Annotated[
     str | float,
@@ -228,9 +241,7 @@ def register_tools(
             str | float | None, Field(description="CRITICAL, HIGH, MEDIUM, LOW, TRIVIAL or 0–10.")
         ] = None,
         tags: list[str] | None = None,
-        status: Annotated[
-            Literal["open", "done", "dropped"] | None, Field(description="Todos only.")
-        ] = None,
+        status: Annotated[TodoStatus | None, Field(description="Todos only.")] = None,
         links: list[Link] | None = None,
         valid_to: Annotated[
             datetime | None, Field(description="Mark the fact as no longer true from then.")
@@ -272,7 +283,7 @@ def register_tools(
     async def todo(
         ctx: Context,
         action: Annotated[
-            Literal["add", "list", "done", "drop", "reopen"],
+            TodoAction,
             Field(description="add a todo, list them, or close/reopen one by id."),
         ],
         content: Annotated[str | None, Field(description="For add: what you committed to.")] = None,
@@ -283,7 +294,7 @@ def register_tools(
         importance: Importance = "MEDIUM",
         tags: list[str] | None = None,
         status: Annotated[
-            Literal["open", "done", "dropped", "all"],
+            TodoFilter,
             Field(description="For list: which todos to show."),
         ] = "open",
         limit: Annotated[int, Field(ge=1, le=100, description="For list: at most this many.")] = 20,
@@ -318,7 +329,7 @@ def register_tools(
     async def intent(
         ctx: Context,
         action: Annotated[
-            Literal["add", "list", "check", "cancel"],
+            IntentAction,
             Field(description="add an intent, list them, check what fires now, cancel one."),
         ],
         content: Annotated[
@@ -371,7 +382,7 @@ def register_reflect_tool(server: MCPServer, budget: int, subscribers: Subscribe
     The generative steps (reconcile, abstract) ask the client's own model through MCP sampling,
     only when `generative_reflection` is on and the client offers sampling.
     """
-    Step = Literal["merge", "reconcile", "link", "rescore", "abstract", "prune"]
+    Step = Literal[REFLECTION_STEPS]  # type: ignore[valid-type]
 
     @server.tool(
         title="Consolidate memory",

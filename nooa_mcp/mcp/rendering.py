@@ -16,7 +16,7 @@ from typing import TypeVar
 from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel
 
-from .replies import (
+from ..domain.replies import (
     AuthorResult,
     ExplainResult,
     RecallHit,
@@ -24,7 +24,7 @@ from .replies import (
     Reminder,
     UpdateResult,
 )
-from .replies import MemoryView as MemoryViewModel
+from ..domain.replies import MemoryView as MemoryViewModel
 
 REPLY_TOKENS = 8_000
 """Default budget of one reply (text and structured content together)."""

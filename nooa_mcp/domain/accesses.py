@@ -1,6 +1,7 @@
 """How one access changes a memory: ring, stream record, counters, base-level history (SPEC §2).
 
-Pure. The facade applies `apply_access` and then saves the memory and appends the record.
+Pure. A service applies `apply_access` to the record, then saves it and appends the access to
+the stream.
 """
 
 from __future__ import annotations
@@ -10,15 +11,14 @@ from .schema import ACTR_CHANNELS, TOUCH_CHANNELS, AccessRecord, Channel, Memory
 
 def apply_access(
     memory: Memory,
-    actr_times: list[float],
     record: AccessRecord,
     *,
     ring_size: int = 64,
     exact_k: int = 16,
     bump_strength: bool = True,
     count_for_owner: bool = True,
-) -> list[float]:
-    """Record `record` on `memory` in place and return its new ACT-R time list.
+) -> None:
+    """Record `record` on `memory` in place.
 
     - Every access goes on the ring (newest `ring_size`) and into the per-channel counters.
     - ACT-R channels (created, recalled, searched, reinforced, deref) add to the base-level
@@ -32,19 +32,18 @@ def apply_access(
     memory.access_log = [record, *memory.access_log][:ring_size]
     memory.channels[record.channel.value] = memory.channels.get(record.channel.value, 0) + 1
     if not count_for_owner:
-        return actr_times
+        return
     t = record.ts.timestamp()
     if record.channel in ACTR_CHANNELS:
         memory.actr_count += 1
         if memory.first_access_at is None or record.ts < memory.first_access_at:
             memory.first_access_at = record.ts
-        actr_times = sorted([t, *actr_times], reverse=True)[:exact_k]
+        memory.actr_times = sorted([t, *memory.actr_times], reverse=True)[:exact_k]
     if record.channel in TOUCH_CHANNELS:
         memory.last_accessed_at = max(memory.last_accessed_at, record.ts)
         memory.access_count += 1
         if bump_strength:
             memory.strength += 1
-    return actr_times
 
 
 def created_record(

@@ -14,88 +14,12 @@ Pure: no I/O. Recall gathers the numbers; this module turns them into scores.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 NO_ACCESS_B = -10.0
-
-STOPWORDS = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "but",
-        "by",
-        "did",
-        "do",
-        "does",
-        "for",
-        "from",
-        "had",
-        "has",
-        "have",
-        "he",
-        "her",
-        "hers",
-        "him",
-        "his",
-        "how",
-        "i",
-        "if",
-        "in",
-        "into",
-        "is",
-        "it",
-        "its",
-        "me",
-        "my",
-        "of",
-        "on",
-        "or",
-        "our",
-        "she",
-        "so",
-        "than",
-        "that",
-        "the",
-        "their",
-        "them",
-        "then",
-        "there",
-        "these",
-        "they",
-        "this",
-        "to",
-        "was",
-        "we",
-        "were",
-        "what",
-        "when",
-        "where",
-        "which",
-        "who",
-        "whom",
-        "why",
-        "will",
-        "with",
-        "you",
-        "your",
-        "yours",
-    ]
-)
-_WORD = re.compile(r"[\w'-]+")
-
-
-def tokens(text: str) -> set[str]:
-    """Lower-cased content words of a text (stopwords dropped), for cue overlap."""
-    return {w.strip("'-") for w in _WORD.findall(text.lower())} - STOPWORDS - {""}
 
 
 def jaccard(a: set[str], b: set[str]) -> float:

@@ -19,7 +19,7 @@ from typing import Literal
 import numpy as np
 
 from .forgetting import ForgettingPolicy, retention, should_prune
-from .schema import owner_role
+from .scope import owner_role
 
 __all__ = [
     "LINK_HIGH",

@@ -8,31 +8,29 @@ client with its message, which names the field and the fix (STYLE §4).
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
 
 import anyio
-import anyio.to_thread
-from anyio.abc import TaskGroup
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 from pydantic import BaseModel
 
-from . import tracing
-from .config import Settings
-from .embeddings import Embedder, WarmingEmbedder
-from .errors import InvalidInput, NooaError, StoreTooNew
+from ..config import Settings
+from ..embeddings import Embedder
+from ..engine import Engine
+from ..errors import InvalidInput, NooaError, StoreTooNew
+from ..memory import Memory, maintain
+from ..services import provenance
 from .identity import Identity, resolve_identity
-from .memory import Memory
 
 __all__ = [
     "Owners",
@@ -48,79 +46,45 @@ logger = logging.getLogger(__name__)
 P = ParamSpec("P")
 R = TypeVar("R")
 
-# --------------------------------------------------------------------------- owners
+# --------------------------------------------------------------------------- the engine
 
 
 class Owners:
-    """One open Memory per owner, all on the same store file and sharing one embedder.
+    """The server's one engine, and a `Memory` for whoever sends the message being handled.
 
-    A stdio server usually has one owner; an HTTP server with a tokens file has one per token.
-    Each Memory is opened on first use, runs its background maintenance (reflection after N
-    writes and when idle, SPEC §8) while the server runs, and is closed with the server.
+    Every owner shares the engine (one store connection or pool, one vector index, one
+    embedder); a Memory is a cheap view of it for one owner and its read grants. Background
+    maintenance (reflection after N writes and when idle, SPEC §8) runs once for every role.
     """
 
-    def __init__(self, settings: Settings, embedder: Embedder) -> None:
-        self.settings = settings
-        self.embedder = embedder
-        self._stack = AsyncExitStack()
-        self._open: dict[str, Memory] = {}
-        self._lock = anyio.Lock()
-        self._tasks: TaskGroup | None = None
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
 
     @classmethod
     @asynccontextmanager
     async def running(cls, settings: Settings, embedder: Embedder) -> AsyncIterator[Owners]:
-        """Owners for the lifetime of a server: maintenance stops before the stores close."""
-        owners = cls(settings, embedder)
-        try:
-            async with anyio.create_task_group() as tasks:
-                owners._tasks = tasks
-                try:
-                    yield owners
-                finally:
-                    tasks.cancel_scope.cancel()
-        finally:
-            owners._tasks = None
-            await owners.aclose()
+        """The engine for the lifetime of a server: maintenance stops before the store closes."""
+        async with Engine.open(settings, embedder) as engine:
+            try:
+                async with anyio.create_task_group() as tasks:
+                    tasks.start_soon(_maintain, engine, name="nooa maintenance")
+                    try:
+                        yield cls(engine)
+                    finally:
+                        tasks.cancel_scope.cancel()
+            finally:
+                await engine.settle()
 
-    async def get(self, owner: str) -> Memory:
-        async with self._lock:
-            memory = self._open.get(owner)
-            if memory is None:
-                memory = await self._stack.enter_async_context(
-                    Memory.open(
-                        self.settings.store,
-                        owner=owner,
-                        embedder=self.embedder,
-                        settings=self.settings,
-                    )
-                )
-                self._open[owner] = memory
-                if self._tasks is not None:
-                    self._tasks.start_soon(_maintain, memory, name=f"nooa maintenance {owner}")
-            return memory
-
-    async def aclose(self) -> None:
-        await self._stack.aclose()
-        self._open.clear()
-        if isinstance(self.embedder, WarmingEmbedder):
-            # A process that exits while ONNX Runtime is still loading the model in its thread
-            # can abort ("terminate called without an active exception"): let the load finish.
-            with anyio.CancelScope(shield=True), anyio.move_on_after(15):
-                await anyio.to_thread.run_sync(self._settle, abandon_on_cancel=True)
-
-    def _settle(self) -> None:
-        # A failed load was already reported to the calls that needed the model.
-        with contextlib.suppress(RuntimeError):
-            self.embedder.wait(15)
+    def memory(self, identity: Identity) -> Memory:
+        return Memory(self.engine, identity.owner, identity.grants)
 
 
-async def _maintain(memory: Memory) -> None:
-    """Background reflection for one owner; a failure is logged and never stops the server."""
+async def _maintain(engine: Engine) -> None:
+    """Background reflection; a failure is logged and never stops the server."""
     try:
-        await memory.maintain()
+        await maintain(engine)
     except Exception:
-        logger.exception("background reflection for %r stopped", memory.owner)
+        logger.exception("background reflection stopped")
 
 
 @dataclass(frozen=True)
@@ -137,20 +101,22 @@ async def current_memory() -> Memory:
     bound = _bound.get()
     if bound is None:
         raise RuntimeError("no MCP request is being handled")
-    return await bound.owners.get(bound.identity.owner)
+    return bound.owners.memory(bound.identity)
 
 
-def bind_owner(configured_owner: str) -> Callable[..., Awaitable[HandlerResult]]:
+def bind_owner(
+    configured_owner: str, grants: frozenset[str] = frozenset()
+) -> Callable[..., Awaitable[HandlerResult]]:
     """Server middleware: resolve this message's owner once; handlers read it from `_bound`."""
 
     async def middleware(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         owners = ctx.lifespan_context
         if not isinstance(owners, Owners):
             return await call_next(ctx)
-        identity = resolve_identity(configured_owner, ctx)
+        identity = resolve_identity(configured_owner, ctx, grants)
         token = _bound.set(_Bound(owners, identity))
         try:
-            with tracing.session(identity.session_ref):
+            with provenance.session(identity.session_ref):
                 return await call_next(ctx)
         finally:
             _bound.reset(token)

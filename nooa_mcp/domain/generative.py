@@ -13,7 +13,6 @@ import re
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
 import numpy as np
 
@@ -28,7 +27,6 @@ __all__ = [
     "Abstraction",
     "MalformedReply",
     "Reconciliation",
-    "Sampler",
     "SamplingUnavailable",
     "abstract_prompt",
     "parse_abstraction",
@@ -50,12 +48,6 @@ SYSTEM = (
     "You curate an agent's long-term memory. Answer with one JSON object and nothing else. "
     "Use only the ids you are shown."
 )
-
-
-class Sampler(Protocol):
-    """Asks a language model for one completion; the MCP server backs it with sampling."""
-
-    async def __call__(self, *, system: str, prompt: str, max_tokens: int) -> str: ...
 
 
 class SamplingUnavailable(RuntimeError):

@@ -1,0 +1,216 @@
+"""Validation of what callers pass in: author requests, recall arguments, triggers (SPEC §2, §12).
+
+Pure. Every rule a tool argument must pass lives here once, so the facade, the CLI and the MCP
+tools refuse the same things with the same sentence: the field, what is wrong, and the fix.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import InvalidInput
+from .references import parse_references
+from .schema import (
+    CONFIDENCE,
+    IMPORTANCE,
+    MEMORY_TYPES,
+    SALIENCE,
+    TODO_STATUSES,
+    Memory,
+    MemoryType,
+    Trigger,
+    as_utc,
+    clean_labels,
+    new_id,
+    normalise_id,
+)
+from .schema import now as utc_now
+from .text import choices
+
+__all__ = [
+    "MAX_CONTENT",
+    "MAX_QUERY",
+    "build_memory",
+    "check_content",
+    "parse_memory_type",
+    "parse_status",
+    "parse_trigger",
+    "parse_types",
+    "recall_args",
+]
+
+MAX_CONTENT = 100_000
+MAX_QUERY = 2_000
+
+
+def parse_memory_type(value: Any, field: str = "type") -> MemoryType:
+    try:
+        return MemoryType(str(value).strip().lower())
+    except ValueError:
+        raise InvalidInput(
+            field, f"{value!r} is not a memory type.", f"Use one of {', '.join(MEMORY_TYPES)}."
+        ) from None
+
+
+def parse_status(value: Any, field: str = "status", allowed: tuple[str, ...] = TODO_STATUSES):
+    """A todo status (or a listing filter when `allowed` includes "all").
+
+    Raises:
+        InvalidInput: not one of `allowed`.
+    """
+    if value not in allowed:
+        raise InvalidInput(field, f"{value!r} is not a status.", f"Use {choices(allowed)}.")
+    return value
+
+
+def check_content(content: Any, *, required_fix: str = "Pass the text to remember.") -> str:
+    """Content as stored: non-empty text without NUL, at most MAX_CONTENT characters.
+
+    Raises:
+        InvalidInput: empty, too long or holding a NUL byte.
+    """
+    if not isinstance(content, str) or not content.strip():
+        raise InvalidInput("content", "is empty.", required_fix)
+    if len(content) > MAX_CONTENT:
+        raise InvalidInput(
+            "content",
+            f"is {len(content)} characters; the limit is {MAX_CONTENT}.",
+            "Split it, or store a file: reference instead.",
+        )
+    if "\x00" in content:
+        raise InvalidInput("content", "contains a NUL byte.", "Remove control characters.")
+    return content.strip()
+
+
+def parse_trigger(value: Any) -> Trigger:
+    """An intent's trigger from `{fire_at?, cue?, every_hours?}`.
+
+    Raises:
+        InvalidInput: not an object, a bad time or cue, or neither fire_at nor cue.
+    """
+    if isinstance(value, Trigger):
+        return value
+    if not isinstance(value, dict):
+        raise InvalidInput(
+            "trigger",
+            f"{value!r} is not a trigger.",
+            "Pass {fire_at: ISO time} and/or {cue: text}, optionally every_hours.",
+        )
+    fire_at = as_utc(value.get("fire_at"), "trigger.fire_at")
+    cue = value.get("cue")
+    if cue is not None and (not isinstance(cue, str) or len(cue) > 500):
+        raise InvalidInput("trigger.cue", "must be text under 500 characters.", "Shorten it.")
+    every = value.get("every_hours")
+    if every is not None and (
+        isinstance(every, bool) or not isinstance(every, int | float) or not 0 < every <= 24 * 366
+    ):
+        raise InvalidInput(
+            "trigger.every_hours",
+            f"{every!r} is not a positive number of hours.",
+            "Pass e.g. 24 for daily.",
+        )
+    if fire_at is None and not (cue or "").strip():
+        raise InvalidInput(
+            "trigger", "needs fire_at, cue or both.", "Pass {fire_at: ISO time} and/or {cue: text}."
+        )
+    return Trigger(fire_at=fire_at, cue=cue, every_hours=every)
+
+
+def build_memory(spec: dict[str, Any], owner: str) -> Memory:
+    """Validate one author request into a record for `owner` (no I/O).
+
+    Raises:
+        InvalidInput: a field is malformed; the message names it and the fix.
+    """
+    content = check_content(spec.get("content"))
+    kind = parse_memory_type(spec.get("type") or "info")
+    status = spec.get("status")
+    if status is not None and kind is not MemoryType.todo:
+        raise InvalidInput(
+            "status",
+            f"only todos have a status; this is a {kind.value}.",
+            "Leave status out, or use type=todo.",
+        )
+    if status is not None:
+        parse_status(status)
+    trigger = spec.get("trigger")
+    if trigger is not None:
+        if kind is not MemoryType.intent:
+            raise InvalidInput(
+                "trigger",
+                f"only intents have a trigger; this is a {kind.value}.",
+                "Use type=intent.",
+            )
+        trigger = parse_trigger(trigger)
+    title = spec.get("title") or ""
+    if not isinstance(title, str) or len(title) > 500:
+        raise InvalidInput("title", "must be text of at most 500 characters.", "Shorten it.")
+    created = as_utc(spec.get("created_at"), "created_at") or utc_now()
+    valid_from = as_utc(spec.get("valid_from"), "valid_from")
+    valid_to = as_utc(spec.get("valid_to"), "valid_to")
+    if valid_from and valid_to and valid_to < valid_from:
+        raise InvalidInput("valid_to", "is before valid_from.", "Swap them or drop one.")
+    salience = spec.get("salience")
+    confidence = spec.get("confidence")
+    place = spec.get("place_or_task") or ""
+    if not isinstance(place, str):
+        raise InvalidInput("place_or_task", "must be text.", "Pass a short phrase.")
+    ident = spec.get("id")
+    if ident is not None and (not isinstance(ident, str) or len(normalise_id(ident, "id")) != 32):
+        raise InvalidInput(
+            "id",
+            f"{ident!r} is not a full id.",
+            "Leave id out; it is only for imports of exported memories.",
+        )
+    importance = IMPORTANCE.parse(spec.get("importance", "MEDIUM"))
+    return Memory(
+        id=ident.lower() if ident else new_id(),
+        type=kind,
+        title=" ".join(title.split()),
+        content=content,
+        owner=owner,
+        importance=importance,
+        authored_importance=importance,
+        salience=SALIENCE.parse(salience) if salience is not None else 0.3,
+        confidence=CONFIDENCE.parse(confidence) if confidence is not None else 0.75,
+        tags=clean_labels(spec.get("tags"), "tags"),
+        entities=clean_labels(spec.get("entities"), "entities"),
+        place_or_task=" ".join(place.split()),
+        created_at=created,
+        last_accessed_at=created,
+        valid_from=valid_from,
+        valid_to=valid_to,
+        references=parse_references(spec.get("references")),
+        status=status,
+        trigger=trigger,
+    )
+
+
+def parse_types(types: Any) -> set[str] | None:
+    """A set of memory type names, or None for every type.
+
+    Raises:
+        InvalidInput: an unknown type (the types are listed).
+    """
+    if not types:
+        return None
+    return {parse_memory_type(t, "types").value for t in types}
+
+
+def recall_args(query: Any, k: Any, types: Any, hops: Any) -> tuple[str, set[str] | None]:
+    """Check a recall's arguments; returns the cleaned query and the type filter.
+
+    Raises:
+        InvalidInput: empty query, k outside 1–50, hops outside 0–3, unknown type.
+    """
+    if not isinstance(query, str) or not query.strip():
+        raise InvalidInput("query", "is empty.", "Pass the words to look for.")
+    if "\x00" in query:
+        raise InvalidInput("query", "contains a NUL byte.", "Remove control characters.")
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 50:
+        raise InvalidInput("k", f"{k!r} is not between 1 and 50.", "Pass a small integer.")
+    if hops is not None and (
+        isinstance(hops, bool) or not isinstance(hops, int) or not 0 <= hops <= 3
+    ):
+        raise InvalidInput("hops", f"{hops!r} is not between 0 and 3.", "Pass 0, 1, 2 or 3.")
+    return query.strip()[:MAX_QUERY], parse_types(types)

@@ -1,0 +1,62 @@
+"""Text rules shared by scoring, keyword search and rendering: words, stopwords, heads, sizes.
+
+Pure. Keyword search and cue overlap must agree on what a word is, so both read it here.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+
+__all__ = ["STOPWORDS", "choices", "fts_terms", "head", "sizes", "tokens"]
+
+#: Function words: they match nearly every memory and would drown the words that matter.
+STOPWORDS = frozenset(
+    """
+    a an and are as at be but by did do does for from had has have he her hers him his how
+    i if in into is it its me my of on or our she so than that the their them then there
+    these they this to was we were what when where which who whom why will with you your
+    yours
+    """.split()  # noqa: SIM905
+)
+_WORD = re.compile(r"[\w'-]+")
+_SEARCH_WORD = re.compile(r"\w+")
+_SENTENCE_END = re.compile(r"[.!?]+(\s|$)")
+
+
+def tokens(text: str) -> set[str]:
+    """Lower-cased content words of a text (stopwords dropped), for cue overlap."""
+    return {w.strip("'-") for w in _WORD.findall(text.lower())} - STOPWORDS - {""}
+
+
+def fts_terms(text: str, max_terms: int = 32) -> list[str]:
+    """The distinct keyword terms of user text, function words dropped (kept if alone).
+
+    Stopwords match nearly every row and would drown the real terms; they are kept only when
+    the query has nothing else.
+    """
+    words = _SEARCH_WORD.findall(text.lower())
+    content = [w for w in words if w not in STOPWORDS]
+    return list(dict.fromkeys(content or words))[:max_terms]
+
+
+def head(text: str, n: int = 120) -> str:
+    """The text on one line, cut to `n` characters with an ellipsis."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= n else flat[: n - 1] + "…"
+
+
+def sizes(content: str) -> dict[str, int]:
+    """Derived sizes: characters, tokens (≈ chars / 4) and sentences."""
+    chars = len(content)
+    sentences = len(_SENTENCE_END.findall(content)) or (1 if content.strip() else 0)
+    return {"chars": chars, "tokens": math.ceil(chars / 4), "sentences": sentences}
+
+
+def choices(values: Sequence[str]) -> str:
+    """ "a, b or c": the allowed values, as an error message names them."""
+    items = list(values)
+    if len(items) <= 1:
+        return "".join(items)
+    return f"{', '.join(items[:-1])} or {items[-1]}"

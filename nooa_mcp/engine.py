@@ -1,0 +1,189 @@
+"""The engine: one per process, shared by every owner it serves.
+
+It holds what is expensive and must not be copied per caller — the store (one connection or
+one pool), the vector index, the embedding model — and the small per-role state background
+maintenance needs (write counters, reflection locks, the cue-vector cache). An owner is a
+parameter of a service call, never a reason to open another store: an HTTP server with 300
+client names has one engine, not 300.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import uuid
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+import anyio
+import anyio.to_thread
+import numpy as np
+
+from .config import Settings
+from .domain.replies import ReflectReport
+from .embeddings import Embedder, WarmingEmbedder, default_embedder
+from .storage import Store, open_store
+from .storage.vectors import VectorIndex
+
+__all__ = ["Engine", "RoleState", "text_of"]
+
+#: Cue embeddings kept per process (intents are few; a bound keeps a hostile store finite).
+CUE_CACHE = 4096
+
+
+def text_of(title: str, content: str) -> str:
+    """What gets embedded: the title (if any) leads the content."""
+    return f"{title}. {content}" if title else content
+
+
+@dataclass
+class RoleState:
+    """Background-maintenance state of one role in this process."""
+
+    reflect_lock: anyio.Lock = field(default_factory=anyio.Lock)
+    writes: int = 0
+    last_activity: float = 0.0
+    last_owner: str = ""
+    last_report: ReflectReport | None = None
+    pass_done: anyio.Event = field(default_factory=anyio.Event)
+
+
+class Engine:
+    """The store, vector index and embedder of one process, and their lifecycle."""
+
+    def __init__(
+        self, store: Store, index: VectorIndex, embedder: Embedder, settings: Settings
+    ) -> None:
+        self.store = store
+        self.index = index
+        self.embedder = embedder
+        self.settings = settings
+        #: Identifies this process as a reflection-lease holder: host, pid, and a nonce.
+        self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.roles: dict[str, RoleState] = {}
+        self.wake = anyio.Event()
+        self.cue_vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._model_checked = False
+
+    @classmethod
+    @asynccontextmanager
+    async def open(
+        cls, settings: Settings, embedder: Embedder | None = None
+    ) -> AsyncIterator[Engine]:
+        """Open the configured store and start the embedding model loading beside it.
+
+        Raises:
+            StoreTooNew / StoreUnavailable: the store cannot be used (the message says why).
+        """
+        store = await open_store(settings.store)
+        owned: Embedder | None = None
+        try:
+            if embedder is None:
+                embedder = owned = default_embedder(settings.model_cache_dir)
+            index = VectorIndex(embedder.dim)
+            await index.sync(store)
+            yield cls(store, index, embedder, settings)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await store.close()
+                if isinstance(owned, WarmingEmbedder):
+                    # A process that exits while onnxruntime is still loading in the worker
+                    # thread aborts (exit 134): let the load finish first.
+                    await anyio.to_thread.run_sync(owned.finish)
+
+    # ------------------------------------------------------------------ embeddings
+
+    @property
+    def embeddings_state(self) -> str:
+        return "ready" if getattr(self.embedder, "ready", True) else "warming"
+
+    async def wait_ready(self, timeout: float | None = None) -> bool:
+        """Wait until the embedding model has loaded (re-raises a load failure)."""
+        if isinstance(self.embedder, WarmingEmbedder):
+            return await anyio.to_thread.run_sync(self.embedder.wait, timeout)
+        return True
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        vectors = await anyio.to_thread.run_sync(self.embedder.embed, list(texts))
+        await self._ensure_model_matches()
+        return vectors
+
+    async def query_vector(self, query: str) -> np.ndarray | None:
+        """The query's embedding, or None while the model is still loading."""
+        if self.embeddings_state != "ready" or not self.settings.recall.use_dense:
+            return None
+        return (await self.embed([query]))[0]
+
+    async def _ensure_model_matches(self) -> None:
+        """Re-embed the store once if its vectors came from another model.
+
+        Vectors of two models are not comparable, so a store written with one model and
+        opened with another would silently lose its dense search; the stored text is
+        re-embedded instead, in batches, each committed on its own.
+        """
+        if self._model_checked:
+            return
+        self._model_checked = True
+        name = f"{self.embedder.name}:{self.embedder.dim}"
+        if await self.store.get_meta("embedder") == name:
+            return
+        while rows := await self.store.unembedded(self.embedder.dim, 256):
+            texts = [text_of(title, content) for _, title, content in rows]
+            vectors = await anyio.to_thread.run_sync(self.embedder.embed, texts)
+            async with self.store.transaction():
+                for (memory_id, _, _), vector in zip(rows, vectors, strict=True):
+                    await self.store.set_embedding(memory_id, vector)
+        async with self.store.transaction():
+            await self.store.set_meta("embedder", name)
+        self.index.mark_dirty()
+
+    async def cue_vectors_for(self, cues: Sequence[str]) -> dict[str, np.ndarray]:
+        """Embeddings of intent cues, cached per process (bounded)."""
+        if self.embeddings_state != "ready":
+            return {}
+        missing = sorted({c for c in cues if c not in self.cue_vectors})
+        if missing:
+            for cue, vec in zip(missing, await self.embed(missing), strict=True):
+                self.cue_vectors[cue] = vec
+        out = {}
+        for cue in cues:
+            vec = self.cue_vectors.get(cue)
+            if vec is not None:
+                self.cue_vectors.move_to_end(cue)
+                out[cue] = vec
+        while len(self.cue_vectors) > CUE_CACHE:
+            self.cue_vectors.popitem(last=False)
+        return out
+
+    # ------------------------------------------------------------------ activity
+
+    def role_state(self, role: str) -> RoleState:
+        state = self.roles.get(role)
+        if state is None:
+            state = self.roles[role] = RoleState(last_activity=anyio.current_time())
+        return state
+
+    def note_activity(self, role: str, owner: str, writes: int = 0) -> None:
+        """Count writes toward the role's next automatic pass and mark it busy."""
+        state = self.role_state(role)
+        state.last_activity = anyio.current_time()
+        state.last_owner = owner
+        if writes:
+            state.writes += writes
+            every = self.settings.reflect_every_writes
+            if every and state.writes >= every:
+                self.wake.set()
+
+    async def settle(self) -> None:
+        """Let a loading model finish before the process exits (ONNX aborts otherwise)."""
+        if isinstance(self.embedder, WarmingEmbedder):
+            with anyio.CancelScope(shield=True), anyio.move_on_after(15):
+                await anyio.to_thread.run_sync(self._settle, abandon_on_cancel=True)
+
+    def _settle(self) -> None:
+        # A failed load was already reported to the calls that needed the model.
+        with contextlib.suppress(RuntimeError):
+            self.embedder.wait(15)  # type: ignore[attr-defined]

@@ -1,0 +1,1 @@
+"""The MCP front end: server, tools, resources, prompts and the wiring between them."""

@@ -1,0 +1,191 @@
+"""Whose memory a connection uses: owner from settings, bearer token or client name (SPEC §10).
+
+The owner is never a tool argument. It is, in order: the configured owner (`--owner`,
+`NOOA_OWNER`), the owner a bearer token maps to (HTTP with a tokens file), or a slug of the
+client's `clientInfo.name`. `resolve_identity` works it out for one inbound message.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken, TokenVerifier
+from mcp.server.context import ServerRequestContext
+
+from ..domain.scope import owner_from_client_name, parse_owner, parse_roles
+from ..errors import InvalidInput
+
+__all__ = [
+    "Identity",
+    "TokenEntry",
+    "TokenFileVerifier",
+    "load_tokens",
+    "resolve_identity",
+]
+
+Source = Literal["settings", "token", "client"]
+
+
+#: How a token's read grants travel in the SDK's AccessToken: one scope per granted role.
+READ_SCOPE = "read:"
+
+
+@dataclass(frozen=True)
+class Identity:
+    """The owner of one inbound message, its read grants, and where that answer came from."""
+
+    owner: str
+    source: Source
+    client_name: str | None = None
+    session_ref: str | None = None
+    grants: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class TokenEntry:
+    """What a bearer token stands for: an owner and the roles it may also read."""
+
+    owner: str
+    read: frozenset[str] = frozenset()
+
+
+def _token(request: Any) -> AccessToken | None:
+    """The verified bearer token of this message, if any."""
+    scope = getattr(request, "scope", None)
+    user = scope.get("user") if isinstance(scope, dict) else None
+    if isinstance(user, AuthenticatedUser):
+        return user.access_token
+    return get_access_token()
+
+
+def resolve_identity(
+    configured_owner: str,
+    ctx: ServerRequestContext[Any, Any],
+    configured_grants: frozenset[str] = frozenset(),
+) -> Identity:
+    """Work out the owner and grants of one inbound message (SPEC §10 order).
+
+    A token's own owner and grants come from the tokens file; the server refuses to start
+    with both a configured owner and a tokens file, so the two never compete.
+    """
+    client_params = ctx.session.client_params
+    client_name = client_params.client_info.name if client_params is not None else None
+    session_ref = None
+    headers = getattr(ctx.request, "headers", None)
+    if headers is not None:
+        session_ref = headers.get("mcp-session-id")
+    token = _token(ctx.request)
+    if token is not None and token.client_id:
+        grants = frozenset(s[len(READ_SCOPE) :] for s in token.scopes if s.startswith(READ_SCOPE))
+        return Identity(token.client_id, "token", client_name, session_ref, grants)
+    if configured_owner:
+        return Identity(configured_owner, "settings", client_name, session_ref, configured_grants)
+    owner = owner_from_client_name(client_name)
+    return Identity(owner, "client", client_name, session_ref, configured_grants)
+
+
+def load_tokens(path: Path) -> dict[str, TokenEntry]:
+    """Read a tokens file: token → owner and read grants.
+
+    Either a JSON object whose values are an owner (`{"<token>": "role@instance"}`) or an entry
+    (`{"<token>": {"owner": "role@instance", "read": ["other-role"]}}`), or lines
+    `<token> <owner>` (blank lines and `#` comments ignored).
+
+    Raises:
+        InvalidInput: the file is missing, empty, malformed, or names an invalid owner or role.
+    """
+    field = "tokens"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InvalidInput(
+            field, f"cannot read {path}: {exc.strerror}.", "Pass an existing file."
+        ) from None
+    raw: dict[str, Any] = {}
+    stripped = text.strip()
+    if stripped.startswith("{"):
+        try:
+            loaded = json.loads(stripped)
+        except json.JSONDecodeError as exc:
+            raise InvalidInput(
+                field, f"{path} is not valid JSON ({exc.msg}).", _TOKENS_FIX
+            ) from None
+        raw = dict(loaded)
+    else:
+        for number, line in enumerate(text.splitlines(), start=1):
+            line = line.split("#", 1)[0].strip()
+            if not line:
+                continue
+            parts = line.split()
+            if len(parts) != 2:
+                raise InvalidInput(
+                    field, f"{path} line {number} is not '<token> <owner>'.", _TOKENS_FIX
+                )
+            raw[parts[0]] = parts[1]
+    if not raw:
+        raise InvalidInput(field, f"{path} holds no tokens.", _TOKENS_FIX)
+    mapping: dict[str, TokenEntry] = {}
+    for token, value in raw.items():
+        entry = _entry(path, value)
+        if len(token) < 16:
+            raise InvalidInput(
+                field,
+                f"a token for {entry.owner!r} is shorter than 16 characters.",
+                "Use long random tokens, e.g. from `openssl rand -hex 32`.",
+            )
+        mapping[token] = entry
+    return mapping
+
+
+def _entry(path: Path, value: Any) -> TokenEntry:
+    field = "tokens"
+    if isinstance(value, str):
+        owner, read = value, []
+    elif isinstance(value, dict) and isinstance(value.get("owner"), str):
+        owner, read = value["owner"], value.get("read") or []
+        if not isinstance(read, list):
+            raise InvalidInput(field, f"{path}: 'read' must be a list of roles.", _TOKENS_FIX)
+    else:
+        raise InvalidInput(
+            field, f"{path} must map each token to an owner or an entry.", _TOKENS_FIX
+        )
+    if not owner:
+        raise InvalidInput(
+            field, "a token maps to an empty owner.", "Name an owner role[@instance]."
+        )
+    parse_owner(owner, field)
+    return TokenEntry(owner, parse_roles(read, field))
+
+
+_TOKENS_FIX = (
+    'Write {"<token>": "role@instance"} or {"<token>": {"owner": "role@instance", '
+    '"read": ["role"]}} as JSON, or one "<token> <owner>" per line.'
+)
+
+
+class TokenFileVerifier(TokenVerifier):
+    """Accepts exactly the bearer tokens of a tokens file; the token's owner becomes client_id
+    and its read grants become `read:<role>` scopes."""
+
+    def __init__(self, tokens: dict[str, TokenEntry] | dict[str, str]) -> None:
+        self._tokens = {
+            token: entry if isinstance(entry, TokenEntry) else TokenEntry(entry)
+            for token, entry in tokens.items()
+        }
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        # Compare every token in constant time, so timing says nothing about near misses.
+        found = None
+        for known, entry in self._tokens.items():
+            if hmac.compare_digest(known.encode(), token.encode()):
+                found = entry
+        if found is None:
+            return None
+        scopes = [f"{READ_SCOPE}{role}" for role in sorted(found.read)]
+        return AccessToken(token=token, client_id=found.owner, scopes=scopes, subject=found.owner)

@@ -1,0 +1,118 @@
+"""The caller of a service: one owner's view of the shared engine (SPEC §10).
+
+Every service function takes a `Caller`. It resolves scope words against the caller's grants,
+resolves ids inside a scope, refuses writes across roles, and stamps accesses with the owner,
+the client session and the trace span. Services share these rules through it instead of
+through each other's private helpers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..config import Settings
+from ..domain.accesses import apply_access
+from ..domain.schema import AccessRecord, Channel, Memory, normalise_id
+from ..domain.schema import now as utc_now
+from ..domain.scope import Actor, Scope, owner_role
+from ..engine import Engine
+from ..errors import InvalidInput, NotFound, OwnerForbidden
+from ..storage import Store
+from ..storage.vectors import VectorIndex
+from . import provenance
+
+__all__ = ["Caller"]
+
+
+class Caller:
+    """An owner (and its read grants) acting on the engine."""
+
+    def __init__(self, engine: Engine, actor: Actor) -> None:
+        self.engine = engine
+        self.actor = actor
+
+    @property
+    def store(self) -> Store:
+        return self.engine.store
+
+    @property
+    def index(self) -> VectorIndex:
+        return self.engine.index
+
+    @property
+    def settings(self) -> Settings:
+        return self.engine.settings
+
+    @property
+    def owner(self) -> str:
+        return self.actor.owner
+
+    @property
+    def role(self) -> str:
+        return self.actor.role
+
+    def scope(self, word: str | None = "mine") -> Scope:
+        """The scope a scope word resolves to for this caller (see `Actor.scope`).
+
+        Raises:
+            InvalidInput: the word is not a scope.
+        """
+        return self.actor.scope(word)
+
+    async def resolve(self, ident: Any, scope: Scope, field: str = "memory_id") -> str:
+        """Full id of a visible memory; a memory outside the scope does not exist here.
+
+        Raises:
+            InvalidInput / AmbiguousId / NotFound: as the id rules say (SPEC §2).
+        """
+        if not isinstance(ident, str):
+            raise InvalidInput(field, f"{ident!r} is not an id.", "Pass an id or 8-char prefix.")
+        memory_id = await self.store.resolve_id(normalise_id(ident, field), field)
+        owner = (await self.store.owners_of([memory_id])).get(memory_id)
+        if owner is None or not scope.allows(owner):
+            raise NotFound(ident, field)
+        return memory_id
+
+    async def fetch(self, memory_id: str) -> Memory:
+        found = await self.store.fetch(memory_id)
+        if found is None:
+            raise NotFound(memory_id)
+        return found
+
+    def writable(self, memory: Memory) -> None:
+        """Writes stay inside the writer's role; shared rows belong to the shared owner only.
+
+        Raises:
+            OwnerForbidden: the memory belongs to another role.
+        """
+        if memory.owner == self.owner:
+            return
+        if memory.owner == "" or owner_role(memory.owner) != self.role:
+            raise OwnerForbidden(self.owner, memory.owner)
+
+    def access(self, channel: Channel, **fields: Any) -> AccessRecord:
+        """An access by this owner now, linked to the client session and the trace span."""
+        session_ref, trace_ref = provenance.access_refs()
+        return AccessRecord(
+            ts=utc_now(),
+            channel=channel,
+            reader_owner=self.owner,
+            session_ref=session_ref,
+            trace_ref=trace_ref,
+            **fields,
+        )
+
+    def apply(self, memory: Memory, access: AccessRecord, bump_strength: bool = True) -> None:
+        """Record `access` on `memory`; another role's reads never age this owner's memory."""
+        same_role = memory.owner == "" or owner_role(memory.owner) == self.role
+        apply_access(
+            memory,
+            access,
+            ring_size=self.settings.ring_size,
+            exact_k=self.settings.recall.exact_accesses,
+            bump_strength=bump_strength,
+            count_for_owner=same_role,
+        )
+
+    def note_activity(self, writes: int = 0) -> None:
+        self.engine.note_activity(self.role, self.owner, writes)

@@ -1,0 +1,531 @@
+"""Consolidation: reflection passes over one role, and the background loop that runs them (SPEC §8).
+
+A pass runs merge → reconcile → link → rescore → abstract → prune. Each item is committed on
+its own, re-reading what it changes, so a pass can be stopped between items and a later pass
+converges to the same store. One pass per role runs at a time across processes: a lease per
+role in the store, renewed with every item. A lease whose holder process is gone (same host,
+pid not alive) is taken over at once, so a killed pass never blocks the role for long, and one
+role's pass never blocks another's.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import math
+import os
+import socket
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import numpy as np
+
+from ..domain.accesses import apply_access, created_record
+from ..domain.forgetting import retention, should_prune
+from ..domain.generative import (
+    SYSTEM,
+    MalformedReply,
+    SamplingUnavailable,
+    abstract_prompt,
+    parse_abstraction,
+    parse_reconciliation,
+    plan_abstract,
+    plan_clusters,
+    reconcile_prompt,
+)
+from ..domain.reflection import (
+    MERGE_SIMILARITY,
+    Node,
+    merged_fields,
+    plan_links,
+    plan_merges,
+    plan_prune,
+    plan_rescore,
+    rescore,
+)
+from ..domain.replies import ReflectReport, ReflectStep
+from ..domain.schema import REFLECTION_STEPS, Channel, EdgeType, Memory
+from ..domain.schema import now as utc_now
+from ..domain.scope import Actor
+from ..domain.text import choices
+from ..engine import Engine, text_of
+from ..errors import InvalidInput
+from . import provenance
+from .caller import Caller
+from .references import visible_contents
+from .sampler import Sampler
+from .tombstones import archive
+
+__all__ = ["GENERATIVE", "LEASE_SECONDS", "Progress", "maintain", "reflect"]
+
+GENERATIVE = frozenset({"reconcile", "abstract"})
+LEASE_SECONDS = 300.0
+SUPERSEDING_OR_DERIVED = frozenset({"refines", "contradicts", "derived_from"})
+
+Progress = Callable[[int, int, str], Awaitable[None]]
+
+logger = logging.getLogger(__name__)
+
+
+def _lease_key(role: str) -> str:
+    return f"reflection_lease:{role}"
+
+
+def _holder_alive(holder: str) -> bool:
+    """Whether a lease holder ("host:pid:nonce") may still be running.
+
+    A holder on this host whose pid is gone is dead for sure; one on another host is trusted
+    until its lease expires.
+    """
+    host, _, rest = holder.partition(":")
+    pid_text = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return True
+    pid = int(pid_text)
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+async def reflect(
+    c: Caller,
+    steps: Sequence[str] | None = None,
+    *,
+    sampler: Sampler | None = None,
+    progress: Progress | None = None,
+    now: datetime | None = None,
+    trigger: str = "on-demand",
+) -> ReflectReport:
+    """Run one reflection pass over the caller's role (see the module docstring).
+
+    Reconcile and abstract need a `sampler` (the client's model through MCP sampling) and are
+    skipped without one. The report goes to the maintenance log.
+
+    Args:
+        steps: a subset of merge, reconcile, link, rescore, abstract, prune (default: all).
+        sampler: asks the client's model; None skips the generative steps.
+        progress: awaited as (done, total, message) after every item.
+        now: the time pruning is judged at (default: now).
+
+    Raises:
+        InvalidInput: an unknown step.
+    """
+    wanted = list(REFLECTION_STEPS) if steps is None else [str(s).strip().lower() for s in steps]
+    for step in wanted:
+        if step not in REFLECTION_STEPS:
+            raise InvalidInput(
+                "steps", f"{step!r} is not a step.", f"Use {choices(REFLECTION_STEPS)}."
+            )
+    state = c.engine.role_state(c.role)
+    report = ReflectReport(status="already-running", trigger=trigger, started_at=utc_now())
+    if state.reflect_lock.locked():
+        return report
+    async with state.reflect_lock:
+        if not await _take_lease(c):
+            return report
+        report.status = "interrupted"
+        try:
+            pass_ = _Pass(c, report, sampler, progress, now)
+            await pass_.run([s for s in REFLECTION_STEPS if s in wanted])
+            report.status = "completed"
+        finally:
+            with anyio.CancelScope(shield=True):
+                report.finished_at = utc_now()
+                report.applied = sum(s.applied for s in report.steps)
+                async with c.store.transaction():
+                    await c.store.log_maintenance(
+                        "reflection", {**report.model_dump(mode="json"), "role": c.role}
+                    )
+                    await _release_lease(c)
+                c.index.mark_dirty()
+                state.last_report = report
+                state.pass_done.set()
+                state.pass_done = anyio.Event()
+    return report
+
+
+async def _take_lease(c: Caller) -> bool:
+    async with c.store.transaction():
+        raw = await c.store.lock_meta(_lease_key(c.role))
+        now = utc_now().timestamp()
+        if raw:
+            lease = json.loads(raw)
+            held = lease["holder"] and lease["holder"] != c.engine.holder
+            if held and lease["until"] > now and _holder_alive(lease["holder"]):
+                return False
+        await _write_lease(c)
+    return True
+
+
+async def _write_lease(c: Caller) -> None:
+    # Inside a transaction: the lease outlives a pass only by LEASE_SECONDS.
+    until = utc_now().timestamp() + LEASE_SECONDS
+    await c.store.set_meta(
+        _lease_key(c.role), json.dumps({"holder": c.engine.holder, "until": until})
+    )
+
+
+async def _release_lease(c: Caller) -> None:
+    raw = await c.store.lock_meta(_lease_key(c.role))
+    if raw and json.loads(raw)["holder"] == c.engine.holder:
+        await c.store.set_meta(_lease_key(c.role), json.dumps({"holder": "", "until": 0}))
+
+
+class _Pass:
+    """One reflection pass: plans each step on the store as it is now, applies item by item."""
+
+    def __init__(
+        self,
+        c: Caller,
+        report: ReflectReport,
+        sampler: Sampler | None,
+        progress: Progress | None,
+        now: datetime | None,
+    ) -> None:
+        self.c = c
+        self.report = report
+        self.sampler = sampler
+        self.progress = progress
+        self.now = now
+        self.done = 0
+        self.total = 0
+
+    async def tick(self, message: str) -> None:
+        self.done += 1
+        if self.progress is not None:
+            await self.progress(self.done, self.total, message)
+
+    async def run(self, steps: list[str]) -> None:
+        c = self.c
+        role = c.role if c.owner else None
+        for name in steps:
+            step = ReflectStep(step=name)
+            self.report.steps.append(step)
+            if name in GENERATIVE and self.sampler is None:
+                step.note = "skipped: no sampler (the client does not offer MCP sampling)"
+                continue
+            nodes, vectors = await c.store.reflection_nodes(role)
+            edges = await c.store.edge_pairs(role)
+            plan, apply = await self._plan(name, nodes, vectors, edges, role)
+            step.planned = len(plan)
+            self.total += len(plan)
+            for item in plan:
+                try:
+                    outcome = await apply(item)
+                except MalformedReply as exc:
+                    step.failed += 1
+                    step.details.append(f"malformed reply: {exc}")
+                    outcome = None
+                except SamplingUnavailable as exc:
+                    step.note = f"stopped: {exc}"
+                    break
+                if outcome is None:
+                    pass
+                elif outcome:
+                    step.applied += 1
+                    if len(step.details) < 20:
+                        step.details.append(outcome)
+                else:
+                    step.skipped += 1
+                await self.tick(
+                    f"{name} {step.applied + step.skipped + step.failed}/{step.planned}"
+                )
+
+    async def _plan(
+        self, name: str, nodes: list[Node], vectors: np.ndarray, edges: list, role: str | None
+    ) -> tuple[list[Any], Callable[[Any], Awaitable[str]]]:
+        c = self.c
+        if name == "merge":
+            exclude = {frozenset((e.src, e.dst)) for e in edges if e.type in SUPERSEDING_OR_DERIVED}
+            # Planning compares every pair in a role (numpy, seconds at 100k): off the
+            # event loop, so a server keeps answering while a pass plans.
+            plan = await anyio.to_thread.run_sync(
+                functools.partial(plan_merges, nodes, vectors, exclude=exclude)
+            )
+            return plan, self._merge
+        if name == "link":
+            # The link budget counts related edges to archived memories too, so pruning
+            # after linking frees no budget and a second pass adds nothing.
+            related: dict[str, set[str]] = {}
+            for e in await c.store.edge_pairs(role, live_only=False):
+                if e.type == "related":
+                    related.setdefault(e.src, set()).add(e.dst)
+                    related.setdefault(e.dst, set()).add(e.src)
+            linked = {frozenset((e.src, e.dst)) for e in edges}
+            plan = await anyio.to_thread.run_sync(plan_links, nodes, vectors, related, linked)
+            return plan, self._link
+        if name == "rescore":
+            return plan_rescore(nodes), self._rescore
+        if name == "prune":
+            at = self.now or utc_now()
+            return plan_prune(nodes, at, c.settings.forgetting), functools.partial(
+                self._prune, at=at
+            )
+        if name == "reconcile":
+            consolidated = {
+                e_end for e in edges if e.type == "derived_from" for e_end in (e.src, e.dst)
+            }
+            plan = await anyio.to_thread.run_sync(plan_clusters, nodes, vectors, consolidated)
+            return plan, self._reconcile
+        return await self._abstract_plan(nodes), self._abstract
+
+    # Each step below runs one item in its own transaction, re-reading what it changes; it
+    # returns a short description when it changed something, "" when the item no longer holds.
+
+    async def _merge(self, item: Any) -> str:
+        c = self.c
+        async with c.store.transaction():
+            got = await c.store.fetch_many([item.anchor, item.dup])
+            if len(got) < 2 or got[item.anchor].archived or got[item.dup].archived:
+                return ""
+            anchor, dup = got[item.anchor], got[item.dup]
+            if anchor.type != dup.type:
+                return ""
+            vecs = await c.store.embeddings_of([anchor.id, dup.id])
+            if len(vecs) < 2 or float(vecs[anchor.id] @ vecs[dup.id]) < MERGE_SIMILARITY:
+                return ""
+            fields = merged_fields(_node(anchor), _node(dup))
+            anchor.reinforcement_count = int(fields["reinforcement_count"])
+            anchor.strength = int(fields["strength"])
+            anchor.importance = float(fields["importance"])
+            anchor.authored_importance = float(fields["authored_importance"])
+            anchor.salience = float(fields["salience"])
+            anchor.confidence = float(fields["confidence"])
+            access = c.access(Channel.reflected, query=f"merged {dup.id[:8]}")
+            c.apply(anchor, access)
+            await c.store.save(anchor)
+            await c.store.copy_edges(dup.id, anchor.id)
+            await c.store.add_edge(anchor.id, dup.id, EdgeType.refines, 1.0)
+            await archive(c, dup, f"merged into {anchor.id[:8]}")
+            await c.store.append_accesses([(anchor.id, access)])
+            await _write_lease(c)
+        return f"{dup.id[:8]} → {anchor.id[:8]}"
+
+    async def _link(self, item: Any) -> str:
+        c = self.c
+        async with c.store.transaction():
+            got = await c.store.fetch_many([item.a, item.b])
+            if len(got) < 2 or any(m.archived for m in got.values()):
+                return ""
+            await c.store.add_edge(item.a, item.b, EdgeType.related, item.weight)
+            await c.store.add_edge(item.b, item.a, EdgeType.related, item.weight)
+            await _write_lease(c)
+        return f"{item.a[:8]} ~ {item.b[:8]} ({item.weight:.2f})"
+
+    async def _rescore(self, item: Any) -> str:
+        c = self.c
+        async with c.store.transaction():
+            memory = await c.store.fetch(item.id)
+            if memory is None or memory.archived:
+                return ""
+            authored = memory.authored_importance
+            new = rescore(
+                memory.importance if authored is None else authored,
+                memory.salience,
+                memory.strength,
+            )
+            if abs(new - memory.importance) < 1e-9:
+                return ""
+            await c.store.set_importance(item.id, importance=new)
+            await _write_lease(c)
+        return f"{item.id[:8]} {memory.importance:g} → {new:g}"
+
+    async def _prune(self, item: Any, at: datetime) -> str:
+        c = self.c
+        policy = c.settings.forgetting
+        async with c.store.transaction():
+            m = await c.store.fetch(item.id)
+            if m is None:
+                return ""
+            if not should_prune(
+                type=m.type,
+                importance=m.importance,
+                status=m.status,
+                archived=m.archived,
+                created_at=m.created_at,
+                last_accessed_at=m.last_accessed_at,
+                strength=m.strength,
+                now=at,
+                policy=policy,
+            ):
+                return ""
+            r = retention(m.last_accessed_at, m.strength, at, policy.tau_hours)
+            await archive(c, m, f"pruned: retention {r:.4f} < {policy.prune_below:g}")
+            await _write_lease(c)
+        return f"{item.id[:8]} (retention {r:.4f})"
+
+    async def _sample(self, prompt: str, max_tokens: int) -> str:
+        if self.sampler is None:
+            raise SamplingUnavailable("no sampler")
+        try:
+            reply = await self.sampler(system=SYSTEM, prompt=prompt, max_tokens=max_tokens)
+        except (SamplingUnavailable, MalformedReply):
+            raise
+        except Exception as exc:  # the client refused or failed: stop generative work
+            raise SamplingUnavailable(
+                f"sampling failed ({exc.__class__.__name__}: {exc})"
+            ) from None
+        if not isinstance(reply, str):
+            raise MalformedReply("the reply is not text")
+        return reply
+
+    async def _insert_derived(
+        self, record: Memory, sources: Sequence[str], vector: np.ndarray
+    ) -> None:
+        """Insert a memory written by reflection, with `derived_from` edges to its sources."""
+        c = self.c
+        apply_access(
+            record,
+            created_record(record, c.owner, *provenance.access_refs()),
+            ring_size=c.settings.ring_size,
+            exact_k=c.settings.recall.exact_accesses,
+        )
+        await c.store.insert(record, vector)
+        await c.store.append_accesses([(record.id, record.access_log[0])])
+        for source in sources:
+            await c.store.add_edge(record.id, source, EdgeType.derived_from, 1.0)
+
+    async def _reconcile(self, cluster: list[Node]) -> str:
+        c = self.c
+        ids = [n.id for n in cluster]
+        contents = await visible_contents(c, ids)
+        members = [(i, contents[i]) for i in ids if i in contents]
+        if len(members) < 2:
+            return ""
+        reply = await self._sample(reconcile_prompt(members), 1200)
+        result = parse_reconciliation(reply, [i for i, _ in members])
+        if result is None:
+            return ""
+        vector = (await c.engine.embed([text_of(result.title, result.content)]))[0]
+        seed = cluster[0]
+        async with c.store.transaction():
+            fresh = await c.store.fetch_many([i for i, _ in members])
+            live = [i for i, _ in members if i in fresh and not fresh[i].archived]
+            if len(live) < 2:
+                return ""
+            olds = [fresh[i] for i in live]
+            importance = max(m.importance for m in olds)
+            record = Memory(
+                type=seed.type,
+                title=result.title,
+                content=result.content,
+                owner=seed.owner,
+                importance=importance,
+                authored_importance=importance,
+                salience=max(m.salience for m in olds),
+                confidence=max(m.confidence for m in olds),
+                tags=list(dict.fromkeys(t for m in olds for t in m.tags))[:50],
+                entities=list(dict.fromkeys(t for m in olds for t in m.entities))[:50],
+            )
+            await self._insert_derived(record, live, vector)
+            superseded = [i for i in result.supersedes if i in live]
+            for old in superseded:
+                await c.store.add_edge(record.id, old, EdgeType.refines, 1.0)
+                await archive(c, fresh[old], f"superseded by {record.id[:8]} (reconcile)")
+            await _write_lease(c)
+        ignored = f", ignored ids {result.ignored_ids}" if result.ignored_ids else ""
+        return f"{record.id[:8]} from {len(live)}, superseding {len(superseded)}{ignored}"
+
+    async def _abstract_plan(self, nodes: list[Node]) -> list[list[Node]]:
+        mark = await self.c.store.get_meta(f"abstract_watermark:{self.c.role}")
+        done: set[str] = set()
+        if mark:
+            ts_mark, id_mark = json.loads(mark)
+            done = {
+                n.id
+                for n in nodes
+                if n.type == "episode" and (n.created_at.timestamp(), n.id) <= (ts_mark, id_mark)
+            }
+        batch = plan_abstract(nodes, done)
+        return [batch] if len(batch) >= 2 else []
+
+    async def _abstract(self, batch: list[Node]) -> str:
+        c = self.c
+        ids = [n.id for n in batch]
+        contents = await visible_contents(c, ids)
+        episodes = [(i, contents[i]) for i in ids if i in contents]
+        reply = await self._sample(abstract_prompt(episodes), 2000)
+        insights = parse_abstraction(reply, [i for i, _ in episodes])
+        vectors = await c.engine.embed([a.content for a in insights]) if insights else []
+        last = batch[-1]
+        async with c.store.transaction():
+            for insight, vector in zip(insights, vectors, strict=True):
+                record = Memory(
+                    type="reflection",
+                    title=insight.title,
+                    content=insight.content,
+                    owner=last.owner,
+                    importance=6.0,
+                    authored_importance=6.0,
+                )
+                await self._insert_derived(record, insight.sources, vector)
+            await c.store.set_meta(
+                f"abstract_watermark:{c.role}",
+                json.dumps([last.created_at.timestamp(), last.id]),
+            )
+            await _write_lease(c)
+        return f"{len(insights)} reflections from {len(episodes)} episodes"
+
+
+def _node(m: Memory) -> Node:
+    return Node(
+        id=m.id,
+        type=m.type.value,
+        owner=m.owner,
+        created_at=m.created_at,
+        last_accessed_at=m.last_accessed_at,
+        importance=m.importance,
+        authored_importance=m.importance
+        if m.authored_importance is None
+        else m.authored_importance,
+        salience=m.salience,
+        confidence=m.confidence,
+        strength=m.strength,
+        reinforcement_count=m.reinforcement_count,
+        status=m.status,
+        archived=m.archived,
+    )
+
+
+async def maintain(engine: Engine) -> None:
+    """Run deterministic reflection passes after N writes and when idle, until cancelled.
+
+    One loop per process serves every role: a role's pass starts once it has seen
+    `reflect_every_writes` writes (0 = off), or once it had writes and nothing was written or
+    recalled in it for `reflect_idle_seconds` (0 = off). A failing pass is logged and never
+    stops the loop (or the server).
+    """
+    every = engine.settings.reflect_every_writes
+    idle = engine.settings.reflect_idle_seconds
+    if not every and not idle:
+        return
+    while True:
+        timeout = math.inf
+        now = anyio.current_time()
+        for state in engine.roles.values():
+            if idle and state.writes:
+                timeout = min(timeout, max(idle - (now - state.last_activity), 0.0))
+        with anyio.move_on_after(timeout):
+            await engine.wake.wait()
+        engine.wake = anyio.Event()
+        now = anyio.current_time()
+        for role, state in list(engine.roles.items()):
+            by_writes = bool(every) and state.writes >= every
+            by_idle = bool(idle) and state.writes > 0 and now - state.last_activity >= idle
+            if by_writes or by_idle:
+                state.writes = 0
+                caller = Caller(engine, Actor(state.last_owner or role))
+                try:
+                    await reflect(caller, trigger="after-writes" if by_writes else "idle")
+                except Exception:
+                    logger.exception("background reflection of role %r failed", role)

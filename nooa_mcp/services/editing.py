@@ -1,0 +1,145 @@
+"""Editing: change, link or archive one of your memories (SPEC §12 memory_update).
+
+Writes stay inside the writer's role. An update logs `reinforced` without the strength bump;
+new content is re-embedded and is a cue for intents, like authored content.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..domain.inputs import check_content, parse_status
+from ..domain.replies import UpdateResult
+from ..domain.schema import IMPORTANCE, Channel, Memory, MemoryType, as_utc, clean_labels
+from ..engine import text_of
+from ..errors import InvalidInput
+from . import reminders
+from .authoring import parse_links
+from .caller import Caller
+from .tombstones import archive
+
+__all__ = ["forget", "update"]
+
+
+async def update(
+    c: Caller,
+    memory_id: str,
+    *,
+    content: str | None = None,
+    title: str | None = None,
+    importance: Any = None,
+    tags: Sequence[str] | None = None,
+    status: str | None = None,
+    links: Sequence[Any] | None = None,
+    valid_to: Any = None,
+    forget: bool = False,
+) -> UpdateResult:
+    """Change, link or archive one of the caller's memories in one transaction.
+
+    Raises:
+        NotFound / AmbiguousId: the id does not name one visible memory.
+        OwnerForbidden: the memory belongs to another role.
+        InvalidInput: a field is malformed.
+    """
+    target = await c.resolve(memory_id, c.actor.own)
+    edges = await parse_links(c, links)
+    new_importance = IMPORTANCE.parse(importance) if importance is not None else None
+    new_tags = clean_labels(list(tags), "tags") if tags is not None else None
+    new_valid_to = as_utc(valid_to, "valid_to")
+    new_content = None
+    if content is not None:
+        new_content = check_content(content, required_fix="Pass the new text, or leave it out.")
+    if status is not None:
+        parse_status(status)
+    new_title = " ".join(title.split()) if title is not None else None
+
+    def text_after(m: Memory) -> str:
+        return text_of(
+            m.title if new_title is None else new_title,
+            m.content if new_content is None else new_content,
+        )
+
+    memory = await c.fetch(target)
+    c.writable(memory)
+    # Embed outside the lock; the text is checked again under it (below).
+    basis = text_after(memory)
+    vector = None
+    if basis != text_of(memory.title, memory.content):
+        vector = (await c.engine.embed([basis]))[0]
+    changed: list[str] = []
+    async with c.store.transaction():
+        memory = await c.fetch(target)
+        if new_content is not None and new_content != memory.content:
+            memory.content = new_content
+            changed.append("content")
+        if new_title is not None and new_title != memory.title:
+            memory.title = new_title
+            changed.append("title")
+        if "content" not in changed and "title" not in changed:
+            vector = None
+        elif vector is None or basis != text_of(memory.title, memory.content):
+            # A concurrent update changed the other half of the text since it was
+            # embedded: the stored vector must be of the text as it is now saved.
+            vector = (await c.engine.embed([text_of(memory.title, memory.content)]))[0]
+        if new_importance is not None and new_importance != memory.importance:
+            memory.importance = new_importance
+            memory.authored_importance = new_importance
+            changed.append("importance")
+        if new_tags is not None and new_tags != memory.tags:
+            memory.tags = new_tags
+            changed.append("tags")
+        if status is not None and status != memory.status:
+            if memory.type is not MemoryType.todo:
+                raise InvalidInput(
+                    "status",
+                    f"only todos have a status; this is a {memory.type.value}.",
+                    "Leave status out.",
+                )
+            memory.status = status  # type: ignore[assignment]
+            changed.append("status")
+        if valid_to is not None and new_valid_to != memory.valid_to:
+            if memory.valid_from and new_valid_to and new_valid_to < memory.valid_from:
+                raise InvalidInput("valid_to", "is before valid_from.", "Pass a later date.")
+            memory.valid_to = new_valid_to
+            changed.append("valid_to")
+        for other, relation, weight in edges:
+            if other == target:
+                raise InvalidInput(
+                    "links.target", "a memory cannot link to itself.", "Pick another target."
+                )
+            await c.store.add_edge(target, other, relation, weight)
+            changed.append(f"link:{relation.value}->{other[:8]}")
+        if changed:
+            # SPEC §2: an update logs `reinforced` without the strength bump.
+            access = c.access(Channel.reinforced)
+            c.apply(memory, access, bump_strength=False)
+            await c.store.save(memory, vector)
+            await c.store.append_accesses([(target, access)])
+        if forget and not memory.archived:
+            await archive(c, memory, "forgotten")
+            changed.append("archived")
+    c.index.mark_dirty()
+    archived = memory.archived or forget
+    fired = []
+    if "content" in changed:
+        # SPEC §9: new content is a cue like authored content (an intent never cues itself).
+        fired = (await reminders.fire(c, [(memory.content, vector)], exclude=[target]))[0]
+    return UpdateResult(id=target, changed=changed, archived=archived, reminders=fired)
+
+
+async def forget(c: Caller, memory_id: str, reason: str = "forgotten") -> UpdateResult:
+    """Archive a memory (never deleted): recall and spreading skip it from now on.
+
+    Raises:
+        NotFound / AmbiguousId / OwnerForbidden: as for `update`.
+    """
+    target = await c.resolve(memory_id, c.actor.own)
+    async with c.store.transaction():
+        memory = await c.fetch(target)
+        c.writable(memory)
+        already = memory.archived
+        if not already:
+            await archive(c, memory, reason)
+    c.index.mark_dirty()
+    return UpdateResult(id=target, changed=[] if already else ["archived"], archived=True)

@@ -1,0 +1,136 @@
+"""Explain: why memories rank where they do, without logging anything (SPEC §6).
+
+A dry run of the recall pipeline for a query, a memory's access history from the stream, or
+— with both — why that memory did or did not make the top k for that query now, with its
+retention and prune ETA.
+"""
+
+from __future__ import annotations
+
+from ..domain.forgetting import prune_eta, retention
+from ..domain.inputs import recall_args
+from ..domain.replies import ExplainResult, ExplainRow, WhyNot
+from ..domain.schema import now as utc_now
+from ..errors import InvalidInput
+from .caller import Caller
+from .ranking import Ranked, Ranking
+from .recall import flags, ranking_for
+from .views import redact
+
+__all__ = ["explain"]
+
+
+async def explain(
+    c: Caller,
+    query: str | None = None,
+    *,
+    memory_id: str | None = None,
+    k: int = 10,
+    hops: int | None = None,
+    scope: str = "mine",
+) -> ExplainResult:
+    """Why things rank: a dry run for a query, a memory's access history, or "why not".
+
+    Raises:
+        InvalidInput: neither query nor memory_id given, or a bad argument.
+        NotFound: the memory does not exist in this scope.
+    """
+    scope_obj = c.scope(scope)
+    if query is None and memory_id is None:
+        raise InvalidInput(
+            "query", "and memory_id are both missing.", "Pass a query, a memory_id, or both."
+        )
+    target = await c.resolve(memory_id, scope_obj) if memory_id is not None else None
+    if query is None:
+        stream = await c.store.access_stream(target, limit=100)
+        shown = c.actor.effective()
+        return ExplainResult(
+            mode="replay",
+            memory_id=target,
+            accesses=[redact(a, shown) for _, _, a in stream],
+            total_accesses=await c.store.count_accesses(target),
+            embeddings=c.engine.embeddings_state,
+        )
+    query, _ = recall_args(query, k, None, hops)
+    extra = (target,) if target else ()
+    ranking = await ranking_for(
+        c, query, scope_obj, None, hops, include_archived=bool(target), extra=extra
+    )
+    rows = [_row(c, i, r) for i, r in enumerate(ranking.rows[:k], 1)]
+    state = "ready" if ranking.dense_ready else "warming"
+    if target is None:
+        return ExplainResult(mode="query", query=query, rows=rows, embeddings=state)
+    return ExplainResult(
+        mode="why_not",
+        query=query,
+        memory_id=target,
+        rows=rows,
+        why_not=await _why_not(c, target, ranking, k),
+        embeddings=state,
+    )
+
+
+def _row(c: Caller, position: int, r: Ranked) -> ExplainRow:
+    return ExplainRow(
+        rank=position,
+        id=r.id,
+        score=round(r.score, 4),
+        source=r.source,
+        cos=round(r.cos, 4),
+        rel=round(r.rel, 4),
+        rec=round(r.rec, 4),
+        imp=round(r.imp, 4),
+        spread=round(c.settings.recall.gamma * r.spread, 4),
+        type=r.row.type,
+        owner=r.row.owner,
+        head=r.head,
+        path=r.path,
+        flags=flags(c, r),
+    )
+
+
+async def _why_not(c: Caller, target: str, ranking: Ranking, k: int) -> WhyNot:
+    memory = await c.fetch(target)
+    position = ranking.rank_of(target)
+    mine = ranking.rows[position - 1] if position else None
+    kth = ranking.rows[k - 1] if len(ranking.rows) >= k else None
+    policy = c.settings.forgetting
+    now = utc_now()
+    in_top = position is not None and position <= k and not memory.archived
+    if memory.archived:
+        reason = "It is archived (forgotten or merged), so recall skips it."
+    elif in_top:
+        reason = f"It ranks {position} of the top {k}."
+    elif mine is None:
+        reason = "It was not a candidate: it is filtered out for this query."
+    else:
+        gaps = []
+        if kth is not None:
+            for name in ("rel", "rec", "imp"):
+                if getattr(mine, name) < getattr(kth, name):
+                    gaps.append(f"{name} {getattr(mine, name):.3f} < {getattr(kth, name):.3f}")
+            if mine.spread < kth.spread:
+                gaps.append(f"spread {mine.spread:.3f} < {kth.spread:.3f}")
+        reason = f"It ranks {position}, below the top {k}" + (
+            f": {', '.join(gaps)} against rank {k}." if gaps else "."
+        )
+        if mine.superseded_by:
+            reason += f" It is superseded by {mine.superseded_by[:8]}."
+        if mine.stale:
+            reason += " Its validity ended (valid_to is past)."
+    return WhyNot(
+        id=target,
+        in_top_k=in_top,
+        rank=position,
+        k=k,
+        score=None if mine is None else round(mine.score, 4),
+        components=None if mine is None else mine.components,
+        kth_score=None if kth is None else round(kth.score, 4),
+        kth_components=None if kth is None else kth.components,
+        retention=round(
+            retention(memory.last_accessed_at, memory.strength, now, policy.tau_hours), 4
+        ),
+        prune_eta=prune_eta(memory.last_accessed_at, memory.strength, policy),
+        archived=memory.archived,
+        reason=reason,
+    )

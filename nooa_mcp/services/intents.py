@@ -1,0 +1,102 @@
+"""Intents: prospective memory that fires at a time or on a cue (SPEC §9)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from ..domain.replies import IntentItem, IntentResult
+from ..domain.schema import INTENT_ACTIONS
+from ..domain.text import choices, head
+from ..errors import InvalidInput
+from . import reminders
+from .authoring import author_many
+from .caller import Caller
+from .editing import forget
+from .views import get
+
+__all__ = ["intent"]
+
+
+async def intent(
+    c: Caller,
+    action: str = "list",
+    *,
+    content: str | None = None,
+    memory_id: str | None = None,
+    fire_at: datetime | str | None = None,
+    cue: str | None = None,
+    every_hours: float | None = None,
+    text: str | None = None,
+    importance: Any = "MEDIUM",
+) -> IntentResult:
+    """Add an intent that fires at a time or on a cue, list intents, check now, or cancel one.
+
+    A time trigger fires once `fire_at` has passed; a cue fires when a recall query or
+    authored content matches it (cosine ≥ 0.55, or every cue keyword present). With both,
+    whichever comes first fires it; `every_hours` re-arms it. `check` evaluates the time
+    triggers, and the cues against `text` if given.
+
+    Raises:
+        InvalidInput: unknown action, missing content/trigger/id, or the id is not an intent.
+        NotFound: the id does not name a visible memory.
+    """
+    if action not in INTENT_ACTIONS:
+        raise InvalidInput(
+            "action", f"{action!r} is not an intent action.", f"Use {choices(INTENT_ACTIONS)}."
+        )
+    result = IntentResult(action=action)  # type: ignore[arg-type]
+    if action == "add":
+        if not isinstance(content, str) or not content.strip():
+            raise InvalidInput("content", "is empty.", "Say what to do when it fires.")
+        trigger = {"fire_at": fire_at, "cue": cue, "every_hours": every_hours}
+        spec = {"content": content, "type": "intent", "trigger": trigger, "importance": importance}
+        written = (await author_many(c, [spec]))[0]
+        result.id, result.outcome = written.id, written.status
+        result.reminders = written.reminders
+    elif action == "cancel":
+        if not memory_id:
+            raise InvalidInput("memory_id", "is missing.", "Pass the id of the intent.")
+        found = await get(c, memory_id)
+        if found.type.value != "intent":
+            raise InvalidInput(
+                "memory_id",
+                f"{found.id[:8]} is a {found.type.value}, not an intent.",
+                "List intents to find the id.",
+            )
+        await forget(c, found.id, reason="intent cancelled")
+        result.id, result.outcome = found.id, "cancelled"
+        result.reminders = (await reminders.fire(c))[0]
+    elif action == "check":
+        if text is not None and not isinstance(text, str):
+            raise InvalidInput("text", "must be text.", "Pass what is happening now.")
+        vector = await c.engine.query_vector(text) if text else None
+        result.reminders = (await reminders.fire(c, [(text or None, vector)]))[0]
+        result.outcome = f"{len(result.reminders)} fired"
+    else:
+        result.reminders = (await reminders.fire(c))[0]
+    result.intents = await _items(c)
+    return result
+
+
+async def _items(c: Caller) -> list[IntentItem]:
+    items = []
+    for m in await c.store.intents(c.role):
+        trig = m.trigger
+        if trig is None:
+            continue
+        items.append(
+            IntentItem(
+                id=m.id,
+                id8=m.id[:8],
+                content=head(m.content, 300),
+                fire_at=trig.fire_at,
+                cue=trig.cue,
+                every_hours=trig.every_hours,
+                # Re-armed recurring intents stay armed; a one-shot is spent once fired.
+                armed=trig.every_hours is not None or trig.fired_count == 0,
+                fired_count=trig.fired_count,
+                last_fired_at=trig.fired_at,
+            )
+        )
+    return items

@@ -1,0 +1,175 @@
+"""Recall: rank memories for a query and log why each returned one ranked where it did (SPEC §5).
+
+Every returned memory gets an access record (query, score, rank, components) on its ring and in
+the stream; references are resolved for the reader's scope and `deref` is logged on memories
+they reach; intents cued by the query fire.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from ..domain.forgetting import prune_eta, retention
+from ..domain.inputs import recall_args
+from ..domain.replies import Flags, RecallHit, RecallResult
+from ..domain.schema import Channel, Reference
+from ..domain.schema import now as utc_now
+from ..domain.scope import Scope
+from . import reminders
+from .caller import Caller
+from .ranking import Ranked, Ranking, rank
+from .references import resolve_all
+
+__all__ = ["flags", "ranking_for", "recall"]
+
+
+async def ranking_for(
+    c: Caller,
+    query: str,
+    scope: Scope,
+    kinds: set[str] | None,
+    hops: int | None,
+    include_archived: bool = False,
+    extra: tuple[str, ...] = (),
+) -> Ranking:
+    """The full ranking of `query` for the caller, with the vector cache brought up to date."""
+    query_vector = await c.engine.query_vector(query)
+    await c.index.sync(c.store)
+    return await rank(
+        query,
+        store=c.store,
+        index=c.index,
+        query_vector=query_vector,
+        scope=scope,
+        settings=c.settings.recall,
+        now=utc_now().timestamp(),
+        types=kinds,
+        hops=hops,
+        include_archived=include_archived,
+        extra_ids=extra,
+    )
+
+
+def flags(c: Caller, r: Ranked) -> Flags:
+    weak = r.rel < c.settings.recall.weak_relevance
+    return Flags(weak=weak, stale=r.stale, superseded_by=r.superseded_by)
+
+
+async def recall(
+    c: Caller,
+    query: Any,
+    *,
+    k: Any = 5,
+    scope: str = "mine",
+    types: Any = None,
+    hops: Any = None,
+    include_archived: bool = False,
+) -> RecallResult:
+    """Rank memories for a query and log why each returned one ranked where it did.
+
+    Raises:
+        InvalidInput: empty query, k outside 1–50, unknown type or scope.
+    """
+    query, kinds = recall_args(query, k, types, hops)
+    scope_obj = c.scope(scope)
+    ranking = await ranking_for(c, query, scope_obj, kinds, hops, include_archived)
+    top = ranking.rows[:k]
+    channel = Channel.searched if hops == 0 else Channel.recalled
+    stored_refs: dict[str, list[Reference]] = {}
+    if top:
+        async with c.store.transaction():
+            fetched = await c.store.fetch_many([r.id for r in top])
+            stored_refs = {i: m.references for i, m in fetched.items()}
+            logged, saved = [], []
+            for position, r in enumerate(top, 1):
+                memory = fetched[r.id]
+                access = c.access(
+                    channel,
+                    query=query[:200],
+                    score=round(r.score, 4),
+                    rank=position,
+                    components=r.components,
+                )
+                c.apply(memory, access)
+                saved.append(memory)
+                logged.append((r.id, access))
+            await c.store.save_many(saved)
+            await c.store.append_accesses(logged)
+        c.index.mark_dirty()
+    hits = [_hit(c, position, r) for position, r in enumerate(top, 1)]
+    await _attach_references(c, hits, stored_refs, scope_obj)
+    c.note_activity()
+    fired = (await reminders.fire(c, [(query, ranking.query_vector)]))[0]
+    nothing = all(h.flags.weak for h in hits)
+    note = ""
+    if not hits:
+        note = "Nothing stored matches this query."
+    elif nothing:
+        note = "Nothing relevant: every result is only weakly related to the query."
+    use_dense = c.settings.recall.use_dense
+    if ranking.dense_ready is False and use_dense:
+        note = (note + " " if note else "") + "Embeddings are warming: keyword matches only."
+    return RecallResult(
+        query=query,
+        scope=scope or "mine",
+        hits=hits,
+        embeddings="ready" if ranking.dense_ready or not use_dense else "warming",
+        nothing_relevant=nothing,
+        note=note,
+        reminders=fired,
+    )
+
+
+def _hit(c: Caller, position: int, r: Ranked) -> RecallHit:
+    row = r.row
+    last = datetime.fromtimestamp(row.last_accessed_at, tz=UTC)
+    policy = c.settings.forgetting
+    return RecallHit(
+        rank=position,
+        id=r.id,
+        id8=r.id[:8],
+        type=row.type,
+        owner=row.owner,
+        title=row.title,
+        content=row.content,
+        score=round(r.score, 4),
+        components=r.components,
+        flags=flags(c, r),
+        status=row.status,
+        importance=row.importance,
+        created_at=datetime.fromtimestamp(row.created_at, tz=UTC),
+        valid_from=None if row.valid_from is None else datetime.fromtimestamp(row.valid_from, UTC),
+        valid_to=None if row.valid_to is None else datetime.fromtimestamp(row.valid_to, UTC),
+        retention=round(retention(last, row.strength, utc_now(), policy.tau_hours), 4),
+        prune_eta=prune_eta(last, row.strength, policy),
+        path=r.path,
+    )
+
+
+async def _attach_references(
+    c: Caller, hits: list[RecallHit], by_id: dict[str, list[Reference]], scope: Scope
+) -> None:
+    """Fill each hit's references, and log `deref` on every memory a reference reached."""
+    derefs: list[tuple[str, str]] = []
+    for hit in hits:
+        stored = by_id.get(hit.id) or []
+        if not stored:
+            continue
+        hit.references, live = await resolve_all(c, stored, scope)
+        derefs += [(hit.id, target) for target in live]
+    if not derefs:
+        return
+    async with c.store.transaction():
+        fetched = await c.store.fetch_many([t for _, t in derefs])
+        logged = []
+        for source, target in derefs:
+            memory = fetched.get(target)
+            if memory is None:
+                continue
+            access = c.access(Channel.deref, query=f"memory:{target[:8]} from {source[:8]}")
+            c.apply(memory, access)
+            logged.append((target, access))
+        await c.store.save_many([fetched[t] for t in {t for t, _ in logged}])
+        await c.store.append_accesses(logged)
+    c.index.mark_dirty()

@@ -1,0 +1,199 @@
+"""References at write and read time: previews captured, targets resolved (SPEC §11).
+
+A reference points at something instead of copying it. At write time a preview (≤ 200 chars) is
+captured; at read time the reference is resolved against the live target: LIVE with the current
+value, DANGLING with the snapshot and its date, or OPAQUE for a URL (never fetched). File paths
+are confined to a configured root (see `domain/references.py` for the text rules).
+
+Memory targets are resolved through a `lookup` callable the caller passes in (id → content, or
+None when missing, archived or outside the reader's scope), so this module never touches the store.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from pathlib import Path
+
+from ..domain.references import PREVIEW_CHARS, check_relative, clip, memory_targets
+from ..domain.replies import ResolvedReference
+from ..domain.schema import Memory, Reference, now
+from ..domain.scope import Scope
+from ..errors import InvalidInput, ReferenceOutsideRoot
+from .caller import Caller
+
+__all__ = ["capture", "capture_all", "confine", "resolve", "resolve_all", "visible_contents"]
+
+#: Bytes read from a file for its preview: enough for 200 characters of any UTF-8 text.
+_READ_BYTES = PREVIEW_CHARS * 4 + 4
+
+MemoryLookup = Callable[[str], str | None]
+
+
+def confine(root: Path | str, path: str, field: str = "references") -> Path:
+    """The real path of `path` under `root`, after following every symlink.
+
+    Raises:
+        InvalidInput: the path text is not allowed (see `check_relative`).
+        ReferenceOutsideRoot: the path, or a symlink on it, leads outside the root.
+    """
+    rel = check_relative(path, field)
+    real_root = Path(os.path.realpath(root))
+    real = Path(os.path.realpath(real_root / rel))
+    if real != real_root and real_root not in real.parents:
+        raise ReferenceOutsideRoot(rel, str(real_root), field)
+    return real
+
+
+def _file_preview(real: Path) -> str:
+    """The first PREVIEW_CHARS characters of a file, or a listing of a directory."""
+    if real.is_dir():
+        names = sorted(p.name + ("/" if p.is_dir() else "") for p in real.iterdir())
+        return clip("directory: " + ", ".join(names), PREVIEW_CHARS)
+    with real.open("rb") as fh:
+        data = fh.read(_READ_BYTES)
+    if b"\x00" in data:
+        return f"binary file, {real.stat().st_size} bytes"
+    return clip(data.decode("utf-8", errors="replace"), PREVIEW_CHARS)
+
+
+def capture(
+    ref: Reference,
+    *,
+    root: Path | str | None,
+    lookup: MemoryLookup | None = None,
+    at: datetime | None = None,
+    field: str = "references",
+) -> Reference:
+    """The reference with its preview captured now (write time).
+
+    `lookup` maps a full memory id to its content, or None when it is missing or not visible;
+    the caller resolves prefixes to full ids before calling.
+
+    Raises:
+        InvalidInput: a file reference without a configured root, a file or memory that does
+            not exist, or an unreadable file.
+        ReferenceOutsideRoot: the file path leaves the root.
+    """
+    at = at or now()
+    if ref.kind == "url":
+        return ref.model_copy(update={"preview": "", "captured_at": at})
+    if ref.kind == "memory":
+        content = lookup(ref.target) if lookup is not None else None
+        if content is None:
+            raise InvalidInput(
+                field,
+                f"memory:{ref.target[:8]} does not exist or is not visible to you.",
+                "Recall or list to find the id.",
+            )
+        return ref.model_copy(update={"preview": clip(content, PREVIEW_CHARS), "captured_at": at})
+    if root is None:
+        raise InvalidInput(
+            field,
+            f"file:{ref.target} needs a reference root, and none is configured.",
+            "Start the server with --reference-root DIR (or NOOA_REFERENCE_ROOT).",
+        )
+    real = confine(root, ref.target, field)
+    if not real.exists():
+        raise InvalidInput(
+            field, f"file:{ref.target} does not exist under {root}.", "Check the relative path."
+        )
+    try:
+        preview = _file_preview(real)
+    except OSError as exc:
+        raise InvalidInput(field, f"file:{ref.target} cannot be read ({exc.strerror}).") from None
+    return ref.model_copy(update={"preview": preview, "captured_at": at})
+
+
+def resolve(
+    ref: Reference, *, root: Path | str | None, lookup: MemoryLookup | None = None
+) -> ResolvedReference:
+    """Resolve a stored reference against its live target (read time); never raises.
+
+    LIVE carries the current preview; DANGLING the snapshot captured at write time and its date
+    (the target is gone, unreadable, no longer visible, or a symlink now leads out of the root);
+    OPAQUE is a URL, shown with its snapshot (URLs are never fetched).
+    """
+    dangling = ResolvedReference(
+        uri=ref.uri, state="DANGLING", value=ref.preview, snapshot_at=ref.captured_at
+    )
+    if ref.kind == "url":
+        return ResolvedReference(
+            uri=ref.uri, state="OPAQUE", value=ref.preview, snapshot_at=ref.captured_at
+        )
+    if ref.kind == "memory":
+        content = lookup(ref.target) if lookup is not None else None
+        if content is None:
+            return dangling
+        return ResolvedReference(uri=ref.uri, state="LIVE", value=clip(content, PREVIEW_CHARS))
+    if root is None:
+        return dangling
+    try:
+        real = confine(root, ref.target)
+        if not real.exists():
+            return dangling
+        value = _file_preview(real)
+    except (InvalidInput, OSError):
+        return dangling
+    return ResolvedReference(uri=ref.uri, state="LIVE", value=value)
+
+
+# --------------------------------------------------------------------------- service functions
+
+
+async def visible_contents(c: Caller, ids: Sequence[str], scope: Scope | None = None) -> dict:
+    """Content of live memories among `ids` that `scope` may read (default: the caller's own)."""
+    scope = scope or c.actor.own
+    fetched = await c.store.fetch_many(list(ids))
+    return {i: m.content for i, m in fetched.items() if not m.archived and scope.allows(m.owner)}
+
+
+async def capture_all(c: Caller, records: Sequence[Memory]) -> None:
+    """Resolve memory prefixes to full ids and capture every preview (write time).
+
+    A reference that arrives with a preview (an import) keeps its snapshot untouched.
+
+    Raises:
+        InvalidInput / ReferenceOutsideRoot / NotFound: a reference cannot be captured.
+    """
+    for record in records:
+        if not record.references:
+            continue
+        captured: list[Reference] = []
+        for ref in record.references:
+            if ref.preview:
+                captured.append(ref)  # imported with its snapshot: keep it as it was
+                continue
+            if ref.kind == "memory":
+                full = await c.resolve(ref.target, c.actor.own, "references")
+                ref = ref.model_copy(update={"target": full})
+            contents = await visible_contents(c, memory_targets([ref]))
+            captured.append(capture(ref, root=c.settings.reference_root, lookup=contents.get))
+        record.references = captured
+
+
+async def resolve_all(
+    c: Caller, references: Sequence[Reference], scope: Scope
+) -> tuple[list[ResolvedReference], list[str]]:
+    """Resolve references now; also return the memory ids that resolved LIVE (for deref).
+
+    A `memory:` target the reader's scope hides shows as HIDDEN, without its id or the
+    snapshot captured at write time: a reference must not relay what the scope gates
+    (SPEC §10).
+    """
+    targets = memory_targets(references)
+    contents = await visible_contents(c, targets, scope)
+    owners = await c.store.owners_of(targets)
+    resolved = [
+        ResolvedReference(uri="memory:(hidden)", state="HIDDEN")
+        if r.kind == "memory" and r.target in owners and not scope.allows(owners[r.target])
+        else resolve(r, root=c.settings.reference_root, lookup=contents.get)
+        for r in references
+    ]
+    live = [
+        r.target
+        for r, out in zip(references, resolved, strict=True)
+        if r.kind == "memory" and out.state == "LIVE"
+    ]
+    return resolved, live

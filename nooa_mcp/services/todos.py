@@ -1,0 +1,116 @@
+"""Todos: commitments with a lifecycle, open ones protected from pruning (SPEC §9)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..domain.inputs import parse_status
+from ..domain.prospective import todo_order
+from ..domain.replies import Reminder, TodoItem, TodoResult
+from ..domain.schema import IMPORTANCE, TODO_ACTIONS, TODO_STATUSES
+from ..domain.schema import now as utc_now
+from ..domain.text import choices, head
+from ..errors import InvalidInput
+from . import reminders
+from .authoring import author_many
+from .caller import Caller
+from .editing import update
+from .views import get
+
+__all__ = ["todo"]
+
+_CLOSE = {"done": "done", "drop": "dropped", "reopen": "open"}
+
+
+async def todo(
+    c: Caller,
+    action: str = "list",
+    *,
+    content: str | None = None,
+    memory_id: str | None = None,
+    title: str = "",
+    importance: Any = "MEDIUM",
+    tags: Sequence[str] | None = None,
+    status: str = "open",
+    limit: int = 50,
+) -> TodoResult:
+    """Add, list, close (done / drop) or reopen a todo; open todos are protected from pruning.
+
+    `list` shows open todos first, then by importance, then oldest first; `status` filters
+    it (open, done, dropped or all). Every action returns the open todos and any reminders.
+
+    Raises:
+        InvalidInput: unknown action, missing content or id, or the id is not a todo.
+        NotFound: the id does not name a visible memory.
+    """
+    if action not in TODO_ACTIONS:
+        raise InvalidInput(
+            "action", f"{action!r} is not a todo action.", f"Use {choices(TODO_ACTIONS)}."
+        )
+    fired: list[Reminder] = []
+    result = TodoResult(action=action)  # type: ignore[arg-type]
+    if action == "add":
+        if not isinstance(content, str) or not content.strip():
+            raise InvalidInput("content", "is empty.", "Say what needs doing.")
+        written = (
+            await author_many(
+                c,
+                [
+                    {
+                        "content": content,
+                        "type": "todo",
+                        "title": title,
+                        "importance": importance,
+                        "tags": tags,
+                    }
+                ],
+            )
+        )[0]
+        result.id, result.outcome, result.status = written.id, written.status, "open"
+        fired += written.reminders
+    elif action in _CLOSE:
+        if not memory_id:
+            raise InvalidInput("memory_id", "is missing.", f"Pass the id of the todo to {action}.")
+        found = await get(c, memory_id)
+        if found.type.value != "todo":
+            raise InvalidInput(
+                "memory_id",
+                f"{found.id[:8]} is a {found.type.value}, not a todo.",
+                "List todos to find the id.",
+            )
+        new = _CLOSE[action]
+        updated = await update(c, found.id, status=new)
+        result.id, result.status = found.id, new
+        result.outcome = new if "status" in updated.changed else f"already {new}"
+        fired += (await reminders.fire(c))[0]
+    else:
+        parse_status(status, allowed=(*TODO_STATUSES, "all"))
+        fired += (await reminders.fire(c))[0]
+    wanted = status if action == "list" else "open"
+    result.todos = await _items(c, None if wanted == "all" else wanted, limit)
+    result.open_count = await c.store.count_memories(c.actor.own, type="todo", status="open")
+    result.reminders = fired
+    return result
+
+
+async def _items(c: Caller, status: str | None, limit: int) -> list[TodoItem]:
+    memories = await c.store.list_memories(
+        c.actor.own, archived=False, type="todo", status=status, limit=100_000
+    )
+    now = utc_now()
+    memories.sort(key=lambda m: todo_order(m.status, m.importance, m.created_at))
+    return [
+        TodoItem(
+            id=m.id,
+            id8=m.id[:8],
+            title=m.title,
+            content=head(m.content, 300),
+            status=m.status or "open",
+            importance=m.importance,
+            importance_label=IMPORTANCE.label(m.importance),
+            created_at=m.created_at,
+            age_hours=round((now - m.created_at).total_seconds() / 3600, 1),
+        )
+        for m in memories[: max(1, min(limit, 500))]
+    ]

@@ -1,0 +1,84 @@
+"""Archiving and value-level tombstones (SPEC §7): forgotten values are not silently re-made.
+
+Archiving records a tombstone (the content hash and embedding of what was archived, why and
+when). A later write of the same value (same hash, or cosine ≥ 0.95, same role) is blocked
+with the date and reason unless the author passes `revive=true`, which restores the original
+with its history.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..domain.replies import AuthorResult, TombstoneInfo
+from ..domain.schema import Channel, Memory
+from ..domain.schema import now as utc_now
+from ..storage.base import Tombstone
+from .caller import Caller
+
+__all__ = ["TOMBSTONE_SIMILARITY", "archive", "blocked_or_revived", "tombstone_match"]
+
+TOMBSTONE_SIMILARITY = 0.95
+
+
+async def archive(c: Caller, memory: Memory, reason: str) -> None:
+    """Archive inside an open transaction and leave a tombstone."""
+    memory.archived = True
+    when = utc_now()
+    await c.store.set_archived(memory.id, True, when)
+    await c.store.add_tombstone(memory.id, reason, when)
+
+
+async def tombstone_match(
+    c: Caller, memory: Memory, vector: np.ndarray | None
+) -> tuple[Tombstone, float] | None:
+    """A standing tombstone of the caller's role for the same content (hash) or cosine ≥ 0.95."""
+    stone = await c.store.tombstone_by_hash(memory.content_hash, c.role)
+    if stone is not None:
+        return stone, 1.0
+    n = c.index.size
+    # Most writes meet no archived row at all: skip the matrix product then.
+    if vector is None or n == 0 or not c.index.archived[:n].any():
+        return None
+    mask = c.index.mask(c.actor.own, include_archived=True)
+    mask &= c.index.archived[:n]
+    hits = [h for h in c.index.search(vector, mask, 5) if h[1] >= TOMBSTONE_SIMILARITY]
+    if not hits:
+        return None
+    stones = await c.store.tombstones_of([i for i, _ in hits])
+    for memory_id, similarity in hits:
+        stone = stones.get(memory_id)
+        if stone is not None and stone.role == c.role:
+            return stone, similarity
+    return None
+
+
+async def blocked_or_revived(
+    c: Caller, stone: Tombstone, similarity: float, revive: bool
+) -> AuthorResult:
+    """Inside the author transaction: refuse a forgotten value, or restore it on revive."""
+    info = TombstoneInfo(
+        memory_id=stone.memory_id,
+        reason=stone.reason,
+        archived_at=stone.ts,
+        similarity=round(similarity, 4),
+    )
+    if not revive:
+        return AuthorResult(
+            id=stone.memory_id,
+            status="blocked-by-tombstone",
+            similarity=info.similarity,
+            tombstone=info,
+        )
+    memory = await c.fetch(stone.memory_id)
+    now = utc_now()
+    memory.archived = False
+    await c.store.set_archived(memory.id, False, now)
+    await c.store.lift_tombstones(memory.id, now)
+    # Reviving is the author writing the value again: a reinforcing access, history kept.
+    access = c.access(Channel.reinforced, query="revive")
+    c.apply(memory, access)
+    await c.store.save(memory)
+    await c.store.append_accesses([(memory.id, access)])
+    c.index.mark_dirty()
+    return AuthorResult(id=memory.id, status="revived", similarity=info.similarity, tombstone=info)

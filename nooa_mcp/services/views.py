@@ -1,0 +1,234 @@
+"""Views: a memory as a reader sees it, listings, access histories, the context block and
+statistics (SPEC §6, §10, §12). Reading a record is a look, not a use: nothing here reinforces.
+
+Everything is gated by the reader's scope: edges to hidden memories, hidden references and
+other roles' queries in access histories are left out or redacted.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+from ..domain.forgetting import prune_eta, retention
+from ..domain.replies import Flags, MemoryView, Stats
+from ..domain.schema import IMPORTANCE, AccessRecord, Channel, Memory
+from ..domain.schema import now as utc_now
+from ..domain.scope import Scope
+from ..domain.text import head
+from .caller import Caller
+from .references import resolve_all
+
+__all__ = [
+    "READ_CHANNELS",
+    "access_log",
+    "context",
+    "get",
+    "list_memories",
+    "recent_accesses",
+    "redact",
+    "stats",
+    "view",
+]
+
+#: Channels that count as a read in the KPIs: deliberate fetches, not what the server showed.
+READ_CHANNELS = ("recalled", "searched", "deref")
+
+
+def redact(record: AccessRecord, scope: Scope) -> AccessRecord:
+    """An access by a reader outside the scope: when and how, but not what they asked.
+
+    A shared memory is read by every role; one role's queries (and the ids of its own
+    memories in a deref note) are not another's to read (SPEC §10).
+    """
+    if scope.allows(record.reader_owner):
+        return record
+    return record.model_copy(update={"query": None, "session_ref": None, "trace_ref": None})
+
+
+async def get(c: Caller, memory_id: str, *, scope: str = "mine") -> MemoryView:
+    """One memory with everything derived from it now (no access is logged).
+
+    Raises:
+        NotFound / AmbiguousId: the id does not name one memory in the scope.
+    """
+    scope_obj = c.scope(scope)
+    target = await c.resolve(memory_id, scope_obj)
+    return await view(c, await c.fetch(target), scope_obj)
+
+
+async def view(c: Caller, memory: Memory, scope: Scope) -> MemoryView:
+    """A memory as a reader in `scope` sees it: only edges and references the scope shows.
+
+    References are resolved live without logging deref: reading a record is a look, not a use.
+    """
+    edges = await c.store.edges_of(memory.id)
+    owners = await c.store.owners_of([e.target for e in edges]) if edges else {}
+    visible = [
+        e.model_dump(mode="json")
+        for e in edges
+        if e.target in owners and scope.allows(owners[e.target])
+    ]
+    policy = c.settings.forgetting
+    now = utc_now()
+    stale = memory.valid_to is not None and memory.valid_to < now
+    references, _ = await resolve_all(c, memory.references, scope)
+    return MemoryView(
+        id=memory.id,
+        type=memory.type,
+        owner=memory.owner,
+        title=memory.title,
+        content=memory.content,
+        importance=memory.importance,
+        importance_label=IMPORTANCE.label(memory.importance),
+        salience=memory.salience,
+        confidence=memory.confidence,
+        strength=memory.strength,
+        reinforcement_count=memory.reinforcement_count,
+        access_count=memory.access_count,
+        tags=memory.tags,
+        entities=memory.entities,
+        place_or_task=memory.place_or_task,
+        created_at=memory.created_at,
+        last_accessed_at=memory.last_accessed_at,
+        valid_from=memory.valid_from,
+        valid_to=memory.valid_to,
+        archived=memory.archived,
+        status=memory.status,
+        trigger=memory.trigger.model_dump(mode="json") if memory.trigger else None,
+        edges=visible,
+        references=references,
+        channels=memory.channels,
+        sizes=memory.sizes,
+        retention=round(
+            retention(memory.last_accessed_at, memory.strength, now, policy.tau_hours), 4
+        ),
+        prune_eta=None
+        if memory.archived
+        else prune_eta(memory.last_accessed_at, memory.strength, policy),
+        flags=Flags(stale=stale),
+    )
+
+
+async def list_memories(
+    c: Caller,
+    *,
+    archived: bool | None = False,
+    limit: int = 50,
+    after: int | None = None,
+    type: str | None = None,
+    status: str | None = None,
+    scope: str = "mine",
+) -> list[tuple[int, MemoryView]]:
+    """Memories in insertion order with their cursor (seq); pass the last seq as `after`."""
+    scope_obj = c.scope(scope)
+    memories = await c.store.list_memories(
+        scope_obj,
+        archived=archived,
+        type=type,
+        status=status,
+        after_seq=after,
+        limit=max(1, min(limit, 500)),
+    )
+    return [(m.seq or 0, await view(c, m, scope_obj)) for m in memories]
+
+
+async def access_log(
+    c: Caller, memory_id: str, *, limit: int = 50, before: int | None = None, scope: str = "mine"
+) -> list[tuple[int, AccessRecord]]:
+    """A memory's accesses from the stream, newest first, with their cursor."""
+    target = await c.resolve(memory_id, c.scope(scope))
+    stream = await c.store.access_stream(target, max(1, min(limit, 500)), before)
+    shown = c.actor.effective()
+    return [(seq, redact(record, shown)) for seq, _, record in stream]
+
+
+async def recent_accesses(
+    c: Caller, *, limit: int = 50, before: int | None = None, scope: str = "mine"
+) -> list[tuple[int, str, AccessRecord]]:
+    """Store-wide accesses to memories in the scope, newest first."""
+    stream = await c.store.access_stream(
+        None, max(1, min(limit, 500)), before, scope=c.scope(scope)
+    )
+    shown = c.actor.effective()
+    return [(seq, mid, redact(record, shown)) for seq, mid, record in stream]
+
+
+async def context(c: Caller, *, limit: int = 10) -> str:
+    """The injection block: open todos, then the most important and most used memories.
+
+    Reading it logs `injected` on each memory shown, which never reinforces (SPEC §2).
+    """
+    limit = max(1, min(limit, 50))
+    # Read the rows inside the write transaction: each is saved back whole, and a row read
+    # before the lock would write a concurrent update's old values back over it.
+    async with c.store.transaction():
+        shown = await c.store.context_rows(c.actor.own, limit)
+        logged = []
+        for memory in shown:
+            access = c.access(Channel.injected)
+            c.apply(memory, access)
+            logged.append((memory.id, access))
+        if shown:
+            await c.store.save_many(shown)
+            await c.store.append_accesses(logged)
+    if shown:
+        c.index.mark_dirty()
+    lines = []
+    for m in shown:
+        label = m.type.value + (f":{m.status}" if m.status else "")
+        lines.append(
+            f"- [{m.id[:8]} {label} {IMPORTANCE.label(m.importance)}] "
+            f"{head(m.title or m.content, 200)}"
+        )
+    return "\n".join(lines) if lines else "(no memories yet)"
+
+
+async def stats(c: Caller, *, scope: str = "mine", show_path: bool = False) -> Stats:
+    """Counts of memories, edges and accesses in the scope, and the KPIs (SPEC §8)."""
+    scope_obj = c.scope(scope)
+    counts = await c.store.counts(scope_obj)
+    raw = await c.store.kpi_rows(scope_obj, READ_CHANNELS)
+    reads = [n for _, _, _, n in raw.per_memory]
+    total_reads = sum(reads)
+    active = len(raw.per_memory)
+    top = sorted(reads, reverse=True)[: max(1, math.ceil(active * 0.1))] if reads else []
+    reflective = [(t, d, n) for _, t, d, n in raw.per_memory if t == "reflection" or d]
+    now = utc_now()
+    open_ages = [(now - created).total_seconds() / 3600 for s, created in raw.todos if s == "open"]
+    last = await c.store.maintenance_entries("reflection", limit=1, role=c.role)
+    extra = {
+        "reads": total_reads,
+        "never_fetched_share": _share(sum(1 for n in reads if n == 0), active),
+        "top10pct_read_share": _share(sum(top), total_reads),
+        "reflection_rows": len(reflective),
+        "reflection_rows_share": _share(len(reflective), active),
+        "reflection_reads_share": _share(sum(n for _, _, n in reflective), total_reads),
+        "archived_share": _share(counts.archived, counts.total),
+        "tombstones": raw.tombstones,
+        "todos_open": len(open_ages),
+        "todos_closed": sum(1 for s, _ in raw.todos if s in ("done", "dropped")),
+        "todo_open_median_age_hours": round(statistics.median(open_ages), 1) if open_ages else None,
+        "intents_fired": await c.store.count_maintenance("intent", role=c.role),
+        "cross_owner_reads": raw.cross_owner_reads,
+        "reflection_passes": await c.store.count_maintenance("reflection", role=c.role),
+        "last_reflection_at": last[0].ts.isoformat() if last else None,
+    }
+    store = c.store
+    where = str(getattr(store, "path", store.label)) if show_path else store.label
+    return Stats(
+        total=counts.total,
+        active=counts.total - counts.archived,
+        archived=counts.archived,
+        by_type=counts.by_type,
+        by_owner=counts.by_owner,
+        edges=raw.edges,
+        accesses=raw.accesses,
+        embeddings=c.engine.embeddings_state,
+        store=f"{store.kind}:{where}",
+        extra=extra,
+    )
+
+
+def _share(part: float, whole: float) -> float:
+    return round(part / whole, 4) if whole else 0.0

@@ -1,0 +1,319 @@
+"""The Store contract: what every storage backend offers, with typed, already-decoded rows.
+
+Services speak only this protocol; `storage/sqlite.py` and `storage/postgres.py` implement it,
+and one contract test suite runs against both. No SQL leaves the storage package, and no row
+leaves it undecoded: JSON columns arrive as lists and dicts, times as datetimes or epoch
+seconds as the row type says.
+
+Every method that writes runs inside `async with store.transaction():`, which takes the write
+lock up front; reads may run inside or outside one. Calls are shaped for the paths that matter:
+recall gets its candidates with everything scoring needs in one call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from ..domain.reflection import Node
+from ..domain.schema import AccessRecord, Edge, EdgeType, Memory
+from ..domain.scope import Scope
+from ..domain.text import head
+
+__all__ = [
+    "COMMON_FLOOR",
+    "COMMON_SHARE",
+    "Counts",
+    "EdgeRow",
+    "KpiRaw",
+    "MaintenanceEntry",
+    "ScoringRow",
+    "Store",
+    "Tombstone",
+    "VectorRow",
+]
+
+#: A keyword in at least max(COMMON_FLOOR, COMMON_SHARE·rows) memories is too common to
+#: generate candidates: its IDF is near zero, so it hardly moves the ranking, and ranking it
+#: costs as much as the rows it matches (a "max_df" cut-off). Both backends apply it.
+COMMON_FLOOR = 1000
+COMMON_SHARE = 0.01
+
+
+@dataclass(slots=True)
+class ScoringRow:
+    """The light columns recall scores on (no ring, no embedding)."""
+
+    seq: int
+    id: str
+    type: str
+    owner: str
+    title: str
+    content: str
+    cues: frozenset[str]
+    importance: float
+    strength: int
+    status: str | None
+    archived: bool
+    created_at: float
+    last_accessed_at: float
+    valid_from: float | None
+    valid_to: float | None
+    actr_count: int
+    first_access_at: float | None
+    actr_times: list[float]
+    #: The keyword score when the full-text search returned this row (higher is better).
+    bm25: float | None = None
+
+    @property
+    def head(self) -> str:
+        return head(self.title or self.content)
+
+
+@dataclass(slots=True)
+class VectorRow:
+    """A row of the in-process vector cache: identity, masks and the embedding."""
+
+    seq: int
+    id: str
+    role: str
+    owner: str
+    type: str
+    archived: bool
+    embedding: np.ndarray | None
+
+
+@dataclass(slots=True)
+class EdgeRow:
+    src: str
+    dst: str
+    type: str
+    weight: float = 1.0
+
+
+@dataclass(slots=True)
+class Tombstone:
+    """What was archived and why (SPEC §7): the value a later write is checked against."""
+
+    memory_id: str
+    owner: str
+    role: str
+    type: str
+    content_hash: str
+    reason: str
+    ts: datetime
+    lifted_at: datetime | None = None
+    embedding: np.ndarray | None = None
+
+
+@dataclass(slots=True)
+class MaintenanceEntry:
+    seq: int
+    ts: datetime
+    kind: str
+    report: dict[str, Any]
+
+
+@dataclass(slots=True)
+class Counts:
+    total: int
+    archived: int
+    by_type: dict[str, int]
+    by_owner: dict[str, int]
+
+
+@dataclass(slots=True)
+class KpiRaw:
+    """Raw numbers for the KPIs in stats, all inside one scope."""
+
+    #: (id, type, derived by reflection?, deliberate reads) per live memory.
+    per_memory: list[tuple[str, str, bool, int]]
+    todos: list[tuple[str | None, datetime]]
+    cross_owner_reads: int
+    tombstones: int
+    edges: int
+    accesses: int
+
+
+@runtime_checkable
+class Store(Protocol):
+    """A store of memories: SQLite for one machine, PostgreSQL for several."""
+
+    #: "sqlite" or "postgresql".
+    kind: str
+    #: What to show people: the file name or the database name, never a secret.
+    label: str
+    #: False when the store can only be read (a read-only file): reads work, logging is skipped.
+    writable: bool
+
+    async def close(self) -> None: ...
+
+    def transaction(self) -> AbstractAsyncContextManager[None]:
+        """One write transaction; the write lock is taken up front."""
+        ...
+
+    async def check_writable(self) -> None:
+        """Raise StoreUnavailable when writes would be lost (file gone, read-only)."""
+        ...
+
+    # ------------------------------------------------------------------ meta and leases
+
+    async def get_meta(self, key: str) -> str | None: ...
+
+    async def set_meta(self, key: str, value: str) -> None: ...
+
+    async def lock_meta(self, key: str) -> str | None:
+        """Inside a transaction: the value, with the row locked against other servers."""
+        ...
+
+    # ------------------------------------------------------------------ ids and memories
+
+    async def resolve_id(self, ident: str, field: str = "memory_id") -> str: ...
+
+    async def owners_of(self, ids: Sequence[str]) -> dict[str, str]: ...
+
+    async def insert(self, memory: Memory, embedding: np.ndarray | None) -> int:
+        """Insert a memory; returns its seq (and sets `memory.seq`)."""
+        ...
+
+    async def save(self, memory: Memory, embedding: np.ndarray | None = None) -> None: ...
+
+    async def save_many(self, memories: Sequence[Memory]) -> None: ...
+
+    async def fetch(self, memory_id: str) -> Memory | None: ...
+
+    async def fetch_many(self, ids: Sequence[str]) -> dict[str, Memory]: ...
+
+    async def find_by_hash(self, content_hash: str, role: str, type: str) -> str | None: ...
+
+    async def set_archived(self, memory_id: str, archived: bool, when: datetime) -> None: ...
+
+    async def set_embedding(self, memory_id: str, vector: np.ndarray) -> None: ...
+
+    async def set_importance(
+        self, memory_id: str, importance: float | None = None, authored: float | None = None
+    ) -> None: ...
+
+    async def unembedded(self, dim: int, limit: int) -> list[tuple[str, str, str]]:
+        """(id, title, content) of rows without an embedding of `dim` floats."""
+        ...
+
+    async def list_memories(
+        self,
+        scope: Scope,
+        *,
+        archived: bool | None = False,
+        type: str | None = None,
+        status: str | None = None,
+        after_seq: int | None = None,
+        limit: int = 50,
+    ) -> list[Memory]: ...
+
+    async def count_memories(
+        self, scope: Scope, *, type: str | None = None, status: str | None = None
+    ) -> int: ...
+
+    async def context_rows(self, scope: Scope, limit: int) -> list[Memory]:
+        """Open todos first, then the most important and most recently used live memories
+        (no scratch, no closed todos), for the context block."""
+        ...
+
+    async def intents(self, role: str) -> list[Memory]:
+        """Live intents of a role that carry a trigger, oldest first."""
+        ...
+
+    async def embeddings_of(self, ids: Sequence[str]) -> dict[str, np.ndarray]: ...
+
+    # ------------------------------------------------------------------ recall
+
+    async def candidates(
+        self,
+        text: str,
+        scope: Scope,
+        *,
+        limit: int,
+        ids: Sequence[str] = (),
+        include_archived: bool = False,
+    ) -> list[ScoringRow]:
+        """In one call: the keyword top `limit` for `text` (with `bm25` set), and the rows
+        `ids` (the dense candidates), inside `scope`, live unless `include_archived`."""
+        ...
+
+    async def scoring_rows(self, ids: Sequence[str]) -> list[ScoringRow]: ...
+
+    async def vector_changes(self, mark: Any, limit: int) -> tuple[list[VectorRow], Any]:
+        """Rows changed since `mark` (None: from the start), oldest change first, and the mark
+        to pass next time. Never misses a row, whatever order transactions commit in."""
+        ...
+
+    async def change_token(self) -> Any:
+        """Cheap: a value that differs once another connection may have committed since it was
+        last read (SQLite's data_version); equal tokens mean nothing new from elsewhere."""
+        ...
+
+    async def row_count(self) -> int: ...
+
+    # ------------------------------------------------------------------ edges
+
+    async def add_edge(self, src: str, dst: str, type: EdgeType, weight: float) -> None: ...
+
+    async def edges_of(self, memory_id: str) -> list[Edge]: ...
+
+    async def out_edges(self, sources: Sequence[str], scope: Scope) -> list[EdgeRow]: ...
+
+    async def successors(
+        self, targets: Sequence[str], relations: Sequence[str], scope: Scope
+    ) -> list[EdgeRow]: ...
+
+    async def edge_pairs(self, role: str | None, live_only: bool = True) -> list[EdgeRow]: ...
+
+    async def copy_edges(self, src: str, dst: str) -> int: ...
+
+    # ------------------------------------------------------------------ accesses
+
+    async def append_accesses(self, records: Sequence[tuple[str, AccessRecord]]) -> None: ...
+
+    async def access_stream(
+        self,
+        memory_id: str | None,
+        limit: int,
+        before_seq: int | None = None,
+        scope: Scope | None = None,
+    ) -> list[tuple[int, str, AccessRecord]]: ...
+
+    async def count_accesses(self, memory_id: str) -> int: ...
+
+    # ------------------------------------------------------------------ tombstones
+
+    async def add_tombstone(self, memory_id: str, reason: str, when: datetime) -> None: ...
+
+    async def lift_tombstones(self, memory_id: str, when: datetime) -> None: ...
+
+    async def tombstone_by_hash(self, content_hash: str, role: str) -> Tombstone | None: ...
+
+    async def tombstones_of(self, memory_ids: Sequence[str]) -> dict[str, Tombstone]: ...
+
+    # ------------------------------------------------------------------ maintenance
+
+    async def log_maintenance(self, kind: str, report: dict[str, Any]) -> None: ...
+
+    async def maintenance_entries(
+        self, kind: str | None = None, limit: int = 20, role: str | None = None
+    ) -> list[MaintenanceEntry]: ...
+
+    async def count_maintenance(self, kind: str, role: str | None = None) -> int: ...
+
+    async def reflection_nodes(self, role: str | None) -> tuple[list[Node], np.ndarray]:
+        """Live rows reflection plans over (one role, or every role) and their vectors."""
+        ...
+
+    # ------------------------------------------------------------------ statistics
+
+    async def counts(self, scope: Scope) -> Counts: ...
+
+    async def kpi_rows(self, scope: Scope, reads: Sequence[str]) -> KpiRaw: ...
