@@ -709,3 +709,40 @@ async def migrate(source: str, dest: str, as_json: bool) -> None:
 from .evaluation.cli import eval_group  # noqa: E402
 
 main.add_command(eval_group)
+
+
+# --------------------------------------------------------------------------- ui (issue 14)
+# Owned by the console work: the web front end lives in nooa_mcp/console/.
+
+
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Bind address.")
+@click.option("--port", default=8766, show_default=True, type=int, help="Port.")
+@click.option(
+    "--tokens",
+    "tokens_file",
+    type=click.Path(path_type=Path, exists=True),
+    help="JSON file mapping token → owner: sign in with a token instead of --owner.",
+)
+@click.pass_obj
+def ui(ctx: Context, host: str, port: int, tokens_file: Path | None) -> None:
+    """Serve the memory console in a browser (loopback only without --tokens)."""
+    import contextlib
+
+    from .console.serve import serve as serve_console
+    from .mcp.identity import load_tokens
+
+    settings = ctx.settings()
+
+    async def body() -> None:
+        tokens = load_tokens(tokens_file) if tokens_file else None
+        if tokens and settings.owner:
+            raise click.ClickException(
+                "--owner and --tokens both name an owner: with a tokens file each token is its "
+                "own owner, so leave out --owner (or NOOA_OWNER)."
+            )
+        await serve_console(settings, host=host, port=port, tokens=tokens, announce=click.echo)
+
+    # uvicorn re-raises the Ctrl-C it caught once it has shut down cleanly.
+    with contextlib.suppress(KeyboardInterrupt):
+        run(body)()

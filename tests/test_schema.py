@@ -116,3 +116,11 @@ def test_link_with_an_unknown_relation_lists_the_relations():
         parse_link({"target": "abcdef12", "relation": "likes"})
     assert info.value.field == "links.relation"
     assert "refines" in str(info.value)
+
+
+@pytest.mark.parametrize("owner", ["alice\n", "alice@x\n", "\nalice", "alice\r"])
+def test_an_owner_with_a_line_break_is_refused(owner):
+    """Issue 10 item 6: `$` matched before a trailing newline, so "alice\\n" passed as an owner
+    (found by the hook's owner-rule property)."""
+    with pytest.raises(InvalidInput):
+        parse_owner(owner)

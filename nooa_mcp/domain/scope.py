@@ -50,7 +50,7 @@ def parse_owner(owner: str, field: str = "owner") -> tuple[str, str]:
     if owner == "":
         return "", ""
     role, at, instance = owner.partition("@")
-    if not _OWNER_PART.match(role) or (at and not _OWNER_PART.match(instance)):
+    if not _OWNER_PART.fullmatch(role) or (at and not _OWNER_PART.fullmatch(instance)):
         raise InvalidInput(field, f"{owner!r} is not a valid owner.", _OWNER_FIX)
     return role, instance
 

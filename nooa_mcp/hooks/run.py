@@ -58,7 +58,7 @@ def output(event: str, text: str) -> str:
 def _owner(value: str | None) -> str:
     owner = (value or "").strip() or DEFAULT_OWNER
     role, at, instance = owner.partition("@")
-    if not _OWNER_PART.match(role) or (at and not _OWNER_PART.match(instance)):
+    if not _OWNER_PART.fullmatch(role) or (at and not _OWNER_PART.fullmatch(instance)):
         raise HookFailed(f"owner {owner!r} is not role[@instance] in ASCII letters and digits")
     return owner
 

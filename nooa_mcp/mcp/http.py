@@ -11,6 +11,7 @@ capped per client (issue 10 items 7 and 10).
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import ipaddress
 import json
@@ -20,6 +21,10 @@ from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.routing import Mount
+
+from ..errors import InvalidInput
 
 __all__ = ["SessionCap", "bind", "http_app", "is_loopback", "protection"]
 
@@ -61,6 +66,11 @@ def protection(host: str) -> TransportSecuritySettings:
             }
         ),
     )
+
+
+def _hostnames(allowed: list[str]) -> list[str]:
+    """Host patterns as Starlette's TrustedHostMiddleware takes them (no ports, no brackets)."""
+    return sorted({h.rsplit(":*", 1)[0].strip("[]") for h in allowed})
 
 
 class SessionCap:
@@ -134,9 +144,16 @@ async def _too_many(send: Send, limit: int) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-def http_app(server: MCPServer, *, host: str, max_sessions_per_client: int) -> ASGIApp:
-    """The streamable-HTTP app of `server`, host-checked and session-capped per client."""
-    app = server.streamable_http_app(host=host, transport_security=protection(host))
+def http_app(
+    server: MCPServer, *, host: str, max_sessions_per_client: int, ui: ASGIApp | None = None
+) -> ASGIApp:
+    """The streamable-HTTP app of `server`, host-checked and session-capped per client, with
+    the web console mounted at /ui when given (behind the same Host check)."""
+    security = protection(host)
+    app = server.streamable_http_app(host=host, transport_security=security)
+    if ui is not None:
+        hosts = TrustedHostMiddleware(ui, allowed_hosts=_hostnames(security.allowed_hosts))
+        app.router.routes.append(Mount("/ui", app=hosts))
     manager = server._lowlevel_server._session_manager
 
     def live() -> set[str]:
@@ -146,10 +163,10 @@ def http_app(server: MCPServer, *, host: str, max_sessions_per_client: int) -> A
 
 
 def bind(host: str, port: int) -> socket.socket:
-    """A listening socket on host:port.
+    """A listening socket on host:port, bound before anything starts.
 
     Raises:
-        OSError: the address is in use or cannot be bound (the caller words it).
+        InvalidInput: the port is in use, or the address cannot be bound (one sentence).
     """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -157,7 +174,15 @@ def bind(host: str, port: int) -> socket.socket:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
         sock.listen(128)
-    except OSError:
+    except OSError as exc:
         sock.close()
-        raise
+        if exc.errno == errno.EADDRINUSE:
+            raise InvalidInput(
+                "port",
+                f"{port} on {host} is already in use by another process.",
+                "Pass another --port, or stop the process that listens there.",
+            ) from None
+        raise InvalidInput(
+            "host", f"cannot listen on {host}:{port} ({exc.strerror}).", "Check --host."
+        ) from None
     return sock

@@ -5,12 +5,15 @@ stdio (the default) or streamable HTTP. The lifespan starts the embedding model 
 worker thread and returns at once, so `initialize` is answered before the model is ready.
 """
 
+from __future__ import annotations
+
 import functools
 import importlib.metadata
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import anyio
@@ -24,6 +27,7 @@ from ..embeddings import Embedder, default_embedder
 from ..engine import Engine
 from ..errors import InvalidInput
 from ..hooks.http import hook_route
+from ..memory import Memory
 from .handlers import Owners, bind_owner
 from .http import bind, http_app, is_loopback, protection
 from .identity import TokenEntry, TokenFileVerifier, load_tokens
@@ -32,6 +36,9 @@ from .prompting import register_prompts
 from .rendering import REPLY_TOKENS
 from .resources import register_resources
 from .tools import register_tools
+
+if TYPE_CHECKING:
+    from ..console.app import Console
 
 __all__ = ["build_server", "run"]
 
@@ -51,6 +58,7 @@ def build_server(
     tokens: dict[str, TokenEntry] | dict[str, str] | None = None,
     engine: Engine | None = None,
     http_url: str = "http://127.0.0.1:8765",
+    console: Console | None = None,
 ) -> MCPServer:
     """Build the nooa-mcp server for `settings`.
 
@@ -62,6 +70,8 @@ def build_server(
         http_url: the server's own base URL (only used to describe it to OAuth-aware clients).
         engine: an engine the caller opened and will close (in-process front ends such as
             the evaluation); None opens one for the server's lifetime.
+        console: the web console served at /ui beside /mcp (HTTP only); the lifespan gives it
+            the server's engine and runs its reflection passes.
 
     Returns:
         An MCPServer whose lifespan opens the store and closes it on shutdown.
@@ -80,7 +90,13 @@ def build_server(
         async with Owners.running(settings, model, engine) as owners:
             running["engine"] = owners.engine
             try:
-                yield owners
+                if console is None or owners.engine is None:
+                    yield owners
+                else:
+                    opened = owners.engine
+                    console.memory_for = lambda v: Memory(opened, v.owner, v.read)
+                    async with console.running():
+                        yield owners
             finally:
                 running.pop("engine", None)
 
@@ -171,20 +187,26 @@ def run(
             f"{host} is reachable from other machines and no tokens file is configured.",
             "Pass --tokens FILE (token → owner), or serve on 127.0.0.1.",
         )
-    try:
-        sock = bind(host, port)
-    except OSError as exc:
-        raise InvalidInput(
-            "port",
-            f"{host}:{port} cannot be used ({exc.strerror or exc}); another process may hold it.",
-            "Pick another --port, or stop the process that listens there.",
-        ) from None
+    sock = bind(host, port)
     bound = sock.getsockname()[1]
     base = f"http://{_shown(host)}:{bound}"
-    server = build_server(settings, tokens=tokens, http_url=base)
-    app = http_app(server, host=host, max_sessions_per_client=settings.max_sessions_per_client)
+    from ..console.app import Console  # the web console at /ui: only the HTTP transport
+    from ..console.auth import LoopbackOnly, TokenLogin
+
+    login = TokenLogin(tokens) if tokens else LoopbackOnly(settings.owner, settings.read)
+    console = Console(_no_engine, login)
+    server = build_server(settings, tokens=tokens, http_url=base, console=console)
+    app = http_app(
+        server,
+        host=host,
+        max_sessions_per_client=settings.max_sessions_per_client,
+        ui=console.app(),
+    )
     state = f"tokens on ({len(tokens)} from {tokens_file})" if tokens else "tokens off (loopback)"
-    print(f"nooa-mcp serving {base}/mcp · store {settings.store} · {state}", file=sys.stderr)
+    print(
+        f"nooa-mcp serving {base}/mcp (console {base}/ui) · store {settings.store} · {state}",
+        file=sys.stderr,
+    )
     import uvicorn  # only the HTTP transport needs it; stdio start-up stays lean
 
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
@@ -193,3 +215,7 @@ def run(
 
 def _shown(host: str) -> str:
     return f"[{host}]" if ":" in host else host
+
+
+def _no_engine(_: object) -> Memory:
+    raise RuntimeError("the console's engine is set when the server's lifespan opens it")

@@ -1,0 +1,11 @@
+"""The memory console: a local web front end over the Memory facade (issue 14).
+
+`Console` is the application (mount it anywhere, or serve it with `serve`); an
+`Authenticator` decides whose memory a request sees. Nothing here reads the store directly
+except `gaps`, which stands in for facade verbs that do not exist yet.
+"""
+
+from .app import Console, standalone_app
+from .auth import Authenticator, LoopbackOnly, TokenLogin
+
+__all__ = ["Authenticator", "Console", "LoopbackOnly", "TokenLogin", "standalone_app"]

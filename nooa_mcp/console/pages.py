@@ -1,0 +1,203 @@
+"""The reading pages: search with score bars, a memory, lists, todos, intents, KPIs, links.
+
+Every page reads through the Memory facade's dry-run and view verbs, so looking at memory
+never changes it: no access is logged, no reminder fires, nothing is reinforced.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from datetime import UTC, datetime
+from typing import Any
+
+from starlette.responses import Response
+
+from .. import InvalidInput, MemoryType
+from . import gaps, svg
+from .web import Page
+
+BAR_WIDTH = 260.0
+LANES = ("created", "recalled", "searched", "reinforced", "deref", "injected", "reflected")
+STEPS = ("merge", "reconcile", "link", "rescore", "abstract", "prune")
+TIMELINE = {"left": 90.0, "right": 700.0, "top": 8.0, "lane": 18.0}
+CURVE_BOX = (44.0, 12.0, 700.0, 172.0)
+CHART_BOX = (40.0, 10.0, 700.0, 170.0)
+GRAPH_SIZE = 560.0
+
+
+def _int(page: Page, name: str, default: int, low: int, high: int) -> int:
+    raw = page.arg(name)
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise InvalidInput(name, f"'{raw}' is not a whole number.", f"Use {low}–{high}.") from None
+    if not low <= value <= high:
+        raise InvalidInput(name, f"{value} is outside {low}–{high}.", f"Use {low}–{high}.")
+    return value
+
+
+def weights(page: Page) -> dict[str, float]:
+    """What each score part is multiplied by in the score (spread arrives already × γ)."""
+    r = page.memory.settings.recall
+    return {"rel": r.a_rel, "rec": r.a_rec, "imp": r.a_imp, "spread": 1.0}
+
+
+def parts(row: Any) -> dict[str, float | None]:
+    """rel, rec, imp and spread (already × γ) of an explain row."""
+    return {p: getattr(row, p) for p in svg.PARTS}
+
+
+async def ready(page: Page) -> None:
+    """Wait for the embedding model (about a second after start) before ranking.
+
+    A person asking why something ranks wants the ranking recall gives, not the keyword-only
+    stand-in used while the model loads. If the model cannot load at all, the page still
+    answers with keyword matches and says so (explain reports embeddings "warming").
+    """
+    with contextlib.suppress(Exception):
+        await page.memory.wait_ready()
+
+
+async def search(page: Page) -> Response:
+    query = page.arg("q")
+    k = _int(page, "k", 10, 1, 50)
+    if not query:
+        return page.render("search.html", query="", k=k, result=None, rows=[])
+    await ready(page)
+    result = await page.memory.explain(query, k=k)
+    w = weights(page)
+    values = [parts(r) for r in result.rows]
+    scale = svg.bar_scale(values, w, BAR_WIDTH)
+    rows = [(r, svg.score_segments(v, w, scale)) for r, v in zip(result.rows, values, strict=True)]
+    return page.render(
+        "search.html", query=query, k=k, result=result, rows=rows, bar_width=BAR_WIDTH, weights=w
+    )
+
+
+async def why(page: Page) -> Response:
+    query = page.arg("q")
+    memory_id = page.arg("id")
+    k = _int(page, "k", 1, 1, 50)
+    if not query or not memory_id:
+        raise InvalidInput("q", "and id are both needed.", "Open this from a search result.")
+    await ready(page)
+    result = await page.memory.explain(query, memory_id=memory_id, k=k)
+    answer = result.why_not
+    gamma = page.memory.settings.recall.gamma
+    w = weights(page)
+    bars = []
+    for label, comps in (("this memory", answer.components), (f"rank {k}", answer.kth_components)):
+        if comps is not None:
+            values = {p: getattr(comps, p) for p in svg.PARTS}
+            values["spread"] = (values["spread"] or 0.0) * gamma
+            bars.append((label, values))
+    scale = svg.bar_scale([v for _, v in bars], w, BAR_WIDTH)
+    drawn = [(label, svg.score_segments(v, w, scale)) for label, v in bars]
+    template = "why_fragment.html" if page.arg("fragment") else "why.html"
+    return page.render(template, query=query, k=k, answer=answer, bars=drawn, bar_width=BAR_WIDTH)
+
+
+async def memory(page: Page) -> Response:
+    mem = page.memory
+    view = await mem.get(page.request.path_params["memory_id"])
+    log = await mem.access_log(view.id, limit=200)
+    accesses = [a for _, a in reversed(log)]  # oldest first
+    now = datetime.now(UTC)
+    t = TIMELINE
+    axis = svg.padded_axis([a.ts for a in accesses] + [now], t["left"], t["right"])
+    marks = svg.timeline_marks(
+        [(a.ts, a.channel.value) for a in accesses], axis, LANES, t["top"], t["lane"]
+    )
+    policy = mem.settings.forgetting
+    curve = svg.retention_curve(
+        view.last_accessed_at,
+        gaps.stability_hours(mem, view),
+        now,
+        view.prune_eta,
+        policy.prune_below,
+        CURVE_BOX,
+    )
+    return page.render(
+        "memory.html",
+        view=view,
+        accesses=accesses,
+        marks=marks,
+        axis=axis,
+        lanes=LANES,
+        timeline=t,
+        total_accesses=sum(view.channels.values()),
+        curve=curve,
+        threshold=policy.prune_below,
+        protected=gaps.protection(mem, view),
+        writable=gaps.may_write(mem, view),
+        now=now,
+    )
+
+
+async def memories(page: Page) -> Response:
+    kind = page.arg("type") or None
+    if kind is not None and kind not in {t.value for t in MemoryType}:
+        raise InvalidInput(
+            "type",
+            f"'{kind}' is not a memory type.",
+            f"Use {', '.join(t.value for t in MemoryType)}.",
+        )
+    owner_arg = page.arg("owner")
+    owner = None if not owner_arg else ("" if owner_arg == "(shared)" else owner_arg)
+    state = page.arg("archived", "live")
+    archived = {"live": False, "archived": True, "all": None}.get(state)
+    if state not in ("live", "archived", "all"):
+        raise InvalidInput("archived", f"'{state}' is not a state.", "Use live, archived or all.")
+    after = _int(page, "after", 0, 0, 2**62) or None
+    listing = await gaps.list_filtered(
+        page.memory,
+        type=kind,
+        owner=owner,
+        tag=page.arg("tag") or None,
+        archived=archived,
+        after=after,
+    )
+    return page.render(
+        "memories.html",
+        listing=listing,
+        kind=kind or "",
+        owner=owner_arg,
+        tag=page.arg("tag"),
+        state=state,
+        types=[t.value for t in MemoryType],
+    )
+
+
+async def todos(page: Page) -> Response:
+    groups, more = await gaps.todos(page.memory)
+    return page.render("todos.html", groups=groups, more=more)
+
+
+async def intents(page: Page) -> Response:
+    return page.render("intents.html", items=await gaps.intents(page.memory))
+
+
+async def stats(page: Page) -> Response:
+    numbers = await page.memory.stats()
+    passes = await gaps.reflection_history(page.memory)
+    columns = svg.stacked_columns([(p.when, p.applied) for p in passes], STEPS, CHART_BOX)
+    return page.render(
+        "stats.html",
+        stats=numbers,
+        kpis=numbers.extra,
+        passes=passes,
+        columns=columns,
+        steps=STEPS,
+        box=CHART_BOX,
+        running=page.console.runs.active(page.owner),
+        store_name=numbers.store.rsplit("/", 1)[-1],
+    )
+
+
+async def graph(page: Page) -> Response:
+    hops = _int(page, "hops", 2, 1, 2)
+    hood = await gaps.neighbourhood(page.memory, page.request.path_params["memory_id"], hops)
+    pos = svg.radial_layout(hood.center, hood.rings, GRAPH_SIZE)
+    return page.render("graph.html", hood=hood, pos=pos, size=GRAPH_SIZE, hops=hops)

@@ -1,0 +1,108 @@
+"""Chart geometry without a browser: bars, time axes, the retention curve, columns, layout."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from nooa_mcp.console import svg
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+WEIGHTS = {"rel": 1.0, "rec": 0.5, "imp": 0.5, "spread": 1.0}
+
+
+def test_segments_stack_left_to_right_each_weight_times_value_long():
+    segs = svg.score_segments({"rel": 0.8, "rec": 0.4, "imp": 0.6, "spread": 0.1}, WEIGHTS, 100)
+    assert [s.part for s in segs] == ["rel", "rec", "imp", "spread"]
+    assert [s.width for s in segs] == [80.0, 20.0, 30.0, 10.0]
+    assert [s.x for s in segs] == [0.0, 80.0, 100.0, 130.0]
+    assert [s.value for s in segs] == [0.8, 0.4, 0.6, 0.1]
+
+
+def test_the_longest_row_fills_the_width_and_the_others_share_its_scale():
+    rows = [{"rel": 1.0, "rec": 0.2, "imp": 0.2, "spread": 0.0}, {"rel": 0.3, "rec": 0.2}]
+    scale = svg.bar_scale(rows, WEIGHTS, 240)
+    assert scale == pytest.approx(200)  # 1.0 + 0.1 + 0.1 = 1.2 units across 240 px
+    first = svg.score_segments(rows[0], WEIGHTS, scale)
+    assert first[-1].x + first[-1].width == pytest.approx(240)
+
+
+def test_a_part_never_computed_or_negative_draws_nothing_but_keeps_its_value():
+    segs = svg.score_segments({"rel": None, "rec": -0.2, "imp": 0.5, "spread": 0.0}, WEIGHTS, 10)
+    assert [(s.value, s.width) for s in segs] == [(0.0, 0.0), (-0.2, 0.0), (0.5, 2.5), (0.0, 0.0)]
+    assert svg.bar_scale([{"rel": 0.0}], WEIGHTS, 100) == 0.0
+
+
+def test_an_axis_maps_its_ends_to_its_pixels_and_clamps_outside_times():
+    axis = svg.Axis(T0, T0 + timedelta(hours=10), 100, 600)
+    assert axis.x(T0) == 100 and axis.x(T0 + timedelta(hours=10)) == 600
+    assert axis.x(T0 + timedelta(hours=4)) == 300
+    assert axis.x(T0 - timedelta(days=1)) == 100 and axis.x(T0 + timedelta(days=9)) == 600
+    assert [x for _, x in axis.ticks(4)] == [100, 225, 350, 475, 600]
+
+
+def test_a_single_instant_gets_an_hour_either_side():
+    axis = svg.padded_axis([T0], 0, 100)
+    assert (axis.start, axis.end) == (T0 - timedelta(hours=1), T0 + timedelta(hours=1))
+    assert axis.x(T0) == 50
+
+
+def test_timeline_marks_sit_in_their_channels_lane_at_their_time():
+    axis = svg.Axis(T0, T0 + timedelta(hours=2), 0, 200)
+    marks = svg.timeline_marks(
+        [(T0, "created"), (T0 + timedelta(hours=1), "recalled")],
+        axis,
+        ["created", "recalled"],
+        top=10,
+        lane_height=20,
+    )
+    assert [(m.index, m.x, m.y, m.channel) for m in marks] == [
+        (0, 0.0, 20.0, "created"),
+        (1, 100.0, 40.0, "recalled"),
+    ]
+
+
+def test_the_retention_curve_starts_at_one_and_crosses_the_threshold_at_the_eta():
+    stability = 336.0
+    eta = T0 + timedelta(hours=stability * math.log(1 / 0.02))
+    now = T0 + timedelta(days=10)
+    curve = svg.retention_curve(T0, stability, now, eta, 0.02, (0, 0, 500, 100), samples=500)
+    first = curve.path[1:].split(" L")[0].split(",")
+    assert (float(first[0]), float(first[1])) == (0.0, 0.0)  # R = 1 at the top
+    assert curve.today_r == pytest.approx(math.exp(-240 / stability))
+    assert curve.eta_x == curve.axis.x(eta) and curve.today_x == curve.axis.x(now)
+    assert curve.threshold_y == pytest.approx(98.0)
+    # The sampled point nearest the ETA lies on the threshold line.
+    points = [tuple(map(float, p.split(","))) for p in curve.path[1:].split(" L")]
+    nearest = min(points, key=lambda p: abs(p[0] - curve.eta_x))
+    assert nearest[1] == pytest.approx(curve.threshold_y, abs=0.3)
+    assert curve.axis.end > eta  # the ETA is inside the picture
+
+
+def test_without_a_prune_eta_the_curve_still_runs_past_today():
+    now = T0 + timedelta(days=3)
+    curve = svg.retention_curve(T0, 100.0, now, None, 0.02, (0, 0, 100, 100))
+    assert curve.eta_x is None and curve.axis.end > now
+
+
+def test_columns_stack_steps_bottom_up_on_one_scale():
+    passes = [(T0, {"merge": 2, "link": 2}), (T0 + timedelta(days=1), {"prune": 1})]
+    cols = svg.stacked_columns(passes, ["merge", "link", "prune"], (0, 0, 200, 100))
+    assert [c.total for c in cols] == [4, 1]
+    merge, link, prune = cols[0].blocks
+    assert (merge.y, merge.height, link.y, link.height) == (50.0, 50.0, 0.0, 50.0)
+    assert prune.height == 0.0
+    assert cols[1].blocks[2].height == 25.0
+    assert cols[0].x < cols[1].x
+    assert svg.stacked_columns([], ["merge"], (0, 0, 1, 1)) == []
+
+
+def test_radial_layout_puts_hop_one_on_the_inner_ring_and_hop_two_beside_its_parent():
+    pos = svg.radial_layout("c", [[("a", "c"), ("b", "c")], [("a1", "a")]], 400)
+    assert pos["c"] == (200.0, 200.0)
+    r1 = math.dist(pos["a"], pos["c"])
+    r2 = math.dist(pos["a1"], pos["c"])
+    assert r1 == pytest.approx(80.0, abs=0.1) and r2 == pytest.approx(160.0, abs=0.1)
+    assert math.dist(pos["a1"], pos["a"]) < math.dist(pos["a1"], pos["b"])
