@@ -112,9 +112,10 @@ async def test_recall_publishes_an_output_schema_of_the_reply_model(client: Clie
     )
 
 
-async def test_tool_descriptions_name_the_importance_ladder(client: Client) -> None:
+async def test_tool_schemas_name_the_importance_ladder(client: Client) -> None:
     tools = {t.name: t for t in (await client.list_tools()).tools}
-    assert "CRITICAL" in tools["memory_author"].description
+    importance = tools["memory_author"].input_schema["properties"]["importance"]
+    assert "CRITICAL" in importance["description"] and "TRIVIAL" in importance["description"]
 
 
 # --------------------------------------------------------------------------- tools: author

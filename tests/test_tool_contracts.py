@@ -87,3 +87,36 @@ async def test_each_tool_takes_exactly_its_pinned_parameters(tools, name):
     assert set(schema["properties"]) == CONTRACTS[name]
     assert set(schema.get("required", [])) == REQUIRED.get(name, set())
     assert "owner" not in schema["properties"]
+
+
+async def test_the_tool_list_stays_under_6_kb_with_no_refs(tools):
+    """Issue 12: every client puts name + description + inputSchema of every tool in the
+    model's context on every turn; some clients reject $ref/$defs."""
+    import json
+
+    listed = [
+        {"name": t.name, "description": t.description, "inputSchema": t.input_schema}
+        for t in tools.values()
+    ]
+    text = json.dumps(listed, separators=(",", ":"), ensure_ascii=False)
+    assert len(text.encode()) <= 6 * 1024
+    assert "$ref" not in text and "$defs" not in text
+    assert "SPEC" not in text  # the model cannot read the spec
+    outputs = json.dumps([t.output_schema for t in tools.values()])
+    assert "$ref" not in outputs and "$defs" not in outputs
+
+
+async def test_lean_schemas_still_validate_what_the_tools_accept(tmp_path):
+    """The listed schema is rewritten for the model; arguments are still validated by the
+    tool's own model (an unknown relation is refused naming the field)."""
+    settings = Settings(store=tmp_path / "m.sqlite", owner="tester")
+    async with Client(build_server(settings, embedder=HashEmbedder())) as client:
+        first = await client.call_tool("memory_author", {"content": "the harbour crane"})
+        bad = await client.call_tool(
+            "memory_author",
+            {
+                "content": "x",
+                "links": [{"target": first.structured_content["id"], "relation": "x"}],
+            },
+        )
+    assert bad.is_error and "relation" in bad.content[0].text

@@ -35,6 +35,7 @@ from .notifications import ScopedBus, Subscribers
 from .prompting import register_prompts
 from .rendering import REPLY_TOKENS
 from .resources import register_resources
+from .schemas import lean_tools
 from .tools import register_tools
 
 if TYPE_CHECKING:
@@ -123,6 +124,7 @@ def build_server(
     subscribers = Subscribers(bus)
     subscribers.install(server)
     register_tools(server, budget, subscribers, reflect=settings.reflect_tool)
+    lean_tools(server)
     register_resources(server, budget)
     register_prompts(server)
     # Claude Code's `"type": "http"` hooks POST to /hooks beside /mcp: same tokens, same owner

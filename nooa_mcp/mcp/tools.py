@@ -67,21 +67,17 @@ TypeName = choice(MEMORY_TYPES)
 
 Importance = Annotated[
     str | float,
-    Field(description="CRITICAL, HIGH, MEDIUM, LOW, TRIVIAL, or a number 0–10."),
+    Field(description="CRITICAL, HIGH, MEDIUM, LOW, TRIVIAL, 0–10."),
 ]
-MemoryId = Annotated[str, Field(description="A memory id; the first 8 hex characters are enough.")]
+MemoryId = Annotated[str, Field(description="Id or 8-char prefix.")]
 
 
 class TriggerArg(BaseModel):
     """When an intent fires: a time, a cue, or both."""
 
-    fire_at: datetime | None = Field(None, description="ISO 8601 time after which it fires.")
-    cue: str | None = Field(
-        None, description="Words that fire it when they show up in a later query or memory."
-    )
-    every_hours: float | None = Field(
-        None, gt=0, description="Re-arm this many hours after firing (recurring)."
-    )
+    fire_at: datetime | None = None
+    cue: str | None = Field(None, description="Words that fire it when they come up.")
+    every_hours: float | None = Field(None, gt=0, description="Re-arm after firing.")
 
 
 # Annotations are promises to the client, so each tool takes the one that is true of it:
@@ -104,53 +100,39 @@ def register_tools(
     @tool_errors
     async def memory_author(
         ctx: Context,
-        content: Annotated[str, Field(description="One self-contained idea, fact or procedure.")],
-        type: choice(MEMORY_TYPES, "What kind of memory this is.") = "info",
+        content: Annotated[str, Field(description="One self-contained idea.")],
+        type: TypeName = "info",
         title: str = "",
         importance: Importance = "MEDIUM",
         salience: Annotated[
             str | float | None,
-            Field(description="PIVOTAL, NOTABLE, ROUTINE, NONE or 0–1: how surprising."),
+            Field(description="PIVOTAL, NOTABLE, ROUTINE, NONE or 0–1."),
         ] = None,
         confidence: Annotated[
             str | float | None,
             Field(description="CERTAIN, CONFIDENT, TENTATIVE, UNCERTAIN or 0–1."),
         ] = None,
         tags: list[str] | None = None,
-        entities: Annotated[
-            list[str] | None, Field(description="People, systems, places it is about.")
-        ] = None,
+        entities: Annotated[list[str] | None, Field(description="People, systems, places.")] = None,
         place_or_task: str = "",
         references: Annotated[
             list[str] | None,
-            Field(
-                description="Pointers instead of copies: file:<relative path>, memory:<id>, "
-                "url:<address>."
-            ),
+            Field(description="file:<relative path>, memory:<id> or url:<address>."),
         ] = None,
         links: Annotated[
             list[Link] | None,
-            Field(description="Edges to existing memories, e.g. {target, relation: refines}."),
+            Field(description="Edges to existing memories."),
         ] = None,
         valid_from: datetime | None = None,
-        valid_to: Annotated[
-            datetime | None, Field(description="When this stops being true, if known.")
-        ] = None,
+        valid_to: Annotated[datetime | None, Field(description="When it stops being true.")] = None,
         trigger: Annotated[
             TriggerArg | None,
-            Field(description="Required for type=intent (and only for it): when it fires."),
+            Field(description="type=intent only: when it fires."),
         ] = None,
-        revive: Annotated[
-            bool, Field(description="Restore a memory that was forgotten before.")
-        ] = False,
+        revive: Annotated[bool, Field(description="Restore a forgotten memory.")] = False,
     ) -> Annotated[CallToolResult, AuthorResult]:
-        """Store something worth remembering next time: a fact, procedure, episode or lesson.
-
-        Importance CRITICAL/HIGH/MEDIUM/LOW/TRIVIAL. An exact repeat returns `exists`; anything
-        else is stored, and a close match is named in similar_to with what differs. For a
-        changed fact, link the old one with relation refines. Forgotten content is not
-        recreated unless revive=true.
-        """
+        """Remember something for next time. A close match is named in similar_to; for a
+        changed fact, link the old one with refines."""
         memory = await current_memory()
         result = await memory.author(
             content,
@@ -175,25 +157,20 @@ def register_tools(
     @server.tool(title="Recall memories", annotations=WRITES)
     @tool_errors
     async def memory_recall(
-        query: Annotated[str, Field(description="A short natural-language query.")],
-        k: Annotated[int, Field(ge=1, le=50, description="How many results.")] = 5,
+        query: str,
+        k: Annotated[int, Field(ge=1, le=50)] = 5,
         scope: Annotated[
             str,
-            Field(
-                description="mine (your role + shared, default), instance (only you), "
-                "* (everyone, read-only) or an owner role[@instance]."
-            ),
+            Field(description="mine, instance, * or a role (widens only where granted)."),
         ] = "mine",
         types: list[TypeName] | None = None,
         hops: Annotated[
-            int | None, Field(ge=0, le=3, description="Spreading hops over links; 0 = none.")
+            int | None, Field(ge=0, le=3, description="Hops over links; 0 = none.")
         ] = None,
         include_archived: bool = False,
     ) -> Annotated[CallToolResult, RecallResult]:
-        """Find what you remember about something, ranked by relevance, recency and importance.
-
-        Use it before acting on a subject you may have met before. Results marked weak are
-        loosely related; long content is clipped with the resource URI that has the rest.
+        """Recall what you know about something, before acting on it. Weak results are only
+        loosely related.
         """
         memory = await current_memory()
         result = await memory.recall(
@@ -215,23 +192,17 @@ def register_tools(
     async def memory_explain(
         query: Annotated[
             str | None,
-            Field(description="Dry-run this query: every candidate and its score parts."),
+            Field(description="Dry-run it: every candidate and its score parts."),
         ] = None,
         memory_id: Annotated[
             str | None,
-            Field(
-                description="Replay this memory's access history; with query: why (not) recalled."
-            ),
+            Field(description="Its access history; with query: why (not) recalled."),
         ] = None,
         k: Annotated[int, Field(ge=1, le=50)] = 10,
         scope: str = "mine",
         hops: Annotated[int | None, Field(ge=0, le=3)] = None,
     ) -> Annotated[CallToolResult, ExplainResult]:
-        """See why memories rank where they do, without logging anything.
-
-        Pass query for a dry run, memory_id for its access history, or both to learn why that
-        memory was or was not in the top k.
-        """
+        """Why memories rank where they do; logs nothing."""
         memory = await current_memory()
         result = await memory.explain(query=query, memory_id=memory_id, k=k, hops=hops, scope=scope)
         bounded = bound_explain(result, budget)
@@ -248,23 +219,15 @@ def register_tools(
         content: str | None = None,
         title: str | None = None,
         importance: Annotated[
-            str | float | None, Field(description="CRITICAL, HIGH, MEDIUM, LOW, TRIVIAL or 0–10.")
+            str | float | None, Field(description="CRITICAL, HIGH, MEDIUM, LOW, TRIVIAL, 0–10.")
         ] = None,
         tags: list[str] | None = None,
         status: choice(TODO_STATUSES, "Todos only.") | None = None,
         links: list[Link] | None = None,
-        valid_to: Annotated[
-            datetime | None, Field(description="Mark the fact as no longer true from then.")
-        ] = None,
-        forget: Annotated[
-            bool, Field(description="Archive it: kept, but no longer recalled.")
-        ] = False,
+        valid_to: Annotated[datetime | None, Field(description="No longer true from then.")] = None,
+        forget: Annotated[bool, Field(description="Archive it: kept, no longer recalled.")] = False,
     ) -> Annotated[CallToolResult, UpdateResult]:
-        """Correct, re-rate, link or archive one of your memories (8-char id prefixes work).
-
-        Use forget=true for something wrong or obsolete; prefer a new memory linked with
-        refines when a fact changed and the old one is history.
-        """
+        """Correct, re-rate, link or archive (forget=true) one of your memories."""
         memory = await current_memory()
         result = await memory.update(
             memory_id,
@@ -292,21 +255,17 @@ def register_tools(
     @tool_errors
     async def todo(
         ctx: Context,
-        action: choice(TODO_ACTIONS, "add a todo, list them, or close/reopen one by id."),
-        content: Annotated[str | None, Field(description="For add: what you committed to.")] = None,
-        memory_id: Annotated[
-            str | None, Field(description="For done/drop/reopen: the todo's id (8 chars).")
-        ] = None,
+        action: choice(TODO_ACTIONS),
+        content: Annotated[str | None, Field(description="For add.")] = None,
+        memory_id: Annotated[str | None, Field(description="For done, drop, reopen.")] = None,
         title: str = "",
         importance: Importance = "MEDIUM",
         tags: list[str] | None = None,
-        status: choice((*TODO_STATUSES, "all"), "For list: which todos to show.") = "open",
-        limit: Annotated[int, Field(ge=1, le=100, description="For list: at most this many.")] = 20,
+        status: choice((*TODO_STATUSES, "all"), "For list.") = "open",
+        limit: Annotated[int, Field(ge=1, le=100)] = 20,
     ) -> Annotated[CallToolResult, TodoResult]:
-        """Keep track of commitments: add, list (open first, by importance), done, drop, reopen.
-
-        Open todos are never pruned and are shown at session start.
-        """
+        """Commitments: add, list (open first), done, drop, reopen. Open ones are never
+        pruned."""
         memory = await current_memory()
         result = await memory.todo(
             action,
@@ -332,33 +291,24 @@ def register_tools(
     @tool_errors
     async def intent(
         ctx: Context,
-        action: choice(
-            INTENT_ACTIONS, "add an intent, list them, check what fires now, cancel one."
-        ),
-        content: Annotated[
-            str | None, Field(description="For add: what to do when it fires.")
-        ] = None,
+        action: choice(INTENT_ACTIONS),
+        content: Annotated[str | None, Field(description="For add: what to do.")] = None,
         fire_at: Annotated[
             datetime | None,
-            Field(description="For add: fire once this time (ISO 8601) has passed."),
+            Field(description="For add: fire after this time."),
         ] = None,
         cue: Annotated[
             str | None,
-            Field(description="For add: fire when these words come up in a recall or memory."),
+            Field(description="For add: fire when these words come up."),
         ] = None,
         every_hours: Annotated[
             float | None, Field(gt=0, description="For add: re-arm after firing.")
         ] = None,
-        memory_id: Annotated[str | None, Field(description="For cancel: the intent's id.")] = None,
-        text: Annotated[
-            str | None, Field(description="For check: what is happening now, matched against cues.")
-        ] = None,
+        memory_id: Annotated[str | None, Field(description="For cancel.")] = None,
+        text: Annotated[str | None, Field(description="For check: what is happening now.")] = None,
         importance: Importance = "MEDIUM",
     ) -> Annotated[CallToolResult, IntentResult]:
-        """Remember to do something later: when a time passes or when a cue comes up.
-
-        Fired intents come back in the reminders field of later results; act on them.
-        """
+        """Do something later, at a time or on a cue. Fired ones come back in reminders."""
         memory = await current_memory()
         result = await memory.intent(
             action,
@@ -396,14 +346,10 @@ def register_reflect_tool(server: MCPServer, budget: int, subscribers: Subscribe
         ctx: Context,
         steps: Annotated[
             list[Step] | None,
-            Field(description="Which steps to run, in pass order; default all."),
+            Field(description="Default: all, in order."),
         ] = None,
     ) -> Annotated[CallToolResult, ReflectReport]:
-        """Consolidate your memory now: merge near-duplicates, link neighbours, rescore, prune.
-
-        Runs one pass and reports what each step did; progress is reported as it goes. Archived
-        memories stay readable in memory://archived.
-        """
+        """Consolidate now: merge repeats, link neighbours, rescore, prune."""
         memory = await current_memory()
         sampler = None
         if memory.settings.generative_reflection:
