@@ -280,7 +280,7 @@ async def measure_recall(
         ms.append((time.perf_counter() - started) * 1000)
     out: dict[str, Any] = summary(ms)
     out["p99_over_p50"] = out["p99"] / out["p50"]
-    out["mean_hits"] = statistics.fmean(hits)
+    out["mean_hits"] = statistics.fmean(hits) if min(hits) >= 0 else None
     return out
 
 
@@ -345,6 +345,7 @@ async def open_server(server_adapter: Adapter, data_dir: Path) -> tuple[StdioSer
     argv, env = server_adapter.argv(data_dir)
     server = StdioServer(argv, env)
     await server.start(stderr_path=data_dir / "stderr.log")
+    log(f"  {server_adapter.name}: pid {server.pid} (attach a profiler to it), data in {data_dir}")
     await server.initialize()
     await list_tools(server)
     await server_adapter.warm(server)
@@ -358,6 +359,9 @@ async def ingest(server_adapter: Adapter, args: argparse.Namespace, workdir: Pat
     server, ready_s = await open_server(server_adapter, data_dir)
     queries = Queries(questions(args.locomo))
     writer = Writer(server_adapter, server, items(args.locomo))
+    concurrency = args.concurrency if server_adapter.concurrent_writes else 1
+    if concurrency != args.concurrency:
+        log(f"  {server_adapter.name} loses writes when calls overlap: one call at a time")
     targets = list(range(args.checkpoint, args.memories + 1, args.checkpoint))
     if not targets or targets[-1] != args.memories:
         targets.append(args.memories)
@@ -366,7 +370,7 @@ async def ingest(server_adapter: Adapter, args: argparse.Namespace, workdir: Pat
     started = time.perf_counter()
     try:
         for target in targets:
-            row = await window(writer, target, args.concurrency)
+            row = await window(writer, target, concurrency)
             if target in recall_at:
                 row["recall"] = await measure_recall(server_adapter, server, queries, args.queries)
                 after = server.stats()
@@ -386,7 +390,7 @@ async def ingest(server_adapter: Adapter, args: argparse.Namespace, workdir: Pat
         await server.close()
     return {
         "server": server_adapter.name,
-        "concurrency": args.concurrency,
+        "concurrency": concurrency,
         "ready_s": ready_s,
         "total_s": time.perf_counter() - started,
         "errors": writer.errors[:3],
@@ -429,7 +433,8 @@ async def prefilled(server_adapter: Adapter, args: argparse.Namespace, workdir: 
         for _ in range(args.prefill):
             next(writer.stream)
         if args.prefill_writes:
-            info["writes"] = await window(writer, args.prefill_writes, args.concurrency)
+            concurrency = args.concurrency if server_adapter.concurrent_writes else 1
+            info["writes"] = await window(writer, args.prefill_writes, concurrency)
         after = server.stats()
         info["rss_mib"], info["hwm_mib"], info["load"] = after.rss_mib, after.hwm_mib, load()
     finally:

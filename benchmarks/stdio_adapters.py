@@ -35,6 +35,8 @@ class Adapter:
     """A server under test: its command and its two verbs."""
 
     name = "server"
+    #: False when the server loses writes if calls overlap: the benchmark then sends one at a time
+    concurrent_writes = True
     #: how `prefill` fills a store, printed next to every figure measured on one
     prefill_how = ""
 
@@ -109,6 +111,9 @@ class Nooa(Adapter):
 
 class Reference(Adapter):
     name = "reference"
+    # Every call reads memory.jsonl, changes it and writes it back: two calls in flight lose
+    # one another's writes (an entity created by one is gone after the other saves).
+    concurrent_writes = False
     prefill_how = "memory.jsonl written directly in the server's own file format"
 
     def __init__(self, script: Path = REFERENCE_JS) -> None:
