@@ -401,40 +401,55 @@ async def ingest(server_adapter: Adapter, args: argparse.Namespace, workdir: Pat
 
 
 async def prefilled(server_adapter: Adapter, args: argparse.Namespace, workdir: Path) -> dict:
+    """Fill a store without MCP until it holds --prefill memories, then measure it over MCP.
+
+    Near-duplicates are not stored, so it takes more texts than memories: texts are written
+    in rounds until the count is reached. The store and a note of how far it got stay in
+    --store-dir, so a later run reuses it (or tops it up) instead of filling it again.
+    """
     base = args.store_dir or workdir
     data_dir = base / f"prefill-{server_adapter.name}-{args.prefill}"
+    data_dir.mkdir(parents=True, exist_ok=True)
     marker = data_dir / "prefilled.json"
-    if marker.exists():
-        info = json.loads(marker.read_text())
-        info["reused"] = True
-        log(f"  {server_adapter.name}: reusing the prefilled store in {data_dir}")
-    else:
-        shutil.rmtree(data_dir, ignore_errors=True)
-        stream = items(args.locomo)
-        texts = [next(stream) for _ in range(args.prefill)]
+    state = (
+        json.loads(marker.read_text())
+        if marker.exists()
+        else {"stored": 0, "texts": 0, "fill_s": 0.0}
+    )
+    reused = state["stored"] > 0
+    stream = items(args.locomo)
+    for _ in range(state["texts"]):
+        next(stream)
+    for _ in range(10):
+        need = args.prefill - state["stored"]
+        if need <= 0:
+            break
         log(
-            f"  {server_adapter.name}: prefilling {args.prefill} memories "
+            f"  {server_adapter.name}: {state['stored']} stored, writing {need} more texts "
             f"({server_adapter.prefill_how})"
         )
         started = time.perf_counter()
-        stored = server_adapter.prefill(data_dir, texts)
-        info = {"stored": stored, "texts": args.prefill, "fill_s": time.perf_counter() - started}
-        marker.write_text(json.dumps(info))
-        info["reused"] = False
-    info["how"] = server_adapter.prefill_how
+        state["stored"] += server_adapter.prefill(data_dir, [next(stream) for _ in range(need)])
+        state["texts"] += need
+        state["fill_s"] += time.perf_counter() - started
+        marker.write_text(json.dumps(state))
+    info: dict[str, Any] = {**state, "reused": reused, "how": server_adapter.prefill_how}
     server, info["ready_s"] = await open_server(server_adapter, data_dir)
     try:
         idle = server.stats()
         info["rss_at_start_mib"], info["hwm_at_start_mib"] = idle.rss_mib, idle.hwm_mib
         queries = Queries(questions(args.locomo))
         info["recall"] = await measure_recall(server_adapter, server, queries, args.queries)
-        writer = Writer(server_adapter, server, items(args.locomo))
-        # Texts past the prefill's, so the writes are new memories, not repeats.
-        for _ in range(args.prefill):
-            next(writer.stream)
+        after = server.stats()
+        info["rss_after_recall_mib"], info["hwm_after_recall_mib"] = after.rss_mib, after.hwm_mib
         if args.prefill_writes:
+            # Texts past the prefill's, so the writes are new memories, not repeats.
+            writer = Writer(server_adapter, server, stream)
             concurrency = args.concurrency if server_adapter.concurrent_writes else 1
             info["writes"] = await window(writer, args.prefill_writes, concurrency)
+            state["texts"] += writer.calls
+            state["stored"] += writer.stored
+            marker.write_text(json.dumps(state))
         after = server.stats()
         info["rss_mib"], info["hwm_mib"], info["load"] = after.rss_mib, after.hwm_mib, load()
     finally:
@@ -613,7 +628,7 @@ def render(result: dict[str, Any]) -> str:
         rc = p["recall"]
         out.append(
             f"\nPrefilled store, {name}: {p['stored']} memories from {p['texts']} texts via "
-            f"{p['how']} in {p['fill_s']:.0f} s{' (reused)' if p['reused'] else ''}. "
+            f"{p['how']} in {p['fill_s']:.0f} s{' (reused store)' if p['reused'] else ''}. "
             "NOT THE CLIENT PATH: recall and writes below are through MCP stdio."
         )
         rows = [
@@ -631,6 +646,13 @@ def render(result: dict[str, Any]) -> str:
                 "",
                 "",
             ],
+            [
+                "RSS / HWM after recall (MiB)",
+                f"{p['rss_after_recall_mib']:.0f}",
+                f"{p['hwm_after_recall_mib']:.0f}",
+                "",
+                "",
+            ],
         ]
         w = p.get("writes")
         if w:
@@ -645,7 +667,7 @@ def render(result: dict[str, Any]) -> str:
             )
         rows.append(
             [
-                "RSS / HWM at end (MiB)",
+                "RSS / HWM after the writes (MiB)" if w else "RSS / HWM at end (MiB)",
                 f"{p['rss_mib']:.0f}",
                 f"{p['hwm_mib']:.0f}",
                 f"load {p['load'][0]}",

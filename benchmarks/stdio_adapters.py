@@ -55,7 +55,8 @@ class Adapter:
         raise NotImplementedError
 
     def prefill(self, data_dir: Path, items: list[Item]) -> int:
-        """Fill the store in `data_dir` without MCP calls; returns how many it holds."""
+        """Add `items` to the store in `data_dir` without MCP calls; returns how many of
+        them were stored (near-duplicates and repeats are not)."""
         raise SystemExit(f"{self.name} has no prefill; drop --prefill or measure nooa only.")
 
 
@@ -91,7 +92,6 @@ class Nooa(Adapter):
         return len(result["structuredContent"]["hits"])
 
     def prefill(self, data_dir: Path, items: list[Item]) -> int:
-        data_dir.mkdir(parents=True, exist_ok=True)
         source = data_dir / "prefill.jsonl"
         with source.open("w", encoding="utf-8") as out:
             for item in items:
@@ -158,8 +158,14 @@ class Reference(Adapter):
         return len(result["structuredContent"]["entities"])
 
     def prefill(self, data_dir: Path, items: list[Item]) -> int:
-        data_dir.mkdir(parents=True, exist_ok=True)
+        graph = data_dir / "memory.jsonl"
+        lines = graph.read_text(encoding="utf-8").splitlines() if graph.exists() else []
         entities: dict[str, dict[str, Any]] = {}
+        for line in lines:
+            if line.strip():
+                entity = json.loads(line)
+                entities[entity["name"]] = entity
+        added = 0
         for item in items:
             entity = entities.setdefault(
                 item.speaker,
@@ -172,10 +178,9 @@ class Reference(Adapter):
             )
             if item.content not in entity["observations"]:
                 entity["observations"].append(item.content)
-        (data_dir / "memory.jsonl").write_text(
-            "\n".join(json.dumps(e) for e in entities.values()), encoding="utf-8"
-        )
-        return sum(len(e["observations"]) for e in entities.values())
+                added += 1
+        graph.write_text("\n".join(json.dumps(e) for e in entities.values()), encoding="utf-8")
+        return added
 
 
 class Generic(Adapter):
