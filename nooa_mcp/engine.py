@@ -197,5 +197,4 @@ class Engine:
 
     def _settle(self) -> None:
         # A failed load was already reported to the calls that needed the model.
-        with contextlib.suppress(RuntimeError):
-            self.embedder.wait(15)  # type: ignore[attr-defined]
+        self.embedder.finish(15)  # type: ignore[attr-defined]

@@ -683,3 +683,29 @@ async def test_author_with_revive_restores_the_forgotten_memory(client: Client) 
         "revived",
         wanted,
     )
+
+
+async def test_model_load_waits_until_the_client_has_its_tool_list(settings: Settings) -> None:
+    # Issue 12: loading the model beside the handshake made tools/list ~1.5x slower than on
+    # a bare server. The load begins after the listing, or before a call that needs it.
+    warming = WarmingEmbedder(HashEmbedder, "hash-384", 384, start=False)
+    async with Client(build_server(settings, embedder=warming), cache=None) as c:
+        await c.list_prompts()
+        await c.list_resources()
+        assert not warming.started
+        await c.list_tools()
+        assert not warming.started  # the reply comes first
+        result = await c.call_tool("memory_recall", {"query": "deploy key"})
+        assert warming.started
+        assert not result.is_error
+        assert result.structured_content["embeddings"] == "ready"
+
+
+async def test_model_load_begins_after_the_listing_on_its_own(settings: Settings) -> None:
+    warming = WarmingEmbedder(HashEmbedder, "hash-384", 384, start=False)
+    async with Client(build_server(settings, embedder=warming), cache=None) as c:
+        await c.list_tools()
+        with anyio.fail_after(5):
+            while not warming.started:
+                await anyio.sleep(0.05)
+    assert warming.ready

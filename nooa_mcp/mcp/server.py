@@ -37,6 +37,7 @@ from .rendering import REPLY_TOKENS
 from .resources import register_resources
 from .schemas import lean_tools
 from .tools import register_tools
+from .warmup import Warmup
 
 if TYPE_CHECKING:
     from ..console.app import Console
@@ -80,6 +81,7 @@ def build_server(
 
     # The engine once the lifespan has opened it: the HTTP routes beside /mcp use it too.
     running: dict[str, Engine | None] = {}
+    warmup = Warmup()
 
     @asynccontextmanager
     async def lifespan(_: MCPServer) -> AsyncIterator[Owners]:
@@ -87,8 +89,12 @@ def build_server(
         if engine is not None:
             model = engine.embedder
         else:
-            model = embedder or default_embedder(settings.model_cache_dir)
-        async with Owners.running(settings, model, engine) as owners:
+            model = embedder or default_embedder(settings.model_cache_dir, start=False)
+        async with (
+            anyio.create_task_group() as tasks,
+            Owners.running(settings, model, engine) as owners,
+        ):
+            tasks.start_soon(warmup.run, model, name="nooa model warm-up")
             running["engine"] = owners.engine
             try:
                 if console is None or owners.engine is None:
@@ -100,6 +106,7 @@ def build_server(
                         yield owners
             finally:
                 running.pop("engine", None)
+                tasks.cancel_scope.cancel()
 
     auth = None
     verifier = None
@@ -119,6 +126,7 @@ def build_server(
         auth=auth,
         subscriptions=bus,
     )
+    server.middleware.append(warmup.middleware())
     server.middleware.append(bind_owner(settings.owner, parse_roles(settings.read)))
     budget = REPLY_TOKENS
     subscribers = Subscribers(bus)
