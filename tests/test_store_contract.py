@@ -158,20 +158,37 @@ async def test_insertion_order_gives_increasing_seqs(store: Store) -> None:
     assert seqs == sorted(seqs) and len(set(seqs)) == 4
 
 
-async def test_save_rewrites_a_row_and_save_many_rewrites_several(store: Store) -> None:
+async def test_save_rewrites_a_row_and_save_accesses_writes_access_state(store: Store) -> None:
     a, b = await put(store, "first"), await put(store, "second")
     a.content, a.strength, a.tags = "first, edited", 9, ["edited"]
-    b.reinforcement_count = 7
     c = await store.fetch(b.id)
-    c.access_count = 11
+    c.access_count, c.strength, c.actr_count, c.actr_times = 11, 3, 2, [5.0, 4.0]
+    c.channels = {"recalled": 2}
+    c.content = "not written by save_accesses"
     async with store.transaction():
         await store.save(a, vec(a.content))
-        await store.save_many([c])
+        await store.save_accesses([c])
     assert (await store.fetch(a.id)).content == "first, edited"
     assert (await store.fetch(a.id)).strength == 9
     assert (await store.fetch(a.id)).tags == ["edited"]
     assert np.allclose((await store.embeddings_of([a.id]))[a.id], vec("first, edited"))
-    assert (await store.fetch(b.id)).access_count == 11
+    got = await store.fetch(b.id)
+    assert (got.access_count, got.strength, got.actr_count) == (11, 3, 2)
+    assert got.actr_times == [5.0, 4.0] and got.channels == {"recalled": 2}
+    assert got.content == "second"  # only what an access changes is written
+
+
+async def test_logging_accesses_does_not_move_the_revision_caches_pull(store: Store) -> None:
+    memory = await put(store, "read often")
+    _, mark = await store.vector_changes(None, 100)
+    async with store.transaction():
+        fetched = await store.fetch(memory.id)
+        fetched.access_count += 1
+        await store.save_accesses([fetched])
+    assert (await store.vector_changes(mark, 100))[0] == []
+    async with store.transaction():
+        await store.set_archived(memory.id, True, fetched.created_at)
+    assert [r.archived for r in (await store.vector_changes(mark, 100))[0]] == [True]
 
 
 async def test_save_without_an_embedding_keeps_the_stored_one(store: Store) -> None:

@@ -1,8 +1,10 @@
-"""When a server starts loading the embedding model: once the client has its tool list.
+"""When a server loads the embedding model (and, over stdio, opens its store): once the client
+has its tool list.
 
-Loading MiniLM holds the interpreter lock for most of a second. Started with the process, it
-made `initialize` and `tools/list` ~1.5x slower than on a bare MCP server (issue 12); nothing
-in the handshake needs the model. So the load starts at whichever comes first:
+Loading MiniLM holds the interpreter lock for most of a second, and opening the engine imports
+numpy and reads every stored vector. Done with the process, they made `initialize` and
+`tools/list` ~1.5x slower than on a bare MCP server (issue 12); nothing in the handshake needs
+them. So they start at whichever comes first:
 
 - a message that may need the model (a tool call, a resource read, a prompt), before it runs;
 - a short moment after `tools/list` is answered, so the reply is on its way first;
@@ -19,8 +21,6 @@ from typing import Any
 
 import anyio
 
-from ..embeddings import Embedder, WarmingEmbedder
-
 __all__ = ["Warmup"]
 
 #: Messages that may need the model. The handshake (`initialize`, or `server/discover` in
@@ -33,19 +33,27 @@ FALLBACK_SECONDS = 2.0
 
 
 class Warmup:
-    """Starts a `WarmingEmbedder` created with `start=False` at the right moment."""
+    """Calls what was registered with `on_start` once, at the right moment."""
 
     def __init__(self) -> None:
-        self.embedder: Embedder | None = None
+        self._callbacks: list[Callable[[], object]] = []
+        self._started = False
         self._listed = anyio.Event()
 
-    def start(self) -> None:
-        if isinstance(self.embedder, WarmingEmbedder):
-            self.embedder.start()
+    def on_start(self, callback: Callable[[], object]) -> None:
+        self._callbacks.append(callback)
+        if self._started:
+            callback()
 
-    async def run(self, embedder: Embedder) -> None:
-        """Start `embedder` after the listing (or the fallback delay); run in the lifespan."""
-        self.embedder = embedder
+    def start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        for callback in self._callbacks:
+            callback()
+
+    async def run(self) -> None:
+        """Start after the listing (or the fallback delay); run in the lifespan."""
         with anyio.move_on_after(FALLBACK_SECONDS):
             await self._listed.wait()
             await anyio.sleep(AFTER_LISTING_SECONDS)

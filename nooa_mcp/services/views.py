@@ -167,8 +167,8 @@ async def context(c: Caller, *, limit: int = 10) -> str:
     if not c.store.writable:
         shown = await c.store.context_rows(c.actor.own, limit)
         return _context_block(shown)
-    # Read the rows inside the write transaction: each is saved back whole, and a row read
-    # before the lock would write a concurrent update's old values back over it.
+    # Read the rows inside the write transaction: their access state is saved back, and a
+    # row read before the lock would write a concurrent access's old values back over it.
     async with c.store.transaction():
         shown = await c.store.context_rows(c.actor.own, limit)
         logged = []
@@ -177,10 +177,8 @@ async def context(c: Caller, *, limit: int = 10) -> str:
             c.apply(memory, access)
             logged.append((memory.id, access))
         if shown:
-            await c.store.save_many(shown)
+            await c.store.save_accesses(shown)
             await c.store.append_accesses(logged)
-    if shown:
-        c.index.mark_dirty()
     return _context_block(shown)
 
 

@@ -15,6 +15,7 @@ everything scoring needs in one call.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -24,11 +25,12 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from ..domain.reflection import Node
-from ..domain.schema import AccessRecord, Edge, EdgeType, Memory
+from ..domain.schema import AccessRecord, Edge, EdgeType, Memory, Reference
 from ..domain.scope import Scope
 from ..domain.text import head
 
 __all__ = [
+    "ACCESS_COLUMNS",
     "COMMON_FLOOR",
     "COMMON_SHARE",
     "DUMP_COLUMNS",
@@ -44,6 +46,19 @@ __all__ = [
     "Tombstone",
     "VectorRow",
 ]
+
+#: The columns an access changes (see `domain.accesses.apply_access`): `save_accesses` writes
+#: only these.
+ACCESS_COLUMNS = (
+    "strength",
+    "access_count",
+    "last_accessed_at",
+    "actr_count",
+    "first_access_at",
+    "actr_times",
+    "ring",
+    "channels",
+)
 
 #: A keyword in at least max(COMMON_FLOOR, COMMON_SHARE·rows) memories is too common to
 #: generate candidates: its IDF is near zero, so it hardly moves the ranking, and ranking it
@@ -165,10 +180,17 @@ class ScoringRow:
     actr_times: list[float]
     #: The keyword score when the full-text search returned this row (higher is better).
     bm25: float | None = None
+    #: The stored references as JSON text, decoded only for the rows a reply shows.
+    refs_json: str = "[]"
 
     @property
     def head(self) -> str:
         return head(self.title or self.content)
+
+    def references(self) -> list[Reference]:
+        if self.refs_json in ("[]", ""):
+            return []
+        return [Reference.model_validate(r) for r in json.loads(self.refs_json)]
 
 
 @dataclass(slots=True)
@@ -279,7 +301,14 @@ class Store(Protocol):
 
     async def save(self, memory: Memory, embedding: np.ndarray | None = None) -> None: ...
 
-    async def save_many(self, memories: Sequence[Memory]) -> None: ...
+    async def save_accesses(self, memories: Sequence[Memory]) -> None:
+        """Write what an access changes (`ACCESS_COLUMNS`) of several rows in one round trip.
+
+        Recall logs accesses on every hit: this rewrites neither the text (no full-text
+        re-index) nor anything the vector cache holds, and never moves the revision, so no
+        other cache re-pulls a row because somebody read it.
+        """
+        ...
 
     async def fetch(self, memory_id: str) -> Memory | None: ...
 

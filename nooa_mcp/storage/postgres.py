@@ -43,6 +43,7 @@ from ..domain.scope import Scope
 from ..domain.text import fts_terms
 from ..errors import AmbiguousId, NotFound, StoreTooNew, StoreUnavailable
 from .base import (
+    ACCESS_COLUMNS,
     COMMON_FLOOR,
     DUMP_COLUMNS,
     DUMP_JSON,
@@ -536,15 +537,15 @@ class PostgresStore:
         sets = ", ".join(f"{k} = %({k})s" for k in values if k != "id")
         await self._exec(f"UPDATE memories SET {sets} WHERE id = %(id)s", values)
 
-    async def save_many(self, memories: Sequence[Memory]) -> None:
+    async def save_accesses(self, memories: Sequence[Memory]) -> None:
+        """See `Store.save_accesses`: access columns only (the rev trigger does not fire)."""
         if not memories:
             return
         rows = []
         for memory in memories:
             values = _pg_values(memory, None)
-            values.pop("embedding")
-            rows.append(values)
-        sets = ", ".join(f"{k} = %({k})s" for k in rows[0] if k != "id")
+            rows.append({k: values[k] for k in ("id", *ACCESS_COLUMNS)})
+        sets = ", ".join(f"{k} = %({k})s" for k in ACCESS_COLUMNS)
         await self._many(f"UPDATE memories SET {sets} WHERE id = %(id)s", rows)
 
     async def set_embedding(self, memory_id: str, vector: np.ndarray) -> None:

@@ -42,6 +42,7 @@ from ..domain.scope import Scope
 from ..domain.text import fts_terms
 from ..errors import AmbiguousId, NotFound, StoreTooNew, StoreUnavailable
 from .base import (
+    ACCESS_COLUMNS,
     COMMON_FLOOR,
     COMMON_SHARE,
     DUMP_COLUMNS,
@@ -202,7 +203,7 @@ RING = TypeAdapter(list[AccessRecord])
 SCORING_COLUMNS = (
     "m.seq, m.id, m.type, m.owner, m.title, m.content, m.tags, m.entities, m.place_or_task, "
     "m.importance, m.strength, m.status, m.archived, m.created_at, m.last_accessed_at, "
-    "m.valid_from, m.valid_to, m.actr_count, m.first_access_at, m.actr_times"
+    "m.valid_from, m.valid_to, m.actr_count, m.first_access_at, m.actr_times, m.refs"
 )
 
 
@@ -297,6 +298,7 @@ def _scoring(row: sqlite3.Row, bm25: float | None = None) -> ScoringRow:
         first_access_at=row["first_access_at"],
         actr_times=json.loads(row["actr_times"]),
         bm25=bm25,
+        refs_json=row["refs"],
     )
 
 
@@ -778,19 +780,16 @@ class SQLiteStore:
         sets = ", ".join(f"{k} = :{k}" for k in values if k != "id")
         await self._execute(f"UPDATE memories SET {sets}, rev = {NEXT_REV} WHERE id = :id", values)
 
-    async def save_many(self, memories: Sequence[Memory]) -> None:
-        """Rewrite several rows (no embeddings) in one round trip, as recall logging needs."""
+    async def save_accesses(self, memories: Sequence[Memory]) -> None:
+        """See `Store.save_accesses`: access columns only, revision unchanged."""
         if not memories:
             return
         rows = []
         for memory in memories:
             values = _row_values(memory, None)
-            values.pop("embedding")
-            rows.append(values)
-        sets = ", ".join(f"{k} = :{k}" for k in rows[0] if k != "id")
-        await self._execute_many(
-            f"UPDATE memories SET {sets}, rev = {NEXT_REV} WHERE id = :id", rows
-        )
+            rows.append({k: values[k] for k in ("id", *ACCESS_COLUMNS)})
+        sets = ", ".join(f"{k} = :{k}" for k in ACCESS_COLUMNS)
+        await self._execute_many(f"UPDATE memories SET {sets} WHERE id = :id", rows)
 
     async def set_embedding(self, memory_id: str, vector: np.ndarray) -> None:
         await self._execute(
@@ -963,57 +962,24 @@ class SQLiteStore:
         """
         if not terms:
             return terms
-        rows = await self.row_count()
-        cap = max(self.common_floor, int(rows * COMMON_SHARE))
-        if rows < cap:
-            return terms
+        # The store's size and each term's capped count in one statement (one round trip).
+        cap = "max(?, CAST((SELECT coalesce(max(seq), 0) FROM memories) * ? AS INTEGER))"
         probe = ", ".join(
             "(SELECT count(*) FROM (SELECT rowid FROM memories_fts "
-            "WHERE memories_fts MATCH ? LIMIT ?))"
+            f"WHERE memories_fts MATCH ? LIMIT {cap}))"
             for _ in terms
         )
-        params: list[Any] = []
+        params: list[Any] = [self.common_floor, COMMON_SHARE]
         for term in terms:
-            params += [f'"{term}"', cap]
-        counts = (await self._rows(f"SELECT {probe}", params))[0]
-        return [term for term, n in zip(terms, counts, strict=True) if n < cap]
-
-    async def _keyword_hits(
-        self, text: str, scope: Scope, limit: int, include_archived: bool
-    ) -> dict[int, float]:
-        """BM25 top `limit` (seq → score; higher is better); never raises on syntax."""
-        query = fts_query(await self._selective_terms(fts_terms(text)))
-        if query is None or limit <= 0:
-            return {}
-        where, params = scope_sql(scope, "m")
-        archived = "" if include_archived else "AND m.archived = 0"
-        # Rank inside FTS5 first and join only the best `pool` rows: joining every match to
-        # `memories` before the LIMIT cost 3-5x the ranking itself on common words (10k rows:
-        # 14 ms -> 4 ms). If the scope or archive filter leaves fewer than `limit` out of a
-        # full pool, fall back to filtering every match, so the answer never changes.
-        pool = max(limit * 4, 200)
-        rows = await self._rows(
-            "SELECT f.seq, f.score FROM (SELECT rowid AS seq, "
-            "bm25(memories_fts, 2.0, 1.0, 1.5, 1.5) AS score FROM memories_fts "
-            "WHERE memories_fts MATCH ? ORDER BY score LIMIT ?) f "
-            f"JOIN memories m ON m.seq = f.seq WHERE {where} {archived} "
-            "ORDER BY f.score LIMIT ?",
-            [query, pool, *params, limit],
-        )
-        if len(rows) < limit:
-            matched = await self._scalar(
-                "SELECT count(*) FROM (SELECT rowid FROM memories_fts "
-                "WHERE memories_fts MATCH ? LIMIT ?)",
-                [query, pool],
+            params += [f'"{term}"', self.common_floor, COMMON_SHARE]
+        rows, limit, *counts = (
+            await self._rows(
+                f"SELECT (SELECT coalesce(max(seq), 0) FROM memories), {cap}, {probe}", params
             )
-            if matched >= pool:
-                rows = await self._rows(
-                    "SELECT m.seq, bm25(memories_fts, 2.0, 1.0, 1.5, 1.5) AS score "
-                    "FROM memories_fts JOIN memories m ON m.seq = memories_fts.rowid "
-                    f"WHERE memories_fts MATCH ? AND {where} {archived} ORDER BY score LIMIT ?",
-                    [query, *params, limit],
-                )
-        return {r["seq"]: -r["score"] for r in rows}
+        )[0]
+        if rows < limit:
+            return terms
+        return [term for term, n in zip(terms, counts, strict=True) if n < limit]
 
     async def candidates(
         self,
@@ -1024,16 +990,61 @@ class SQLiteStore:
         ids: Sequence[str] = (),
         include_archived: bool = False,
     ) -> list[ScoringRow]:
-        """The keyword top `limit` for `text` and the rows `ids`, with what scoring needs."""
-        hits = await self._keyword_hits(text, scope, limit, include_archived)
-        rows = await self._rows_in(
-            f"SELECT {SCORING_COLUMNS} FROM memories m WHERE m.seq IN ({{marks}})", list(hits)
+        """The keyword top `limit` for `text` and the rows `ids`, with what scoring needs.
+
+        Two round trips: the terms' counts (`_selective_terms`), then one statement that
+        ranks inside FTS5, joins only the best rows and adds the rows `ids` beside them.
+        """
+        query = fts_query(await self._selective_terms(fts_terms(text))) if limit > 0 else None
+        where, params = scope_sql(scope, "m")
+        archived = "" if include_archived else "AND m.archived = 0"
+        wanted = list(dict.fromkeys(ids))[:500]
+        by_id = (
+            f"SELECT {SCORING_COLUMNS}, NULL AS score FROM memories m "
+            f"WHERE m.id IN ({_marks(wanted)})"
         )
-        out = [_scoring(r, hits[r["seq"]]) for r in rows]
-        seen = {r.id for r in out}
-        wanted = [i for i in ids if i not in seen]
+        if query is None:
+            if not wanted:
+                return []
+            return [_scoring(r) for r in await self._rows(by_id, wanted)]
+        # Rank inside FTS5 first and join only the best `pool` rows: joining every match to
+        # `memories` before the LIMIT cost 3-5x the ranking itself on common words (10k rows:
+        # 14 ms -> 4 ms). If the scope or archive filter leaves fewer than `limit` out of a
+        # full pool, fall back to filtering every match, so the answer never changes.
+        pool = max(limit * 4, 200)
+        keyword = (
+            f"SELECT {SCORING_COLUMNS}, f.score AS score FROM (SELECT rowid AS seq, "
+            "bm25(memories_fts, 2.0, 1.0, 1.5, 1.5) AS score FROM memories_fts "
+            "WHERE memories_fts MATCH ? ORDER BY score LIMIT ?) f "
+            f"JOIN memories m ON m.seq = f.seq WHERE {where} {archived} "
+            "ORDER BY f.score LIMIT ?"
+        )
+        sql = f"SELECT * FROM ({keyword})"
+        args: list[Any] = [query, pool, *params, limit]
         if wanted:
-            out += await self.scoring_rows(wanted)
+            sql += f" UNION ALL {by_id}"
+            args += wanted
+        rows = await self._rows(sql, args)
+        hits = [r for r in rows if r["score"] is not None]
+        if len(hits) < limit:
+            matched = await self._scalar(
+                "SELECT count(*) FROM (SELECT rowid FROM memories_fts "
+                "WHERE memories_fts MATCH ? LIMIT ?)",
+                [query, pool],
+            )
+            if matched >= pool:
+                hits = await self._rows(
+                    f"SELECT {SCORING_COLUMNS}, bm25(memories_fts, 2.0, 1.0, 1.5, 1.5) AS score "
+                    "FROM memories_fts JOIN memories m ON m.seq = memories_fts.rowid "
+                    f"WHERE memories_fts MATCH ? AND {where} {archived} ORDER BY score LIMIT ?",
+                    [query, *params, limit],
+                )
+        out = [_scoring(r, -r["score"]) for r in hits]
+        seen = {r.id for r in out}
+        out += [_scoring(r) for r in rows if r["score"] is None and r["id"] not in seen]
+        missing = [i for i in dict.fromkeys(ids) if i not in seen and i not in set(wanted)]
+        if missing:
+            out += await self.scoring_rows(missing)
         return out
 
     async def scoring_rows(self, ids: Sequence[str]) -> list[ScoringRow]:

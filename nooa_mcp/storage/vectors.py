@@ -141,7 +141,10 @@ class VectorIndex:
         """Top `n` (id, cosine) among the masked rows, best first."""
         if self.size == 0 or n <= 0:
             return []
-        sims = self.matrix[: self.size] @ np.asarray(query, dtype=np.float32)
+        # einsum runs in this thread; a BLAS matrix-vector product wakes BLAS's worker
+        # threads, which spin against the event loop and the SQLite thread on a small machine
+        # (2 cores, under load: p50 2.5 ms single-threaded against 36 ms, issue 12).
+        sims = np.einsum("ij,j->i", self.matrix[: self.size], np.asarray(query, np.float32))
         sims = np.where(mask, sims, -np.inf)
         n = min(n, int(mask.sum()))
         if n <= 0:
