@@ -709,3 +709,22 @@ async def test_model_load_begins_after_the_listing_on_its_own(settings: Settings
             while not warming.started:
                 await anyio.sleep(0.05)
     assert warming.ready
+
+
+async def test_a_stdio_server_opens_its_store_when_first_needed(tmp_path: Path) -> None:
+    # Issue 12: `nooa-mcp serve` answers the handshake before it opens the store (numpy,
+    # the vector cache); the first call that needs a Memory opens it.
+    from nooa_mcp.mcp.handlers import Owners
+    from nooa_mcp.mcp.identity import Identity
+
+    store = tmp_path / "later.sqlite"
+    settings = Settings(store=store, owner="tester")
+    async with Owners.when_needed(settings, HashEmbedder) as owners:
+        await anyio.sleep(0.1)
+        assert owners.engine is None and not store.exists()
+        memory = await owners.memory(Identity(owner="tester", source="settings"))
+        assert store.exists()
+        assert (await memory.author("The deploy key lives in the vault.")).status == "created"
+    async with Owners.when_needed(settings, HashEmbedder) as owners:
+        pass  # closed before anything needed it: nothing opened, nothing raised
+    assert owners.engine is None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import importlib.metadata
+import os
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
     from ..engine import Engine
     from ..memory import Memory
 
-__all__ = ["build_server", "run"]
+__all__ = ["build_server", "run", "single_threaded_blas"]
 
 # --------------------------------------------------------------------------- the server
 
@@ -172,6 +173,18 @@ def _version() -> str:
 # --------------------------------------------------------------------------- running
 
 
+def single_threaded_blas() -> None:
+    """One BLAS thread for a server process, unless OPENBLAS_NUM_THREADS says otherwise.
+
+    A server's matrix products are small (one query, one new memory) or in the background
+    (reflection). BLAS worker threads spinning beside the event loop, the SQLite thread and
+    the model made recall and author 5-10x slower on a 2-core machine under load (issue 12).
+    It takes effect only before numpy is imported: `nooa-mcp serve` calls it first, and the
+    engine (numpy) opens after the handshake.
+    """
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+
 def run(
     settings: Settings,
     transport: str = "stdio",
@@ -185,6 +198,7 @@ def run(
         InvalidInput: unknown transport, --tokens with stdio, a bad tokens file, --owner with
             --tokens, a non-loopback host without tokens, or a port that is in use.
     """
+    single_threaded_blas()
     if transport == "stdio":
         if tokens_file is not None:
             raise InvalidInput(

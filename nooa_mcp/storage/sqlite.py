@@ -11,6 +11,7 @@ This module implements `storage.base.Store`; its rows leave it decoded and typed
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sqlite3
@@ -275,6 +276,13 @@ def _memory(row: sqlite3.Row) -> Memory:
     )
 
 
+@functools.lru_cache(maxsize=16384)
+def _cues(tags: str, entities: str, place_or_task: str) -> frozenset[str]:
+    """A row's cue words from its stored JSON text; rows share labels, and recall reads ~100
+    rows per query, so each distinct label set is parsed once per process."""
+    return frozenset(cue_set(json.loads(tags), json.loads(entities), place_or_task))
+
+
 def _scoring(row: sqlite3.Row, bm25: float | None = None) -> ScoringRow:
     return ScoringRow(
         seq=row["seq"],
@@ -283,9 +291,7 @@ def _scoring(row: sqlite3.Row, bm25: float | None = None) -> ScoringRow:
         owner=row["owner"],
         title=row["title"],
         content=row["content"],
-        cues=frozenset(
-            cue_set(json.loads(row["tags"]), json.loads(row["entities"]), row["place_or_task"])
-        ),
+        cues=_cues(row["tags"], row["entities"], row["place_or_task"]),
         importance=row["importance"],
         strength=row["strength"],
         status=row["status"],
