@@ -19,7 +19,9 @@ from .domain.replies import (
     AuthorResult,
     ExplainResult,
     IntentResult,
+    MaintenanceRecord,
     MemoryView,
+    Neighbourhood,
     RecallResult,
     ReflectReport,
     Stats,
@@ -37,6 +39,7 @@ from .services import (
     explain,
     injection,
     intents,
+    neighbourhood,
     recall,
     todos,
     transfer,
@@ -154,6 +157,11 @@ class Memory:
         """Archive a memory (never deleted): recall and spreading skip it from now on."""
         return await editing.forget(self._caller, memory_id, reason)
 
+    async def revive(self, memory_id: str) -> UpdateResult:
+        """Restore a forgotten memory by id: that very memory, with its history; its
+        tombstone is lifted. Refused across roles as `forget` is."""
+        return await editing.revive(self._caller, memory_id)
+
     async def link(
         self, memory_id: str, target: str, relation: str, weight: Any = None
     ) -> UpdateResult:
@@ -176,8 +184,14 @@ class Memory:
         return await views.get(self._caller, memory_id, scope=scope)
 
     async def list_memories(self, **options: Any) -> list[tuple[int, MemoryView]]:
-        """Memories in insertion order with their cursor; pass the last one as `after`."""
+        """Memories in insertion order with their cursor; pass the last one as `after`.
+        Filters: archived, type, status, owner, tag (see `services.views.list_memories`)."""
         return await views.list_memories(self._caller, **options)
+
+    async def neighbourhood(self, memory_id: str, **options: Any) -> Neighbourhood:
+        """The memories within `hops` links of one memory, either way, as you may see them
+        (see `services.neighbourhood.neighbourhood`); nothing is logged."""
+        return await neighbourhood.neighbourhood(self._caller, memory_id, **options)
 
     async def access_log(self, memory_id: str, **options: Any) -> list[tuple[int, AccessRecord]]:
         """A memory's accesses from the stream, newest first, with their cursor."""
@@ -205,15 +219,26 @@ class Memory:
         """Counts and KPIs of what the scope can see."""
         return await views.stats(self._caller, scope=scope, show_path=show_path)
 
+    async def maintenance_log(
+        self, kind: str = "reflection", *, limit: int = 20
+    ) -> list[MaintenanceRecord]:
+        """Your role's latest reflection passes (or fired intents, `kind="intent"`), newest
+        first."""
+        return await views.maintenance_log(self._caller, kind, limit=limit)
+
     # ------------------------------------------------------------------ prospective memory
 
-    async def todo(self, action: str = "list", **fields: Any) -> TodoResult:
-        """Add, list, close or reopen a todo."""
-        return await todos.todo(self._caller, action, **fields)
+    async def todo(self, action: str = "list", *, remind: bool = True, **fields: Any) -> TodoResult:
+        """Add, list, close or reopen a todo. With `remind=False` listing and closing fire no
+        due intent (a person looking is not the agent's turn); added content still cues."""
+        return await todos.todo(self._caller, action, remind=remind, **fields)
 
-    async def intent(self, action: str = "list", **fields: Any) -> IntentResult:
-        """Add, list, check or cancel an intent."""
-        return await intents.intent(self._caller, action, **fields)
+    async def intent(
+        self, action: str = "list", *, remind: bool = True, **fields: Any
+    ) -> IntentResult:
+        """Add, list, check or cancel an intent. With `remind=False` listing and cancelling fire
+        no due intent; `check` is refused (it is what fires them)."""
+        return await intents.intent(self._caller, action, remind=remind, **fields)
 
     # ------------------------------------------------------------------ consolidation
 
