@@ -20,7 +20,9 @@ from .domain.replies import (
     AuthorResult,
     ExplainResult,
     IntentResult,
+    MaintenanceRecord,
     MemoryView,
+    Neighbourhood,
     RecallResult,
     ReflectReport,
     Stats,
@@ -38,6 +40,7 @@ from .services import (
     explain,
     injection,
     intents,
+    neighbourhood,
     recall,
     todos,
     transfer,
@@ -178,6 +181,12 @@ class Memory:
         return await editing.forget(self._caller, memory_id, reason)
 
     @_after_logging
+    async def revive(self, memory_id: str) -> UpdateResult:
+        """Restore a forgotten memory by id: that very memory, with its history; its
+        tombstone is lifted. Refused across roles as `forget` is."""
+        return await editing.revive(self._caller, memory_id)
+
+    @_after_logging
     async def link(
         self, memory_id: str, target: str, relation: str, weight: Any = None
     ) -> UpdateResult:
@@ -203,8 +212,15 @@ class Memory:
 
     @_after_logging
     async def list_memories(self, **options: Any) -> list[tuple[int, MemoryView]]:
-        """Memories in insertion order with their cursor; pass the last one as `after`."""
+        """Memories in insertion order with their cursor; pass the last one as `after`.
+        Filters: archived, type, status, owner, tag (see `services.views.list_memories`)."""
         return await views.list_memories(self._caller, **options)
+
+    @_after_logging
+    async def neighbourhood(self, memory_id: str, **options: Any) -> Neighbourhood:
+        """The memories within `hops` links of one memory, either way, as you may see them
+        (see `services.neighbourhood.neighbourhood`); nothing is logged."""
+        return await neighbourhood.neighbourhood(self._caller, memory_id, **options)
 
     @_after_logging
     async def access_log(self, memory_id: str, **options: Any) -> list[tuple[int, AccessRecord]]:
@@ -238,17 +254,29 @@ class Memory:
         """Counts and KPIs of what the scope can see."""
         return await views.stats(self._caller, scope=scope, show_path=show_path)
 
+    @_after_logging
+    async def maintenance_log(
+        self, kind: str = "reflection", *, limit: int = 20
+    ) -> list[MaintenanceRecord]:
+        """Your role's latest reflection passes (or fired intents, `kind="intent"`), newest
+        first."""
+        return await views.maintenance_log(self._caller, kind, limit=limit)
+
     # ------------------------------------------------------------------ prospective memory
 
     @_after_logging
-    async def todo(self, action: str = "list", **fields: Any) -> TodoResult:
-        """Add, list, close or reopen a todo."""
-        return await todos.todo(self._caller, action, **fields)
+    async def todo(self, action: str = "list", *, remind: bool = True, **fields: Any) -> TodoResult:
+        """Add, list, close or reopen a todo. With `remind=False` listing and closing fire no
+        due intent (a person looking is not the agent's turn); added content still cues."""
+        return await todos.todo(self._caller, action, remind=remind, **fields)
 
     @_after_logging
-    async def intent(self, action: str = "list", **fields: Any) -> IntentResult:
-        """Add, list, check or cancel an intent."""
-        return await intents.intent(self._caller, action, **fields)
+    async def intent(
+        self, action: str = "list", *, remind: bool = True, **fields: Any
+    ) -> IntentResult:
+        """Add, list, check or cancel an intent. With `remind=False` listing and cancelling fire
+        no due intent; `check` is refused (it is what fires them)."""
+        return await intents.intent(self._caller, action, remind=remind, **fields)
 
     # ------------------------------------------------------------------ consolidation
 

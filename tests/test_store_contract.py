@@ -14,6 +14,7 @@ import anyio
 import numpy as np
 import pytest
 
+from nooa_mcp.domain.prospective import todo_order
 from nooa_mcp.domain.schema import (
     AccessRecord,
     Channel,
@@ -295,6 +296,110 @@ async def test_listing_follows_scope_archive_type_status_and_cursor(store: Store
     assert other.id not in [m.id for m in await store.list_memories(instance)]
     assert await store.count_memories(CODER) == 4
     assert await store.count_memories(CODER, type="todo", status="open") == 1
+
+
+async def test_listing_filters_by_owner_and_by_tag_folding_ascii_case_only(store: Store) -> None:
+    """The console's filters run in the store, alike on both backends: a tag matches whatever
+    the case of its ASCII letters, other letters only as written; neither widens the scope."""
+    laptop = await put(store, "ops note", tags=["Deploy", "ops"])
+    desk = await put(store, "desk note", owner="coder@desk", tags=["deploy"])
+    shared = await put(store, "shared note", owner="", tags=["Été"])
+    hidden = await put(store, "hidden note", owner="writer@desk", tags=["deploy"])
+    await put(store, "untagged note")
+
+    async def ids(scope: Scope = CODER, **filters) -> list[str]:
+        return [m.id for m in await store.list_memories(scope, **filters)]
+
+    assert await ids(tag="DEPLOY") == [laptop.id, desk.id]
+    assert await ids(EVERYONE, tag="deploy") == [laptop.id, desk.id, hidden.id]
+    assert await ids(tag="deploy", after_seq=laptop.seq) == [desk.id]
+    assert await ids(tag="Été") == [shared.id]
+    assert await ids(tag="été") == []  # lower() folds ASCII only, on every backend
+    assert await ids(tag="ÉTÉ") == []
+    assert await ids(tag="dep") == []  # a whole tag, not a substring
+    assert await ids(owner="") == [shared.id]
+    assert await ids(owner="coder@desk") == [desk.id]
+    assert await ids(owner="writer@desk") == []  # outside the scope
+    assert await ids(owner="coder@laptop", tag="ops") == [laptop.id]
+    async with store.transaction():
+        await store.set_archived(laptop.id, True, T0)
+    assert await ids(tag="deploy") == [desk.id]
+    assert await ids(tag="deploy", archived=True) == [laptop.id]
+
+
+async def test_todo_rows_come_in_todo_order_inside_the_scope_and_the_limit(store: Store) -> None:
+    """The store orders todos as `domain.prospective.todo_order` does (open first, higher
+    importance, older first; ties in insertion order), so a listing loads only what it shows."""
+    spec = [
+        ("done", 9.0, 0),
+        ("open", 2.0, 3),
+        ("open", 8.0, 5),
+        ("dropped", 5.0, 1),
+        ("open", 8.0, 2),
+        ("open", 8.0, 2),
+        ("done", 1.0, 4),
+    ]
+    rows = [
+        await put(
+            store,
+            f"todo {i}",
+            type="todo",
+            status=status,
+            importance=importance,
+            created_at=T0 + timedelta(hours=hour),
+        )
+        for i, (status, importance, hour) in enumerate(spec)
+    ]
+    await put(store, "someone else's", owner="writer@desk", type="todo", importance=10.0)
+    gone = await put(store, "archived", type="todo", importance=10.0)
+    await put(store, "not a todo", importance=10.0)
+    async with store.transaction():
+        await store.set_archived(gone.id, True, T0)
+    expected = [
+        m.id for m in sorted(rows, key=lambda m: todo_order(m.status, m.importance, m.created_at))
+    ]
+    assert [m.id for m in await store.todo_rows(CODER, None, 50)] == expected
+    assert [m.id for m in await store.todo_rows(CODER, None, 3)] == expected[:3]
+    opened = [m.id for m in await store.todo_rows(CODER, "open", 50)]
+    assert opened == [rows[4].id, rows[5].id, rows[2].id, rows[1].id]
+    assert [m.id for m in await store.todo_rows(CODER, "done", 50)] == [rows[0].id, rows[6].id]
+    assert (await store.todo_rows(CODER, "dropped", 50))[0].content == "todo 3"
+
+
+async def test_links_of_follow_edges_both_ways_to_visible_ends_archived_or_not(
+    store: Store,
+) -> None:
+    hub = await put(store, "hub")
+    out = await put(store, "hub points here")
+    into = await put(store, "points at hub")
+    gone = await put(store, "archived, points at hub")
+    hidden = await put(store, "hidden, points at hub", owner="writer@desk")
+    far = await put(store, "two hops away")
+    async with store.transaction():
+        await store.add_edge(hub.id, out.id, EdgeType.refines, 0.7)
+        for src in (into, gone, hidden):
+            await store.add_edge(src.id, hub.id, EdgeType.related, 0.5)
+        await store.add_edge(out.id, far.id, EdgeType.related, 1.0)
+        await store.add_edge(into.id, out.id, EdgeType.supports, 0.3)
+        await store.set_archived(gone.id, True, T0)
+
+    def pairs(rows) -> list[tuple[str, str, str, float]]:
+        return sorted((e.src, e.dst, e.type, round(e.weight, 3)) for e in rows)
+
+    assert pairs(await store.links_of([hub.id], CODER)) == sorted(
+        [
+            (hub.id, out.id, "refines", 0.7),
+            (into.id, hub.id, "related", 0.5),
+            (gone.id, hub.id, "related", 0.5),
+        ]
+    )
+    assert (hidden.id, hub.id, "related", 0.5) in pairs(await store.links_of([hub.id], EVERYONE))
+    # An edge between two of the ids comes back once.
+    both = pairs(await store.links_of([hub.id, out.id, into.id], CODER))
+    assert both.count((into.id, out.id, "supports", 0.3)) == 1
+    assert (out.id, far.id, "related", 1.0) in both
+    assert await store.links_of([far.id, "no-such-id"], CODER) != []
+    assert await store.links_of([], CODER) == []
 
 
 async def test_context_rows_put_open_todos_first_and_skip_scratch_and_closed(store) -> None:

@@ -3,7 +3,7 @@
 Archiving records a tombstone (the content hash and embedding of what was archived, why and
 when). A later write of the same value (same hash, or cosine ≥ 0.95, same role) is blocked
 with the date and reason unless the author passes `revive=true`, which restores the original
-with its history.
+with its history; reviving by id restores a given memory the same way.
 """
 
 from __future__ import annotations
@@ -16,7 +16,13 @@ from ..domain.schema import now as utc_now
 from ..storage.base import Tombstone
 from .caller import Caller
 
-__all__ = ["TOMBSTONE_SIMILARITY", "archive", "blocked_or_revived", "tombstone_match"]
+__all__ = [
+    "TOMBSTONE_SIMILARITY",
+    "archive",
+    "blocked_or_revived",
+    "restore",
+    "tombstone_match",
+]
 
 TOMBSTONE_SIMILARITY = 0.95
 
@@ -71,14 +77,21 @@ async def blocked_or_revived(
             tombstone=info,
         )
     memory = await c.fetch(stone.memory_id)
+    await restore(c, memory)
+    c.index.mark_dirty()
+    return AuthorResult(id=memory.id, status="revived", similarity=info.similarity, tombstone=info)
+
+
+async def restore(c: Caller, memory: Memory) -> None:
+    """Inside an open transaction: un-archive the memory and lift its tombstones.
+
+    Reviving is the author writing the value again: a reinforcing access, history kept.
+    """
     now = utc_now()
     memory.archived = False
     await c.store.set_archived(memory.id, False, now)
     await c.store.lift_tombstones(memory.id, now)
-    # Reviving is the author writing the value again: a reinforcing access, history kept.
     access = c.access(Channel.reinforced, query="revive")
     c.apply(memory, access)
     await c.store.save(memory)
     await c.store.append_accesses([(memory.id, access)])
-    c.index.mark_dirty()
-    return AuthorResult(id=memory.id, status="revived", similarity=info.similarity, tombstone=info)

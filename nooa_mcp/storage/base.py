@@ -335,9 +335,15 @@ class Store(Protocol):
         archived: bool | None = False,
         type: str | None = None,
         status: str | None = None,
+        owner: str | None = None,
+        tag: str | None = None,
         after_seq: int | None = None,
         limit: int = 50,
-    ) -> list[Memory]: ...
+    ) -> list[Memory]:
+        """Memories inside `scope` in seq order after `after_seq`; `owner` keeps one owner's
+        rows, `tag` those carrying the tag (case folded for ASCII letters only, alike on every
+        backend)."""
+        ...
 
     async def count_memories(
         self, scope: Scope, *, type: str | None = None, status: str | None = None
@@ -346,6 +352,11 @@ class Store(Protocol):
     async def context_rows(self, scope: Scope, limit: int) -> list[Memory]:
         """Open todos first, then the most important and most recently used live memories
         (no scratch, no closed todos), for the context block."""
+        ...
+
+    async def todo_rows(self, scope: Scope, status: str | None, limit: int) -> list[Memory]:
+        """At most `limit` live todos inside `scope` (of one status, or any for None) in todo
+        order: open first, then higher importance, then older first (SPEC §9)."""
         ...
 
     async def intents(self, role: str) -> list[Memory]:
@@ -394,6 +405,11 @@ class Store(Protocol):
     async def successors(
         self, targets: Sequence[str], relations: Sequence[str], scope: Scope
     ) -> list[EdgeRow]: ...
+
+    async def links_of(self, ids: Sequence[str], scope: Scope) -> list[EdgeRow]:
+        """Edges with either end in `ids` whose other end is inside `scope`, archived or not
+        (a person looking at a neighbourhood sees what was forgotten); each edge once."""
+        ...
 
     async def edge_pairs(self, role: str | None, live_only: bool = True) -> list[EdgeRow]: ...
 

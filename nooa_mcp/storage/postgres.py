@@ -72,6 +72,7 @@ from .pg_search import (
 from .sqlite import (
     MIN_PREFIX,
     SCORING_COLUMNS,
+    TODO_ORDER,
     _access_from_row,
     _memory,
     _row_values,
@@ -627,7 +628,13 @@ class PostgresStore:
         return [(r["id"], r["title"], r["content"]) for r in rows]
 
     def _list_where(
-        self, scope: Scope, archived: bool | None, type: str | None, status: str | None
+        self,
+        scope: Scope,
+        archived: bool | None,
+        type: str | None,
+        status: str | None,
+        owner: str | None = None,
+        tag: str | None = None,
     ) -> tuple[list[str], dict[str, Any]]:
         where, params = scope_sql(scope, "")
         clauses = [where]
@@ -640,6 +647,16 @@ class PostgresStore:
         if status is not None:
             clauses.append("status = %(status)s")
             params["status"] = status
+        if owner is not None:
+            clauses.append("owner = %(owner)s")
+            params["owner"] = owner
+        if tag is not None:
+            # Under the C collation lower() folds ASCII only, as SQLite's lower() does.
+            clauses.append(
+                "EXISTS (SELECT 1 FROM jsonb_array_elements_text(tags) t "
+                'WHERE lower(t COLLATE "C") = lower(%(tag)s::text COLLATE "C"))'
+            )
+            params["tag"] = tag
         return clauses, params
 
     async def list_memories(
@@ -649,10 +666,12 @@ class PostgresStore:
         archived: bool | None = False,
         type: str | None = None,
         status: str | None = None,
+        owner: str | None = None,
+        tag: str | None = None,
         after_seq: int | None = None,
         limit: int = 50,
     ) -> list[Memory]:
-        clauses, params = self._list_where(scope, archived, type, status)
+        clauses, params = self._list_where(scope, archived, type, status, owner, tag)
         if after_seq is not None:
             clauses.append("seq > %(after)s")
             params["after"] = after_seq
@@ -683,6 +702,17 @@ class PostgresStore:
             "AND NOT (type = 'todo' AND status != 'open') "
             "ORDER BY (type = 'todo' AND status = 'open') DESC, importance DESC, "
             "last_accessed_at DESC, seq LIMIT %(limit)s",
+            {**params, "limit": limit},
+        )
+        order = [r["id"] for r in picked]
+        found = await self.fetch_many(order)
+        return [found[i] for i in order if i in found]
+
+    async def todo_rows(self, scope: Scope, status: str | None, limit: int) -> list[Memory]:
+        clauses, params = self._list_where(scope, False, "todo", status)
+        picked = await self._rows(
+            f"SELECT id FROM memories WHERE {' AND '.join(clauses)} "
+            f"ORDER BY {TODO_ORDER} LIMIT %(limit)s",
             {**params, "limit": limit},
         )
         order = [r["id"] for r in picked]
@@ -893,6 +923,17 @@ class PostgresStore:
             "WHERE e.dst = ANY(%(ids)s) AND e.type = ANY(%(rel)s::text[]) "
             f"AND NOT m.archived AND {where}",
             {**params, "ids": list(targets), "rel": list(relations)},
+        )
+        return [EdgeRow(r["src"], r["dst"], r["type"], r["weight"]) for r in rows]
+
+    async def links_of(self, ids: Sequence[str], scope: Scope) -> list[EdgeRow]:
+        where, params = scope_sql(scope)
+        rows = await self._rows(
+            "SELECT e.src, e.dst, e.type, e.weight FROM edges e JOIN memories m ON m.id = e.dst "
+            f"WHERE e.src = ANY(%(ids)s) AND {where} "
+            "UNION SELECT e.src, e.dst, e.type, e.weight FROM edges e "
+            f"JOIN memories m ON m.id = e.src WHERE e.dst = ANY(%(ids)s) AND {where}",
+            {**params, "ids": list(ids)},
         )
         return [EdgeRow(r["src"], r["dst"], r["type"], r["weight"]) for r in rows]
 

@@ -239,6 +239,13 @@ def scope_sql(scope: Scope, alias: str = "") -> tuple[str, list[Any]]:
     return f"({p}owner = '' OR {p}role IN ({','.join('?' * len(roles))}))", roles
 
 
+#: `domain.prospective.todo_order` in SQL (ties in insertion order); both backends use it.
+TODO_ORDER = (
+    "CASE coalesce(status, 'open') WHEN 'open' THEN 0 WHEN 'done' THEN 1 "
+    "WHEN 'dropped' THEN 2 ELSE 3 END, importance DESC, created_at, seq"
+)
+
+
 def _memory(row: sqlite3.Row) -> Memory:
     """A full `memories` row as the domain record."""
     trigger = row["trigger"]
@@ -866,6 +873,8 @@ class SQLiteStore:
         archived: bool | None,
         type: str | None,
         status: str | None,
+        owner: str | None = None,
+        tag: str | None = None,
     ) -> tuple[list[str], list[Any]]:
         where, params = scope_sql(scope)
         clauses = [where]
@@ -878,6 +887,13 @@ class SQLiteStore:
         if status is not None:
             clauses.append("status = ?")
             params.append(status)
+        if owner is not None:
+            clauses.append("owner = ?")
+            params.append(owner)
+        if tag is not None:
+            # lower() folds ASCII only, as PostgreSQL's does under the C collation.
+            clauses.append("EXISTS (SELECT 1 FROM json_each(tags) WHERE lower(value) = lower(?))")
+            params.append(tag)
         return clauses, params
 
     async def list_memories(
@@ -887,11 +903,13 @@ class SQLiteStore:
         archived: bool | None = False,
         type: str | None = None,
         status: str | None = None,
+        owner: str | None = None,
+        tag: str | None = None,
         after_seq: int | None = None,
         limit: int = 50,
     ) -> list[Memory]:
         """Memories in insertion order, for listings and exports (cursor = last seq)."""
-        clauses, params = self._list_where(scope, archived, type, status)
+        clauses, params = self._list_where(scope, archived, type, status, owner, tag)
         if after_seq is not None:
             clauses.append("seq > ?")
             params.append(after_seq)
@@ -923,6 +941,18 @@ class SQLiteStore:
             [*params, limit],
         )
         return [_memory(r) for r in rows]
+
+    async def todo_rows(self, scope: Scope, status: str | None, limit: int) -> list[Memory]:
+        """Live todos in todo order: open first, then by importance, then oldest first."""
+        clauses, params = self._list_where(scope, False, "todo", status)
+        # Order the narrow columns and fetch whole rows only for the ones kept.
+        picked = await self._rows(
+            f"SELECT id FROM memories WHERE {' AND '.join(clauses)} ORDER BY {TODO_ORDER} LIMIT ?",
+            [*params, limit],
+        )
+        order = [r["id"] for r in picked]
+        found = await self.fetch_many(order)
+        return [found[i] for i in order if i in found]
 
     async def intents(self, role: str) -> list[Memory]:
         rows = await self._rows(
@@ -1110,6 +1140,23 @@ class SQLiteStore:
             [*relations, *params],
         )
         return [EdgeRow(r["src"], r["dst"], r["type"], r["weight"]) for r in rows]
+
+    async def links_of(self, ids: Sequence[str], scope: Scope) -> list[EdgeRow]:
+        """Edges with either end in `ids` whose other end is inside `scope`, archived or not."""
+        where, params = scope_sql(scope, "m")
+        out: list[EdgeRow] = []
+        for chunk in _chunks(list(ids), 400):
+            marks = _marks(chunk)
+            rows = await self._rows(
+                "SELECT e.src, e.dst, e.type, e.weight FROM edges e "
+                f"JOIN memories m ON m.id = e.dst WHERE e.src IN ({marks}) AND {where} "
+                "UNION SELECT e.src, e.dst, e.type, e.weight FROM edges e "
+                f"JOIN memories m ON m.id = e.src WHERE e.dst IN ({marks}) AND {where}",
+                [*chunk, *params, *chunk, *params],
+            )
+            out += [EdgeRow(r["src"], r["dst"], r["type"], r["weight"]) for r in rows]
+        # An edge between two chunks comes back from both: keep it once.
+        return list({(e.src, e.dst, e.type): e for e in out}.values())
 
     async def edge_pairs(self, role: str | None, live_only: bool = True) -> list[EdgeRow]:
         """Edges leaving a role's memories (every role for None), by default only between
