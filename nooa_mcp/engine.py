@@ -34,6 +34,8 @@ __all__ = ["Engine", "RoleState", "text_of"]
 
 #: Cue embeddings kept per process (intents are few; a bound keeps a hostile store finite).
 CUE_CACHE = 4096
+#: Texts embedded together at most when calls arrive while the model is busy.
+EMBED_BATCH = 32
 #: Logging work queued behind replies; a caller that finds this many waiting waits for them.
 WRITE_BEHIND_LIMIT = 32
 
@@ -79,6 +81,8 @@ class Engine:
         self._behind_idle = asyncio.Event()
         self._behind_idle.set()
         self._writer: asyncio.Task[None] | None = None
+        self._embed_queue: list[tuple[list[str], asyncio.Future[np.ndarray]]] = []
+        self._embed_task: asyncio.Task[None] | None = None
 
     @classmethod
     @asynccontextmanager
@@ -135,9 +139,49 @@ class Engine:
         return True
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
-        vectors = await anyio.to_thread.run_sync(self.embedder.embed, list(texts))
+        """Embed `texts` in a worker thread.
+
+        Calls that arrive while an embedding runs share the next batch: one write per MCP
+        call from several clients (or one client with calls in flight) runs the model on
+        a batch, not once per call, and a lone call starts at once (issue 12).
+        """
+        texts = list(texts)
+        future: asyncio.Future[np.ndarray] = asyncio.get_running_loop().create_future()
+        self._embed_queue.append((texts, future))
+        if self._embed_task is None or self._embed_task.done():
+            self._embed_task = asyncio.get_running_loop().create_task(
+                self._embed_queued(), name="nooa embedding"
+            )
+        vectors = await future
         await self._ensure_model_matches()
         return vectors
+
+    async def _embed_queued(self) -> None:
+        """Embed what is queued, in batches of up to `EMBED_BATCH` texts, until none is left."""
+        while self._embed_queue:
+            batch, size = [], 0
+            while self._embed_queue and (not batch or size < EMBED_BATCH):
+                item = self._embed_queue.pop(0)
+                batch.append(item)
+                size += len(item[0])
+            await self._embed_batch(batch)
+
+    async def _embed_batch(self, batch: list[tuple[list[str], asyncio.Future]]) -> None:
+        joined = [text for texts, _ in batch for text in texts]
+        try:
+            vectors = await anyio.to_thread.run_sync(self.embedder.embed, joined)
+        except BaseException as exc:
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        start = 0
+        for texts, future in batch:
+            if not future.done():
+                future.set_result(vectors[start : start + len(texts)])
+            start += len(texts)
 
     async def query_vector(self, query: str) -> np.ndarray | None:
         """The query's embedding; while the model loads, wait for it (bounded).
