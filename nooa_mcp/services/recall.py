@@ -2,7 +2,9 @@
 
 Every returned memory gets an access record (query, score, rank, components) on its ring and in
 the stream; references are resolved for the reader's scope and `deref` is logged on memories
-they reach; intents cued by the query fire.
+they reach; intents cued by the query fire. The records are made while the call runs and
+written right after its reply (`Engine.after_reply`): the client waits for the ranking, not
+for the log, and every other verb waits for the log before it reads.
 """
 
 from __future__ import annotations
