@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from mcp import Client
-from tokenizers import Tokenizer
+from tokens_support import CLIENT_CAP, REPLY_BUDGET, real_tokens
 
 from nooa_mcp import InvalidInput, Memory
 from nooa_mcp.config import Settings
@@ -28,31 +28,9 @@ from nooa_mcp.services import provenance
 
 pytestmark = pytest.mark.anyio
 
-#: SPEC §12: "Every reply bounded (default ≤ 8k tokens, hard cap 25k)".
-REPLY_BUDGET = 8_000
-CLIENT_CAP = 25_000
-#: The weak line the recall reply draws (RecallSettings.weak_relevance; README "weak").
+#: The weak line the recall reply draws (RecallSettings.weak_relevance: rel 0.18 = λ·0.36).
 WEAK_LINE = 0.18
 LAMBDA = 0.5
-TOKENIZER = Path(__file__).resolve().parents[1] / "nooa_mcp" / "assets" / "minilm"
-
-
-def real_tokens(text: str) -> int:
-    """Tokens of `text` for the bundled all-MiniLM-L6-v2 WordPiece tokenizer (no truncation)."""
-    tok = _tokenizer()
-    return len(tok.encode(text, add_special_tokens=False).ids)
-
-
-_TOK: list[Tokenizer] = []
-
-
-def _tokenizer() -> Tokenizer:
-    if not _TOK:
-        tok = Tokenizer.from_file(str(TOKENIZER / "tokenizer.json"))
-        tok.no_truncation()
-        tok.no_padding()
-        _TOK.append(tok)
-    return _TOK[0]
 
 
 class TableEmbedder:
