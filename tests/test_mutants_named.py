@@ -111,15 +111,15 @@ async def test_a_forgotten_value_is_blocked_at_cosine_097_and_not_at_093(tmp_pat
     test only met cosine 1.0 (the hash embedder ignores punctuation).
     """
     query = "never asked"
-    cosines = {"Original": 1.0, "Reworded": 0.97, "Neighbour": 0.93}
+    # Lower-case keys: a capitalised word would count as a name, a value the texts differ in.
+    cosines = {"ochre": 1.0, "umber": 0.97, "sienna": 0.93}
     embedder = TableEmbedder(query, cosines)
-    # Rows on one axis pair: Original = e0 + 0·e1, others c·e0 + √(1−c²)·e_i, so
-    # cos(Original, X) = c exactly.
+    # ochre = e0, the others c·e0 + √(1−c²)·e_i, so cos(ochre, X) = c exactly.
     async with Memory.open(tmp_path / "m.sqlite", owner="a", embedder=embedder) as mem:
-        first = await mem.author("Original: the vault code is kept by Ines.")
+        first = await mem.author("ochre: the vault code is kept by the caretaker.")
         await mem.forget(first.id, reason="moved to the new vault")
-        close = await mem.author("Reworded: Ines keeps the code of the vault.")
-        apart = await mem.author("Neighbour: the vault door is painted green.")
+        close = await mem.author("umber: the caretaker keeps the code of the vault.")
+        apart = await mem.author("sienna: the vault door is painted green.")
     assert close.status == "blocked-by-tombstone"
     assert close.tombstone is not None and close.tombstone.similarity == pytest.approx(0.97, 1e-3)
     assert close.tombstone.reason == "moved to the new vault"
