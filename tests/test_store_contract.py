@@ -508,10 +508,25 @@ async def test_a_word_in_too_many_rows_generates_no_candidates(store: Store) -> 
     assert [r.content for r in rows] == ["common word and rare3"]
 
 
-async def test_queries_with_operators_and_quotes_never_raise(store: Store) -> None:
+async def test_queries_with_operators_and_quotes_match_words_and_never_raise(
+    store: Store,
+) -> None:
+    """Operators, quotes and column filters in user text are searched as plain words."""
+    await put(store, "he said hi near the start")
     await put(store, "plain words here")
-    for text in ['he said "hi', "NEAR(a b)", "a AND OR NOT b", "*", "col:umn", "'; DROP", ""]:
-        await store.candidates(text, CODER, limit=5)
+    expected = {
+        'he said "hi': ["he said hi near the start"],
+        "NEAR(a b)": ["he said hi near the start"],
+        "a AND OR NOT b": [],
+        "*": [],
+        "col:umn": [],
+        "words:plain": ["plain words here"],
+        "'; DROP": [],
+        "": [],
+    }
+    for text, contents in expected.items():
+        rows = await store.candidates(text, CODER, limit=5)
+        assert [r.content for r in rows] == contents, text
 
 
 async def test_scoring_rows_carry_what_scoring_needs(store: Store) -> None:
@@ -766,7 +781,7 @@ async def test_meta_values_are_set_read_and_locked(store: Store) -> None:
 
 async def test_a_failed_transaction_writes_nothing(store: Store) -> None:
     kept = await put(store, "kept")
-    with pytest.raises(RuntimeError):
+    with pytest.raises(RuntimeError, match="boom"):
         async with store.transaction():
             await store.insert(Memory(content="rolled back", owner="coder@laptop"), None)
             await store.set_archived(kept.id, True, T0)
