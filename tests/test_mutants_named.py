@@ -180,12 +180,6 @@ async def test_a_k50_recall_reply_drops_its_lowest_hits_to_fit_the_8k_budget(
     assert content["note"].count("left out to stay within the reply budget") == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="replies are sized at characters/4; in MiniLM WordPiece tokens this k=50 reply is "
-    "~10.5k (JSON ids, timestamps and punctuation run ~2 characters a token). Issue 15: the "
-    "lead decides whether replies are counted with a real tokenizer.",
-)
 async def test_a_k50_recall_reply_fits_the_8k_budget_in_real_tokens(tmp_path: Path) -> None:
     """The same reply counted with the bundled MiniLM tokenizer against SPEC §12's 8k."""
     text, structured, _ = await _k50_recall_of_long_memories(tmp_path)
