@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Literal
 
 import numpy as np
 
 from .forgetting import ForgettingPolicy, retention, should_prune
 from .scope import owner_role
+from .similarity import sweep
 
 __all__ = [
     "LINK_HIGH",
@@ -31,12 +32,17 @@ __all__ = [
     "Node",
     "PruneItem",
     "RescoreItem",
+    "Rows",
+    "links_from_pairs",
     "merged_fields",
+    "merges_from_pairs",
     "plan_links",
     "plan_merges",
     "plan_prune",
     "plan_rescore",
+    "prune_rows",
     "rescore",
+    "rescore_rows",
     "similar_pairs",
 ]
 
@@ -59,7 +65,7 @@ AUTHOR_FLOOR = 8.0
 RESCORE_CEILING = 7.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Node:
     """What planning needs to know of one memory; `row` indexes the vector matrix."""
 
@@ -118,6 +124,143 @@ class PruneItem:
     op: Literal["prune"] = "prune"
 
 
+@dataclass
+class Rows:
+    """A role's live memories as columns, in seq order: what planning reads of every row.
+
+    At 100k memories a list of `Node`s costs ~50 MB and seconds to build; these columns cost
+    ~10 MB. A `Node` is built only for the few rows a plan names (`node`).
+    """
+
+    seq: np.ndarray
+    ids: list[str]
+    type_code: np.ndarray
+    types: list[str]
+    owner_code: np.ndarray
+    owners: list[str]
+    status_code: np.ndarray
+    statuses: list[str | None]
+    created_at: np.ndarray
+    last_accessed_at: np.ndarray
+    importance: np.ndarray
+    authored_importance: np.ndarray
+    salience: np.ndarray
+    confidence: np.ndarray
+    strength: np.ndarray
+    reinforcement_count: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @classmethod
+    def from_records(cls, records: Iterable[Sequence]) -> Rows:
+        """Columns from records (seq, id, type, owner, status, importance, authored
+        importance or None, salience, confidence, strength, reinforcement count, created at,
+        last accessed at), times as epoch seconds."""
+        codes: list[dict] = [{}, {}, {}]
+        seq, ids, kinds, owners, statuses, numbers = [], [], [], [], [], []
+        for r in records:
+            seq.append(r[0])
+            ids.append(r[1])
+            kinds.append(codes[0].setdefault(r[2], len(codes[0])))
+            owners.append(codes[1].setdefault(r[3], len(codes[1])))
+            statuses.append(codes[2].setdefault(r[4], len(codes[2])))
+            authored = r[5] if r[6] is None else r[6]
+            numbers.append((r[5], authored, r[7], r[8], r[9], r[10], r[11], r[12]))
+        table = np.array(numbers, dtype=np.float64).reshape(len(ids), 8)
+        return cls(
+            seq=np.array(seq, dtype=np.int64),
+            ids=ids,
+            type_code=np.array(kinds, dtype=np.int32),
+            types=list(codes[0]),
+            owner_code=np.array(owners, dtype=np.int32),
+            owners=list(codes[1]),
+            status_code=np.array(statuses, dtype=np.int32),
+            statuses=list(codes[2]),
+            importance=table[:, 0].copy(),
+            authored_importance=table[:, 1].copy(),
+            salience=table[:, 2].copy(),
+            confidence=table[:, 3].copy(),
+            strength=table[:, 4].astype(np.int64),
+            reinforcement_count=table[:, 5].astype(np.int64),
+            created_at=table[:, 6].copy(),
+            last_accessed_at=table[:, 7].copy(),
+        )
+
+    @classmethod
+    def concat(cls, pages: Sequence[Rows]) -> Rows:
+        """One set of columns from pages read one after another (codes re-mapped)."""
+        if len(pages) == 1:
+            return pages[0]
+        out: dict = {"ids": [i for page in pages for i in page.ids]}
+        for name, codes in (("type", "types"), ("owner", "owners"), ("status", "statuses")):
+            merged: dict = {}
+            parts = []
+            for page in pages:
+                remap = np.array(
+                    [merged.setdefault(v, len(merged)) for v in getattr(page, codes)],
+                    dtype=np.int32,
+                )
+                part = getattr(page, f"{name}_code")
+                parts.append(remap[part] if part.size else part)
+            out[codes] = list(merged)
+            out[f"{name}_code"] = np.concatenate(parts) if parts else np.zeros(0, np.int32)
+        for name in (
+            "seq",
+            "created_at",
+            "last_accessed_at",
+            "importance",
+            "authored_importance",
+            "salience",
+            "confidence",
+            "strength",
+            "reinforcement_count",
+        ):
+            out[name] = np.concatenate([getattr(page, name) for page in pages])
+        return cls(**out)
+
+    def type_of(self, p: int) -> str:
+        return self.types[self.type_code[p]]
+
+    def status_of(self, p: int) -> str | None:
+        return self.statuses[self.status_code[p]]
+
+    def owner_of(self, p: int) -> str:
+        return self.owners[self.owner_code[p]]
+
+    def mask_types(self, names: Iterable[str], keep: bool = True) -> np.ndarray:
+        """Rows whose type is among `names` (or, with keep=False, is not)."""
+        table = np.array([t in set(names) for t in self.types] + [False], dtype=bool)
+        hit = table[self.type_code] if len(self.ids) else np.zeros(0, dtype=bool)
+        return hit if keep else ~hit
+
+    def role_codes(self) -> np.ndarray:
+        """A code per row for its owner's role (pairs never cross roles)."""
+        roles: dict[str, int] = {}
+        table = np.array(
+            [roles.setdefault(owner_role(o), len(roles)) for o in self.owners] + [0],
+            dtype=np.int32,
+        )
+        return table[self.owner_code] if len(self.ids) else np.zeros(0, dtype=np.int32)
+
+    def node(self, p: int, row: int = -1) -> Node:
+        return Node(
+            id=self.ids[p],
+            type=self.type_of(p),
+            owner=self.owner_of(p),
+            created_at=datetime.fromtimestamp(float(self.created_at[p]), UTC),
+            last_accessed_at=datetime.fromtimestamp(float(self.last_accessed_at[p]), UTC),
+            importance=float(self.importance[p]),
+            authored_importance=float(self.authored_importance[p]),
+            salience=float(self.salience[p]),
+            confidence=float(self.confidence[p]),
+            strength=int(self.strength[p]),
+            reinforcement_count=int(self.reinforcement_count[p]),
+            status=self.status_of(p),
+            row=row,
+        )
+
+
 # --------------------------------------------------------------------------- similarity
 
 
@@ -130,20 +273,17 @@ def similar_pairs(
 ) -> list[tuple[int, int, float]]:
     """Pairs (i, j, cos) of positions into `rows`, i < j, with low ≤ cos < high.
 
-    Computed block by block so memory stays O(block·n) for a large role.
+    Computed block by block (`block` rows at a time) so memory stays O(block·n).
     """
     if len(rows) < 2:
         return []
-    mat = np.asarray(vectors[np.asarray(rows)], dtype=np.float32)
-    out: list[tuple[int, int, float]] = []
-    for start in range(0, len(rows), block):
-        sims = mat[start : start + block] @ mat.T
-        hits = np.argwhere((sims >= low) & (sims < high))
-        for bi, j in hits:
-            i = start + int(bi)
-            if i < j:
-                out.append((i, int(j), float(sims[bi, j])))
-    return out
+    found = sweep(
+        vectors, np.asarray(rows), low, cap=len(rows), cells=max(block, 1) * len(rows)
+    ).pairs
+    keep = found.cos < high
+    return sorted(
+        zip(found.p[keep].tolist(), found.q[keep].tolist(), found.cos[keep].tolist(), strict=True)
+    )
 
 
 def _groups(nodes: Iterable[Node], key) -> dict[tuple, list[Node]]:
@@ -151,6 +291,33 @@ def _groups(nodes: Iterable[Node], key) -> dict[tuple, list[Node]]:
     for node in nodes:
         groups[key(node)].append(node)
     return groups
+
+
+def _mergeable(n: Node) -> bool:
+    return not n.archived and n.type not in UNMERGED_TYPES
+
+
+def _linkable(n: Node) -> bool:
+    return not n.archived and n.type not in UNLINKED_TYPES
+
+
+def _merge_group(n: Node) -> tuple[str, str, str]:
+    return (n.role, n.type, n.status or "")
+
+
+def _pairs_within(
+    nodes: Sequence[Node], vectors: np.ndarray, keep, group, low: float
+) -> list[tuple[int, int, float]]:
+    """Pairs (i, j, cos) of indexes into `nodes` among those `keep` accepts, inside a group."""
+    chosen = [i for i, n in enumerate(nodes) if keep(n)]
+    if len(chosen) < 2:
+        return []
+    codes: dict = {}
+    groups = np.array([codes.setdefault(group(nodes[i]), len(codes)) for i in chosen])
+    found = sweep(
+        vectors, np.array([nodes[i].row for i in chosen]), low, groups=groups, cap=len(chosen)
+    ).pairs
+    return [(chosen[p], chosen[q], cos) for p, q, cos in found]
 
 
 # --------------------------------------------------------------------------- merge
@@ -170,22 +337,44 @@ def plan_merges(
     yields the rest of the same plan. Pairs in `exclude` (a memory and what it refines,
     contradicts or was derived from) are versions, not duplicates, and are never merged.
     """
+    pairs = _pairs_within(nodes, vectors, _mergeable, _merge_group, threshold)
+    return merges_from_pairs(nodes, pairs, threshold, exclude)
+
+
+def merges_from_pairs(
+    nodes: Sequence[Node],
+    pairs: Iterable[tuple[int, int, float]],
+    threshold: float = MERGE_SIMILARITY,
+    exclude: set[frozenset[str]] | None = None,
+) -> list[MergeItem]:
+    """`plan_merges` over pairs already found: (i, j, cos) index `nodes` (either order).
+
+    A pair outside one merge group, below the threshold or with an unmergeable end is
+    ignored, so any superset of the relevant pairs gives the same plan.
+    """
     exclude = exclude or set()
-    live = [n for n in nodes if not n.archived and n.type not in UNMERGED_TYPES]
+    near: dict[int, list[tuple[int, float]]] = defaultdict(list)
+    for i, j, cos in pairs:
+        a, b = nodes[i], nodes[j]
+        if cos < threshold or not (_mergeable(a) and _mergeable(b)):
+            continue
+        if _merge_group(a) != _merge_group(b):
+            continue
+        if (b.created_at, b.id) < (a.created_at, a.id):
+            i, j = j, i
+        near[i].append((j, cos))
+    involved = set(near) | {j for hits in near.values() for j, _ in hits}
+    age = {i: (_merge_group(nodes[i]), nodes[i].created_at, nodes[i].id) for i in involved}
+    taken: set[int] = set()
     items: list[MergeItem] = []
-    for _, group in sorted(_groups(live, lambda n: (n.role, n.type, n.status or "")).items()):
-        group.sort(key=lambda n: (n.created_at, n.id))
-        near: dict[int, list[tuple[int, float]]] = defaultdict(list)
-        for i, j, cos in similar_pairs(vectors, [n.row for n in group], threshold):
-            near[i].append((j, cos))
-        taken: set[int] = set()
-        for i, anchor in enumerate(group):
-            if i in taken:
-                continue
-            for j, cos in sorted(near.get(i, [])):
-                if j not in taken and frozenset((anchor.id, group[j].id)) not in exclude:
-                    taken.add(j)
-                    items.append(MergeItem(anchor.id, group[j].id, cos))
+    for i in sorted(near, key=age.__getitem__):
+        if i in taken:
+            continue
+        anchor = nodes[i]
+        for j, cos in sorted(near[i], key=lambda h: (age[h[0]], h[1])):
+            if j not in taken and frozenset((anchor.id, nodes[j].id)) not in exclude:
+                taken.add(j)
+                items.append(MergeItem(anchor.id, nodes[j].id, cos))
     return items
 
 
@@ -223,23 +412,42 @@ def plan_links(
             makes a resumed pass add exactly what an uninterrupted one would have.
     """
     related = related or {}
+    pairs = _pairs_within(nodes, vectors, _linkable, lambda n: n.role, low)
+    degree = {ident: len(others) for ident, others in related.items()}
+    return links_from_pairs(nodes, pairs, degree, linked, low, high, max_links)
+
+
+def links_from_pairs(
+    nodes: Sequence[Node],
+    pairs: Iterable[tuple[int, int, float]],
+    degree: Mapping[str, int] | None = None,
+    linked: set[frozenset[str]] | None = None,
+    low: float = LINK_LOW,
+    high: float = LINK_HIGH,
+    max_links: int = MAX_NEW_LINKS,
+) -> list[LinkItem]:
+    """`plan_links` over pairs already found: (i, j, cos) index `nodes`.
+
+    Args:
+        degree: memory id → how many `related` neighbours it already has.
+    """
+    degree = dict(degree or {})
     linked = linked or set()
-    live = [n for n in nodes if not n.archived and n.type not in UNLINKED_TYPES]
     candidates: list[tuple[float, str, str]] = []
-    for _, group in sorted(_groups(live, lambda n: (n.role,)).items()):
-        group.sort(key=lambda n: n.id)
-        for i, j, cos in similar_pairs(vectors, [n.row for n in group], low, high):
-            a, b = group[i].id, group[j].id
-            if frozenset((a, b)) not in linked:
-                candidates.append((cos, a, b))
+    for i, j, cos in pairs:
+        a, b = nodes[i], nodes[j]
+        if not (low <= cos < high) or not (_linkable(a) and _linkable(b)) or a.role != b.role:
+            continue
+        x, y = sorted((a.id, b.id))
+        if frozenset((x, y)) not in linked:
+            candidates.append((cos, x, y))
     candidates.sort(key=lambda c: (-c[0], c[1], c[2]))
-    degree = {n.id: len(related.get(n.id, ())) for n in live}
     items: list[LinkItem] = []
     for cos, a, b in candidates:
-        if degree[a] >= max_links or degree[b] >= max_links:
+        if degree.get(a, 0) >= max_links or degree.get(b, 0) >= max_links:
             continue
-        degree[a] += 1
-        degree[b] += 1
+        degree[a] = degree.get(a, 0) + 1
+        degree[b] = degree.get(b, 0) + 1
         items.append(LinkItem(a, b, round(cos, 4)))
     return items
 
@@ -308,3 +516,37 @@ def plan_prune(
     ]
     items.sort(key=lambda p: (p.retention, p.id))
     return items
+
+
+def rescore_rows(rows: Rows) -> list[RescoreItem]:
+    """`plan_rescore` over columns: `rescore` runs once per distinct (authored, salience,
+    repeats), not once per row."""
+    if not len(rows):
+        return []
+    keys = np.stack([rows.authored_importance, rows.salience, rows.reinforcement_count], axis=1)
+    distinct, back = np.unique(keys, axis=0, return_inverse=True)
+    values = np.array([rescore(float(a), float(s), int(r)) for a, s, r in distinct])
+    new = values[back.reshape(-1)]
+    return [
+        RescoreItem(rows.ids[p], float(rows.importance[p]), float(new[p]))
+        for p in np.flatnonzero(np.abs(new - rows.importance) > 1e-9).tolist()
+    ]
+
+
+def prune_rows(
+    rows: Rows, now: datetime, policy: ForgettingPolicy | None = None
+) -> list[PruneItem]:
+    """`plan_prune` over columns: numpy finds the few rows that may qualify (with a margin),
+    and the prune rule itself decides on each of them."""
+    policy = policy or ForgettingPolicy()
+    if not len(rows):
+        return []
+    at = now.timestamp()
+    stability = policy.tau_hours * (1.0 + np.log1p(np.maximum(rows.strength, 0)))
+    idle_hours = np.maximum(at - rows.last_accessed_at, 0.0) / 3600.0
+    suspects = (idle_hours / stability) > (math.log(1.0 / policy.prune_below) * (1 - 1e-9))
+    suspects &= (at - rows.created_at) >= policy.min_age_hours * 3600 - 1.0
+    suspects &= rows.importance < policy.protected_importance + 1e-9
+    suspects &= rows.mask_types(policy.protected_types, keep=False)
+    candidates = [rows.node(p) for p in np.flatnonzero(suspects).tolist()]
+    return plan_prune(candidates, now, policy)

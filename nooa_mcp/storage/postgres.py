@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from ..domain.reflection import Node
+from ..domain.reflection import Node, Rows
 from ..domain.schema import AccessRecord, Edge, EdgeType, Memory
 from ..domain.scope import Scope
 from ..domain.text import fts_terms
@@ -48,6 +48,7 @@ from .base import (
     DUMP_JSON,
     DUMP_KEYS,
     DUMP_TABLES,
+    REFLECTION_COLUMNS,
     Counts,
     EdgeRow,
     KpiRaw,
@@ -910,6 +911,15 @@ class PostgresStore:
         )
         return [EdgeRow(r["src"], r["dst"], r["type"], r["weight"]) for r in rows]
 
+    async def edges_touching(self, ids: Sequence[str]) -> list[EdgeRow]:
+        """Edges with `src` or `dst` among `ids` (each once), through both edge indexes."""
+        rows = await self._rows(
+            "SELECT src, dst, type, weight FROM edges WHERE src = ANY(%(ids)s) "
+            "UNION SELECT src, dst, type, weight FROM edges WHERE dst = ANY(%(ids)s)",
+            {"ids": list(dict.fromkeys(ids))},
+        )
+        return [EdgeRow(r["src"], r["dst"], r["type"], r["weight"]) for r in rows]
+
     async def copy_edges(self, src: str, dst: str) -> int:
         return await self._exec(
             "INSERT INTO edges(src, dst, type, weight, created_at) "
@@ -1098,6 +1108,16 @@ class PostgresStore:
                 )
             )
         return nodes, vectors
+
+    async def reflection_rows(self, role: str | None, after: int, limit: int) -> Rows:
+        """A page of live rows (seq above `after`) as columns, no vectors."""
+        where = "role = %(role)s" if role is not None else "true"
+        rows = await self._rows(
+            f"SELECT {REFLECTION_COLUMNS} FROM memories "
+            f"WHERE NOT archived AND {where} AND seq > %(after)s ORDER BY seq LIMIT %(limit)s",
+            {"role": role, "after": after, "limit": limit},
+        )
+        return Rows.from_records(tuple(r.values()) for r in rows)
 
     # ------------------------------------------------------------------ statistics
 
