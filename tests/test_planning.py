@@ -20,6 +20,7 @@ import pytest
 from nooa_mcp import Memory, Settings
 from nooa_mcp.domain.schema import now as utc_now
 from nooa_mcp.embeddings import HashEmbedder
+from nooa_mcp.errors import StoreUnavailable
 from nooa_mcp.memory import maintain
 from nooa_mcp.services.planning import Record, record_key
 
@@ -210,3 +211,17 @@ async def test_the_pass_every_n_writes_compares_only_those_writes(store_path):
         report = mem.engine.role_state(mem.role).last_report
         assert (report.trigger, report.sweep, report.changed) == ("after-writes", "changed", 3)
         assert report.compared == 3 * (PAIRED + 3)
+
+
+async def test_a_store_failure_during_a_pass_reaches_the_caller_as_it_is(store_path, monkeypatch):
+    """The lease is renewed beside the pass; an error of the pass is not wrapped in a group."""
+    async with opened(store_path) as mem:
+
+        async def gone(*args, **kwargs):
+            raise StoreUnavailable("memory.sqlite", "the file was deleted.")
+
+        monkeypatch.setattr(mem.engine.store, "reflection_rows", gone)
+        with pytest.raises(StoreUnavailable, match="deleted"):
+            await mem.reflect(now=NOW)
+        monkeypatch.undo()
+        assert (await mem.reflect(now=NOW)).status == "completed"  # the lease was released

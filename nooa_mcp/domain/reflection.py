@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
@@ -33,7 +33,9 @@ __all__ = [
     "PruneItem",
     "RescoreItem",
     "Rows",
-    "links_from_pairs",
+    "id_ranks",
+    "link_item",
+    "links_greedy",
     "merged_fields",
     "merges_from_pairs",
     "plan_links",
@@ -412,44 +414,62 @@ def plan_links(
             makes a resumed pass add exactly what an uninterrupted one would have.
     """
     related = related or {}
-    pairs = _pairs_within(nodes, vectors, _linkable, lambda n: n.role, low)
-    degree = {ident: len(others) for ident, others in related.items()}
-    return links_from_pairs(nodes, pairs, degree, linked, low, high, max_links)
-
-
-def links_from_pairs(
-    nodes: Sequence[Node],
-    pairs: Iterable[tuple[int, int, float]],
-    degree: Mapping[str, int] | None = None,
-    linked: set[frozenset[str]] | None = None,
-    low: float = LINK_LOW,
-    high: float = LINK_HIGH,
-    max_links: int = MAX_NEW_LINKS,
-) -> list[LinkItem]:
-    """`plan_links` over pairs already found: (i, j, cos) index `nodes`.
-
-    Args:
-        degree: memory id → how many `related` neighbours it already has.
-    """
-    degree = dict(degree or {})
     linked = linked or set()
-    candidates: list[tuple[float, str, str]] = []
-    for i, j, cos in pairs:
-        a, b = nodes[i], nodes[j]
-        if not (low <= cos < high) or not (_linkable(a) and _linkable(b)) or a.role != b.role:
+    pairs = [
+        (i, j, cos)
+        for i, j, cos in _pairs_within(nodes, vectors, _linkable, lambda n: n.role, low)
+        if cos < high and frozenset((nodes[i].id, nodes[j].id)) not in linked
+    ]
+    if not pairs:
+        return []
+    a, b, cos = (np.array(col) for col in zip(*pairs, strict=True))
+    rank = id_ranks([n.id for n in nodes])
+    degree = np.array([len(related.get(n.id, ())) for n in nodes], dtype=np.int64)
+    chosen = links_greedy(a, b, cos.astype(np.float32), rank, degree, max_links)
+    return [link_item(nodes[a[k]].id, nodes[b[k]].id, float(cos[k])) for k in chosen.tolist()]
+
+
+def id_ranks(ids: Sequence[str]) -> np.ndarray:
+    """Each id's rank in sorted order (the tie-break of equal cosines)."""
+    order = np.argsort(np.array(ids, dtype=object), kind="stable")
+    rank = np.empty(len(ids), dtype=np.int64)
+    rank[order] = np.arange(len(ids))
+    return rank
+
+
+def link_item(x: str, y: str, cos: float) -> LinkItem:
+    a, b = sorted((x, y))
+    return LinkItem(a, b, round(cos, 4))
+
+
+def links_greedy(
+    a: np.ndarray,
+    b: np.ndarray,
+    cos: np.ndarray,
+    rank: np.ndarray,
+    degree: np.ndarray,
+    max_links: int = MAX_NEW_LINKS,
+) -> np.ndarray:
+    """Which candidate pairs (a[k], b[k]) get a link: strongest first (equal cosines by the two
+    ids, smaller first), each while both ends have fewer than `max_links` related neighbours
+    (`degree` per node: the existing ones, then the planned ones). Returns indexes into the
+    candidates, in that order. Arrays, not objects: a full pass over 100k memories has
+    hundreds of thousands of candidates."""
+    if a.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    lo, hi = np.minimum(rank[a], rank[b]), np.maximum(rank[a], rank[b])
+    order = np.lexsort((hi, lo, -cos.astype(np.float64)))
+    deg = degree.tolist()
+    ends_a, ends_b = a.tolist(), b.tolist()
+    chosen = []
+    for k in order.tolist():
+        x, y = ends_a[k], ends_b[k]
+        if deg[x] >= max_links or deg[y] >= max_links:
             continue
-        x, y = sorted((a.id, b.id))
-        if frozenset((x, y)) not in linked:
-            candidates.append((cos, x, y))
-    candidates.sort(key=lambda c: (-c[0], c[1], c[2]))
-    items: list[LinkItem] = []
-    for cos, a, b in candidates:
-        if degree.get(a, 0) >= max_links or degree.get(b, 0) >= max_links:
-            continue
-        degree[a] = degree.get(a, 0) + 1
-        degree[b] = degree.get(b, 0) + 1
-        items.append(LinkItem(a, b, round(cos, 4)))
-    return items
+        deg[x] += 1
+        deg[y] += 1
+        chosen.append(k)
+    return np.array(chosen, dtype=np.int64)
 
 
 # --------------------------------------------------------------------------- rescore

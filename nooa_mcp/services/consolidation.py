@@ -2,10 +2,13 @@
 
 A pass runs merge → reconcile → link → rescore → abstract → prune. Each item is committed on
 its own, re-reading what it changes, so a pass can be stopped between items and a later pass
-converges to the same store. One pass per role runs at a time across processes: a lease per
-role in the store, renewed with every item. A lease whose holder process is gone (same host,
-pid not alive) is taken over at once, so a killed pass never blocks the role for long, and one
-role's pass never blocks another's.
+converges to the same store, and the store's write lock is never held for more than an item.
+What a pass plans over — the rows, their vectors, the similar pairs, and only the pairs that
+touch what changed since the last completed pass — is `planning.Planner`'s business. One pass
+per role runs at a time across processes: a lease per role in the store, renewed beside the
+pass while it runs. A lease whose holder process is gone (same host, pid not alive) is taken
+over at once, so a killed pass never blocks the role for long, and one role's pass never
+blocks another's.
 """
 
 from __future__ import annotations
@@ -45,7 +48,9 @@ from ..domain.reflection import (
     UNMERGED_TYPES,
     Node,
     Rows,
-    links_from_pairs,
+    id_ranks,
+    link_item,
+    links_greedy,
     merged_fields,
     merges_from_pairs,
     prune_rows,
@@ -142,12 +147,18 @@ async def reflect(
         report.status = "interrupted"
         try:
             pass_ = _Pass(c, report, sampler, progress, now)
+            failed: Exception | None = None
             async with anyio.create_task_group() as tg:
-                # A full sweep of a large role plans for minutes without applying an item
-                # (which renews the lease): keep the lease alive meanwhile.
+                # A full sweep of a large role plans for minutes: the lease is renewed beside
+                # the pass, not by its items.
                 tg.start_soon(_keep_lease, c)
-                await pass_.run([s for s in REFLECTION_STEPS if s in wanted])
+                try:
+                    await pass_.run([s for s in REFLECTION_STEPS if s in wanted])
+                except Exception as exc:  # re-raised as it is, not in an exception group
+                    failed = exc
                 tg.cancel_scope.cancel()
+            if failed is not None:
+                raise failed
             async with c.store.transaction():
                 await pass_.planner.commit(pass_.unsettled)
             report.status = "completed"
@@ -189,10 +200,14 @@ async def _write_lease(c: Caller) -> None:
 
 
 async def _keep_lease(c: Caller) -> None:
+    """Renew the lease while a pass runs (a failed renewal is retried; the pass goes on)."""
     while True:
         await anyio.sleep(LEASE_SECONDS / 5)
-        async with c.store.transaction():
-            await _write_lease(c)
+        try:
+            async with c.store.transaction():
+                await _write_lease(c)
+        except Exception:
+            logger.warning("renewing the reflection lease of %r failed", c.role, exc_info=True)
 
 
 async def _release_lease(c: Caller) -> None:
@@ -327,26 +342,26 @@ class _Pass:
             rows.status_code[a] == rows.status_code[b]
         )
         same &= rows.mask_types(UNMERGED_TYPES, keep=False)[a]
-        # Off the event loop: a full plan can name most of a large role.
-        nodes, pairs, keys = await anyio.to_thread.run_sync(
-            _local, rows, a[same], b[same], cos[same]
-        )
-        facts = await edges_around(self.c, [n.id for n in nodes], keys)
-        exclude = {k for k, types in facts.joined.items() if types & SUPERSEDING_OR_DERIVED}
-        return await anyio.to_thread.run_sync(
-            functools.partial(merges_from_pairs, nodes, pairs, exclude=exclude)
-        )
+        a, b, cos = a[same], b[same], cos[same]
+        # A memory and what it refines, contradicts or was derived from are versions.
+        ends = np.unique(np.concatenate([a, b]))
+        facts = await edges_around(self.c, rows, ends, SUPERSEDING_OR_DERIVED)
+        keep = ~facts.joins(a, b, len(rows))
+        # Off the event loop: a full plan can name much of a large role.
+        return await anyio.to_thread.run_sync(_merge_items, rows, a[keep], b[keep], cos[keep])
 
     async def _link_plan(self, rows: Rows) -> list[Any]:
         await self.planner.extend(rows)
         a, b, cos = self.planner.pairs(rows, LINK_LOW, LINK_HIGH)
-        nodes, pairs, keys = await anyio.to_thread.run_sync(_local, rows, a, b, cos)
+        ends = np.unique(np.concatenate([a, b]))
         # The link budget counts related edges to archived memories too, so pruning after
         # linking frees no budget and a second pass adds nothing.
-        facts = await edges_around(self.c, [n.id for n in nodes], keys)
-        return await anyio.to_thread.run_sync(
-            links_from_pairs, nodes, pairs, facts.related, set(facts.joined)
-        )
+        facts = await edges_around(self.c, rows, ends)
+        keep = ~facts.joins(a, b, len(rows))
+        a, b, cos = a[keep], b[keep], cos[keep]
+        rank = await anyio.to_thread.run_sync(id_ranks, rows.ids)
+        chosen = await anyio.to_thread.run_sync(links_greedy, a, b, cos, rank, facts.related)
+        return [link_item(rows.ids[a[k]], rows.ids[b[k]], float(cos[k])) for k in chosen.tolist()]
 
     async def _reconcile_plan(self, rows: Rows) -> list[list[Node]]:
         hood = await self.planner.neighbours(rows)
@@ -568,18 +583,12 @@ class _Pass:
         return f"{len(insights)} reflections from {len(episodes)} episodes"
 
 
-def _local(
-    rows: Rows, a: np.ndarray, b: np.ndarray, cos: np.ndarray
-) -> tuple[list[Node], list[tuple[int, int, float]], set[frozenset[str]]]:
-    """Nodes for the rows pairs name (only those), the pairs as indexes into them, and the
-    pairs as id pairs (to look up the edges between them)."""
+def _merge_items(rows: Rows, a: np.ndarray, b: np.ndarray, cos: np.ndarray) -> list[Any]:
+    """`merges_from_pairs` over the nodes these pairs name (only those are built)."""
     ends = np.unique(np.concatenate([a, b]))
     nodes = [rows.node(p) for p in ends.tolist()]
     ia, ib = np.searchsorted(ends, a).tolist(), np.searchsorted(ends, b).tolist()
-    keys = {
-        frozenset((rows.ids[x], rows.ids[y])) for x, y in zip(a.tolist(), b.tolist(), strict=True)
-    }
-    return nodes, list(zip(ia, ib, cos.tolist(), strict=True)), keys
+    return merges_from_pairs(nodes, zip(ia, ib, cos.tolist(), strict=True))
 
 
 def _node(m: Memory) -> Node:

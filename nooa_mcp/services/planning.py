@@ -26,7 +26,7 @@ import functools
 import json
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import anyio.to_thread
 import numpy as np
@@ -34,7 +34,6 @@ import numpy as np
 from ..domain.generative import CLUSTER_SIMILARITY, RECONCILED_TYPES, cluster_reach
 from ..domain.reflection import LINK_HIGH, LINK_LOW, MERGE_SIMILARITY, Rows
 from ..domain.similarity import ROW_CAP, Sweep, sweep
-from ..storage.base import EdgeRow
 from .caller import Caller
 
 __all__ = [
@@ -176,36 +175,53 @@ def fingerprints(
 
 @dataclass
 class EdgeFacts:
-    """What pair planning needs of the edges around some memories."""
+    """What pair planning needs of the edges around some rows (positions into `Rows`)."""
 
-    #: id → distinct ids it shares a `related` edge with (either direction, archived too).
-    related: dict[str, int] = field(default_factory=dict)
-    #: pairs joined by an edge, by type.
-    joined: dict[frozenset[str], set[str]] = field(default_factory=dict)
+    #: Per position asked about: how many distinct memories it shares a `related` edge with
+    #: (either direction, archived ones too: pruning frees no link budget).
+    related: np.ndarray
+    #: Pairs of positions joined by an edge of a wanted type, as lo·n + hi, sorted.
+    joined: np.ndarray
+
+    def joins(self, a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
+        """Whether each pair (a[k], b[k]) is joined."""
+        keys = np.minimum(a, b) * n + np.maximum(a, b)
+        return np.isin(keys, self.joined)
 
 
-async def edges_around(c: Caller, ids: Sequence[str], pairs: set[frozenset[str]]) -> EdgeFacts:
-    """The related-edge count of each of `ids`, and which of `pairs` an edge joins already.
+async def edges_around(
+    c: Caller, rows: Rows, positions: np.ndarray, types: frozenset[str] | None = None
+) -> EdgeFacts:
+    """The edges around the rows at `positions`: related-neighbour counts, and which pairs
+    among them an edge (of one of `types`; None: any) joins already.
 
-    Read a chunk of ids at a time, so a plan over a whole role never holds all its edges.
+    Read a chunk of rows at a time and kept as integers, so a plan over a whole role never
+    holds its edges as objects.
     """
-    facts = EdgeFacts()
-    wanted = set(ids)
+    n = len(rows)
+    related = np.zeros(n, dtype=np.int64)
+    ids = [rows.ids[p] for p in positions.tolist()]
+    pos_of = dict(zip(ids, positions.tolist(), strict=True))
+    joined: list[np.ndarray] = []
     for start in range(0, len(ids), EDGE_CHUNK):
         chunk = ids[start : start + EDGE_CHUNK]
-        neighbours: dict[str, set[str]] = {}
-        rows: list[EdgeRow] = await c.store.edges_touching(chunk)
-        for e in rows:
+        neighbours: dict[int, set[str]] = {}
+        keys = []
+        for e in await c.store.edges_touching(chunk):
+            src, dst = pos_of.get(e.src), pos_of.get(e.dst)
             if e.type == "related":
-                neighbours.setdefault(e.src, set()).add(e.dst)
-                neighbours.setdefault(e.dst, set()).add(e.src)
-            key = frozenset((e.src, e.dst))
-            if key in pairs:
-                facts.joined.setdefault(key, set()).add(e.type)
-        for ident in chunk:
-            if ident in wanted and ident in neighbours:
-                facts.related[ident] = len(neighbours[ident])
-    return facts
+                if src is not None:
+                    neighbours.setdefault(src, set()).add(e.dst)
+                if dst is not None:
+                    neighbours.setdefault(dst, set()).add(e.src)
+            if src is not None and dst is not None and (types is None or e.type in types):
+                keys.append(min(src, dst) * n + max(src, dst))
+        for p, others in neighbours.items():
+            related[p] = len(others)
+        joined.append(np.array(keys, dtype=np.int64))
+    return EdgeFacts(
+        related, np.unique(np.concatenate(joined)) if joined else np.zeros(0, np.int64)
+    )
 
 
 @dataclass(frozen=True)
