@@ -20,6 +20,15 @@ hash embedder (token overlap, not meaning) and says so in the table.
 Prints per pass the median time, the sweep kind, the memories compared against the role and
 the pairs that took, what each step applied; then the peak RSS (VmHWM) of the process and the
 load average. Each pass also reports its planning time (start of the pass to its first item).
+
+`--mcp W` then drives the real `nooa-mcp` process over stdio on a copy of the store the passes
+left, the way a client does: W writes, one per `memory_author` call, with the server's own pass
+every 200 writes; it reports the write rate per window of 200, the passes the server ran (from
+its maintenance log) and the server's RSS and peak RSS. With `--embedder hash` the stored
+vectors (and the last pass's record) are labelled as MiniLM's so the server does not re-embed
+the store (hours here); the new writes get MiniLM vectors, which do not pair with hash
+vectors, so pair counts between new and old memories are not realistic there — the costs
+(k×n sweeps, memory) are.
 """
 
 from __future__ import annotations
@@ -51,6 +60,9 @@ from nooa_mcp.memory import Memory
 
 OWNER = "bench@reflect"
 WRITES = 200
+#: The fill dates memories over the 90 days before this; passes judge pruning at it, so no
+#: memory is old enough to be pruned (a copy driven over MCP is moved to the present).
+FILL_END = datetime(2026, 4, 1, tzinfo=UTC)
 
 
 def peak_rss_mb() -> float:
@@ -102,7 +114,7 @@ class Vectors:
 
 async def insert(mem: Memory, all_texts: list[str], vectors: Vectors, start: int, stop: int):
     """Rows start…stop of the workload, through Store.insert, in transactions of 1000."""
-    first = datetime(2026, 1, 1, tzinfo=UTC)
+    first = FILL_END - timedelta(days=90)
     step = timedelta(days=90) / max(len(all_texts), 1)
     store = mem.engine.store
     for lo in range(start, stop, 1000):
@@ -127,8 +139,7 @@ async def timed_pass(mem: Memory) -> dict:
         if not first_item:
             first_item.append(time.perf_counter() - started)
 
-    # Pruning judged at the fill's end, so no LoCoMo turn is old enough to go.
-    report = await mem.reflect(progress=progress, now=datetime(2026, 4, 1, tzinfo=UTC))
+    report = await mem.reflect(progress=progress, now=FILL_END)
     seconds = time.perf_counter() - started
     return {
         "seconds": seconds,
@@ -172,6 +183,113 @@ async def one_size(size: int, kind: str, cache: Path | None, repeat: int, root: 
     return out
 
 
+async def through_mcp(size: int, kind: str, root: Path, writes: int, command: str) -> dict:
+    """The server over stdio on a copy of the store the in-process passes left (see the
+    module docstring): writes one per call, the server's own pass every 200."""
+    import sqlite3
+
+    from stdio_client import StdioServer
+
+    from nooa_mcp.embeddings import MiniLMEmbedder
+    from nooa_mcp.services.planning import record_key
+
+    source = root / f"reflect-{kind}-{size}.work.sqlite"
+    if not source.exists():
+        sys.exit(f"{source} does not exist: run the in-process benchmark with --dir first.")
+    data = root / f"mcp-{kind}-{size}"
+    data.mkdir(exist_ok=True)
+    store = data / "store.sqlite"
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{store}{suffix}").unlink(missing_ok=True)
+    shutil.copy(source, store)
+    role = OWNER.split("@")[0]
+    with sqlite3.connect(store) as db:
+        # The server judges pruning at the present: bring the last uses up to it (creation
+        # times stay: they are part of what the last pass's record planned over).
+        shift = time.time() - FILL_END.timestamp()
+        db.execute(
+            "UPDATE memories SET last_accessed_at = last_accessed_at + ?, "
+            "first_access_at = first_access_at + ?",
+            (shift, shift),
+        )
+        if kind == "hash":
+            # Hash vectors labelled as MiniLM's, and the last pass's record with them, so the
+            # server neither re-embeds 100k texts nor sweeps the whole role again.
+            label = f"{MiniLMEmbedder.name}:{MiniLMEmbedder.dim}"
+            old = f"{HashEmbedder(384).name}:384"
+            db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('embedder', ?)", (label,))
+            db.execute(
+                "UPDATE meta SET value = replace(value, ?, ?) WHERE key = ?",
+                (f"|{old}|", f"|{label}|", record_key(role)),
+            )
+        logged = db.execute("SELECT coalesce(max(seq), 0) FROM maintenance_log").fetchone()[0]
+    stream = items(LOCOMO)
+    for _ in range(size + WRITES * 10):
+        next(stream)
+    out: dict = {"size": size, "embedder": kind, "writes": writes, "windows": []}
+    argv = [command, "--store", str(store), "--owner", OWNER]
+    server = StdioServer(argv, {"HF_HUB_OFFLINE": "1"})
+    await server.start(stderr_path=data / "stderr.log")
+    try:
+        await server.initialize()
+        deadline = time.perf_counter() + 300
+        while time.perf_counter() < deadline:
+            got = await server.call("memory_recall", {"query": "warm-up", "k": 1})
+            if got["structuredContent"].get("embeddings") == "ready":
+                break
+        ready = server.stats()
+        out["rss_ready_mib"], out["hwm_ready_mib"] = ready.rss_mib, ready.hwm_mib
+        done = 0
+        while done < writes:
+            stats, t = server.stats(), time.perf_counter()
+            for _ in range(min(WRITES, writes - done)):
+                item = next(stream)
+                await server.call(
+                    "memory_author", {"content": item.content, "entities": [item.speaker]}
+                )
+                done += 1
+            elapsed = time.perf_counter() - t
+            now = server.stats()
+            out["windows"].append(
+                {
+                    "written": done,
+                    "calls_per_s": WRITES / elapsed,
+                    "server_cpu_pct": 100 * (now.cpu_s - stats.cpu_s) / elapsed,
+                    "rss_mib": now.rss_mib,
+                    "hwm_mib": now.hwm_mib,
+                    "load": os.getloadavg()[0],
+                }
+            )
+            print(f"  mcp: {json.dumps(out['windows'][-1])}", file=sys.stderr, flush=True)
+        # Let the pass the last writes asked for finish before reading the log.
+        await anyio.sleep(20)
+        final = server.stats()
+        out["rss_mib"], out["hwm_mib"] = final.rss_mib, final.hwm_mib
+    finally:
+        await server.close()
+    with sqlite3.connect(store) as db:
+        rows = db.execute(
+            "SELECT report FROM maintenance_log WHERE kind = 'reflection' AND seq > ? ORDER BY seq",
+            (logged,),
+        ).fetchall()
+    out["passes"] = []
+    for (raw,) in rows:
+        r = json.loads(raw)
+        span = datetime.fromisoformat(r["finished_at"]) - datetime.fromisoformat(r["started_at"])
+        out["passes"].append(
+            {
+                "trigger": r["trigger"],
+                "seconds": span.total_seconds(),
+                "sweep": r["sweep"],
+                "changed": r["changed"],
+                "compared": r["compared"],
+                "applied": r["applied"],
+            }
+        )
+    out["load"] = os.getloadavg()
+    return out
+
+
 def table(runs: list[dict]) -> str:
     lines = [
         "| memories | vectors | pass | median s | planning s | sweep | compared (memories × "
@@ -199,6 +317,11 @@ def main() -> None:
     parser.add_argument("--vectors", type=Path, default=None, help="MiniLM vector cache dir")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--dir", type=Path, default=None, help="keep the stores here")
+    parser.add_argument(
+        "--mcp", type=int, default=0, help="then W writes through the real server over stdio"
+    )
+    parser.add_argument("--command", default="nooa-mcp", help="the server command for --mcp")
+    parser.add_argument("--only-mcp", action="store_true", help="skip the in-process passes")
     parser.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one is not None:
@@ -208,8 +331,9 @@ def main() -> None:
         return
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
     runs = []
+    sizes = [] if args.only_mcp else [int(x) for x in args.sizes.split(",")]
     with tempfile.TemporaryDirectory(prefix="nooa-reflect-") as tmp:
-        for size in [int(x) for x in args.sizes.split(",")]:
+        for size in sizes:
             cmd = [sys.executable, __file__, "--one", str(size), "--embedder", args.embedder]
             cmd += ["--repeat", str(args.repeat), "--dir", str(args.dir or tmp)]
             if args.vectors:
@@ -227,8 +351,16 @@ def main() -> None:
             for name, passes in run["passes"].items():
                 for p in passes:
                     print(f"  {name}: {json.dumps(p)}", flush=True)
-    print()
-    print(table(runs))
+    if runs:
+        print()
+        print(table(runs))
+    if args.mcp:
+        if args.dir is None:
+            sys.exit("--mcp needs --dir (the filled stores are copied from there)")
+        for size in [int(x) for x in args.sizes.split(",")]:
+            got = anyio.run(through_mcp, size, args.embedder, args.dir, args.mcp, args.command)
+            print(f"\nthrough MCP at {size:,} ({args.embedder} vectors in the store):")
+            print(json.dumps(got, indent=1))
     print(f"\nload average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 

@@ -159,34 +159,40 @@ class Rows:
         """Columns from records (seq, id, type, owner, status, importance, authored
         importance or None, salience, confidence, strength, reinforcement count, created at,
         last accessed at), times as epoch seconds."""
-        codes: list[dict] = [{}, {}, {}]
-        seq, ids, kinds, owners, statuses, numbers = [], [], [], [], [], []
-        for r in records:
-            seq.append(r[0])
-            ids.append(r[1])
-            kinds.append(codes[0].setdefault(r[2], len(codes[0])))
-            owners.append(codes[1].setdefault(r[3], len(codes[1])))
-            statuses.append(codes[2].setdefault(r[4], len(codes[2])))
-            authored = r[5] if r[6] is None else r[6]
-            numbers.append((r[5], authored, r[7], r[8], r[9], r[10], r[11], r[12]))
-        table = np.array(numbers, dtype=np.float64).reshape(len(ids), 8)
+        columns = list(zip(*records, strict=True)) or [()] * 13
+
+        def coded(values: Sequence) -> tuple[np.ndarray, list]:
+            codes: dict = {}
+            return np.array([codes.setdefault(v, len(codes)) for v in values], np.int32), list(
+                codes
+            )
+
+        def floats(values: Sequence) -> np.ndarray:
+            return np.array(values, dtype=np.float64)
+
+        kinds, types = coded(columns[2])
+        owners, owner_names = coded(columns[3])
+        statuses, status_names = coded(columns[4])
+        importance = floats(columns[5])
+        authored = np.array(columns[6], dtype=object)
+        unset = np.equal(authored, None)
         return cls(
-            seq=np.array(seq, dtype=np.int64),
-            ids=ids,
-            type_code=np.array(kinds, dtype=np.int32),
-            types=list(codes[0]),
-            owner_code=np.array(owners, dtype=np.int32),
-            owners=list(codes[1]),
-            status_code=np.array(statuses, dtype=np.int32),
-            statuses=list(codes[2]),
-            importance=table[:, 0].copy(),
-            authored_importance=table[:, 1].copy(),
-            salience=table[:, 2].copy(),
-            confidence=table[:, 3].copy(),
-            strength=table[:, 4].astype(np.int64),
-            reinforcement_count=table[:, 5].astype(np.int64),
-            created_at=table[:, 6].copy(),
-            last_accessed_at=table[:, 7].copy(),
+            seq=np.array(columns[0], dtype=np.int64),
+            ids=list(columns[1]),
+            type_code=kinds,
+            types=types,
+            owner_code=owners,
+            owners=owner_names,
+            status_code=statuses,
+            statuses=status_names,
+            importance=importance,
+            authored_importance=np.where(unset, importance, authored).astype(np.float64),
+            salience=floats(columns[7]),
+            confidence=floats(columns[8]),
+            strength=np.array(columns[9], dtype=np.int64),
+            reinforcement_count=np.array(columns[10], dtype=np.int64),
+            created_at=floats(columns[11]),
+            last_accessed_at=floats(columns[12]),
         )
 
     @classmethod
@@ -220,6 +226,33 @@ class Rows:
         ):
             out[name] = np.concatenate([getattr(page, name) for page in pages])
         return cls(**out)
+
+    def take(self, positions: np.ndarray) -> Rows:
+        """These rows only, in this order."""
+        picked = positions.tolist()
+        return Rows(
+            seq=self.seq[positions],
+            ids=[self.ids[p] for p in picked],
+            type_code=self.type_code[positions],
+            types=self.types,
+            owner_code=self.owner_code[positions],
+            owners=self.owners,
+            status_code=self.status_code[positions],
+            statuses=self.statuses,
+            created_at=self.created_at[positions],
+            last_accessed_at=self.last_accessed_at[positions],
+            importance=self.importance[positions],
+            authored_importance=self.authored_importance[positions],
+            salience=self.salience[positions],
+            confidence=self.confidence[positions],
+            strength=self.strength[positions],
+            reinforcement_count=self.reinforcement_count[positions],
+        )
+
+    def in_seq_order(self) -> Rows:
+        if len(self.ids) < 2 or bool(np.all(self.seq[1:] > self.seq[:-1])):
+            return self
+        return self.take(np.argsort(self.seq, kind="stable"))
 
     def type_of(self, p: int) -> str:
         return self.types[self.type_code[p]]
@@ -543,9 +576,22 @@ def rescore_rows(rows: Rows) -> list[RescoreItem]:
     repeats), not once per row."""
     if not len(rows):
         return []
-    keys = np.stack([rows.authored_importance, rows.salience, rows.reinforcement_count], axis=1)
-    distinct, back = np.unique(keys, axis=0, return_inverse=True)
-    values = np.array([rescore(float(a), float(s), int(r)) for a, s, r in distinct])
+    # One integer key per row from the codes of its three inputs (each has few values).
+    key = np.zeros(len(rows), dtype=np.int64)
+    for column in (rows.authored_importance, rows.salience, rows.reinforcement_count):
+        values, codes = np.unique(column, return_inverse=True)
+        key = key * len(values) + codes.reshape(-1)
+    _, first, back = np.unique(key, return_index=True, return_inverse=True)
+    values = np.array(
+        [
+            rescore(
+                float(rows.authored_importance[p]),
+                float(rows.salience[p]),
+                int(rows.reinforcement_count[p]),
+            )
+            for p in first.tolist()
+        ]
+    )
     new = values[back.reshape(-1)]
     return [
         RescoreItem(rows.ids[p], float(rows.importance[p]), float(new[p]))

@@ -309,7 +309,8 @@ class _Pass:
     def _record(self, step: ReflectStep, outcome: str) -> None:
         if outcome:
             step.applied += 1
-            self.planner.stale = True
+            if step.step in GENERATIVE:
+                self.planner.stale = True  # new rows: read them
             if len(step.details) < 20:
                 step.details.append(outcome)
         else:
@@ -343,6 +344,8 @@ class _Pass:
         )
         same &= rows.mask_types(UNMERGED_TYPES, keep=False)[a]
         a, b, cos = a[same], b[same], cos[same]
+        if not a.size:
+            return []
         # A memory and what it refines, contradicts or was derived from are versions.
         ends = np.unique(np.concatenate([a, b]))
         facts = await edges_around(self.c, rows, ends, SUPERSEDING_OR_DERIVED)
@@ -353,6 +356,8 @@ class _Pass:
     async def _link_plan(self, rows: Rows) -> list[Any]:
         await self.planner.extend(rows)
         a, b, cos = self.planner.pairs(rows, LINK_LOW, LINK_HIGH)
+        if not a.size:
+            return []
         ends = np.unique(np.concatenate([a, b]))
         # The link budget counts related edges to archived memories too, so pruning after
         # linking frees no budget and a second pass adds nothing.
@@ -425,6 +430,17 @@ class _Pass:
         await c.store.add_edge(anchor.id, dup.id, EdgeType.refines, 1.0)
         await archive(c, dup, f"merged into {anchor.id[:8]}")
         await c.store.append_accesses([(anchor.id, access)])
+        self.planner.archived([dup.id])
+        self.planner.revised(
+            anchor.id,
+            reinforcement_count=anchor.reinforcement_count,
+            strength=anchor.strength,
+            importance=anchor.importance,
+            authored_importance=anchor.authored_importance,
+            salience=anchor.salience,
+            confidence=anchor.confidence,
+            last_accessed_at=anchor.last_accessed_at.timestamp(),
+        )
         return f"{dup.id[:8]} → {anchor.id[:8]}"
 
     async def _link(self, item: Any) -> str:
@@ -446,6 +462,7 @@ class _Pass:
         if abs(new - memory.importance) < 1e-9:
             return ""
         await c.store.set_importance(item.id, importance=new)
+        self.planner.revised(item.id, importance=new)
         return f"{item.id[:8]} {memory.importance:g} → {new:g}"
 
     async def _prune(self, item: Any, at: datetime) -> str:
@@ -468,6 +485,7 @@ class _Pass:
             return ""
         r = retention(m.last_accessed_at, m.strength, at, policy.tau_hours)
         await archive(c, m, f"pruned: retention {r:.4f} < {policy.prune_below:g}")
+        self.planner.archived([m.id])
         return f"{item.id[:8]} (retention {r:.4f})"
 
     async def _sample(self, prompt: str, max_tokens: int) -> str:

@@ -155,10 +155,10 @@ def fingerprints(
         return out.astype(np.uint32)
     dim = matrix.shape[1]
     mix = _MIX[:dim] if dim <= _MIX.size else np.resize(_MIX, dim)
-    for start in range(0, positions.shape[0], 4096):
-        block = np.ascontiguousarray(matrix[at[start : start + 4096]])
-        words = block.view(np.uint32).astype(np.uint64)
-        out[start : start + 4096] = (words * mix).sum(axis=1, dtype=np.uint64)
+    for start in range(0, positions.shape[0], 1024):
+        # 1024 rows at a time: a few MB of temporaries, whatever the role's size.
+        words = matrix[at[start : start + 1024]].view(np.uint32).astype(np.uint64)
+        out[start : start + 1024] = words @ mix
     with np.errstate(over="ignore"):
         h = out
         h ^= _name_hashes(rows.types)[rows.type_code[positions]] * np.uint64(0x9E3779B97F4A7C15)
@@ -247,6 +247,9 @@ class Planner:
         self.reconcile = reconcile
         self.stale = True
         self._rows: Rows | None = None
+        self._gone: set[str] = set()
+        self._revised: dict[str, dict[str, float]] = {}
+        self._by_seq: np.ndarray | None = None
         self.kind = ""
         self.changed = 0
         self.compared = 0
@@ -262,19 +265,41 @@ class Planner:
 
     # ------------------------------------------------------------------ rows and vectors
 
+    def archived(self, ids: Sequence[str]) -> None:
+        """This pass archived these rows: later steps plan without them."""
+        self._gone.update(ids)
+
+    def revised(self, ident: str, **columns: float) -> None:
+        """This pass rewrote these columns of a row (a merge's anchor, a rescore)."""
+        self._revised.setdefault(ident, {}).update(columns)
+
     async def rows(self) -> Rows:
-        """The role's live rows; read again after this pass changed something."""
+        """The role's live rows, with what this pass changed since it read them; read again
+        only after a step inserted rows (reconcile, abstract): 100k rows take seconds."""
+        if not self.stale and self._rows is not None and (self._gone or self._revised):
+            rows = self._rows
+            if self._gone:
+                keep = np.flatnonzero(~np.isin(np.array(rows.ids, dtype=object), list(self._gone)))
+                rows = rows.take(keep)
+            if self._revised:
+                where = {ident: p for p, ident in enumerate(rows.ids) if ident in self._revised}
+                for ident, p in where.items():
+                    for column, value in self._revised[ident].items():
+                        getattr(rows, column)[p] = value
+            self._rows, self._gone, self._revised = rows, set(), {}
         if self.stale or self._rows is None:
-            pages, after = [], 0
+            pages: list[Rows] = []
+            after: tuple[str, int] | None = None
             while True:
                 page = await self.c.store.reflection_rows(self.role, after, PAGE)
                 if len(page):
                     pages.append(page)
-                    after = int(page.seq[-1])
+                    after = (page.owner_of(len(page) - 1), int(page.seq[-1]))
                 if len(page) < PAGE:
                     break
-            self._rows = Rows.concat(pages) if pages else Rows.from_records([])
-            self.stale = False
+            rows = Rows.concat(pages) if pages else Rows.from_records([])
+            self._rows = rows.in_seq_order()
+            self.stale, self._gone, self._revised = False, set(), {}
         return self._rows
 
     async def _vectors(self, rows: Rows) -> tuple[np.ndarray, np.ndarray]:
@@ -284,7 +309,9 @@ class Planner:
         index.mark_dirty()
         await index.sync(self.c.store)
         seqs = index.seqs[: index.size]
-        order = np.argsort(seqs, kind="stable")
+        if self._by_seq is None or self._by_seq.size != seqs.size:
+            self._by_seq = np.argsort(seqs, kind="stable")
+        order = self._by_seq
         at = np.searchsorted(seqs[order], rows.seq)
         at = np.clip(at, 0, max(seqs.size - 1, 0))
         found = (seqs[order][at] == rows.seq) if seqs.size else np.zeros(len(rows), bool)

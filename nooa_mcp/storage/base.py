@@ -423,10 +423,13 @@ class Store(Protocol):
         """Live rows reflection plans over (one role, or every role) and their vectors."""
         ...
 
-    async def reflection_rows(self, role: str | None, after: int, limit: int) -> Rows:
-        """Up to `limit` live rows of a role (every role for None) with seq above `after`, in
-        seq order, as columns and without vectors: a pass reads 100k rows page by page (other
-        calls run between pages) and takes vectors from the process's vector index."""
+    async def reflection_rows(
+        self, role: str | None, after: tuple[str, int] | None, limit: int
+    ) -> Rows:
+        """Up to `limit` live rows of a role (every role for None) as columns, without
+        vectors, in (owner, seq) order after the key `after` (None: from the start): a pass
+        reads 100k rows page by page through the role index (other calls run between pages)
+        and takes vectors from the process's vector index."""
         ...
 
     # ------------------------------------------------------------------ statistics

@@ -1109,13 +1109,17 @@ class PostgresStore:
             )
         return nodes, vectors
 
-    async def reflection_rows(self, role: str | None, after: int, limit: int) -> Rows:
-        """A page of live rows (seq above `after`) as columns, no vectors."""
+    async def reflection_rows(
+        self, role: str | None, after: tuple[str, int] | None, limit: int
+    ) -> Rows:
+        """A page of live rows after (owner, seq), no vectors (the role index's order)."""
         where = "role = %(role)s" if role is not None else "true"
+        owner, seq = after or ("", 0)
         rows = await self._rows(
-            f"SELECT {REFLECTION_COLUMNS} FROM memories "
-            f"WHERE NOT archived AND {where} AND seq > %(after)s ORDER BY seq LIMIT %(limit)s",
-            {"role": role, "after": after, "limit": limit},
+            f"SELECT {REFLECTION_COLUMNS} FROM memories WHERE {where} "
+            "AND (owner, seq) > (%(owner)s, %(seq)s) AND NOT archived "
+            "ORDER BY owner, seq LIMIT %(limit)s",
+            {"role": role, "owner": owner, "seq": seq, "limit": limit},
         )
         return Rows.from_records(tuple(r.values()) for r in rows)
 

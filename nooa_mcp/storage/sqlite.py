@@ -1317,13 +1317,18 @@ class SQLiteStore:
             )
         return nodes, vectors
 
-    async def reflection_rows(self, role: str | None, after: int, limit: int) -> Rows:
-        """A page of live rows (seq above `after`) as columns, no vectors."""
+    async def reflection_rows(
+        self, role: str | None, after: tuple[str, int] | None, limit: int
+    ) -> Rows:
+        """A page of live rows after (owner, seq), no vectors. The key follows the role index
+        (role, owner, rowid): each page is one index range, no sort (paging by seq alone
+        sorted the whole role for every page)."""
         where, params = ("role = ?", [role]) if role is not None else ("1", [])
+        owner, seq = after or ("", 0)
         rows = await self._rows(
-            f"SELECT {REFLECTION_COLUMNS} FROM memories "
-            f"WHERE archived = 0 AND {where} AND seq > ? ORDER BY seq LIMIT ?",
-            [*params, after, limit],
+            f"SELECT {REFLECTION_COLUMNS} FROM memories WHERE {where} AND (owner, seq) > (?, ?) "
+            "AND archived = 0 ORDER BY owner, seq LIMIT ?",
+            [*params, owner, seq, limit],
         )
         return Rows.from_records(rows)
 
