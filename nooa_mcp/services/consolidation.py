@@ -159,8 +159,7 @@ async def reflect(
                 tg.cancel_scope.cancel()
             if failed is not None:
                 raise failed
-            async with c.store.transaction():
-                await pass_.planner.commit(pass_.unsettled)
+            await pass_.planner.commit(pass_.unsettled)
             report.status = "completed"
         finally:
             with anyio.CancelScope(shield=True):
@@ -328,10 +327,11 @@ class _Pass:
         if name == "link":
             return await self._link_plan(rows), self._link
         if name == "rescore":
-            return rescore_rows(rows), self._rescore
+            # Off the event loop, like all work over every row of a role.
+            return await anyio.to_thread.run_sync(rescore_rows, rows), self._rescore
         if name == "prune":
             at = self.now or utc_now()
-            plan = prune_rows(rows, at, self.c.settings.forgetting)
+            plan = await anyio.to_thread.run_sync(prune_rows, rows, at, self.c.settings.forgetting)
             return plan, functools.partial(self._prune, at=at)
         if name == "reconcile":
             return await self._reconcile_plan(rows), self._reconcile

@@ -173,6 +173,23 @@ def fingerprints(
     return (h & np.uint64(0xFFFFFFFF)).astype(np.uint32)
 
 
+def _joined(pages: list[Rows]) -> Rows:
+    """Pages read in (owner, seq) order as one set of columns in seq order."""
+    return (Rows.concat(pages) if pages else Rows.from_records([])).in_seq_order()
+
+
+def _patched(rows: Rows, gone: set[str], revised: dict[str, dict[str, float]]) -> Rows:
+    """`rows` without the rows archived since, with the columns rewritten since."""
+    if gone:
+        rows = rows.take(np.flatnonzero(~np.isin(np.array(rows.ids, dtype=object), list(gone))))
+    if revised:
+        where = {ident: p for p, ident in enumerate(rows.ids) if ident in revised}
+        for ident, p in where.items():
+            for column, value in revised[ident].items():
+                getattr(rows, column)[p] = value
+    return rows
+
+
 @dataclass
 class EdgeFacts:
     """What pair planning needs of the edges around some rows (positions into `Rows`)."""
@@ -277,15 +294,7 @@ class Planner:
         """The role's live rows, with what this pass changed since it read them; read again
         only after a step inserted rows (reconcile, abstract): 100k rows take seconds."""
         if not self.stale and self._rows is not None and (self._gone or self._revised):
-            rows = self._rows
-            if self._gone:
-                keep = np.flatnonzero(~np.isin(np.array(rows.ids, dtype=object), list(self._gone)))
-                rows = rows.take(keep)
-            if self._revised:
-                where = {ident: p for p, ident in enumerate(rows.ids) if ident in self._revised}
-                for ident, p in where.items():
-                    for column, value in self._revised[ident].items():
-                        getattr(rows, column)[p] = value
+            rows = await anyio.to_thread.run_sync(_patched, self._rows, self._gone, self._revised)
             self._rows, self._gone, self._revised = rows, set(), {}
         if self.stale or self._rows is None:
             pages: list[Rows] = []
@@ -297,8 +306,7 @@ class Planner:
                     after = (page.owner_of(len(page) - 1), int(page.seq[-1]))
                 if len(page) < PAGE:
                     break
-            rows = Rows.concat(pages) if pages else Rows.from_records([])
-            self._rows = rows.in_seq_order()
+            self._rows = await anyio.to_thread.run_sync(_joined, pages)
             self.stale, self._gone, self._revised = False, set(), {}
         return self._rows
 
@@ -328,7 +336,8 @@ class Planner:
         if not self.pair_steps and not self.reconcile:
             return
         store = self.c.store
-        record = Record.decode(await store.get_meta(record_key(self.role)))
+        text = await store.get_meta(record_key(self.role))
+        record = await anyio.to_thread.run_sync(Record.decode, text)
         if record is not None and record.basis != basis(self._model):
             record = None
         rows = await self.rows()
@@ -463,7 +472,8 @@ class Planner:
     # ------------------------------------------------------------------ the record
 
     async def commit(self, unsettled: set[str]) -> None:
-        """Record what this completed pass planned over (inside the caller's transaction)."""
+        """Record what this completed pass planned over (encoded before the write lock is
+        taken: at 100k rows that takes a while)."""
         if not self.pair_steps or self.kind == "":
             return
         record = Record(
@@ -473,4 +483,6 @@ class Planner:
             self._prints,
             frozenset(self.unsettled | unsettled),
         )
-        await self.c.store.set_meta(record_key(self.role), record.encode())
+        text = await anyio.to_thread.run_sync(record.encode)
+        async with self.c.store.transaction():
+            await self.c.store.set_meta(record_key(self.role), text)
