@@ -40,7 +40,7 @@ import httpx
 import uvicorn
 
 from nooa_mcp import Memory, Settings
-from nooa_mcp.console import Console, LoopbackOnly, gaps, standalone_app
+from nooa_mcp.console import Console, LoopbackOnly, standalone_app
 from nooa_mcp.embeddings import HashEmbedder, MiniLMEmbedder
 from nooa_mcp.engine import Engine
 from nooa_mcp.evaluation.workload import PROJECTS, TOOLS, generate_memories
@@ -122,14 +122,19 @@ def floors(mem: Memory, ids: dict[str, list[str]], n: int, rng: random.Random) -
     """The facade calls each page stands on, one callable per request."""
     qs = queries(n, rng)
     mems = rng.sample(ids["hubs"], n)
+    tags = [rng.choice(PROJECTS) for _ in range(n)]
 
     async def memory(m: str) -> None:
         await mem.get(m)
         await mem.access_log(m, limit=200)
 
+    async def todos() -> None:
+        for status, limit in (("open", 50), ("done", 10), ("dropped", 10)):
+            await mem.todo("list", status=status, limit=limit + 1, remind=False)
+
     async def stats() -> None:
         await mem.stats()
-        await gaps.reflection_history(mem)
+        await mem.maintenance_log("reflection", limit=60)
 
     return {
         "search": [lambda q=q: mem.explain(q, k=10) for q in qs],
@@ -137,11 +142,12 @@ def floors(mem: Memory, ids: dict[str, list[str]], n: int, rng: random.Random) -
             lambda q=q, m=m: mem.explain(q, memory_id=m, k=1) for q, m in zip(qs, mems, strict=True)
         ],
         "memory": [lambda m=m: memory(m) for m in mems],
-        "graph (2 hops)": [lambda m=m: gaps.neighbourhood(mem, m, 2) for m in mems],
+        "graph (2 hops)": [lambda m=m: mem.neighbourhood(m, hops=2) for m in mems],
         "list": [lambda: mem.list_memories(limit=50)] * n,
         "list by type": [lambda: mem.list_memories(type="todo", limit=50)] * n,
-        "todos": [lambda: gaps.todos(mem)] * n,
-        "intents": [lambda: gaps.intents(mem)] * n,
+        "list by tag": [lambda t=t: mem.list_memories(tag=t, limit=51) for t in tags],
+        "todos": [todos] * n,
+        "intents": [lambda: mem.intent("list", remind=False)] * n,
         "stats": [stats] * n,
     }
 

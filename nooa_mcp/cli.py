@@ -160,6 +160,7 @@ def serve(
     """Serve MCP (stdio by default, or streamable HTTP on loopback)."""
     from .mcp import server
 
+    server.single_threaded_blas()
     try:
         settings = ctx.settings()
         # The server opens its store inside the MCP lifespan, where a wrong URL or a database

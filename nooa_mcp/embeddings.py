@@ -148,17 +148,39 @@ class WarmingEmbedder:
 
     A server must answer `initialize` at once, so the model load (≈0.5 s, longer on a cold
     disk) happens beside it. Callers check `ready` and fall back to FTS until it is.
+
+    With `start=False` the load begins on `start()` or on the first call that needs the
+    model (`wait`, `embed`): the load thread holds the interpreter lock for most of a second,
+    and a server that starts it before answering `tools/list` answers it ~1.5x later than a
+    bare server (benchmarks/bench_stdio.py, issue 12).
     """
 
-    def __init__(self, factory: Callable[[], Embedder], name: str, dim: int) -> None:
+    def __init__(
+        self, factory: Callable[[], Embedder], name: str, dim: int, *, start: bool = True
+    ) -> None:
         self.name = name
         self.dim = dim
         self._factory = factory
         self._inner: Embedder | None = None
         self._error: BaseException | None = None
         self._done = threading.Event()
+        self._started = False
+        self._start_lock = threading.Lock()
         self._thread = threading.Thread(target=self._load, name="nooa-embedder", daemon=True)
+        if start:
+            self.start()
+
+    def start(self) -> None:
+        """Begin loading (once; later calls do nothing)."""
+        with self._start_lock:
+            if self._started:
+                return
+            self._started = True
         self._thread.start()
+
+    @property
+    def started(self) -> bool:
+        return self._started
 
     def _load(self) -> None:
         try:
@@ -173,7 +195,8 @@ class WarmingEmbedder:
         return self._inner is not None
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Block until the load finished; re-raise its failure."""
+        """Block until the load finished (starting it if need be); re-raise its failure."""
+        self.start()
         self._done.wait(timeout)
         if self._error is not None:
             raise RuntimeError(f"the embedding model failed to load: {self._error}") from (
@@ -181,9 +204,11 @@ class WarmingEmbedder:
             )
         return self.ready
 
-    def finish(self) -> None:
-        """Wait for the load thread to end, whatever its outcome (used before exiting)."""
-        self._done.wait()
+    def finish(self, timeout: float | None = None) -> None:
+        """Wait for a started load to end, whatever its outcome (used before exiting); a load
+        that never started is not started here."""
+        if self._started:
+            self._done.wait(timeout)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         inner = self._inner
@@ -195,8 +220,11 @@ class WarmingEmbedder:
         return inner.embed(texts)
 
 
-def default_embedder(cache_dir: Path | None = None) -> WarmingEmbedder:
-    """The product's embedder: the bundled MiniLM, loading in the background."""
+def default_embedder(cache_dir: Path | None = None, *, start: bool = True) -> WarmingEmbedder:
+    """The product's embedder: the bundled MiniLM, loading in the background (see `start`)."""
     return WarmingEmbedder(
-        lambda: MiniLMEmbedder(cache_dir=cache_dir), MiniLMEmbedder.name, MiniLMEmbedder.dim
+        lambda: MiniLMEmbedder(cache_dir=cache_dir),
+        MiniLMEmbedder.name,
+        MiniLMEmbedder.dim,
+        start=start,
     )

@@ -9,12 +9,14 @@ client names has one engine, not 300.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 import os
 import socket
 import uuid
-from collections import OrderedDict
-from collections.abc import AsyncIterator, Sequence
+from collections import OrderedDict, deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
@@ -32,6 +34,12 @@ __all__ = ["Engine", "RoleState", "text_of"]
 
 #: Cue embeddings kept per process (intents are few; a bound keeps a hostile store finite).
 CUE_CACHE = 4096
+#: Texts embedded together at most when calls arrive while the model is busy.
+EMBED_BATCH = 32
+#: Logging work queued behind replies; a caller that finds this many waiting waits for them.
+WRITE_BEHIND_LIMIT = 32
+
+logger = logging.getLogger(__name__)
 
 
 def text_of(title: str, content: str) -> str:
@@ -67,6 +75,14 @@ class Engine:
         self.wake = anyio.Event()
         self.cue_vectors: OrderedDict[str, np.ndarray] = OrderedDict()
         self._model_checked = False
+        self._behind: deque[Callable[[], Awaitable[None]]] = deque()
+        self._behind_pending = 0
+        self._behind_wake = asyncio.Event()
+        self._behind_idle = asyncio.Event()
+        self._behind_idle.set()
+        self._writer: asyncio.Task[None] | None = None
+        self._embed_queue: list[tuple[list[str], asyncio.Future[np.ndarray]]] = []
+        self._embed_task: asyncio.Task[None] | None = None
 
     @classmethod
     @asynccontextmanager
@@ -85,7 +101,23 @@ class Engine:
                 embedder = owned = default_embedder(settings.model_cache_dir)
             index = VectorIndex(embedder.dim)
             await index.sync(store)
-            yield cls(store, index, embedder, settings)
+            engine = cls(store, index, embedder, settings)
+            # A task of its own, not a task group around the caller's block: an error
+            # raised in that block must reach the caller as itself, not in an ExceptionGroup.
+            writer = asyncio.get_running_loop().create_task(
+                engine._write_behind(), name="nooa write-behind"
+            )
+            engine._writer = writer
+            try:
+                yield engine
+            finally:
+                # What was acknowledged is written before the store closes.
+                with anyio.CancelScope(shield=True), anyio.move_on_after(30):
+                    await engine.flush()
+                engine._writer = None
+                writer.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await writer
         finally:
             with anyio.CancelScope(shield=True):
                 await store.close()
@@ -107,9 +139,49 @@ class Engine:
         return True
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
-        vectors = await anyio.to_thread.run_sync(self.embedder.embed, list(texts))
+        """Embed `texts` in a worker thread.
+
+        Calls that arrive while an embedding runs share the next batch: one write per MCP
+        call from several clients (or one client with calls in flight) runs the model on
+        a batch, not once per call, and a lone call starts at once (issue 12).
+        """
+        texts = list(texts)
+        future: asyncio.Future[np.ndarray] = asyncio.get_running_loop().create_future()
+        self._embed_queue.append((texts, future))
+        if self._embed_task is None or self._embed_task.done():
+            self._embed_task = asyncio.get_running_loop().create_task(
+                self._embed_queued(), name="nooa embedding"
+            )
+        vectors = await future
         await self._ensure_model_matches()
         return vectors
+
+    async def _embed_queued(self) -> None:
+        """Embed what is queued, in batches of up to `EMBED_BATCH` texts, until none is left."""
+        while self._embed_queue:
+            batch, size = [], 0
+            while self._embed_queue and (not batch or size < EMBED_BATCH):
+                item = self._embed_queue.pop(0)
+                batch.append(item)
+                size += len(item[0])
+            await self._embed_batch(batch)
+
+    async def _embed_batch(self, batch: list[tuple[list[str], asyncio.Future]]) -> None:
+        joined = [text for texts, _ in batch for text in texts]
+        try:
+            vectors = await anyio.to_thread.run_sync(self.embedder.embed, joined)
+        except BaseException as exc:
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        start = 0
+        for texts, future in batch:
+            if not future.done():
+                future.set_result(vectors[start : start + len(texts)])
+            start += len(texts)
 
     async def query_vector(self, query: str) -> np.ndarray | None:
         """The query's embedding; while the model loads, wait for it (bounded).
@@ -170,6 +242,48 @@ class Engine:
             self.cue_vectors.popitem(last=False)
         return out
 
+    # ------------------------------------------------------------------ write-behind
+
+    async def after_reply(self, work: Callable[[], Awaitable[None]]) -> None:
+        """Run `work` (recall's access logging) after the caller's reply, in order.
+
+        The client waits for the ranking, not for the log of what it was shown: the log is
+        committed a moment later in its own transaction. Reads that show accesses call
+        `flush` first, so a caller always sees its own earlier recalls; a backlog of
+        `WRITE_BEHIND_LIMIT` makes the next caller wait, so logging never falls far behind.
+        """
+        if self._writer is None or self._writer.done():  # no writer (closing): log now
+            await work()
+            return
+        if self._behind_pending >= WRITE_BEHIND_LIMIT:
+            await self.flush()
+        self._behind.append(work)
+        self._behind_pending += 1
+        self._behind_idle.clear()
+        self._behind_wake.set()
+
+    async def flush(self) -> None:
+        """Wait until the logging queued by `after_reply` is committed."""
+        while self._behind_pending:
+            await self._behind_idle.wait()
+
+    async def _write_behind(self) -> None:
+        while True:
+            await self._behind_wake.wait()
+            self._behind_wake.clear()
+            while self._behind:
+                work = self._behind.popleft()
+                try:
+                    await work()
+                except Exception:
+                    # A store that became unavailable loses this log, never the reply that
+                    # was already sent; the next call reports the store's state itself.
+                    logger.exception("logging accesses after a reply failed")
+                finally:
+                    self._behind_pending -= 1
+                    if not self._behind_pending:
+                        self._behind_idle.set()
+
     # ------------------------------------------------------------------ activity
 
     def role_state(self, role: str) -> RoleState:
@@ -197,5 +311,4 @@ class Engine:
 
     def _settle(self) -> None:
         # A failed load was already reported to the calls that needed the model.
-        with contextlib.suppress(RuntimeError):
-            self.embedder.wait(15)  # type: ignore[attr-defined]
+        self.embedder.finish(15)  # type: ignore[attr-defined]

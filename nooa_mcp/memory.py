@@ -8,18 +8,21 @@ of its own for one-shot use (the CLI, scripts, tests); servers open one engine a
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+import functools
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from .config import Settings
 from .domain.replies import (
     AuthorResult,
     ExplainResult,
     IntentResult,
+    MaintenanceRecord,
     MemoryView,
+    Neighbourhood,
     RecallResult,
     ReflectReport,
     Stats,
@@ -37,6 +40,7 @@ from .services import (
     explain,
     injection,
     intents,
+    neighbourhood,
     recall,
     todos,
     transfer,
@@ -47,6 +51,23 @@ from .services.consolidation import Progress
 from .services.sampler import Sampler
 
 __all__ = ["Memory"]
+
+F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
+
+
+def _after_logging(verb: F) -> F:
+    """The verb first waits for access logging queued behind earlier replies.
+
+    Recall logs what it returned after its reply (`Engine.after_reply`); every other verb
+    sees those accesses, so a caller always reads its own earlier recalls.
+    """
+
+    @functools.wraps(verb)
+    async def wrapper(self: Memory, *args: Any, **kwargs: Any) -> Any:
+        await self.engine.flush()
+        return await verb(self, *args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
 
 
 class Memory:
@@ -128,14 +149,17 @@ class Memory:
         """
         return (await self.author_many([{"content": content, **fields}]))[0]
 
+    @_after_logging
     async def author_many(self, specs: Sequence[dict[str, Any]]) -> list[AuthorResult]:
         """Remember several memories in one transaction; one bad item writes nothing."""
         return await authoring.author_many(self._caller, specs)
 
+    @_after_logging
     async def import_edges(self, edges: Sequence[tuple[str, dict[str, Any]]]) -> int:
         """Recreate exported edges whose both ends exist here; returns how many were added."""
         return await authoring.import_edges(self._caller, edges)
 
+    @_after_logging
     async def import_records(
         self, items: Sequence[tuple[int, Any]], tick: Callable[[int], Any] | None = None
     ) -> transfer.Imported:
@@ -146,14 +170,23 @@ class Memory:
         """Every memory in your scope as an export record (archived ones with tombstones)."""
         return transfer.export_records(self._caller, include_archived=include_archived)
 
+    @_after_logging
     async def update(self, memory_id: str, **fields: Any) -> UpdateResult:
         """Change, link or archive one of your memories (see `services.editing.update`)."""
         return await editing.update(self._caller, memory_id, **fields)
 
+    @_after_logging
     async def forget(self, memory_id: str, reason: str = "forgotten") -> UpdateResult:
         """Archive a memory (never deleted): recall and spreading skip it from now on."""
         return await editing.forget(self._caller, memory_id, reason)
 
+    @_after_logging
+    async def revive(self, memory_id: str) -> UpdateResult:
+        """Restore a forgotten memory by id: that very memory, with its history; its
+        tombstone is lifted. Refused across roles as `forget` is."""
+        return await editing.revive(self._caller, memory_id)
+
+    @_after_logging
     async def link(
         self, memory_id: str, target: str, relation: str, weight: Any = None
     ) -> UpdateResult:
@@ -167,56 +200,87 @@ class Memory:
         """Rank memories for a query and log why each returned one ranked where it did."""
         return await recall.recall(self._caller, query, **options)
 
+    @_after_logging
     async def explain(self, query: str | None = None, **options: Any) -> ExplainResult:
         """A dry run for a query, a memory's access history, or why it is (not) recalled."""
         return await explain.explain(self._caller, query, **options)
 
+    @_after_logging
     async def get(self, memory_id: str, *, scope: str = "mine") -> MemoryView:
         """One memory with everything derived from it now (no access is logged)."""
         return await views.get(self._caller, memory_id, scope=scope)
 
+    @_after_logging
     async def list_memories(self, **options: Any) -> list[tuple[int, MemoryView]]:
-        """Memories in insertion order with their cursor; pass the last one as `after`."""
+        """Memories in insertion order with their cursor; pass the last one as `after`.
+        Filters: archived, type, status, owner, tag (see `services.views.list_memories`)."""
         return await views.list_memories(self._caller, **options)
 
+    @_after_logging
+    async def neighbourhood(self, memory_id: str, **options: Any) -> Neighbourhood:
+        """The memories within `hops` links of one memory, either way, as you may see them
+        (see `services.neighbourhood.neighbourhood`); nothing is logged."""
+        return await neighbourhood.neighbourhood(self._caller, memory_id, **options)
+
+    @_after_logging
     async def access_log(self, memory_id: str, **options: Any) -> list[tuple[int, AccessRecord]]:
         """A memory's accesses from the stream, newest first, with their cursor."""
         return await views.access_log(self._caller, memory_id, **options)
 
+    @_after_logging
     async def recent_accesses(self, **options: Any) -> list[tuple[int, str, AccessRecord]]:
         """Accesses to memories in the scope, newest first."""
         return await views.recent_accesses(self._caller, **options)
 
+    @_after_logging
     async def context(self, *, limit: int = 10) -> str:
         """The injection block; reading it logs `injected`, which never reinforces."""
         return await views.context(self._caller, limit=limit)
 
+    @_after_logging
     async def inject_for_prompt(self, prompt: str) -> injection.Injected:
         """What a harness shows before a prompt: the intents it cues and the memories that
         pass the injection rule; each logged `injected`, which never reinforces."""
         return await injection.for_prompt(self._caller, prompt)
 
+    @_after_logging
     async def inject_at_start(self, project: str = "") -> injection.Injected:
         """What a harness shows at session start: open todos, due intents and the most
         important memories (those labelled `project` first); logged `injected`."""
         return await injection.at_session_start(self._caller, project)
 
+    @_after_logging
     async def stats(self, *, scope: str = "mine", show_path: bool = False) -> Stats:
         """Counts and KPIs of what the scope can see."""
         return await views.stats(self._caller, scope=scope, show_path=show_path)
 
+    @_after_logging
+    async def maintenance_log(
+        self, kind: str = "reflection", *, limit: int = 20
+    ) -> list[MaintenanceRecord]:
+        """Your role's latest reflection passes (or fired intents, `kind="intent"`), newest
+        first."""
+        return await views.maintenance_log(self._caller, kind, limit=limit)
+
     # ------------------------------------------------------------------ prospective memory
 
-    async def todo(self, action: str = "list", **fields: Any) -> TodoResult:
-        """Add, list, close or reopen a todo."""
-        return await todos.todo(self._caller, action, **fields)
+    @_after_logging
+    async def todo(self, action: str = "list", *, remind: bool = True, **fields: Any) -> TodoResult:
+        """Add, list, close or reopen a todo. With `remind=False` listing and closing fire no
+        due intent (a person looking is not the agent's turn); added content still cues."""
+        return await todos.todo(self._caller, action, remind=remind, **fields)
 
-    async def intent(self, action: str = "list", **fields: Any) -> IntentResult:
-        """Add, list, check or cancel an intent."""
-        return await intents.intent(self._caller, action, **fields)
+    @_after_logging
+    async def intent(
+        self, action: str = "list", *, remind: bool = True, **fields: Any
+    ) -> IntentResult:
+        """Add, list, check or cancel an intent. With `remind=False` listing and cancelling fire
+        no due intent; `check` is refused (it is what fires them)."""
+        return await intents.intent(self._caller, action, remind=remind, **fields)
 
     # ------------------------------------------------------------------ consolidation
 
+    @_after_logging
     async def reflect(
         self,
         steps: Sequence[str] | None = None,

@@ -1,7 +1,9 @@
 """Bounded replies whatever the store holds (issue 6 §7; SPEC §12, §14).
 
 A store of large memories (100k characters each, long titles, many todos and intents) is read
-through every tool, resource and prompt; no reply passes the hard cap.
+through every tool, resource and prompt; no reply passes SPEC §12's hard cap of 25k tokens,
+counted with the bundled MiniLM tokenizer (tests/tokens_support.py), not with the product's
+own estimate.
 """
 
 from __future__ import annotations
@@ -12,16 +14,15 @@ from pathlib import Path
 import pytest
 from mcp import Client
 from mcp_types import TextResourceContents
+from tokens_support import CLIENT_CAP, real_tokens
 
 from nooa_mcp import Memory
 from nooa_mcp.config import Settings
 from nooa_mcp.embeddings import HashEmbedder
-from nooa_mcp.mcp.rendering import HARD_CAP_TOKENS
 from nooa_mcp.mcp.server import build_server
 
 pytestmark = pytest.mark.anyio
 
-CAP_CHARS = HARD_CAP_TOKENS * 4
 WORDS = [
     "harbor",
     "crane",
@@ -67,7 +68,7 @@ async def test_no_reply_passes_the_cap_on_a_store_of_large_memories(tmp_path: Pa
             result = await client.call_tool(tool, args)
             assert not result.is_error, (tool, result.content[0].text[:300])
             text = result.content[0].text
-            sizes[tool + json.dumps(sorted(args))[:40]] = len(text) + len(
+            sizes[tool + json.dumps(sorted(args))[:40]] = real_tokens(text) + real_tokens(
                 json.dumps(result.structured_content, ensure_ascii=False)
             )
         uris = [
@@ -83,12 +84,12 @@ async def test_no_reply_passes_the_cap_on_a_store_of_large_memories(tmp_path: Pa
         for uri in uris:
             for content in (await client.read_resource(uri)).contents:
                 assert isinstance(content, TextResourceContents)
-                sizes[uri] = len(content.text)
+                sizes[uri] = real_tokens(content.text)
         for name in ("memory_guide", "session_start", "reflect"):
             prompt = await client.get_prompt(name)
             sizes[f"prompt {name}"] = sum(
-                len(json.dumps(m.model_dump(mode="json"))) for m in prompt.messages
+                real_tokens(json.dumps(m.model_dump(mode="json"))) for m in prompt.messages
             )
-    over = {k: v for k, v in sizes.items() if v > CAP_CHARS}
+    over = {k: v for k, v in sizes.items() if v > CLIENT_CAP}
     assert over == {}
     assert len(sizes) == len(calls) + len(uris) + 3

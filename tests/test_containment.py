@@ -84,8 +84,11 @@ def test_http_on_another_interface_without_tokens_is_refused(tmp_path: Path) -> 
     assert refused.value.field == "host"
 
 
-async def test_http_refuses_missing_and_wrong_tokens(tmp_path: Path) -> None:
-    tokens = {"right-token-0123456789abcdef": "coder@laptop"}
+async def test_http_refuses_missing_and_wrong_tokens_and_accepts_the_right_one(
+    tmp_path: Path,
+) -> None:
+    right = "right-token-0123456789abcdef"
+    tokens = {right: "coder@laptop"}
     settings = Settings(store=tmp_path / "m.sqlite")
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
@@ -95,17 +98,31 @@ async def test_http_refuses_missing_and_wrong_tokens(tmp_path: Path) -> None:
         host="127.0.0.1"
     )
     userver = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "containment-test", "version": "0"},
+        },
+    }
     headers = {"accept": "application/json, text/event-stream"}
-    statuses = []
+    replies: list[httpx.Response] = []
+    # No token, a wrong one, the right one cut by one character (a prefix is no match), the
+    # right one.
+    attempts = (None, "wrong-token-0123456789abcdef", right[:-1], right)
     async with anyio.create_task_group() as tg:
         tg.start_soon(userver.serve, [sock])
         async with httpx.AsyncClient() as http:
-            for token in (None, "wrong-token-0123456789abcdef", "right-token-0123456789abcde"):
+            for token in attempts:
                 sent = dict(headers)
                 if token:
                     sent["authorization"] = f"Bearer {token}"
-                reply = await http.post(f"http://{host}:{port}/mcp", json=body, headers=sent)
-                statuses.append(reply.status_code)
+                replies.append(
+                    await http.post(f"http://{host}:{port}/mcp", json=body, headers=sent)
+                )
         userver.should_exit = True
-    assert statuses == [401, 401, 401]
+    assert [r.status_code for r in replies] == [401, 401, 401, 200]
+    assert '"serverInfo"' in replies[-1].text and '"nooa-mcp"' in replies[-1].text

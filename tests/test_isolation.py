@@ -2,9 +2,13 @@
 
 Hypothesis draws graphs of memories spread over owners of two roles plus shared rows, with
 random typed edges (added straight into the store, so edges that cross roles exist too, as after
-an import) and memory: references. For a random reader and every scope, nothing the reader may
-not see reaches it through recall, explain, spreading, references, resources or stats: no id,
-no 8-character prefix, no content. Writes across roles are always refused and change nothing.
+an import) and memory: references. Every owner, and the reader, then recalls with a query and
+a session of its own, so access logs hold queries to leak. For a random reader and every scope,
+nothing the reader may not see reaches it through recall, explain, spreading, references,
+resources or stats: no id, no 8-character prefix, no content, no other role's query or session.
+And everything it may see is there: recall returns every visible memory (they all match), and
+the reader's own query shows in its access logs. Writes across roles are always refused and
+change nothing.
 """
 
 from __future__ import annotations
@@ -29,12 +33,16 @@ from nooa_mcp.config import Settings
 from nooa_mcp.domain.schema import EdgeType
 from nooa_mcp.domain.scope import Actor
 from nooa_mcp.embeddings import HashEmbedder
+from nooa_mcp.engine import Engine
 from nooa_mcp.mcp.server import build_server
+from nooa_mcp.services import provenance
 
 OWNERS = ["alice@a", "alice@b", "bob@x", "bob@y", "carol", ""]
 READERS = ["alice@a", "alice@b", "bob@x", "carol"]
 SCOPES = ["mine", "instance", "*", "alice", "alice@b", "bob", "bob@x", "carol"]
-EXAMPLES = {"ci": 6, "long": 200}.get(os.environ.get("NOOA_FUZZ_PROFILE", "ci"), 6)
+# ci: 50 examples, about 0.6 s of CPU each (28 s in all; 2 min of wall time at load 15 on two
+# cores). The build shares one engine (it opened one per memory before). long: 200.
+EXAMPLES = {"ci": 50, "long": 200}.get(os.environ.get("NOOA_FUZZ_PROFILE", "ci"), 50)
 
 
 def visible(reader: str, scope: str, owner: str) -> bool:
@@ -53,6 +61,10 @@ def visible(reader: str, scope: str, owner: str) -> bool:
 
 
 MARKERS = [f"zq{n}mark" for n in range(12)]
+#: A query marker and a session per owner (and per reader): what each one asked, and where.
+ASKERS = sorted(set(OWNERS) | set(READERS))
+QUERY_MARKS = {o: f"qy{n}ask" for n, o in enumerate(ASKERS)}
+SESSION_MARKS = {o: f"ss{n}sess" for n, o in enumerate(ASKERS)}
 
 graphs = st.integers(3, 9).flatmap(
     lambda n: st.tuples(
@@ -67,20 +79,25 @@ graphs = st.integers(3, 9).flatmap(
 )
 
 
-async def build(store: Path, owners: list[str], edges: list, refs: list) -> list[str]:
-    """Author memory i as owners[i]; then refs (i → memory:j) and edges straight into the store."""
-    embedder = HashEmbedder()
+async def build(store: Path, owners: list[str], edges: list, refs: list, reader: str) -> list[str]:
+    """Author memory i as owners[i]; then refs (i → memory:j) and edges straight into the
+    store; then every owner, and last the reader, recalls with its own query and session."""
     ids: list[str] = []
-    for i, owner in enumerate(owners):
-        async with Memory.open(store, owner=owner, embedder=embedder) as mem:
+    async with Engine.open(Settings(store=store), HashEmbedder()) as engine:
+        for i, owner in enumerate(owners):
             content = f"Harbor topic note {MARKERS[i]} about the relay station and its crew."
             kind = "todo" if i % 4 == 3 else "info"
-            ids.append((await mem.author(content, type=kind, title=f"T{MARKERS[i]}")).id)
-    admin = Memory.open(store, owner="admin", embedder=embedder)
-    async with admin as mem, mem.engine.store.transaction():
-        for src, dst, relation in edges:
-            if src != dst:
-                await mem.engine.store.add_edge(ids[src], ids[dst], relation, 1.0)
+            written = await Memory(engine, owner).author(content, type=kind, title=f"T{MARKERS[i]}")
+            ids.append(written.id)
+        async with engine.store.transaction():
+            for src, dst, relation in edges:
+                if src != dst:
+                    await engine.store.add_edge(ids[src], ids[dst], relation, 1.0)
+        for asker in [*(o for o in dict.fromkeys(owners) if o != reader), reader]:
+            with provenance.session(SESSION_MARKS[asker]):
+                await Memory(engine, asker).recall(
+                    f"harbor relay crew {QUERY_MARKS[asker]}", k=50, hops=0
+                )
     conn = sqlite3.connect(store)
     for src, dst in refs:
         # A memory: reference with its snapshot, to any owner's memory: whatever the writer
@@ -93,11 +110,21 @@ async def build(store: Path, owners: list[str], edges: list, refs: list) -> list
 
 
 def hidden_tokens(ids: list[str], owners: list[str], reader: str, scope: str) -> list[str]:
+    """What must not reach the reader: hidden memories (id prefix, marker) and the queries and
+    sessions of every other role (no reader here has a grant: only its own role is readable)."""
     tokens = []
     for i, (ident, owner) in enumerate(zip(ids, owners, strict=True)):
         if not visible(reader, scope, owner):
             tokens += [ident[:8], MARKERS[i]]
+    role = reader.partition("@")[0]
+    for asker in set(owners) - {reader, ""}:  # the shared owner's reads are everyone's
+        if asker.partition("@")[0] != role:
+            tokens += [QUERY_MARKS[asker], SESSION_MARKS[asker]]
     return tokens
+
+
+def shown(ids: list[str], owners: list[str], reader: str, scope: str) -> set[str]:
+    return {i for i, o in zip(ids, owners, strict=True) if visible(reader, scope, o)}
 
 
 def leaked(reply: Any, tokens: list[str]) -> list[str]:
@@ -114,25 +141,35 @@ async def read(client: Client, uri: str) -> str:
 async def check_reader(store: Path, ids: list[str], owners: list[str], reader: str) -> None:
     # The reply echoes the query, so it holds no marker: markers only come from memories.
     query = "harbor topic relay station crew"
+    own_query = QUERY_MARKS[reader]
     server = build_server(Settings(store=store, owner=reader), embedder=HashEmbedder())
     async with Client(server, cache=None) as client:
         # Resources answer at the reader's own scope (mine); read before the reader's own
         # wider-scope reads put their notes in its access log.
         tokens = hidden_tokens(ids, owners, reader, "mine")
+        mine = shown(ids, owners, reader, "mine")
         for uri in ("memory://access-log", "memory://todos", "memory://stats", "memory://context"):
-            assert leaked(await read(client, uri), tokens) == [], uri
+            text = await read(client, uri)
+            assert leaked(text, tokens) == [], uri
+            if uri == "memory://access-log" and mine:
+                assert own_query in text  # the reader's own query is not redacted
         stats = json.loads(await read(client, "memory://stats"))
         assert set(stats["by_owner"]) <= {o for o in OWNERS if visible(reader, "mine", o)}
+        assert stats["active"] == len(mine)
         for i, ident in enumerate(ids):
-            mine = visible(reader, "mine", owners[i])
-            for uri in (f"memory://memories/{ident}", f"memory://memories/{ident}/access-log"):
-                if mine:
-                    assert leaked(await read(client, uri), tokens) == [], uri
-                else:
+            if ident in mine:
+                assert MARKERS[i] in await read(client, f"memory://memories/{ident}")
+                log = await read(client, f"memory://memories/{ident}/access-log")
+                assert leaked(log, tokens) == [] and own_query in log, owners[i]
+                replay = await client.call_tool("memory_explain", {"memory_id": ident})
+                assert leaked([replay.structured_content, replay.content[0].text], tokens) == []
+            else:
+                for uri in (f"memory://memories/{ident}", f"memory://memories/{ident}/access-log"):
                     with pytest.raises(MCPError):
                         await read(client, uri)
         for scope in SCOPES:
             tokens = hidden_tokens(ids, owners, reader, scope)
+            expected = shown(ids, owners, reader, scope)
             for hops in (0, 3):
                 recalled = await client.call_tool(
                     "memory_recall", {"query": query, "k": 50, "scope": scope, "hops": hops}
@@ -140,10 +177,14 @@ async def check_reader(store: Path, ids: list[str], owners: list[str], reader: s
                 assert not recalled.is_error, recalled.content
                 replied = [recalled.structured_content, recalled.content[0].text]
                 assert leaked(replied, tokens) == [], (scope, hops)
+                # Every memory matches the query: what the scope shows is all there.
+                got = {h["id"] for h in recalled.structured_content["hits"]}
+                assert got == expected, (scope, hops)
             explained = await client.call_tool(
                 "memory_explain", {"query": query, "k": 50, "scope": scope, "hops": 3}
             )
             assert leaked([explained.structured_content, explained.content[0].text], tokens) == []
+            assert {r["id"] for r in explained.structured_content["rows"]} == expected, scope
             for i, ident in enumerate(ids):
                 if not visible(reader, scope, owners[i]):
                     why = await client.call_tool(
@@ -202,7 +243,7 @@ def test_no_scope_reveals_or_relays_a_memory_outside_it(graph: tuple) -> None:
     async def run() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             store = Path(tmp) / "memory.sqlite"
-            ids = await build(store, owners, edges, refs)
+            ids = await build(store, owners, edges, refs, reader)
             await check_reader(store, ids, owners, reader)
 
     anyio.run(run)

@@ -149,7 +149,7 @@ async def test_a_failed_copy_leaves_the_destination_empty(tmp_path, postgres) ->
             raise RuntimeError("interrupted")
 
     try:
-        with pytest.raises(RuntimeError):
+        with pytest.raises(RuntimeError, match="interrupted"):
             await copy_rows(src, dst, fail_midway)
         assert calls >= 3
         assert set((await dst.table_sizes()).values()) == {0}

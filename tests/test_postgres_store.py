@@ -74,7 +74,7 @@ async def test_logging_reads_does_not_move_the_revision_other_caches_pull(store)
         fetched = await store.fetch(memory.id)
         fetched.access_count += 1
         fetched.strength += 1
-        await store.save_many([fetched])
+        await store.save_accesses([fetched])
     assert (await store.vector_changes(mark, 100))[0] == []
     async with store.transaction():
         await store.set_archived(memory.id, True, fetched.created_at)

@@ -3,7 +3,8 @@
 The tests of the modules below that need no more than a `Memory` (`mem`), its `settings` or its
 `store_path` run here a second time: `store_path` is a fresh PostgreSQL schema instead of a
 SQLite file, so every verb (author, recall, explain, update, todos, intents, tombstones, KPIs,
-validity, incremental reflection) is checked on both backends by the same assertions.
+validity, the console's: revive, neighbourhood, maintenance log, and incremental reflection)
+is checked on both backends by the same assertions.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import inspect
 
 import pytest
+import test_facade_verbs
 import test_intents
 import test_kpis
 import test_memory
@@ -25,6 +27,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
 
 _MODULES = (
     test_memory,
+    test_facade_verbs,
     test_recall,
     test_intents,
     test_kpis,

@@ -14,7 +14,7 @@ from nooa_mcp.domain.references import (
     parse_references,
 )
 from nooa_mcp.domain.schema import Reference
-from nooa_mcp.errors import InvalidInput, ReferenceOutsideRoot
+from nooa_mcp.errors import InvalidInput, NotFound, ReferenceOutsideRoot
 from nooa_mcp.services.references import capture, confine, resolve
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -234,8 +234,9 @@ async def test_author_refuses_escaping_and_missing_references(rooted, root, tmp_
         await rooted.author("x", references=["file:../secret.txt"])
     with pytest.raises(InvalidInput):
         await rooted.author("x", references=["file:nope.md"])
-    with pytest.raises(LookupError):
+    with pytest.raises(NotFound) as missing:
         await rooted.author("x", references=["memory:abcdef12"])
+    assert missing.value.ident == "abcdef12"
     assert (await rooted.stats()).total == 0
 
 
@@ -246,8 +247,11 @@ async def test_memory_references_obey_owner_scope(tmp_path, root):
         secret = await alice.author("alice's private deployment token location")
     settings = Settings(store=path, owner="bob@b", reference_root=root)
     async with Memory.open(settings=settings, embedder=HashEmbedder()) as bob:
-        with pytest.raises(LookupError):
+        with pytest.raises(NotFound) as hidden:
             await bob.author("pointer", references=[f"memory:{secret.id}"])
+    # Another role's memory is "no such memory" to bob, not "forbidden": nothing confirms it.
+    assert hidden.value.ident == secret.id
+    assert "alice" not in str(hidden.value) and "deployment" not in str(hidden.value)
 
 
 def test_an_exported_reference_dict_keeps_its_snapshot():

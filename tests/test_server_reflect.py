@@ -1,8 +1,4 @@
-"""memory_reflect over the in-memory client (SPEC §8, §12).
-
-The tool exists once the facade can reflect (`Memory.reflect`, built in the reflection issue);
-until that is merged these tests are skipped, which the skip reason says.
-"""
+"""memory_reflect over the in-memory client (SPEC §8, §12)."""
 
 from pathlib import Path
 
@@ -12,14 +8,8 @@ from mcp import Client
 from nooa_mcp.config import Settings
 from nooa_mcp.embeddings import HashEmbedder
 from nooa_mcp.mcp.server import build_server
-from nooa_mcp.memory import Memory
 
-pytestmark = [
-    pytest.mark.anyio,
-    pytest.mark.skipif(
-        not hasattr(Memory, "reflect"), reason="Memory.reflect is not merged yet (reflection)"
-    ),
-]
+pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture

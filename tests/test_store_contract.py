@@ -14,6 +14,7 @@ import anyio
 import numpy as np
 import pytest
 
+from nooa_mcp.domain.prospective import todo_order
 from nooa_mcp.domain.schema import (
     AccessRecord,
     Channel,
@@ -158,20 +159,37 @@ async def test_insertion_order_gives_increasing_seqs(store: Store) -> None:
     assert seqs == sorted(seqs) and len(set(seqs)) == 4
 
 
-async def test_save_rewrites_a_row_and_save_many_rewrites_several(store: Store) -> None:
+async def test_save_rewrites_a_row_and_save_accesses_writes_access_state(store: Store) -> None:
     a, b = await put(store, "first"), await put(store, "second")
     a.content, a.strength, a.tags = "first, edited", 9, ["edited"]
-    b.reinforcement_count = 7
     c = await store.fetch(b.id)
-    c.access_count = 11
+    c.access_count, c.strength, c.actr_count, c.actr_times = 11, 3, 2, [5.0, 4.0]
+    c.channels = {"recalled": 2}
+    c.content = "not written by save_accesses"
     async with store.transaction():
         await store.save(a, vec(a.content))
-        await store.save_many([c])
+        await store.save_accesses([c])
     assert (await store.fetch(a.id)).content == "first, edited"
     assert (await store.fetch(a.id)).strength == 9
     assert (await store.fetch(a.id)).tags == ["edited"]
     assert np.allclose((await store.embeddings_of([a.id]))[a.id], vec("first, edited"))
-    assert (await store.fetch(b.id)).access_count == 11
+    got = await store.fetch(b.id)
+    assert (got.access_count, got.strength, got.actr_count) == (11, 3, 2)
+    assert got.actr_times == [5.0, 4.0] and got.channels == {"recalled": 2}
+    assert got.content == "second"  # only what an access changes is written
+
+
+async def test_logging_accesses_does_not_move_the_revision_caches_pull(store: Store) -> None:
+    memory = await put(store, "read often")
+    _, mark = await store.vector_changes(None, 100)
+    async with store.transaction():
+        fetched = await store.fetch(memory.id)
+        fetched.access_count += 1
+        await store.save_accesses([fetched])
+    assert (await store.vector_changes(mark, 100))[0] == []
+    async with store.transaction():
+        await store.set_archived(memory.id, True, fetched.created_at)
+    assert [r.archived for r in (await store.vector_changes(mark, 100))[0]] == [True]
 
 
 async def test_save_without_an_embedding_keeps_the_stored_one(store: Store) -> None:
@@ -280,6 +298,110 @@ async def test_listing_follows_scope_archive_type_status_and_cursor(store: Store
     assert await store.count_memories(CODER, type="todo", status="open") == 1
 
 
+async def test_listing_filters_by_owner_and_by_tag_folding_ascii_case_only(store: Store) -> None:
+    """The console's filters run in the store, alike on both backends: a tag matches whatever
+    the case of its ASCII letters, other letters only as written; neither widens the scope."""
+    laptop = await put(store, "ops note", tags=["Deploy", "ops"])
+    desk = await put(store, "desk note", owner="coder@desk", tags=["deploy"])
+    shared = await put(store, "shared note", owner="", tags=["Été"])
+    hidden = await put(store, "hidden note", owner="writer@desk", tags=["deploy"])
+    await put(store, "untagged note")
+
+    async def ids(scope: Scope = CODER, **filters) -> list[str]:
+        return [m.id for m in await store.list_memories(scope, **filters)]
+
+    assert await ids(tag="DEPLOY") == [laptop.id, desk.id]
+    assert await ids(EVERYONE, tag="deploy") == [laptop.id, desk.id, hidden.id]
+    assert await ids(tag="deploy", after_seq=laptop.seq) == [desk.id]
+    assert await ids(tag="Été") == [shared.id]
+    assert await ids(tag="été") == []  # lower() folds ASCII only, on every backend
+    assert await ids(tag="ÉTÉ") == []
+    assert await ids(tag="dep") == []  # a whole tag, not a substring
+    assert await ids(owner="") == [shared.id]
+    assert await ids(owner="coder@desk") == [desk.id]
+    assert await ids(owner="writer@desk") == []  # outside the scope
+    assert await ids(owner="coder@laptop", tag="ops") == [laptop.id]
+    async with store.transaction():
+        await store.set_archived(laptop.id, True, T0)
+    assert await ids(tag="deploy") == [desk.id]
+    assert await ids(tag="deploy", archived=True) == [laptop.id]
+
+
+async def test_todo_rows_come_in_todo_order_inside_the_scope_and_the_limit(store: Store) -> None:
+    """The store orders todos as `domain.prospective.todo_order` does (open first, higher
+    importance, older first; ties in insertion order), so a listing loads only what it shows."""
+    spec = [
+        ("done", 9.0, 0),
+        ("open", 2.0, 3),
+        ("open", 8.0, 5),
+        ("dropped", 5.0, 1),
+        ("open", 8.0, 2),
+        ("open", 8.0, 2),
+        ("done", 1.0, 4),
+    ]
+    rows = [
+        await put(
+            store,
+            f"todo {i}",
+            type="todo",
+            status=status,
+            importance=importance,
+            created_at=T0 + timedelta(hours=hour),
+        )
+        for i, (status, importance, hour) in enumerate(spec)
+    ]
+    await put(store, "someone else's", owner="writer@desk", type="todo", importance=10.0)
+    gone = await put(store, "archived", type="todo", importance=10.0)
+    await put(store, "not a todo", importance=10.0)
+    async with store.transaction():
+        await store.set_archived(gone.id, True, T0)
+    expected = [
+        m.id for m in sorted(rows, key=lambda m: todo_order(m.status, m.importance, m.created_at))
+    ]
+    assert [m.id for m in await store.todo_rows(CODER, None, 50)] == expected
+    assert [m.id for m in await store.todo_rows(CODER, None, 3)] == expected[:3]
+    opened = [m.id for m in await store.todo_rows(CODER, "open", 50)]
+    assert opened == [rows[4].id, rows[5].id, rows[2].id, rows[1].id]
+    assert [m.id for m in await store.todo_rows(CODER, "done", 50)] == [rows[0].id, rows[6].id]
+    assert (await store.todo_rows(CODER, "dropped", 50))[0].content == "todo 3"
+
+
+async def test_links_of_follow_edges_both_ways_to_visible_ends_archived_or_not(
+    store: Store,
+) -> None:
+    hub = await put(store, "hub")
+    out = await put(store, "hub points here")
+    into = await put(store, "points at hub")
+    gone = await put(store, "archived, points at hub")
+    hidden = await put(store, "hidden, points at hub", owner="writer@desk")
+    far = await put(store, "two hops away")
+    async with store.transaction():
+        await store.add_edge(hub.id, out.id, EdgeType.refines, 0.7)
+        for src in (into, gone, hidden):
+            await store.add_edge(src.id, hub.id, EdgeType.related, 0.5)
+        await store.add_edge(out.id, far.id, EdgeType.related, 1.0)
+        await store.add_edge(into.id, out.id, EdgeType.supports, 0.3)
+        await store.set_archived(gone.id, True, T0)
+
+    def pairs(rows) -> list[tuple[str, str, str, float]]:
+        return sorted((e.src, e.dst, e.type, round(e.weight, 3)) for e in rows)
+
+    assert pairs(await store.links_of([hub.id], CODER)) == sorted(
+        [
+            (hub.id, out.id, "refines", 0.7),
+            (into.id, hub.id, "related", 0.5),
+            (gone.id, hub.id, "related", 0.5),
+        ]
+    )
+    assert (hidden.id, hub.id, "related", 0.5) in pairs(await store.links_of([hub.id], EVERYONE))
+    # An edge between two of the ids comes back once.
+    both = pairs(await store.links_of([hub.id, out.id, into.id], CODER))
+    assert both.count((into.id, out.id, "supports", 0.3)) == 1
+    assert (out.id, far.id, "related", 1.0) in both
+    assert await store.links_of([far.id, "no-such-id"], CODER) != []
+    assert await store.links_of([], CODER) == []
+
+
 async def test_context_rows_put_open_todos_first_and_skip_scratch_and_closed(store) -> None:
     low = await put(store, "low info", importance=2.0)
     high = await put(store, "high info", importance=9.0)
@@ -386,10 +508,25 @@ async def test_a_word_in_too_many_rows_generates_no_candidates(store: Store) -> 
     assert [r.content for r in rows] == ["common word and rare3"]
 
 
-async def test_queries_with_operators_and_quotes_never_raise(store: Store) -> None:
+async def test_queries_with_operators_and_quotes_match_words_and_never_raise(
+    store: Store,
+) -> None:
+    """Operators, quotes and column filters in user text are searched as plain words."""
+    await put(store, "he said hi near the start")
     await put(store, "plain words here")
-    for text in ['he said "hi', "NEAR(a b)", "a AND OR NOT b", "*", "col:umn", "'; DROP", ""]:
-        await store.candidates(text, CODER, limit=5)
+    expected = {
+        'he said "hi': ["he said hi near the start"],
+        "NEAR(a b)": ["he said hi near the start"],
+        "a AND OR NOT b": [],
+        "*": [],
+        "col:umn": [],
+        "words:plain": ["plain words here"],
+        "'; DROP": [],
+        "": [],
+    }
+    for text, contents in expected.items():
+        rows = await store.candidates(text, CODER, limit=5)
+        assert [r.content for r in rows] == contents, text
 
 
 async def test_scoring_rows_carry_what_scoring_needs(store: Store) -> None:
@@ -688,7 +825,7 @@ async def test_meta_values_are_set_read_and_locked(store: Store) -> None:
 
 async def test_a_failed_transaction_writes_nothing(store: Store) -> None:
     kept = await put(store, "kept")
-    with pytest.raises(RuntimeError):
+    with pytest.raises(RuntimeError, match="boom"):
         async with store.transaction():
             await store.insert(Memory(content="rolled back", owner="coder@laptop"), None)
             await store.set_archived(kept.id, True, T0)

@@ -1,8 +1,8 @@
 """The memory console: a local web front end over the Memory facade (issue 14).
 
 `Console` is the application (mount it anywhere, or serve it with `serve`); an
-`Authenticator` decides whose memory a request sees. Nothing here reads the store directly
-except `gaps`, which stands in for facade verbs that do not exist yet.
+`Authenticator` decides whose memory a request sees. Nothing here reads the store directly:
+every page and action is a Memory facade call as the request's owner.
 """
 
 from .app import Console, standalone_app

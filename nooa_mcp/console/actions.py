@@ -12,7 +12,6 @@ import json
 from starlette.responses import Response, StreamingResponse
 
 from .. import InvalidInput
-from . import gaps
 from .pages import STEPS
 from .web import Page
 
@@ -51,17 +50,22 @@ async def forget(page: Page) -> Response:
 
 
 async def revive(page: Page) -> Response:
-    result = await gaps.revive(page.memory, _id(page))
+    result = await page.memory.revive(_id(page))
     return page.redirect(f"/memory/{result.id}", note="revived")
+
+
+#: The todo action that moves a todo to each status.
+_TODO_ACTION = {"done": "done", "dropped": "drop", "open": "reopen"}
 
 
 async def todo_status(page: Page) -> Response:
     status = page.field("status")
-    if status not in ("done", "dropped", "open"):
+    if status not in _TODO_ACTION:
         raise InvalidInput(
             "status", f"'{status}' is not a todo status.", "Use done, dropped or open."
         )
-    result = await gaps.set_todo_status(page.memory, _id(page), status)
+    # A person closing a todo is not the agent's turn: no reminder fires (and is lost) here.
+    result = await page.memory.todo(_TODO_ACTION[status], memory_id=_id(page), remind=False)
     back = page.field("back")
     if back == "todos":
         return page.redirect("/todos", note=f"todo-{status}")
@@ -69,7 +73,7 @@ async def todo_status(page: Page) -> Response:
 
 
 async def cancel_intent(page: Page) -> Response:
-    result = await gaps.cancel_intent(page.memory, _id(page))
+    result = await page.memory.intent("cancel", memory_id=_id(page), remind=False)
     if page.field("back") == "intents":
         return page.redirect("/intents", note="cancelled")
     return page.redirect(f"/memory/{result.id}", note="cancelled")

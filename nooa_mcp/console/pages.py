@@ -13,7 +13,7 @@ from typing import Any
 from starlette.responses import Response
 
 from .. import InvalidInput, MemoryType
-from . import gaps, svg
+from . import svg
 from .web import Page
 
 BAR_WIDTH = 260.0
@@ -23,6 +23,13 @@ TIMELINE = {"left": 90.0, "right": 700.0, "top": 8.0, "lane": 18.0}
 CURVE_BOX = (44.0, 12.0, 700.0, 172.0)
 CHART_BOX = (40.0, 10.0, 700.0, 170.0)
 GRAPH_SIZE = 560.0
+#: Rows on one page of the memories list.
+LIST_PAGE = 50
+#: Todos shown per status: a person scans the first few.
+TODO_LIMITS = {"open": 50, "done": 10, "dropped": 10}
+#: Reflection passes the stats chart shows.
+CHART_PASSES = 60
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def _int(page: Page, name: str, default: int, low: int, high: int) -> int:
@@ -113,7 +120,7 @@ async def memory(page: Page) -> Response:
     policy = mem.settings.forgetting
     curve = svg.retention_curve(
         view.last_accessed_at,
-        gaps.stability_hours(mem, view),
+        view.stability_hours,
         now,
         view.prune_eta,
         policy.prune_below,
@@ -130,8 +137,8 @@ async def memory(page: Page) -> Response:
         total_accesses=sum(view.channels.values()),
         curve=curve,
         threshold=policy.prune_below,
-        protected=gaps.protection(mem, view),
-        writable=gaps.may_write(mem, view),
+        protected=view.protected,
+        writable=view.writable,
         now=now,
     )
 
@@ -151,17 +158,19 @@ async def memories(page: Page) -> Response:
     if state not in ("live", "archived", "all"):
         raise InvalidInput("archived", f"'{state}' is not a state.", "Use live, archived or all.")
     after = _int(page, "after", 0, 0, 2**62) or None
-    listing = await gaps.list_filtered(
-        page.memory,
+    # One row more than a page says whether there is a next page.
+    rows = await page.memory.list_memories(
         type=kind,
         owner=owner,
         tag=page.arg("tag") or None,
         archived=archived,
         after=after,
+        limit=LIST_PAGE + 1,
     )
     return page.render(
         "memories.html",
-        listing=listing,
+        views=[v for _, v in rows[:LIST_PAGE]],
+        next_after=rows[LIST_PAGE - 1][0] if len(rows) > LIST_PAGE else None,
         kind=kind or "",
         owner=owner_arg,
         tag=page.arg("tag"),
@@ -171,18 +180,34 @@ async def memories(page: Page) -> Response:
 
 
 async def todos(page: Page) -> Response:
-    groups, more = await gaps.todos(page.memory)
+    """Todos by status; looking fires no reminder an agent is waiting for (`remind=False`)."""
+    groups: dict[str, list[Any]] = {}
+    more: set[str] = set()
+    for status, limit in TODO_LIMITS.items():
+        listed = await page.memory.todo("list", status=status, limit=limit + 1, remind=False)
+        if len(listed.todos) > limit:
+            more.add(status)
+        groups[status] = listed.todos[:limit]
     return page.render("todos.html", groups=groups, more=more)
 
 
 async def intents(page: Page) -> Response:
-    return page.render("intents.html", items=await gaps.intents(page.memory))
+    """Armed intents, the soonest time trigger first; looking fires none of them."""
+    listed = await page.memory.intent("list", remind=False)
+    items = sorted(listed.intents, key=lambda i: (i.fire_at is None, i.fire_at or _EPOCH))
+    return page.render("intents.html", items=items)
+
+
+def applied_per_step(report: dict[str, Any]) -> dict[str, int]:
+    """The changes each step of a logged reflection pass made."""
+    return {str(s.get("step")): int(s.get("applied") or 0) for s in report.get("steps", [])}
 
 
 async def stats(page: Page) -> Response:
     numbers = await page.memory.stats()
-    passes = await gaps.reflection_history(page.memory)
-    columns = svg.stacked_columns([(p.when, p.applied) for p in passes], STEPS, CHART_BOX)
+    log = await page.memory.maintenance_log("reflection", limit=CHART_PASSES)
+    passes = [(entry.ts, applied_per_step(entry.report)) for entry in reversed(log)]
+    columns = svg.stacked_columns(passes, STEPS, CHART_BOX)
     return page.render(
         "stats.html",
         stats=numbers,
@@ -198,6 +223,6 @@ async def stats(page: Page) -> Response:
 
 async def graph(page: Page) -> Response:
     hops = _int(page, "hops", 2, 1, 2)
-    hood = await gaps.neighbourhood(page.memory, page.request.path_params["memory_id"], hops)
+    hood = await page.memory.neighbourhood(page.request.path_params["memory_id"], hops=hops)
     pos = svg.radial_layout(hood.center, hood.rings, GRAPH_SIZE)
     return page.render("graph.html", hood=hood, pos=pos, size=GRAPH_SIZE, hops=hops)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .reflection import Node
+from .sampling import MalformedReply, SamplingUnavailable
 from .similarity import sweep
 
 __all__ = [
@@ -50,14 +51,6 @@ SYSTEM = (
     "You curate an agent's long-term memory. Answer with one JSON object and nothing else. "
     "Use only the ids you are shown."
 )
-
-
-class SamplingUnavailable(RuntimeError):
-    """The client cannot (or will not) sample now; generative steps stop for this pass."""
-
-
-class MalformedReply(ValueError):
-    """The model's reply is not the JSON asked for; the item is skipped, the pass goes on."""
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ nothing relevant found) are fields here, never exceptions and never free text.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -199,7 +199,47 @@ class MemoryView(BaseModel):
     sizes: dict[str, int]
     retention: float
     prune_eta: datetime | None
+    #: S of the forgetting curve R = exp(−Δt/S) in hours (SPEC §7), so a reader can draw it.
+    stability_hours: float = 0.0
+    #: Why pruning never takes this memory (SPEC §7), or None when it may.
+    protected: str | None = None
+    #: Whether this reader may change it: own role, or the shared owner's own rows (SPEC §10).
+    writable: bool = False
     flags: Flags = Field(default_factory=Flags)
+
+
+class GraphEdge(BaseModel):
+    """One typed edge of a neighbourhood, in its stored direction."""
+
+    src: str
+    dst: str
+    type: str
+    weight: float
+
+
+class Neighbourhood(BaseModel):
+    """The memories linked to one memory within a few hops, in either direction."""
+
+    center: str
+    #: Every memory shown, the centre included, as the reader sees it.
+    nodes: dict[str, MemoryView]
+    #: The links followed, each between two shown memories.
+    edges: list[GraphEdge] = Field(default_factory=list)
+    #: Per hop, (memory, the memory it was reached from), in the order reached: each
+    #: memory's strongest links first.
+    rings: list[list[tuple[str, str]]] = Field(default_factory=list)
+    #: Some links were left out: the strongest few per memory, up to a bounded total, are kept.
+    truncated: bool = False
+
+
+class MaintenanceRecord(BaseModel):
+    """One entry of the maintenance log: a reflection pass or a fired intent (SPEC §8, §9)."""
+
+    seq: int
+    ts: datetime
+    kind: str
+    #: What was logged: a reflection pass is a `ReflectReport` as JSON, a firing names its intent.
+    report: dict[str, Any]
 
 
 class Stats(BaseModel):

@@ -99,6 +99,8 @@ EDGE_TYPES: tuple[str, ...] = tuple(e.value for e in EdgeType)
 REFLECTION_STEPS: tuple[str, ...] = ("merge", "reconcile", "link", "rescore", "abstract", "prune")
 TODO_ACTIONS: tuple[str, ...] = ("add", "list", "done", "drop", "reopen")
 INTENT_ACTIONS: tuple[str, ...] = ("add", "list", "check", "cancel")
+#: What the maintenance log holds: reflection passes and fired intents (SPEC §8, §9).
+MAINTENANCE_KINDS: tuple[str, ...] = ("reflection", "intent")
 
 # --------------------------------------------------------------------------- ladders
 

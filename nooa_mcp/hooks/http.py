@@ -15,18 +15,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ..engine import Engine
-from ..memory import Memory
 from ..services import provenance
 from .paths import find_project
 from .remote import HOOK_PATH
 from .run import DEFAULT_OWNER, EVENTS, output
+
+if TYPE_CHECKING:  # the engine is the server's; importing it here would load numpy early
+    from ..engine import Engine
 
 __all__ = ["HOOK_SECONDS", "hook_route"]
 
@@ -118,6 +120,8 @@ def hook_route(
 
         text = ""
         with anyio.move_on_after(HOOK_SECONDS), provenance.session((session or "")[:200] or None):
+            from ..memory import Memory
+
             text = await injected_text(Memory(running, who), event, project, prompt)
         shown = output(event, text)
         if not shown:

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -26,12 +26,14 @@ from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 from pydantic import BaseModel
 
 from ..config import Settings
-from ..embeddings import Embedder, WarmingEmbedder
-from ..engine import Engine
 from ..errors import InvalidInput, NooaError, StoreTooNew, StoreUnavailable
-from ..memory import Memory, maintain
 from ..services import provenance
 from .identity import Identity, resolve_identity
+
+if TYPE_CHECKING:  # the engine (numpy, the store, the services) loads when first needed
+    from ..embeddings import Embedder
+    from ..engine import Engine
+    from ..memory import Memory
 
 __all__ = [
     "Owners",
@@ -62,6 +64,10 @@ class Owners:
     def __init__(self, engine: Engine | None, broken: NooaError | None = None) -> None:
         self.engine = engine
         self.broken = broken
+        self._ready = anyio.Event()
+        self._open = anyio.Event()
+        if engine is not None or broken is not None:
+            self._ready.set()
 
     @classmethod
     @asynccontextmanager
@@ -78,6 +84,8 @@ class Owners:
             async with cls._maintained(engine) as owners:
                 yield owners
             return
+        from ..engine import Engine
+
         async with AsyncExitStack() as stack:
             try:
                 opened = await stack.enter_async_context(Engine.open(settings, embedder))
@@ -96,6 +104,39 @@ class Owners:
 
     @classmethod
     @asynccontextmanager
+    async def when_needed(
+        cls, settings: Settings, embedder: Callable[[], Embedder]
+    ) -> AsyncIterator[Owners]:
+        """Like `running`, but the model and the store open on `open_now()` (or on the first
+        `memory()`): a stdio server answers the handshake without importing numpy, opening
+        the store or reading its vectors (a 100k store holds 150 MB of them)."""
+        owners = cls(None)
+        stop = anyio.Event()
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(owners._hold, settings, embedder, stop, name="nooa engine")
+            try:
+                yield owners
+            finally:
+                stop.set()
+                owners._open.set()
+
+    async def _hold(
+        self, settings: Settings, embedder: Callable[[], Embedder], stop: anyio.Event
+    ) -> None:
+        await self._open.wait()
+        if stop.is_set():
+            return
+        async with Owners.running(settings, embedder()) as opened:
+            self.engine, self.broken = opened.engine, opened.broken
+            self._ready.set()
+            await stop.wait()
+
+    def open_now(self) -> None:
+        """Open the engine now if it opens when needed (see `when_needed`)."""
+        self._open.set()
+
+    @classmethod
+    @asynccontextmanager
     async def _maintained(cls, engine: Engine) -> AsyncIterator[Owners]:
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(_maintain, engine, name="nooa maintenance")
@@ -104,12 +145,16 @@ class Owners:
             finally:
                 tasks.cancel_scope.cancel()
 
-    def memory(self, identity: Identity) -> Memory:
-        """The Memory of `identity`.
+    async def memory(self, identity: Identity) -> Memory:
+        """The Memory of `identity` (opening the engine first if it opens when needed).
 
         Raises:
             StoreUnavailable / StoreTooNew: the store could not be opened.
         """
+        from ..memory import Memory
+
+        self.open_now()
+        await self._ready.wait()
         if self.engine is None:
             raise self.broken or RuntimeError("no engine")
         return Memory(self.engine, identity.owner, identity.grants)
@@ -117,6 +162,8 @@ class Owners:
 
 async def _settle(embedder: Embedder) -> None:
     """Let a loading model finish before the process goes on to exit (ONNX aborts otherwise)."""
+    from ..embeddings import WarmingEmbedder
+
     if isinstance(embedder, WarmingEmbedder):
         with anyio.CancelScope(shield=True), anyio.move_on_after(15):
             await anyio.to_thread.run_sync(embedder.finish, abandon_on_cancel=True)
@@ -124,6 +171,8 @@ async def _settle(embedder: Embedder) -> None:
 
 async def _maintain(engine: Engine) -> None:
     """Background reflection; a failure is logged and never stops the server."""
+    from ..memory import maintain
+
     try:
         await maintain(engine)
     except Exception:
@@ -150,7 +199,7 @@ async def current_memory() -> Memory:
     bound = _bound.get()
     if bound is None:
         raise RuntimeError("no MCP request is being handled")
-    return bound.owners.memory(bound.identity)
+    return await bound.owners.memory(bound.identity)
 
 
 def bind_owner(

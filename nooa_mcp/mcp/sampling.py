@@ -12,7 +12,7 @@ from typing import Any
 
 from mcp import MCPDeprecationWarning, MCPError, types
 
-from ..domain.generative import MalformedReply, SamplingUnavailable
+from ..domain.sampling import MalformedReply, SamplingUnavailable
 from ..services.sampler import Sampler
 
 __all__ = ["session_sampler"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import importlib.metadata
+import os
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -23,11 +24,8 @@ from pydantic import AnyHttpUrl
 
 from ..config import Settings
 from ..domain.scope import parse_roles
-from ..embeddings import Embedder, default_embedder
-from ..engine import Engine
 from ..errors import InvalidInput
 from ..hooks.http import hook_route
-from ..memory import Memory
 from .handlers import Owners, bind_owner
 from .http import bind, http_app, is_loopback, protection
 from .identity import TokenEntry, TokenFileVerifier, load_tokens
@@ -37,11 +35,15 @@ from .rendering import REPLY_TOKENS
 from .resources import register_resources
 from .schemas import lean_tools
 from .tools import register_tools
+from .warmup import Warmup
 
 if TYPE_CHECKING:
     from ..console.app import Console
+    from ..embeddings import Embedder
+    from ..engine import Engine
+    from ..memory import Memory
 
-__all__ = ["build_server", "run"]
+__all__ = ["build_server", "run", "single_threaded_blas"]
 
 # --------------------------------------------------------------------------- the server
 
@@ -60,6 +62,7 @@ def build_server(
     engine: Engine | None = None,
     http_url: str = "http://127.0.0.1:8765",
     console: Console | None = None,
+    open_when_needed: bool = False,
 ) -> MCPServer:
     """Build the nooa-mcp server for `settings`.
 
@@ -73,33 +76,52 @@ def build_server(
             the evaluation); None opens one for the server's lifetime.
         console: the web console served at /ui beside /mcp (HTTP only); the lifespan gives it
             the server's engine and runs its reflection passes.
+        open_when_needed: open the store and load the model once the client has its tool
+            list (see `warmup`), not before the handshake; what `nooa-mcp serve` does over
+            stdio, where a client spawns the server and waits for it.
 
     Returns:
         An MCPServer whose lifespan opens the store and closes it on shutdown.
     """
 
     # The engine once the lifespan has opened it: the HTTP routes beside /mcp use it too.
-    running: dict[str, Engine | None] = {}
+    running: dict[str, Owners] = {}
+    warmup = Warmup()
 
     @asynccontextmanager
     async def lifespan(_: MCPServer) -> AsyncIterator[Owners]:
-        # The model loads beside the server: initialize is answered before it is ready (SPEC §4).
-        if engine is not None:
-            model = engine.embedder
-        else:
-            model = embedder or default_embedder(settings.model_cache_dir)
-        async with Owners.running(settings, model, engine) as owners:
-            running["engine"] = owners.engine
-            try:
-                if console is None or owners.engine is None:
-                    yield owners
-                else:
-                    opened = owners.engine
-                    console.memory_for = lambda v: Memory(opened, v.owner, v.read)
-                    async with console.running():
+        from ..embeddings import WarmingEmbedder, default_embedder
+
+        def model() -> Embedder:
+            if engine is not None:
+                return engine.embedder
+            return embedder or default_embedder(settings.model_cache_dir, start=False)
+
+        async with anyio.create_task_group() as tasks:
+            if open_when_needed and engine is None:
+                owners_cm = Owners.when_needed(settings, model)
+            else:
+                chosen = model()
+                if isinstance(chosen, WarmingEmbedder):
+                    warmup.on_start(chosen.start)
+                owners_cm = Owners.running(settings, chosen, engine)
+            async with owners_cm as owners:
+                warmup.on_start(owners.open_now)
+                tasks.start_soon(warmup.run, name="nooa warm-up")
+                running["owners"] = owners
+                try:
+                    if console is None or owners.engine is None:
                         yield owners
-            finally:
-                running.pop("engine", None)
+                    else:
+                        from ..memory import Memory
+
+                        opened = owners.engine
+                        console.memory_for = lambda v: Memory(opened, v.owner, v.read)
+                        async with console.running():
+                            yield owners
+                finally:
+                    running.pop("owners", None)
+                    tasks.cancel_scope.cancel()
 
     auth = None
     verifier = None
@@ -119,6 +141,7 @@ def build_server(
         auth=auth,
         subscriptions=bus,
     )
+    server.middleware.append(warmup.middleware())
     server.middleware.append(bind_owner(settings.owner, parse_roles(settings.read)))
     budget = REPLY_TOKENS
     subscribers = Subscribers(bus)
@@ -131,7 +154,7 @@ def build_server(
     # rules, the same engine (see nooa_mcp/hooks/http.py).
     host = urlsplit(http_url).hostname or "127.0.0.1"
     hooks = hook_route(
-        lambda: running.get("engine"),
+        lambda: getattr(running.get("owners"), "engine", None),
         owner=settings.owner,
         tokens=bool(tokens),
         allowed_hosts=protection(host).allowed_hosts,
@@ -150,6 +173,18 @@ def _version() -> str:
 # --------------------------------------------------------------------------- running
 
 
+def single_threaded_blas() -> None:
+    """One BLAS thread for a server process, unless OPENBLAS_NUM_THREADS says otherwise.
+
+    A server's matrix products are small (one query, one new memory) or in the background
+    (reflection). BLAS worker threads spinning beside the event loop, the SQLite thread and
+    the model made recall and author 5-10x slower on a 2-core machine under load (issue 12).
+    It takes effect only before numpy is imported: `nooa-mcp serve` calls it first, and the
+    engine (numpy) opens after the handshake.
+    """
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+
 def run(
     settings: Settings,
     transport: str = "stdio",
@@ -163,6 +198,7 @@ def run(
         InvalidInput: unknown transport, --tokens with stdio, a bad tokens file, --owner with
             --tokens, a non-loopback host without tokens, or a port that is in use.
     """
+    single_threaded_blas()
     if transport == "stdio":
         if tokens_file is not None:
             raise InvalidInput(
@@ -171,7 +207,7 @@ def run(
                 "the process that started it).",
                 "Drop --tokens, or serve with --transport http.",
             )
-        anyio.run(build_server(settings).run_stdio_async)
+        anyio.run(build_server(settings, open_when_needed=True).run_stdio_async)
         return
     if transport != "http":
         raise InvalidInput("transport", f"'{transport}' is not a transport.", "Use stdio or http.")

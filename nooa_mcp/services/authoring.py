@@ -168,7 +168,7 @@ def _nearest_existing(c: Caller, records: Sequence[Memory], vectors: np.ndarray)
             continue
         for lo in range(0, len(items), 64):  # 64 columns: 25 MB of scores at 100k rows
             chunk = items[lo : lo + 64]
-            sims = c.index.matrix[:n] @ np.asarray(vectors[chunk], dtype=np.float32).T
+            sims = c.index.similarities(np.asarray(vectors[chunk], dtype=np.float32))
             sims[~mask] = -np.inf
             best = sims.argmax(axis=0)
             for j, i in enumerate(chunk):

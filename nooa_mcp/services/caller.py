@@ -79,15 +79,19 @@ class Caller:
             raise NotFound(memory_id)
         return found
 
+    def may_write(self, owner: str) -> bool:
+        """Writes stay inside the writer's role; shared rows belong to the shared owner only."""
+        if owner == self.owner:
+            return True
+        return owner != "" and owner_role(owner) == self.role
+
     def writable(self, memory: Memory) -> None:
-        """Writes stay inside the writer's role; shared rows belong to the shared owner only.
+        """Refuse a write the rule of `may_write` does not allow.
 
         Raises:
             OwnerForbidden: the memory belongs to another role.
         """
-        if memory.owner == self.owner:
-            return
-        if memory.owner == "" or owner_role(memory.owner) != self.role:
+        if not self.may_write(memory.owner):
             raise OwnerForbidden(self.owner, memory.owner)
 
     def access(self, channel: Channel, **fields: Any) -> AccessRecord:

@@ -1,4 +1,4 @@
-"""Editing: change, link or archive one of your memories (SPEC §12 memory_update).
+"""Editing: change, link, archive or revive one of your memories (SPEC §12 memory_update).
 
 Writes stay inside the writer's role. An update logs `reinforced` without the strength bump;
 new content is re-embedded and is a cue for intents, like authored content.
@@ -18,9 +18,9 @@ from ..errors import InvalidInput
 from . import reminders
 from .authoring import parse_links
 from .caller import Caller
-from .tombstones import archive
+from .tombstones import archive, restore
 
-__all__ = ["forget", "update"]
+__all__ = ["forget", "revive", "update"]
 
 
 async def update(
@@ -145,3 +145,26 @@ async def forget(c: Caller, memory_id: str, reason: str = "forgotten") -> Update
             await archive(c, memory, reason)
     c.index.mark_dirty()
     return UpdateResult(id=target, changed=[] if already else ["archived"], archived=True)
+
+
+async def revive(c: Caller, memory_id: str) -> UpdateResult:
+    """Restore a forgotten memory by id: that very memory, un-archived, its tombstone lifted.
+
+    Nothing is written anew: the memory keeps its id, edges and access history, and the revive
+    logs a reinforcing access, as `author(..., revive=True)` does. A live memory is left as it
+    is (`changed` is empty), as `forget` leaves an archived one. A live memory holding the same
+    content does not stop it: both are live afterwards (reflection merges such duplicates when
+    they share a type).
+
+    Raises:
+        NotFound / AmbiguousId / OwnerForbidden: as for `update`.
+    """
+    target = await c.resolve(memory_id, c.actor.own)
+    async with c.store.transaction():
+        memory = await c.fetch(target)
+        c.writable(memory)
+        archived = memory.archived
+        if archived:
+            await restore(c, memory)
+    c.index.mark_dirty()
+    return UpdateResult(id=target, changed=["revived"] if archived else [], archived=False)

@@ -75,9 +75,8 @@ async def _log(c: Caller, ids: list[str], query: str | None) -> None:
             c.apply(memory, access)
             saved.append(memory)
             logged.append((memory_id, access))
-        await c.store.save_many(saved)
+        await c.store.save_accesses(saved)
         await c.store.append_accesses(logged)
-    c.index.mark_dirty()
 
 
 async def _reminders(c: Caller, text: str | None, vector) -> list[Item]:

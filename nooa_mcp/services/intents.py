@@ -29,13 +29,16 @@ async def intent(
     every_hours: float | None = None,
     text: str | None = None,
     importance: Any = "MEDIUM",
+    remind: bool = True,
 ) -> IntentResult:
     """Add an intent that fires at a time or on a cue, list intents, check now, or cancel one.
 
     A time trigger fires once `fire_at` has passed; a cue fires when a recall query or
     authored content matches it (cosine ≥ 0.55, or every cue keyword present). With both,
     whichever comes first fires it; `every_hours` re-arms it. `check` evaluates the time
-    triggers, and the cues against `text` if given.
+    triggers, and the cues against `text` if given. `remind=False` makes list and cancel
+    fire nothing (a person looking must not consume an agent's reminders); `check` fires
+    by definition and refuses it.
 
     Raises:
         InvalidInput: unknown action, missing content/trigger/id, or the id is not an intent.
@@ -44,6 +47,10 @@ async def intent(
     if action not in INTENT_ACTIONS:
         raise InvalidInput(
             "action", f"{action!r} is not an intent action.", f"Use {choices(INTENT_ACTIONS)}."
+        )
+    if action == "check" and not remind:
+        raise InvalidInput(
+            "remind", "check is the action that fires intents.", "Use list to look without firing."
         )
     result = IntentResult(action=action)  # type: ignore[arg-type]
     if action == "add":
@@ -66,8 +73,9 @@ async def intent(
             )
         await forget(c, found.id, reason="intent cancelled")
         result.id, result.outcome = found.id, "cancelled"
-        due = (await reminders.fire(c))[0]
-        result.reminders, result.reminders_more = due.reminders, due.more
+        if remind:
+            due = (await reminders.fire(c))[0]
+            result.reminders, result.reminders_more = due.reminders, due.more
     elif action == "check":
         if text is not None and not isinstance(text, str):
             raise InvalidInput("text", "must be text.", "Pass what is happening now.")
@@ -75,7 +83,7 @@ async def intent(
         due = (await reminders.fire(c, [(text or None, vector)]))[0]
         result.reminders, result.reminders_more = due.reminders, due.more
         result.outcome = f"{len(result.reminders)} fired"
-    else:
+    elif remind:
         due = (await reminders.fire(c))[0]
         result.reminders, result.reminders_more = due.reminders, due.more
     result.intents = await _items(c)

@@ -2,7 +2,9 @@
 
 Every returned memory gets an access record (query, score, rank, components) on its ring and in
 the stream; references are resolved for the reader's scope and `deref` is logged on memories
-they reach; intents cued by the query fire.
+they reach; intents cued by the query fire. The records are made while the call runs and
+written right after its reply (`Engine.after_reply`): the client waits for the ranking, not
+for the log, and every other verb waits for the log before it reads.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any
 from ..domain.forgetting import prune_eta, retention
 from ..domain.inputs import recall_args
 from ..domain.replies import Flags, RecallHit, RecallResult
-from ..domain.schema import Channel, Reference
+from ..domain.schema import AccessRecord, Channel, Reference
 from ..domain.schema import now as utc_now
 from ..domain.scope import Scope
 from . import reminders
@@ -21,7 +23,7 @@ from .caller import Caller
 from .ranking import Ranked, Ranking, rank
 from .references import resolve_all
 
-__all__ = ["flags", "ranking_for", "recall"]
+__all__ = ["flags", "log_accesses", "ranking_for", "recall"]
 
 
 async def ranking_for(
@@ -76,33 +78,24 @@ async def recall(
     ranking = await ranking_for(c, query, scope_obj, kinds, hops, include_archived)
     top = ranking.rows[:k]
     channel = Channel.searched if hops == 0 else Channel.recalled
-    stored_refs: dict[str, list[Reference]] = {}
-    if top and not c.store.writable:
-        stored_refs = {
-            i: m.references for i, m in (await c.store.fetch_many([r.id for r in top])).items()
-        }
-    elif top:
-        async with c.store.transaction():
-            fetched = await c.store.fetch_many([r.id for r in top])
-            stored_refs = {i: m.references for i, m in fetched.items()}
-            logged, saved = [], []
-            for position, r in enumerate(top, 1):
-                memory = fetched[r.id]
-                # SPEC §5 fix 9: only what the reader could have used counts as use. A weak
-                # hit is logged as `shown`: no base-level, no strength, no rehearsal.
-                access = c.access(
+    stored_refs = {r.id: r.row.references() for r in top}
+    if top and c.store.writable:
+        # SPEC §5 fix 9: only what the reader could have used counts as use. A weak hit is
+        # logged as `shown`: no base-level, no strength, no rehearsal.
+        accesses = [
+            (
+                r.id,
+                c.access(
                     Channel.shown if flags(c, r).weak else channel,
                     query=query[:200],
                     score=round(r.score, 4),
                     rank=position,
                     components=r.components,
-                )
-                c.apply(memory, access)
-                saved.append(memory)
-                logged.append((r.id, access))
-            await c.store.save_many(saved)
-            await c.store.append_accesses(logged)
-        c.index.mark_dirty()
+                ),
+            )
+            for position, r in enumerate(top, 1)
+        ]
+        await c.engine.after_reply(lambda: log_accesses(c, accesses))
     hits = [_hit(c, position, r) for position, r in enumerate(top, 1)]
     await _attach_references(c, hits, stored_refs, scope_obj)
     c.note_activity()
@@ -172,6 +165,21 @@ def _hit(c: Caller, position: int, r: Ranked) -> RecallHit:
     )
 
 
+async def log_accesses(c: Caller, accesses: list[tuple[str, AccessRecord]]) -> None:
+    """Apply and store accesses (memory id, record) in one transaction, on fresh rows."""
+    async with c.store.transaction():
+        fetched = await c.store.fetch_many(list(dict.fromkeys(i for i, _ in accesses)))
+        logged = []
+        for memory_id, access in accesses:
+            memory = fetched.get(memory_id)
+            if memory is None:
+                continue
+            c.apply(memory, access)
+            logged.append((memory_id, access))
+        await c.store.save_accesses([fetched[i] for i in dict.fromkeys(i for i, _ in logged)])
+        await c.store.append_accesses(logged)
+
+
 async def _attach_references(
     c: Caller, hits: list[RecallHit], by_id: dict[str, list[Reference]], scope: Scope
 ) -> None:
@@ -185,16 +193,8 @@ async def _attach_references(
         derefs += [(hit.id, target) for target in live]
     if not derefs or not c.store.writable:
         return
-    async with c.store.transaction():
-        fetched = await c.store.fetch_many([t for _, t in derefs])
-        logged = []
-        for source, target in derefs:
-            memory = fetched.get(target)
-            if memory is None:
-                continue
-            access = c.access(Channel.deref, query=f"memory:{target[:8]} from {source[:8]}")
-            c.apply(memory, access)
-            logged.append((target, access))
-        await c.store.save_many([fetched[t] for t in {t for t, _ in logged}])
-        await c.store.append_accesses(logged)
-    c.index.mark_dirty()
+    accesses = [
+        (target, c.access(Channel.deref, query=f"memory:{target[:8]} from {source[:8]}"))
+        for source, target in derefs
+    ]
+    await c.engine.after_reply(lambda: log_accesses(c, accesses))

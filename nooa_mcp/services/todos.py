@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..domain.inputs import parse_status
-from ..domain.prospective import todo_order
 from ..domain.replies import Reminder, TodoItem, TodoResult
 from ..domain.schema import IMPORTANCE, TODO_ACTIONS, TODO_STATUSES
 from ..domain.schema import now as utc_now
@@ -34,11 +33,14 @@ async def todo(
     tags: Sequence[str] | None = None,
     status: str = "open",
     limit: int = 50,
+    remind: bool = True,
 ) -> TodoResult:
     """Add, list, close (done / drop) or reopen a todo; open todos are protected from pruning.
 
     `list` shows open todos first, then by importance, then oldest first; `status` filters
     it (open, done, dropped or all). Every action returns the open todos and any reminders.
+    `remind=False` fires no intent (a person browsing must not consume the reminders an agent
+    is waiting for); an added todo's content still cues intents, as any authored content does.
 
     Raises:
         InvalidInput: unknown action, missing content or id, or the id is not a todo.
@@ -84,11 +86,9 @@ async def todo(
         updated = await update(c, found.id, status=new)
         result.id, result.status = found.id, new
         result.outcome = new if "status" in updated.changed else f"already {new}"
-        due = (await reminders.fire(c))[0]
-        fired += due.reminders
-        result.reminders_more = due.more
     else:
         parse_status(status, allowed=(*TODO_STATUSES, "all"))
+    if action != "add" and remind:
         due = (await reminders.fire(c))[0]
         fired += due.reminders
         result.reminders_more = due.more
@@ -102,11 +102,8 @@ async def todo(
 
 
 async def _items(c: Caller, status: str | None, limit: int) -> list[TodoItem]:
-    memories = await c.store.list_memories(
-        c.actor.own, archived=False, type="todo", status=status, limit=100_000
-    )
+    memories = await c.store.todo_rows(c.actor.own, status, max(1, min(limit, 500)))
     now = utc_now()
-    memories.sort(key=lambda m: todo_order(m.status, m.importance, m.created_at))
     return [
         TodoItem(
             id=m.id,
@@ -119,5 +116,5 @@ async def _items(c: Caller, status: str | None, limit: int) -> list[TodoItem]:
             created_at=m.created_at,
             age_hours=round(max((now - m.created_at).total_seconds(), 0.0) / 3600, 1),
         )
-        for m in memories[: max(1, min(limit, 500))]
+        for m in memories
     ]

@@ -1,22 +1,32 @@
 """Archiving and value-level tombstones (SPEC §7): forgotten values are not silently re-made.
 
 Archiving records a tombstone (the content hash and embedding of what was archived, why and
-when). A later write of the same value (same hash, or cosine ≥ 0.95, same role) is blocked
-with the date and reason unless the author passes `revive=true`, which restores the original
-with its history.
+when). A later write of the same value (same hash, or cosine ≥ 0.95 with the same numbers,
+dates, identifiers, names and negations, same role) is blocked with the date and reason unless
+the author passes `revive=true`, which restores the original with its history; reviving by id
+restores a given memory the same way. A changed value is a different fact (SPEC §5 v2): MiniLM
+puts "the rate limit is 100" and "… 500" at cosine 0.96, and blocking the new value made it
+impossible to store (revive restored the old one).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..domain.facts import differs_in
 from ..domain.replies import AuthorResult, TombstoneInfo
 from ..domain.schema import Channel, Memory
 from ..domain.schema import now as utc_now
 from ..storage.base import Tombstone
 from .caller import Caller
 
-__all__ = ["TOMBSTONE_SIMILARITY", "archive", "blocked_or_revived", "tombstone_match"]
+__all__ = [
+    "TOMBSTONE_SIMILARITY",
+    "archive",
+    "blocked_or_revived",
+    "restore",
+    "tombstone_match",
+]
 
 TOMBSTONE_SIMILARITY = 0.95
 
@@ -32,7 +42,8 @@ async def archive(c: Caller, memory: Memory, reason: str) -> None:
 async def tombstone_match(
     c: Caller, memory: Memory, vector: np.ndarray | None
 ) -> tuple[Tombstone, float] | None:
-    """A standing tombstone of the caller's role for the same content (hash) or cosine ≥ 0.95."""
+    """A standing tombstone of the caller's role for the same content (hash), or for a memory
+    at cosine ≥ 0.95 stating the same values (a changed value is a new fact, never blocked)."""
     stone = await c.store.tombstone_by_hash(memory.content_hash, c.role)
     if stone is not None:
         return stone, 1.0
@@ -46,9 +57,12 @@ async def tombstone_match(
     if not hits:
         return None
     stones = await c.store.tombstones_of([i for i, _ in hits])
+    forgotten = await c.store.fetch_many([i for i, _ in hits if i in stones])
     for memory_id, similarity in hits:
         stone = stones.get(memory_id)
-        if stone is not None and stone.role == c.role:
+        if stone is None or stone.role != c.role or memory_id not in forgotten:
+            continue
+        if not differs_in(forgotten[memory_id].content, memory.content):
             return stone, similarity
     return None
 
@@ -71,14 +85,21 @@ async def blocked_or_revived(
             tombstone=info,
         )
     memory = await c.fetch(stone.memory_id)
+    await restore(c, memory)
+    c.index.mark_dirty()
+    return AuthorResult(id=memory.id, status="revived", similarity=info.similarity, tombstone=info)
+
+
+async def restore(c: Caller, memory: Memory) -> None:
+    """Inside an open transaction: un-archive the memory and lift its tombstones.
+
+    Reviving is the author writing the value again: a reinforcing access, history kept.
+    """
     now = utc_now()
     memory.archived = False
     await c.store.set_archived(memory.id, False, now)
     await c.store.lift_tombstones(memory.id, now)
-    # Reviving is the author writing the value again: a reinforcing access, history kept.
     access = c.access(Channel.reinforced, query="revive")
     c.apply(memory, access)
     await c.store.save(memory)
     await c.store.append_accesses([(memory.id, access)])
-    c.index.mark_dirty()
-    return AuthorResult(id=memory.id, status="revived", similarity=info.similarity, tombstone=info)

@@ -140,6 +140,7 @@ async def _restore_archived(c: Caller, items: list[tuple[str, dict[str, Any]]]) 
 
 async def export_records(c: Caller, *, include_archived: bool = False) -> AsyncIterator[dict]:
     """Every memory of the caller's scope as an export record, in insertion order."""
+    await c.engine.flush()  # with the accesses of recalls already answered
     scope = c.scope("mine")
     after = None
     while True:

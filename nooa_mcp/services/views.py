@@ -10,12 +10,13 @@ from __future__ import annotations
 import math
 import statistics
 
-from ..domain.forgetting import prune_eta, retention
-from ..domain.replies import Flags, MemoryView, Stats
-from ..domain.schema import IMPORTANCE, AccessRecord, Channel, Memory
+from ..domain.forgetting import protection, prune_eta, retention, stability_hours
+from ..domain.replies import Flags, MaintenanceRecord, MemoryView, Stats
+from ..domain.schema import IMPORTANCE, MAINTENANCE_KINDS, AccessRecord, Channel, Memory
 from ..domain.schema import now as utc_now
-from ..domain.scope import Scope
-from ..domain.text import head
+from ..domain.scope import Scope, parse_owner
+from ..domain.text import choices, head
+from ..errors import InvalidInput
 from .caller import Caller
 from .references import resolve_all
 
@@ -25,6 +26,7 @@ __all__ = [
     "context",
     "get",
     "list_memories",
+    "maintenance_log",
     "recent_accesses",
     "redact",
     "stats",
@@ -110,6 +112,9 @@ async def view(c: Caller, memory: Memory, scope: Scope) -> MemoryView:
         prune_eta=None
         if memory.archived
         else prune_eta(memory.last_accessed_at, memory.strength, policy, now),
+        stability_hours=stability_hours(memory.strength, policy.tau_hours),
+        protected=protection(memory.type, memory.importance, memory.status, policy),
+        writable=c.may_write(memory.owner),
         flags=Flags(stale=stale),
     )
 
@@ -122,15 +127,33 @@ async def list_memories(
     after: int | None = None,
     type: str | None = None,
     status: str | None = None,
+    owner: str | None = None,
+    tag: str | None = None,
     scope: str = "mine",
 ) -> list[tuple[int, MemoryView]]:
-    """Memories in insertion order with their cursor (seq); pass the last seq as `after`."""
+    """Memories in insertion order with their cursor (seq); pass the last seq as `after`.
+
+    `owner` keeps one owner's rows (`""`: the shared ones) and `tag` the rows carrying that
+    tag (ASCII case ignored); both filter inside the store, so a rare tag costs one query,
+    and neither widens the scope.
+
+    Raises:
+        InvalidInput: the scope word, the owner or the tag is malformed.
+    """
     scope_obj = c.scope(scope)
+    if owner is not None:
+        parse_owner(owner)
+    if tag is not None:
+        if not isinstance(tag, str) or not tag.split():
+            raise InvalidInput("tag", "is empty.", "Pass a tag, or leave it out.")
+        tag = " ".join(tag.split())
     memories = await c.store.list_memories(
         scope_obj,
         archived=archived,
         type=type,
         status=status,
+        owner=owner,
+        tag=tag,
         after_seq=after,
         limit=max(1, min(limit, 500)),
     )
@@ -167,8 +190,8 @@ async def context(c: Caller, *, limit: int = 10) -> str:
     if not c.store.writable:
         shown = await c.store.context_rows(c.actor.own, limit)
         return _context_block(shown)
-    # Read the rows inside the write transaction: each is saved back whole, and a row read
-    # before the lock would write a concurrent update's old values back over it.
+    # Read the rows inside the write transaction: their access state is saved back, and a
+    # row read before the lock would write a concurrent access's old values back over it.
     async with c.store.transaction():
         shown = await c.store.context_rows(c.actor.own, limit)
         logged = []
@@ -177,10 +200,8 @@ async def context(c: Caller, *, limit: int = 10) -> str:
             c.apply(memory, access)
             logged.append((memory.id, access))
         if shown:
-            await c.store.save_many(shown)
+            await c.store.save_accesses(shown)
             await c.store.append_accesses(logged)
-    if shown:
-        c.index.mark_dirty()
     return _context_block(shown)
 
 
@@ -239,6 +260,25 @@ async def stats(c: Caller, *, scope: str = "mine", show_path: bool = False) -> S
         store=f"{store.kind}:{where}",
         extra=extra,
     )
+
+
+async def maintenance_log(
+    c: Caller, kind: str = "reflection", *, limit: int = 20
+) -> list[MaintenanceRecord]:
+    """The caller's role's latest maintenance-log entries of one kind, newest first.
+
+    Reflection passes carry their report (steps, planned and applied counts); fired intents
+    name the intent and what cued it. Another role's entries are never read.
+
+    Raises:
+        InvalidInput: the kind is not one the log holds.
+    """
+    if kind not in MAINTENANCE_KINDS:
+        raise InvalidInput(
+            "kind", f"{kind!r} is not a maintenance-log kind.", f"Use {choices(MAINTENANCE_KINDS)}."
+        )
+    entries = await c.store.maintenance_entries(kind, max(1, min(limit, 500)), role=c.role)
+    return [MaintenanceRecord(seq=e.seq, ts=e.ts, kind=e.kind, report=e.report) for e in entries]
 
 
 def _share(part: float, whole: float) -> float:

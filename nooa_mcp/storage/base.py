@@ -15,6 +15,7 @@ everything scoring needs in one call.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -24,11 +25,12 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from ..domain.reflection import Node, Rows
-from ..domain.schema import AccessRecord, Edge, EdgeType, Memory
+from ..domain.schema import AccessRecord, Edge, EdgeType, Memory, Reference
 from ..domain.scope import Scope
 from ..domain.text import head
 
 __all__ = [
+    "ACCESS_COLUMNS",
     "COMMON_FLOOR",
     "COMMON_SHARE",
     "DUMP_COLUMNS",
@@ -45,6 +47,19 @@ __all__ = [
     "Tombstone",
     "VectorRow",
 ]
+
+#: The columns an access changes (see `domain.accesses.apply_access`): `save_accesses` writes
+#: only these.
+ACCESS_COLUMNS = (
+    "strength",
+    "access_count",
+    "last_accessed_at",
+    "actr_count",
+    "first_access_at",
+    "actr_times",
+    "ring",
+    "channels",
+)
 
 #: A keyword in at least max(COMMON_FLOOR, COMMON_SHARE·rows) memories is too common to
 #: generate candidates: its IDF is near zero, so it hardly moves the ranking, and ranking it
@@ -171,10 +186,17 @@ class ScoringRow:
     actr_times: list[float]
     #: The keyword score when the full-text search returned this row (higher is better).
     bm25: float | None = None
+    #: The stored references as JSON text, decoded only for the rows a reply shows.
+    refs_json: str = "[]"
 
     @property
     def head(self) -> str:
         return head(self.title or self.content)
+
+    def references(self) -> list[Reference]:
+        if self.refs_json in ("[]", ""):
+            return []
+        return [Reference.model_validate(r) for r in json.loads(self.refs_json)]
 
 
 @dataclass(slots=True)
@@ -285,7 +307,14 @@ class Store(Protocol):
 
     async def save(self, memory: Memory, embedding: np.ndarray | None = None) -> None: ...
 
-    async def save_many(self, memories: Sequence[Memory]) -> None: ...
+    async def save_accesses(self, memories: Sequence[Memory]) -> None:
+        """Write what an access changes (`ACCESS_COLUMNS`) of several rows in one round trip.
+
+        Recall logs accesses on every hit: this rewrites neither the text (no full-text
+        re-index) nor anything the vector cache holds, and never moves the revision, so no
+        other cache re-pulls a row because somebody read it.
+        """
+        ...
 
     async def fetch(self, memory_id: str) -> Memory | None: ...
 
@@ -312,9 +341,15 @@ class Store(Protocol):
         archived: bool | None = False,
         type: str | None = None,
         status: str | None = None,
+        owner: str | None = None,
+        tag: str | None = None,
         after_seq: int | None = None,
         limit: int = 50,
-    ) -> list[Memory]: ...
+    ) -> list[Memory]:
+        """Memories inside `scope` in seq order after `after_seq`; `owner` keeps one owner's
+        rows, `tag` those carrying the tag (case folded for ASCII letters only, alike on every
+        backend)."""
+        ...
 
     async def count_memories(
         self, scope: Scope, *, type: str | None = None, status: str | None = None
@@ -323,6 +358,11 @@ class Store(Protocol):
     async def context_rows(self, scope: Scope, limit: int) -> list[Memory]:
         """Open todos first, then the most important and most recently used live memories
         (no scratch, no closed todos), for the context block."""
+        ...
+
+    async def todo_rows(self, scope: Scope, status: str | None, limit: int) -> list[Memory]:
+        """At most `limit` live todos inside `scope` (of one status, or any for None) in todo
+        order: open first, then higher importance, then older first (SPEC §9)."""
         ...
 
     async def intents(self, role: str) -> list[Memory]:
@@ -371,6 +411,11 @@ class Store(Protocol):
     async def successors(
         self, targets: Sequence[str], relations: Sequence[str], scope: Scope
     ) -> list[EdgeRow]: ...
+
+    async def links_of(self, ids: Sequence[str], scope: Scope) -> list[EdgeRow]:
+        """Edges with either end in `ids` whose other end is inside `scope`, archived or not
+        (a person looking at a neighbourhood sees what was forgotten); each edge once."""
+        ...
 
     async def edge_pairs(self, role: str | None, live_only: bool = True) -> list[EdgeRow]: ...
 

@@ -43,6 +43,7 @@ from ..domain.scope import Scope
 from ..domain.text import fts_terms
 from ..errors import AmbiguousId, NotFound, StoreTooNew, StoreUnavailable
 from .base import (
+    ACCESS_COLUMNS,
     COMMON_FLOOR,
     DUMP_COLUMNS,
     DUMP_JSON,
@@ -72,6 +73,7 @@ from .pg_search import (
 from .sqlite import (
     MIN_PREFIX,
     SCORING_COLUMNS,
+    TODO_ORDER,
     _access_from_row,
     _memory,
     _row_values,
@@ -537,15 +539,15 @@ class PostgresStore:
         sets = ", ".join(f"{k} = %({k})s" for k in values if k != "id")
         await self._exec(f"UPDATE memories SET {sets} WHERE id = %(id)s", values)
 
-    async def save_many(self, memories: Sequence[Memory]) -> None:
+    async def save_accesses(self, memories: Sequence[Memory]) -> None:
+        """See `Store.save_accesses`: access columns only (the rev trigger does not fire)."""
         if not memories:
             return
         rows = []
         for memory in memories:
             values = _pg_values(memory, None)
-            values.pop("embedding")
-            rows.append(values)
-        sets = ", ".join(f"{k} = %({k})s" for k in rows[0] if k != "id")
+            rows.append({k: values[k] for k in ("id", *ACCESS_COLUMNS)})
+        sets = ", ".join(f"{k} = %({k})s" for k in ACCESS_COLUMNS)
         await self._many(f"UPDATE memories SET {sets} WHERE id = %(id)s", rows)
 
     async def set_embedding(self, memory_id: str, vector: np.ndarray) -> None:
@@ -627,7 +629,13 @@ class PostgresStore:
         return [(r["id"], r["title"], r["content"]) for r in rows]
 
     def _list_where(
-        self, scope: Scope, archived: bool | None, type: str | None, status: str | None
+        self,
+        scope: Scope,
+        archived: bool | None,
+        type: str | None,
+        status: str | None,
+        owner: str | None = None,
+        tag: str | None = None,
     ) -> tuple[list[str], dict[str, Any]]:
         where, params = scope_sql(scope, "")
         clauses = [where]
@@ -640,6 +648,16 @@ class PostgresStore:
         if status is not None:
             clauses.append("status = %(status)s")
             params["status"] = status
+        if owner is not None:
+            clauses.append("owner = %(owner)s")
+            params["owner"] = owner
+        if tag is not None:
+            # Under the C collation lower() folds ASCII only, as SQLite's lower() does.
+            clauses.append(
+                "EXISTS (SELECT 1 FROM jsonb_array_elements_text(tags) t "
+                'WHERE lower(t COLLATE "C") = lower(%(tag)s::text COLLATE "C"))'
+            )
+            params["tag"] = tag
         return clauses, params
 
     async def list_memories(
@@ -649,10 +667,12 @@ class PostgresStore:
         archived: bool | None = False,
         type: str | None = None,
         status: str | None = None,
+        owner: str | None = None,
+        tag: str | None = None,
         after_seq: int | None = None,
         limit: int = 50,
     ) -> list[Memory]:
-        clauses, params = self._list_where(scope, archived, type, status)
+        clauses, params = self._list_where(scope, archived, type, status, owner, tag)
         if after_seq is not None:
             clauses.append("seq > %(after)s")
             params["after"] = after_seq
@@ -683,6 +703,17 @@ class PostgresStore:
             "AND NOT (type = 'todo' AND status != 'open') "
             "ORDER BY (type = 'todo' AND status = 'open') DESC, importance DESC, "
             "last_accessed_at DESC, seq LIMIT %(limit)s",
+            {**params, "limit": limit},
+        )
+        order = [r["id"] for r in picked]
+        found = await self.fetch_many(order)
+        return [found[i] for i in order if i in found]
+
+    async def todo_rows(self, scope: Scope, status: str | None, limit: int) -> list[Memory]:
+        clauses, params = self._list_where(scope, False, "todo", status)
+        picked = await self._rows(
+            f"SELECT id FROM memories WHERE {' AND '.join(clauses)} "
+            f"ORDER BY {TODO_ORDER} LIMIT %(limit)s",
             {**params, "limit": limit},
         )
         order = [r["id"] for r in picked]
@@ -893,6 +924,17 @@ class PostgresStore:
             "WHERE e.dst = ANY(%(ids)s) AND e.type = ANY(%(rel)s::text[]) "
             f"AND NOT m.archived AND {where}",
             {**params, "ids": list(targets), "rel": list(relations)},
+        )
+        return [EdgeRow(r["src"], r["dst"], r["type"], r["weight"]) for r in rows]
+
+    async def links_of(self, ids: Sequence[str], scope: Scope) -> list[EdgeRow]:
+        where, params = scope_sql(scope)
+        rows = await self._rows(
+            "SELECT e.src, e.dst, e.type, e.weight FROM edges e JOIN memories m ON m.id = e.dst "
+            f"WHERE e.src = ANY(%(ids)s) AND {where} "
+            "UNION SELECT e.src, e.dst, e.type, e.weight FROM edges e "
+            f"JOIN memories m ON m.id = e.src WHERE e.dst = ANY(%(ids)s) AND {where}",
+            {**params, "ids": list(ids)},
         )
         return [EdgeRow(r["src"], r["dst"], r["type"], r["weight"]) for r in rows]
 

@@ -11,6 +11,7 @@ This module implements `storage.base.Store`; its rows leave it decoded and typed
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sqlite3
@@ -42,6 +43,7 @@ from ..domain.scope import Scope
 from ..domain.text import fts_terms
 from ..errors import AmbiguousId, NotFound, StoreTooNew, StoreUnavailable
 from .base import (
+    ACCESS_COLUMNS,
     COMMON_FLOOR,
     COMMON_SHARE,
     DUMP_COLUMNS,
@@ -203,7 +205,7 @@ RING = TypeAdapter(list[AccessRecord])
 SCORING_COLUMNS = (
     "m.seq, m.id, m.type, m.owner, m.title, m.content, m.tags, m.entities, m.place_or_task, "
     "m.importance, m.strength, m.status, m.archived, m.created_at, m.last_accessed_at, "
-    "m.valid_from, m.valid_to, m.actr_count, m.first_access_at, m.actr_times"
+    "m.valid_from, m.valid_to, m.actr_count, m.first_access_at, m.actr_times, m.refs"
 )
 
 
@@ -236,6 +238,13 @@ def scope_sql(scope: Scope, alias: str = "") -> tuple[str, list[Any]]:
         return "1", []
     roles = sorted(scope.roles)
     return f"({p}owner = '' OR {p}role IN ({','.join('?' * len(roles))}))", roles
+
+
+#: `domain.prospective.todo_order` in SQL (ties in insertion order); both backends use it.
+TODO_ORDER = (
+    "CASE coalesce(status, 'open') WHEN 'open' THEN 0 WHEN 'done' THEN 1 "
+    "WHEN 'dropped' THEN 2 ELSE 3 END, importance DESC, created_at, seq"
+)
 
 
 def _memory(row: sqlite3.Row) -> Memory:
@@ -275,6 +284,13 @@ def _memory(row: sqlite3.Row) -> Memory:
     )
 
 
+@functools.lru_cache(maxsize=16384)
+def _cues(tags: str, entities: str, place_or_task: str) -> frozenset[str]:
+    """A row's cue words from its stored JSON text; rows share labels, and recall reads ~100
+    rows per query, so each distinct label set is parsed once per process."""
+    return frozenset(cue_set(json.loads(tags), json.loads(entities), place_or_task))
+
+
 def _scoring(row: sqlite3.Row, bm25: float | None = None) -> ScoringRow:
     return ScoringRow(
         seq=row["seq"],
@@ -283,9 +299,7 @@ def _scoring(row: sqlite3.Row, bm25: float | None = None) -> ScoringRow:
         owner=row["owner"],
         title=row["title"],
         content=row["content"],
-        cues=frozenset(
-            cue_set(json.loads(row["tags"]), json.loads(row["entities"]), row["place_or_task"])
-        ),
+        cues=_cues(row["tags"], row["entities"], row["place_or_task"]),
         importance=row["importance"],
         strength=row["strength"],
         status=row["status"],
@@ -298,6 +312,7 @@ def _scoring(row: sqlite3.Row, bm25: float | None = None) -> ScoringRow:
         first_access_at=row["first_access_at"],
         actr_times=json.loads(row["actr_times"]),
         bm25=bm25,
+        refs_json=row["refs"],
     )
 
 
@@ -779,19 +794,16 @@ class SQLiteStore:
         sets = ", ".join(f"{k} = :{k}" for k in values if k != "id")
         await self._execute(f"UPDATE memories SET {sets}, rev = {NEXT_REV} WHERE id = :id", values)
 
-    async def save_many(self, memories: Sequence[Memory]) -> None:
-        """Rewrite several rows (no embeddings) in one round trip, as recall logging needs."""
+    async def save_accesses(self, memories: Sequence[Memory]) -> None:
+        """See `Store.save_accesses`: access columns only, revision unchanged."""
         if not memories:
             return
         rows = []
         for memory in memories:
             values = _row_values(memory, None)
-            values.pop("embedding")
-            rows.append(values)
-        sets = ", ".join(f"{k} = :{k}" for k in rows[0] if k != "id")
-        await self._execute_many(
-            f"UPDATE memories SET {sets}, rev = {NEXT_REV} WHERE id = :id", rows
-        )
+            rows.append({k: values[k] for k in ("id", *ACCESS_COLUMNS)})
+        sets = ", ".join(f"{k} = :{k}" for k in ACCESS_COLUMNS)
+        await self._execute_many(f"UPDATE memories SET {sets} WHERE id = :id", rows)
 
     async def set_embedding(self, memory_id: str, vector: np.ndarray) -> None:
         await self._execute(
@@ -862,6 +874,8 @@ class SQLiteStore:
         archived: bool | None,
         type: str | None,
         status: str | None,
+        owner: str | None = None,
+        tag: str | None = None,
     ) -> tuple[list[str], list[Any]]:
         where, params = scope_sql(scope)
         clauses = [where]
@@ -874,6 +888,13 @@ class SQLiteStore:
         if status is not None:
             clauses.append("status = ?")
             params.append(status)
+        if owner is not None:
+            clauses.append("owner = ?")
+            params.append(owner)
+        if tag is not None:
+            # lower() folds ASCII only, as PostgreSQL's does under the C collation.
+            clauses.append("EXISTS (SELECT 1 FROM json_each(tags) WHERE lower(value) = lower(?))")
+            params.append(tag)
         return clauses, params
 
     async def list_memories(
@@ -883,11 +904,13 @@ class SQLiteStore:
         archived: bool | None = False,
         type: str | None = None,
         status: str | None = None,
+        owner: str | None = None,
+        tag: str | None = None,
         after_seq: int | None = None,
         limit: int = 50,
     ) -> list[Memory]:
         """Memories in insertion order, for listings and exports (cursor = last seq)."""
-        clauses, params = self._list_where(scope, archived, type, status)
+        clauses, params = self._list_where(scope, archived, type, status, owner, tag)
         if after_seq is not None:
             clauses.append("seq > ?")
             params.append(after_seq)
@@ -919,6 +942,18 @@ class SQLiteStore:
             [*params, limit],
         )
         return [_memory(r) for r in rows]
+
+    async def todo_rows(self, scope: Scope, status: str | None, limit: int) -> list[Memory]:
+        """Live todos in todo order: open first, then by importance, then oldest first."""
+        clauses, params = self._list_where(scope, False, "todo", status)
+        # Order the narrow columns and fetch whole rows only for the ones kept.
+        picked = await self._rows(
+            f"SELECT id FROM memories WHERE {' AND '.join(clauses)} ORDER BY {TODO_ORDER} LIMIT ?",
+            [*params, limit],
+        )
+        order = [r["id"] for r in picked]
+        found = await self.fetch_many(order)
+        return [found[i] for i in order if i in found]
 
     async def intents(self, role: str) -> list[Memory]:
         rows = await self._rows(
@@ -964,57 +999,24 @@ class SQLiteStore:
         """
         if not terms:
             return terms
-        rows = await self.row_count()
-        cap = max(self.common_floor, int(rows * COMMON_SHARE))
-        if rows < cap:
-            return terms
+        # The store's size and each term's capped count in one statement (one round trip).
+        cap = "max(?, CAST((SELECT coalesce(max(seq), 0) FROM memories) * ? AS INTEGER))"
         probe = ", ".join(
             "(SELECT count(*) FROM (SELECT rowid FROM memories_fts "
-            "WHERE memories_fts MATCH ? LIMIT ?))"
+            f"WHERE memories_fts MATCH ? LIMIT {cap}))"
             for _ in terms
         )
-        params: list[Any] = []
+        params: list[Any] = [self.common_floor, COMMON_SHARE]
         for term in terms:
-            params += [f'"{term}"', cap]
-        counts = (await self._rows(f"SELECT {probe}", params))[0]
-        return [term for term, n in zip(terms, counts, strict=True) if n < cap]
-
-    async def _keyword_hits(
-        self, text: str, scope: Scope, limit: int, include_archived: bool
-    ) -> dict[int, float]:
-        """BM25 top `limit` (seq → score; higher is better); never raises on syntax."""
-        query = fts_query(await self._selective_terms(fts_terms(text)))
-        if query is None or limit <= 0:
-            return {}
-        where, params = scope_sql(scope, "m")
-        archived = "" if include_archived else "AND m.archived = 0"
-        # Rank inside FTS5 first and join only the best `pool` rows: joining every match to
-        # `memories` before the LIMIT cost 3-5x the ranking itself on common words (10k rows:
-        # 14 ms -> 4 ms). If the scope or archive filter leaves fewer than `limit` out of a
-        # full pool, fall back to filtering every match, so the answer never changes.
-        pool = max(limit * 4, 200)
-        rows = await self._rows(
-            "SELECT f.seq, f.score FROM (SELECT rowid AS seq, "
-            "bm25(memories_fts, 2.0, 1.0, 1.5, 1.5) AS score FROM memories_fts "
-            "WHERE memories_fts MATCH ? ORDER BY score LIMIT ?) f "
-            f"JOIN memories m ON m.seq = f.seq WHERE {where} {archived} "
-            "ORDER BY f.score LIMIT ?",
-            [query, pool, *params, limit],
-        )
-        if len(rows) < limit:
-            matched = await self._scalar(
-                "SELECT count(*) FROM (SELECT rowid FROM memories_fts "
-                "WHERE memories_fts MATCH ? LIMIT ?)",
-                [query, pool],
+            params += [f'"{term}"', self.common_floor, COMMON_SHARE]
+        rows, limit, *counts = (
+            await self._rows(
+                f"SELECT (SELECT coalesce(max(seq), 0) FROM memories), {cap}, {probe}", params
             )
-            if matched >= pool:
-                rows = await self._rows(
-                    "SELECT m.seq, bm25(memories_fts, 2.0, 1.0, 1.5, 1.5) AS score "
-                    "FROM memories_fts JOIN memories m ON m.seq = memories_fts.rowid "
-                    f"WHERE memories_fts MATCH ? AND {where} {archived} ORDER BY score LIMIT ?",
-                    [query, *params, limit],
-                )
-        return {r["seq"]: -r["score"] for r in rows}
+        )[0]
+        if rows < limit:
+            return terms
+        return [term for term, n in zip(terms, counts, strict=True) if n < limit]
 
     async def candidates(
         self,
@@ -1025,16 +1027,61 @@ class SQLiteStore:
         ids: Sequence[str] = (),
         include_archived: bool = False,
     ) -> list[ScoringRow]:
-        """The keyword top `limit` for `text` and the rows `ids`, with what scoring needs."""
-        hits = await self._keyword_hits(text, scope, limit, include_archived)
-        rows = await self._rows_in(
-            f"SELECT {SCORING_COLUMNS} FROM memories m WHERE m.seq IN ({{marks}})", list(hits)
+        """The keyword top `limit` for `text` and the rows `ids`, with what scoring needs.
+
+        Two round trips: the terms' counts (`_selective_terms`), then one statement that
+        ranks inside FTS5, joins only the best rows and adds the rows `ids` beside them.
+        """
+        query = fts_query(await self._selective_terms(fts_terms(text))) if limit > 0 else None
+        where, params = scope_sql(scope, "m")
+        archived = "" if include_archived else "AND m.archived = 0"
+        wanted = list(dict.fromkeys(ids))[:500]
+        by_id = (
+            f"SELECT {SCORING_COLUMNS}, NULL AS score FROM memories m "
+            f"WHERE m.id IN ({_marks(wanted)})"
         )
-        out = [_scoring(r, hits[r["seq"]]) for r in rows]
-        seen = {r.id for r in out}
-        wanted = [i for i in ids if i not in seen]
+        if query is None:
+            if not wanted:
+                return []
+            return [_scoring(r) for r in await self._rows(by_id, wanted)]
+        # Rank inside FTS5 first and join only the best `pool` rows: joining every match to
+        # `memories` before the LIMIT cost 3-5x the ranking itself on common words (10k rows:
+        # 14 ms -> 4 ms). If the scope or archive filter leaves fewer than `limit` out of a
+        # full pool, fall back to filtering every match, so the answer never changes.
+        pool = max(limit * 4, 200)
+        keyword = (
+            f"SELECT {SCORING_COLUMNS}, f.score AS score FROM (SELECT rowid AS seq, "
+            "bm25(memories_fts, 2.0, 1.0, 1.5, 1.5) AS score FROM memories_fts "
+            "WHERE memories_fts MATCH ? ORDER BY score LIMIT ?) f "
+            f"JOIN memories m ON m.seq = f.seq WHERE {where} {archived} "
+            "ORDER BY f.score LIMIT ?"
+        )
+        sql = f"SELECT * FROM ({keyword})"
+        args: list[Any] = [query, pool, *params, limit]
         if wanted:
-            out += await self.scoring_rows(wanted)
+            sql += f" UNION ALL {by_id}"
+            args += wanted
+        rows = await self._rows(sql, args)
+        hits = [r for r in rows if r["score"] is not None]
+        if len(hits) < limit:
+            matched = await self._scalar(
+                "SELECT count(*) FROM (SELECT rowid FROM memories_fts "
+                "WHERE memories_fts MATCH ? LIMIT ?)",
+                [query, pool],
+            )
+            if matched >= pool:
+                hits = await self._rows(
+                    f"SELECT {SCORING_COLUMNS}, bm25(memories_fts, 2.0, 1.0, 1.5, 1.5) AS score "
+                    "FROM memories_fts JOIN memories m ON m.seq = memories_fts.rowid "
+                    f"WHERE memories_fts MATCH ? AND {where} {archived} ORDER BY score LIMIT ?",
+                    [query, *params, limit],
+                )
+        out = [_scoring(r, -r["score"]) for r in hits]
+        seen = {r.id for r in out}
+        out += [_scoring(r) for r in rows if r["score"] is None and r["id"] not in seen]
+        missing = [i for i in dict.fromkeys(ids) if i not in seen and i not in set(wanted)]
+        if missing:
+            out += await self.scoring_rows(missing)
         return out
 
     async def scoring_rows(self, ids: Sequence[str]) -> list[ScoringRow]:
@@ -1094,6 +1141,23 @@ class SQLiteStore:
             [*relations, *params],
         )
         return [EdgeRow(r["src"], r["dst"], r["type"], r["weight"]) for r in rows]
+
+    async def links_of(self, ids: Sequence[str], scope: Scope) -> list[EdgeRow]:
+        """Edges with either end in `ids` whose other end is inside `scope`, archived or not."""
+        where, params = scope_sql(scope, "m")
+        out: list[EdgeRow] = []
+        for chunk in _chunks(list(ids), 400):
+            marks = _marks(chunk)
+            rows = await self._rows(
+                "SELECT e.src, e.dst, e.type, e.weight FROM edges e "
+                f"JOIN memories m ON m.id = e.dst WHERE e.src IN ({marks}) AND {where} "
+                "UNION SELECT e.src, e.dst, e.type, e.weight FROM edges e "
+                f"JOIN memories m ON m.id = e.src WHERE e.dst IN ({marks}) AND {where}",
+                [*chunk, *params, *chunk, *params],
+            )
+            out += [EdgeRow(r["src"], r["dst"], r["type"], r["weight"]) for r in rows]
+        # An edge between two chunks comes back from both: keep it once.
+        return list({(e.src, e.dst, e.type): e for e in out}.values())
 
     async def edge_pairs(self, role: str | None, live_only: bool = True) -> list[EdgeRow]:
         """Edges leaving a role's memories (every role for None), by default only between

@@ -283,7 +283,7 @@ async def test_a_reflection_pass_shows_live_progress_and_lands_in_the_chart(
     await shot(page, "stats")
 
 
-async def test_the_link_graph_shows_two_hops_of_outgoing_links(linked, site):
+async def test_the_link_graph_shows_two_hops_of_links_whichever_way_they_point(linked, site):
     url, chromium = site
     seeded = linked
     page = await chromium.new_page()
@@ -299,6 +299,17 @@ async def test_the_link_graph_shows_two_hops_of_outgoing_links(linked, site):
     await page.goto(f"{url}/memory/{seeded['staging']}/graph?hops=1")
     assert await page.locator("svg.graph circle.node").count() == 2
     await shot(page, "graph")
+    # keys has no outgoing link: deploys shows through the link that points at keys.
+    await page.goto(f"{url}/memory/{seeded['keys']}/graph?hops=1")
+    nodes = page.locator("svg.graph circle.node")
+    assert sorted(
+        [await nodes.nth(i).get_attribute("data-id") for i in range(await nodes.count())]
+    ) == sorted([seeded["keys"], seeded["deploys"]])
+    edge = page.locator("svg.graph line.edge")
+    assert (await edge.get_attribute("data-src"), await edge.get_attribute("data-dst")) == (
+        seeded["deploys"],
+        seeded["keys"],
+    )
 
 
 async def test_lists_filter_by_tag_type_and_archived_state(site, seeded):

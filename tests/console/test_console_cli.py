@@ -61,21 +61,27 @@ async def test_ui_serves_the_store_and_ranks_with_the_real_model(store_path, min
     assert program, "the nooa-mcp command is not installed (pip install -e .)"
     command = [program, "--store", str(store_path), "ui", "--port", "0"]
     async with await anyio.open_process(command, env=env) as process:
-        line = b""
-        with anyio.fail_after(60):
-            while not line.endswith(b"\n"):
-                line += await process.stdout.receive(1)
-        announced = line.decode()
-        url = announced.split(" on ", 1)[1].split(" ", 1)[0]
-        assert url.startswith("http://127.0.0.1:") and "owner (shared)" in announced
-        async with httpx.AsyncClient(base_url=url.rstrip("/")) as http:
-            page = await http.get(
-                "/", params={"q": "where do we keep credentials for prod servers?"}
-            )
-            stats = await http.get("/stats")
-        process.send_signal(signal.SIGINT)
-        with anyio.fail_after(30):
-            code = await process.wait()
+        try:
+            line = b""
+            with anyio.fail_after(60):
+                while not line.endswith(b"\n"):
+                    line += await process.stdout.receive(1)
+            announced = line.decode()
+            url = announced.split(" on ", 1)[1].split(" ", 1)[0]
+            assert url.startswith("http://127.0.0.1:") and "owner (shared)" in announced
+            # The first search may wait for the model to load (up to `model_wait_seconds`,
+            # 10 s): the client waits longer than that.
+            async with httpx.AsyncClient(base_url=url.rstrip("/"), timeout=30) as http:
+                page = await http.get(
+                    "/", params={"q": "where do we keep credentials for prod servers?"}
+                )
+                stats = await http.get("/stats")
+            process.send_signal(signal.SIGINT)
+            with anyio.fail_after(30):
+                code = await process.wait()
+        finally:
+            if process.returncode is None:
+                process.kill()  # a failed test must not leave the server running
     assert page.status_code == 200 and "keyword matches only" not in page.text
     first = page.text.index('data-rank="1"')
     assert page.text.rfind('data-id="', 0, first) == page.text.rfind(

@@ -1,0 +1,82 @@
+"""Recall answers first and logs what it returned right after (issue 12).
+
+The client waits for the ranking, not for the log: the accesses are written behind the reply,
+in order, and every other verb waits for them, so a caller always reads its own recalls.
+"""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from nooa_mcp import Memory
+from nooa_mcp.engine import WRITE_BEHIND_LIMIT
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_recall_replies_before_its_accesses_are_written(mem: Memory) -> None:
+    wanted = (await mem.author("The deploy key lives in the vault.")).id
+    gate = anyio.Event()
+    save = mem.engine.store.save_accesses
+
+    async def held(memories):
+        await gate.wait()
+        await save(memories)
+
+    mem.engine.store.save_accesses = held  # type: ignore[method-assign]
+    with anyio.fail_after(5):
+        result = await mem.recall("where is the deploy key")
+    assert [h.id for h in result.hits] == [wanted]
+    assert (await mem.engine.store.fetch(wanted)).channels.get("recalled", 0) == 0
+    gate.set()
+    log = await mem.access_log(wanted)  # waits for the write behind the reply
+    assert [a.channel.value for _, a in log][:2] == ["recalled", "created"]
+    assert (await mem.engine.store.fetch(wanted)).channels["recalled"] == 1
+
+
+async def test_every_other_verb_sees_the_callers_earlier_recalls(mem: Memory) -> None:
+    wanted = (await mem.author("Backups run at 02:00 on web-01.")).id
+    for _ in range(3):
+        await mem.recall("when do backups run")
+    assert (await mem.get(wanted)).channels.get("recalled") == 3
+    assert [a.channel.value for _, a in await mem.access_log(wanted)].count("recalled") == 3
+
+
+async def test_closing_writes_what_was_answered(settings, embedder) -> None:
+    async with Memory.open(settings=settings, embedder=embedder) as m:
+        wanted = (await m.author("The staging database is db-07.")).id
+        await m.recall("which database is staging")
+    async with Memory.open(settings=settings, embedder=embedder) as m:
+        log = await m.access_log(wanted)
+        assert [a.channel.value for _, a in log][:2] == ["recalled", "created"]
+
+
+async def test_a_backlog_makes_the_next_recall_wait(mem: Memory) -> None:
+    await mem.author("The cache TTL is 300 seconds.")
+    gate = anyio.Event()
+    save = mem.engine.store.save_accesses
+
+    async def held(memories):
+        await gate.wait()
+        await save(memories)
+
+    mem.engine.store.save_accesses = held  # type: ignore[method-assign]
+    done = 0
+
+    async def recall_many() -> None:
+        nonlocal done
+        for _ in range(WRITE_BEHIND_LIMIT + 5):
+            await mem.recall("cache TTL")
+            done += 1
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(recall_many)
+        await anyio.sleep(1.0)
+        # The queue holds at most WRITE_BEHIND_LIMIT logs; the next recall waits for them.
+        assert WRITE_BEHIND_LIMIT <= done <= WRITE_BEHIND_LIMIT + 1
+        gate.set()
+    assert done == WRITE_BEHIND_LIMIT + 5
+    await mem.engine.flush()
+    stored = await mem.engine.store.fetch((await mem.recall("cache TTL")).hits[0].id)
+    assert stored is not None
