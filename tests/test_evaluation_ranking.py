@@ -207,6 +207,41 @@ async def test_the_vector_cache_reads_a_store_in_pages_and_matches_a_single_read
     assert np.array_equal(paged.matrix[:n], whole.matrix[:n])
 
 
+async def test_a_store_opened_with_n_rows_takes_a_quarter_more_before_the_matrix_is_copied(
+    tmp_path,
+):
+    """Growing the vector matrix holds two copies at once (+150 MB at 100k rows): the cold
+    open reserves room for the writes to come, untouched (so not resident) until used."""
+    from nooa_mcp.domain.schema import Memory as Record
+    from nooa_mcp.storage import open_store, vectors
+
+    store = await open_store(tmp_path / "grow.sqlite")
+    embed = HashEmbedder()
+
+    async def put(n: int, tag: str) -> None:
+        async with store.transaction():
+            for i in range(n):
+                text = f"{tag} note {i}"
+                await store.insert(Record(content=text, owner="tester"), embed.embed([text])[0])
+
+    try:
+        await put(2000, "seed")
+        index = vectors.VectorIndex(embed.dim)
+        await index.sync(store)
+        matrix = index.matrix
+        assert (index.size, matrix.shape[0]) == (2000, 2500)
+        await put(500, "later")
+        index.mark_dirty()
+        await index.sync(store)
+        assert index.size == 2500 and index.matrix is matrix
+        await put(1, "one more")
+        index.mark_dirty()
+        await index.sync(store)
+        assert index.size == 2501 and index.matrix is not matrix
+    finally:
+        await store.close()
+
+
 async def test_every_write_takes_a_fresh_store_revision_inside_its_own_statement(tmp_path):
     """insert and save compute rev in SQL (one round trip less per write); the vector cache
     still sees each write as newer than the last."""

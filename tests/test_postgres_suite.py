@@ -3,8 +3,8 @@
 The tests of the modules below that need no more than a `Memory` (`mem`), its `settings` or its
 `store_path` run here a second time: `store_path` is a fresh PostgreSQL schema instead of a
 SQLite file, so every verb (author, recall, explain, update, todos, intents, tombstones, KPIs,
-validity, and the console's: revive, neighbourhood, maintenance log) is checked on both
-backends by the same assertions.
+validity, the console's: revive, neighbourhood, maintenance log, and incremental reflection)
+is checked on both backends by the same assertions.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import test_facade_verbs
 import test_intents
 import test_kpis
 import test_memory
+import test_planning
 import test_recall
 import test_server_reflect
 import test_todos
@@ -34,6 +35,7 @@ _MODULES = (
     test_tombstones,
     test_validity,
     test_server_reflect,
+    test_planning,
 )
 #: Fixtures these tests may take: the store comes in through `store_path` (or `client`).
 _ALLOWED = {"mem", "settings", "store_path", "embedder", "clock", "client"}

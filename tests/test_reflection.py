@@ -536,3 +536,40 @@ async def test_pruning_a_linked_memory_frees_no_link_budget(tmp_path):
         assert [s.applied for s in first.steps] == [5, 1]
         second = await mem.reflect(["link", "prune"], now=PASS_NOW)
         assert second.applied == 0
+
+
+def test_rescore_and_prune_over_columns_plan_exactly_what_they_plan_over_nodes():
+    """Rows (columns) stand in for Nodes at scale: the same plans, item for item."""
+    from nooa_mcp.domain.reflection import Rows, prune_rows, rescore_rows
+
+    rng = np.random.default_rng(7)
+    now = T0 + 400 * 24 * H
+    records = []
+    for i in range(600):
+        created = T0 + float(rng.uniform(0, 399 * 24)) * H
+        accessed = created + float(rng.uniform(0, 24 * 30)) * H
+        records.append(
+            (
+                i + 1,
+                f"m{i:04d}",
+                str(rng.choice(["info", "skill", "todo", "episode", "scratch"])),
+                "dev@a",
+                str(rng.choice(["open", "done"])) if i % 3 == 0 else None,
+                float(rng.choice([1, 3, 5, 5.4, 7, 8, 10])),
+                None if i % 4 == 0 else float(rng.choice([1, 3, 5, 8, 10])),
+                float(rng.choice([0.0, 0.3, 0.6, 1.0])),
+                0.75,
+                int(rng.integers(0, 6)),
+                int(rng.integers(0, 20)),
+                created.timestamp(),
+                min(accessed, now).timestamp(),
+            )
+        )
+    rows = Rows.from_records(records)
+    nodes = [rows.node(p) for p in range(len(rows))]
+    assert nodes[0].authored_importance == nodes[0].importance  # none recorded: importance
+    expected_rescore = plan_rescore(nodes)
+    expected_prune = plan_prune(nodes, now)
+    assert expected_rescore and expected_prune, "the fixture must produce both kinds of item"
+    assert rescore_rows(rows) == expected_rescore
+    assert prune_rows(rows, now) == expected_prune

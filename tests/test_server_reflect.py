@@ -60,3 +60,17 @@ async def test_reflect_reports_progress_to_the_caller(client: Client) -> None:
 
     await client.call_tool("memory_reflect", {"steps": ["link"]}, progress_callback=on_progress)
     assert seen == [1]
+
+
+async def test_a_second_reflect_says_it_compared_only_what_changed(client: Client) -> None:
+    await client.call_tool("memory_author", {"content": "A fact to consolidate."})
+    first = await client.call_tool("memory_reflect", {})
+    assert first.structured_content["sweep"] == "full"
+    assert "Compared every pair of 1 memories." in first.content[0].text
+    await client.call_tool("memory_author", {"content": "Another fact, written after."})
+    second = await client.call_tool("memory_reflect", {})
+    assert (second.structured_content["sweep"], second.structured_content["changed"]) == (
+        "changed",
+        1,
+    )
+    assert "the 1 memories changed since the last pass" in second.content[0].text

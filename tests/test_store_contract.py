@@ -642,6 +642,22 @@ async def test_edge_pairs_by_role_and_liveness_and_copy_edges(store: Store) -> N
     assert {(e.target, e.type.value) for e in await store.edges_of(b.id)} == {(c.id, "causes")}
 
 
+async def test_edges_touching_are_every_edge_at_either_end_once(store: Store) -> None:
+    a, b, c, d = [await put(store, x) for x in "abcd"]
+    async with store.transaction():
+        await store.add_edge(a.id, b.id, EdgeType.related, 0.5)
+        await store.add_edge(b.id, a.id, EdgeType.related, 0.5)
+        await store.add_edge(c.id, a.id, EdgeType.refines, 1.0)
+        await store.add_edge(c.id, d.id, EdgeType.causes, 1.0)
+        await store.set_archived(c.id, True, T0)
+    got = await store.edges_touching([a.id, b.id])
+    assert sorted((e.src, e.dst, e.type) for e in got) == sorted(
+        [(a.id, b.id, "related"), (b.id, a.id, "related"), (c.id, a.id, "refines")]
+    )
+    assert [(e.src, e.dst) for e in await store.edges_touching([d.id, d.id])] == [(c.id, d.id)]
+    assert await store.edges_touching([]) == []
+
+
 # --------------------------------------------------------------------------- accesses
 
 
@@ -733,6 +749,34 @@ async def test_reflection_nodes_are_the_live_rows_of_a_role_with_vectors(store: 
     assert nodes[0].importance == 6.0 and nodes[0].row == 0
     assert np.allclose(vectors[0], vec("node a"))
     assert len((await store.reflection_nodes(None))[0]) == 2
+
+
+async def test_reflection_rows_are_pages_of_live_rows_as_columns(store: Store) -> None:
+    made = [
+        await put(store, f"row {i}", importance=float(i), created_at=T0 + timedelta(hours=i))
+        for i in range(5)
+    ]
+    other = await put(store, "same role, other instance", owner="coder@desk")
+    await put(store, "other role", owner="writer@desk")
+    async with store.transaction():
+        await store.set_archived(made[1].id, True, T0)
+        await store.set_importance(made[2].id, authored=9.0)
+    # Pages follow (owner, seq): the role index's order.
+    first = await store.reflection_rows("coder", None, 2)
+    assert first.ids == [other.id, made[0].id]
+    rest = await store.reflection_rows("coder", (first.owner_of(1), int(first.seq[1])), 10)
+    assert rest.ids == [made[2].id, made[3].id, made[4].id]
+    assert len(await store.reflection_rows("coder", ("coder@laptop", int(rest.seq[-1])), 9)) == 0
+    assert len(await store.reflection_rows(None, None, 10)) == 6
+    node = rest.node(0)
+    assert (node.id, node.type, node.owner, node.importance) == (
+        made[2].id,
+        "info",
+        "coder@laptop",
+        2.0,
+    )
+    assert node.authored_importance == 9.0 and node.created_at == T0 + timedelta(hours=2)
+    assert node.status is None and not node.archived
 
 
 # --------------------------------------------------------------------------- statistics

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from .reflection import Node, similar_pairs
+from .reflection import Node
 from .sampling import MalformedReply, SamplingUnavailable
+from .similarity import sweep
 
 __all__ = [
     "ABSTRACT_BATCH",
@@ -30,6 +30,8 @@ __all__ = [
     "Reconciliation",
     "SamplingUnavailable",
     "abstract_prompt",
+    "cluster_reach",
+    "clusters_from_neighbours",
     "parse_abstraction",
     "parse_reconciliation",
     "plan_abstract",
@@ -90,31 +92,74 @@ def plan_clusters(
     """
     consolidated = consolidated or set()
     live = [n for n in nodes if not n.archived and n.type in RECONCILED_TYPES]
-    by_role: dict[str, list[Node]] = defaultdict(list)
-    for node in live:
-        by_role[node.role].append(node)
-    clusters: list[list[Node]] = []
-    for role in sorted(by_role):
-        group = sorted(by_role[role], key=lambda n: (n.created_at, n.id))
-        near: dict[int, list[tuple[float, int]]] = defaultdict(list)
-        for i, j, cos in similar_pairs(vectors, [n.row for n in group], threshold):
-            near[i].append((cos, j))
-            near[j].append((cos, i))
-        seeds = sorted(range(len(group)), key=lambda i: (-len(near[i]), i))
-        taken: set[int] = set()
-        for seed in seeds:
-            if seed in taken or not near[seed]:
-                continue
-            members = [seed]
-            for _, j in sorted(near[seed], key=lambda c: (-c[0], c[1])):
-                if j not in taken and j != seed and len(members) < max_members:
-                    members.append(j)
-            if len(members) < 2 or all(group[m].id in consolidated for m in members):
-                continue
-            taken.update(members)
-            clusters.append([group[m] for m in members])
-            if len(clusters) >= max_clusters:
-                return clusters
+    if len(live) < 2:
+        return []
+    roles: dict[str, int] = {}
+    groups = np.array([roles.setdefault(n.role, len(roles)) for n in live])
+    found = sweep(
+        vectors,
+        np.array([n.row for n in live]),
+        threshold,
+        groups=groups,
+        cap=0,
+        neighbours=(threshold, cluster_reach(max_members, max_clusters), np.ones(len(live), bool)),
+    ).neighbours
+    assert found is not None
+    keys = [(n.role, n.created_at.timestamp(), n.id) for n in live]
+    settled = [n.id in consolidated for n in live]
+    clusters = clusters_from_neighbours(
+        keys, found.count, found.top, found.top_cos, settled, max_members, max_clusters
+    )
+    return [[live[p] for p in members] for members in clusters]
+
+
+def cluster_reach(max_members: int = CLUSTER_MAX, max_clusters: int = MAX_CLUSTERS) -> int:
+    """Strongest neighbours per row that planning needs: earlier clusters take at most
+    (max_clusters − 1)·max_members rows, and a seed needs max_members − 1 more."""
+    return (max_clusters - 1) * max_members + max_members - 1
+
+
+def clusters_from_neighbours(
+    keys: Sequence[tuple],
+    count: np.ndarray,
+    top: np.ndarray,
+    top_cos: np.ndarray,
+    settled: Sequence[bool],
+    max_members: int = CLUSTER_MAX,
+    max_clusters: int = MAX_CLUSTERS,
+) -> list[list[int]]:
+    """`plan_clusters` from a sweep's neighbour lists: clusters as lists of positions.
+
+    Args:
+        keys: (role, created_at, id) per position: seeds go role by role, most neighbours
+            first, then oldest; members strongest first, then oldest.
+        count, top, top_cos: each position's neighbour count and strongest neighbours (−1:
+            none), as `similarity.sweep` gives them.
+        settled: whether each position is already consolidated.
+    """
+    seeds = sorted(
+        np.flatnonzero(count > 0).tolist(), key=lambda p: (keys[p][0], -count[p], keys[p])
+    )
+    taken: set[int] = set()
+    clusters: list[list[int]] = []
+    for seed in seeds:
+        if seed in taken:
+            continue
+        near = [
+            (-float(c), keys[q], q)
+            for q, c in zip(top[seed].tolist(), top_cos[seed].tolist(), strict=True)
+            if q >= 0
+        ]
+        members = [seed]
+        for _, _, q in sorted(near):
+            if q not in taken and q != seed and len(members) < max_members:
+                members.append(q)
+        if len(members) < 2 or all(settled[m] for m in members):
+            continue
+        taken.update(members)
+        clusters.append(members)
+        if len(clusters) >= max_clusters:
+            break
     return clusters
 
 

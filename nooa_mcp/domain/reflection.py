@@ -13,13 +13,14 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Literal
 
 import numpy as np
 
 from .forgetting import ForgettingPolicy, retention, should_prune
 from .scope import owner_role
+from .similarity import sweep
 
 __all__ = [
     "LINK_HIGH",
@@ -31,12 +32,19 @@ __all__ = [
     "Node",
     "PruneItem",
     "RescoreItem",
+    "Rows",
+    "id_ranks",
+    "link_item",
+    "links_greedy",
     "merged_fields",
+    "merges_from_pairs",
     "plan_links",
     "plan_merges",
     "plan_prune",
     "plan_rescore",
+    "prune_rows",
     "rescore",
+    "rescore_rows",
     "similar_pairs",
 ]
 
@@ -59,7 +67,7 @@ AUTHOR_FLOOR = 8.0
 RESCORE_CEILING = 7.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Node:
     """What planning needs to know of one memory; `row` indexes the vector matrix."""
 
@@ -118,6 +126,176 @@ class PruneItem:
     op: Literal["prune"] = "prune"
 
 
+@dataclass
+class Rows:
+    """A role's live memories as columns, in seq order: what planning reads of every row.
+
+    At 100k memories a list of `Node`s costs ~50 MB and seconds to build; these columns cost
+    ~10 MB. A `Node` is built only for the few rows a plan names (`node`).
+    """
+
+    seq: np.ndarray
+    ids: list[str]
+    type_code: np.ndarray
+    types: list[str]
+    owner_code: np.ndarray
+    owners: list[str]
+    status_code: np.ndarray
+    statuses: list[str | None]
+    created_at: np.ndarray
+    last_accessed_at: np.ndarray
+    importance: np.ndarray
+    authored_importance: np.ndarray
+    salience: np.ndarray
+    confidence: np.ndarray
+    strength: np.ndarray
+    reinforcement_count: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @classmethod
+    def from_records(cls, records: Iterable[Sequence]) -> Rows:
+        """Columns from records (seq, id, type, owner, status, importance, authored
+        importance or None, salience, confidence, strength, reinforcement count, created at,
+        last accessed at), times as epoch seconds."""
+        columns = list(zip(*records, strict=True)) or [()] * 13
+
+        def coded(values: Sequence) -> tuple[np.ndarray, list]:
+            codes: dict = {}
+            return np.array([codes.setdefault(v, len(codes)) for v in values], np.int32), list(
+                codes
+            )
+
+        def floats(values: Sequence) -> np.ndarray:
+            return np.array(values, dtype=np.float64)
+
+        kinds, types = coded(columns[2])
+        owners, owner_names = coded(columns[3])
+        statuses, status_names = coded(columns[4])
+        importance = floats(columns[5])
+        authored = np.array(columns[6], dtype=object)
+        unset = np.equal(authored, None)
+        return cls(
+            seq=np.array(columns[0], dtype=np.int64),
+            ids=list(columns[1]),
+            type_code=kinds,
+            types=types,
+            owner_code=owners,
+            owners=owner_names,
+            status_code=statuses,
+            statuses=status_names,
+            importance=importance,
+            authored_importance=np.where(unset, importance, authored).astype(np.float64),
+            salience=floats(columns[7]),
+            confidence=floats(columns[8]),
+            strength=np.array(columns[9], dtype=np.int64),
+            reinforcement_count=np.array(columns[10], dtype=np.int64),
+            created_at=floats(columns[11]),
+            last_accessed_at=floats(columns[12]),
+        )
+
+    @classmethod
+    def concat(cls, pages: Sequence[Rows]) -> Rows:
+        """One set of columns from pages read one after another (codes re-mapped)."""
+        if len(pages) == 1:
+            return pages[0]
+        out: dict = {"ids": [i for page in pages for i in page.ids]}
+        for name, codes in (("type", "types"), ("owner", "owners"), ("status", "statuses")):
+            merged: dict = {}
+            parts = []
+            for page in pages:
+                remap = np.array(
+                    [merged.setdefault(v, len(merged)) for v in getattr(page, codes)],
+                    dtype=np.int32,
+                )
+                part = getattr(page, f"{name}_code")
+                parts.append(remap[part] if part.size else part)
+            out[codes] = list(merged)
+            out[f"{name}_code"] = np.concatenate(parts) if parts else np.zeros(0, np.int32)
+        for name in (
+            "seq",
+            "created_at",
+            "last_accessed_at",
+            "importance",
+            "authored_importance",
+            "salience",
+            "confidence",
+            "strength",
+            "reinforcement_count",
+        ):
+            out[name] = np.concatenate([getattr(page, name) for page in pages])
+        return cls(**out)
+
+    def take(self, positions: np.ndarray) -> Rows:
+        """These rows only, in this order."""
+        picked = positions.tolist()
+        return Rows(
+            seq=self.seq[positions],
+            ids=[self.ids[p] for p in picked],
+            type_code=self.type_code[positions],
+            types=self.types,
+            owner_code=self.owner_code[positions],
+            owners=self.owners,
+            status_code=self.status_code[positions],
+            statuses=self.statuses,
+            created_at=self.created_at[positions],
+            last_accessed_at=self.last_accessed_at[positions],
+            importance=self.importance[positions],
+            authored_importance=self.authored_importance[positions],
+            salience=self.salience[positions],
+            confidence=self.confidence[positions],
+            strength=self.strength[positions],
+            reinforcement_count=self.reinforcement_count[positions],
+        )
+
+    def in_seq_order(self) -> Rows:
+        if len(self.ids) < 2 or bool(np.all(self.seq[1:] > self.seq[:-1])):
+            return self
+        return self.take(np.argsort(self.seq, kind="stable"))
+
+    def type_of(self, p: int) -> str:
+        return self.types[self.type_code[p]]
+
+    def status_of(self, p: int) -> str | None:
+        return self.statuses[self.status_code[p]]
+
+    def owner_of(self, p: int) -> str:
+        return self.owners[self.owner_code[p]]
+
+    def mask_types(self, names: Iterable[str], keep: bool = True) -> np.ndarray:
+        """Rows whose type is among `names` (or, with keep=False, is not)."""
+        table = np.array([t in set(names) for t in self.types] + [False], dtype=bool)
+        hit = table[self.type_code] if len(self.ids) else np.zeros(0, dtype=bool)
+        return hit if keep else ~hit
+
+    def role_codes(self) -> np.ndarray:
+        """A code per row for its owner's role (pairs never cross roles)."""
+        roles: dict[str, int] = {}
+        table = np.array(
+            [roles.setdefault(owner_role(o), len(roles)) for o in self.owners] + [0],
+            dtype=np.int32,
+        )
+        return table[self.owner_code] if len(self.ids) else np.zeros(0, dtype=np.int32)
+
+    def node(self, p: int, row: int = -1) -> Node:
+        return Node(
+            id=self.ids[p],
+            type=self.type_of(p),
+            owner=self.owner_of(p),
+            created_at=datetime.fromtimestamp(float(self.created_at[p]), UTC),
+            last_accessed_at=datetime.fromtimestamp(float(self.last_accessed_at[p]), UTC),
+            importance=float(self.importance[p]),
+            authored_importance=float(self.authored_importance[p]),
+            salience=float(self.salience[p]),
+            confidence=float(self.confidence[p]),
+            strength=int(self.strength[p]),
+            reinforcement_count=int(self.reinforcement_count[p]),
+            status=self.status_of(p),
+            row=row,
+        )
+
+
 # --------------------------------------------------------------------------- similarity
 
 
@@ -130,20 +308,17 @@ def similar_pairs(
 ) -> list[tuple[int, int, float]]:
     """Pairs (i, j, cos) of positions into `rows`, i < j, with low ≤ cos < high.
 
-    Computed block by block so memory stays O(block·n) for a large role.
+    Computed block by block (`block` rows at a time) so memory stays O(block·n).
     """
     if len(rows) < 2:
         return []
-    mat = np.asarray(vectors[np.asarray(rows)], dtype=np.float32)
-    out: list[tuple[int, int, float]] = []
-    for start in range(0, len(rows), block):
-        sims = mat[start : start + block] @ mat.T
-        hits = np.argwhere((sims >= low) & (sims < high))
-        for bi, j in hits:
-            i = start + int(bi)
-            if i < j:
-                out.append((i, int(j), float(sims[bi, j])))
-    return out
+    found = sweep(
+        vectors, np.asarray(rows), low, cap=len(rows), cells=max(block, 1) * len(rows)
+    ).pairs
+    keep = found.cos < high
+    return sorted(
+        zip(found.p[keep].tolist(), found.q[keep].tolist(), found.cos[keep].tolist(), strict=True)
+    )
 
 
 def _groups(nodes: Iterable[Node], key) -> dict[tuple, list[Node]]:
@@ -151,6 +326,33 @@ def _groups(nodes: Iterable[Node], key) -> dict[tuple, list[Node]]:
     for node in nodes:
         groups[key(node)].append(node)
     return groups
+
+
+def _mergeable(n: Node) -> bool:
+    return not n.archived and n.type not in UNMERGED_TYPES
+
+
+def _linkable(n: Node) -> bool:
+    return not n.archived and n.type not in UNLINKED_TYPES
+
+
+def _merge_group(n: Node) -> tuple[str, str, str]:
+    return (n.role, n.type, n.status or "")
+
+
+def _pairs_within(
+    nodes: Sequence[Node], vectors: np.ndarray, keep, group, low: float
+) -> list[tuple[int, int, float]]:
+    """Pairs (i, j, cos) of indexes into `nodes` among those `keep` accepts, inside a group."""
+    chosen = [i for i, n in enumerate(nodes) if keep(n)]
+    if len(chosen) < 2:
+        return []
+    codes: dict = {}
+    groups = np.array([codes.setdefault(group(nodes[i]), len(codes)) for i in chosen])
+    found = sweep(
+        vectors, np.array([nodes[i].row for i in chosen]), low, groups=groups, cap=len(chosen)
+    ).pairs
+    return [(chosen[p], chosen[q], cos) for p, q, cos in found]
 
 
 # --------------------------------------------------------------------------- merge
@@ -170,22 +372,44 @@ def plan_merges(
     yields the rest of the same plan. Pairs in `exclude` (a memory and what it refines,
     contradicts or was derived from) are versions, not duplicates, and are never merged.
     """
+    pairs = _pairs_within(nodes, vectors, _mergeable, _merge_group, threshold)
+    return merges_from_pairs(nodes, pairs, threshold, exclude)
+
+
+def merges_from_pairs(
+    nodes: Sequence[Node],
+    pairs: Iterable[tuple[int, int, float]],
+    threshold: float = MERGE_SIMILARITY,
+    exclude: set[frozenset[str]] | None = None,
+) -> list[MergeItem]:
+    """`plan_merges` over pairs already found: (i, j, cos) index `nodes` (either order).
+
+    A pair outside one merge group, below the threshold or with an unmergeable end is
+    ignored, so any superset of the relevant pairs gives the same plan.
+    """
     exclude = exclude or set()
-    live = [n for n in nodes if not n.archived and n.type not in UNMERGED_TYPES]
+    near: dict[int, list[tuple[int, float]]] = defaultdict(list)
+    for i, j, cos in pairs:
+        a, b = nodes[i], nodes[j]
+        if cos < threshold or not (_mergeable(a) and _mergeable(b)):
+            continue
+        if _merge_group(a) != _merge_group(b):
+            continue
+        if (b.created_at, b.id) < (a.created_at, a.id):
+            i, j = j, i
+        near[i].append((j, cos))
+    involved = set(near) | {j for hits in near.values() for j, _ in hits}
+    age = {i: (_merge_group(nodes[i]), nodes[i].created_at, nodes[i].id) for i in involved}
+    taken: set[int] = set()
     items: list[MergeItem] = []
-    for _, group in sorted(_groups(live, lambda n: (n.role, n.type, n.status or "")).items()):
-        group.sort(key=lambda n: (n.created_at, n.id))
-        near: dict[int, list[tuple[int, float]]] = defaultdict(list)
-        for i, j, cos in similar_pairs(vectors, [n.row for n in group], threshold):
-            near[i].append((j, cos))
-        taken: set[int] = set()
-        for i, anchor in enumerate(group):
-            if i in taken:
-                continue
-            for j, cos in sorted(near.get(i, [])):
-                if j not in taken and frozenset((anchor.id, group[j].id)) not in exclude:
-                    taken.add(j)
-                    items.append(MergeItem(anchor.id, group[j].id, cos))
+    for i in sorted(near, key=age.__getitem__):
+        if i in taken:
+            continue
+        anchor = nodes[i]
+        for j, cos in sorted(near[i], key=lambda h: (age[h[0]], h[1])):
+            if j not in taken and frozenset((anchor.id, nodes[j].id)) not in exclude:
+                taken.add(j)
+                items.append(MergeItem(anchor.id, nodes[j].id, cos))
     return items
 
 
@@ -224,24 +448,61 @@ def plan_links(
     """
     related = related or {}
     linked = linked or set()
-    live = [n for n in nodes if not n.archived and n.type not in UNLINKED_TYPES]
-    candidates: list[tuple[float, str, str]] = []
-    for _, group in sorted(_groups(live, lambda n: (n.role,)).items()):
-        group.sort(key=lambda n: n.id)
-        for i, j, cos in similar_pairs(vectors, [n.row for n in group], low, high):
-            a, b = group[i].id, group[j].id
-            if frozenset((a, b)) not in linked:
-                candidates.append((cos, a, b))
-    candidates.sort(key=lambda c: (-c[0], c[1], c[2]))
-    degree = {n.id: len(related.get(n.id, ())) for n in live}
-    items: list[LinkItem] = []
-    for cos, a, b in candidates:
-        if degree[a] >= max_links or degree[b] >= max_links:
+    pairs = [
+        (i, j, cos)
+        for i, j, cos in _pairs_within(nodes, vectors, _linkable, lambda n: n.role, low)
+        if cos < high and frozenset((nodes[i].id, nodes[j].id)) not in linked
+    ]
+    if not pairs:
+        return []
+    a, b, cos = (np.array(col) for col in zip(*pairs, strict=True))
+    rank = id_ranks([n.id for n in nodes])
+    degree = np.array([len(related.get(n.id, ())) for n in nodes], dtype=np.int64)
+    chosen = links_greedy(a, b, cos.astype(np.float32), rank, degree, max_links)
+    return [link_item(nodes[a[k]].id, nodes[b[k]].id, float(cos[k])) for k in chosen.tolist()]
+
+
+def id_ranks(ids: Sequence[str]) -> np.ndarray:
+    """Each id's rank in sorted order (the tie-break of equal cosines)."""
+    order = np.argsort(np.array(ids, dtype=object), kind="stable")
+    rank = np.empty(len(ids), dtype=np.int64)
+    rank[order] = np.arange(len(ids))
+    return rank
+
+
+def link_item(x: str, y: str, cos: float) -> LinkItem:
+    a, b = sorted((x, y))
+    return LinkItem(a, b, round(cos, 4))
+
+
+def links_greedy(
+    a: np.ndarray,
+    b: np.ndarray,
+    cos: np.ndarray,
+    rank: np.ndarray,
+    degree: np.ndarray,
+    max_links: int = MAX_NEW_LINKS,
+) -> np.ndarray:
+    """Which candidate pairs (a[k], b[k]) get a link: strongest first (equal cosines by the two
+    ids, smaller first), each while both ends have fewer than `max_links` related neighbours
+    (`degree` per node: the existing ones, then the planned ones). Returns indexes into the
+    candidates, in that order. Arrays, not objects: a full pass over 100k memories has
+    hundreds of thousands of candidates."""
+    if a.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    lo, hi = np.minimum(rank[a], rank[b]), np.maximum(rank[a], rank[b])
+    order = np.lexsort((hi, lo, -cos.astype(np.float64)))
+    deg = degree.tolist()
+    ends_a, ends_b = a.tolist(), b.tolist()
+    chosen = []
+    for k in order.tolist():
+        x, y = ends_a[k], ends_b[k]
+        if deg[x] >= max_links or deg[y] >= max_links:
             continue
-        degree[a] += 1
-        degree[b] += 1
-        items.append(LinkItem(a, b, round(cos, 4)))
-    return items
+        deg[x] += 1
+        deg[y] += 1
+        chosen.append(k)
+    return np.array(chosen, dtype=np.int64)
 
 
 # --------------------------------------------------------------------------- rescore
@@ -308,3 +569,50 @@ def plan_prune(
     ]
     items.sort(key=lambda p: (p.retention, p.id))
     return items
+
+
+def rescore_rows(rows: Rows) -> list[RescoreItem]:
+    """`plan_rescore` over columns: `rescore` runs once per distinct (authored, salience,
+    repeats), not once per row."""
+    if not len(rows):
+        return []
+    # One integer key per row from the codes of its three inputs (each has few values).
+    key = np.zeros(len(rows), dtype=np.int64)
+    for column in (rows.authored_importance, rows.salience, rows.reinforcement_count):
+        values, codes = np.unique(column, return_inverse=True)
+        key = key * len(values) + codes.reshape(-1)
+    _, first, back = np.unique(key, return_index=True, return_inverse=True)
+    values = np.array(
+        [
+            rescore(
+                float(rows.authored_importance[p]),
+                float(rows.salience[p]),
+                int(rows.reinforcement_count[p]),
+            )
+            for p in first.tolist()
+        ]
+    )
+    new = values[back.reshape(-1)]
+    return [
+        RescoreItem(rows.ids[p], float(rows.importance[p]), float(new[p]))
+        for p in np.flatnonzero(np.abs(new - rows.importance) > 1e-9).tolist()
+    ]
+
+
+def prune_rows(
+    rows: Rows, now: datetime, policy: ForgettingPolicy | None = None
+) -> list[PruneItem]:
+    """`plan_prune` over columns: numpy finds the few rows that may qualify (with a margin),
+    and the prune rule itself decides on each of them."""
+    policy = policy or ForgettingPolicy()
+    if not len(rows):
+        return []
+    at = now.timestamp()
+    stability = policy.tau_hours * (1.0 + np.log1p(np.maximum(rows.strength, 0)))
+    idle_hours = np.maximum(at - rows.last_accessed_at, 0.0) / 3600.0
+    suspects = (idle_hours / stability) > (math.log(1.0 / policy.prune_below) * (1 - 1e-9))
+    suspects &= (at - rows.created_at) >= policy.min_age_hours * 3600 - 1.0
+    suspects &= rows.importance < policy.protected_importance + 1e-9
+    suspects &= rows.mask_types(policy.protected_types, keep=False)
+    candidates = [rows.node(p) for p in np.flatnonzero(suspects).tolist()]
+    return plan_prune(candidates, now, policy)

@@ -331,3 +331,9 @@ class ReflectReport(BaseModel):
     finished_at: datetime | None = None
     steps: list[ReflectStep] = Field(default_factory=list)
     applied: int = 0
+    #: How pairs were found: "full" (every pair), "changed" (only memories changed since the
+    #: last completed pass, against all), "" (no step needed pairs).
+    sweep: str = ""
+    #: Memories compared against the whole role, and the pairs (cosines) that took.
+    changed: int = 0
+    compared: int = 0

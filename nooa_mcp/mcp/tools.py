@@ -380,6 +380,10 @@ def _bound_report(report: BaseModel, budget: int) -> Any:
 
 def _render_report(report: Any) -> str:
     lines = [f"Reflection {report.status}: {report.applied} change(s)."]
+    if report.sweep == "full":
+        lines.append(f"Compared every pair of {report.changed} memories.")
+    elif report.sweep == "changed":
+        lines.append(f"Compared the {report.changed} memories changed since the last pass.")
     for s in report.steps:
         note = f" — {s.note}" if s.note else ""
         lines.append(

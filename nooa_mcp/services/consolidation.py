@@ -2,10 +2,13 @@
 
 A pass runs merge → reconcile → link → rescore → abstract → prune. Each item is committed on
 its own, re-reading what it changes, so a pass can be stopped between items and a later pass
-converges to the same store. One pass per role runs at a time across processes: a lease per
-role in the store, renewed with every item. A lease whose holder process is gone (same host,
-pid not alive) is taken over at once, so a killed pass never blocks the role for long, and one
-role's pass never blocks another's.
+converges to the same store, and the store's write lock is never held for more than an item.
+What a pass plans over — the rows, their vectors, the similar pairs, and only the pairs that
+touch what changed since the last completed pass — is `planning.Planner`'s business. One pass
+per role runs at a time across processes: a lease per role in the store, renewed beside the
+pass while it runs. A lease whose holder process is gone (same host, pid not alive) is taken
+over at once, so a killed pass never blocks the role for long, and one role's pass never
+blocks another's.
 """
 
 from __future__ import annotations
@@ -32,31 +35,38 @@ from ..domain.generative import (
     MalformedReply,
     SamplingUnavailable,
     abstract_prompt,
+    clusters_from_neighbours,
     parse_abstraction,
     parse_reconciliation,
     plan_abstract,
-    plan_clusters,
     reconcile_prompt,
 )
 from ..domain.reflection import (
+    LINK_HIGH,
+    LINK_LOW,
     MERGE_SIMILARITY,
+    UNMERGED_TYPES,
     Node,
+    Rows,
+    id_ranks,
+    link_item,
+    links_greedy,
     merged_fields,
-    plan_links,
-    plan_merges,
-    plan_prune,
-    plan_rescore,
+    merges_from_pairs,
+    prune_rows,
     rescore,
+    rescore_rows,
 )
 from ..domain.replies import ReflectReport, ReflectStep
 from ..domain.schema import REFLECTION_STEPS, Channel, EdgeType, Memory
 from ..domain.schema import now as utc_now
-from ..domain.scope import Actor
+from ..domain.scope import Actor, owner_role
 from ..domain.text import choices
 from ..engine import Engine, text_of
 from ..errors import InvalidInput
 from . import provenance
 from .caller import Caller
+from .planning import PAIR_STEPS, Planner, edges_around
 from .references import visible_contents
 from .sampler import Sampler
 from .tombstones import archive
@@ -137,7 +147,19 @@ async def reflect(
         report.status = "interrupted"
         try:
             pass_ = _Pass(c, report, sampler, progress, now)
-            await pass_.run([s for s in REFLECTION_STEPS if s in wanted])
+            failed: Exception | None = None
+            async with anyio.create_task_group() as tg:
+                # A full sweep of a large role plans for minutes: the lease is renewed beside
+                # the pass, not by its items.
+                tg.start_soon(_keep_lease, c)
+                try:
+                    await pass_.run([s for s in REFLECTION_STEPS if s in wanted])
+                except Exception as exc:  # re-raised as it is, not in an exception group
+                    failed = exc
+                tg.cancel_scope.cancel()
+            if failed is not None:
+                raise failed
+            await pass_.planner.commit(pass_.unsettled)
             report.status = "completed"
         finally:
             with anyio.CancelScope(shield=True):
@@ -176,6 +198,17 @@ async def _write_lease(c: Caller) -> None:
     )
 
 
+async def _keep_lease(c: Caller) -> None:
+    """Renew the lease while a pass runs (a failed renewal is retried; the pass goes on)."""
+    while True:
+        await anyio.sleep(LEASE_SECONDS / 5)
+        try:
+            async with c.store.transaction():
+                await _write_lease(c)
+        except Exception:
+            logger.warning("renewing the reflection lease of %r failed", c.role, exc_info=True)
+
+
 async def _release_lease(c: Caller) -> None:
     raw = await c.store.lock_meta(_lease_key(c.role))
     if raw and json.loads(raw)["holder"] == c.engine.holder:
@@ -183,7 +216,13 @@ async def _release_lease(c: Caller) -> None:
 
 
 class _Pass:
-    """One reflection pass: plans each step on the store as it is now, applies item by item."""
+    """One reflection pass: plans each step on the store as it is now, applies item by item.
+
+    The rows are read once and again only after a step changed something; the vectors come
+    from the process's vector index; one similarity sweep (see `planning.Planner`) serves
+    merge, link and reconcile, and covers only the rows changed since the last completed
+    pass when that pass's record allows.
+    """
 
     def __init__(
         self,
@@ -200,6 +239,10 @@ class _Pass:
         self.now = now
         self.done = 0
         self.total = 0
+        self.role = c.role if c.owner else None
+        self.planner = Planner(c, self.role, [], False)
+        #: Ids of items skipped because a row vanished meanwhile: the next pass looks again.
+        self.unsettled: set[str] = set()
 
     async def tick(self, message: str) -> None:
         self.done += 1
@@ -207,161 +250,242 @@ class _Pass:
             await self.progress(self.done, self.total, message)
 
     async def run(self, steps: list[str]) -> None:
-        c = self.c
-        role = c.role if c.owner else None
+        runs = [s for s in steps if not (s in GENERATIVE and self.sampler is None)]
+        self.planner = Planner(
+            self.c, self.role, [s for s in runs if s in PAIR_STEPS], "reconcile" in runs
+        )
+        await self.planner.start()
+        self._count()
         for name in steps:
             step = ReflectStep(step=name)
             self.report.steps.append(step)
             if name in GENERATIVE and self.sampler is None:
                 step.note = "skipped: no sampler (the client does not offer MCP sampling)"
                 continue
-            nodes, vectors = await c.store.reflection_nodes(role)
-            edges = await c.store.edge_pairs(role)
-            plan, apply = await self._plan(name, nodes, vectors, edges, role)
+            plan, apply = await self._plan(name)
+            self._count()
             step.planned = len(plan)
             self.total += len(plan)
-            for item in plan:
-                try:
-                    outcome = await apply(item)
-                except MalformedReply as exc:
-                    step.failed += 1
-                    step.details.append(f"malformed reply: {exc}")
-                    outcome = None
-                except SamplingUnavailable as exc:
-                    step.note = f"stopped: {exc}"
-                    break
-                if outcome is None:
-                    pass
-                elif outcome:
-                    step.applied += 1
-                    if len(step.details) < 20:
-                        step.details.append(outcome)
-                else:
-                    step.skipped += 1
-                await self.tick(
-                    f"{name} {step.applied + step.skipped + step.failed}/{step.planned}"
-                )
+            if name in GENERATIVE:
+                await self._apply_one_by_one(step, plan, apply)
+            else:
+                await self._apply(step, plan, apply)
 
-    async def _plan(
-        self, name: str, nodes: list[Node], vectors: np.ndarray, edges: list, role: str | None
-    ) -> tuple[list[Any], Callable[[Any], Awaitable[str]]]:
-        c = self.c
-        if name == "merge":
-            exclude = {frozenset((e.src, e.dst)) for e in edges if e.type in SUPERSEDING_OR_DERIVED}
-            # Planning compares every pair in a role (numpy, seconds at 100k): off the
-            # event loop, so a server keeps answering while a pass plans.
-            plan = await anyio.to_thread.run_sync(
-                functools.partial(plan_merges, nodes, vectors, exclude=exclude)
+    async def _apply(
+        self, step: ReflectStep, plan: list[Any], apply: Callable[[Any], Awaitable[str]]
+    ) -> None:
+        """Apply items one transaction each, so the store's write lock is never held for
+        more than one item; between two items, calls waiting for it (a client's write) go
+        first. Progress goes out after the commit: a callback may write to the store."""
+        for item in plan:
+            async with self.c.store.transaction():
+                outcome = await apply(item)
+            self._record(step, outcome)
+            await self.tick(f"{step.step} {step.applied + step.skipped}/{step.planned}")
+            await anyio.sleep(0)
+
+    async def _apply_one_by_one(
+        self, step: ReflectStep, plan: list[Any], apply: Callable[[Any], Awaitable[str]]
+    ) -> None:
+        """Generative items: each asks the client's model first, then commits on its own."""
+        for item in plan:
+            try:
+                outcome: str | None = await apply(item)
+            except MalformedReply as exc:
+                step.failed += 1
+                step.details.append(f"malformed reply: {exc}")
+                outcome = None
+            except SamplingUnavailable as exc:
+                step.note = f"stopped: {exc}"
+                break
+            if outcome is not None:
+                self._record(step, outcome)
+            await self.tick(
+                f"{step.step} {step.applied + step.skipped + step.failed}/{step.planned}"
             )
-            return plan, self._merge
+            await anyio.sleep(0)
+
+    def _record(self, step: ReflectStep, outcome: str) -> None:
+        if outcome:
+            step.applied += 1
+            if step.step in GENERATIVE:
+                self.planner.stale = True  # new rows: read them
+            if len(step.details) < 20:
+                step.details.append(outcome)
+        else:
+            step.skipped += 1
+
+    def _count(self) -> None:
+        self.report.sweep = self.planner.kind
+        self.report.changed = self.planner.changed
+        self.report.compared = self.planner.compared
+
+    async def _plan(self, name: str) -> tuple[list[Any], Callable[[Any], Awaitable[str]]]:
+        rows = await self.planner.rows()
+        if name == "merge":
+            return await self._merge_plan(rows), self._merge
         if name == "link":
-            # The link budget counts related edges to archived memories too, so pruning
-            # after linking frees no budget and a second pass adds nothing.
-            related: dict[str, set[str]] = {}
-            for e in await c.store.edge_pairs(role, live_only=False):
-                if e.type == "related":
-                    related.setdefault(e.src, set()).add(e.dst)
-                    related.setdefault(e.dst, set()).add(e.src)
-            linked = {frozenset((e.src, e.dst)) for e in edges}
-            plan = await anyio.to_thread.run_sync(plan_links, nodes, vectors, related, linked)
-            return plan, self._link
+            return await self._link_plan(rows), self._link
         if name == "rescore":
-            return plan_rescore(nodes), self._rescore
+            # Off the event loop, like all work over every row of a role.
+            return await anyio.to_thread.run_sync(rescore_rows, rows), self._rescore
         if name == "prune":
             at = self.now or utc_now()
-            return plan_prune(nodes, at, c.settings.forgetting), functools.partial(
-                self._prune, at=at
-            )
+            plan = await anyio.to_thread.run_sync(prune_rows, rows, at, self.c.settings.forgetting)
+            return plan, functools.partial(self._prune, at=at)
         if name == "reconcile":
-            consolidated = {
-                e_end for e in edges if e.type == "derived_from" for e_end in (e.src, e.dst)
-            }
-            plan = await anyio.to_thread.run_sync(plan_clusters, nodes, vectors, consolidated)
-            return plan, self._reconcile
-        return await self._abstract_plan(nodes), self._abstract
+            return await self._reconcile_plan(rows), self._reconcile
+        return await self._abstract_plan(rows), self._abstract
 
-    # Each step below runs one item in its own transaction, re-reading what it changes; it
-    # returns a short description when it changed something, "" when the item no longer holds.
+    async def _merge_plan(self, rows: Rows) -> list[Any]:
+        a, b, cos = self.planner.pairs(rows, MERGE_SIMILARITY)
+        same = (rows.type_code[a] == rows.type_code[b]) & (
+            rows.status_code[a] == rows.status_code[b]
+        )
+        same &= rows.mask_types(UNMERGED_TYPES, keep=False)[a]
+        a, b, cos = a[same], b[same], cos[same]
+        if not a.size:
+            return []
+        # A memory and what it refines, contradicts or was derived from are versions.
+        ends = np.unique(np.concatenate([a, b]))
+        facts = await edges_around(self.c, rows, ends, SUPERSEDING_OR_DERIVED)
+        keep = ~facts.joins(a, b, len(rows))
+        # Off the event loop: a full plan can name much of a large role.
+        return await anyio.to_thread.run_sync(_merge_items, rows, a[keep], b[keep], cos[keep])
+
+    async def _link_plan(self, rows: Rows) -> list[Any]:
+        await self.planner.extend(rows)
+        a, b, cos = self.planner.pairs(rows, LINK_LOW, LINK_HIGH)
+        if not a.size:
+            return []
+        ends = np.unique(np.concatenate([a, b]))
+        # The link budget counts related edges to archived memories too, so pruning after
+        # linking frees no budget and a second pass adds nothing.
+        facts = await edges_around(self.c, rows, ends)
+        keep = ~facts.joins(a, b, len(rows))
+        a, b, cos = a[keep], b[keep], cos[keep]
+        rank = await anyio.to_thread.run_sync(id_ranks, rows.ids)
+        chosen = await anyio.to_thread.run_sync(links_greedy, a, b, cos, rank, facts.related)
+        return [link_item(rows.ids[a[k]], rows.ids[b[k]], float(cos[k])) for k in chosen.tolist()]
+
+    async def _reconcile_plan(self, rows: Rows) -> list[list[Node]]:
+        hood = await self.planner.neighbours(rows)
+        if hood is None:
+            return []
+        seeds = np.flatnonzero(hood.count > 0)
+        keys: list[tuple] = [()] * hood.count.shape[0]
+        ids = []
+        for p in seeds.tolist():
+            r = int(hood.where[p])
+            ids.append(rows.ids[r])
+            keys[p] = (owner_role(rows.owner_of(r)), float(rows.created_at[r]), rows.ids[r])
+        # A product or source of an earlier reconcile (a derived_from edge between live
+        # memories) is consolidated: a cluster of those only is not asked about again.
+        derived = []
+        for start in range(0, len(ids), 2000):
+            edges = await self.c.store.edges_touching(ids[start : start + 2000])
+            derived += [e for e in edges if e.type == "derived_from"]
+        ends = sorted({x for e in derived for x in (e.src, e.dst)})
+        live = {x for x, ok in zip(ends, np.isin(ends, rows.ids), strict=True) if ok}
+        consolidated = {
+            x for e in derived if e.src in live and e.dst in live for x in (e.src, e.dst)
+        }
+        settled = [False] * hood.count.shape[0]
+        for p in seeds.tolist():
+            settled[p] = rows.ids[int(hood.where[p])] in consolidated
+        clusters = clusters_from_neighbours(keys, hood.count, hood.top, hood.top_cos, settled)
+        return [[rows.node(int(hood.where[p])) for p in members] for members in clusters]
+
+    # The deterministic steps below apply one item inside the transaction `_apply` opens,
+    # re-reading what it changes; each returns a short description when it changed something,
+    # "" when the item no longer holds. The lease is renewed by `_keep_lease`.
 
     async def _merge(self, item: Any) -> str:
         c = self.c
-        async with c.store.transaction():
-            got = await c.store.fetch_many([item.anchor, item.dup])
-            if len(got) < 2 or got[item.anchor].archived or got[item.dup].archived:
-                return ""
-            anchor, dup = got[item.anchor], got[item.dup]
-            if anchor.type != dup.type:
-                return ""
-            vecs = await c.store.embeddings_of([anchor.id, dup.id])
-            if len(vecs) < 2 or float(vecs[anchor.id] @ vecs[dup.id]) < MERGE_SIMILARITY:
-                return ""
-            # SPEC §8 (v2): never fold two different values into one; those are different
-            # facts for reconcile, however close their embeddings.
-            if differs_in(anchor.content, dup.content):
-                return ""
-            fields = merged_fields(_node(anchor), _node(dup))
-            anchor.reinforcement_count = int(fields["reinforcement_count"])
-            anchor.strength = int(fields["strength"])
-            anchor.importance = float(fields["importance"])
-            anchor.authored_importance = float(fields["authored_importance"])
-            anchor.salience = float(fields["salience"])
-            anchor.confidence = float(fields["confidence"])
-            access = c.access(Channel.reflected, query=f"merged {dup.id[:8]}")
-            c.apply(anchor, access)
-            await c.store.save(anchor)
-            await c.store.copy_edges(dup.id, anchor.id)
-            await c.store.add_edge(anchor.id, dup.id, EdgeType.refines, 1.0)
-            await archive(c, dup, f"merged into {anchor.id[:8]}")
-            await c.store.append_accesses([(anchor.id, access)])
-            await _write_lease(c)
+        got = await c.store.fetch_many([item.anchor, item.dup])
+        if len(got) < 2 or got[item.anchor].archived or got[item.dup].archived:
+            self.unsettled.update((item.anchor, item.dup))
+            return ""
+        anchor, dup = got[item.anchor], got[item.dup]
+        if anchor.type != dup.type:
+            return ""
+        vecs = await c.store.embeddings_of([anchor.id, dup.id])
+        if len(vecs) < 2 or float(vecs[anchor.id] @ vecs[dup.id]) < MERGE_SIMILARITY:
+            return ""
+        # SPEC §8 (v2): never fold two different values into one; those are different
+        # facts for reconcile, however close their embeddings.
+        if differs_in(anchor.content, dup.content):
+            return ""
+        fields = merged_fields(_node(anchor), _node(dup))
+        anchor.reinforcement_count = int(fields["reinforcement_count"])
+        anchor.strength = int(fields["strength"])
+        anchor.importance = float(fields["importance"])
+        anchor.authored_importance = float(fields["authored_importance"])
+        anchor.salience = float(fields["salience"])
+        anchor.confidence = float(fields["confidence"])
+        access = c.access(Channel.reflected, query=f"merged {dup.id[:8]}")
+        c.apply(anchor, access)
+        await c.store.save(anchor)
+        await c.store.copy_edges(dup.id, anchor.id)
+        await c.store.add_edge(anchor.id, dup.id, EdgeType.refines, 1.0)
+        await archive(c, dup, f"merged into {anchor.id[:8]}")
+        await c.store.append_accesses([(anchor.id, access)])
+        self.planner.archived([dup.id])
+        self.planner.revised(
+            anchor.id,
+            reinforcement_count=anchor.reinforcement_count,
+            strength=anchor.strength,
+            importance=anchor.importance,
+            authored_importance=anchor.authored_importance,
+            salience=anchor.salience,
+            confidence=anchor.confidence,
+            last_accessed_at=anchor.last_accessed_at.timestamp(),
+        )
         return f"{dup.id[:8]} → {anchor.id[:8]}"
 
     async def _link(self, item: Any) -> str:
         c = self.c
-        async with c.store.transaction():
-            got = await c.store.fetch_many([item.a, item.b])
-            if len(got) < 2 or any(m.archived for m in got.values()):
-                return ""
-            await c.store.add_edge(item.a, item.b, EdgeType.related, item.weight)
-            await c.store.add_edge(item.b, item.a, EdgeType.related, item.weight)
-            await _write_lease(c)
+        got = await c.store.fetch_many([item.a, item.b])
+        if len(got) < 2 or any(m.archived for m in got.values()):
+            self.unsettled.update((item.a, item.b))
+            return ""
+        await c.store.add_edge(item.a, item.b, EdgeType.related, item.weight)
+        await c.store.add_edge(item.b, item.a, EdgeType.related, item.weight)
         return f"{item.a[:8]} ~ {item.b[:8]} ({item.weight:.2f})"
 
     async def _rescore(self, item: Any) -> str:
         c = self.c
-        async with c.store.transaction():
-            memory = await c.store.fetch(item.id)
-            if memory is None or memory.archived:
-                return ""
-            new = rescore(memory.authored, memory.salience, memory.reinforcement_count)
-            if abs(new - memory.importance) < 1e-9:
-                return ""
-            await c.store.set_importance(item.id, importance=new)
-            await _write_lease(c)
+        memory = await c.store.fetch(item.id)
+        if memory is None or memory.archived:
+            return ""
+        new = rescore(memory.authored, memory.salience, memory.reinforcement_count)
+        if abs(new - memory.importance) < 1e-9:
+            return ""
+        await c.store.set_importance(item.id, importance=new)
+        self.planner.revised(item.id, importance=new)
         return f"{item.id[:8]} {memory.importance:g} → {new:g}"
 
     async def _prune(self, item: Any, at: datetime) -> str:
         c = self.c
         policy = c.settings.forgetting
-        async with c.store.transaction():
-            m = await c.store.fetch(item.id)
-            if m is None:
-                return ""
-            if not should_prune(
-                type=m.type,
-                importance=m.importance,
-                status=m.status,
-                archived=m.archived,
-                created_at=m.created_at,
-                last_accessed_at=m.last_accessed_at,
-                strength=m.strength,
-                now=at,
-                policy=policy,
-            ):
-                return ""
-            r = retention(m.last_accessed_at, m.strength, at, policy.tau_hours)
-            await archive(c, m, f"pruned: retention {r:.4f} < {policy.prune_below:g}")
-            await _write_lease(c)
+        m = await c.store.fetch(item.id)
+        if m is None:
+            return ""
+        if not should_prune(
+            type=m.type,
+            importance=m.importance,
+            status=m.status,
+            archived=m.archived,
+            created_at=m.created_at,
+            last_accessed_at=m.last_accessed_at,
+            strength=m.strength,
+            now=at,
+            policy=policy,
+        ):
+            return ""
+        r = retention(m.last_accessed_at, m.strength, at, policy.tau_hours)
+        await archive(c, m, f"pruned: retention {r:.4f} < {policy.prune_below:g}")
+        self.planner.archived([m.id])
         return f"{item.id[:8]} (retention {r:.4f})"
 
     async def _sample(self, prompt: str, max_tokens: int) -> str:
@@ -436,16 +560,16 @@ class _Pass:
         ignored = f", ignored ids {result.ignored_ids}" if result.ignored_ids else ""
         return f"{record.id[:8]} from {len(live)}, superseding {len(superseded)}{ignored}"
 
-    async def _abstract_plan(self, nodes: list[Node]) -> list[list[Node]]:
+    async def _abstract_plan(self, rows: Rows) -> list[list[Node]]:
         mark = await self.c.store.get_meta(f"abstract_watermark:{self.c.role}")
-        done: set[str] = set()
+        pool = rows.mask_types({"episode"})
+        ts_mark, id_mark = (-math.inf, "")
         if mark:
             ts_mark, id_mark = json.loads(mark)
-            done = {
-                n.id
-                for n in nodes
-                if n.type == "episode" and (n.created_at.timestamp(), n.id) <= (ts_mark, id_mark)
-            }
+            # A margin of a second: the exact comparison below is on the nodes themselves.
+            pool &= rows.created_at >= ts_mark - 1.0
+        nodes = [rows.node(p) for p in np.flatnonzero(pool).tolist()]
+        done = {n.id for n in nodes if (n.created_at.timestamp(), n.id) <= (ts_mark, id_mark)}
         batch = plan_abstract(nodes, done)
         return [batch] if len(batch) >= 2 else []
 
@@ -475,6 +599,14 @@ class _Pass:
             )
             await _write_lease(c)
         return f"{len(insights)} reflections from {len(episodes)} episodes"
+
+
+def _merge_items(rows: Rows, a: np.ndarray, b: np.ndarray, cos: np.ndarray) -> list[Any]:
+    """`merges_from_pairs` over the nodes these pairs name (only those are built)."""
+    ends = np.unique(np.concatenate([a, b]))
+    nodes = [rows.node(p) for p in ends.tolist()]
+    ia, ib = np.searchsorted(ends, a).tolist(), np.searchsorted(ends, b).tolist()
+    return merges_from_pairs(nodes, zip(ia, ib, cos.tolist(), strict=True))
 
 
 def _node(m: Memory) -> Node:

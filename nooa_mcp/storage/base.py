@@ -24,7 +24,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from ..domain.reflection import Node
+from ..domain.reflection import Node, Rows
 from ..domain.schema import AccessRecord, Edge, EdgeType, Memory, Reference
 from ..domain.scope import Scope
 from ..domain.text import head
@@ -37,6 +37,7 @@ __all__ = [
     "DUMP_JSON",
     "DUMP_KEYS",
     "DUMP_TABLES",
+    "REFLECTION_COLUMNS",
     "Counts",
     "EdgeRow",
     "KpiRaw",
@@ -66,6 +67,11 @@ ACCESS_COLUMNS = (
 COMMON_FLOOR = 1000
 COMMON_SHARE = 0.01
 
+#: The columns `reflection_rows` reads, in the order `Rows.from_records` takes them.
+REFLECTION_COLUMNS = (
+    "seq, id, type, owner, status, importance, authored_importance, salience, confidence, "
+    "strength, reinforcement_count, created_at, last_accessed_at"
+)
 
 #: What a dump carries, table by table, in the order `load` needs them (memories before the
 #: rows that name them). A dumped row holds every column below and nothing backend-specific:
@@ -415,6 +421,11 @@ class Store(Protocol):
 
     async def copy_edges(self, src: str, dst: str) -> int: ...
 
+    async def edges_touching(self, ids: Sequence[str]) -> list[EdgeRow]:
+        """Every edge (any type, either end archived or not) with `src` or `dst` among `ids`,
+        each once: what reflection needs of the edges around the pairs it plans."""
+        ...
+
     # ------------------------------------------------------------------ accesses
 
     async def append_accesses(self, records: Sequence[tuple[str, AccessRecord]]) -> None: ...
@@ -455,6 +466,15 @@ class Store(Protocol):
 
     async def reflection_nodes(self, role: str | None) -> tuple[list[Node], np.ndarray]:
         """Live rows reflection plans over (one role, or every role) and their vectors."""
+        ...
+
+    async def reflection_rows(
+        self, role: str | None, after: tuple[str, int] | None, limit: int
+    ) -> Rows:
+        """Up to `limit` live rows of a role (every role for None) as columns, without
+        vectors, in (owner, seq) order after the key `after` (None: from the start): a pass
+        reads 100k rows page by page through the role index (other calls run between pages)
+        and takes vectors from the process's vector index."""
         ...
 
     # ------------------------------------------------------------------ statistics

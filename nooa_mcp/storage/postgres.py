@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from ..domain.reflection import Node
+from ..domain.reflection import Node, Rows
 from ..domain.schema import AccessRecord, Edge, EdgeType, Memory
 from ..domain.scope import Scope
 from ..domain.text import fts_terms
@@ -49,6 +49,7 @@ from .base import (
     DUMP_JSON,
     DUMP_KEYS,
     DUMP_TABLES,
+    REFLECTION_COLUMNS,
     Counts,
     EdgeRow,
     KpiRaw,
@@ -952,6 +953,15 @@ class PostgresStore:
         )
         return [EdgeRow(r["src"], r["dst"], r["type"], r["weight"]) for r in rows]
 
+    async def edges_touching(self, ids: Sequence[str]) -> list[EdgeRow]:
+        """Edges with `src` or `dst` among `ids` (each once), through both edge indexes."""
+        rows = await self._rows(
+            "SELECT src, dst, type, weight FROM edges WHERE src = ANY(%(ids)s) "
+            "UNION SELECT src, dst, type, weight FROM edges WHERE dst = ANY(%(ids)s)",
+            {"ids": list(dict.fromkeys(ids))},
+        )
+        return [EdgeRow(r["src"], r["dst"], r["type"], r["weight"]) for r in rows]
+
     async def copy_edges(self, src: str, dst: str) -> int:
         return await self._exec(
             "INSERT INTO edges(src, dst, type, weight, created_at) "
@@ -1140,6 +1150,20 @@ class PostgresStore:
                 )
             )
         return nodes, vectors
+
+    async def reflection_rows(
+        self, role: str | None, after: tuple[str, int] | None, limit: int
+    ) -> Rows:
+        """A page of live rows after (owner, seq), no vectors (the role index's order)."""
+        where = "role = %(role)s" if role is not None else "true"
+        owner, seq = after or ("", 0)
+        rows = await self._rows(
+            f"SELECT {REFLECTION_COLUMNS} FROM memories WHERE {where} "
+            "AND (owner, seq) > (%(owner)s, %(seq)s) AND NOT archived "
+            "ORDER BY owner, seq LIMIT %(limit)s",
+            {"role": role, "owner": owner, "seq": seq, "limit": limit},
+        )
+        return Rows.from_records(tuple(r.values()) for r in rows)
 
     # ------------------------------------------------------------------ statistics
 

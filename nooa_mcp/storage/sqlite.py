@@ -27,7 +27,7 @@ import anyio.to_thread
 import numpy as np
 from pydantic import TypeAdapter
 
-from ..domain.reflection import Node
+from ..domain.reflection import Node, Rows
 from ..domain.schema import (
     AccessRecord,
     Components,
@@ -50,6 +50,7 @@ from .base import (
     DUMP_JSON,
     DUMP_KEYS,
     DUMP_TABLES,
+    REFLECTION_COLUMNS,
     Counts,
     EdgeRow,
     KpiRaw,
@@ -1175,6 +1176,22 @@ class SQLiteStore:
         )
         return [EdgeRow(r["src"], r["dst"], r["type"], r["weight"]) for r in rows]
 
+    async def edges_touching(self, ids: Sequence[str]) -> list[EdgeRow]:
+        """Edges with `src` or `dst` among `ids` (each once), through both edge indexes."""
+        out: dict[tuple[str, str, str], EdgeRow] = {}
+        for chunk in _chunks(list(dict.fromkeys(ids)), 400):
+            marks = _marks(chunk)
+            rows = await self._rows(
+                f"SELECT src, dst, type, weight FROM edges WHERE src IN ({marks}) "
+                f"UNION SELECT src, dst, type, weight FROM edges WHERE dst IN ({marks})",
+                [*chunk, *chunk],
+            )
+            for r in rows:
+                out[(r["src"], r["dst"], r["type"])] = EdgeRow(
+                    r["src"], r["dst"], r["type"], r["weight"]
+                )
+        return list(out.values())
+
     async def copy_edges(self, src: str, dst: str) -> int:
         """Copy `src`'s outgoing edges onto `dst` (larger weight wins); returns how many."""
         cur = await self._execute(
@@ -1363,6 +1380,21 @@ class SQLiteStore:
                 )
             )
         return nodes, vectors
+
+    async def reflection_rows(
+        self, role: str | None, after: tuple[str, int] | None, limit: int
+    ) -> Rows:
+        """A page of live rows after (owner, seq), no vectors. The key follows the role index
+        (role, owner, rowid): each page is one index range, no sort (paging by seq alone
+        sorted the whole role for every page)."""
+        where, params = ("role = ?", [role]) if role is not None else ("1", [])
+        owner, seq = after or ("", 0)
+        rows = await self._rows(
+            f"SELECT {REFLECTION_COLUMNS} FROM memories WHERE {where} AND (owner, seq) > (?, ?) "
+            "AND archived = 0 ORDER BY owner, seq LIMIT ?",
+            [*params, owner, seq, limit],
+        )
+        return Rows.from_records(rows)
 
     # ------------------------------------------------------------------ statistics
 

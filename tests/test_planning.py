@@ -1,0 +1,227 @@
+"""Incremental reflection planning (services/planning.py): what a pass compares, on a store.
+
+A completed pass records what its pair steps planned over; the next pass compares only the
+memories changed or new since against all, and with nothing changed compares nothing. The
+report says which sweep ran, how many memories it compared against the role, and how many
+cosines that took.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import timedelta
+
+import anyio
+import numpy as np
+import pytest
+
+from nooa_mcp import Memory, Settings
+from nooa_mcp.domain.schema import now as utc_now
+from nooa_mcp.embeddings import HashEmbedder
+from nooa_mcp.errors import StoreUnavailable
+from nooa_mcp.memory import maintain
+from nooa_mcp.services.planning import Record, record_key
+
+pytestmark = pytest.mark.anyio
+
+SUBJECTS = [
+    "deploy script tools vpn",
+    "billing cron invoices stripe",
+    "staging database password vault",
+    "frontend build webpack cache",
+    "oncall rotation pager schedule",
+    "backup snapshots bucket retention",
+]
+NOW = utc_now()
+
+
+def base(subject: str) -> str:
+    return f"the {subject} notes say check it carefully every single time"
+
+
+def settings(path, **extra) -> Settings:
+    # Dedup off, so a near-duplicate reaches the store and reflection has to fold it.
+    return Settings(store=path, owner="coder@laptop", dedup_similarity=1.01, **extra)
+
+
+async def fill(mem: Memory) -> list[str]:
+    """The memories every test starts from; returns the ids of the subjects' notes."""
+    recent = utc_now() - timedelta(days=1)
+    made = await mem.author_many(
+        [
+            {"content": base(s), "created_at": recent + i * timedelta(minutes=1)}
+            for i, s in enumerate(SUBJECTS)
+        ]
+        + [{"content": f"unrelated fact number {i} about {s}"} for i, s in enumerate(SUBJECTS)]
+        + [{"content": "a scratch note that never pairs", "type": "scratch"}]
+    )
+    return [r.id for r in made[: len(SUBJECTS)]]
+
+
+@asynccontextmanager
+async def opened(store_path, **extra) -> AsyncIterator[Memory]:
+    """A filled store (SQLite here, PostgreSQL in test_postgres_suite); `mem.notes` holds the
+    ids of the subjects' notes."""
+    async with Memory.open(settings=settings(store_path, **extra), embedder=HashEmbedder()) as m:
+        m.notes = await fill(m)  # type: ignore[attr-defined]
+        yield m
+
+
+PAIRED = 2 * len(SUBJECTS)  # live memories that can pair (scratch never does)
+
+
+async def test_a_second_pass_with_nothing_changed_compares_and_plans_nothing(store_path):
+    async with opened(store_path) as mem:
+        first = await mem.reflect(now=NOW)
+        assert (first.sweep, first.changed) == ("full", PAIRED)
+        assert first.compared > 0
+        second = await mem.reflect(now=NOW)
+        assert second.status == "completed"
+        assert (second.sweep, second.changed, second.compared) == ("changed", 0, 0)
+        assert [s.planned for s in second.steps] == [0] * len(second.steps)
+
+
+async def test_a_memory_written_after_a_pass_is_merged_into_an_old_one_next_pass(store_path):
+    async with opened(store_path) as mem:
+        await mem.reflect(now=NOW)
+        old = mem.notes[2]
+        copy = await mem.author(base(SUBJECTS[2]).upper() + "!")  # cosine 1 to the old one
+        report = await mem.reflect(now=NOW)
+        # One memory compared against every memory that can pair (itself included): k × n.
+        assert (report.sweep, report.changed) == ("changed", 1)
+        assert report.compared == PAIRED + 1
+        merge = report.steps[0]
+        assert (merge.step, merge.planned, merge.applied) == ("merge", 1, 1)
+        assert merge.details == [f"{copy.id[:8]} → {old[:8]}"]
+        assert (await mem.get(copy.id)).archived
+        again = await mem.reflect(now=NOW)
+        assert (again.changed, again.compared, again.applied) == (0, 0, 0)
+
+
+async def test_a_memory_written_after_a_pass_is_linked_with_an_old_one_next_pass(store_path):
+    async with opened(store_path) as mem:
+        await mem.reflect(now=NOW)
+        old = mem.notes[0]
+        near = await mem.author(base(SUBJECTS[0]) + " before every release to production")
+        report = await mem.reflect(now=NOW)
+        link = next(s for s in report.steps if s.step == "link")
+        assert (report.changed, link.planned, link.applied) == (1, 1, 1)
+        edges = {(e["target"], e["type"]) for e in (await mem.get(near.id)).edges}
+        assert (old, "related") in edges
+
+
+async def test_an_edited_memory_is_compared_again(store_path):
+    async with opened(store_path) as mem:
+        await mem.reflect(now=NOW)
+        first = (await mem.list_memories(limit=1))[0][1]
+        await mem.update(first.id, content="an entirely different subject: garden hoses")
+        report = await mem.reflect(now=NOW)
+        assert (report.sweep, report.changed) == ("changed", 1)
+
+
+async def test_a_pass_over_some_steps_leaves_the_rest_to_a_full_sweep(store_path):
+    async with opened(store_path) as mem:
+        assert (await mem.reflect(["merge"], now=NOW)).sweep == "full"
+        assert (await mem.reflect(["merge"], now=NOW)).changed == 0
+        # The record covers merge only: link has never seen these pairs.
+        assert (await mem.reflect(now=NOW)).sweep == "full"
+        assert (await mem.reflect(now=NOW)).changed == 0
+        # A pass that needs no pairs sweeps nothing.
+        rescore = await mem.reflect(["rescore", "prune"], now=NOW)
+        assert (rescore.sweep, rescore.compared) == ("", 0)
+
+
+async def test_an_unreadable_record_or_one_from_another_model_means_a_full_sweep(store_path):
+    async with opened(store_path) as mem:
+        await mem.reflect(now=NOW)
+        store, key = mem.engine.store, record_key(mem.role)
+        raw = json.loads(await store.get_meta(key))
+        async with store.transaction():
+            await store.set_meta(key, json.dumps({**raw, "basis": raw["basis"] + "|other model"}))
+        assert (await mem.reflect(now=NOW)).sweep == "full"
+        async with store.transaction():
+            await store.set_meta(key, "{not json")
+        assert (await mem.reflect(now=NOW)).sweep == "full"
+        assert (await mem.reflect(now=NOW)).sweep == "changed"
+
+
+async def test_unsettled_memories_are_compared_again(store_path):
+    """An item skipped because a memory vanished meanwhile leaves its ends unsettled."""
+    async with opened(store_path) as mem:
+        await mem.reflect(now=NOW)
+        store, key = mem.engine.store, record_key(mem.role)
+        record = Record.decode(await store.get_meta(key))
+        some = (await mem.list_memories(limit=2))[0][1].id
+        async with store.transaction():
+            await store.set_meta(
+                key,
+                Record(
+                    record.basis, record.steps, record.seqs, record.prints, frozenset({some})
+                ).encode(),
+            )
+        report = await mem.reflect(now=NOW)
+        assert (report.sweep, report.changed) == ("changed", 1)
+        assert (await mem.reflect(now=NOW)).changed == 0
+
+
+async def test_an_interrupted_pass_keeps_the_record_of_the_last_completed_one(store_path):
+    async with opened(store_path) as mem:
+        await mem.reflect(now=NOW)
+        await mem.author(base(SUBJECTS[1]).upper() + "!")
+        with anyio.CancelScope() as scope:
+
+            async def stop(done: int, total: int, message: str) -> None:
+                scope.cancel()
+
+            await mem.reflect(progress=stop, now=NOW)
+        await mem.author(base(SUBJECTS[3]).upper() + "!")
+        report = await mem.reflect(now=NOW)
+        # The interrupted pass merged the first copy before it stopped: only the second is new.
+        assert (report.sweep, report.changed) == ("changed", 1)
+        assert report.steps[0].applied == 1
+
+
+async def test_a_record_round_trips_and_names_what_changed():
+    seqs = np.array([3, 7, 9, 12], dtype=np.int64)
+    prints = np.array([1, 2, 3, 4], dtype=np.uint32)
+    record = Record.decode(Record("b", frozenset({"merge"}), seqs, prints).encode())
+    assert record.seqs.tolist() == [3, 7, 9, 12] and record.prints.tolist() == [1, 2, 3, 4]
+    now = record.changed(np.array([3, 7, 10, 12, 20]), np.array([1, 9, 3, 4, 5], np.uint32))
+    assert now.tolist() == [False, True, True, False, True]
+    assert Record.decode("") is None and Record.decode('{"basis": 1}') is None
+
+
+async def test_the_pass_every_n_writes_compares_only_those_writes(store_path):
+    """Issue 12: a pass triggered by writes costs (writes × memories), not memories²."""
+    async with opened(store_path, reflect_every_writes=3, reflect_idle_seconds=0) as mem:
+        await mem.reflect(now=NOW)
+        state = mem.engine.role_state(mem.role)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(maintain, mem.engine)
+            with anyio.fail_after(10):
+                await state.pass_done.wait()  # the pass the fill's writes asked for
+            done = state.pass_done
+            for i in range(3):
+                await mem.author(f"a new note number {i} about the build farm {i * 7}")
+            with anyio.fail_after(10):
+                await done.wait()
+            tg.cancel_scope.cancel()
+        report = mem.engine.role_state(mem.role).last_report
+        assert (report.trigger, report.sweep, report.changed) == ("after-writes", "changed", 3)
+        assert report.compared == 3 * (PAIRED + 3)
+
+
+async def test_a_store_failure_during_a_pass_reaches_the_caller_as_it_is(store_path, monkeypatch):
+    """The lease is renewed beside the pass; an error of the pass is not wrapped in a group."""
+    async with opened(store_path) as mem:
+
+        async def gone(*args, **kwargs):
+            raise StoreUnavailable("memory.sqlite", "the file was deleted.")
+
+        monkeypatch.setattr(mem.engine.store, "reflection_rows", gone)
+        with pytest.raises(StoreUnavailable, match="deleted"):
+            await mem.reflect(now=NOW)
+        monkeypatch.undo()
+        assert (await mem.reflect(now=NOW)).status == "completed"  # the lease was released
