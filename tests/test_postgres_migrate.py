@@ -118,6 +118,31 @@ async def test_recall_on_the_copy_ranks_like_the_source(tmp_path, postgres) -> N
     assert got == expected and cos == expected_cos
 
 
+async def test_stats_on_the_copies_report_what_the_source_reports(tmp_path, postgres) -> None:
+    """Stats reads per-memory access counts that each store's triggers keep as migrate loads
+    the stream, never copied: every number comes out as the source's, there and back."""
+    source, back = tmp_path / "source.sqlite", tmp_path / "back.sqlite"
+    embedder = HashEmbedder()
+    await build_source(source, embedder)
+    await migrate(source, postgres)
+    await migrate(postgres, back)
+    reported = []
+    for target in (source, postgres, back):
+        numbers = {}
+        for owner in ("coder@laptop", "writer@desk"):
+            settings = Settings(store=target, owner=owner, read=["coder", "writer"])
+            async with Memory.open(settings=settings, embedder=embedder) as mem:
+                for scope in ("mine", "*"):
+                    stats = (await mem.stats(scope=scope)).model_dump(mode="json")
+                    # The open todo's age moves with the clock between the three stores.
+                    stats["extra"].pop("todo_open_median_age_hours")
+                    numbers[owner, scope] = {k: stats[k] for k in stats if k != "store"}
+        reported.append(numbers)
+    assert reported[1] == reported[0] and reported[2] == reported[0]
+    mine = reported[0]["coder@laptop", "mine"]
+    assert mine["accesses"] > mine["total"] and mine["extra"]["reads"] > 0
+
+
 async def test_migrate_refuses_a_destination_that_holds_memories(tmp_path, postgres) -> None:
     source = tmp_path / "source.sqlite"
     await build_source(source, HashEmbedder())

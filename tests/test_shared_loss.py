@@ -310,6 +310,35 @@ def test_a_write_to_a_read_only_store_is_refused_in_one_sentence_naming_the_file
     assert "ro.sqlite" in result.stderr
 
 
+def test_a_read_only_store_of_the_previous_schema_is_refused_naming_the_upgrade(
+    tmp_path: Path,
+) -> None:
+    """A file of the previous schema is upgraded when opened (its access counts are taken
+    from its stream); read-only, it cannot be, and the sentence says so and what to do."""
+    source = tmp_path / "rw"
+    source.mkdir()
+    authored = cli(["--store", str(source / "old.sqlite"), "--owner", "alice", "author", RO_FACT])
+    assert authored.exit_code == 0, authored.output
+    with closing(sqlite3.connect(source / "old.sqlite")) as conn, conn:
+        for name in ("accesses_count", "accesses_uncount", "accesses_recount"):
+            conn.execute(f"DROP TRIGGER {name}")
+        conn.execute("DROP TABLE access_counts")
+        conn.execute("DROP INDEX memories_kpi")
+        conn.execute("PRAGMA user_version = 2")
+    target = tmp_path / "ro"
+    why = mount_read_only(source, target)
+    if why is not None:
+        pytest.skip(f"a read-only bind mount is not possible here: {why}")
+    try:
+        result = cli(["--store", str(target / "old.sqlite"), "--owner", "alice", "stats"])
+    finally:
+        umount(target)
+    assert result.exit_code == 1
+    assert exited_cleanly(result), repr(result.exception)
+    assert len(error_lines(result)) == 1, result.stderr
+    assert "schema version 2" in result.stderr and "writable once" in result.stderr
+
+
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """An empty 1 MiB tmpfs (a disk that fills up on demand)."""

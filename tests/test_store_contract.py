@@ -7,6 +7,7 @@ schema). Services see only this protocol, so whatever passes here behaves the sa
 from __future__ import annotations
 
 import math
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -28,7 +29,7 @@ from nooa_mcp.domain.scope import Scope
 from nooa_mcp.embeddings import HashEmbedder
 from nooa_mcp.errors import AmbiguousId, NotFound, StoreTooNew
 from nooa_mcp.storage import Store, open_store
-from nooa_mcp.storage.base import DUMP_TABLES
+from nooa_mcp.storage.base import DUMP_TABLES, KpiRaw, KpiTotals
 
 pytestmark = pytest.mark.anyio
 
@@ -809,6 +810,185 @@ async def test_counts_and_kpis_stay_inside_the_scope(store: Store) -> None:
     assert (kpi.cross_owner_reads, kpi.tombstones, kpi.edges, kpi.accesses) == (1, 1, 1, 2)
     everyone = await store.kpi_rows(EVERYONE, ["recalled"])
     assert (everyone.cross_owner_reads, everyone.edges, everyone.accesses) == (2, 2, 3)
+
+
+READS = ["recalled", "searched", "deref"]
+#: Scopes and read channels `kpi_totals` is checked in: a role with shared rows, every role,
+#: one instance, another role; two sets of channels.
+KPI_CASES = [
+    (scope, reads)
+    for scope in (CODER, EVERYONE, Scope(owner="coder@laptop"), Scope(roles=frozenset({"writer"})))
+    for reads in (READS, ["recalled"])
+]
+
+
+def summed(raw: KpiRaw) -> tuple:
+    """What `KpiTotals` must hold, computed from the plain per-memory rows."""
+    counted = Counter(
+        (kind == "reflection" or derived, n) for _, kind, derived, n in raw.per_memory
+    )
+    return (
+        dict(counted),
+        sorted(raw.todos, key=str),
+        (raw.cross_owner_reads, raw.tombstones, raw.edges, raw.accesses),
+    )
+
+
+def totals(t: KpiTotals) -> tuple:
+    pairs = [(flagged, n) for flagged, n, _ in t.read_counts]
+    assert len(pairs) == len(set(pairs)), "one row per (reflective, reads)"
+    return (
+        {(flagged, n): k for flagged, n, k in t.read_counts},
+        sorted(t.todos, key=str),
+        (t.cross_owner_reads, t.tombstones, t.edges, t.accesses),
+    )
+
+
+async def kpi_store(store: Store) -> dict[str, Memory]:
+    """Memories of two roles and shared, a reflection, a derived one, an archived one with a
+    tombstone, and accesses by readers of this role, another role, none, on every kind of row
+    (and on an id no memory has), in two batches."""
+    m = {
+        "a": await put(store, "a"),
+        "r": await put(store, "r", type="reflection"),
+        "d": await put(store, "d"),
+        "t": await put(store, "t", type="todo"),
+        "s": await put(store, "s", owner=""),
+        "w": await put(store, "w", owner="writer@desk"),
+        "gone": await put(store, "gone", type="episode"),
+    }
+    log = [
+        (m["a"].id, record(Channel.recalled, 1)),
+        (m["a"].id, record(Channel.recalled, 2)),
+        (m["a"].id, record(Channel.searched, 3, reader="coder@desk")),
+        (m["a"].id, record(Channel.recalled, 4, reader="writer@desk")),
+        (m["a"].id, record(Channel.injected, 5, reader="writer@desk")),
+        (m["r"].id, record(Channel.deref, 6, reader="")),
+        (m["d"].id, record(Channel.recalled, 7, reader="writer")),
+        (m["s"].id, record(Channel.recalled, 8, reader="writer@desk")),
+        (m["w"].id, record(Channel.recalled, 9)),
+        (m["w"].id, record(Channel.shown, 10)),
+        (m["gone"].id, record(Channel.created, 0)),
+        (m["gone"].id, record(Channel.recalled, 11, reader="writer@desk")),
+        ("0" * 32, record(Channel.recalled, 12)),
+    ]
+    async with store.transaction():
+        await store.set_archived(m["gone"].id, True, T0)
+        await store.add_tombstone(m["gone"].id, "x", T0)
+        await store.add_edge(m["d"].id, m["a"].id, EdgeType.derived_from, 1.0)
+        await store.add_edge(m["a"].id, m["w"].id, EdgeType.related, 1.0)
+        await store.add_edge(m["s"].id, m["a"].id, EdgeType.related, 1.0)
+        await store.append_accesses(log[:6])
+    async with store.transaction():
+        await store.append_accesses(log[6:])
+    return m
+
+
+async def test_kpi_totals_are_the_sums_of_the_plain_kpi_rows(store: Store) -> None:
+    """Stats reads `kpi_totals`; `kpi_rows` counts the stream itself. They agree in every
+    scope, and on these numbers worked out by hand for the role: a read 4 times (once by
+    another role; an injection is no read), the reflection and the derived memory once each,
+    the shared row once, the todo never; cross-owner: a's, d's (a reader named by role alone)
+    and the archived row's; the shared row and the unnamed reader never count."""
+    await kpi_store(store)
+    for scope, reads in KPI_CASES:
+        assert totals(await store.kpi_totals(scope, reads)) == summed(
+            await store.kpi_rows(scope, reads)
+        ), (scope, reads)
+    coder = await store.kpi_totals(CODER, READS)
+    assert sorted(coder.read_counts) == [(False, 0, 1), (False, 1, 1), (False, 4, 1), (True, 1, 2)]
+    assert [s for s, _ in coder.todos] == ["open"]
+    assert (coder.cross_owner_reads, coder.tombstones, coder.edges, coder.accesses) == (3, 1, 2, 10)
+    # Counts in the same pass-per-scope style: live rows per type and owner (the archived
+    # episode is no type of the live ones), all rows and archived ones overall.
+    counts = await store.counts(CODER)
+    assert (counts.total, counts.archived) == (6, 1)
+    assert counts.by_type == {"info": 3, "reflection": 1, "todo": 1}
+    assert counts.by_owner == {"": 1, "coder@laptop": 4}
+    writer = await store.counts(Scope(roles=frozenset({"writer"})))
+    assert (writer.total, writer.archived, writer.by_owner) == (2, 0, {"": 1, "writer@desk": 1})
+
+
+async def test_access_counts_follow_deleted_and_rewritten_accesses(store_target) -> None:
+    """No verb deletes or rewrites the stream, but whatever does (by hand, a later tool) keeps
+    the counts stats reads equal to the stream: triggers keep them, not the callers."""
+    store = await open_store(store_target)
+    try:
+        m = await kpi_store(store)
+    finally:
+        await store.close()
+    a = m["a"].id
+    delete = "DELETE FROM accesses WHERE memory_id = {p} AND channel = 'searched'"
+    rewrite = "UPDATE accesses SET channel = 'deref', reader_owner = '' WHERE channel = 'shown'"
+    if isinstance(store_target, Path):
+        import sqlite3
+
+        conn = sqlite3.connect(store_target)
+        with conn:
+            conn.execute(delete.format(p="?"), (a,))
+            conn.execute(rewrite)
+        conn.close()
+    else:
+        import psycopg
+
+        with psycopg.connect(store_target) as conn:
+            conn.execute(delete.format(p="%s"), (a,))
+            conn.execute(rewrite)
+    store = await open_store(store_target)
+    try:
+        for scope, reads in KPI_CASES:
+            assert totals(await store.kpi_totals(scope, reads)) == summed(
+                await store.kpi_rows(scope, reads)
+            ), (scope, reads)
+        everyone = await store.kpi_totals(EVERYONE, READS)
+        assert sorted(everyone.read_counts)[-2:] == [(False, 3, 1), (True, 1, 2)]
+    finally:
+        await store.close()
+
+
+async def test_a_store_from_before_the_access_counts_is_counted_when_opened(store_target) -> None:
+    """A store of the previous schema (SQLite 2, PostgreSQL 1) has no counts; opening it takes
+    them from its stream, including what an older nooa-mcp appended meanwhile."""
+    store = await open_store(store_target)
+    try:
+        m = await kpi_store(store)
+    finally:
+        await store.close()
+    late = (
+        "INSERT INTO accesses(memory_id, ts, channel, reader_owner) "
+        "VALUES ({p}, 0, 'recalled', 'writer@desk')"
+    )
+    if isinstance(store_target, Path):
+        import sqlite3
+
+        conn = sqlite3.connect(store_target)
+        with conn:
+            for name in ("accesses_count", "accesses_uncount", "accesses_recount"):
+                conn.execute(f"DROP TRIGGER {name}")
+            conn.execute("DROP TABLE access_counts")
+            conn.execute("DROP INDEX memories_kpi")
+            conn.execute("PRAGMA user_version = 2")
+            conn.execute(late.format(p="?"), (m["t"].id,))
+        conn.close()
+    else:
+        import psycopg
+
+        with psycopg.connect(store_target) as conn:
+            conn.execute("DROP TABLE access_counts")
+            conn.execute("DROP FUNCTION nooa_count_accesses() CASCADE")
+            conn.execute("DELETE FROM schema_version WHERE version > 1")
+            conn.execute(late.format(p="%s"), (m["t"].id,))
+    store = await open_store(store_target)
+    try:
+        for scope, reads in KPI_CASES:
+            assert totals(await store.kpi_totals(scope, reads)) == summed(
+                await store.kpi_rows(scope, reads)
+            ), (scope, reads)
+        coder = await store.kpi_totals(CODER, READS)
+        assert sorted(coder.read_counts)[:2] == [(False, 1, 2), (False, 4, 1)]
+        assert (coder.cross_owner_reads, coder.accesses) == (4, 11)
+    finally:
+        await store.close()
 
 
 # --------------------------------------------------------------------------- meta, transactions

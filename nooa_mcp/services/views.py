@@ -220,22 +220,27 @@ async def stats(c: Caller, *, scope: str = "mine", show_path: bool = False) -> S
     """Counts of memories, edges and accesses in the scope, and the KPIs (SPEC §8)."""
     scope_obj = c.scope(scope)
     counts = await c.store.counts(scope_obj)
-    raw = await c.store.kpi_rows(scope_obj, READ_CHANNELS)
-    reads = [n for _, _, _, n in raw.per_memory]
-    total_reads = sum(reads)
-    active = len(raw.per_memory)
-    top = sorted(reads, reverse=True)[: max(1, math.ceil(active * 0.1))] if reads else []
-    reflective = [(t, d, n) for _, t, d, n in raw.per_memory if t == "reflection" or d]
+    raw = await c.store.kpi_totals(scope_obj, READ_CHANNELS)
+    # (reads, live memories with that many reads), most-read first: the top tenth is a prefix.
+    by_reads = sorted(((n, k) for _, n, k in raw.read_counts), reverse=True)
+    active = sum(k for _, k in by_reads)
+    total_reads = sum(n * k for n, k in by_reads)
+    top, room = 0, (max(1, math.ceil(active * 0.1)) if active else 0)
+    for n, k in by_reads:
+        take = min(k, room)
+        top, room = top + n * take, room - take
+    reflective = [(n, k) for flagged, n, k in raw.read_counts if flagged]
+    reflection_rows = sum(k for _, k in reflective)
     now = utc_now()
     open_ages = [(now - created).total_seconds() / 3600 for s, created in raw.todos if s == "open"]
     last = await c.store.maintenance_entries("reflection", limit=1, role=c.role)
     extra = {
         "reads": total_reads,
-        "never_fetched_share": _share(sum(1 for n in reads if n == 0), active),
-        "top10pct_read_share": _share(sum(top), total_reads),
-        "reflection_rows": len(reflective),
-        "reflection_rows_share": _share(len(reflective), active),
-        "reflection_reads_share": _share(sum(n for _, _, n in reflective), total_reads),
+        "never_fetched_share": _share(sum(k for n, k in by_reads if n == 0), active),
+        "top10pct_read_share": _share(top, total_reads),
+        "reflection_rows": reflection_rows,
+        "reflection_rows_share": _share(reflection_rows, active),
+        "reflection_reads_share": _share(sum(n * k for n, k in reflective), total_reads),
         "archived_share": _share(counts.archived, counts.total),
         "tombstones": raw.tombstones,
         "todos_open": len(open_ages),

@@ -41,6 +41,7 @@ __all__ = [
     "Counts",
     "EdgeRow",
     "KpiRaw",
+    "KpiTotals",
     "MaintenanceEntry",
     "ScoringRow",
     "Store",
@@ -253,10 +254,33 @@ class Counts:
 
 @dataclass(slots=True)
 class KpiRaw:
-    """Raw numbers for the KPIs in stats, all inside one scope."""
+    """Raw numbers for the KPIs in stats, all inside one scope, in their plain form.
+
+    One row per live memory and counts taken from the access stream itself: the definition
+    `KpiTotals` must agree with (the contract tests compare them), not what stats reads.
+    """
 
     #: (id, type, derived by reflection?, deliberate reads) per live memory.
     per_memory: list[tuple[str, str, bool, int]]
+    todos: list[tuple[str | None, datetime]]
+    cross_owner_reads: int
+    tombstones: int
+    edges: int
+    accesses: int
+
+
+@dataclass(slots=True)
+class KpiTotals:
+    """The numbers of `KpiRaw`, summed inside the store: what stats reads.
+
+    A store of 100k memories has 100k rows of `KpiRaw.per_memory`; stats needs only how many
+    live memories have each read count (the never-fetched share, the top tenth's share of
+    reads and the reflection shares all follow from that), a few hundred rows at most.
+    """
+
+    #: (reflection or derived by reflection?, deliberate reads, live memories with exactly
+    #: that many reads), one row per distinct pair, in no particular order.
+    read_counts: list[tuple[bool, int, int]]
     todos: list[tuple[str | None, datetime]]
     cross_owner_reads: int
     tombstones: int
@@ -482,6 +506,10 @@ class Store(Protocol):
     async def counts(self, scope: Scope) -> Counts: ...
 
     async def kpi_rows(self, scope: Scope, reads: Sequence[str]) -> KpiRaw: ...
+
+    async def kpi_totals(self, scope: Scope, reads: Sequence[str]) -> KpiTotals:
+        """`kpi_rows` summed in the store, from per-memory access counts the store keeps."""
+        ...
 
     # ------------------------------------------------------------------ whole-store copies
 

@@ -28,7 +28,9 @@ import hashlib
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "TS_CONFIG", "notify_channel"]
 
-SCHEMA_VERSION = 1
+#: 1: the first release. 2: the access stream's counts per memory, channel and reader
+#: (`access_counts`, kept by triggers), taken from the stream of an existing store.
+SCHEMA_VERSION = 2
 
 #: The text search configuration every search and generated column uses.
 TS_CONFIG = "nooa_english"
@@ -193,5 +195,51 @@ CREATE INDEX tombstones_memory ON tombstones (memory_id);
 CREATE TABLE meta (key text COLLATE "C" PRIMARY KEY, value text NOT NULL);
 """
 
+#: Version 2, as `storage/sqlite.py`'s version 3: stats sums these counts instead of joining
+#: every access ever logged to its memory. Statement triggers with transition tables count a
+#: whole batch (a migrate page, a recall's hits) in one upsert. The stream is locked first
+#: (inserts wait until this migration commits), so no access lands between the triggers and
+#: the counts taken from the stream so far.
+_ACCESS_COUNTS = """
+LOCK TABLE accesses IN SHARE ROW EXCLUSIVE MODE;
+CREATE TABLE access_counts (
+    memory_id text COLLATE "C" NOT NULL,
+    channel text COLLATE "C" NOT NULL,
+    reader_owner text COLLATE "C" NOT NULL,
+    n bigint NOT NULL,
+    PRIMARY KEY (memory_id, channel, reader_owner)
+);
+CREATE FUNCTION nooa_count_accesses() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP IN ('DELETE', 'UPDATE') THEN
+        UPDATE access_counts c SET n = c.n - o.n
+        FROM (SELECT memory_id, channel, reader_owner, count(*) AS n FROM old_rows
+              GROUP BY memory_id, channel, reader_owner) o
+        WHERE c.memory_id = o.memory_id AND c.channel = o.channel
+          AND c.reader_owner = o.reader_owner;
+    END IF;
+    IF TG_OP IN ('INSERT', 'UPDATE') THEN
+        INSERT INTO access_counts AS c (memory_id, channel, reader_owner, n)
+        SELECT memory_id, channel, reader_owner, count(*) FROM new_rows
+        GROUP BY memory_id, channel, reader_owner
+        ON CONFLICT (memory_id, channel, reader_owner) DO UPDATE SET n = c.n + EXCLUDED.n;
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER accesses_count AFTER INSERT ON accesses REFERENCING NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION nooa_count_accesses();
+CREATE TRIGGER accesses_uncount AFTER DELETE ON accesses REFERENCING OLD TABLE AS old_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION nooa_count_accesses();
+CREATE TRIGGER accesses_recount AFTER UPDATE ON accesses
+    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION nooa_count_accesses();
+INSERT INTO access_counts (memory_id, channel, reader_owner, n)
+SELECT memory_id, channel, reader_owner, count(*) FROM accesses
+GROUP BY memory_id, channel, reader_owner;
+"""
+
 #: version -> the DDL that brings a store from version - 1 to it (one transaction each).
-MIGRATIONS: dict[int, str] = {1: _TEXT_SEARCH + _FUNCTIONS + _MEMORIES + _REST}
+MIGRATIONS: dict[int, str] = {
+    1: _TEXT_SEARCH + _FUNCTIONS + _MEMORIES + _REST,
+    2: _ACCESS_COUNTS,
+}

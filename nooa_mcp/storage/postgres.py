@@ -53,6 +53,7 @@ from .base import (
     Counts,
     EdgeRow,
     KpiRaw,
+    KpiTotals,
     MaintenanceEntry,
     ScoringRow,
     Tombstone,
@@ -807,7 +808,7 @@ class PostgresStore:
                 "WHERE relid = 'memories'::regclass"
             )
             if rows and rows[0]["n_mod_since_analyze"] > 0.1 * rows[0]["n_live_tup"] + 500:
-                await self._exec("ANALYZE memories, edges, accesses")
+                await self._exec("ANALYZE memories, edges, accesses, access_counts")
         except (psycopg.Error, StoreUnavailable):
             pass  # statistics are an optimisation; the next growth step tries again
         finally:
@@ -1169,28 +1170,20 @@ class PostgresStore:
 
     async def counts(self, scope: Scope) -> Counts:
         where, params = scope_sql(scope, "")
+        # One scan for all three: per type, per owner and overall, each set in the database's
+        # own order (as ORDER BY type, ORDER BY owner); live counts per type and owner only.
         rows = await self._rows(
-            "SELECT count(*) AS total, count(*) FILTER (WHERE archived) AS archived "
-            f"FROM memories WHERE {where}",
+            "SELECT grouping(type, owner) AS level, type, owner, count(*) AS n, "
+            "count(*) FILTER (WHERE archived) AS archived, "
+            "count(*) FILTER (WHERE NOT archived) AS live "
+            f"FROM memories WHERE {where} GROUP BY GROUPING SETS ((type), (owner), ()) "
+            "ORDER BY level, type, owner",
             params,
         )
-        by_type = {
-            r["type"]: r["n"]
-            for r in await self._rows(
-                f"SELECT type, count(*) AS n FROM memories WHERE {where} AND NOT archived "
-                "GROUP BY type ORDER BY type",
-                params,
-            )
-        }
-        by_owner = {
-            r["owner"]: r["n"]
-            for r in await self._rows(
-                f"SELECT owner, count(*) AS n FROM memories WHERE {where} AND NOT archived "
-                "GROUP BY owner ORDER BY owner",
-                params,
-            )
-        }
-        return Counts(rows[0]["total"], rows[0]["archived"], by_type, by_owner)
+        by_type = {r["type"]: r["live"] for r in rows if r["level"] == 1 and r["live"]}
+        by_owner = {r["owner"]: r["live"] for r in rows if r["level"] == 2 and r["live"]}
+        overall = next(r for r in rows if r["level"] == 3)
+        return Counts(overall["n"], overall["archived"], by_type, by_owner)
 
     async def kpi_rows(self, scope: Scope, reads: Sequence[str]) -> KpiRaw:
         where, params = scope_sql(scope)
@@ -1254,6 +1247,54 @@ class PostgresStore:
             tombstones=tombstones,
             edges=edges,
             accesses=accesses,
+        )
+
+    async def kpi_totals(self, scope: Scope, reads: Sequence[str]) -> KpiTotals:
+        """`kpi_rows` summed here, from `access_counts`: one pass over the scope's memories."""
+        where, params = scope_sql(scope)
+        params = {**params, "reads": list(reads)}
+        # As in SQLite: per memory in the scope, then memories per (archived, reflective, reads).
+        per_memory = (
+            "SELECT m.archived, (m.type = 'reflection' OR m.id IN "
+            "(SELECT src FROM edges WHERE type = 'derived_from')) AS reflective, "
+            "coalesce(sum(c.n), 0) AS accesses, "
+            "coalesce(sum(c.n) FILTER (WHERE c.channel = ANY(%(reads)s::text[])), 0) AS reads, "
+            "coalesce(sum(c.n) FILTER (WHERE c.channel = ANY(%(reads)s::text[]) "
+            "AND m.owner != '' AND c.reader_owner != '' "
+            "AND m.role != split_part(c.reader_owner, '@', 1)), 0) AS foreign_reads "
+            "FROM memories m LEFT JOIN access_counts c ON c.memory_id = m.id "
+            f"WHERE {where} GROUP BY m.seq"
+        )
+        rows = await self._rows(
+            "SELECT archived, reflective, reads::bigint AS reads, count(*) AS memories, "
+            "sum(accesses)::bigint AS accesses, sum(foreign_reads)::bigint AS foreign_reads "
+            f"FROM ({per_memory}) per GROUP BY archived, reflective, reads",
+            params,
+        )
+        todos = await self._rows(
+            f"SELECT status, created_at FROM memories m WHERE m.type = 'todo' AND {where} "
+            "AND NOT m.archived ORDER BY m.seq",
+            params,
+        )
+        b_where, b_params = scope_sql(scope, "b", "dst")
+        rest = (
+            await self._rows(
+                "SELECT (SELECT count(*) FROM tombstones t JOIN memories m "
+                f"ON m.id = t.memory_id WHERE t.lifted_at IS NULL AND {where}) AS tombstones, "
+                "(SELECT count(*) FROM edges e JOIN memories m ON m.id = e.src "
+                f"JOIN memories b ON b.id = e.dst WHERE {where} AND {b_where}) AS edges",
+                {**params, **b_params},
+            )
+        )[0]
+        return KpiTotals(
+            read_counts=[
+                (r["reflective"], r["reads"], r["memories"]) for r in rows if not r["archived"]
+            ],
+            todos=[(r["status"], dt(r["created_at"])) for r in todos],
+            cross_owner_reads=sum(r["foreign_reads"] for r in rows),
+            tombstones=rest["tombstones"],
+            edges=rest["edges"],
+            accesses=sum(r["accesses"] for r in rows),
         )
 
     # ------------------------------------------------------------------ whole-store copies

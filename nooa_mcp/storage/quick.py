@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 __all__ = ["QuickStore", "QuickUnavailable"]
 
 #: The schema this module reads (sqlite.SCHEMA_VERSION).
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 #: sqlite.NEXT_REV: every write moves the store-wide revision, so vector caches in running
 #: servers pull the changed rows.
 NEXT_REV = "(SELECT coalesce(max(rev), 0) + 1 FROM memories)"
