@@ -23,7 +23,7 @@ def test_the_quick_store_shares_the_stores_schema_revision_and_keyword_constants
     assert quick.SCHEMA_VERSION == sqlite.SCHEMA_VERSION
     assert quick.NEXT_REV == sqlite.NEXT_REV
     assert (quick.COMMON_FLOOR, quick.COMMON_SHARE) == (base.COMMON_FLOOR, base.COMMON_SHARE)
-    assert quick.BM25 in inspect.getsource(sqlite.SQLiteStore._keyword_hits)
+    assert quick.BM25 in inspect.getsource(sqlite.SQLiteStore.candidates)
 
 
 def test_the_injection_rule_uses_the_shipped_recall_constants() -> None:
