@@ -275,9 +275,10 @@ async def test_a_reflection_pass_shows_live_progress_and_lands_in_the_chart(
     steps = await page.locator("table[data-report] tr[data-step]").all_inner_texts()
     assert [s.split()[0] for s in steps] == ["merge", "link", "rescore", "prune"]
     assert steps[-1].split()[1:3] == ["300", "300"]  # planned, applied
-    # The page followed the pass by server-sent events before it showed the report.
+    # The page followed the pass by server-sent events before it showed the report (at
+    # least one: an incremental pass can be over before a loaded machine opens the stream).
     followed = await page.evaluate(f"sessionStorage.getItem('nooa-run-{run_id}')")
-    assert followed is not None and int(followed) >= 2
+    assert followed is not None and int(followed) >= 1
     await page.goto(url + "/stats")
     assert await page.locator("svg.chart g.column").count() == 1
     await shot(page, "stats")
