@@ -93,3 +93,35 @@ async def test_no_reply_passes_the_cap_on_a_store_of_large_memories(tmp_path: Pa
     over = {k: v for k, v in sizes.items() if v > CLIENT_CAP}
     assert over == {}
     assert len(sizes) == len(calls) + len(uris) + 3
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "field"),
+    [
+        ("memory_author", {"content": "a note", "title": "w " * 300}, "title"),
+        ("memory_author", {"content": "a note", "place_or_task": "w " * 300}, "place_or_task"),
+        ("memory_author", {"content": "a note", "place_or_task": "desk\x00"}, "place_or_task"),
+        ("memory_update", {"title": "w " * 300}, "title"),
+        ("memory_update", {"title": "a\x00b"}, "title"),
+        ("todo", {"action": "add", "content": "a task", "title": "w " * 300}, "title"),
+    ],
+)
+async def test_titles_and_places_are_labels_not_a_second_content_field(
+    tmp_path: Path, tool: str, args: dict[str, str], field: str
+) -> None:
+    """A 600k-character title once slipped in through memory_update (and place_or_task
+    through memory_author), and every later read of that memory passed the reply cap."""
+    settings = Settings(store=tmp_path / "memory.sqlite", owner="coder@laptop")
+    async with Client(build_server(settings, embedder=HashEmbedder()), cache=None) as client:
+        seed = await client.call_tool("memory_author", {"content": "The relay is in bay 4."})
+        memory_id = seed.structured_content["id"]
+        if tool == "memory_update":
+            args = {"memory_id": memory_id, **args}
+        result = await client.call_tool(tool, args)
+        assert result.is_error
+        assert result.content[0].text.split(": ", 1)[1].startswith(f"{field}: ")
+        shown = await client.read_resource(f"memory://memories/{memory_id}")
+        text = shown.contents[0].text
+        assert "w w w" not in text and len(text) < 2_000
+        listed = await client.call_tool("memory_recall", {"query": "relay bay", "k": 50})
+        assert [h["id"] for h in listed.structured_content["hits"]] == [memory_id]

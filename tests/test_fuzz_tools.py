@@ -556,19 +556,21 @@ def _assert_clean(harness: Harness) -> None:
 
 
 TOOLS = ["memory_author", "memory_recall", "memory_explain", "memory_update", "todo", "intent"]
-#: The least share of fuzzed calls per tool that must be answered. Measured on two ci runs
-#: (the tally line this file prints): intent 0.03/0.02, memory_author 0.19/0.16,
-#: memory_explain 0.03/0.06, memory_recall 0.17/0.22, memory_reflect 0.67/1.00, memory_update
-#: 0.21/0.13, todo 0.02/0.02. Most arguments are hostile, so most calls are refused; each
-#: floor is about a third of the lower share (generation is not seeded), far above zero.
+#: The least share of fuzzed calls per tool that must be answered. Measured on six ci runs
+#: (the tally line this file prints; ranges): intent 0.02–0.06, memory_author 0.16–0.19,
+#: memory_explain 0.0097–0.06, memory_recall 0.17–0.24, memory_reflect 0.50–1.00,
+#: memory_update 0.13–0.21, todo 0.01–0.02. Most arguments are hostile, so most calls are
+#: refused, and generation is not seeded: a tool answering ~1% of ~1,400 calls answers 14 of
+#: them, give or take 7. Each floor is about a third of the lowest share seen, far above zero
+#: (a server refusing everything also fails known_good).
 ANSWERED_FLOOR: dict[str, float] = {
     "intent": 0.007,
     "memory_author": 0.05,
-    "memory_explain": 0.01,
+    "memory_explain": 0.003,
     "memory_recall": 0.06,
-    "memory_reflect": 0.2,
+    "memory_reflect": 0.15,
     "memory_update": 0.04,
-    "todo": 0.007,
+    "todo": 0.003,
 }
 
 

@@ -32,6 +32,7 @@ __all__ = [
     "MAX_QUERY",
     "build_memory",
     "check_content",
+    "check_short_text",
     "parse_memory_type",
     "parse_status",
     "parse_trigger",
@@ -41,6 +42,8 @@ __all__ = [
 
 MAX_CONTENT = 100_000
 MAX_QUERY = 2_000
+#: A title or a place/task is a label shown beside every hit, not a second content field.
+MAX_SHORT_TEXT = 500
 
 
 def parse_memory_type(value: Any, field: str = "type") -> MemoryType:
@@ -80,6 +83,21 @@ def check_content(content: Any, *, required_fix: str = "Pass the text to remembe
     if "\x00" in content:
         raise InvalidInput("content", "contains a NUL byte.", "Remove control characters.")
     return content.strip()
+
+
+def check_short_text(value: Any, field: str) -> str:
+    """A title or place/task as stored: text of at most MAX_SHORT_TEXT characters, one line.
+
+    Raises:
+        InvalidInput: not text, too long or holding a NUL byte.
+    """
+    if not isinstance(value, str) or len(value) > MAX_SHORT_TEXT:
+        raise InvalidInput(
+            field, f"must be text of at most {MAX_SHORT_TEXT} characters.", "Shorten it."
+        )
+    if "\x00" in value:
+        raise InvalidInput(field, "contains a NUL byte.", "Remove control characters.")
+    return " ".join(value.split())
 
 
 #: How to give an intent its trigger, in the words of the tool arguments (fire_at, cue).
@@ -150,9 +168,7 @@ def build_memory(spec: dict[str, Any], owner: str) -> Memory:
     elif kind is MemoryType.intent:
         # An intent without a trigger can never fire and no listing shows it: refuse it.
         raise InvalidInput("trigger", "an intent needs a time or a cue to fire.", TRIGGER_FIX)
-    title = spec.get("title") or ""
-    if not isinstance(title, str) or len(title) > 500:
-        raise InvalidInput("title", "must be text of at most 500 characters.", "Shorten it.")
+    title = check_short_text(spec.get("title") or "", "title")
     # A creation time in the future (an import, a skewed clock) is taken as now: recency and
     # retention must never reward a stamp from 2031.
     now = utc_now()
@@ -163,9 +179,7 @@ def build_memory(spec: dict[str, Any], owner: str) -> Memory:
         raise InvalidInput("valid_to", "is before valid_from.", "Swap them or drop one.")
     salience = spec.get("salience")
     confidence = spec.get("confidence")
-    place = spec.get("place_or_task") or ""
-    if not isinstance(place, str):
-        raise InvalidInput("place_or_task", "must be text.", "Pass a short phrase.")
+    place = check_short_text(spec.get("place_or_task") or "", "place_or_task")
     ident = spec.get("id")
     if ident is not None and (not isinstance(ident, str) or len(normalise_id(ident, "id")) != 32):
         raise InvalidInput(
@@ -177,7 +191,7 @@ def build_memory(spec: dict[str, Any], owner: str) -> Memory:
     return Memory(
         id=ident.lower() if ident else new_id(),
         type=kind,
-        title=" ".join(title.split()),
+        title=title,
         content=content,
         owner=owner,
         importance=importance,
@@ -186,7 +200,7 @@ def build_memory(spec: dict[str, Any], owner: str) -> Memory:
         confidence=CONFIDENCE.parse(confidence) if confidence is not None else 0.75,
         tags=clean_labels(spec.get("tags"), "tags"),
         entities=clean_labels(spec.get("entities"), "entities"),
-        place_or_task=" ".join(place.split()),
+        place_or_task=place,
         created_at=created,
         last_accessed_at=created,
         valid_from=valid_from,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..domain.inputs import check_content, parse_status
+from ..domain.inputs import check_content, check_short_text, parse_status
 from ..domain.replies import UpdateResult
 from ..domain.schema import IMPORTANCE, Channel, Memory, MemoryType, as_utc, clean_labels
 from ..domain.text import a_or_an
@@ -53,7 +53,7 @@ async def update(
         new_content = check_content(content, required_fix="Pass the new text, or leave it out.")
     if status is not None:
         parse_status(status)
-    new_title = " ".join(title.split()) if title is not None else None
+    new_title = check_short_text(title, "title") if title is not None else None
 
     def text_after(m: Memory) -> str:
         return text_of(
