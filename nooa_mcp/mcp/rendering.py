@@ -63,7 +63,8 @@ def clip(text: str, limit: int, uri: str) -> str:
 JSON_CHARS_PER_TOKEN = 2
 
 
-def _json_tokens(model: BaseModel) -> int:
+def json_tokens(model: BaseModel) -> int:
+    """A structured reply's size in tokens, at JSON_CHARS_PER_TOKEN."""
     return math.ceil(len(model.model_dump_json()) / JSON_CHARS_PER_TOKEN)
 
 
@@ -82,18 +83,18 @@ def bound_recall(result: RecallResult, budget_tokens: int = REPLY_TOKENS) -> Rec
     """
     room = budget_tokens // 2
     bounded = result.model_copy(update={"hits": _clip_hits(result.hits, HIT_CHARS)})
-    if _json_tokens(bounded) > room and bounded.reminders:
+    if json_tokens(bounded) > room and bounded.reminders:
         clipped = [
             r.model_copy(update={"content": r.content[:MIN_HIT_CHARS]}) for r in result.reminders
         ]
         bounded = bounded.model_copy(update={"reminders": clipped})
     limit = HIT_CHARS
-    while _json_tokens(bounded) > room and limit > MIN_HIT_CHARS:
+    while json_tokens(bounded) > room and limit > MIN_HIT_CHARS:
         limit //= 2
         bounded = bounded.model_copy(update={"hits": _clip_hits(result.hits, limit)})
-    if _json_tokens(bounded) > room and len(bounded.hits) > 1:
+    if json_tokens(bounded) > room and len(bounded.hits) > 1:
         hits = list(bounded.hits)
-        while _json_tokens(bounded.model_copy(update={"hits": hits})) > room and len(hits) > 1:
+        while json_tokens(bounded.model_copy(update={"hits": hits})) > room and len(hits) > 1:
             hits.pop()  # drop from the bottom
         note = f"{bounded.note} Lower-ranked results left out to stay within the reply budget."
         bounded = bounded.model_copy(update={"hits": hits, "note": note.strip()})
@@ -103,10 +104,10 @@ def bound_recall(result: RecallResult, budget_tokens: int = REPLY_TOKENS) -> Rec
 def bound_explain(result: ExplainResult, budget_tokens: int = REPLY_TOKENS) -> ExplainResult:
     """Drop the oldest replayed accesses (and last rows) until the reply fits half the budget."""
     bounded = result
-    while _json_tokens(bounded) > budget_tokens // 2 and len(bounded.accesses) > 1:
+    while json_tokens(bounded) > budget_tokens // 2 and len(bounded.accesses) > 1:
         keep = max(1, len(bounded.accesses) // 2)
         bounded = bounded.model_copy(update={"accesses": bounded.accesses[:keep]})
-    while _json_tokens(bounded) > budget_tokens // 2 and len(bounded.rows) > 1:
+    while json_tokens(bounded) > budget_tokens // 2 and len(bounded.rows) > 1:
         bounded = bounded.model_copy(update={"rows": bounded.rows[:-1]})
     return bounded
 
@@ -119,7 +120,7 @@ def bound_view(
     The clip marker names the same resource with the offset where the rest starts.
     """
     bare = view.model_copy(update={"content": ""})
-    while _json_tokens(bare) > budget_tokens // 2 and len(bare.edges) > 1:
+    while json_tokens(bare) > budget_tokens // 2 and len(bare.edges) > 1:
         bare = bare.model_copy(update={"edges": bare.edges[: len(bare.edges) // 2]})
     limit = max(budget_tokens * 4 - len(bare.model_dump_json()) - 1_000, 1_000)
     rest = view.content[offset:]
@@ -139,16 +140,21 @@ def bound_items(items: list[M], model_tokens: int, budget_tokens: int = REPLY_TO
     room = budget_tokens // 2 - model_tokens
     used = 0
     for count, item in enumerate(items):
-        used += _json_tokens(item)
+        used += json_tokens(item)
         if used > room:
             return count
     return len(items)
 
 
 def bound_list(result: M, field: str, budget_tokens: int = REPLY_TOKENS) -> tuple[M, int]:
-    """`result` with only the leading items of its list `field` that fit; and how many were cut."""
+    """`result` with only the leading items of its list `field` that fit; and how many were cut.
+
+    The rest of the reply is measured with the list emptied: counting the items there as well
+    left room for a third of them (10 todos of ~900 tokens each: 1 shown of the 4 that fit).
+    """
     items = getattr(result, field)
-    shown = bound_items(items, approx_tokens(result.model_dump_json()), budget_tokens)
+    rest = json_tokens(result.model_copy(update={field: []}))
+    shown = bound_items(items, rest, budget_tokens)
     return result.model_copy(update={field: items[:shown]}), len(items) - shown
 
 
@@ -159,7 +165,7 @@ def tool_result(model: BaseModel, text: str, budget_tokens: int = REPLY_TOKENS) 
     held under HARD_CAP_TOKENS.
     """
     structured = model.model_dump(mode="json")
-    used = approx_tokens(json.dumps(structured))
+    used = math.ceil(len(json.dumps(structured)) / JSON_CHARS_PER_TOKEN)
     room = max(min(budget_tokens, HARD_CAP_TOKENS) - used, 250) * 4
     if len(text) > room:
         text = text[:room].rstrip() + "… [summary clipped; the structured result has every field]"

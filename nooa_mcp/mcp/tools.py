@@ -32,10 +32,10 @@ from ..domain.schema import (
 from .handlers import current_memory, tool_errors
 from .notifications import Subscribers
 from .rendering import (
-    approx_tokens,
     bound_explain,
     bound_list,
     bound_recall,
+    json_tokens,
     memory_uri,
     render_author,
     render_explain,
@@ -368,7 +368,7 @@ def _bound_report(report: BaseModel, budget: int) -> Any:
     """Trim each step's details until the report fits half the reply budget."""
     keep = 50
     bounded = report
-    while approx_tokens(bounded.model_dump_json()) > budget // 2 and keep > 1:
+    while json_tokens(bounded) > budget // 2 and keep > 1:
         keep //= 2
         steps = [
             s.model_copy(update={"details": s.details[:keep]})

@@ -1,0 +1,270 @@
+"""What the model reads back: reply texts and reply bounds, pinned (issue 15, mutation testing).
+
+The mutation run over `nooa_mcp/mcp/rendering.py` found the explain and update texts and the
+explain bound reached by no library-level test (only through a server, which the run leaves
+out), and a listing bound that counted its own items twice. These tests call the renderers
+and bounds directly, assert the exact lines a model reads, and count reply sizes with the
+bundled MiniLM tokenizer (tests/tokens_support.py), never with the module's own estimate.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from mcp import Client
+from tokens_support import REPLY_BUDGET, real_tokens
+
+from nooa_mcp.config import Settings
+from nooa_mcp.domain.replies import (
+    ExplainResult,
+    ExplainRow,
+    Reminder,
+    UpdateResult,
+    WhyNot,
+)
+from nooa_mcp.domain.schema import AccessRecord, Channel, MemoryType
+from nooa_mcp.embeddings import HashEmbedder
+from nooa_mcp.mcp.rendering import (
+    bound_explain,
+    bound_list,
+    clip,
+    render_explain,
+    render_update,
+    tool_result,
+)
+from nooa_mcp.mcp.server import build_server
+
+pytestmark = pytest.mark.anyio
+
+A = "a1b2c3d4" + "0" * 24
+B = "b1b2c3d4" + "1" * 24
+C = "c1c2c3d4" + "2" * 24
+TS = datetime(2026, 11, 30, 14, 5, tzinfo=UTC)
+
+
+def _row(rank: int, ident: str, **extra: object) -> ExplainRow:
+    fields: dict[str, object] = {
+        "rank": rank,
+        "id": ident,
+        "score": 1.25,
+        "source": "direct",
+        "cos": 0.5,
+        "rel": 0.4,
+        "rec": 0.1,
+        "imp": 0.55,
+        "spread": 0.0,
+        "type": MemoryType.info,
+        "owner": "coder",
+        "head": "The relay sits in bay 4.",
+    }
+    fields.update(extra)
+    return ExplainRow.model_validate(fields)
+
+
+def _access(n: int, **extra: object) -> AccessRecord:
+    fields: dict[str, object] = {"ts": TS, "channel": Channel.recalled}
+    fields.update(extra)
+    return AccessRecord.model_validate(fields)
+
+
+# --------------------------------------------------------------------------- render_update
+
+
+def test_an_update_names_what_changed_and_says_when_it_archived() -> None:
+    plain = render_update(UpdateResult(id=A, changed=["title", "tags"]))
+    assert plain == "Updated a1b2c3d4: title, tags."
+    nothing = render_update(UpdateResult(id=A, changed=[]))
+    assert nothing == "Updated a1b2c3d4: nothing."
+    archived = render_update(UpdateResult(id=A, changed=["archived"], archived=True))
+    assert archived == "Updated a1b2c3d4: archived. It is archived now (kept, no longer recalled)."
+
+
+def test_an_update_carries_the_reminders_it_fired() -> None:
+    fired = Reminder(intent_id=B, content="Mention the freeze.", reason="cue", fired_at=TS)
+    text = render_update(
+        UpdateResult(id=A, changed=["content"], reminders=[fired], reminders_more=2)
+    )
+    assert text.splitlines() == [
+        "Updated a1b2c3d4: content.",
+        "",
+        "Reminders (intents that fired — act on them):",
+        "- [b1b2c3d4] (cue) Mention the freeze.",
+        "2 more due: they come with later replies, or call intent action=check.",
+    ]
+
+
+# --------------------------------------------------------------------------- render_explain
+
+
+def test_a_dry_run_shows_every_score_part_and_the_path_spreading_took() -> None:
+    rows = [
+        _row(1, A),
+        _row(2, B, cos=None, source="spread", spread=0.3, path=[A, B], score=0.75),
+    ]
+    text = render_explain(ExplainResult(mode="query", query="relay bay", rows=rows))
+    assert text.splitlines() == [
+        'Dry run for "relay bay" (nothing logged):',
+        "1. [a1b2c3d4] info score 1.25 cos 0.5 rel 0.4 rec 0.1 imp 0.55 spread 0 (direct)"
+        " — The relay sits in bay 4.",
+        "2. [b1b2c3d4] info score 0.75 cos - rel 0.4 rec 0.1 imp 0.55 spread 0.3 (spread)"
+        " via a1b2c3d4 → b1b2c3d4 — The relay sits in bay 4.",
+    ]
+
+
+def test_a_dry_run_with_no_candidates_says_so_and_says_when_the_model_is_loading() -> None:
+    text = render_explain(ExplainResult(mode="query", query="x", embeddings="warming"))
+    assert text.splitlines() == [
+        'Dry run for "x" (nothing logged):',
+        "No candidates.",
+        "(embedding model still loading: keyword candidates only)",
+    ]
+    ready = render_explain(ExplainResult(mode="query", query="x", rows=[_row(1, A)]))
+    assert "No candidates." not in ready and "still loading" not in ready
+
+
+def test_a_replay_lists_accesses_newest_first_and_points_to_the_rest() -> None:
+    accesses = [
+        _access(1, query="relay bay", rank=2, score=0.8125),
+        _access(2, channel=Channel.created),
+    ]
+    result = ExplainResult(mode="replay", memory_id=A, accesses=accesses, total_accesses=7)
+    assert render_explain(result).splitlines() == [
+        "Access history of a1b2c3d4: 7 access(es), newest first (2 shown):",
+        '- 2026-11-30 14:05 recalled "relay bay" rank 2 score 0.81',
+        "- 2026-11-30 14:05 created",
+        f"More in memory://memories/{A}/access-log",
+    ]
+    whole = ExplainResult(mode="replay", memory_id=A, accesses=accesses, total_accesses=2)
+    assert "More in" not in render_explain(whole)
+
+
+def _why_not(**extra: object) -> WhyNot:
+    fields: dict[str, object] = {
+        "id": C,
+        "in_top_k": False,
+        "rank": None,
+        "k": 5,
+        "score": 0.2,
+        "components": None,
+        "kth_score": 0.9,
+        "kth_components": None,
+        "retention": 0.25,
+        "prune_eta": None,
+        "archived": False,
+        "reason": "Its relevance is below the fifth hit's.",
+    }
+    fields.update(extra)
+    return WhyNot.model_validate(fields)
+
+
+def test_why_not_gives_the_verdict_the_reason_and_the_retention() -> None:
+    out = ExplainResult(mode="why_not", query="relay", why_not=_why_not())
+    assert render_explain(out).splitlines() == [
+        'c1c2c3d4 for "relay": not in the top 5. Its relevance is below the fifth hit\'s.',
+        "retention 0.25",
+    ]
+    eta = datetime(2027, 2, 1, tzinfo=UTC)
+    inside = _why_not(in_top_k=True, rank=3, prune_eta=eta, archived=True, reason="Ranked.")
+    text = render_explain(ExplainResult(mode="why_not", query="relay", why_not=inside))
+    assert text.splitlines() == [
+        'c1c2c3d4 for "relay": in the top 5 at rank 3. Ranked.',
+        "retention 0.25, prune ETA 2027-02-01, archived",
+    ]
+
+
+# --------------------------------------------------------------------------- bound_explain
+
+
+def _big_explain(n_accesses: int, n_rows: int) -> ExplainResult:
+    query = "relay bay harbour crane " * 20
+    accesses = [_access(i, query=query, rank=i % 9 + 1, score=0.5) for i in range(n_accesses)]
+    rows = [_row(i + 1, f"{i:032x}", head="word " * 60) for i in range(n_rows)]
+    return ExplainResult(
+        mode="replay", memory_id=A, accesses=accesses, rows=rows, total_accesses=n_accesses
+    )
+
+
+def test_a_long_access_history_is_cut_to_its_newest_part_within_half_the_budget() -> None:
+    result = _big_explain(400, 0)
+    bounded = bound_explain(result)
+    size = real_tokens(bounded.model_dump_json())
+    assert size <= REPLY_BUDGET // 2, size
+    assert 10 <= len(bounded.accesses) < 400
+    # Newest first: the kept ones are the head of the list, in order.
+    assert bounded.accesses == result.accesses[: len(bounded.accesses)]
+    assert bounded.total_accesses == 400
+
+
+def test_an_explain_that_fits_is_returned_whole() -> None:
+    result = _big_explain(5, 5)
+    assert bound_explain(result) == result
+
+
+def test_many_rows_are_cut_from_the_bottom_and_one_always_stays() -> None:
+    result = _big_explain(0, 120)
+    bounded = bound_explain(result)
+    assert real_tokens(bounded.model_dump_json()) <= REPLY_BUDGET // 2
+    assert 5 <= len(bounded.rows) < 120
+    assert bounded.rows == result.rows[: len(bounded.rows)]
+    tiny = bound_explain(_big_explain(3, 3), budget_tokens=10)
+    assert len(tiny.rows) == 1 and len(tiny.accesses) == 1
+
+
+# --------------------------------------------------------------------------- lists and text
+
+
+async def test_a_todo_list_shows_as_many_todos_as_fit_and_counts_the_rest(tmp_path: Path) -> None:
+    """Kills: the listing bound counted its own items in "the rest of the reply".
+
+    With 40 open todos the list showed none of them ("40 open todo(s): No open todos.").
+    """
+    settings = Settings(store=tmp_path / "memory.sqlite", owner="coder@laptop")
+    async with Client(build_server(settings, embedder=HashEmbedder()), cache=None) as client:
+        for n in range(40):
+            body = " ".join(f"step{n} part{i} of the harbour crane checklist" for i in range(60))
+            added = await client.call_tool("todo", {"action": "add", "content": body})
+            assert not added.is_error
+        listed = await client.call_tool("todo", {"action": "list", "limit": 40})
+    assert not listed.is_error
+    text = listed.content[0].text
+    shown = listed.structured_content["todos"]
+    assert 10 <= len(shown) < 40
+    assert f"{40 - len(shown)} more not shown" in text
+    assert text.count("step") >= len(shown)
+    size = real_tokens(text) + real_tokens(json.dumps(listed.structured_content))
+    assert size <= REPLY_BUDGET, size
+
+
+def test_a_list_that_fits_is_not_cut_and_an_empty_one_stays_empty() -> None:
+    result = _big_explain(0, 4)
+    same, cut = bound_list(result, "rows")
+    assert (same, cut) == (result, 0)
+    empty, none_cut = bound_list(_big_explain(0, 0), "rows")
+    assert empty.rows == [] and none_cut == 0
+    _, all_cut = bound_list(_big_explain(0, 40), "rows", budget_tokens=2)
+    assert all_cut == 40
+
+
+def test_a_clip_keeps_text_at_the_limit_and_names_what_it_left_out() -> None:
+    uri = "memory://memories/x"
+    assert clip("abcd", 4, uri) == "abcd"
+    assert clip("abcde", 4, uri) == f"abcd… [clipped: 1 of 5 characters left out; read {uri}]"
+    assert clip("ab   cdef", 5, uri).startswith("ab… [clipped: 7 of 9 characters")
+
+
+def test_a_summary_is_clipped_to_what_the_structured_part_leaves() -> None:
+    """The summary's room is what the budget leaves after the structured reply, in real
+    tokens: a long summary beside a large structured part still fits the budget whole."""
+    big = UpdateResult(id=A, changed=[f"link:related->{i:08x}" for i in range(300)])
+    prose = "The staging database restarts at midnight and backups run after it. " * 600
+    reply = tool_result(big, prose)
+    text = reply.content[0].text
+    assert text.endswith("… [summary clipped; the structured result has every field]")
+    size = real_tokens(text) + real_tokens(json.dumps(reply.structured_content))
+    assert size <= REPLY_BUDGET, size
+    assert len(reply.structured_content["changed"]) == 300
+    short = tool_result(big, "Updated.")
+    assert short.content[0].text == "Updated."
