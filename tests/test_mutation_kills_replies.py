@@ -21,6 +21,7 @@ from nooa_mcp.config import Settings
 from nooa_mcp.domain.replies import (
     ExplainResult,
     ExplainRow,
+    MemoryView,
     Reminder,
     UpdateResult,
     WhyNot,
@@ -29,7 +30,9 @@ from nooa_mcp.domain.schema import AccessRecord, Channel, MemoryType
 from nooa_mcp.embeddings import HashEmbedder
 from nooa_mcp.mcp.rendering import (
     bound_explain,
+    bound_items,
     bound_list,
+    bound_view,
     clip,
     render_explain,
     render_update,
@@ -268,3 +271,134 @@ def test_a_summary_is_clipped_to_what_the_structured_part_leaves() -> None:
     assert len(reply.structured_content["changed"]) == 300
     short = tool_result(big, "Updated.")
     assert short.content[0].text == "Updated."
+
+
+# --------------------------------------------------------------------------- bound_view
+
+#: The documented rules the bounds follow: JSON counted at 2 characters a token and a
+#: memory's own text at 3 (ASCII; any other character is a token of its own); a view's
+#: structured part in half the budget, its content in what the rest leaves less 100 tokens
+#: for the marker, never under 1,000 characters.
+JSON_CHARS, CONTENT_CHARS, MARKER = 2, 3, 100
+
+
+def _view(content: str, edges: int = 0) -> MemoryView:
+    edge = {"relation": "related", "target": B, "weight": 0.5, "head": "word " * 8}
+    return MemoryView(
+        id=A,
+        type=MemoryType.info,
+        owner="coder",
+        title="Relay",
+        content=content,
+        importance=0.5,
+        importance_label="MEDIUM",
+        salience=0.3,
+        confidence=0.75,
+        strength=1,
+        reinforcement_count=0,
+        access_count=0,
+        tags=[],
+        entities=[],
+        place_or_task="",
+        created_at=TS,
+        last_accessed_at=TS,
+        valid_from=None,
+        valid_to=None,
+        archived=False,
+        status=None,
+        trigger=None,
+        edges=[dict(edge, target=f"{i:032x}") for i in range(edges)],
+        edges_total=edges,
+        references=[],
+        channels={},
+        sizes={},
+        retention=1.0,
+        prune_eta=None,
+    )
+
+
+def _piece_limit(view: MemoryView, budget: int = REPLY_BUDGET) -> int:
+    """Characters of ASCII content one read shows."""
+    bare = view.model_copy(update={"content": ""})
+    room = budget - -(-len(bare.model_dump_json()) // JSON_CHARS) - MARKER
+    return max(room * CONTENT_CHARS, 1_000)
+
+
+def test_a_memory_that_fits_is_shown_whole_from_its_first_character() -> None:
+    view = _view("The relay sits in bay 4.")
+    assert bound_view(view) == view
+    at_limit = _view("x" * _piece_limit(_view("")))
+    assert bound_view(at_limit).content == at_limit.content
+    over = _view("x" * (_piece_limit(_view("")) + 1))
+    assert bound_view(over).content.startswith("x" * _piece_limit(over) + "… [clipped: ")
+
+
+def test_a_long_memory_is_shown_in_pieces_that_join_back_into_it() -> None:
+    content = "".join(f"harbour{i} crane{i % 7} " for i in range(9_000))
+    view = _view(content)
+    limit = _piece_limit(view)
+    first = bound_view(view)
+    assert first.content == (
+        content[:limit] + f"… [clipped: characters 0–{limit} of {len(content)} shown; "
+        f"read memory://memories/{A}?offset={limit} for the rest]"
+    )
+    assert real_tokens(first.model_dump_json()) <= REPLY_BUDGET
+    pieces: list[str] = []
+    offset = 0
+    while True:
+        piece = bound_view(view, offset=offset).content
+        body, _, marker = piece.partition("… [clipped: ")
+        pieces.append(body)
+        if not marker:
+            break
+        offset = int(marker.rsplit("?offset=", 1)[1].split(" ", 1)[0])
+        assert offset == sum(len(p) for p in pieces)
+    assert "".join(pieces) == content
+    assert len(pieces) == -(-len(content) // limit)
+
+
+def test_a_piece_of_wide_characters_is_cut_to_fit_too() -> None:
+    """Each emoji or ideograph is at least one token: 32k of them were one 32k-token read."""
+    view = _view("記憶" * 40_000)
+    piece = bound_view(view).content
+    assert real_tokens(piece) <= REPLY_BUDGET
+    assert piece.startswith("記憶" * 1_000) and "… [clipped: characters 0–" in piece
+
+
+def test_a_tiny_budget_still_shows_a_thousand_characters() -> None:
+    view = _view("y" * 5_000)
+    shown = bound_view(view, budget_tokens=10).content
+    assert shown.startswith("y" * 1_000 + "… [clipped: characters 0–1000 of 5000 shown")
+
+
+def test_a_memory_with_thousands_of_edges_keeps_the_most_that_fit_and_at_least_one() -> None:
+    view = _view("The relay sits in bay 4.", edges=2_000)
+    bounded = bound_view(view)
+    n = len(bounded.edges)
+    assert bounded.edges == view.edges[:n]
+    assert bounded.content == view.content and bounded.edges_total == 2_000
+
+    def fits(count: int) -> bool:
+        bare = view.model_copy(update={"content": "", "edges": view.edges[:count]})
+        return len(bare.model_dump_json()) / JSON_CHARS <= REPLY_BUDGET // 2
+
+    # Halved until it fits: it fits, and twice as many did not.
+    assert fits(n) and not fits(2 * n) and 2_000 // n & (2_000 // n - 1) == 0
+    assert real_tokens(bounded.model_dump_json()) <= REPLY_BUDGET
+    assert len(bound_view(view, budget_tokens=10).edges) == 1
+
+
+# --------------------------------------------------------------------------- bound_items
+
+
+def test_items_are_counted_one_by_one_against_what_the_rest_leaves() -> None:
+    rows = [_row(i + 1, f"{i:032x}") for i in range(30)]
+    each = -(-len(rows[0].model_dump_json()) // JSON_CHARS)
+    assert all(-(-len(r.model_dump_json()) // JSON_CHARS) == each for r in rows)
+    # Room for exactly 7 items: the 8th would pass it by one token.
+    budget = 2 * (100 + 7 * each)
+    assert bound_items(rows, 100, budget) == 7
+    assert bound_items(rows, 100 + 1, budget) == 6
+    assert bound_items(rows, 100 - each, budget) == 8
+    assert bound_items(rows[:3], 100, budget) == 3
+    assert bound_items([], 100, budget) == 0

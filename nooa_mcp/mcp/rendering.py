@@ -42,9 +42,20 @@ def memory_uri(memory_id: str) -> str:
     return f"memory://memories/{memory_id}"
 
 
-def approx_tokens(text: str) -> int:
-    """SPEC §2's size rule: tokens ≈ characters / 4."""
-    return math.ceil(len(text) / 4)
+def text_tokens(text: str, chars_per_token: float = 4) -> int:
+    """Tokens of `text` as the bounds count them: ASCII at `chars_per_token` characters a
+    token, and every other character as a token of its own (an emoji, a CJK ideograph or an
+    accented letter is one token or more in every tokenizer clients use, not a quarter)."""
+    ascii_chars = len(text.encode("ascii", "ignore"))
+    return math.ceil(ascii_chars / chars_per_token) + len(text) - ascii_chars
+
+
+def prefix_within(text: str, tokens: int, chars_per_token: float) -> int:
+    """The length of a prefix of `text` that counts at most `tokens` (by `text_tokens`)."""
+    n = min(len(text), int(tokens * chars_per_token))
+    while n > 0 and (used := text_tokens(text[:n], chars_per_token)) > tokens:
+        n = min(n - 1, n * tokens // used)
+    return max(n, 0)
 
 
 def clip(text: str, limit: int, uri: str) -> str:
@@ -61,11 +72,15 @@ def clip(text: str, limit: int, uri: str) -> str:
 #: and punctuation run at about 2 in the MiniLM WordPiece tokenizer, so a k=50 recall sized at 4
 #: was ~10.5k real tokens against the 8k budget (issue 15, tests/test_mutants_named.py).
 JSON_CHARS_PER_TOKEN = 2
+#: Characters per token of a memory's own text read as a resource: prose runs at 4–5, notes
+#: with numbers and identifiers at about 3.3 ("harbour123 crane4"); a piece sized at 4 was
+#: ~8.9k real tokens against the 8k budget (tests/test_mutation_kills_replies.py).
+CONTENT_CHARS_PER_TOKEN = 3
 
 
 def json_tokens(model: BaseModel) -> int:
     """A structured reply's size in tokens, at JSON_CHARS_PER_TOKEN."""
-    return math.ceil(len(model.model_dump_json()) / JSON_CHARS_PER_TOKEN)
+    return text_tokens(model.model_dump_json(), JSON_CHARS_PER_TOKEN)
 
 
 def _clip_hits(hits: Iterable[RecallHit], limit: int) -> list[RecallHit]:
@@ -112,6 +127,12 @@ def bound_explain(result: ExplainResult, budget_tokens: int = REPLY_TOKENS) -> E
     return bounded
 
 
+#: Tokens kept free for the marker that names where the rest of a long memory is.
+MARKER_TOKENS = 100
+#: The least of a long memory one read shows, whatever the budget.
+MIN_PIECE = 1_000
+
+
 def bound_view(
     view: MemoryViewModel, budget_tokens: int = REPLY_TOKENS, offset: int = 0
 ) -> MemoryViewModel:
@@ -122,9 +143,13 @@ def bound_view(
     bare = view.model_copy(update={"content": ""})
     while json_tokens(bare) > budget_tokens // 2 and len(bare.edges) > 1:
         bare = bare.model_copy(update={"edges": bare.edges[: len(bare.edges) // 2]})
-    limit = max(budget_tokens * 4 - len(bare.model_dump_json()) - 1_000, 1_000)
+    # What the rest of the view leaves, less room for the marker; never under MIN_PIECE.
+    room = budget_tokens - json_tokens(bare) - MARKER_TOKENS
     rest = view.content[offset:]
-    if len(rest) <= limit:
+    if text_tokens(rest, CONTENT_CHARS_PER_TOKEN) <= room:
+        return bare.model_copy(update={"content": rest})
+    limit = max(prefix_within(rest, room, CONTENT_CHARS_PER_TOKEN), MIN_PIECE)
+    if limit >= len(rest):
         return bare.model_copy(update={"content": rest})
     kept = rest[:limit]
     nxt = offset + len(kept)
@@ -165,10 +190,11 @@ def tool_result(model: BaseModel, text: str, budget_tokens: int = REPLY_TOKENS) 
     held under HARD_CAP_TOKENS.
     """
     structured = model.model_dump(mode="json")
-    used = math.ceil(len(json.dumps(structured)) / JSON_CHARS_PER_TOKEN)
-    room = max(min(budget_tokens, HARD_CAP_TOKENS) - used, 250) * 4
-    if len(text) > room:
-        text = text[:room].rstrip() + "… [summary clipped; the structured result has every field]"
+    used = text_tokens(json.dumps(structured), JSON_CHARS_PER_TOKEN)
+    room = max(min(budget_tokens, HARD_CAP_TOKENS) - used, 250)
+    if text_tokens(text) > room:
+        kept = text[: prefix_within(text, room, 4)].rstrip()
+        text = kept + "… [summary clipped; the structured result has every field]"
     return CallToolResult(
         content=[TextContent(type="text", text=text)], structured_content=structured
     )
