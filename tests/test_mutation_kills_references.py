@@ -640,3 +640,10 @@ async def test_a_reference_to_a_file_on_a_hung_disk_is_refused_at_write(rooted, 
         "Reference a file on a responsive disk."
     )
     assert (await rooted.stats()).total == 0
+
+
+@pytest.mark.parametrize("char", ["\u2028", "\u2029", "\u200b", "\x07"])
+def test_a_path_with_a_line_or_paragraph_separator_or_control_is_refused(char: str) -> None:
+    """Line and paragraph separators (Zl, Zp) split a path shown in a reply over lines."""
+    with pytest.raises(InvalidInput, match=f"U\\+{ord(char):04X}"):
+        parse_reference(f"file:docs/a{char}b.md")

@@ -19,10 +19,13 @@ from tokens_support import REPLY_BUDGET, real_tokens
 
 from nooa_mcp.config import Settings
 from nooa_mcp.domain.replies import (
+    AuthorResult,
     ExplainResult,
     ExplainRow,
     MemoryView,
     Reminder,
+    SimilarTo,
+    TombstoneInfo,
     UpdateResult,
     WhyNot,
 )
@@ -34,6 +37,7 @@ from nooa_mcp.mcp.rendering import (
     bound_list,
     bound_view,
     clip,
+    render_author,
     render_explain,
     render_update,
     tool_result,
@@ -71,6 +75,50 @@ def _access(n: int, **extra: object) -> AccessRecord:
     fields: dict[str, object] = {"ts": TS, "channel": Channel.recalled}
     fields.update(extra)
     return AccessRecord.model_validate(fields)
+
+
+# --------------------------------------------------------------------------- render_author
+
+
+def test_an_author_reply_says_what_happened_to_the_write() -> None:
+    assert render_author(AuthorResult(id=A, status="created")) == "Stored as new memory a1b2c3d4."
+    exists = render_author(AuthorResult(id=A, status="exists", similarity=1.0))
+    assert exists == "Already stored, unchanged: a1b2c3d4 (similarity 1)."
+    # A created memory never shows a similarity of its own (its close match says it).
+    created = render_author(AuthorResult(id=A, status="created", similarity=0.5))
+    assert created == "Stored as new memory a1b2c3d4."
+
+
+def test_an_author_reply_names_the_close_match_and_what_differs() -> None:
+    """Issue 9: the close match is kept beside the new one; the text a model reads names it,
+    says what differs and how to mark a successor (before, only structured content did)."""
+    near = SimilarTo(id=B, similarity=0.9412, differs_in=["number", "date"])
+    text = render_author(AuthorResult(id=A, status="created", similar_to=near))
+    assert text.splitlines() == [
+        "Stored as new memory a1b2c3d4.",
+        "Close to b1b2c3d4 (similarity 0.94; differs in number, date): both kept, linked "
+        "related. If it replaces b1b2c3d4, link it with refines.",
+    ]
+    reworded = SimilarTo(id=B, similarity=0.93)
+    text = render_author(AuthorResult(id=A, status="created", similar_to=reworded))
+    assert "(similarity 0.93; reads as a rewording)" in text
+
+
+def test_an_author_reply_on_a_forgotten_value_says_how_to_restore_it() -> None:
+    stone = TombstoneInfo(memory_id=C, reason="forgotten", archived_at=TS, similarity=0.97)
+    blocked = AuthorResult(id=C, status="blocked-by-tombstone", similarity=0.97, tombstone=stone)
+    assert render_author(blocked).splitlines() == [
+        "Not stored: this was forgotten before c1c2c3d4 (similarity 0.97).",
+        "It was archived on 2026-11-30 (forgotten) as c1c2c3d4. Pass revive=true to restore it.",
+    ]
+    revived = AuthorResult(id=C, status="revived", tombstone=stone)
+    assert render_author(revived).splitlines() == [
+        "Revived forgotten memory c1c2c3d4.",
+        "It had been archived on 2026-11-30 (forgotten); it is active again.",
+    ]
+    fired = Reminder(intent_id=B, content="Mention the freeze.", reason="time", fired_at=TS)
+    with_reminder = render_author(AuthorResult(id=A, status="created", reminders=[fired]))
+    assert with_reminder.splitlines()[-1] == "- [b1b2c3d4] (time) Mention the freeze."
 
 
 # --------------------------------------------------------------------------- render_update

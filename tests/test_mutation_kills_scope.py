@@ -190,3 +190,13 @@ def test_a_scope_word_that_is_no_owner_is_refused_in_one_sentence():
         "scope: 'everyone!' is not a scope. "
         "Use mine, instance, * or an owner such as role or role@instance."
     )
+
+
+@pytest.mark.parametrize(
+    ("name", "owner"),
+    [("--My Agent..", "my-agent"), (".-x-.", "x"), ("...", "agent"), ("", "agent")],
+)
+def test_a_client_name_becomes_an_owner_without_leading_or_trailing_dots_or_dashes(
+    name: str, owner: str
+) -> None:
+    assert owner_from_client_name(name) == owner

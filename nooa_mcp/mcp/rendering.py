@@ -260,7 +260,6 @@ def render_recall(result: RecallResult) -> str:
 _AUTHOR_WORDS = {
     "created": "Stored as new memory",
     "exists": "Already stored, unchanged:",
-    "reinforced-existing": "Already known: reinforced existing memory",
     "blocked-by-tombstone": "Not stored: this was forgotten before",
     "revived": "Revived forgotten memory",
 }
@@ -271,6 +270,15 @@ def render_author(result: AuthorResult) -> str:
     if result.similarity is not None and result.status != "created":
         line += f" (similarity {_num(result.similarity)})"
     lines = [line + "."]
+    if result.similar_to is not None:
+        # Issue 9: the close match is kept beside the new memory; the model must see which one
+        # and why, or it cannot mark a changed fact as the successor.
+        s = result.similar_to
+        what = f"differs in {', '.join(s.differs_in)}" if s.differs_in else "reads as a rewording"
+        lines.append(
+            f"Close to {s.id[:8]} (similarity {_num(s.similarity)}; {what}): both kept, linked "
+            f"related. If it replaces {s.id[:8]}, link it with refines."
+        )
     if result.tombstone is not None:
         t = result.tombstone
         when = f"{t.archived_at:%Y-%m-%d} ({t.reason})"
