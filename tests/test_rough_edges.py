@@ -354,6 +354,32 @@ async def test_a_bad_choice_names_the_field_and_the_allowed_values_without_pydan
         assert noise not in text.lower(), text
 
 
+BAD_SHAPES = [
+    ("memory_recall", {"query": "x", "k": 500}, "k: must be at most 50; got 500."),
+    ("memory_recall", {"query": "x", "k": "many"}, "k: must be a whole number; got 'many'."),
+    ("memory_recall", {"query": "x", "hops": -1}, "hops: must be at least 0; got -1."),
+    ("memory_recall", {"k": 3}, "query: is required. Pass it."),
+    ("memory_author", {"content": "x", "salience": [1]}, "salience: must be text or a number"),
+    ("memory_author", {"content": "x", "links": [{"relation": "related"}]}, "links.0.target:"),
+    ("memory_author", {"content": "x", "valid_from": "yesterday"}, "valid_from: must be an ISO"),
+    ("intent", {"action": "add", "every_hours": -1}, "every_hours: must be above 0"),
+]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("tool", "args", "sentence"), BAD_SHAPES)
+async def test_an_argument_the_schema_refuses_is_told_in_one_sentence_naming_it(
+    client: Client, tool: str, args: dict, sentence: str
+) -> None:
+    """The SDK refuses these before a tool runs; its report was pydantic's, four lines a
+    field with a documentation link. Now one line: the field, what it must be, the fix."""
+    text = await refused(client, tool, args)
+    assert sentence in text, text
+    assert len(text.splitlines()) == 1, text
+    for noise in ("http", "pydantic", "validation error", "input_value", "type="):
+        assert noise not in text.lower(), text
+
+
 # --------------------------------------------------------------------------- serving
 
 

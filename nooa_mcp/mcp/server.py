@@ -35,6 +35,7 @@ from .rendering import REPLY_TOKENS
 from .resources import register_resources
 from .schemas import lean_tools
 from .tools import register_tools
+from .validation import MemoryServer
 from .warmup import Warmup
 
 if TYPE_CHECKING:
@@ -130,7 +131,7 @@ def build_server(
         auth = AuthSettings(issuer_url=AnyHttpUrl(http_url), resource_server_url=None)
 
     bus = ScopedBus()
-    server = MCPServer(
+    server = MemoryServer(
         "nooa-mcp",
         title="NOOA long-term memory",
         version=_version(),
