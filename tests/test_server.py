@@ -207,10 +207,8 @@ async def test_recall_with_k_over_fifty_is_refused_naming_k(client: Client) -> N
     result = await client.call_tool("memory_recall", {"query": "x", "k": 500})
     text = result.content[0].text
     assert result.is_error
-    assert (
-        text
-        == "Error executing tool memory_recall: k: must be at most 50; got 500. Pass a value that fits."
-    )
+    prefix = "Error executing tool memory_recall: "
+    assert text == prefix + "k: must be at most 50; got 500. Pass a value that fits."
 
 
 async def test_recall_logs_an_access_on_the_returned_memory(client: Client) -> None:
