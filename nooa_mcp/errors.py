@@ -97,15 +97,15 @@ class OwnerForbidden(NooaError, PermissionError):
 
 
 class StoreTooNew(NooaError, RuntimeError):
-    """The store file's schema version is newer than this code understands."""
+    """The store's schema version is newer than this code understands."""
 
-    def __init__(self, path: str, found: int, supported: int) -> None:
+    def __init__(self, path: str, found: int, supported: int, what: str = "file") -> None:
         self.path = path
         self.found = found
         self.supported = supported
         super().__init__(
             f"{path} has schema version {found}, but this nooa-mcp reads up to {supported}. "
-            "Upgrade nooa-mcp (pip install -U nooa-mcp) to open it; the file was not changed."
+            f"Upgrade nooa-mcp (pip install -U nooa-mcp) to open it; the {what} was not changed."
         )
 
 

@@ -103,6 +103,8 @@ async def test_a_store_of_a_newer_schema_is_refused_untouched(store_target) -> N
         await open_store(store_target)
     assert info.value.found == 99
     assert "Upgrade" in str(info.value)
+    what = "file" if isinstance(store_target, Path) else "database"
+    assert str(info.value).endswith(f"the {what} was not changed.")
 
 
 # --------------------------------------------------------------------------- rows

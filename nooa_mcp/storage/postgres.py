@@ -1423,7 +1423,7 @@ async def _migrate(conn: Any, label: str, schema: str) -> None:
             cur = await conn.execute("SELECT coalesce(max(version), 0) FROM schema_version")
             found = (await cur.fetchone())[0]
             if found > SCHEMA_VERSION:
-                raise StoreTooNew(label, found, SCHEMA_VERSION)
+                raise StoreTooNew(label, found, SCHEMA_VERSION, what="database")
             for version in range(found + 1, SCHEMA_VERSION + 1):
                 await conn.execute(MIGRATIONS[version])
                 await conn.execute("INSERT INTO schema_version VALUES (%s)", (version,))
