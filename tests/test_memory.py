@@ -297,6 +297,19 @@ async def test_why_not_compares_a_memory_with_the_kth_result(mem):
     assert 0 < why.retention <= 1 and why.prune_eta is not None
 
 
+async def test_why_not_quotes_spread_as_the_rows_show_it(mem):
+    """The reason compares the spread each row's score holds (γ·spread), not the raw
+    activation: it said 0.755 beside a row showing 0.3775."""
+    a = (await mem.author("omega deployment checklist")).id
+    b = (await mem.author("rollback runbook kept in the wiki")).id
+    await mem.link(a, b, "causes")
+    target = (await mem.author("omega tea break schedule")).id
+    rows = (await mem.explain("omega deployment checklist", k=5)).rows
+    assert [r.id for r in rows[:2]] == [a, b] and rows[1].spread > 0
+    why = (await mem.explain("omega deployment checklist", memory_id=target, k=2)).why_not
+    assert f"spread 0.000 < {rows[1].spread:.3f} against rank 2" in why.reason
+
+
 async def test_why_not_for_a_memory_in_the_top_k(mem):
     target = (await mem.author("exact phrase to find")).id
     why = (await mem.explain("exact phrase to find", memory_id=target, k=3)).why_not

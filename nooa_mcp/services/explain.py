@@ -110,7 +110,9 @@ async def _why_not(c: Caller, target: str, ranking: Ranking, k: int) -> WhyNot:
                 if getattr(mine, name) < getattr(kth, name):
                     gaps.append(f"{name} {getattr(mine, name):.3f} < {getattr(kth, name):.3f}")
             if mine.spread < kth.spread:
-                gaps.append(f"spread {mine.spread:.3f} < {kth.spread:.3f}")
+                # As the rows show it: the part of the score spreading adds (γ·spread).
+                gamma = c.settings.recall.gamma
+                gaps.append(f"spread {gamma * mine.spread:.3f} < {gamma * kth.spread:.3f}")
         reason = f"It ranks {position}, below the top {k}" + (
             f": {', '.join(gaps)} against rank {k}." if gaps else "."
         )
