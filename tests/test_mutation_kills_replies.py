@@ -22,23 +22,30 @@ from nooa_mcp.domain.replies import (
     AuthorResult,
     ExplainResult,
     ExplainRow,
+    Flags,
     MemoryView,
+    RecallHit,
+    RecallResult,
     Reminder,
+    ResolvedReference,
     SimilarTo,
     TombstoneInfo,
     UpdateResult,
     WhyNot,
 )
-from nooa_mcp.domain.schema import AccessRecord, Channel, MemoryType
+from nooa_mcp.domain.schema import AccessRecord, Channel, Components, MemoryType
 from nooa_mcp.embeddings import HashEmbedder
 from nooa_mcp.mcp.rendering import (
     bound_explain,
     bound_items,
     bound_list,
+    bound_recall,
     bound_view,
     clip,
     render_author,
     render_explain,
+    render_recall,
+    render_reminders,
     render_update,
     tool_result,
 )
@@ -450,3 +457,135 @@ def test_items_are_counted_one_by_one_against_what_the_rest_leaves() -> None:
     assert bound_items(rows, 100 - each, budget) == 8
     assert bound_items(rows[:3], 100, budget) == 3
     assert bound_items([], 100, budget) == 0
+
+
+# --------------------------------------------------------------------------- render_recall
+
+
+def _hit(rank: int, ident: str, content: str = "The relay sits in bay 4.", **extra: object):
+    fields: dict[str, object] = {
+        "rank": rank,
+        "id": ident,
+        "id8": ident[:8],
+        "type": MemoryType.info,
+        "owner": "coder",
+        "title": "",
+        "content": content,
+        "score": 1.5,
+        "components": Components(source="both", cos=0.5, rel=0.75, rec=0.1, imp=0.5, spread=0),
+        "importance": 0.5,
+        "created_at": TS,
+        "retention": 1.0,
+    }
+    fields.update(extra)
+    return RecallHit.model_validate(fields)
+
+
+def test_a_recall_reply_lists_each_hit_with_its_score_parts_flags_and_references() -> None:
+    ref = ResolvedReference(uri="file:docs/a.md", state="LIVE", value="x" * 300, note="read now")
+    hits = [
+        _hit(1, A, title="Relay", references=[ref]),
+        _hit(
+            2,
+            B,
+            "Old relay bay.",
+            score=0.25,
+            flags=Flags(weak=True, stale=True, superseded_by=A),
+            status="open",
+            type=MemoryType.todo,
+        ),
+    ]
+    result = RecallResult(query="relay bay", scope="mine", hits=hits, note="A note.")
+    assert render_recall(result).splitlines() == [
+        '2 result(s) for "relay bay" (scope mine):',
+        '1. [a1b2c3d4] info "Relay" score 1.5 (rel 0.75 rec 0.1 imp 0.5 spread 0, both)',
+        "   The relay sits in bay 4.",
+        "   ref file:docs/a.md: LIVE (read now) " + "x" * 200,
+        "2. [b1b2c3d4] todo score 0.25 (rel 0.75 rec 0.1 imp 0.5 spread 0, both)"
+        " [WEAK, STALE, superseded by a1b2c3d4, open]",
+        "   Old relay bay.",
+        "A note.",
+    ]
+
+
+def test_an_empty_or_weak_recall_says_nothing_relevant_and_when_the_model_is_loading() -> None:
+    empty = RecallResult(query="x", scope="mine", hits=[], embeddings="warming")
+    assert render_recall(empty).splitlines() == [
+        '0 result(s) for "x" (scope mine) — embedding model still loading, keyword matches only:',
+        "Nothing relevant is stored for this query.",
+    ]
+    weak = RecallResult(query="x", scope="mine", hits=[_hit(1, A)], nothing_relevant=True)
+    assert render_recall(weak).splitlines()[1] == "Nothing relevant is stored for this query."
+    fine = RecallResult(query="x", scope="mine", hits=[_hit(1, A)])
+    assert "Nothing relevant" not in render_recall(fine)
+    dangling = ResolvedReference(uri="file:gone.md", state="DANGLING")
+    lone = RecallResult(query="x", scope="mine", hits=[_hit(1, A, references=[dangling])])
+    assert render_recall(lone).splitlines()[-1] == "   ref file:gone.md: DANGLING"
+
+
+def test_reminders_are_listed_with_their_reason_and_the_count_still_due() -> None:
+    assert render_reminders([]) == []
+    one = Reminder(intent_id=B, content="Ship it.", reason="time", fired_at=TS, also=[C, A])
+    assert render_reminders([one], more=3) == [
+        "",
+        "Reminders (intents that fired — act on them):",
+        "- [b1b2c3d4] (time) Ship it. (also 2 more intent(s) with this text)",
+        "3 more due: they come with later replies, or call intent action=check.",
+    ]
+    assert render_reminders([], more=1)[-1].startswith("1 more due")
+    fired = RecallResult(query="x", scope="mine", hits=[_hit(1, A)], reminders=[one])
+    assert render_recall(fired).splitlines()[-1].startswith("- [b1b2c3d4] (time) Ship it.")
+
+
+# --------------------------------------------------------------------------- bound_recall
+
+
+def _long_recall(n: int, chars: int, reminders: int = 0) -> RecallResult:
+    words = "harbour crane relay station ledger folder quarry beacon "
+    hits = [_hit(i + 1, f"{i:032x}", (words * (chars // len(words) + 1))[:chars]) for i in range(n)]
+    due = [
+        Reminder(intent_id=f"{i:032x}", content=words * 60, reason="cue", fired_at=TS)
+        for i in range(reminders)
+    ]
+    return RecallResult(query="relay", scope="mine", hits=hits, reminders=due, note="Note.")
+
+
+def test_a_recall_that_fits_is_returned_as_it_is() -> None:
+    result = _long_recall(5, 300)
+    assert bound_recall(result) == result
+
+
+def test_hit_contents_are_clipped_at_two_thousand_characters_naming_where_the_rest_is() -> None:
+    result = _long_recall(1, 2_500)
+    hit = bound_recall(result).hits[0]
+    assert hit.content.startswith(result.hits[0].content[:1_990])
+    kept = hit.content.split("… [clipped: ")[0]
+    assert len(kept) <= 2_000 and len(kept) >= 1_990
+    assert hit.content.endswith(f"characters left out; read memory://memories/{result.hits[0].id}]")
+    exact = _long_recall(1, 2_000)
+    assert bound_recall(exact).hits[0].content == exact.hits[0].content
+
+
+def test_reminders_are_clipped_before_any_hit_is() -> None:
+    result = _long_recall(3, 1_000, reminders=5)
+    bounded = bound_recall(result)
+    assert [len(r.content) for r in bounded.reminders] == [200] * 5
+    assert [h.content for h in bounded.hits] == [h.content for h in result.hits]
+    assert real_tokens(bounded.model_dump_json()) <= REPLY_BUDGET // 2
+
+
+def test_contents_are_halved_before_hits_are_left_out_and_the_note_says_so_once() -> None:
+    halved = bound_recall(_long_recall(6, 2_000))
+    assert len(halved.hits) == 6 and halved.note == "Note."
+    shown = {len(h.content.split("… [clipped: ")[0]) for h in halved.hits}
+    assert max(shown) <= 1_000 and min(shown) >= 200
+    assert real_tokens(halved.model_dump_json()) <= REPLY_BUDGET // 2
+    dropped = bound_recall(_long_recall(50, 2_000))
+    n = len(dropped.hits)
+    assert 1 < n < 50
+    assert [h.rank for h in dropped.hits] == list(range(1, n + 1))
+    assert all(len(h.content.split("… [clipped: ")[0]) <= 200 for h in dropped.hits)
+    assert dropped.note == "Note. Lower-ranked results left out to stay within the reply budget."
+    assert real_tokens(dropped.model_dump_json()) <= REPLY_BUDGET // 2
+    one = bound_recall(_long_recall(3, 2_000), budget_tokens=10)
+    assert len(one.hits) == 1
