@@ -275,3 +275,30 @@ async def test_a_repeat_keeps_the_authors_importance_for_the_next_rescore(mem):
     assert (await mem.get(first.id)).importance == 6.0
     await mem.reflect(["rescore"])
     assert (await mem.get(first.id)).importance == 6.5
+
+
+@pytest.mark.anyio
+async def test_forget_stamps_when_it_archived_on_disk_and_revive_clears_it(tmp_path) -> None:
+    """The archived flag and its time are on the row itself, not only in the tombstone."""
+    import sqlite3
+    import time
+
+    path = tmp_path / "memory.sqlite"
+    async with Memory.open(path, owner="coder", embedder=HashEmbedder()) as mem:
+        kept = (await mem.author("The relay sits in bay 4.")).id
+        gone = (await mem.author("The crane moved to pier 9.")).id
+        before = time.time()
+        forgot = await mem.forget(gone)
+        assert forgot.archived and forgot.changed == ["archived"]
+
+        def row(memory_id: str) -> tuple[int, float | None]:
+            with sqlite3.connect(path) as conn:
+                return conn.execute(
+                    "SELECT archived, archived_at FROM memories WHERE id = ?", (memory_id,)
+                ).fetchone()
+
+        archived, at = row(gone)
+        assert archived == 1 and at is not None and before - 1 <= at <= time.time() + 1
+        assert row(kept) == (0, None)
+        await mem.revive(gone)
+        assert row(gone) == (0, None)
