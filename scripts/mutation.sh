@@ -7,6 +7,12 @@
 #
 #   scripts/mutation.sh                 # a full run, then the score and the survivors
 #   scripts/mutation.sh 'nooa_mcp.domain.scope*'   # only mutants whose name matches
+#   scripts/mutation.sh --retest        # after adding tests: re-test every mutant not killed
+#
+# --retest keeps the kills (an added test can only kill more; a changed function is re-mutated
+# by mutmut anyway) and re-tests the survivors, the "no tests" and the timeouts. mutmut itself
+# would throw every verdict away when the test selection in pyproject.toml grows, so the
+# stored fingerprint of the selection is brought up to date first.
 #
 # mutmut keeps its results in mutants/ (git-ignored) and re-tests only what changed; delete
 # mutants/ for a run from scratch. `mutmut show <name>` prints one mutant's diff.
@@ -16,6 +22,30 @@ export HF_HUB_OFFLINE=1
 if ! python -c "import mutmut" 2>/dev/null; then
     echo "mutmut is not installed in this Python: pip install 'mutmut>=3.8,<4'" >&2
     exit 2
+fi
+if [ "${1:-}" = "--retest" ]; then
+    shift
+    python - <<'PY'
+import json
+from pathlib import Path
+
+from mutmut.configuration import config
+
+stats_path = Path("mutants/mutmut-stats.json")
+stats = json.loads(stats_path.read_text())
+stats["config_fingerprint"]["test_selection"] = config().config_fingerprint()["test_selection"]
+stats_path.write_text(json.dumps(stats))
+reset = 0
+for meta in Path("mutants").rglob("*.py.meta"):
+    data = json.loads(meta.read_text())
+    codes = data["exit_code_by_key"]
+    for key, code in codes.items():
+        if code not in (1, 3, 37):  # killed (or caught by a type check): kept
+            codes[key] = None
+            reset += 1
+    meta.write_text(json.dumps(data))
+print(f"re-testing {reset} mutants that were not killed")
+PY
 fi
 start=$(date +%s)
 uptime
