@@ -474,3 +474,65 @@ async def test_why_not_of_a_forgotten_memory_ranks_it_as_the_query_finds_it(mem)
     assert result.why_not.archived and not result.why_not.in_top_k
     assert result.why_not.components.source == "both"  # found by meaning and by keyword
     assert {r.id for r in result.rows} == {kept.id, gone.id}
+
+
+# --------------------------------------------------------------------------- candidates
+
+
+@pytest.mark.anyio
+async def test_a_keyword_only_candidate_is_scored_with_its_real_cosine(tmp_path):
+    """A memory BM25 finds but the dense top-n missed still gets cos = q·v, not None or 1."""
+    settings = Settings(
+        store=tmp_path / "ko.sqlite", owner="coder", recall=RecallSettings(n_dense=1)
+    )
+    embedder = HashEmbedder()
+    async with Memory.open(settings=settings, embedder=embedder) as mem:
+        near = await mem.author("orbit relay harbour crane orbit relay")
+        far = await mem.author("relay notes about lunch, weather and the parking lot")
+        rows = {r.id: r for r in (await mem.explain("orbit relay", hops=0, k=10)).rows}
+    assert rows[near.id].source == "both"
+    assert rows[far.id].source == "sparse"
+    q, v = embedder.embed(["orbit relay", "relay notes about lunch, weather and the parking lot"])
+    assert rows[far.id].cos == pytest.approx(float(q @ v), abs=1e-3)
+    assert 0 < rows[far.id].cos < 0.9
+
+
+@pytest.mark.anyio
+async def test_a_replaced_memory_sits_just_below_its_successor_whatever_the_penalty(tmp_path):
+    """SPEC §5 fix 7 with no penalty: the old memory, more relevant than its successor, is
+    placed just under it (by a millionth), not a whole point lower among unrelated hits."""
+    settings = Settings(
+        store=tmp_path / "sp.sqlite",
+        owner="coder",
+        recall=RecallSettings(superseded_penalty=0.0),
+    )
+    async with Memory.open(settings=settings, embedder=HashEmbedder()) as mem:
+        old = await mem.author("The API rate limit is 100 requests per minute for the API")
+        new = await mem.author(
+            "Rate limit raised", links=[{"target": old.id, "relation": "refines"}]
+        )
+        other = await mem.author("The API gateway logs every request for a week")
+        hits = (await mem.recall("API rate limit requests per minute", k=5)).hits
+    order = [h.id for h in hits]
+    assert order.index(old.id) == order.index(new.id) + 1
+    by_id = {h.id: h for h in hits}
+    assert 0 <= by_id[new.id].score - by_id[old.id].score < 1e-3  # scores shown to 4 places
+    assert by_id[old.id].flags.superseded_by == new.id
+    assert other.id in by_id
+
+
+@pytest.mark.anyio
+async def test_with_gamma_zero_nothing_spreads_and_with_gamma_it_does(tmp_path):
+    for gamma, spreads in ((0.0, False), (0.5, True)):
+        settings = Settings(
+            store=tmp_path / f"g{gamma}.sqlite", owner="coder", recall=RecallSettings(gamma=gamma)
+        )
+        async with Memory.open(settings=settings, embedder=HashEmbedder()) as mem:
+            seed = await mem.author("omega deployment checklist")
+            linked = await mem.author(
+                "rollback runbook kept in the wiki",
+                links=[{"target": seed.id, "relation": "causes"}],
+            )
+            await mem.link(seed.id, linked.id, "causes")
+            rows = {r.id: r for r in (await mem.explain("omega deployment checklist")).rows}
+        assert (linked.id in rows and rows[linked.id].source == "spread") is spreads
