@@ -1,14 +1,18 @@
 """KPIs in stats (issue 4 §9): never-fetched share, read concentration, reflection rows against
 their reads (the paper's 22% of rows for ~1% of reads), archived share, todos, intents, cross-owner
-reads."""
+reads; and the snapshot of them each reflection pass logs for the console's chart over time."""
 
 from __future__ import annotations
 
 import pytest
 
 from nooa_mcp import Memory
+from nooa_mcp.services import views
 
 pytestmark = pytest.mark.anyio
+
+#: The shares a reflection pass logs for the console's chart over time.
+CHARTED = ("never_fetched_share", "top10pct_read_share", "reflection_reads_share", "archived_share")
 
 
 async def test_kpis_count_reads_reflection_share_todos_and_archive(mem):
@@ -69,3 +73,36 @@ async def test_an_empty_store_reports_zero_shares(mem):
     assert kpi["never_fetched_share"] == 0.0
     assert kpi["todo_open_median_age_hours"] is None
     assert kpi["last_reflection_at"] is None
+
+
+async def test_each_reflection_pass_logs_the_kpis_stats_reported_as_it_ended(mem):
+    hot = await mem.author("the deploy key lives in the team vault")
+    await mem.author("the cafeteria closes at three on fridays")
+    await mem.author("the printer on floor two jams on thick paper")
+    await mem.reflect()
+    before = await mem.stats()
+    for _ in range(2):
+        await mem.recall("where does the deploy key live", k=1)
+    await mem.reflect()
+    after = await mem.stats()
+    logged = [entry.report["kpis"] for entry in reversed(await mem.maintenance_log())]
+    assert logged == [
+        {**{k: s.extra[k] for k in CHARTED}, "active": s.active} for s in (before, after)
+    ]
+    # Nothing was read before the first pass; the recalls fetched one of three after it.
+    assert [k["never_fetched_share"] for k in logged] == [1.0, pytest.approx(2 / 3, abs=1e-4)]
+    assert [k["top10pct_read_share"] for k in logged] == [0.0, 1.0]
+    assert [k["active"] for k in logged] == [3, 3]
+    assert hot.status == "created"
+
+
+async def test_a_failed_kpi_snapshot_still_logs_the_pass(mem, monkeypatch):
+    async def broken(*_: object, **__: object) -> None:
+        raise RuntimeError("the store went away")
+
+    await mem.author("the deploy key lives in the team vault")
+    monkeypatch.setattr(views, "kpi_snapshot", broken)
+    report = await mem.reflect()
+    (entry,) = await mem.maintenance_log()
+    assert report.status == entry.report["status"] == "completed"
+    assert "kpis" not in entry.report

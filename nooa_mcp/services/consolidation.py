@@ -64,7 +64,7 @@ from ..domain.scope import Actor, owner_role
 from ..domain.text import choices
 from ..engine import Engine, text_of
 from ..errors import InvalidInput
-from . import provenance
+from . import provenance, views
 from .caller import Caller
 from .planning import PAIR_STEPS, Planner, edges_around
 from .references import visible_contents
@@ -75,6 +75,8 @@ __all__ = ["GENERATIVE", "LEASE_SECONDS", "Progress", "maintain", "reflect"]
 
 GENERATIVE = frozenset({"reconcile", "abstract"})
 LEASE_SECONDS = 300.0
+#: How long a pass's closing KPI snapshot may take before the entry is logged without it.
+KPI_SECONDS = 30.0
 SUPERSEDING_OR_DERIVED = frozenset({"refines", "contradicts", "derived_from"})
 
 Progress = Callable[[int, int, str], Awaitable[None]]
@@ -165,16 +167,34 @@ async def reflect(
             with anyio.CancelScope(shield=True):
                 report.finished_at = utc_now()
                 report.applied = sum(s.applied for s in report.steps)
+                entry = {**report.model_dump(mode="json"), "role": c.role}
+                kpis = await _kpi_snapshot(c)
+                if kpis is not None:
+                    entry["kpis"] = kpis
                 async with c.store.transaction():
-                    await c.store.log_maintenance(
-                        "reflection", {**report.model_dump(mode="json"), "role": c.role}
-                    )
+                    await c.store.log_maintenance("reflection", entry)
                     await _release_lease(c)
                 c.index.mark_dirty()
                 state.last_report = report
                 state.pass_done.set()
                 state.pass_done = anyio.Event()
     return report
+
+
+async def _kpi_snapshot(c: Caller) -> dict[str, float | int] | None:
+    """The role's KPIs as the pass leaves them, for the console's chart over passes.
+
+    Read outside the log's transaction (no write lock held for it) and never the pass's
+    undoing: a failed or slow read leaves the entry without "kpis", and the entry is logged.
+    """
+    with anyio.move_on_after(KPI_SECONDS):
+        try:
+            return await views.kpi_snapshot(c)
+        except Exception:
+            logger.warning("the KPI snapshot of %r's pass failed", c.role, exc_info=True)
+            return None
+    logger.warning("the KPI snapshot of %r's pass took over %ss", c.role, KPI_SECONDS)
+    return None
 
 
 async def _take_lease(c: Caller) -> bool:

@@ -17,14 +17,18 @@ from ..domain.schema import now as utc_now
 from ..domain.scope import Scope, parse_owner
 from ..domain.text import choices, head
 from ..errors import InvalidInput
+from ..storage.base import Counts, KpiTotals
 from .caller import Caller
 from .references import resolve_all
 
 __all__ = [
+    "KPI_SHARES",
     "READ_CHANNELS",
     "access_log",
     "context",
     "get",
+    "kpi_shares",
+    "kpi_snapshot",
     "list_memories",
     "maintenance_log",
     "recent_accesses",
@@ -35,6 +39,13 @@ __all__ = [
 
 #: Channels that count as a read in the KPIs: deliberate fetches, not what the server showed.
 READ_CHANNELS = ("recalled", "searched", "deref")
+#: The KPIs a reflection pass logs and the console charts over passes: shares in [0, 1].
+KPI_SHARES = (
+    "never_fetched_share",
+    "top10pct_read_share",
+    "reflection_reads_share",
+    "archived_share",
+)
 #: Edges a view lists (strongest first); `edges_total` says how many there are.
 VIEW_EDGES = 50
 
@@ -216,11 +227,12 @@ def _context_block(shown: list[Memory]) -> str:
     return "\n".join(lines) if lines else "(no memories yet)"
 
 
-async def stats(c: Caller, *, scope: str = "mine", show_path: bool = False) -> Stats:
-    """Counts of memories, edges and accesses in the scope, and the KPIs (SPEC §8)."""
-    scope_obj = c.scope(scope)
-    counts = await c.store.counts(scope_obj)
-    raw = await c.store.kpi_totals(scope_obj, READ_CHANNELS)
+def kpi_shares(counts: Counts, raw: KpiTotals) -> dict[str, float | int]:
+    """The read and archive KPIs of one scope from the store's totals (SPEC §8).
+
+    One definition for `stats` and for the snapshot every reflection pass logs, so that the
+    console's chart over time and the numbers beside it cannot drift apart.
+    """
     # (reads, live memories with that many reads), most-read first: the top tenth is a prefix.
     by_reads = sorted(((n, k) for _, n, k in raw.read_counts), reverse=True)
     active = sum(k for _, k in by_reads)
@@ -231,10 +243,7 @@ async def stats(c: Caller, *, scope: str = "mine", show_path: bool = False) -> S
         top, room = top + n * take, room - take
     reflective = [(n, k) for flagged, n, k in raw.read_counts if flagged]
     reflection_rows = sum(k for _, k in reflective)
-    now = utc_now()
-    open_ages = [(now - created).total_seconds() / 3600 for s, created in raw.todos if s == "open"]
-    last = await c.store.maintenance_entries("reflection", limit=1, role=c.role)
-    extra = {
+    return {
         "reads": total_reads,
         "never_fetched_share": _share(sum(k for n, k in by_reads if n == 0), active),
         "top10pct_read_share": _share(top, total_reads),
@@ -242,6 +251,31 @@ async def stats(c: Caller, *, scope: str = "mine", show_path: bool = False) -> S
         "reflection_rows_share": _share(reflection_rows, active),
         "reflection_reads_share": _share(sum(n * k for n, k in reflective), total_reads),
         "archived_share": _share(counts.archived, counts.total),
+    }
+
+
+async def kpi_snapshot(c: Caller, *, scope: str = "mine") -> dict[str, float | int]:
+    """The charted KPI shares (`KPI_SHARES`) of a scope and its live memories, as of now.
+
+    Nothing stores KPIs over time, so a reflection pass logs this with its report; the
+    console draws the shares over the passes. Two store reads, the ones `stats` makes.
+    """
+    scope_obj = c.scope(scope)
+    counts = await c.store.counts(scope_obj)
+    shares = kpi_shares(counts, await c.store.kpi_totals(scope_obj, READ_CHANNELS))
+    return {**{k: shares[k] for k in KPI_SHARES}, "active": counts.total - counts.archived}
+
+
+async def stats(c: Caller, *, scope: str = "mine", show_path: bool = False) -> Stats:
+    """Counts of memories, edges and accesses in the scope, and the KPIs (SPEC §8)."""
+    scope_obj = c.scope(scope)
+    counts = await c.store.counts(scope_obj)
+    raw = await c.store.kpi_totals(scope_obj, READ_CHANNELS)
+    now = utc_now()
+    open_ages = [(now - created).total_seconds() / 3600 for s, created in raw.todos if s == "open"]
+    last = await c.store.maintenance_entries("reflection", limit=1, role=c.role)
+    extra = {
+        **kpi_shares(counts, raw),
         "tombstones": raw.tombstones,
         "todos_open": len(open_ages),
         "todos_closed": sum(1 for s, _ in raw.todos if s in ("done", "dropped")),
