@@ -22,6 +22,15 @@ STEPS = ("merge", "reconcile", "link", "rescore", "abstract", "prune")
 TIMELINE = {"left": 90.0, "right": 700.0, "top": 8.0, "lane": 18.0}
 CURVE_BOX = (44.0, 12.0, 700.0, 172.0)
 CHART_BOX = (40.0, 10.0, 700.0, 170.0)
+KPI_BOX = (48.0, 10.0, 700.0, 170.0)
+#: The shares each reflection pass logs with its report (`services.views.KPI_SHARES`), as the
+#: stats page labels them.
+KPI_LINES = {
+    "never_fetched_share": "never fetched",
+    "reflection_reads_share": "reads of reflection output",
+    "top10pct_read_share": "reads going to the top 10%",
+    "archived_share": "forgotten",
+}
 GRAPH_SIZE = 560.0
 #: Rows on one page of the memories list.
 LIST_PAGE = 50
@@ -203,11 +212,26 @@ def applied_per_step(report: dict[str, Any]) -> dict[str, int]:
     return {str(s.get("step")): int(s.get("applied") or 0) for s in report.get("steps", [])}
 
 
+def logged_kpis(report: dict[str, Any]) -> dict[str, float] | None:
+    """The KPI snapshot a reflection pass logged, or None (passes logged before there was one)."""
+    kpis = report.get("kpis")
+    if not isinstance(kpis, dict):
+        return None
+    numbers = {
+        str(k): float(v)
+        for k, v in kpis.items()
+        if isinstance(v, int | float) and not isinstance(v, bool)
+    }
+    return numbers or None
+
+
 async def stats(page: Page) -> Response:
     numbers = await page.memory.stats()
     log = await page.memory.maintenance_log("reflection", limit=CHART_PASSES)
     passes = [(entry.ts, applied_per_step(entry.report)) for entry in reversed(log)]
     columns = svg.stacked_columns(passes, STEPS, CHART_BOX)
+    snapshots = [(e.ts, kpis) for e in reversed(log) if (kpis := logged_kpis(e.report))]
+    kpi_chart = svg.share_lines(snapshots, list(KPI_LINES), KPI_BOX)
     return page.render(
         "stats.html",
         stats=numbers,
@@ -216,6 +240,10 @@ async def stats(page: Page) -> Response:
         columns=columns,
         steps=STEPS,
         box=CHART_BOX,
+        snapshots=snapshots,
+        kpi_chart=kpi_chart,
+        kpi_lines=KPI_LINES,
+        kpi_box=KPI_BOX,
         running=page.console.runs.active(page.owner),
         store_name=numbers.store.rsplit("/", 1)[-1],
     )

@@ -227,6 +227,77 @@ def stacked_columns(
     return columns
 
 
+# --------------------------------------------------------------------------- KPI lines
+
+
+@dataclass(frozen=True)
+class Point:
+    """One logged value of a share: 0 on the box's bottom edge, 1 on its top edge."""
+
+    x: float
+    y: float
+    when: datetime
+    value: float
+
+
+@dataclass(frozen=True)
+class Line:
+    """One KPI over the passes that logged it, oldest first."""
+
+    key: str
+    points: list[Point]
+
+    @property
+    def polyline(self) -> str:
+        """The `points` attribute of an SVG polyline through every point."""
+        return " ".join(f"{p.x},{p.y}" for p in self.points)
+
+
+@dataclass(frozen=True)
+class ShareChart:
+    """Shares over time in one box: a time axis, a line per KPI, gridlines at even shares."""
+
+    axis: Axis
+    lines: list[Line]
+    #: (share, y) for 0, 1/n, …, 1, bottom to top.
+    grid: list[tuple[float, float]]
+
+
+def share_lines(
+    snapshots: Sequence[tuple[datetime, Mapping[str, float]]],
+    keys: Sequence[str],
+    box: tuple[float, float, float, float],
+    grid: int = 4,
+) -> ShareChart | None:
+    """Lines for shares in [0, 1] logged at instants, all on one 0–100 % scale.
+
+    Shares compare only on a fixed scale, so the box is never fitted to the data: 0 is the
+    bottom, 1 the top, and a value outside [0, 1] is drawn at the edge but keeps its value.
+    A snapshot without a key leaves that line without a point there. None when nothing was
+    logged. `box` is (left, top, right, bottom) in pixels.
+    """
+    if not snapshots:
+        return None
+    left, top, right, bottom = box
+    axis = padded_axis([when for when, _ in snapshots], left, right)
+
+    def y(share: float) -> float:
+        return round(bottom - min(max(share, 0.0), 1.0) * (bottom - top), 2)
+
+    lines = [
+        Line(
+            key,
+            [
+                Point(axis.x(when), y(float(values[key])), when, float(values[key]))
+                for when, values in snapshots
+                if key in values
+            ],
+        )
+        for key in keys
+    ]
+    return ShareChart(axis, lines, [(i / grid, y(i / grid)) for i in range(grid + 1)])
+
+
 # --------------------------------------------------------------------------- link graph
 
 

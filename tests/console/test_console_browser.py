@@ -284,6 +284,57 @@ async def test_a_reflection_pass_shows_live_progress_and_lands_in_the_chart(
     await shot(page, "stats")
 
 
+async def test_the_stats_page_charts_the_kpis_each_pass_logged_one_point_per_pass(
+    site, owner_settings, embedder
+):
+    url, chromium = site
+    async with Memory.open(settings=owner_settings, embedder=embedder) as mem:
+        # A pass logged before passes carried their KPIs: a column, but no point.
+        async with mem.engine.store.transaction():
+            await mem.engine.store.log_maintenance(
+                "reflection", {"status": "completed", "steps": [], "role": mem.role}
+            )
+        await mem.reflect(["rescore"])
+        await mem.recall(QUERY, k=1)
+        await mem.reflect(["rescore"])
+        logged = [e.report.get("kpis") for e in reversed(await mem.maintenance_log())]
+    assert logged[0] is None
+    snapshots = logged[1:]
+    assert snapshots[0]["never_fetched_share"] > snapshots[1]["never_fetched_share"]
+    page = await chromium.new_page()
+    await page.goto(url + "/stats")
+    assert await page.locator("svg.chart g.column").count() == 3
+    chart = page.locator("svg.kpi-chart")
+    assert await chart.get_attribute("data-passes") == "2"
+    left, top, right, bottom = map(float, (await chart.get_attribute("data-box")).split())
+    keys = await chart.locator("g.kpi").evaluate_all("gs => gs.map(g => g.dataset.kpi)")
+    assert set(keys) == {"never_fetched_share", "top10pct_read_share"} | {
+        "reflection_reads_share",
+        "archived_share",
+    }
+    for key in keys:
+        dots = await chart.locator(f"g[data-kpi={key}] circle.kpi-dot").evaluate_all(
+            "ds => ds.map(d => [+d.dataset.value, +d.getAttribute('cx'), +d.getAttribute('cy')])"
+        )
+        assert [v for v, _, _ in dots] == [s[key] for s in snapshots]
+        assert [y for _, _, y in dots] == pytest.approx(
+            [bottom - s[key] * (bottom - top) for s in snapshots], abs=0.01
+        )
+        assert left < dots[0][1] < dots[1][1] < right
+        points = await chart.locator(f"g[data-kpi={key}] polyline").get_attribute("points")
+        assert len(points.split()) == 2
+    assert await page.locator("table.kpi-history tbody tr").count() == 2
+    # The lines stand out from the page in light and in dark mode.
+    for scheme in ("light", "dark"):
+        await page.emulate_media(color_scheme=scheme)
+        stroke, background = await page.evaluate(
+            """() => [getComputedStyle(document.querySelector('svg.kpi-chart polyline')).stroke,
+                      getComputedStyle(document.documentElement).backgroundColor]"""
+        )
+        assert stroke not in (background, "none", "")
+        await shot(page, f"stats-kpis-{scheme}")
+
+
 async def test_the_link_graph_shows_two_hops_of_links_whichever_way_they_point(linked, site):
     url, chromium = site
     seeded = linked

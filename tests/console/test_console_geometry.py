@@ -7,7 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from nooa_mcp.console import svg
+from nooa_mcp.console import pages, svg
+from nooa_mcp.services import views
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 WEIGHTS = {"rel": 1.0, "rec": 0.5, "imp": 0.5, "spread": 1.0}
@@ -106,3 +107,31 @@ def test_radial_layout_puts_hop_one_on_the_inner_ring_and_hop_two_beside_its_par
     r2 = math.dist(pos["a1"], pos["c"])
     assert r1 == pytest.approx(80.0, abs=0.1) and r2 == pytest.approx(160.0, abs=0.1)
     assert math.dist(pos["a1"], pos["a"]) < math.dist(pos["a1"], pos["b"])
+
+
+def test_share_lines_put_zero_on_the_bottom_edge_and_one_on_the_top_edge():
+    snapshots = [
+        (T0, {"never": 1.0, "reflective": 0.0}),
+        (T0 + timedelta(hours=1), {"never": 0.5}),  # logged before "reflective" existed
+        (T0 + timedelta(hours=2), {"never": 0.25, "reflective": 1.5}),
+    ]
+    chart = svg.share_lines(snapshots, ["never", "reflective"], (40, 10, 240, 110))
+    never, reflective = chart.lines
+    assert [(p.y, p.value) for p in never.points] == [(10.0, 1.0), (60.0, 0.5), (85.0, 0.25)]
+    # A value outside [0, 1] stays on the chart's edge but keeps its value.
+    assert [(p.y, p.value) for p in reflective.points] == [(110.0, 0.0), (10.0, 1.5)]
+    xs = [p.x for p in never.points]
+    assert 40 < xs[0] < xs[1] < xs[2] < 240 and xs[1] == pytest.approx((xs[0] + xs[2]) / 2)
+    assert xs[1] == chart.axis.x(T0 + timedelta(hours=1))
+    assert never.polyline == " ".join(f"{p.x},{p.y}" for p in never.points)
+    assert chart.grid == [(0.0, 110.0), (0.25, 85.0), (0.5, 60.0), (0.75, 35.0), (1.0, 10.0)]
+    assert svg.share_lines([], ["never"], (0, 0, 1, 1)) is None
+
+
+def test_the_stats_page_reads_only_the_kpis_a_pass_logged():
+    assert set(pages.KPI_LINES) == set(views.KPI_SHARES)  # a line for every logged share
+    assert pages.logged_kpis({"status": "completed", "steps": []}) is None
+    assert pages.logged_kpis({"kpis": {"never_fetched_share": 0.5, "active": 4, "x": "y"}}) == {
+        "never_fetched_share": 0.5,
+        "active": 4.0,
+    }
