@@ -9,8 +9,8 @@ cosines that took.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from datetime import timedelta
 
 import anyio
@@ -22,6 +22,7 @@ from nooa_mcp.domain.schema import now as utc_now
 from nooa_mcp.embeddings import HashEmbedder
 from nooa_mcp.errors import StoreUnavailable
 from nooa_mcp.memory import maintain
+from nooa_mcp.services import consolidation
 from nooa_mcp.services.planning import Record, record_key
 
 pytestmark = pytest.mark.anyio
@@ -225,3 +226,101 @@ async def test_a_store_failure_during_a_pass_reaches_the_caller_as_it_is(store_p
             await mem.reflect(now=NOW)
         monkeypatch.undo()
         assert (await mem.reflect(now=NOW)).status == "completed"  # the lease was released
+
+
+@contextmanager
+def counting_transactions(store) -> Iterator[list[int]]:
+    """Count the transactions opened on `store` (on its instance: both backends)."""
+    opened_ = [0]
+    real = store.transaction
+
+    def counted():
+        opened_[0] += 1
+        return real()
+
+    store.transaction = counted
+    try:
+        yield opened_
+    finally:
+        del store.transaction
+
+
+async def add_variants(mem: Memory) -> None:
+    """Per subject, two memories to link with its note and a shouted copy to merge into it."""
+    await mem.author_many(
+        [
+            {"content": text}
+            for s in SUBJECTS
+            for text in (
+                base(s) + " before every release to production",
+                base(s) + " and once more on fridays",
+                base(s).upper() + "!",
+            )
+        ]
+    )
+
+
+async def test_a_pass_applies_its_items_in_fewer_transactions_than_items(store_path):
+    """A commit costs more than a link: items share transactions (up to APPLY_BATCH items or
+    APPLY_SECONDS of work each), and with no time to spare each item gets its own."""
+    async with opened(store_path) as mem:
+        await add_variants(mem)
+        saved = consolidation.APPLY_SECONDS
+        consolidation.APPLY_SECONDS = 60.0  # a loaded machine must not split the steps here
+        try:
+            with counting_transactions(mem.engine.store) as opened_:
+                report = await mem.reflect(now=NOW)
+        finally:
+            consolidation.APPLY_SECONDS = saved
+        applied = sum(s.applied + s.skipped for s in report.steps)
+        assert applied >= 20
+        # Take the lease, record the plan, log the report: 3; one per step that had items.
+        assert opened_[0] <= 3 + sum(1 for s in report.steps if s.planned)
+
+
+async def test_with_no_time_to_spare_each_item_gets_its_own_transaction(store_path):
+    async with opened(store_path) as mem:
+        await add_variants(mem)
+        saved = consolidation.APPLY_SECONDS
+        consolidation.APPLY_SECONDS = 0.0
+        try:
+            with counting_transactions(mem.engine.store) as opened_:
+                report = await mem.reflect(now=NOW)
+        finally:
+            consolidation.APPLY_SECONDS = saved
+        items = sum(s.applied + s.skipped for s in report.steps)
+        assert opened_[0] >= items + 3
+
+
+async def test_a_failing_item_in_a_batch_loses_none_of_the_items_before_it(store_path):
+    """The batch is rolled back and redone one item per transaction: the links before the
+    failing one are kept, the merges of the step before stand, the error reaches the caller."""
+    async with opened(store_path) as mem:
+        await add_variants(mem)
+        store = mem.engine.store
+        real = store.add_edge
+        links: list[frozenset[str]] = []
+
+        async def add_edge(src, dst, type, weight):
+            if type == "related":
+                pair = frozenset((src, dst))
+                if pair not in links:
+                    links.append(pair)
+                if links.index(pair) == 2:
+                    raise RuntimeError("the third link fails")
+            await real(src, dst, type, weight)
+
+        store.add_edge = add_edge
+        try:
+            with pytest.raises(RuntimeError, match="third link"):
+                await mem.reflect(now=NOW)
+        finally:
+            del store.add_edge
+        related = {
+            frozenset((m.id, e["target"]))
+            for _, m in await mem.list_memories(limit=500)
+            for e in (await mem.get(m.id)).edges
+            if e["type"] == "related"
+        }
+        assert related == set(links[:2])
+        assert len(await mem.list_memories(limit=500, archived=True)) == len(SUBJECTS)
