@@ -280,22 +280,28 @@ class _Pass:
             if name in GENERATIVE:
                 await self._apply_one_by_one(step, plan, apply)
             else:
-                await self._apply(step, plan, apply)
+                await self._apply(step, plan, apply, self._link_many if name == "link" else None)
 
     async def _apply(
-        self, step: ReflectStep, plan: list[Any], apply: Callable[[Any], Awaitable[str]]
+        self,
+        step: ReflectStep,
+        plan: list[Any],
+        apply: Callable[[Any], Awaitable[str]],
+        many: Callable[[list[Any]], Awaitable[list[str]]] | None = None,
     ) -> None:
         """Apply items in transactions of up to `APPLY_BATCH` items or `APPLY_SECONDS` of
-        work, whichever comes first.
+        work, whichever comes first; with `many`, a transaction's items in one call.
 
-        A commit costs milliseconds (most of an item's cost on SQLite: 92k links at one
-        transaction each took 338 s at 100k), so items share one; the bound on a
-        transaction's work bounds how long a client's write waits for the store's write
-        lock, and between two transactions the pass yields, so calls waiting for the lock
-        go first. A batch that fails is rolled back and redone one item per transaction
-        (`_apply_each`): the items before the failing one are kept, and the failure reaches
-        the caller as it did with one transaction per item. Progress goes out after the
-        commit: a callback may write to the store.
+        Each statement is a round trip (on SQLite a hop to the connection's thread, which a
+        loaded machine makes cost a context switch), and a transaction adds two: 92k links
+        at one transaction and five statements each took 338 s at 100k. So items share a
+        transaction, and link items (`_link_many`) one read and one write per transaction.
+        The bound on a transaction's work bounds how long a client's write waits for the
+        store's write lock, and between two transactions the pass yields, so calls waiting
+        for the lock go first. A batch that fails is rolled back and redone one item per
+        transaction (`_apply_each`): the items before the failing one are kept, and the
+        failure reaches the caller as it did with one transaction per item. Progress goes
+        out after the commit: a callback may write to the store.
         """
         start = 0
         while start < len(plan):
@@ -304,11 +310,16 @@ class _Pass:
             try:
                 async with self.c.store.transaction():
                     began = time.perf_counter()
-                    for item in plan[start : start + APPLY_BATCH]:
-                        tried += 1
-                        outcomes.append(await apply(item))
-                        if time.perf_counter() - began >= APPLY_SECONDS:
-                            break
+                    if many is not None:
+                        chunk = plan[start : start + APPLY_BATCH]
+                        tried = len(chunk)
+                        outcomes = await many(chunk)
+                    else:
+                        for item in plan[start : start + APPLY_BATCH]:
+                            tried += 1
+                            outcomes.append(await apply(item))
+                            if time.perf_counter() - began >= APPLY_SECONDS:
+                                break
             except Exception:
                 # Rolled back: redo what the batch tried, one item per transaction.
                 logger.info("a batch of %s items failed; redoing it item by item", step.step)
@@ -507,6 +518,26 @@ class _Pass:
         await c.store.add_edge(item.a, item.b, EdgeType.related, item.weight)
         await c.store.add_edge(item.b, item.a, EdgeType.related, item.weight)
         return f"{item.a[:8]} ~ {item.b[:8]} ({item.weight:.2f})"
+
+    async def _link_many(self, items: list[Any]) -> list[str]:
+        """`_link` over several items inside one transaction: one read of all their ends and
+        one write of all their edges. The same outcomes as item by item: link items only
+        add edges, so no item changes what a later one reads."""
+        c = self.c
+        ends = list(dict.fromkeys(x for item in items for x in (item.a, item.b)))
+        got = await c.store.fetch_many(ends)
+        outcomes, edges = [], []
+        for item in items:
+            a, b = got.get(item.a), got.get(item.b)
+            if a is None or b is None or a.archived or b.archived:
+                self.unsettled.update((item.a, item.b))
+                outcomes.append("")
+                continue
+            edges.append((item.a, item.b, EdgeType.related, item.weight))
+            edges.append((item.b, item.a, EdgeType.related, item.weight))
+            outcomes.append(f"{item.a[:8]} ~ {item.b[:8]} ({item.weight:.2f})")
+        await c.store.add_edges(edges)
+        return outcomes
 
     async def _rescore(self, item: Any) -> str:
         c = self.c

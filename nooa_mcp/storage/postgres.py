@@ -893,6 +893,19 @@ class PostgresStore:
             },
         )
 
+    async def add_edges(self, edges: Sequence[tuple[str, str, EdgeType, float]]) -> None:
+        """`add_edge` for each edge, in order, as one executemany (pipelined)."""
+        when = datetime.now(UTC).timestamp()
+        await self._many(
+            "INSERT INTO edges(src, dst, type, weight, created_at) "
+            "VALUES (%(s)s, %(d)s, %(t)s, %(w)s, %(c)s) ON CONFLICT (src, dst, type) "
+            "DO UPDATE SET weight = greatest(edges.weight, EXCLUDED.weight)",
+            [
+                {"s": src, "d": dst, "t": EdgeType(kind).value, "w": weight, "c": when}
+                for src, dst, kind, weight in edges
+            ],
+        )
+
     async def edges_of(self, memory_id: str) -> list[Edge]:
         rows = await self._rows(
             "SELECT dst, type, weight, created_at FROM edges WHERE src = %(s)s "
