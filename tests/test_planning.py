@@ -330,3 +330,26 @@ async def test_a_failing_item_in_a_batch_loses_none_of_the_items_before_it(store
         }
         assert related == set(links[:2])
         assert len(await mem.list_memories(limit=500, archived=True)) == len(SUBJECTS)
+
+
+async def test_a_transaction_that_cannot_begin_ends_the_pass_with_its_error(store_path):
+    """Nothing to redo item by item: the store's error reaches the caller (no retry loop)."""
+    async with opened(store_path) as mem:
+        await add_variants(mem)
+        store = mem.engine.store
+        real = store.transaction
+        opened_ = [0]
+
+        def failing():
+            opened_[0] += 1
+            if opened_[0] == 2:  # the first item transaction (after the lease)
+                raise StoreUnavailable("memory.sqlite", "the file was deleted.")
+            return real()
+
+        store.transaction = failing
+        try:
+            with anyio.fail_after(30), pytest.raises(StoreUnavailable, match="deleted"):
+                await mem.reflect(now=NOW)
+        finally:
+            del store.transaction
+        assert (await mem.reflect(now=NOW)).status == "completed"

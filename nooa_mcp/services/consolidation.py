@@ -252,8 +252,6 @@ class _Pass:
         self.planner = Planner(c, self.role, [], False)
         #: Ids of items skipped because a row vanished meanwhile: the next pass looks again.
         self.unsettled: set[str] = set()
-        #: Transactions the deterministic steps committed (items share them: see `_apply`).
-        self.transactions = 0
 
     async def tick(self, message: str) -> None:
         self.done += 1
@@ -321,12 +319,13 @@ class _Pass:
                             if time.perf_counter() - began >= APPLY_SECONDS:
                                 break
             except Exception:
+                if tried == 0:
+                    raise  # the transaction could not begin: no item to redo
                 # Rolled back: redo what the batch tried, one item per transaction.
                 logger.info("a batch of %s items failed; redoing it item by item", step.step)
                 await self._apply_each(step, plan[start : start + tried], apply)
                 start += tried
                 continue
-            self.transactions += 1
             start += tried
             for outcome in outcomes:
                 self._record(step, outcome)
@@ -341,7 +340,6 @@ class _Pass:
         for item in plan:
             async with self.c.store.transaction():
                 outcome = await apply(item)
-            self.transactions += 1
             self._record(step, outcome)
             await self.tick(f"{step.step} {step.applied + step.skipped}/{step.planned}")
             await anyio.sleep(0)
@@ -520,16 +518,14 @@ class _Pass:
         return f"{item.a[:8]} ~ {item.b[:8]} ({item.weight:.2f})"
 
     async def _link_many(self, items: list[Any]) -> list[str]:
-        """`_link` over several items inside one transaction: one read of all their ends and
-        one write of all their edges. The same outcomes as item by item: link items only
-        add edges, so no item changes what a later one reads."""
+        """`_link` over several items inside one transaction: one read of which of their
+        ends are live (no row parsed) and one write of all their edges. The same outcomes as
+        item by item: link items only add edges, so no item changes what a later one reads."""
         c = self.c
-        ends = list(dict.fromkeys(x for item in items for x in (item.a, item.b)))
-        got = await c.store.fetch_many(ends)
+        live = await c.store.live_ids(list(dict.fromkeys(x for i in items for x in (i.a, i.b))))
         outcomes, edges = [], []
         for item in items:
-            a, b = got.get(item.a), got.get(item.b)
-            if a is None or b is None or a.archived or b.archived:
+            if item.a not in live or item.b not in live:
                 self.unsettled.update((item.a, item.b))
                 outcomes.append("")
                 continue

@@ -325,6 +325,11 @@ class Store(Protocol):
 
     async def owners_of(self, ids: Sequence[str]) -> dict[str, str]: ...
 
+    async def live_ids(self, ids: Sequence[str]) -> set[str]:
+        """Which of `ids` name a memory that exists and is not archived (no row is parsed:
+        reflection checks a few hundred link ends per transaction)."""
+        ...
+
     async def insert(self, memory: Memory, embedding: np.ndarray | None) -> int:
         """Insert a memory; returns its seq (and sets `memory.seq`)."""
         ...

@@ -520,6 +520,13 @@ class PostgresStore:
         )
         return {r["id"]: r["owner"] for r in rows}
 
+    async def live_ids(self, ids: Sequence[str]) -> set[str]:
+        rows = await self._rows(
+            "SELECT id FROM memories WHERE id = ANY(%(ids)s) AND NOT archived",
+            {"ids": list(ids)},
+        )
+        return {r["id"] for r in rows}
+
     # ------------------------------------------------------------------ memories
 
     async def insert(self, memory: Memory, embedding: np.ndarray | None) -> int:

@@ -824,6 +824,12 @@ class SQLiteStore:
         rows = await self._rows_in("SELECT id, owner FROM memories WHERE id IN ({marks})", ids)
         return {r["id"]: r["owner"] for r in rows}
 
+    async def live_ids(self, ids: Sequence[str]) -> set[str]:
+        rows = await self._rows_in(
+            "SELECT id FROM memories WHERE id IN ({marks}) AND archived = 0", ids
+        )
+        return {r["id"] for r in rows}
+
     # ------------------------------------------------------------------ memories
 
     async def insert(self, memory: Memory, embedding: np.ndarray | None) -> int:
