@@ -18,11 +18,12 @@ import numpy as np
 import pytest
 
 from nooa_mcp import Memory, Settings
+from nooa_mcp.domain import similarity
 from nooa_mcp.domain.schema import now as utc_now
 from nooa_mcp.embeddings import HashEmbedder
 from nooa_mcp.errors import StoreUnavailable
 from nooa_mcp.memory import maintain
-from nooa_mcp.services import consolidation
+from nooa_mcp.services import consolidation, planning
 from nooa_mcp.services.planning import Record, record_key
 
 pytestmark = pytest.mark.anyio
@@ -330,6 +331,27 @@ async def test_a_failing_item_in_a_batch_loses_none_of_the_items_before_it(store
         }
         assert related == set(links[:2])
         assert len(await mem.list_memories(limit=500, archived=True)) == len(SUBJECTS)
+
+
+async def test_a_large_roles_first_sweep_goes_through_clusters_and_still_merges(
+    store_path,
+):
+    """From CLUSTERED_FROM rows a first sweep without reconcile compares each memory with its
+    nearest clusters; the merges are found all the same, and the next pass is incremental."""
+    saved = planning.CLUSTERED_FROM, similarity.FALLBACK_SHARE
+    # A store this small saves nothing through clusters: make it take them all the same.
+    planning.CLUSTERED_FROM, similarity.FALLBACK_SHARE = 4, 10.0
+    try:
+        async with opened(store_path) as mem:
+            await add_variants(mem)
+            first = await mem.reflect(now=NOW)
+            assert (first.sweep, first.changed) == ("clustered", PAIRED + 3 * len(SUBJECTS))
+            merge = first.steps[0]
+            assert (merge.step, merge.applied) == ("merge", len(SUBJECTS))
+            again = await mem.reflect(now=NOW)
+            assert (again.sweep, again.changed, again.applied) == ("changed", 0, 0)
+    finally:
+        planning.CLUSTERED_FROM, similarity.FALLBACK_SHARE = saved
 
 
 async def test_a_transaction_that_cannot_begin_ends_the_pass_with_its_error(store_path):
