@@ -9,9 +9,9 @@ threshold (at most `ROW_CAP` per row, the strongest), and drops the block. Two s
   (k×n): what a pass needs once an earlier one planned every pair among rows unchanged since;
 - **clustered** (`clustered_sweep`): the first sweep of a role of `CLUSTERED_FROM` rows or
   more, where n²/2 cosines cost minutes: each row against the rows of its nearest k-means
-  clusters only. Approximate: on the benchmark's texts (hash vectors, 10k and 20k rows) it
-  found every pair at cosine ≥ 0.95 and 97.5–98 % of those at ≥ 0.80, with 5–10× fewer
-  cosines (BENCHMARKS.md, "Reflection at scale").
+  clusters only. Approximate: on the benchmark's texts it found every pair at cosine ≥ 0.95
+  (hash vectors at 10k, 20k and 100k; MiniLM at 10k) and 96.6–99.8 % of those at ≥ 0.80,
+  with 5–10× fewer cosines (BENCHMARKS.md, "Reflection at scale").
 
 `sweep` also gathers, when asked, each row's neighbour count and its strongest neighbours at a
 lower threshold (reconcile's clusters), from the same products: one sweep per pass serves
@@ -337,9 +337,10 @@ def clustered_sweep(
     (matrix products, one cluster at a time, at most `cells` cosines at once): ~m·probes·√m
     cosines when clusters are even. Two rows at high cosine are close to the same centroids,
     so a pair is found when either end's home is among the other's nearest: with 8 probes,
-    recall was 1.0 at cosine ≥ 0.95 and 0.975–0.98 at ≥ 0.80 on 10k–20k hash vectors, and
-    a 100k pass made the same 198 merges as the exact sweep and 1.3 % fewer links, from a
-    tenth of the cosines (BENCHMARKS.md, "Reflection at scale"). What it misses stays
+    recall was 1.0 at cosine ≥ 0.95 and 0.966–0.98 at ≥ 0.80 on hash vectors (10k–100k),
+    0.998 at ≥ 0.80 on MiniLM vectors (10k); a 100k pass made as many merges as the exact
+    one and 1.3 % fewer links, from a tenth of the cosines (BENCHMARKS.md, "Reflection at
+    scale"). What it misses stays
     missed by the incremental passes that follow (they compare only changed rows), until a
     row changes or an exact full sweep runs again.
 

@@ -19,7 +19,7 @@ pair steps asked for, and when reconcile runs (its clusters need every row's nei
 **A large role's first sweep is approximate.** From `similarity.CLUSTERED_FROM` (20k) rows
 on, a full sweep without reconcile compares each row only with the rows of its nearest k-means
 clusters (`similarity.clustered_sweep`, seeded: the same store gives the same plan) instead of
-all n²/2 pairs: at 100k that is minutes of cosines saved, for a few percent of the pairs in the
+all n²/2 pairs: at 100k that is minutes of cosines saved, for 0.2–3.4 % of the pairs in the
 link band (none at the merge threshold in what we measured; BENCHMARKS.md, "Reflection at
 scale"). The report says `sweep: clustered`. The record treats those rows as planned like any
 other, so a pair the clusters missed waits until one of its ends changes (or a pass with
