@@ -375,3 +375,39 @@ async def test_a_transaction_that_cannot_begin_ends_the_pass_with_its_error(stor
         finally:
             del store.transaction
         assert (await mem.reflect(now=NOW)).status == "completed"
+
+
+async def test_a_clients_write_goes_between_the_transactions_of_a_pass(store_path):
+    """Background maintenance never starves a client: the pass yields the write lock between
+    its transactions, so a write that arrives mid-pass lands before the pass is over."""
+    async with opened(store_path) as mem:
+        await add_variants(mem)
+        store = mem.engine.store
+        real = store.transaction
+        log: list[str] = []
+        started = anyio.Event()
+
+        def logged():
+            log.append("transaction")
+            if len(log) == 2:  # the pass's first item transaction (after the lease)
+                started.set()
+            return real()
+
+        async def client() -> None:
+            await started.wait()
+            await mem.author("a client's note written while reflection runs")
+            log.append("client done")
+
+        saved = consolidation.APPLY_BATCH
+        consolidation.APPLY_BATCH = 2
+        store.transaction = logged
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(client)
+                await mem.reflect(now=NOW)
+        finally:
+            del store.transaction
+            consolidation.APPLY_BATCH = saved
+        assert "client done" in log
+        # The pass went on for several transactions after the client's write was done.
+        assert log.index("client done") < len(log) - 5, log
