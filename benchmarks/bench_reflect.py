@@ -19,7 +19,9 @@ hash embedder (token overlap, not meaning) and says so in the table.
 
 Prints per pass the median time, the sweep kind, the memories compared against the role and
 the pairs that took, what each step applied; then the peak RSS (VmHWM) of the process and the
-load average. Each pass also reports its planning time (start of the pass to its first item).
+load average. Each pass also reports its planning time (start of the pass to its first item)
+and the process's CPU seconds over the pass (all threads): on a shared, loaded machine the
+wall time says how long it waited for a core, the CPU time what it cost.
 
 `--mcp W` then drives the real `nooa-mcp` process over stdio on a copy of the store the passes
 left, the way a client does: W writes, one per `memory_author` call, with the server's own pass
@@ -133,6 +135,7 @@ async def insert(mem: Memory, all_texts: list[str], vectors: Vectors, start: int
 
 async def timed_pass(mem: Memory) -> dict:
     started = time.perf_counter()
+    cpu = time.process_time()
     first_item: list[float] = []
 
     async def progress(done: int, total: int, message: str) -> None:
@@ -143,6 +146,8 @@ async def timed_pass(mem: Memory) -> dict:
     seconds = time.perf_counter() - started
     return {
         "seconds": seconds,
+        # CPU of the whole process (all threads): what the pass costs, whatever the load.
+        "cpu_seconds": time.process_time() - cpu,
         "plan_seconds": first_item[0] if first_item else seconds,
         # (getattr: the script also times code from before these fields, for comparison)
         "sweep": getattr(report, "sweep", "n/a"),
@@ -293,19 +298,20 @@ async def through_mcp(size: int, kind: str, root: Path, writes: int, command: st
 
 def table(runs: list[dict]) -> str:
     lines = [
-        "| memories | vectors | pass | median s | planning s | sweep | compared (memories × "
-        "memories) | applied |",
-        "|---:|---|---|---:|---:|---|---:|---|",
+        "| memories | vectors | pass | median s | CPU s | planning s | sweep | compared "
+        "(memories × memories) | applied |",
+        "|---:|---|---|---:|---:|---:|---|---:|---|",
     ]
     for run in runs:
         for name, passes in run["passes"].items():
             mid = statistics.median(p["seconds"] for p in passes)
             plan = statistics.median(p["plan_seconds"] for p in passes)
+            cpu = statistics.median(p.get("cpu_seconds", 0.0) for p in passes)
             last = passes[-1]
             applied = ", ".join(f"{k} {v}" for k, v in last["applied"].items()) or "nothing"
             lines.append(
                 f"| {run['size']:,} | {run['embedder']} | {name} (n={len(passes)}) | "
-                f"{mid:.2f} | {plan:.2f} | {last['sweep']} | "
+                f"{mid:.2f} | {cpu:.2f} | {plan:.2f} | {last['sweep']} | "
                 f"{last['changed']:,} × all = {last['compared']:.3g} | {applied} |"
             )
     return "\n".join(lines)

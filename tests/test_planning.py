@@ -9,8 +9,8 @@ cosines that took.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from datetime import timedelta
 
 import anyio
@@ -18,10 +18,12 @@ import numpy as np
 import pytest
 
 from nooa_mcp import Memory, Settings
+from nooa_mcp.domain import similarity
 from nooa_mcp.domain.schema import now as utc_now
 from nooa_mcp.embeddings import HashEmbedder
 from nooa_mcp.errors import StoreUnavailable
 from nooa_mcp.memory import maintain
+from nooa_mcp.services import consolidation, planning
 from nooa_mcp.services.planning import Record, record_key
 
 pytestmark = pytest.mark.anyio
@@ -225,3 +227,187 @@ async def test_a_store_failure_during_a_pass_reaches_the_caller_as_it_is(store_p
             await mem.reflect(now=NOW)
         monkeypatch.undo()
         assert (await mem.reflect(now=NOW)).status == "completed"  # the lease was released
+
+
+@contextmanager
+def counting_transactions(store) -> Iterator[list[int]]:
+    """Count the transactions opened on `store` (on its instance: both backends)."""
+    opened_ = [0]
+    real = store.transaction
+
+    def counted():
+        opened_[0] += 1
+        return real()
+
+    store.transaction = counted
+    try:
+        yield opened_
+    finally:
+        del store.transaction
+
+
+async def add_variants(mem: Memory) -> None:
+    """Per subject, two memories to link with its note and a shouted copy to merge into it."""
+    await mem.author_many(
+        [
+            {"content": text}
+            for s in SUBJECTS
+            for text in (
+                base(s) + " before every release to production",
+                base(s) + " and once more on fridays",
+                base(s).upper() + "!",
+            )
+        ]
+    )
+
+
+async def test_a_pass_applies_its_items_in_fewer_transactions_than_items(store_path):
+    """A commit costs more than a link: items share transactions (up to APPLY_BATCH items or
+    APPLY_SECONDS of work each), and with no time to spare each item gets its own."""
+    async with opened(store_path) as mem:
+        await add_variants(mem)
+        saved = consolidation.APPLY_SECONDS
+        consolidation.APPLY_SECONDS = 60.0  # a loaded machine must not split the steps here
+        try:
+            with counting_transactions(mem.engine.store) as opened_:
+                report = await mem.reflect(now=NOW)
+        finally:
+            consolidation.APPLY_SECONDS = saved
+        applied = sum(s.applied + s.skipped for s in report.steps)
+        assert applied >= 20
+        # Take the lease, record the plan, log the report: 3; one per step that had items.
+        assert opened_[0] <= 3 + sum(1 for s in report.steps if s.planned)
+
+
+async def test_with_no_time_to_spare_each_item_gets_its_own_transaction(store_path):
+    async with opened(store_path) as mem:
+        await add_variants(mem)
+        saved = consolidation.APPLY_SECONDS
+        consolidation.APPLY_SECONDS = 0.0
+        try:
+            with counting_transactions(mem.engine.store) as opened_:
+                report = await mem.reflect(now=NOW)
+        finally:
+            consolidation.APPLY_SECONDS = saved
+        # Link items share a transaction anyway (one read, one write): the others do not.
+        items = sum(s.applied + s.skipped for s in report.steps if s.step != "link")
+        assert items >= len(SUBJECTS)
+        assert opened_[0] >= items + 3
+
+
+async def test_a_failing_item_in_a_batch_loses_none_of_the_items_before_it(store_path):
+    """The batch is rolled back and redone one item per transaction: the links before the
+    failing one are kept, the merges of the step before stand, the error reaches the caller."""
+    async with opened(store_path) as mem:
+        await add_variants(mem)
+        store = mem.engine.store
+        real, real_many = store.add_edge, store.add_edges
+        links: list[frozenset[str]] = []  # in the order of the plan
+
+        async def add_edges(edges):
+            for src, dst, type, _ in edges:
+                if type == "related" and frozenset((src, dst)) not in links:
+                    links.append(frozenset((src, dst)))
+            if len(links) > 2:
+                raise RuntimeError("the third link fails")
+            await real_many(edges)
+
+        async def add_edge(src, dst, type, weight):
+            if type == "related" and frozenset((src, dst)) == links[2]:
+                raise RuntimeError("the third link fails")
+            await real(src, dst, type, weight)
+
+        store.add_edge, store.add_edges = add_edge, add_edges
+        try:
+            with pytest.raises(RuntimeError, match="third link"):
+                await mem.reflect(now=NOW)
+        finally:
+            del store.add_edge, store.add_edges
+        related = {
+            frozenset((m.id, e["target"]))
+            for _, m in await mem.list_memories(limit=500)
+            for e in (await mem.get(m.id)).edges
+            if e["type"] == "related"
+        }
+        assert related == set(links[:2])
+        assert len(await mem.list_memories(limit=500, archived=True)) == len(SUBJECTS)
+
+
+async def test_a_large_roles_first_sweep_goes_through_clusters_and_still_merges(
+    store_path,
+):
+    """From CLUSTERED_FROM rows a first sweep without reconcile compares each memory with its
+    nearest clusters; the merges are found all the same, and the next pass is incremental."""
+    saved = planning.CLUSTERED_FROM, similarity.FALLBACK_SHARE
+    # A store this small saves nothing through clusters: make it take them all the same.
+    planning.CLUSTERED_FROM, similarity.FALLBACK_SHARE = 4, 10.0
+    try:
+        async with opened(store_path) as mem:
+            await add_variants(mem)
+            first = await mem.reflect(now=NOW)
+            assert (first.sweep, first.changed) == ("clustered", PAIRED + 3 * len(SUBJECTS))
+            merge = first.steps[0]
+            assert (merge.step, merge.applied) == ("merge", len(SUBJECTS))
+            again = await mem.reflect(now=NOW)
+            assert (again.sweep, again.changed, again.applied) == ("changed", 0, 0)
+    finally:
+        planning.CLUSTERED_FROM, similarity.FALLBACK_SHARE = saved
+
+
+async def test_a_transaction_that_cannot_begin_ends_the_pass_with_its_error(store_path):
+    """Nothing to redo item by item: the store's error reaches the caller (no retry loop)."""
+    async with opened(store_path) as mem:
+        await add_variants(mem)
+        store = mem.engine.store
+        real = store.transaction
+        opened_ = [0]
+
+        def failing():
+            opened_[0] += 1
+            if opened_[0] == 2:  # the first item transaction (after the lease)
+                raise StoreUnavailable("memory.sqlite", "the file was deleted.")
+            return real()
+
+        store.transaction = failing
+        try:
+            with anyio.fail_after(30), pytest.raises(StoreUnavailable, match="deleted"):
+                await mem.reflect(now=NOW)
+        finally:
+            del store.transaction
+        assert (await mem.reflect(now=NOW)).status == "completed"
+
+
+async def test_a_clients_write_goes_between_the_transactions_of_a_pass(store_path):
+    """Background maintenance never starves a client: the pass yields the write lock between
+    its transactions, so a write that arrives mid-pass lands before the pass is over."""
+    async with opened(store_path) as mem:
+        await add_variants(mem)
+        store = mem.engine.store
+        real = store.transaction
+        log: list[str] = []
+        started = anyio.Event()
+
+        def logged():
+            log.append("transaction")
+            if len(log) == 2:  # the pass's first item transaction (after the lease)
+                started.set()
+            return real()
+
+        async def client() -> None:
+            await started.wait()
+            await mem.author("a client's note written while reflection runs")
+            log.append("client done")
+
+        saved = consolidation.APPLY_BATCH
+        consolidation.APPLY_BATCH = 2
+        store.transaction = logged
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(client)
+                await mem.reflect(now=NOW)
+        finally:
+            del store.transaction
+            consolidation.APPLY_BATCH = saved
+        assert "client done" in log
+        # The pass went on for several transactions after the client's write was done.
+        assert log.index("client done") < len(log) - 5, log

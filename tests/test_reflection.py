@@ -197,6 +197,7 @@ from nooa_mcp import Memory, Settings  # noqa: E402
 from nooa_mcp.domain.schema import now as utc_now  # noqa: E402
 from nooa_mcp.embeddings import HashEmbedder  # noqa: E402
 from nooa_mcp.memory import maintain  # noqa: E402
+from nooa_mcp.services import consolidation  # noqa: E402
 
 SUBJECTS = [
     "deploy script tools vpn",
@@ -310,11 +311,20 @@ async def test_a_pass_merges_links_rescores_and_prunes(base_store):
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("stop_after", [1, 5, 16, 20, 33, 39])  # merge … link … rescore … prune
+@pytest.mark.parametrize(
+    "stop_after, batch",
+    # merge … link … rescore … prune, one item per transaction; then with items sharing
+    # transactions, stopped after the first one (all merges) and inside link.
+    [(1, 1), (5, 1), (16, 1), (20, 1), (33, 1), (39, 1), (1, 200), (16, 3)],
+)
 async def test_an_interrupted_pass_converges_to_the_uninterrupted_store(
-    base_store, tmp_path, stop_after
+    base_store, tmp_path, stop_after, batch, monkeypatch
 ):
-    """SPEC §8: stopped between items, a later full pass reaches the same store."""
+    """SPEC §8: stopped between transactions, a later full pass reaches the same store.
+
+    Progress goes out after each commit, so the stop lands after the transaction holding
+    item `stop_after`: with one item per transaction that is between any two items."""
+    monkeypatch.setattr(consolidation, "APPLY_BATCH", batch)
     straight = tmp_path / "straight.sqlite"
     stopped = tmp_path / "stopped.sqlite"
     shutil.copy(base_store, straight)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nooa_mcp.domain.similarity import sweep
+from nooa_mcp.domain.similarity import clustered_sweep, sweep
 
 
 def clustered(n: int = 400, dim: int = 16, seed: int = 0) -> np.ndarray:
@@ -99,3 +99,69 @@ def test_neighbour_counts_and_strongest_lists_match_brute_force():
     assert set(zip(found.pairs.p.tolist(), found.pairs.q.tolist(), strict=True)) == brute(
         m, rows, 0.9
     )
+
+
+def planted(n: int = 3000, dim: int = 48, seed: int = 3) -> tuple[np.ndarray, set, set]:
+    """Random unit vectors (pairwise cosines near 0) with pairs planted at 0.96–0.999 (merge)
+    and at 0.82–0.9 (link); returns the matrix and the two sets of planted pairs."""
+    rng = np.random.default_rng(seed)
+    m = rng.normal(size=(n, dim))
+    m /= np.linalg.norm(m, axis=1, keepdims=True)
+    ends = rng.permutation(n)
+    near, far = set(), set()
+    for k, (i, j) in enumerate(zip(ends[0:600:2], ends[1:600:2], strict=True)):
+        cos = rng.uniform(0.96, 0.999) if k % 2 else rng.uniform(0.82, 0.9)
+        ortho = m[j] - (m[j] @ m[i]) * m[i]
+        ortho /= np.linalg.norm(ortho)
+        m[j] = cos * m[i] + np.sqrt(1 - cos**2) * ortho
+        (near if cos >= 0.95 else far).add((min(i, j), max(i, j)))
+    return m.astype(np.float32), near, far
+
+
+def test_the_clustered_sweep_finds_every_planted_near_duplicate_and_no_pair_below_low():
+    m, near, far = planted()
+    rows = np.arange(m.shape[0])
+    found = clustered_sweep(m, rows, 0.8, cells=1 << 14)
+    pairs = {(p, q) for p, q, _ in found.pairs}
+    assert near <= pairs
+    assert len(far & pairs) >= 0.9 * len(far)
+    assert pairs <= brute(m, rows, 0.8)
+    assert all(p < q for p, q in pairs) and len(pairs) == len(found.pairs)
+    assert found.clustered
+    # Each row against 8 of √n clusters of ~√n rows: 2·8/√n of the n²/2 pairs (not n²/2).
+    assert found.compared < 0.35 * m.shape[0] ** 2 / 2
+
+
+def test_the_clustered_sweep_is_deterministic_and_keeps_to_rows_and_groups():
+    m, near, _ = planted()
+    rows = np.random.default_rng(4).permutation(m.shape[0])
+    groups = np.zeros(rows.size, dtype=np.int64)
+    groups[::2] = 1
+    one = clustered_sweep(m, rows, 0.8, groups=groups)
+    two = clustered_sweep(m, rows, 0.8, groups=groups)
+    assert np.array_equal(one.pairs.p, two.pairs.p) and np.array_equal(one.pairs.q, two.pairs.q)
+    assert one.compared == two.compared
+    # Positions into `rows`, within one group, each pair a planted or real one.
+    assert {(p, q) for p, q, _ in one.pairs} <= brute(m, rows, 0.8, groups)
+    at = {int(r): k for k, r in enumerate(rows)}
+    same_group = {
+        (min(at[i], at[j]), max(at[i], at[j])) for i, j in near if groups[at[i]] == groups[at[j]]
+    }
+    assert same_group <= {(p, q) for p, q, _ in one.pairs}
+
+
+def test_the_clustered_sweep_caps_each_row_and_reports_the_spill():
+    m, _, _ = planted()
+    m[:60] = m[0]  # 60 copies: each has 59 neighbours at cosine 1
+    found = clustered_sweep(m, np.arange(m.shape[0]), 0.8, cap=5, spill=0.95)
+    assert found.clustered
+    assert np.bincount(found.pairs.p).max() <= 5
+    assert set(found.spilled.tolist()) >= set(range(50))
+
+
+def test_clusters_that_would_save_little_give_way_to_the_exact_sweep():
+    same = np.zeros((80, 8), dtype=np.float32)
+    same[:, 0] = 1.0  # one cluster holds every row: no cheaper than every pair
+    found = clustered_sweep(same, np.arange(80), 0.8, cap=100)
+    assert not found.clustered
+    assert len(found.pairs) == 80 * 79 // 2

@@ -605,6 +605,34 @@ async def test_edges_upsert_to_the_larger_weight(store: Store) -> None:
     assert await store.edges_of(b.id) == []
 
 
+async def test_live_ids_names_the_existing_unarchived_ones(store: Store) -> None:
+    a, b = await put(store, "a"), await put(store, "b")
+    async with store.transaction():
+        await store.set_archived(b.id, True, T0)
+    assert await store.live_ids([a.id, b.id, "0" * 32]) == {a.id}
+    assert await store.live_ids([]) == set()
+
+
+async def test_add_edges_is_add_edge_for_each_in_order(store: Store) -> None:
+    """Reflection links a few hundred pairs per transaction with one call."""
+    a, b, c = await put(store, "a"), await put(store, "b"), await put(store, "c")
+    async with store.transaction():
+        await store.add_edges([])
+        await store.add_edges(
+            [
+                (a.id, b.id, EdgeType.related, 0.4),
+                (b.id, a.id, EdgeType.related, 0.4),
+                (a.id, b.id, EdgeType.related, 0.9),
+                (a.id, c.id, EdgeType.related, 0.2),
+                (a.id, b.id, EdgeType.related, 0.3),
+            ]
+        )
+    assert sorted((e.target, e.weight) for e in await store.edges_of(a.id)) == sorted(
+        [(b.id, 0.9), (c.id, 0.2)]
+    )
+    assert [(e.target, e.weight) for e in await store.edges_of(b.id)] == [(a.id, 0.4)]
+
+
 async def test_out_edges_drop_archived_and_hidden_targets(store: Store) -> None:
     src = await put(store, "source")
     live = await put(store, "live target")

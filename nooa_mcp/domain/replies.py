@@ -331,8 +331,9 @@ class ReflectReport(BaseModel):
     finished_at: datetime | None = None
     steps: list[ReflectStep] = Field(default_factory=list)
     applied: int = 0
-    #: How pairs were found: "full" (every pair), "changed" (only memories changed since the
-    #: last completed pass, against all), "" (no step needed pairs).
+    #: How pairs were found: "full" (every pair), "clustered" (a large role's first pass:
+    #: each memory against its nearest clusters, most pairs), "changed" (only memories
+    #: changed since the last completed pass, against all), "" (no step needed pairs).
     sweep: str = ""
     #: Memories compared against the whole role, and the pairs (cosines) that took.
     changed: int = 0

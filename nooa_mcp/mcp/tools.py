@@ -382,6 +382,11 @@ def _render_report(report: Any) -> str:
     lines = [f"Reflection {report.status}: {report.applied} change(s)."]
     if report.sweep == "full":
         lines.append(f"Compared every pair of {report.changed} memories.")
+    elif report.sweep == "clustered":
+        lines.append(
+            f"Compared each of {report.changed} memories with its nearest clusters "
+            "(a large role's first pass: most similar pairs, not every pair)."
+        )
     elif report.sweep == "changed":
         lines.append(f"Compared the {report.changed} memories changed since the last pass.")
     for s in report.steps:

@@ -1,8 +1,10 @@
 """Consolidation: reflection passes over one role, and the background loop that runs them (SPEC §8).
 
-A pass runs merge → reconcile → link → rescore → abstract → prune. Each item is committed on
-its own, re-reading what it changes, so a pass can be stopped between items and a later pass
-converges to the same store, and the store's write lock is never held for more than an item.
+A pass runs merge → reconcile → link → rescore → abstract → prune. Each item re-reads what it
+changes, so a pass can be stopped between transactions and a later pass converges to the same
+store. Deterministic items share transactions of up to 200 items or 50 ms of work (a commit
+costs more than a link), so the store's write lock is never held for long and a client's write
+waits behind at most one such transaction; a batch that fails is redone item by item.
 What a pass plans over — the rows, their vectors, the similar pairs, and only the pairs that
 touch what changed since the last completed pass — is `planning.Planner`'s business. One pass
 per role runs at a time across processes: a lease per role in the store, renewed beside the
@@ -19,6 +21,7 @@ import logging
 import math
 import os
 import socket
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any
@@ -77,6 +80,12 @@ GENERATIVE = frozenset({"reconcile", "abstract"})
 LEASE_SECONDS = 300.0
 #: How long a pass's closing KPI snapshot may take before the entry is logged without it.
 KPI_SECONDS = 30.0
+
+#: Most items one transaction of a deterministic step applies, and the most work (seconds)
+#: it starts inside one: whichever comes first ends the transaction. 50 ms bounds how long
+#: a client's write waits for the write lock behind a pass.
+APPLY_BATCH = 200
+APPLY_SECONDS = 0.05
 SUPERSEDING_OR_DERIVED = frozenset({"refines", "contradicts", "derived_from"})
 
 Progress = Callable[[int, int, str], Awaitable[None]]
@@ -236,7 +245,8 @@ async def _release_lease(c: Caller) -> None:
 
 
 class _Pass:
-    """One reflection pass: plans each step on the store as it is now, applies item by item.
+    """One reflection pass: plans each step on the store as it is now, applies its items in
+    short transactions (see `_apply`).
 
     The rows are read once and again only after a step changed something; the vectors come
     from the process's vector index; one similarity sweep (see `planning.Planner`) serves
@@ -289,14 +299,65 @@ class _Pass:
             if name in GENERATIVE:
                 await self._apply_one_by_one(step, plan, apply)
             else:
-                await self._apply(step, plan, apply)
+                await self._apply(step, plan, apply, self._link_many if name == "link" else None)
 
     async def _apply(
+        self,
+        step: ReflectStep,
+        plan: list[Any],
+        apply: Callable[[Any], Awaitable[str]],
+        many: Callable[[list[Any]], Awaitable[list[str]]] | None = None,
+    ) -> None:
+        """Apply items in transactions of up to `APPLY_BATCH` items or `APPLY_SECONDS` of
+        work, whichever comes first; with `many`, a transaction's items in one call.
+
+        Each statement is a round trip (on SQLite a hop to the connection's thread, which a
+        loaded machine makes cost a context switch), and a transaction adds two: 92k links
+        at one transaction and five statements each took 338 s at 100k. So items share a
+        transaction, and link items (`_link_many`) one read and one write per transaction.
+        The bound on a transaction's work bounds how long a client's write waits for the
+        store's write lock, and between two transactions the pass yields, so calls waiting
+        for the lock go first. A batch that fails is rolled back and redone one item per
+        transaction (`_apply_each`): the items before the failing one are kept, and the
+        failure reaches the caller as it did with one transaction per item. Progress goes
+        out after the commit: a callback may write to the store.
+        """
+        start = 0
+        while start < len(plan):
+            outcomes: list[str] = []
+            tried = 0
+            try:
+                async with self.c.store.transaction():
+                    began = time.perf_counter()
+                    if many is not None:
+                        chunk = plan[start : start + APPLY_BATCH]
+                        tried = len(chunk)
+                        outcomes = await many(chunk)
+                    else:
+                        for item in plan[start : start + APPLY_BATCH]:
+                            tried += 1
+                            outcomes.append(await apply(item))
+                            if time.perf_counter() - began >= APPLY_SECONDS:
+                                break
+            except Exception:
+                if tried == 0:
+                    raise  # the transaction could not begin: no item to redo
+                # Rolled back: redo what the batch tried, one item per transaction.
+                logger.info("a batch of %s items failed; redoing it item by item", step.step)
+                await self._apply_each(step, plan[start : start + tried], apply)
+                start += tried
+                continue
+            start += tried
+            for outcome in outcomes:
+                self._record(step, outcome)
+                await self.tick(f"{step.step} {step.applied + step.skipped}/{step.planned}")
+            await anyio.sleep(0)
+
+    async def _apply_each(
         self, step: ReflectStep, plan: list[Any], apply: Callable[[Any], Awaitable[str]]
     ) -> None:
-        """Apply items one transaction each, so the store's write lock is never held for
-        more than one item; between two items, calls waiting for it (a client's write) go
-        first. Progress goes out after the commit: a callback may write to the store."""
+        """Apply items one transaction each: the fallback for a batch that failed, so one
+        failing item loses none of the others before it."""
         for item in plan:
             async with self.c.store.transaction():
                 outcome = await apply(item)
@@ -416,9 +477,13 @@ class _Pass:
         clusters = clusters_from_neighbours(keys, hood.count, hood.top, hood.top_cos, settled)
         return [[rows.node(int(hood.where[p])) for p in members] for members in clusters]
 
-    # The deterministic steps below apply one item inside the transaction `_apply` opens,
-    # re-reading what it changes; each returns a short description when it changed something,
-    # "" when the item no longer holds. The lease is renewed by `_keep_lease`.
+    # The deterministic steps below apply one item inside the transaction `_apply` opens
+    # (shared with the items before and after it), re-reading what it changes, so an item sees
+    # what earlier items of its transaction wrote; each returns a short description when it
+    # changed something, "" when the item no longer holds. They touch the pass's own state
+    # only with what a redo repeats (archived, revised, unsettled), so a batch rolled back and
+    # redone item by item leaves it as one transaction per item would. The lease is renewed
+    # by `_keep_lease`.
 
     async def _merge(self, item: Any) -> str:
         c = self.c
@@ -472,6 +537,24 @@ class _Pass:
         await c.store.add_edge(item.a, item.b, EdgeType.related, item.weight)
         await c.store.add_edge(item.b, item.a, EdgeType.related, item.weight)
         return f"{item.a[:8]} ~ {item.b[:8]} ({item.weight:.2f})"
+
+    async def _link_many(self, items: list[Any]) -> list[str]:
+        """`_link` over several items inside one transaction: one read of which of their
+        ends are live (no row parsed) and one write of all their edges. The same outcomes as
+        item by item: link items only add edges, so no item changes what a later one reads."""
+        c = self.c
+        live = await c.store.live_ids(list(dict.fromkeys(x for i in items for x in (i.a, i.b))))
+        outcomes, edges = [], []
+        for item in items:
+            if item.a not in live or item.b not in live:
+                self.unsettled.update((item.a, item.b))
+                outcomes.append("")
+                continue
+            edges.append((item.a, item.b, EdgeType.related, item.weight))
+            edges.append((item.b, item.a, EdgeType.related, item.weight))
+            outcomes.append(f"{item.a[:8]} ~ {item.b[:8]} ({item.weight:.2f})")
+        await c.store.add_edges(edges)
+        return outcomes
 
     async def _rescore(self, item: Any) -> str:
         c = self.c

@@ -15,6 +15,15 @@ end vanished meanwhile, a row with more near-duplicates than one sweep keeps —
 over as unsettled and compared again. A full sweep (every pair once) runs when there is no
 record, when the model or a planning threshold changed, when the record does not cover the
 pair steps asked for, and when reconcile runs (its clusters need every row's neighbours).
+
+**A large role's first sweep is approximate.** From `similarity.CLUSTERED_FROM` (20k) rows
+on, a full sweep without reconcile compares each row only with the rows of its nearest k-means
+clusters (`similarity.clustered_sweep`, seeded: the same store gives the same plan) instead of
+all n²/2 pairs: at 100k that is minutes of cosines saved, for 0.2–3.4 % of the pairs in the
+link band (none at the merge threshold in what we measured; BENCHMARKS.md, "Reflection at
+scale"). The report says `sweep: clustered`. The record treats those rows as planned like any
+other, so a pair the clusters missed waits until one of its ends changes (or a pass with
+reconcile sweeps every pair): a link or merge not made, never a wrong one.
 Fingerprints ignore what reflection itself rewrites (scores, counters, edges), so a pass's own
 work does not make the next one look at the rows it touched.
 """
@@ -33,7 +42,7 @@ import numpy as np
 
 from ..domain.generative import CLUSTER_SIMILARITY, RECONCILED_TYPES, cluster_reach
 from ..domain.reflection import LINK_HIGH, LINK_LOW, MERGE_SIMILARITY, Rows
-from ..domain.similarity import ROW_CAP, Sweep, sweep
+from ..domain.similarity import CLUSTERED_FROM, ROW_CAP, Sweep, clustered_sweep, sweep
 from .caller import Caller
 
 __all__ = [
@@ -358,6 +367,8 @@ class Planner:
         self.kind = "full" if full else "changed"
         self.changed = positions.size if focus is None else int(focus.size)
         found = await self._sweep(rows, positions, matrix, at, focus)
+        if found.clustered:
+            self.kind = "clustered"
         self._covered, self._prints = rows.seq[positions], prints
         if found.neighbours is not None:
             groups = rows.role_codes()[positions] if self.role is None else None
@@ -382,8 +393,15 @@ class Planner:
             eligible = rows.mask_types(RECONCILED_TYPES)[positions]
             wanted = (CLUSTER_SIMILARITY, cluster_reach(), eligible)
         groups = rows.role_codes()[positions] if self.role is None else None
-        found = await anyio.to_thread.run_sync(
-            functools.partial(
+        spill = MERGE_SIMILARITY if "merge" in self.pair_steps else np.inf
+        if focus is None and wanted is None and positions.size >= CLUSTERED_FROM:
+            # A first sweep of a large role: through clusters, not every pair (see the
+            # module docstring); reconcile's neighbour counts still need the exact one.
+            run = functools.partial(
+                clustered_sweep, matrix, at[positions], low, groups=groups, spill=spill
+            )
+        else:
+            run = functools.partial(
                 sweep,
                 matrix,
                 at[positions],
@@ -391,9 +409,9 @@ class Planner:
                 focus=focus,
                 groups=groups,
                 neighbours=wanted,
-                spill=MERGE_SIMILARITY if "merge" in self.pair_steps else np.inf,
+                spill=spill,
             )
-        )
+        found = await anyio.to_thread.run_sync(run)
         self.compared += found.compared
         seqs = rows.seq[positions]
         self._a = np.concatenate([self._a, seqs[found.pairs.p]])

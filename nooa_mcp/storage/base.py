@@ -325,6 +325,11 @@ class Store(Protocol):
 
     async def owners_of(self, ids: Sequence[str]) -> dict[str, str]: ...
 
+    async def live_ids(self, ids: Sequence[str]) -> set[str]:
+        """Which of `ids` name a memory that exists and is not archived (no row is parsed:
+        reflection checks a few hundred link ends per transaction)."""
+        ...
+
     async def insert(self, memory: Memory, embedding: np.ndarray | None) -> int:
         """Insert a memory; returns its seq (and sets `memory.seq`)."""
         ...
@@ -427,6 +432,11 @@ class Store(Protocol):
     # ------------------------------------------------------------------ edges
 
     async def add_edge(self, src: str, dst: str, type: EdgeType, weight: float) -> None: ...
+
+    async def add_edges(self, edges: Sequence[tuple[str, str, EdgeType, float]]) -> None:
+        """`add_edge` for each (src, dst, type, weight), in order, in one round trip or two:
+        reflection links a few hundred pairs per transaction."""
+        ...
 
     async def edges_of(self, memory_id: str) -> list[Edge]: ...
 

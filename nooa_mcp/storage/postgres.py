@@ -520,6 +520,13 @@ class PostgresStore:
         )
         return {r["id"]: r["owner"] for r in rows}
 
+    async def live_ids(self, ids: Sequence[str]) -> set[str]:
+        rows = await self._rows(
+            "SELECT id FROM memories WHERE id = ANY(%(ids)s) AND NOT archived",
+            {"ids": list(ids)},
+        )
+        return {r["id"] for r in rows}
+
     # ------------------------------------------------------------------ memories
 
     async def insert(self, memory: Memory, embedding: np.ndarray | None) -> int:
@@ -891,6 +898,19 @@ class PostgresStore:
                 "w": weight,
                 "c": datetime.now(UTC).timestamp(),
             },
+        )
+
+    async def add_edges(self, edges: Sequence[tuple[str, str, EdgeType, float]]) -> None:
+        """`add_edge` for each edge, in order, as one executemany (pipelined)."""
+        when = datetime.now(UTC).timestamp()
+        await self._many(
+            "INSERT INTO edges(src, dst, type, weight, created_at) "
+            "VALUES (%(s)s, %(d)s, %(t)s, %(w)s, %(c)s) ON CONFLICT (src, dst, type) "
+            "DO UPDATE SET weight = greatest(edges.weight, EXCLUDED.weight)",
+            [
+                {"s": src, "d": dst, "t": EdgeType(kind).value, "w": weight, "c": when}
+                for src, dst, kind, weight in edges
+            ],
         )
 
     async def edges_of(self, memory_id: str) -> list[Edge]:

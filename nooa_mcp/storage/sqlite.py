@@ -824,6 +824,12 @@ class SQLiteStore:
         rows = await self._rows_in("SELECT id, owner FROM memories WHERE id IN ({marks})", ids)
         return {r["id"]: r["owner"] for r in rows}
 
+    async def live_ids(self, ids: Sequence[str]) -> set[str]:
+        rows = await self._rows_in(
+            "SELECT id FROM memories WHERE id IN ({marks}) AND archived = 0", ids
+        )
+        return {r["id"] for r in rows}
+
     # ------------------------------------------------------------------ memories
 
     async def insert(self, memory: Memory, embedding: np.ndarray | None) -> int:
@@ -1156,6 +1162,22 @@ class SQLiteStore:
             (src, dst, EdgeType(type).value, weight, datetime.now(UTC).timestamp()),
         )
         await self._execute(f"UPDATE memories SET rev = {NEXT_REV} WHERE id = ?", (src,))
+
+    async def add_edges(self, edges: Sequence[tuple[str, str, EdgeType, float]]) -> None:
+        """`add_edge` for each edge, in order: two statements run many times, one hop each
+        (each row touched gets its own rev, as with `add_edge`)."""
+        if not edges:
+            return
+        when = datetime.now(UTC).timestamp()
+        await self._execute_many(
+            "INSERT INTO edges(src, dst, type, weight, created_at) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT(src, dst, type) DO UPDATE SET weight = MAX(weight, excluded.weight)",
+            [(src, dst, EdgeType(kind).value, weight, when) for src, dst, kind, weight in edges],
+        )
+        await self._execute_many(
+            f"UPDATE memories SET rev = {NEXT_REV} WHERE id = ?",
+            [(src,) for src in dict.fromkeys(src for src, _, _, _ in edges)],
+        )
 
     async def edges_of(self, memory_id: str) -> list[Edge]:
         rows = await self._rows(
