@@ -15,6 +15,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+import anyio
+import anyio.to_thread
+
 from .config import Settings
 from .domain.replies import (
     AuthorResult,
@@ -33,6 +36,7 @@ from .domain.schema import AccessRecord
 from .domain.scope import Actor, Scope, parse_owner, parse_roles
 from .embeddings import Embedder
 from .engine import Engine
+from .heap import release_free_memory
 from .services import (
     authoring,
     consolidation,
@@ -292,9 +296,12 @@ class Memory:
     ) -> ReflectReport:
         """Run one reflection pass over your role: merge, reconcile, link, rescore, abstract,
         prune (see `services.consolidation.reflect`)."""
-        return await consolidation.reflect(
+        report = await consolidation.reflect(
             self._caller, steps, sampler=sampler, progress=progress, now=now, trigger=trigger
         )
+        # The pass's garbage is freed with its frame but stays resident: hand it back.
+        await anyio.to_thread.run_sync(release_free_memory)
+        return report
 
 
 async def maintain(engine: Engine) -> None:

@@ -23,6 +23,7 @@ TIERS: dict[str, int] = {
     "config": 0,
     "storage": 1,
     "embeddings": 1,
+    "heap": 1,
     "engine": 2,
     "services": 3,
     "memory": 4,

@@ -13,10 +13,15 @@ from typing import Any
 import numpy as np
 
 from ..domain.scope import Scope
+from ..heap import release_free_memory
 from .base import Store, VectorRow
 
 #: Rows read per query while the cache catches up with the store.
 SYNC_PAGE = 5000
+#: Rows added when the matrix grows in place (6 MB of float32 at 384-d).
+GROW_STEP = 4096
+#: The arrays with one entry per row, grown together.
+_PER_ROW = ("matrix", "has_vector", "archived", "role_code", "owner_code", "type_code", "seqs")
 
 
 class VectorIndex:
@@ -61,13 +66,18 @@ class VectorIndex:
             # a server's peak RSS 641 MB against 491 MB once open).
             rows = await store.row_count()
             self._grow(rows + rows // 4)
+        pages = 0
         while True:
             # Paged, so the float32 blobs of a large store are never all in memory at once.
             rows, self.mark = await store.vector_changes(self.mark, SYNC_PAGE)
             if rows:
                 self._apply(rows)
+            pages += 1
             if len(rows) < SYNC_PAGE:
                 break
+        if pages > 1:
+            # A page is ~8 MB of row objects and blobs, freed into the heap and kept there.
+            release_free_memory()
 
     def _apply(self, rows: list[VectorRow]) -> None:
         new = [r for r in rows if r.id not in self.row_of]
@@ -96,22 +106,36 @@ class VectorIndex:
         capacity = self.matrix.shape[0]
         if needed <= capacity:
             return
-        # Grow by a quarter: still amortised O(1) per row, without doubling a 150 MB matrix
-        # on the first write after opening a 100k store.
-        capacity = max(needed, capacity + capacity // 4, 1024)
+        # In place where possible: `ndarray.resize` reallocs, and glibc grows a large
+        # (mmapped) block with mremap, which moves no data and never holds two copies.
+        # Copying held the old and the new matrix at once (+150 MB at 100k while it ran).
+        # numpy zero-fills the new rows, which makes them resident, so the step is small
+        # (6 MB of rows at 384-d); mremap is cheap enough to run that often.
+        capacity = max(needed, capacity + GROW_STEP)
+        if self.size == 0:
+            # Nothing to keep (a cold open sizes the matrix here): fresh zeros, whose
+            # untouched rows cost nothing, where resize would zero-fill (touch) them all.
+            for name in _PER_ROW:
+                old = getattr(self, name)
+                setattr(self, name, np.zeros((capacity, *old.shape[1:]), dtype=old.dtype))
+            return
+        for name in _PER_ROW:
+            if not self._resize_in_place(name, capacity):
+                # Someone holds the array (a reflection sweep in a worker thread, a view):
+                # resizing would leave them with freed memory, so copy this one.
+                old = getattr(self, name)
+                out = np.zeros((capacity, *old.shape[1:]), dtype=old.dtype)
+                out[: old.shape[0]] = old
+                setattr(self, name, out)
 
-        def grown(a: np.ndarray) -> np.ndarray:
-            out = np.zeros((capacity, *a.shape[1:]), dtype=a.dtype)
-            out[: a.shape[0]] = a
-            return out
-
-        self.matrix = grown(self.matrix)
-        self.has_vector = grown(self.has_vector)
-        self.archived = grown(self.archived)
-        self.role_code = grown(self.role_code)
-        self.owner_code = grown(self.owner_code)
-        self.type_code = grown(self.type_code)
-        self.seqs = grown(self.seqs)
+    def _resize_in_place(self, name: str, capacity: int) -> bool:
+        """Grow one per-row array to `capacity` rows without copying; False if it is
+        referenced from elsewhere (numpy's refcheck refuses, and nothing changed)."""
+        try:
+            self.__dict__[name].resize((capacity, *self.__dict__[name].shape[1:]), refcheck=True)
+        except ValueError:
+            return False
+        return True
 
     def mask(
         self,

@@ -1,0 +1,115 @@
+"""The vector index's memory (issue 12, RSS ≤ 400 MB at 100k): growth without a second copy of
+the matrix, answers identical to an index built in one go, and freed memory handed back."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from nooa_mcp.domain.scope import Scope
+from nooa_mcp.heap import release_free_memory
+from nooa_mcp.storage.base import VectorRow
+from nooa_mcp.storage.vectors import GROW_STEP, VectorIndex
+
+DIM = 32
+
+
+def _rows(start: int, stop: int, vectors: np.ndarray) -> list[VectorRow]:
+    return [
+        VectorRow(
+            seq=i + 1,
+            id=f"m{i}",
+            role="r" if i % 3 else "s",
+            owner="",
+            type="info" if i % 5 else "episode",
+            archived=i % 11 == 0,
+            embedding=vectors[i] if i % 17 else None,
+        )
+        for i in range(start, stop)
+    ]
+
+
+def _vectors(n: int) -> np.ndarray:
+    v = np.random.default_rng(7).standard_normal((n, DIM)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def _filled(n: int, page: int) -> VectorIndex:
+    vectors = _vectors(n)
+    index = VectorIndex(DIM)
+    for lo in range(0, n, page):
+        index._apply(_rows(lo, min(lo + page, n), vectors))
+    return index
+
+
+def test_growing_row_by_row_answers_exactly_as_an_index_filled_in_one_go():
+    n = 3 * GROW_STEP + 123
+    grown, once = _filled(n, 1), _filled(n, n)
+    assert grown.size == once.size == n and grown.ids == once.ids
+    for name in ("has_vector", "archived", "role_code", "owner_code", "type_code", "seqs"):
+        assert np.array_equal(getattr(grown, name)[:n], getattr(once, name)[:n]), name
+    assert np.array_equal(grown.matrix[:n], once.matrix[:n])
+    scope = Scope(owner=None, roles={"r"})
+    for q in _vectors(n)[:20]:
+        assert np.array_equal(grown.similarities(q), once.similarities(q))
+        mask = grown.mask(scope, types={"info"})
+        assert np.array_equal(mask, once.mask(scope, types={"info"}))
+        # Same ids, same order, same cosines: growth never changes a ranking.
+        assert grown.search(q, mask, 25) == once.search(q, mask, 25)
+
+
+def test_the_matrix_grows_in_place_when_nobody_else_holds_it():
+    index = _filled(GROW_STEP, GROW_STEP)
+    ident, capacity = id(index.matrix), index.matrix.shape[0]
+    index._apply(_rows(GROW_STEP, capacity + 1, _vectors(capacity + 1)))
+    # The same array object resized (realloc, mremap for a large block), not a new matrix
+    # filled beside the old one: the old and the new were resident at once (+150 MB at 100k).
+    assert id(index.matrix) == ident and index.matrix.shape[0] > capacity
+    expected = _vectors(index.size) * _has(index.size)
+    assert np.array_equal(index.matrix[: index.size], expected)
+    assert not index.matrix[index.size :].any()
+
+
+def _has(n: int) -> np.ndarray:
+    """1 for rows with a vector, 0 for the rows `_rows` leaves without one."""
+    return np.array([[1.0 if i % 17 else 0.0] for i in range(n)], dtype=np.float32)
+
+
+def test_growth_keeps_the_array_a_reader_holds_intact_and_copies_instead():
+    index = _filled(GROW_STEP, GROW_STEP)
+    held = index.matrix  # as a reflection sweep in a worker thread holds it
+    snapshot = held.copy()
+    index._apply(_rows(GROW_STEP, held.shape[0] + 10, _vectors(held.shape[0] + 10)))
+    assert index.matrix is not held
+    assert np.array_equal(held, snapshot)
+    assert np.array_equal(index.matrix[: held.shape[0]], snapshot)
+
+
+def test_a_cold_open_allocates_fresh_zeros_for_its_headroom():
+    index = VectorIndex(DIM)
+    index._grow(10_000)
+    assert index.matrix.shape == (10_000, DIM) and not index.matrix.any()
+    assert all(len(getattr(index, n)) == 10_000 for n in ("seqs", "has_vector", "type_code"))
+
+
+def test_release_free_memory_is_safe_to_call_anywhere():
+    garbage = [bytes(2000) for _ in range(5000)]
+    del garbage
+    assert release_free_memory() in (True, False)
+
+
+@pytest.mark.real_model
+def test_minilm_runs_without_the_onnxruntime_arena_and_embeds_identically(minilm):
+    from fastembed import TextEmbedding
+
+    from nooa_mcp.embeddings import MODEL_NAME, TOKENIZER_DIR
+
+    session = minilm._model.model.model
+    assert session.get_session_options().enable_cpu_mem_arena is False
+    with_arena = TextEmbedding(
+        MODEL_NAME, specific_model_path=str(TOKENIZER_DIR), local_files_only=True
+    )
+    texts = ["where is the deploy key", "the cat sat on the mat", "quarterly tax forms due"]
+    ours = np.stack(list(minilm._model.embed(texts, batch_size=1)))
+    theirs = np.stack(list(with_arena.embed(texts, batch_size=1)))
+    assert np.array_equal(ours, theirs)
