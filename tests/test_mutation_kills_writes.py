@@ -15,7 +15,7 @@ import pytest
 from nooa_mcp import Memory
 from nooa_mcp.domain.facts import VALUE_KINDS, differs_in, normalise, normalised_hash, values
 from nooa_mcp.embeddings import HashEmbedder
-from nooa_mcp.errors import InvalidInput
+from nooa_mcp.errors import InvalidInput, NotFound
 
 # --------------------------------------------------------------------------- exact repeats
 
@@ -302,3 +302,60 @@ async def test_forget_stamps_when_it_archived_on_disk_and_revive_clears_it(tmp_p
         assert row(kept) == (0, None)
         await mem.revive(gone)
         assert row(gone) == (0, None)
+
+
+@pytest.mark.anyio
+async def test_links_that_are_no_list_or_name_no_memory_are_refused_naming_the_field(mem):
+    with pytest.raises(InvalidInput) as exc:
+        await mem.author("The relay sits in bay 4.", links="related")
+    assert str(exc.value) == "links: 'related' is not a list. Pass a list of links."
+    with pytest.raises(NotFound) as missing:
+        await mem.author(
+            "The relay sits in bay 4.", links=[{"target": "ffffffff", "relation": "related"}]
+        )
+    assert str(missing.value).startswith("links.target: ")
+    target = (await mem.author("The crane moved to pier 9.")).id
+    with pytest.raises(InvalidInput) as weight:
+        await mem.author(
+            "The relay sits in bay 4.",
+            links=[{"target": target, "relation": "related", "weight": "HEAVY"}],
+        )
+    assert str(weight.value).startswith("links.weight: ")
+    listed = await mem.list_memories()
+    assert [m.id for _, m in listed] == [target]  # nothing half-written
+
+
+@pytest.mark.anyio
+async def test_a_repeat_inside_one_batch_is_the_first_items_memory(mem):
+    results = await mem.author_many(
+        [{"content": "The relay sits in bay 4."}, {"content": "the relay  sits in bay 4."}]
+    )
+    assert [r.status for r in results] == ["created", "exists"]
+    assert results[1].id == results[0].id
+
+
+@pytest.mark.anyio
+async def test_an_import_of_a_known_id_with_other_text_keeps_the_stored_memory(mem):
+    ident = "ab" * 16
+    first = await mem.author_many([{"id": ident, "content": "The relay sits in bay 4."}])
+    again = await mem.author_many([{"id": ident, "content": "The relay sits in bay 5."}])
+    assert (first[0].status, first[0].id) == ("created", ident)
+    assert (again[0].id, again[0].status, again[0].similarity) == (ident, "exists", 1.0)
+    assert (await mem.get(ident)).content == "The relay sits in bay 4."
+
+
+@pytest.mark.anyio
+async def test_an_intent_never_fires_on_its_own_authoring_and_fires_on_a_later_one(mem):
+    made = await mem.author(
+        "Mention the freeze when deploy comes up.", type="intent", trigger={"cue": "deploy"}
+    )
+    assert made.reminders == []
+    later = await mem.author("The deploy moved to Friday.")
+    assert [r.intent_id for r in later.reminders] == [made.id]
+
+
+@pytest.mark.anyio
+async def test_a_title_is_part_of_what_is_embedded(mem):
+    titled = await mem.author("Bay four holds it.", title="zebra relay")
+    rows = {r.id: r for r in (await mem.explain("zebra", hops=0)).rows}
+    assert rows[titled.id].cos is not None and rows[titled.id].cos > 0.2
