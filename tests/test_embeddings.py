@@ -55,6 +55,25 @@ def test_minilm_single_queries_match_batches_and_are_cached(minilm):
 
 
 @pytest.mark.real_model
+def test_a_batch_is_embedded_shortest_first_and_returned_in_the_order_given(minilm):
+    """Batches are sorted by length against padding; each row must still be its own text's."""
+    texts = [
+        "A long note about the deploy pipeline, its nightly builds and the staging database "
+        "that restarts at midnight while the backups run after it.",
+        "Tax forms",
+        "The cat sat on the mat",
+        "Where is the deploy key kept these days, and who rotated it last?",
+    ]
+    batch = minilm.embed(texts)
+    for i, text in enumerate(texts):
+        alone = minilm._model.embed([text], batch_size=1)
+        assert batch[i] @ (v := next(iter(alone))) / np.linalg.norm(v) == pytest.approx(
+            1.0, abs=1e-5
+        )
+    assert batch[1] @ batch[2] < 0.5 and batch[0] @ batch[3] > batch[0] @ batch[1]
+
+
+@pytest.mark.real_model
 async def test_real_model_recall_puts_the_relevant_memory_first_among_distractors(
     store_path, minilm
 ):
