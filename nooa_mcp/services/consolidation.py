@@ -351,7 +351,7 @@ class _Pass:
             start += tried
             for outcome in outcomes:
                 self._record(step, outcome)
-                await self.tick(f"{step.step} {step.applied + step.skipped}/{step.planned}")
+                await self._tick_step(step)
             await anyio.sleep(0)
 
     async def _apply_each(
@@ -363,7 +363,7 @@ class _Pass:
             async with self.c.store.transaction():
                 outcome = await apply(item)
             self._record(step, outcome)
-            await self.tick(f"{step.step} {step.applied + step.skipped}/{step.planned}")
+            await self._tick_step(step)
             await anyio.sleep(0)
 
     async def _apply_one_by_one(
@@ -382,10 +382,13 @@ class _Pass:
                 break
             if outcome is not None:
                 self._record(step, outcome)
-            await self.tick(
-                f"{step.step} {step.applied + step.skipped + step.failed}/{step.planned}"
-            )
+            await self._tick_step(step)
             await anyio.sleep(0)
+
+    async def _tick_step(self, step: ReflectStep) -> None:
+        """Progress: how many of the step's planned items are done (applied, skipped, failed)."""
+        done = step.applied + step.skipped + step.failed
+        await self.tick(f"{step.step} {done}/{step.planned}")
 
     def _record(self, step: ReflectStep, outcome: str) -> None:
         if outcome:
