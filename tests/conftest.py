@@ -38,6 +38,14 @@ async def mem(settings, embedder):
         yield m
 
 
+@pytest.fixture
+async def rooted(tmp_path, root):
+    """A store whose references resolve under `root` (each module defines its own root)."""
+    settings = Settings(store=tmp_path / "m.sqlite", owner="coder@laptop", reference_root=root)
+    async with Memory.open(settings=settings, embedder=HashEmbedder()) as mem:
+        yield mem
+
+
 @pytest.fixture(scope="session")
 def minilm() -> MiniLMEmbedder:
     """The real bundled model, loaded once per test session (offline)."""

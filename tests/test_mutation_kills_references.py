@@ -18,7 +18,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from nooa_mcp import Memory, Settings
+from nooa_mcp import Memory
 from nooa_mcp.domain.references import (
     MAX_REFERENCES,
     check_relative,
@@ -541,13 +541,6 @@ def test_a_file_that_fails_to_read_is_refused_naming_the_error(root, monkeypatch
 
 
 # --------------------------------------------------------------------------- through the facade
-
-
-@pytest.fixture
-async def rooted(tmp_path, root):
-    settings = Settings(store=tmp_path / "m.sqlite", owner="coder@laptop", reference_root=root)
-    async with Memory.open(settings=settings, embedder=HashEmbedder()) as mem:
-        yield mem
 
 
 @pytest.mark.anyio

@@ -174,13 +174,6 @@ from nooa_mcp import Memory, Settings  # noqa: E402
 from nooa_mcp.embeddings import HashEmbedder  # noqa: E402
 
 
-@pytest.fixture
-async def rooted(tmp_path, root):
-    settings = Settings(store=tmp_path / "m.sqlite", owner="coder@laptop", reference_root=root)
-    async with Memory.open(settings=settings, embedder=HashEmbedder()) as mem:
-        yield mem
-
-
 @pytest.mark.anyio
 async def test_author_captures_previews_and_recall_resolves_them_live(rooted, root):
     target = await rooted.author("the release checklist has nine steps")

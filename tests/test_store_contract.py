@@ -874,6 +874,14 @@ def totals(t: KpiTotals) -> tuple:
     )
 
 
+async def assert_totals_are_the_row_sums(store: Store) -> None:
+    """`kpi_totals` agrees with the sums of `kpi_rows` in every scope and read set."""
+    for scope, reads in KPI_CASES:
+        assert totals(await store.kpi_totals(scope, reads)) == summed(
+            await store.kpi_rows(scope, reads)
+        ), (scope, reads)
+
+
 async def kpi_store(store: Store) -> dict[str, Memory]:
     """Memories of two roles and shared, a reflection, a derived one, an archived one with a
     tombstone, and accesses by readers of this role, another role, none, on every kind of row
@@ -921,10 +929,7 @@ async def test_kpi_totals_are_the_sums_of_the_plain_kpi_rows(store: Store) -> No
     the shared row once, the todo never; cross-owner: a's, d's (a reader named by role alone)
     and the archived row's; the shared row and the unnamed reader never count."""
     await kpi_store(store)
-    for scope, reads in KPI_CASES:
-        assert totals(await store.kpi_totals(scope, reads)) == summed(
-            await store.kpi_rows(scope, reads)
-        ), (scope, reads)
+    await assert_totals_are_the_row_sums(store)
     coder = await store.kpi_totals(CODER, READS)
     assert sorted(coder.read_counts) == [(False, 0, 1), (False, 1, 1), (False, 4, 1), (True, 1, 2)]
     assert [s for s, _ in coder.todos] == ["open"]
@@ -966,10 +971,7 @@ async def test_access_counts_follow_deleted_and_rewritten_accesses(store_target)
             conn.execute(rewrite)
     store = await open_store(store_target)
     try:
-        for scope, reads in KPI_CASES:
-            assert totals(await store.kpi_totals(scope, reads)) == summed(
-                await store.kpi_rows(scope, reads)
-            ), (scope, reads)
+        await assert_totals_are_the_row_sums(store)
         everyone = await store.kpi_totals(EVERYONE, READS)
         assert sorted(everyone.read_counts)[-2:] == [(False, 3, 1), (True, 1, 2)]
     finally:
@@ -1010,10 +1012,7 @@ async def test_a_store_from_before_the_access_counts_is_counted_when_opened(stor
             conn.execute(late.format(p="%s"), (m["t"].id,))
     store = await open_store(store_target)
     try:
-        for scope, reads in KPI_CASES:
-            assert totals(await store.kpi_totals(scope, reads)) == summed(
-                await store.kpi_rows(scope, reads)
-            ), (scope, reads)
+        await assert_totals_are_the_row_sums(store)
         coder = await store.kpi_totals(CODER, READS)
         assert sorted(coder.read_counts)[:2] == [(False, 1, 2), (False, 4, 1)]
         assert (coder.cross_owner_reads, coder.accesses) == (4, 11)
