@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from .schema import MemoryType
 
@@ -88,3 +89,31 @@ def should_prune(
     if (now - created_at).total_seconds() < policy.min_age_hours * 3600:
         return False
     return retention(last_accessed_at, strength, now, policy.tau_hours) < policy.prune_below
+
+
+class Prunable(Protocol):
+    """What the prune rule reads of a memory: a stored Memory or reflection's Node."""
+
+    type: MemoryType | str
+    importance: float
+    status: str | None
+    archived: bool
+    created_at: datetime
+    last_accessed_at: datetime
+    strength: int
+
+
+def prunable(row: Prunable, now: datetime, policy: ForgettingPolicy | None = None) -> bool:
+    """`should_prune` of a memory as it is: the planner and the step that applies its plan
+    ask the same question of different row types."""
+    return should_prune(
+        type=row.type,
+        importance=row.importance,
+        status=row.status,
+        archived=row.archived,
+        created_at=row.created_at,
+        last_accessed_at=row.last_accessed_at,
+        strength=row.strength,
+        now=now,
+        policy=policy,
+    )

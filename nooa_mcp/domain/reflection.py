@@ -18,7 +18,7 @@ from typing import Literal
 
 import numpy as np
 
-from .forgetting import ForgettingPolicy, retention, should_prune
+from .forgetting import ForgettingPolicy, prunable, retention
 from .scope import owner_role
 from .similarity import sweep
 
@@ -555,17 +555,7 @@ def plan_prune(
     items = [
         PruneItem(n.id, retention(n.last_accessed_at, n.strength, now, policy.tau_hours))
         for n in nodes
-        if should_prune(
-            type=n.type,
-            importance=n.importance,
-            status=n.status,
-            archived=n.archived,
-            created_at=n.created_at,
-            last_accessed_at=n.last_accessed_at,
-            strength=n.strength,
-            now=now,
-            policy=policy,
-        )
+        if prunable(n, now, policy)
     ]
     items.sort(key=lambda p: (p.retention, p.id))
     return items

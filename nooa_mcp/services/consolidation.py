@@ -32,7 +32,7 @@ import numpy as np
 
 from ..domain.accesses import apply_access, created_record
 from ..domain.facts import differs_in
-from ..domain.forgetting import retention, should_prune
+from ..domain.forgetting import prunable, retention
 from ..domain.generative import (
     SYSTEM,
     MalformedReply,
@@ -578,17 +578,7 @@ class _Pass:
         m = await c.store.fetch(item.id)
         if m is None:
             return ""
-        if not should_prune(
-            type=m.type,
-            importance=m.importance,
-            status=m.status,
-            archived=m.archived,
-            created_at=m.created_at,
-            last_accessed_at=m.last_accessed_at,
-            strength=m.strength,
-            now=at,
-            policy=policy,
-        ):
+        if not prunable(m, at, policy):
             return ""
         r = retention(m.last_accessed_at, m.strength, at, policy.tau_hours)
         await archive(c, m, f"pruned: retention {r:.4f} < {policy.prune_below:g}")
