@@ -42,7 +42,11 @@ def memory_uri(memory_id: str) -> str:
     return f"memory://memories/{memory_id}"
 
 
-def text_tokens(text: str, chars_per_token: float = 4) -> int:
+#: SPEC §2's size rule for prose (a reply's summary): about 4 characters a token.
+PROSE_CHARS_PER_TOKEN = 4
+
+
+def text_tokens(text: str, chars_per_token: float = PROSE_CHARS_PER_TOKEN) -> int:
     """Tokens of `text` as the bounds count them: ASCII at `chars_per_token` characters a
     token, and every other character as a token of its own (an emoji, a CJK ideograph or an
     accented letter is one token or more in every tokenizer clients use, not a quarter)."""
@@ -50,7 +54,7 @@ def text_tokens(text: str, chars_per_token: float = 4) -> int:
     return math.ceil(ascii_chars / chars_per_token) + len(text) - ascii_chars
 
 
-def prefix_within(text: str, tokens: int, chars_per_token: float) -> int:
+def prefix_within(text: str, tokens: int, chars_per_token: float = PROSE_CHARS_PER_TOKEN) -> int:
     """The length of a prefix of `text` that counts at most `tokens` (by `text_tokens`)."""
     n = min(len(text), int(tokens * chars_per_token))
     while n > 0 and (used := text_tokens(text[:n], chars_per_token)) > tokens:
@@ -193,7 +197,7 @@ def tool_result(model: BaseModel, text: str, budget_tokens: int = REPLY_TOKENS) 
     used = text_tokens(json.dumps(structured), JSON_CHARS_PER_TOKEN)
     room = max(min(budget_tokens, HARD_CAP_TOKENS) - used, 250)
     if text_tokens(text) > room:
-        kept = text[: prefix_within(text, room, 4)].rstrip()
+        kept = text[: prefix_within(text, room)].rstrip()
         text = kept + "… [summary clipped; the structured result has every field]"
     return CallToolResult(
         content=[TextContent(type="text", text=text)], structured_content=structured
