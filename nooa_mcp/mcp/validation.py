@@ -14,6 +14,8 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from pydantic import ValidationError
 
+from ..domain.text import head
+
 __all__ = ["MemoryServer", "argument_sentence"]
 
 #: pydantic error types, as what the argument must be (the context fills the braces).
@@ -44,11 +46,6 @@ _MUST = {
     "datetime_type": "must be an ISO 8601 time such as 2026-12-01T09:00:00Z",
     "finite_number": "must be a finite number",
 }
-
-
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 #: The names pydantic gives the branches of a union in an error's location ("salience.str").
@@ -100,7 +97,7 @@ def argument_sentence(exc: ValidationError) -> str:
                 problem = problem.removeprefix("must be ")
             if problem not in problems:
                 problems.append(problem)
-        got = _shown(errors[0].get("input"))
+        got = head(repr(errors[0].get("input")), 40)
         first = f"{field}: {' or '.join(problems)}; got {got}. Pass a value that fits."
     more = len(by_field) - 1
     return first if not more else f"{first} ({more} more argument(s) at fault.)"
