@@ -19,7 +19,7 @@ import anyio
 import click
 
 from .config import Settings, default_store_path
-from .domain.schema import REFLECTION_STEPS
+from .domain.kinds import REFLECTION_STEPS
 from .errors import NooaError
 
 

@@ -28,8 +28,7 @@ from typing import Any
 import anyio
 import pytest
 from anyio.from_thread import BlockingPortal, start_blocking_portal
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, TextResourceContents

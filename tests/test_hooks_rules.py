@@ -6,8 +6,7 @@ from __future__ import annotations
 import inspect
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from nooa_mcp.__main__ import hook_arguments
 from nooa_mcp.config import RecallSettings, default_store_path

@@ -19,9 +19,7 @@ from pathlib import Path
 import anyio
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given
-from hypothesis import settings as hsettings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 from mcp import Client
 from writes_support import Cli, hash_cli, jsonl
 

@@ -495,8 +495,7 @@ def test_the_reflect_command_runs_a_pass_with_a_progress_bar(tmp_path, monkeypat
 
     from click.testing import CliRunner
 
-    from nooa_mcp import cli
-    from nooa_mcp import engine as memory
+    from nooa_mcp import cli, engine as memory
 
     base_store = tmp_path / "cli.sqlite"
     anyio.run(build_store, base_store)

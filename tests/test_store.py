@@ -5,13 +5,11 @@ import re
 import sqlite3
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from nooa_mcp import AmbiguousId, Memory, NotFound, StoreTooNew
 from nooa_mcp.domain.scope import Scope
-from nooa_mcp.storage.sqlite import SQLiteStore as Store
-from nooa_mcp.storage.sqlite import fts_query
+from nooa_mcp.storage.sqlite import SQLiteStore as Store, fts_query
 
 pytestmark = pytest.mark.anyio
 

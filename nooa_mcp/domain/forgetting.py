@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from .schema import MemoryType
+from .kinds import MemoryType
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,8 @@ from .schema import (
     clean_labels,
     new_id,
     normalise_id,
+    now as utc_now,
 )
-from .schema import now as utc_now
 from .text import a_or_an, choices
 
 __all__ = [

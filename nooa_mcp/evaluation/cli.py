@@ -148,8 +148,7 @@ def replay(
     from ..config import Settings, default_store_path, store_target
     from ..embeddings import HashEmbedder
     from ..memory import Memory
-    from .replay import read_stream, simulate
-    from .replay import replay as run_replay
+    from .replay import read_stream, replay as run_replay, simulate
 
     root = click_ctx.find_root().obj
     target = None

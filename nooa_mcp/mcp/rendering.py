@@ -20,12 +20,12 @@ from pydantic import BaseModel
 from ..domain.replies import (
     AuthorResult,
     ExplainResult,
+    MemoryView as MemoryViewModel,
     RecallHit,
     RecallResult,
     Reminder,
     UpdateResult,
 )
-from ..domain.replies import MemoryView as MemoryViewModel
 
 REPLY_TOKENS = 8_000
 """Default budget of one reply (text and structured content together)."""

@@ -26,16 +26,12 @@ from ..config import Settings
 from ..domain.scope import parse_roles
 from ..errors import InvalidInput
 from ..hooks.http import hook_route
+from . import catalog
 from .handlers import Owners, bind_owner
 from .http import bind, http_app, is_loopback, protection
 from .identity import TokenEntry, TokenFileVerifier, load_tokens
+from .memory_server import MemoryServer
 from .notifications import ScopedBus, Subscribers
-from .prompting import register_prompts
-from .rendering import REPLY_TOKENS
-from .resources import register_resources
-from .schemas import lean_tools
-from .tools import register_tools
-from .validation import MemoryServer
 from .warmup import Warmup
 
 if TYPE_CHECKING:
@@ -91,9 +87,11 @@ def build_server(
 
     @asynccontextmanager
     async def lifespan(_: MCPServer) -> AsyncIterator[Owners]:
-        from ..embeddings import WarmingEmbedder, default_embedder
-
         def model() -> Embedder:
+            # Imported here, not above: numpy comes with it, and a stdio server answers the
+            # handshake before it needs either (see `warmup`).
+            from ..embeddings import default_embedder
+
             if engine is not None:
                 return engine.embedder
             return embedder or default_embedder(settings.model_cache_dir, start=False)
@@ -102,6 +100,8 @@ def build_server(
             if open_when_needed and engine is None:
                 owners_cm = Owners.when_needed(settings, model)
             else:
+                from ..embeddings import WarmingEmbedder
+
                 chosen = model()
                 if isinstance(chosen, WarmingEmbedder):
                     warmup.on_start(chosen.start)
@@ -144,13 +144,14 @@ def build_server(
     )
     server.middleware.append(warmup.middleware())
     server.middleware.append(bind_owner(settings.owner, parse_roles(settings.read)))
-    budget = REPLY_TOKENS
     subscribers = Subscribers(bus)
     subscribers.install(server)
-    register_tools(server, budget, subscribers, reflect=settings.reflect_tool)
-    lean_tools(server)
-    register_resources(server, budget)
-    register_prompts(server)
+    server.register_later(
+        functools.partial(_register_handlers, server, subscribers, settings.reflect_tool),
+        catalog.load(settings.reflect_tool),
+    )
+    # The warm-up (after the listing, or before the first call) builds them for real.
+    warmup.on_start(server.register_handlers)
     # Claude Code's `"type": "http"` hooks POST to /hooks beside /mcp: same tokens, same owner
     # rules, the same engine (see nooa_mcp/hooks/http.py).
     host = urlsplit(http_url).hostname or "127.0.0.1"
@@ -162,6 +163,20 @@ def build_server(
     )
     server.custom_route(hooks.path, methods=["POST"], name="hooks")(hooks.endpoint)
     return server
+
+
+def _register_handlers(server: MCPServer, subscribers: Subscribers, reflect: bool) -> None:
+    """Tools, resources and prompts: imported and built here, after the handshake (`catalog`)."""
+    from .prompting import register_prompts
+    from .rendering import REPLY_TOKENS
+    from .resources import register_resources
+    from .schemas import lean_tools
+    from .tools import register_tools
+
+    register_tools(server, REPLY_TOKENS, subscribers, reflect=reflect)
+    lean_tools(server)
+    register_resources(server, REPLY_TOKENS)
+    register_prompts(server)
 
 
 def _version() -> str:

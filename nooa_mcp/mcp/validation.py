@@ -10,13 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from pydantic import ValidationError
 
 from ..domain.text import head
 
-__all__ = ["MemoryServer", "argument_sentence"]
+__all__ = ["argument_sentence"]
 
 #: pydantic error types, as what the argument must be (the context fills the braces).
 _MUST = {
@@ -101,20 +99,3 @@ def argument_sentence(exc: ValidationError) -> str:
         first = f"{field}: {' or '.join(problems)}; got {got}. Pass a value that fits."
     more = len(by_field) - 1
     return first if not more else f"{first} ({more} more argument(s) at fault.)"
-
-
-class MemoryServer(MCPServer):
-    """The SDK's server, with argument refusals told as `argument_sentence` tells them."""
-
-    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
-        try:
-            return await super().call_tool(name, arguments, context)
-        except UnexpectedToolError:
-            raise  # a crash (even a reply that failed its own schema) stays hidden
-        except ToolError as exc:
-            cause = exc.__cause__
-            if isinstance(cause, ValidationError):
-                raise ToolError(
-                    f"Error executing tool {name}: {argument_sentence(cause)}"
-                ) from cause
-            raise

@@ -12,8 +12,7 @@ from typing import Any
 
 from ..config import Settings
 from ..domain.accesses import apply_access
-from ..domain.schema import AccessRecord, Channel, Memory, normalise_id
-from ..domain.schema import now as utc_now
+from ..domain.schema import AccessRecord, Channel, Memory, normalise_id, now as utc_now
 from ..domain.scope import Actor, Scope, owner_role
 from ..engine import Engine
 from ..errors import InvalidInput, NotFound, OwnerForbidden

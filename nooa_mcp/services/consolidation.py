@@ -61,8 +61,7 @@ from ..domain.reflection import (
     rescore_rows,
 )
 from ..domain.replies import ReflectReport, ReflectStep
-from ..domain.schema import REFLECTION_STEPS, Channel, EdgeType, Memory
-from ..domain.schema import now as utc_now
+from ..domain.schema import REFLECTION_STEPS, Channel, EdgeType, Memory, now as utc_now
 from ..domain.scope import Actor, owner_role
 from ..domain.text import choices
 from ..engine import Engine, text_of

@@ -24,8 +24,7 @@ from ..domain.injection import (
 )
 from ..domain.prospective import todo_order
 from ..domain.replies import Reminder
-from ..domain.schema import SUPERSEDING, Channel, Memory
-from ..domain.schema import now as utc_now
+from ..domain.schema import SUPERSEDING, Channel, Memory, now as utc_now
 from . import reminders
 from .caller import Caller
 from .ranking import rank

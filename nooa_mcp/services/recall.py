@@ -15,8 +15,7 @@ from typing import Any
 from ..domain.forgetting import prune_eta, retention
 from ..domain.inputs import recall_args
 from ..domain.replies import Flags, RecallHit, RecallResult
-from ..domain.schema import AccessRecord, Channel, Reference
-from ..domain.schema import now as utc_now
+from ..domain.schema import AccessRecord, Channel, Reference, now as utc_now
 from ..domain.scope import Scope
 from . import reminders
 from .caller import Caller

@@ -18,8 +18,7 @@ import numpy as np
 
 from ..domain.prospective import Firing, evaluate
 from ..domain.replies import Reminder
-from ..domain.schema import Channel
-from ..domain.schema import now as utc_now
+from ..domain.schema import Channel, now as utc_now
 from ..domain.text import head
 from .caller import Caller
 

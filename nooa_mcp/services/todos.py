@@ -7,8 +7,7 @@ from typing import Any
 
 from ..domain.inputs import parse_status
 from ..domain.replies import Reminder, TodoItem, TodoResult
-from ..domain.schema import IMPORTANCE, TODO_ACTIONS, TODO_STATUSES
-from ..domain.schema import now as utc_now
+from ..domain.schema import IMPORTANCE, TODO_ACTIONS, TODO_STATUSES, now as utc_now
 from ..domain.text import a_or_an, choices, head
 from ..errors import InvalidInput
 from . import reminders

@@ -15,8 +15,7 @@ import numpy as np
 
 from ..domain.facts import differs_in
 from ..domain.replies import AuthorResult, TombstoneInfo
-from ..domain.schema import Channel, Memory
-from ..domain.schema import now as utc_now
+from ..domain.schema import Channel, Memory, now as utc_now
 from ..storage.base import Tombstone
 from .caller import Caller
 

@@ -16,8 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from ..domain.inputs import build_memory
-from ..domain.schema import as_utc
-from ..domain.schema import now as utc_now
+from ..domain.schema import as_utc, now as utc_now
 from ..errors import InvalidInput
 from .authoring import author_many, import_edges
 from .caller import Caller

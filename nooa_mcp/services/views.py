@@ -12,8 +12,14 @@ import statistics
 
 from ..domain.forgetting import protection, prune_eta, retention, stability_hours
 from ..domain.replies import Flags, MaintenanceRecord, MemoryView, Stats
-from ..domain.schema import IMPORTANCE, MAINTENANCE_KINDS, AccessRecord, Channel, Memory
-from ..domain.schema import now as utc_now
+from ..domain.schema import (
+    IMPORTANCE,
+    MAINTENANCE_KINDS,
+    AccessRecord,
+    Channel,
+    Memory,
+    now as utc_now,
+)
 from ..domain.scope import Scope, parse_owner
 from ..domain.text import choices, head
 from ..errors import InvalidInput

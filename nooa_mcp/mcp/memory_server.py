@@ -1,0 +1,88 @@
+"""The SDK's MCPServer, as nooa-mcp serves it: refusals told in one sentence, tools built late.
+
+Two differences from the SDK's server, each for what a client sees:
+
+- Arguments the SDK refuses are told as `field: problem; got value. Fix.` (see
+  `validation.argument_sentence`), not as pydantic's multi-line report.
+- Tools, resources and prompts are registered by `register_handlers` when something first
+  needs them, not when the server is built: until then `tools/list` is answered from the
+  listing generated ahead of time (`catalog`). A stdio client spawns the server and waits for
+  that listing; building the handlers first made it wait ~140 ms more (issue 12).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp_types import Tool
+from pydantic import ValidationError
+
+from .validation import argument_sentence
+
+__all__ = ["MemoryServer"]
+
+
+class MemoryServer(MCPServer):
+    """MCPServer with one-sentence argument refusals and handlers registered on first need."""
+
+    _register: Callable[[], None] | None = None
+    _listing: list[Tool] | None = None
+
+    def register_later(self, register: Callable[[], None], listing: list[Tool] | None) -> None:
+        """Run `register` (tools, resources, prompts) when first needed; `listing` answers
+        `tools/list` until then (None: register now)."""
+        self._register, self._listing = register, listing
+        if listing is None:
+            self.register_handlers()
+
+    def register_handlers(self) -> None:
+        """Register what `register_later` deferred (once; later calls do nothing)."""
+        register, self._register, self._listing = self._register, None, None
+        if register is not None:
+            register()
+
+    async def list_tools(self) -> list[Tool]:
+        if self._register is not None and self._listing is not None:
+            return list(self._listing)
+        return await super().list_tools()
+
+    def _tool_input_schema(self, name: str) -> dict[str, Any] | None:
+        self.register_handlers()
+        return super()._tool_input_schema(name)
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        self.register_handlers()
+        try:
+            return await super().call_tool(name, arguments, context)
+        except UnexpectedToolError:
+            raise  # a crash (even a reply that failed its own schema) stays hidden
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ValidationError):
+                raise ToolError(
+                    f"Error executing tool {name}: {argument_sentence(cause)}"
+                ) from cause
+            raise
+
+    async def list_resources(self) -> Any:
+        self.register_handlers()
+        return await super().list_resources()
+
+    async def list_resource_templates(self) -> Any:
+        self.register_handlers()
+        return await super().list_resource_templates()
+
+    async def read_resource(self, uri: Any, context: Any = None) -> Any:
+        self.register_handlers()
+        return await super().read_resource(uri, context)
+
+    async def list_prompts(self) -> Any:
+        self.register_handlers()
+        return await super().list_prompts()
+
+    async def get_prompt(self, name: str, arguments: Any = None, context: Any = None) -> Any:
+        self.register_handlers()
+        return await super().get_prompt(name, arguments, context)
