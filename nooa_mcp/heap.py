@@ -8,34 +8,62 @@ and a server held 460 MB where 395 MB was live. `malloc_trim(0)` returns the fre
 every arena (also those in the middle of a heap) and costs a few milliseconds, so it runs only
 after those bursts, never on the path a recall waits on.
 
-Elsewhere (macOS, musl) there is no `malloc_trim`: the call does nothing.
+A server also caps glibc's arenas (`limit_arenas`): each thread that allocates while another
+holds the main arena gets an arena of its own (up to 8 per core), and a server's threads —
+the event loop, SQLite's, the model's, reflection's — each kept a heap of their own peaks.
+
+Elsewhere (macOS, musl) there is no `malloc_trim` or `mallopt`: the calls do nothing.
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
 import sys
 from collections.abc import Callable
 
-_trim: Callable[[int], int] | None = None
+#: mallopt's parameter number for the arena cap (glibc's malloc.h).
+M_ARENA_MAX = -8
+#: Arenas a server keeps: measured on the 10k stdio benchmark (300 writes with passes), RSS
+#: after the writes 294–295 MiB with 2 against 303–306 with 8 and 324 with glibc's default.
+SERVER_ARENAS = 2
+
+_libc: ctypes.CDLL | None = None
 _looked = False
 
 
-def _lookup() -> Callable[[int], int] | None:
-    global _trim, _looked
+def _glibc() -> ctypes.CDLL | None:
+    global _libc, _looked
     if not _looked:
         _looked = True
         if sys.platform.startswith("linux"):
             try:
                 libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-                fn = libc.malloc_trim
-                fn.argtypes = [ctypes.c_size_t]
-                fn.restype = ctypes.c_int
-                _trim = fn
+                libc.malloc_trim.argtypes = [ctypes.c_size_t]
+                libc.malloc_trim.restype = ctypes.c_int
+                libc.mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+                libc.mallopt.restype = ctypes.c_int
+                _libc = libc
             except (OSError, AttributeError):  # not glibc
-                _trim = None
-    return _trim
+                _libc = None
+    return _libc
+
+
+def _lookup() -> Callable[[int], int] | None:
+    libc = _glibc()
+    return None if libc is None else libc.malloc_trim
+
+
+def limit_arenas(arenas: int = SERVER_ARENAS) -> bool:
+    """Cap glibc's malloc arenas (call before the process starts its threads); True if set.
+
+    An environment variable the user set (`MALLOC_ARENA_MAX`) wins: it is left alone.
+    """
+    libc = _glibc()
+    if libc is None or os.environ.get("MALLOC_ARENA_MAX"):
+        return False
+    return libc.mallopt(M_ARENA_MAX, arenas) == 1
 
 
 def release_free_memory() -> bool:

@@ -1,5 +1,6 @@
 """Recall and its deliberate fixes over the NOOA source (SPEC §5), each under its own test."""
 
+import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -7,7 +8,7 @@ import pytest
 from nooa_mcp import Memory, RecallSettings, Settings
 from nooa_mcp.domain.accesses import apply_access
 from nooa_mcp.domain.schema import AccessRecord, Channel, EdgeType
-from nooa_mcp.embeddings import WarmingEmbedder
+from nooa_mcp.embeddings import HashEmbedder, WarmingEmbedder
 
 pytestmark = pytest.mark.anyio
 
@@ -326,3 +327,68 @@ async def test_scope_gates_candidates(settings, embedder):
         assert everyone == {own, theirs}
         named = {h.id for h in (await other.recall("nu shared topic", scope="coder")).hits}
         assert named == {own}
+
+
+# ------------------------------------------------------------ the read beside the embedding
+
+
+class _GatedEmbedder(HashEmbedder):
+    """Embeds a query only once the store's keyword read has begun (or fails, when told to)."""
+
+    def __init__(self, fail: bool = False) -> None:
+        super().__init__()
+        self.keyword_started = threading.Event()
+        self.saw_keyword: list[bool] = []
+        self.fail = fail
+        self.armed = False
+
+    def embed(self, texts):
+        if self.armed:
+            self.saw_keyword.append(self.keyword_started.wait(5))
+            if self.fail:
+                raise RuntimeError("the model broke")
+        return super().embed(texts)
+
+
+async def _gated(settings, embedder):
+    mem_cm = Memory.open(settings=settings, embedder=embedder)
+    mem = await mem_cm.__aenter__()
+    store = mem.engine.store
+    real = store.candidates
+
+    async def candidates(*args, **kwargs):
+        embedder.keyword_started.set()
+        return await real(*args, **kwargs)
+
+    store.candidates = candidates
+    return mem_cm, mem
+
+
+async def test_the_keyword_read_runs_while_the_query_is_embedded(settings):
+    embedder = _GatedEmbedder()
+    mem_cm, mem = await _gated(settings, embedder)
+    try:
+        target = await ids(mem, "The staging database password rotates every Monday")
+        embedder.armed = True
+        result = await mem.recall("staging database password")
+    finally:
+        await mem_cm.__aexit__(None, None, None)
+    assert embedder.saw_keyword == [True], "the keyword read waited for the embedding"
+    assert result.hits[0].id == target
+
+
+async def test_an_embedding_failure_beside_the_keyword_read_reaches_the_caller_as_itself(
+    settings,
+):
+    embedder = _GatedEmbedder(fail=True)
+    mem_cm, mem = await _gated(settings, embedder)
+    try:
+        await ids(mem, "The staging database password rotates every Monday")
+        embedder.armed = True
+        with pytest.raises(RuntimeError, match="the model broke"):
+            await mem.recall("staging database password")
+        embedder.armed = False
+        # The store is still usable: the abandoned read left nothing half-done.
+        assert (await mem.recall("staging database password")).hits
+    finally:
+        await mem_cm.__aexit__(None, None, None)

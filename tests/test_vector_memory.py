@@ -3,11 +3,16 @@ the matrix, answers identical to an index built in one go, and freed memory hand
 
 from __future__ import annotations
 
+import os
+import platform
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
 from nooa_mcp.domain.scope import Scope
-from nooa_mcp.heap import release_free_memory
+from nooa_mcp.heap import limit_arenas, release_free_memory
 from nooa_mcp.storage.base import VectorRow
 from nooa_mcp.storage.vectors import GROW_STEP, VectorIndex
 
@@ -92,10 +97,56 @@ def test_a_cold_open_allocates_fresh_zeros_for_its_headroom():
     assert all(len(getattr(index, n)) == 10_000 for n in ("seqs", "has_vector", "type_code"))
 
 
-def test_release_free_memory_is_safe_to_call_anywhere():
+GLIBC = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
+
+#: Four threads allocate at once, then glibc reports its arenas (malloc_info's <heap> entries).
+ARENAS = """
+import ctypes, sys, threading
+from nooa_mcp import heap
+if sys.argv[1] == "capped":
+    assert heap.limit_arenas(2)
+barrier = threading.Barrier(4)
+def work():
+    held = [bytearray(60_000) for _ in range(20)]
+    barrier.wait()
+threads = [threading.Thread(target=work) for _ in range(4)]
+for t in threads: t.start()
+for t in threads: t.join()
+libc = ctypes.CDLL("libc.so.6")
+libc.fopen.restype = ctypes.c_void_p
+libc.fopen.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+libc.malloc_info.argtypes = [ctypes.c_int, ctypes.c_void_p]
+libc.fclose.argtypes = [ctypes.c_void_p]
+out = sys.argv[2].encode()
+fp = libc.fopen(out, b"w")
+libc.malloc_info(0, fp)
+libc.fclose(fp)
+"""
+
+
+@pytest.mark.skipif(not GLIBC, reason="malloc arenas and malloc_trim are glibc's")
+def test_release_free_memory_trims_on_glibc():
     garbage = [bytes(2000) for _ in range(5000)]
     del garbage
-    assert release_free_memory() in (True, False)
+    assert release_free_memory() is True
+
+
+@pytest.mark.skipif(not GLIBC, reason="malloc arenas and malloc_trim are glibc's")
+@pytest.mark.parametrize(("mode", "most"), [("capped", 2), ("default", 5)])
+def test_a_server_process_keeps_at_most_two_malloc_arenas(tmp_path, mode, most):
+    report = tmp_path / "malloc.xml"
+    env = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
+    subprocess.run(
+        [sys.executable, "-c", ARENAS, mode, str(report)], check=True, env=env, timeout=60
+    )
+    heaps = report.read_text().count("<heap nr=")
+    # Uncapped, every thread that allocates gets an arena of its own: the main one and four.
+    assert heaps == most
+
+
+def test_a_user_set_arena_limit_is_left_alone(monkeypatch):
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
+    assert limit_arenas() is False
 
 
 @pytest.mark.real_model

@@ -20,7 +20,7 @@ from ..storage import Store
 from ..storage.base import ScoringRow
 from ..storage.vectors import VectorIndex
 
-__all__ = ["Ranked", "Ranking", "rank"]
+__all__ = ["Ranked", "Ranking", "keyword_candidates", "rank"]
 
 
 @dataclass
@@ -102,11 +102,14 @@ async def rank(
     hops: int | None = None,
     include_archived: bool = False,
     extra_ids: tuple[str, ...] = (),
+    keyword: list[ScoringRow] | None = None,
 ) -> Ranking:
     """Rank every candidate for `query`. `extra_ids` are scored too (for "why not").
 
     `query_vector` is None while the embedding model is still loading: recall then runs on
-    keyword candidates alone and BM25 stands in for cosine.
+    keyword candidates alone and BM25 stands in for cosine. `keyword` is what
+    `keyword_candidates` returned for the same arguments, fetched while the query was being
+    embedded; without it they are fetched here, with the dense rows, in one call.
     """
     s = settings
     hops = s.hops if hops is None else hops
@@ -118,14 +121,19 @@ async def rank(
         for memory_id, cos in index.search(query_vector, mask, s.n_dense):
             if cos >= s.min_similarity:
                 dense[memory_id] = cos
-    sparse_limit = s.n_sparse * 2 if types else s.n_sparse
-    rows = await store.candidates(
-        query,
-        scope,
-        limit=sparse_limit if s.use_sparse else 0,
-        ids=[*dense, *(i for i in extra_ids if i not in dense)],
-        include_archived=include_archived,
-    )
+    wanted = [*dense, *(i for i in extra_ids if i not in dense)]
+    if keyword is None:
+        rows = await store.candidates(
+            query,
+            scope,
+            limit=_keyword_limit(s, types),
+            ids=wanted,
+            include_archived=include_archived,
+        )
+    else:
+        have = {r.id for r in keyword}
+        missing = [i for i in wanted if i not in have]
+        rows = [*keyword, *(await store.scoring_rows(missing) if missing else [])]
     candidates: dict[str, Ranked] = {}
     bm25: dict[str, float] = {}
     keyword_rows = sorted((r for r in rows if r.bm25 is not None), key=lambda r: -r.bm25)
@@ -190,6 +198,29 @@ async def rank(
     # recency, importance or spreading.
     ordered = sorted(candidates.values(), key=lambda r: (r.weak(s.weak_relevance), -r.score, r.id))
     return Ranking(query, ordered, dense_ready, ranges, query_vector)
+
+
+def _keyword_limit(s: RecallSettings, types: set[str] | None) -> int:
+    """How many keyword hits to fetch: twice as many when a type filter will drop some."""
+    if not s.use_sparse:
+        return 0
+    return s.n_sparse * 2 if types else s.n_sparse
+
+
+async def keyword_candidates(
+    query: str,
+    *,
+    store: Store,
+    scope: Scope,
+    settings: RecallSettings,
+    types: set[str] | None = None,
+    include_archived: bool = False,
+) -> list[ScoringRow]:
+    """The keyword half of `rank`'s candidates; it needs no query vector, so a caller runs it
+    while the query is embedded (the two overlap: SQLite and the model each release the GIL)."""
+    return await store.candidates(
+        query, scope, limit=_keyword_limit(settings, types), include_archived=include_archived
+    )
 
 
 def _score_parts(rows: list[Ranked], query_tokens: set[str], now: float, s: RecallSettings) -> None:

@@ -9,6 +9,7 @@ for the log, and every other verb waits for the log before it reads.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,7 +20,7 @@ from ..domain.schema import AccessRecord, Channel, Reference, now as utc_now
 from ..domain.scope import Scope
 from . import reminders
 from .caller import Caller
-from .ranking import Ranked, Ranking, rank
+from .ranking import Ranked, Ranking, keyword_candidates, rank
 from .references import resolve_all
 
 __all__ = ["flags", "log_accesses", "ranking_for", "recall"]
@@ -34,9 +35,31 @@ async def ranking_for(
     include_archived: bool = False,
     extra: tuple[str, ...] = (),
 ) -> Ranking:
-    """The full ranking of `query` for the caller, with the vector cache brought up to date."""
-    query_vector = await c.engine.query_vector(query)
-    await c.index.sync(c.store)
+    """The full ranking of `query` for the caller, with the vector cache brought up to date.
+
+    The keyword candidates are read while the query is embedded: the two take about as long
+    as each other, and neither needs the other (issue 12: recall's fixed cost).
+    """
+    keyword = asyncio.get_running_loop().create_task(
+        keyword_candidates(
+            query,
+            store=c.store,
+            scope=scope,
+            settings=c.settings.recall,
+            types=kinds,
+            include_archived=include_archived,
+        )
+    )
+    try:
+        query_vector = await c.engine.query_vector(query)
+        await c.index.sync(c.store)
+    except BaseException:
+        # Leaving with the embedding's error (or cancelled): the read is not wanted, and its
+        # own error, if any, is collected so it is never reported as unretrieved.
+        keyword.add_done_callback(lambda t: t.cancelled() or t.exception())
+        keyword.cancel()
+        raise
+    rows = await keyword
     return await rank(
         query,
         store=c.store,
@@ -49,6 +72,7 @@ async def ranking_for(
         hops=hops,
         include_archived=include_archived,
         extra_ids=extra,
+        keyword=rows,
     )
 
 
