@@ -202,7 +202,7 @@ async def test_the_vector_cache_reads_a_store_in_pages_and_matches_a_single_read
         await store.close()
     n = whole.size
     assert n > 4 * 4 and paged.size == n
-    assert paged.ids == whole.ids and paged.mark == whole.mark
+    assert list(paged.ids) == list(whole.ids) and paged.mark == whole.mark
     assert paged.matrix.shape == whole.matrix.shape
     assert np.array_equal(paged.matrix[:n], whole.matrix[:n])
 

@@ -77,7 +77,8 @@ async def test_a_refused_argument_is_still_one_sentence_on_the_first_call(
     async with Client(server_for(tmp_path), cache=None) as client:
         result = await client.call_tool("memory_recall", {"query": "x", "k": 500})
     assert result.is_error
-    assert result.content[0].text.endswith("k: must be at most 50; got 500. Pass a value that fits.")
+    sentence = "k: must be at most 50; got 500. Pass a value that fits."
+    assert result.content[0].text.endswith(sentence)
 
 
 def test_an_unreadable_file_means_registering_at_once(tmp_path: Path) -> None:

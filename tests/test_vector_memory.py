@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from nooa_mcp.domain.scope import Scope
-from nooa_mcp.heap import limit_arenas, release_free_memory
+from nooa_mcp.heap import release_free_memory, tune_malloc
 from nooa_mcp.storage.base import VectorRow
 from nooa_mcp.storage.vectors import GROW_STEP, VectorIndex
 
@@ -50,7 +50,7 @@ def _filled(n: int, page: int) -> VectorIndex:
 def test_growing_row_by_row_answers_exactly_as_an_index_filled_in_one_go():
     n = 3 * GROW_STEP + 123
     grown, once = _filled(n, 1), _filled(n, n)
-    assert grown.size == once.size == n and grown.ids == once.ids
+    assert grown.size == once.size == n and list(grown.ids) == list(once.ids)
     for name in ("has_vector", "archived", "role_code", "owner_code", "type_code", "seqs"):
         assert np.array_equal(getattr(grown, name)[:n], getattr(once, name)[:n]), name
     assert np.array_equal(grown.matrix[:n], once.matrix[:n])
@@ -104,7 +104,7 @@ ARENAS = """
 import ctypes, sys, threading
 from nooa_mcp import heap
 if sys.argv[1] == "capped":
-    assert heap.limit_arenas(2)
+    assert heap.tune_malloc(2)
 barrier = threading.Barrier(4)
 def work():
     held = [bytearray(60_000) for _ in range(20)]
@@ -144,9 +144,14 @@ def test_a_server_process_keeps_at_most_two_malloc_arenas(tmp_path, mode, most):
     assert heaps == most
 
 
-def test_a_user_set_arena_limit_is_left_alone(monkeypatch):
-    monkeypatch.setenv("MALLOC_ARENA_MAX", "4")
-    assert limit_arenas() is False
+@pytest.mark.skipif(not GLIBC, reason="malloc arenas and malloc_trim are glibc's")
+@pytest.mark.parametrize("variable", ["MALLOC_ARENA_MAX", "MALLOC_MMAP_THRESHOLD_"])
+def test_what_the_user_set_for_malloc_is_left_alone(monkeypatch, variable):
+    monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
+    monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
+    assert tune_malloc() is True
+    monkeypatch.setenv(variable, "4")
+    assert tune_malloc() is False
 
 
 @pytest.mark.real_model

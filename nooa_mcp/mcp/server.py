@@ -25,7 +25,7 @@ from pydantic import AnyHttpUrl
 from ..config import Settings
 from ..domain.scope import parse_roles
 from ..errors import InvalidInput
-from ..heap import limit_arenas
+from ..heap import tune_malloc
 from ..hooks.http import hook_route
 from . import catalog
 from .handlers import Owners, bind_owner
@@ -216,7 +216,7 @@ def run(
             --tokens, a non-loopback host without tokens, or a port that is in use.
     """
     single_threaded_blas()
-    limit_arenas()
+    tune_malloc()
     if transport == "stdio":
         if tokens_file is not None:
             raise InvalidInput(

@@ -325,11 +325,13 @@ def _novelty(index: VectorIndex, pairs: list[tuple[str, str]]) -> np.ndarray:
     near-duplicates (and reflection's similarity links) above the one memory that answers.
     """
     out = np.ones(len(pairs))
-    rows = [(index.row_of.get(a), index.row_of.get(b)) for a, b in pairs]
-    known = [i for i, (a, b) in enumerate(rows) if a is not None and b is not None]
-    if known:
-        src = index.matrix[[rows[i][0] for i in known]]
-        dst = index.matrix[[rows[i][1] for i in known]]
+    if not pairs:
+        return out
+    rows = index.ids.rows_of([end for pair in pairs for end in pair]).reshape(-1, 2)
+    known = np.flatnonzero((rows >= 0).all(axis=1))
+    if len(known):
+        src = index.matrix[rows[known, 0]]
+        dst = index.matrix[rows[known, 1]]
         cos = np.einsum("ij,ij->i", src, dst)
         out[known] = np.clip((0.9 - cos) / 0.4, 0.0, 1.0)
     return out

@@ -15,6 +15,7 @@ import numpy as np
 from ..domain.scope import Scope
 from ..heap import release_free_memory
 from .base import Store, VectorRow
+from .ids import IdTable
 
 #: Rows read per query while the cache catches up with the store.
 SYNC_PAGE = 5000
@@ -39,9 +40,9 @@ class VectorIndex:
         self.role_code = np.zeros(0, dtype=np.int32)
         self.owner_code = np.zeros(0, dtype=np.int32)
         self.type_code = np.zeros(0, dtype=np.int8)
-        self.ids: list[str] = []
+        #: Row → id and id → row (`ids.get`, `ids.rows_of`), compactly (see `storage.ids`).
+        self.ids = IdTable()
         self.seqs = np.zeros(0, dtype=np.int64)
-        self.row_of: dict[str, int] = {}
         self._roles: dict[str, int] = {"": 0}
         self._owners: dict[str, int] = {"": 0}
         self._types: dict[str, int] = {}
@@ -76,19 +77,18 @@ class VectorIndex:
             if len(rows) < SYNC_PAGE:
                 break
         if pages > 1:
+            self.ids.settle()
             # A page is ~8 MB of row objects and blobs, freed into the heap and kept there.
             release_free_memory()
 
     def _apply(self, rows: list[VectorRow]) -> None:
-        new = [r for r in rows if r.id not in self.row_of]
-        self._grow(self.size + len(new))
-        for r in rows:
-            row = self.row_of.get(r.id)
+        found = self.ids.rows_of([r.id for r in rows])
+        self._grow(self.size + int((found < 0).sum()))
+        for r, known in zip(rows, found.tolist(), strict=True):
+            row = known if known >= 0 else self.ids.get(r.id)  # a repeat within `rows`
             if row is None:
-                row = self.size
+                row = self.ids.append(r.id)
                 self.size += 1
-                self.row_of[r.id] = row
-                self.ids.append(r.id)
                 self.seqs[row] = r.seq
             vec = r.embedding
             if vec is not None and vec.shape[0] == self.dim:
@@ -196,7 +196,7 @@ class VectorIndex:
         return [(self.ids[i], float(sims[i])) for i in top]
 
     def vector(self, memory_id: str) -> np.ndarray | None:
-        row = self.row_of.get(memory_id)
+        row = self.ids.get(memory_id)
         if row is None or not self.has_vector[row]:
             return None
         return self.matrix[row]

@@ -1,0 +1,69 @@
+"""The vector index's id table (nooa_mcp/storage/ids.py): every id found at its row, nothing
+else found, whatever the hashes, the text or the order of appends and merges."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from nooa_mcp.storage import ids as ids_module
+from nooa_mcp.storage.ids import IdTable
+
+
+class Collides(str):
+    """An id whose hash is the same as every other Collides: lookups must compare the text."""
+
+    def __hash__(self) -> int:
+        return 42
+
+
+@pytest.fixture
+def small_merges(monkeypatch):
+    monkeypatch.setattr(ids_module, "MERGE_AT", 7)
+
+
+def test_every_id_is_found_at_its_row_across_merges(small_merges):
+    table = IdTable()
+    names = [f"m-{i:04x}" for i in range(100)] + ["é-ünïcode", "D1:2", "a" * 300]
+    rows = [table.append(n) for n in names]
+    assert rows == list(range(len(names)))
+    assert len(table) == len(names) and list(table) == names
+    assert [table[r] for r in rows] == names
+    assert [table.get(n) for n in names] == rows
+    found = table.rows_of([*reversed(names), "absent", ""])
+    assert found.tolist() == [*reversed(rows), -1, -1]
+    table.settle()
+    assert table.rows_of(names).tolist() == rows
+    assert "absent" not in table and "D1:2" in table
+    assert table.get("absent", -5) == -5
+
+
+def test_ids_with_equal_hashes_are_told_apart_by_their_text(small_merges):
+    table = IdTable()
+    first = [Collides(f"c{i}") for i in range(10)]
+    for name in first:
+        table.append(name)
+    table.settle()
+    assert table.rows_of([Collides("c9"), Collides("c0"), Collides("zz")]).tolist() == [9, 0, -1]
+    assert table.get(Collides("c5")) == 5
+
+
+def test_a_lookup_before_any_merge_uses_the_recent_rows():
+    table = IdTable()
+    table.append("only")
+    assert table.rows_of(["only", "other"]).tolist() == [0, -1]
+    with pytest.raises(IndexError):
+        table[1]
+
+
+def test_a_hundred_thousand_ids_cost_a_third_of_a_list_and_dict():
+    table = IdTable()
+    rng = np.random.default_rng(0)
+    names = [f"{rng.integers(1 << 62):032x}" for _ in range(100_000)]
+    for n in names:
+        table.append(n)
+    table.settle()
+    held = len(table._data) + table._ends.nbytes + table._hashes.nbytes + table._rows.nbytes
+    assert held < 6_000_000  # measured: list + dict + strs + ints held ~15.4 MiB
+    sample = names[::997]
+    assert table.rows_of(sample).tolist() == list(range(0, 100_000, 997))
