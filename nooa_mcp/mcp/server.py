@@ -25,7 +25,6 @@ from pydantic import AnyHttpUrl
 from ..config import Settings
 from ..domain.scope import parse_roles
 from ..errors import InvalidInput
-from ..heap import tune_malloc
 from ..hooks.http import hook_route
 from . import catalog
 from .handlers import Owners, bind_owner
@@ -85,6 +84,9 @@ def build_server(
     # The engine once the lifespan has opened it: the HTTP routes beside /mcp use it too.
     running: dict[str, Owners] = {}
     warmup = Warmup()
+    # Before the model, the store and reflection start their threads (and after the
+    # handshake: ctypes is not needed to answer it).
+    warmup.on_start(_tune_malloc)
 
     @asynccontextmanager
     async def lifespan(_: MCPServer) -> AsyncIterator[Owners]:
@@ -166,6 +168,12 @@ def build_server(
     return server
 
 
+def _tune_malloc() -> None:
+    from ..heap import tune_malloc
+
+    tune_malloc()
+
+
 def _register_handlers(server: MCPServer, subscribers: Subscribers, reflect: bool) -> None:
     """Tools, resources and prompts: imported and built here, after the handshake (`catalog`)."""
     from .prompting import register_prompts
@@ -216,7 +224,6 @@ def run(
             --tokens, a non-loopback host without tokens, or a port that is in use.
     """
     single_threaded_blas()
-    tune_malloc()
     if transport == "stdio":
         if tokens_file is not None:
             raise InvalidInput(
