@@ -390,19 +390,26 @@ def _row_values(m: Memory, embedding: np.ndarray | None) -> dict[str, Any]:
         "importance": m.importance,
         "salience": m.salience,
         "confidence": m.confidence,
+        "strength": m.strength,
         "reinforcement_count": m.reinforcement_count,
+        "access_count": m.access_count,
         "status": m.status,
         "archived": int(m.archived),
         "created_at": ts(m.created_at),
+        "last_accessed_at": ts(m.last_accessed_at),
         "valid_from": ts(m.valid_from),
         "valid_to": ts(m.valid_to),
+        "actr_count": m.actr_count,
+        "first_access_at": ts(m.first_access_at),
+        "actr_times": json.dumps([round(t, 3) for t in m.actr_times]),
         "refs": json.dumps([r.model_dump(mode="json") for r in m.references]),
         "trigger": m.trigger.model_dump_json() if m.trigger else None,
+        "ring": RING.dump_json(m.access_log, exclude_none=True).decode(),
+        "channels": json.dumps(m.channels),
         "authored_importance": m.importance
         if m.authored_importance is None
         else m.authored_importance,
         "embedding": None if embedding is None else np.asarray(embedding, np.float32).tobytes(),
-        **_access_values(m),
     }
 
 
@@ -422,17 +429,12 @@ def _access_state(row: sqlite3.Row) -> AccessState:
     )
 
 
-def _access_values(state: Memory | AccessState) -> dict[str, Any]:
-    """The id and `ACCESS_COLUMNS` of a row. A ring read as JSON (`AccessState`) is written
-    back as the same JSON text `RING.dump_json` makes of validated records (tested)."""
-    if all(isinstance(e, AccessRecord) for e in state.access_log):
-        ring = RING.dump_json(state.access_log, exclude_none=True).decode()  # type: ignore[arg-type]
-    else:
-        entries = [
-            e if isinstance(e, dict) else e.model_dump(mode="json", exclude_none=True)
-            for e in state.access_log
-        ]
-        ring = json.dumps(entries, separators=(",", ":"), ensure_ascii=False)
+def _access_values(state: AccessState) -> dict[str, Any]:
+    """`_row_values` of the access columns, the ring written as `RING.dump_json` writes it."""
+    ring = [
+        e if isinstance(e, dict) else e.model_dump(mode="json", exclude_none=True)
+        for e in state.access_log
+    ]
     return {
         "id": state.id,
         "strength": state.strength,
@@ -441,7 +443,7 @@ def _access_values(state: Memory | AccessState) -> dict[str, Any]:
         "actr_count": state.actr_count,
         "first_access_at": ts(state.first_access_at),
         "actr_times": json.dumps([round(t, 3) for t in state.actr_times]),
-        "ring": ring,
+        "ring": json.dumps(ring, separators=(",", ":"), ensure_ascii=False),
         "channels": json.dumps(state.channels),
     }
 
