@@ -7,6 +7,7 @@ returns; explain shows the whole ranking.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -102,14 +103,15 @@ async def rank(
     hops: int | None = None,
     include_archived: bool = False,
     extra_ids: tuple[str, ...] = (),
-    keyword: list[ScoringRow] | None = None,
+    keyword: Awaitable[list[ScoringRow]] | None = None,
 ) -> Ranking:
     """Rank every candidate for `query`. `extra_ids` are scored too (for "why not").
 
     `query_vector` is None while the embedding model is still loading: recall then runs on
-    keyword candidates alone and BM25 stands in for cosine. `keyword` is what
-    `keyword_candidates` returned for the same arguments, fetched while the query was being
-    embedded; without it they are fetched here, with the dense rows, in one call.
+    keyword candidates alone and BM25 stands in for cosine. `keyword` is `keyword_candidates`
+    for the same arguments, already running (a task): it is awaited after the vector search,
+    so the two overlap; without it the keyword rows are fetched here, with the dense rows, in
+    one call.
     """
     s = settings
     hops = s.hops if hops is None else hops
@@ -131,9 +133,10 @@ async def rank(
             include_archived=include_archived,
         )
     else:
-        have = {r.id for r in keyword}
+        found = await keyword
+        have = {r.id for r in found}
         missing = [i for i in wanted if i not in have]
-        rows = [*keyword, *(await store.scoring_rows(missing) if missing else [])]
+        rows = [*found, *(await store.scoring_rows(missing) if missing else [])]
     candidates: dict[str, Ranked] = {}
     bm25: dict[str, float] = {}
     keyword_rows = sorted((r for r in rows if r.bm25 is not None), key=lambda r: -r.bm25)

@@ -53,27 +53,28 @@ async def ranking_for(
     try:
         query_vector = await c.engine.query_vector(query)
         await c.index.sync(c.store)
+        # `rank` searches the vectors before it waits for the keyword rows: at 100k the
+        # matrix product (~8 ms) runs beside the full-text search (~8 ms) too.
+        return await rank(
+            query,
+            store=c.store,
+            index=c.index,
+            query_vector=query_vector,
+            scope=scope,
+            settings=c.settings.recall,
+            now=utc_now().timestamp(),
+            types=kinds,
+            hops=hops,
+            include_archived=include_archived,
+            extra_ids=extra,
+            keyword=keyword,
+        )
     except BaseException:
-        # Leaving with the embedding's error (or cancelled): the read is not wanted, and its
-        # own error, if any, is collected so it is never reported as unretrieved.
+        # Leaving with an error (or cancelled): the read is not wanted any more, and its own
+        # error, if any, is collected so it is never reported as unretrieved.
         keyword.add_done_callback(lambda t: t.cancelled() or t.exception())
         keyword.cancel()
         raise
-    rows = await keyword
-    return await rank(
-        query,
-        store=c.store,
-        index=c.index,
-        query_vector=query_vector,
-        scope=scope,
-        settings=c.settings.recall,
-        now=utc_now().timestamp(),
-        types=kinds,
-        hops=hops,
-        include_archived=include_archived,
-        extra_ids=extra,
-        keyword=rows,
-    )
 
 
 def flags(c: Caller, r: Ranked) -> Flags:
