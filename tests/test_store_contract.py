@@ -15,7 +15,6 @@ import anyio
 import numpy as np
 import pytest
 
-from nooa_mcp.domain.accesses import apply_access
 from nooa_mcp.domain.prospective import todo_order
 from nooa_mcp.domain.schema import (
     AccessRecord,
@@ -181,69 +180,6 @@ async def test_save_rewrites_a_row_and_save_accesses_writes_access_state(store: 
     assert (got.access_count, got.strength, got.actr_count) == (11, 3, 2)
     assert got.actr_times == [5.0, 4.0] and got.channels == {"recalled": 2}
     assert got.content == "second"  # only what an access changes is written
-
-
-async def test_access_states_log_an_access_as_the_whole_row_would(store: Store) -> None:
-    """Recall's logging path (access_states → apply → save_access_states) leaves a row exactly
-    as fetch → apply → save_accesses does, ring bytes included."""
-    older = AccessRecord(
-        ts=T0,
-        channel=Channel.recalled,
-        reader_owner="coder@laptop",
-        query="où est la clé ✓",
-        score=0.123456789,
-        rank=2,
-        components=Components(source="both", cos=0.91, rel=0.8),
-    )
-    fields = dict(
-        access_log=[older, older.model_copy(update={"channel": Channel.injected})],
-        channels={"recalled": 3, "injected": 1},
-        actr_count=3,
-        actr_times=[1.5, 2.25],
-        first_access_at=T0,
-        last_accessed_at=T0,
-        created_at=T0,
-        access_count=3,
-        strength=2,
-    )
-    whole, light = (
-        await put(store, "logged whole", **fields),
-        await put(store, "logged light", **fields),
-    )
-    access = AccessRecord(
-        ts=T0 + timedelta(days=2),
-        channel=Channel.recalled,
-        reader_owner="coder@laptop",
-        query="clé",
-        score=0.5,
-        rank=1,
-        components=Components(source="dense", cos=0.7, rel=0.6),
-    )
-    async with store.transaction():
-        row = (await store.fetch_many([whole.id]))[whole.id]
-        apply_access(row, access, ring_size=2)
-        await store.save_accesses([row])
-        states = await store.access_states([light.id, light.id, "missing"])
-        assert list(states) == [light.id]
-        apply_access(states[light.id], access, ring_size=2)
-        await store.save_access_states(list(states.values()))
-    a, b = await store.fetch(whole.id), await store.fetch(light.id)
-    keep = {
-        "strength",
-        "access_count",
-        "last_accessed_at",
-        "actr_count",
-        "first_access_at",
-        "actr_times",
-        "access_log",
-        "channels",
-    }
-    assert b.model_dump(include=keep) == a.model_dump(include=keep)
-    assert [r.channel for r in b.access_log] == [Channel.recalled, Channel.recalled]
-    assert b.content == "logged light" and b.access_count == 4
-    rows, _ = await store.dump("memories", None, 100)
-    stored = {r["id"]: r["ring"] for r in rows}
-    assert stored[light.id] == stored[whole.id]  # the same JSON text on disk
 
 
 async def test_logging_accesses_does_not_move_the_revision_caches_pull(store: Store) -> None:

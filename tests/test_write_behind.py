@@ -18,13 +18,13 @@ pytestmark = pytest.mark.anyio
 async def test_recall_replies_before_its_accesses_are_written(mem: Memory) -> None:
     wanted = (await mem.author("The deploy key lives in the vault.")).id
     gate = anyio.Event()
-    save = mem.engine.store.save_access_states
+    save = mem.engine.store.save_accesses
 
     async def held(memories):
         await gate.wait()
         await save(memories)
 
-    mem.engine.store.save_access_states = held  # type: ignore[method-assign]
+    mem.engine.store.save_accesses = held  # type: ignore[method-assign]
     with anyio.fail_after(5):
         result = await mem.recall("where is the deploy key")
     assert [h.id for h in result.hits] == [wanted]
@@ -55,13 +55,13 @@ async def test_closing_writes_what_was_answered(settings, embedder) -> None:
 async def test_a_backlog_makes_the_next_recall_wait(mem: Memory) -> None:
     await mem.author("The cache TTL is 300 seconds.")
     gate = anyio.Event()
-    save = mem.engine.store.save_access_states
+    save = mem.engine.store.save_accesses
 
     async def held(memories):
         await gate.wait()
         await save(memories)
 
-    mem.engine.store.save_access_states = held  # type: ignore[method-assign]
+    mem.engine.store.save_accesses = held  # type: ignore[method-assign]
     done = 0
 
     async def recall_many() -> None:

@@ -1,40 +1,16 @@
 """How one access changes a memory: ring, stream record, counters, base-level history (SPEC §2).
 
 Pure. A service applies `apply_access` to the record, then saves it and appends the access to
-the stream. The record is a `Memory`, or — for recall's logging, which touches five rows per
-query — an `AccessState`: only the fields an access changes, with the ring's older entries
-left as the JSON objects they were stored as (validating 64 records per row into models and
-writing them back was most of what logging a recall cost, issue 12).
+the stream.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
-
 from .schema import ACTR_CHANNELS, TOUCH_CHANNELS, AccessRecord, Channel, Memory
 
 
-@dataclass
-class AccessState:
-    """What an access changes on one memory (the `ACCESS_COLUMNS` and the owner)."""
-
-    id: str
-    owner: str
-    strength: float
-    access_count: int
-    last_accessed_at: datetime
-    actr_count: int
-    first_access_at: datetime | None
-    actr_times: list[float]
-    #: Newest first: records added here, then the stored entries as JSON objects.
-    access_log: list[AccessRecord | dict[str, Any]]
-    channels: dict[str, int]
-
-
 def apply_access(
-    memory: Memory | AccessState,
+    memory: Memory,
     record: AccessRecord,
     *,
     ring_size: int = 64,

@@ -190,22 +190,17 @@ def _hit(c: Caller, position: int, r: Ranked) -> RecallHit:
 
 
 async def log_accesses(c: Caller, accesses: list[tuple[str, AccessRecord]]) -> None:
-    """Apply and store accesses (memory id, record) in one transaction, on fresh rows.
-
-    Only the access columns are read and written (`Store.access_states`), the ring as JSON:
-    this runs after every recall, and the whole rows with their rings validated into models
-    cost ~2 ms of the server's CPU per recall (issue 12).
-    """
+    """Apply and store accesses (memory id, record) in one transaction, on fresh rows."""
     async with c.store.transaction():
-        fetched = await c.store.access_states(list(dict.fromkeys(i for i, _ in accesses)))
+        fetched = await c.store.fetch_many(list(dict.fromkeys(i for i, _ in accesses)))
         logged = []
         for memory_id, access in accesses:
-            state = fetched.get(memory_id)
-            if state is None:
+            memory = fetched.get(memory_id)
+            if memory is None:
                 continue
-            c.apply(state, access)
+            c.apply(memory, access)
             logged.append((memory_id, access))
-        await c.store.save_access_states([fetched[i] for i in dict.fromkeys(i for i, _ in logged)])
+        await c.store.save_accesses([fetched[i] for i in dict.fromkeys(i for i, _ in logged)])
         await c.store.append_accesses(logged)
 
 

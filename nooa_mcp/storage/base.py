@@ -24,7 +24,6 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from ..domain.accesses import AccessState
 from ..domain.reflection import Node, Rows
 from ..domain.schema import AccessRecord, Edge, EdgeType, Memory, Reference
 from ..domain.scope import Scope
@@ -344,17 +343,6 @@ class Store(Protocol):
         re-index) nor anything the vector cache holds, and never moves the revision, so no
         other cache re-pulls a row because somebody read it.
         """
-        ...
-
-    async def access_states(self, ids: Sequence[str]) -> dict[str, AccessState]:
-        """The `ACCESS_COLUMNS` (and owner) of these rows, for logging accesses: `fetch_many`
-        without the text, and with the ring left as JSON objects (locked alike inside a
-        transaction on PostgreSQL)."""
-        ...
-
-    async def save_access_states(self, states: Sequence[AccessState]) -> None:
-        """`save_accesses` for what `access_states` read; the ring is written in the same JSON
-        as `save_accesses` writes it."""
         ...
 
     async def fetch(self, memory_id: str) -> Memory | None: ...

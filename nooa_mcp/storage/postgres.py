@@ -37,7 +37,6 @@ from typing import Any
 
 import numpy as np
 
-from ..domain.accesses import AccessState
 from ..domain.reflection import Node, Rows
 from ..domain.schema import AccessRecord, Edge, EdgeType, Memory
 from ..domain.scope import Scope
@@ -77,8 +76,6 @@ from .sqlite import (
     SCORING_COLUMNS,
     TODO_ORDER,
     _access_from_row,
-    _access_state,
-    _access_values,
     _memory,
     _row_values,
     _scoring,
@@ -560,26 +557,6 @@ class PostgresStore:
             rows.append({k: values[k] for k in ("id", *ACCESS_COLUMNS)})
         sets = ", ".join(f"{k} = %({k})s" for k in ACCESS_COLUMNS)
         await self._many(f"UPDATE memories SET {sets} WHERE id = %(id)s", rows)
-
-    async def access_states(self, ids: Sequence[str]) -> dict[str, AccessState]:
-        """See `Store.access_states` (rows locked inside a transaction, as `fetch_many`)."""
-        if not ids:
-            return {}
-        rows = await self._rows(
-            f"SELECT id, owner, {', '.join(ACCESS_COLUMNS)} FROM memories "
-            f"WHERE id = ANY(%(ids)s) ORDER BY id{self._lock()}",
-            {"ids": sorted(set(ids))},
-        )
-        return {r["id"]: _access_state(r) for r in rows}
-
-    async def save_access_states(self, states: Sequence[AccessState]) -> None:
-        """See `Store.save_access_states`: access columns only (the rev trigger does not fire)."""
-        if not states:
-            return
-        sets = ", ".join(f"{k} = %({k})s" for k in ACCESS_COLUMNS)
-        await self._many(
-            f"UPDATE memories SET {sets} WHERE id = %(id)s", [_access_values(s) for s in states]
-        )
 
     async def set_embedding(self, memory_id: str, vector: np.ndarray) -> None:
         self._moved()

@@ -27,7 +27,6 @@ import anyio.to_thread
 import numpy as np
 from pydantic import TypeAdapter
 
-from ..domain.accesses import AccessState
 from ..domain.reflection import Node, Rows
 from ..domain.schema import (
     AccessRecord,
@@ -410,41 +409,6 @@ def _row_values(m: Memory, embedding: np.ndarray | None) -> dict[str, Any]:
         if m.authored_importance is None
         else m.authored_importance,
         "embedding": None if embedding is None else np.asarray(embedding, np.float32).tobytes(),
-    }
-
-
-def _access_state(row: sqlite3.Row) -> AccessState:
-    """The access columns of a row; the ring parsed as JSON, not validated into records."""
-    return AccessState(
-        id=row["id"],
-        owner=row["owner"],
-        strength=row["strength"],
-        access_count=row["access_count"],
-        last_accessed_at=dt(row["last_accessed_at"]),
-        actr_count=row["actr_count"],
-        first_access_at=dt(row["first_access_at"]),
-        actr_times=json.loads(row["actr_times"]),
-        access_log=json.loads(row["ring"]),
-        channels=json.loads(row["channels"]),
-    )
-
-
-def _access_values(state: AccessState) -> dict[str, Any]:
-    """`_row_values` of the access columns, the ring written as `RING.dump_json` writes it."""
-    ring = [
-        e if isinstance(e, dict) else e.model_dump(mode="json", exclude_none=True)
-        for e in state.access_log
-    ]
-    return {
-        "id": state.id,
-        "strength": state.strength,
-        "access_count": state.access_count,
-        "last_accessed_at": ts(state.last_accessed_at),
-        "actr_count": state.actr_count,
-        "first_access_at": ts(state.first_access_at),
-        "actr_times": json.dumps([round(t, 3) for t in state.actr_times]),
-        "ring": json.dumps(ring, separators=(",", ":"), ensure_ascii=False),
-        "channels": json.dumps(state.channels),
     }
 
 
@@ -902,23 +866,6 @@ class SQLiteStore:
             rows.append({k: values[k] for k in ("id", *ACCESS_COLUMNS)})
         sets = ", ".join(f"{k} = :{k}" for k in ACCESS_COLUMNS)
         await self._execute_many(f"UPDATE memories SET {sets} WHERE id = :id", rows)
-
-    async def access_states(self, ids: Sequence[str]) -> dict[str, AccessState]:
-        """See `Store.access_states`."""
-        rows = await self._rows_in(
-            f"SELECT id, owner, {', '.join(ACCESS_COLUMNS)} FROM memories WHERE id IN ({{marks}})",
-            list(dict.fromkeys(ids)),
-        )
-        return {r["id"]: _access_state(r) for r in rows}
-
-    async def save_access_states(self, states: Sequence[AccessState]) -> None:
-        """See `Store.save_access_states`: access columns only, revision unchanged."""
-        if not states:
-            return
-        sets = ", ".join(f"{k} = :{k}" for k in ACCESS_COLUMNS)
-        await self._execute_many(
-            f"UPDATE memories SET {sets} WHERE id = :id", [_access_values(s) for s in states]
-        )
 
     async def set_embedding(self, memory_id: str, vector: np.ndarray) -> None:
         await self._execute(
