@@ -67,7 +67,7 @@ TypeName = choice(MEMORY_TYPES)
 
 Importance = Annotated[
     str | float,
-    Field(description="CRITICAL, HIGH, MEDIUM, LOW, TRIVIAL, 0–10."),
+    Field(description="CRITICAL, HIGH, MEDIUM, LOW, TRIVIAL, 0-10."),
 ]
 MemoryId = Annotated[str, Field(description="Id or 8-char prefix.")]
 
@@ -106,22 +106,22 @@ def register_tools(
         importance: Importance = "MEDIUM",
         salience: Annotated[
             str | float | None,
-            Field(description="PIVOTAL, NOTABLE, ROUTINE, NONE or 0–1."),
+            Field(description="PIVOTAL, NOTABLE, ROUTINE, NONE or 0-1."),
         ] = None,
         confidence: Annotated[
             str | float | None,
-            Field(description="CERTAIN, CONFIDENT, TENTATIVE, UNCERTAIN or 0–1."),
+            Field(description="CERTAIN, CONFIDENT, TENTATIVE, UNCERTAIN or 0-1."),
         ] = None,
         tags: list[str] | None = None,
         entities: Annotated[list[str] | None, Field(description="People, systems, places.")] = None,
         place_or_task: str = "",
         references: Annotated[
             list[str] | None,
-            Field(description="file:<relative path>, memory:<id> or url:<address>."),
+            Field(description="file:<relative path>, memory:<id>, url:<address>."),
         ] = None,
         links: Annotated[
             list[Link] | None,
-            Field(description="Edges to existing memories."),
+            Field(description="Edges to other memories."),
         ] = None,
         valid_from: datetime | None = None,
         valid_to: Annotated[datetime | None, Field(description="When it stops being true.")] = None,
@@ -161,7 +161,7 @@ def register_tools(
         k: Annotated[int, Field(ge=1, le=50)] = 5,
         scope: Annotated[
             str,
-            Field(description="mine, instance, * or a role (widens only where granted)."),
+            Field(description="mine, instance, * or a role (wider only where granted)."),
         ] = "mine",
         types: list[TypeName] | None = None,
         hops: Annotated[
@@ -169,9 +169,8 @@ def register_tools(
         ] = None,
         include_archived: bool = False,
     ) -> Annotated[CallToolResult, RecallResult]:
-        """Recall what you know about something, before acting on it. Weak results are only
-        loosely related.
-        """
+        """Recall what you know about something before acting on it; weak hits are only
+        loosely related."""
         memory = await current_memory()
         result = await memory.recall(
             query,
@@ -219,7 +218,7 @@ def register_tools(
         content: str | None = None,
         title: str | None = None,
         importance: Annotated[
-            str | float | None, Field(description="CRITICAL, HIGH, MEDIUM, LOW, TRIVIAL, 0–10.")
+            str | float | None, Field(description="CRITICAL, HIGH, MEDIUM, LOW, TRIVIAL, 0-10.")
         ] = None,
         tags: list[str] | None = None,
         status: choice(TODO_STATUSES, "Todos only.") | None = None,
@@ -227,7 +226,7 @@ def register_tools(
         valid_to: Annotated[datetime | None, Field(description="No longer true from then.")] = None,
         forget: Annotated[bool, Field(description="Archive it: kept, no longer recalled.")] = False,
     ) -> Annotated[CallToolResult, UpdateResult]:
-        """Correct, re-rate, link or archive (forget=true) one of your memories."""
+        """Correct, re-rate, link or archive (forget=true) a memory of yours."""
         memory = await current_memory()
         result = await memory.update(
             memory_id,
@@ -264,8 +263,7 @@ def register_tools(
         status: choice((*TODO_STATUSES, "all"), "For list.") = "open",
         limit: Annotated[int, Field(ge=1, le=100)] = 20,
     ) -> Annotated[CallToolResult, TodoResult]:
-        """Commitments: add, list (open first), done, drop, reopen. Open ones are never
-        pruned."""
+        """Commitments: add, list (open first), done, drop, reopen. Open ones are never pruned."""
         memory = await current_memory()
         result = await memory.todo(
             action,
@@ -295,17 +293,17 @@ def register_tools(
         content: Annotated[str | None, Field(description="For add: what to do.")] = None,
         fire_at: Annotated[
             datetime | None,
-            Field(description="For add: fire after this time."),
+            Field(description="For add: when to fire."),
         ] = None,
         cue: Annotated[
             str | None,
-            Field(description="For add: fire when these words come up."),
+            Field(description="For add: words that fire it."),
         ] = None,
         every_hours: Annotated[
-            float | None, Field(gt=0, description="For add: re-arm after firing.")
+            float | None, Field(gt=0, description="For add: repeat every N hours.")
         ] = None,
         memory_id: Annotated[str | None, Field(description="For cancel.")] = None,
-        text: Annotated[str | None, Field(description="For check: what is happening now.")] = None,
+        text: Annotated[str | None, Field(description="For check: what is going on.")] = None,
         importance: Importance = "MEDIUM",
     ) -> Annotated[CallToolResult, IntentResult]:
         """Do something later, at a time or on a cue. Fired ones come back in reminders."""
