@@ -119,6 +119,13 @@ def test_a_graph_of_another_shape_is_used_as_shipped(tmp_path, monkeypatch, capl
     assert not list((tmp_path / "cache").glob("*.onnx")), "nothing half-written is left"
 
 
+def test_a_file_onnx_cannot_read_is_used_as_shipped(tmp_path, monkeypatch):
+    garbage = tmp_path / "garbage.onnx"
+    garbage.write_bytes(b"\x08\xff\xff not a model")
+    monkeypatch.setattr(mf, "_source", lambda: garbage)
+    assert mf.model_file(tmp_path / "cache") == garbage
+
+
 def test_without_the_onnx_package_the_shipped_file_is_used(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "onnx", None)  # import onnx raises ImportError
     assert mf.model_file(tmp_path) == mf._source()
