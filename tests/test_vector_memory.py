@@ -169,3 +169,21 @@ def test_minilm_runs_without_the_onnxruntime_arena_and_embeds_identically(minilm
     ours = np.stack(list(minilm._model.embed(texts, batch_size=1)))
     theirs = np.stack(list(with_arena.embed(texts, batch_size=1)))
     assert np.array_equal(ours, theirs)
+
+
+def test_an_id_repeated_within_one_batch_keeps_one_row_with_its_latest_values():
+    vectors = np.random.default_rng(3).standard_normal((3, DIM)).astype(np.float32)
+    first = _rows(0, 1, vectors)[0]
+    later = VectorRow(
+        seq=first.seq,
+        id=first.id,
+        role="r",
+        owner="",
+        type="episode",
+        archived=True,
+        embedding=vectors[2],
+    )
+    index = VectorIndex(DIM)
+    index._apply([first, *_rows(1, 2, vectors), later])
+    assert index.size == 2 and list(index.ids) == ["m0", "m1"]
+    assert index.archived[0] and np.array_equal(index.vector("m0"), vectors[2])

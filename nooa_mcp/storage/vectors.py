@@ -84,10 +84,11 @@ class VectorIndex:
     def _apply(self, rows: list[VectorRow]) -> None:
         found = self.ids.rows_of([r.id for r in rows])
         self._grow(self.size + int((found < 0).sum()))
+        added: dict[str, int] = {}  # rows this call appends (an id may repeat within `rows`)
         for r, known in zip(rows, found.tolist(), strict=True):
-            row = known if known >= 0 else self.ids.get(r.id)  # a repeat within `rows`
+            row = known if known >= 0 else added.get(r.id)
             if row is None:
-                row = self.ids.append(r.id)
+                row = added[r.id] = self.ids.append(r.id)
                 self.size += 1
                 self.seqs[row] = r.seq
             vec = r.embedding
