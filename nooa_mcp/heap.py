@@ -24,7 +24,6 @@ import ctypes
 import ctypes.util
 import os
 import sys
-from collections.abc import Callable
 
 #: mallopt's parameter numbers (glibc's malloc.h).
 M_ARENA_MAX = -8
@@ -58,11 +57,6 @@ def _glibc() -> ctypes.CDLL | None:
     return _libc
 
 
-def _lookup() -> Callable[[int], int] | None:
-    libc = _glibc()
-    return None if libc is None else libc.malloc_trim
-
-
 def tune_malloc(arenas: int = SERVER_ARENAS, mmap_threshold: int = SERVER_MMAP_THRESHOLD) -> bool:
     """Cap glibc's arenas and fix its mmap threshold (call before the process starts its
     threads); True if both were set. What the user set in the environment
@@ -82,8 +76,8 @@ def tune_malloc(arenas: int = SERVER_ARENAS, mmap_threshold: int = SERVER_MMAP_T
 
 def release_free_memory() -> bool:
     """Return freed heap pages to the OS; True if the C library could (glibc only)."""
-    trim = _lookup()
-    if trim is None:
+    libc = _glibc()
+    if libc is None:
         return False
-    trim(0)
+    libc.malloc_trim(0)
     return True

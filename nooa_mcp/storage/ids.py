@@ -40,8 +40,12 @@ class IdTable:
     def __getitem__(self, row: int) -> str:
         if not 0 <= row < self._count:
             raise IndexError(row)
+        return self._encoded(row).decode()
+
+    def _encoded(self, row: int) -> bytearray:
+        """The UTF-8 bytes of row `row`'s id."""
         start = int(self._ends[row - 1]) if row else 0
-        return self._data[start : int(self._ends[row])].decode()
+        return self._data[start : int(self._ends[row])]
 
     def __iter__(self) -> Iterator[str]:
         return (self[row] for row in range(self._count))
@@ -91,8 +95,7 @@ class IdTable:
             p = int(at[k])
             while p < n and self._hashes[p] == wanted[k]:
                 row = int(self._rows[p])
-                start = int(self._ends[row - 1]) if row else 0
-                if self._data[start : int(self._ends[row])] == encoded:
+                if self._encoded(row) == encoded:
                     out[k] = row
                     break
                 p += 1
