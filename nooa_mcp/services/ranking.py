@@ -158,11 +158,12 @@ async def rank(
 
     query_tokens = tokens(query)
     top_bm25 = max(bm25.values(), default=0.0)
+    if dense_ready:
+        sparse = [r for r in candidates.values() if r.source == "sparse"]
+        for r, cos in zip(sparse, index.cosines([r.id for r in sparse], query_vector), strict=True):
+            r.cos = cos
     for r in candidates.values():
         r.lex = bm25.get(r.id, 0.0) / top_bm25 if top_bm25 > 0 else 0.0
-        if dense_ready and r.source == "sparse":
-            vec = index.vector(r.id)
-            r.cos = float(vec @ query_vector) if vec is not None else None
         # Without a query vector, BM25 (scaled by the best hit) stands in for the cosine.
         r.semantic = r.lex if not dense_ready else (r.cos or 0.0)
     _score_parts(list(candidates.values()), query_tokens, now, s)
@@ -304,15 +305,18 @@ async def _add_outsiders(run: _Pass, ids: list[str]) -> None:
     wanted = [i for i in ids if i not in run.candidates]
     if not wanted:
         return
-    rows = []
-    for row in await run.store.scoring_rows(wanted):
-        if run.types and row.type not in run.types:
-            continue
-        r = Ranked(row, "spread")
-        vec = run.index.vector(r.id) if run.query_vector is not None else None
-        r.cos = float(vec @ run.query_vector) if vec is not None else None
+    rows = [
+        Ranked(row, "spread")
+        for row in await run.store.scoring_rows(wanted)
+        if not run.types or row.type in run.types
+    ]
+    if run.query_vector is not None:
+        for r, cos in zip(
+            rows, run.index.cosines([r.id for r in rows], run.query_vector), strict=True
+        ):
+            r.cos = cos
+    for r in rows:
         r.semantic = r.cos or 0.0
-        rows.append(r)
     _score_parts(rows, run.query_tokens, run.now, run.s)
     if rows:
         _base(rows, run.ranges or _ranges(rows), run.s)

@@ -202,6 +202,15 @@ class VectorIndex:
             return None
         return self.matrix[row]
 
+    def cosines(self, ids: list[str], query: np.ndarray) -> list[float | None]:
+        """`vector(i) @ query` for each id (None without a stored vector), with one lookup
+        for all of them: a lookup one id at a time costs ~8 µs, and recall asks for ~50."""
+        out: list[float | None] = []
+        for row in self.ids.rows_of(ids).tolist():
+            has = row >= 0 and self.has_vector[row]
+            out.append(float(self.matrix[row] @ query) if has else None)
+        return out
+
     def note(self, row: VectorRow) -> None:
         """Record a row this process just wrote, so search sees it before the next sync."""
         self._apply([row])
