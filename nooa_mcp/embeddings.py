@@ -14,7 +14,8 @@ import os
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -31,6 +32,12 @@ MODEL_NAME = "nooa/all-MiniLM-L6-v2-int8"
 #: of 4 without, 199 with; the call took 1.5 ms median). Single texts (queries, one write per
 #: call) skip it: they free little, and a query should not wait for it.
 TRIM_AFTER_BATCH = 2
+#: onnxruntime session settings fastembed has no argument for. Its worker threads spin-wait
+#: for work between and after runs by default: on a 2-core machine they burnt the core the
+#: SQLite thread and the event loop needed (recall through MCP at 10k: 42-48 ms of CPU per
+#: call with spinning, 27-31 without; with a client pause between calls, p50 26.2 -> 21.7 ms
+#: and CPU 77 -> 29 ms per call), while embedding alone ran at the same rate (issue 12).
+SESSION_CONFIG = {"session.intra_op.allow_spinning": "0"}
 
 
 @runtime_checkable
@@ -81,6 +88,33 @@ class HashEmbedder:
 
 
 _register_lock = threading.Lock()
+_session_lock = threading.Lock()
+
+
+@contextmanager
+def _session_config(entries: dict[str, str]) -> Iterator[None]:
+    """Sessions built inside this block get `entries` as config entries.
+
+    fastembed creates its own `onnxruntime.SessionOptions` and passes on only the arena
+    switch, so for the length of the load it is handed a subclass that adds the entries.
+    Loads are serialised: only the embedder builds sessions in this process.
+    """
+    import onnxruntime as ort
+
+    base = ort.SessionOptions
+
+    class Options(base):  # type: ignore[misc, valid-type]
+        def __init__(self) -> None:
+            super().__init__()
+            for key, value in entries.items():
+                self.add_session_config_entry(key, value)
+
+    with _session_lock:
+        ort.SessionOptions = Options
+        try:
+            yield
+        finally:
+            ort.SessionOptions = base
 
 
 def _register_model(cache: Path) -> None:
@@ -120,13 +154,14 @@ class MiniLMEmbedder:
         # process (an embedder alone held 417 MiB after batches of 32, 200 without it, issue
         # 12), and batch-1 query latency was the same without it (p50 31.2 against 32.7 ms,
         # 600 queries alternating between two sessions in one process). Same embeddings.
-        self._model = TextEmbedding(
-            MODEL_NAME,
-            specific_model_path=str(TOKENIZER_DIR),
-            local_files_only=True,
-            cache_dir=str(cache),
-            enable_cpu_mem_arena=False,
-        )
+        with _session_config(SESSION_CONFIG):
+            self._model = TextEmbedding(
+                MODEL_NAME,
+                specific_model_path=str(TOKENIZER_DIR),
+                local_files_only=True,
+                cache_dir=str(cache),
+                enable_cpu_mem_arena=False,
+            )
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._cache_lock = threading.Lock()
         # Loading parses the protobuf and folds the int8 weights into float32 ones: ~60 MB

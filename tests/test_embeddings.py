@@ -46,6 +46,20 @@ def test_minilm_runs_offline_with_384_normalised_dimensions(minilm):
 
 
 @pytest.mark.real_model
+def test_minilm_sessions_do_not_spin_and_other_sessions_keep_the_defaults(minilm):
+    """The model's session waits for work without spinning (SESSION_CONFIG); the option
+    class fastembed was handed is put back, so sessions built later are untouched."""
+    import onnxruntime as ort
+
+    session = minilm._model.model.model
+    assert isinstance(session, ort.InferenceSession)
+    options = session.get_session_options()
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    with pytest.raises(RuntimeError, match="allow_spinning"):
+        ort.SessionOptions().get_session_config_entry("session.intra_op.allow_spinning")
+
+
+@pytest.mark.real_model
 def test_minilm_single_queries_match_batches_and_are_cached(minilm):
     batch = minilm.embed(["where is the deploy key", "something else"])
     single = minilm.embed(["where is the deploy key"])
