@@ -187,3 +187,46 @@ def test_an_id_repeated_within_one_batch_keeps_one_row_with_its_latest_values():
     index._apply([first, *_rows(1, 2, vectors), later])
     assert index.size == 2 and list(index.ids) == ["m0", "m1"]
     assert index.archived[0] and np.array_equal(index.vector("m0"), vectors[2])
+
+
+@pytest.mark.parametrize(("rows", "handed_off"), [(5, 0), (250, 1), (1001, 2)])
+def test_a_split_product_equals_the_whole_one(monkeypatch, rows, handed_off):
+    """Large matrices are cut into one part per core (the caller computes one, helper threads
+    the others); every row's cosine is the same as one product over the whole matrix."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from nooa_mcp.storage import vectors
+
+    class Counting(ThreadPoolExecutor):
+        submitted = 0
+
+        def submit(self, *args, **kwargs):
+            Counting.submitted += 1
+            return super().submit(*args, **kwargs)
+
+    pool = Counting(2)
+    monkeypatch.setattr(vectors, "SPLIT_ROWS", 100)
+    monkeypatch.setattr(vectors, "_cores", lambda: 3)
+    monkeypatch.setattr(vectors, "_helpers", lambda: pool)
+    rng = np.random.default_rng(7)
+    matrix = rng.standard_normal((rows, 16)).astype(np.float32)
+    query = rng.standard_normal(16)  # float64: converted, never refused
+    got = vectors.product(matrix, query)
+    pool.shutdown()
+    assert got.dtype == np.float32 and got.shape == (rows,)
+    assert np.allclose(got, matrix.astype(np.float64) @ query, atol=1e-4)
+    assert Counting.submitted == handed_off
+
+
+@pytest.mark.parametrize(
+    ("blas_threads", "kernel"), [("1", "_blas_product"), ("2", "_einsum_product")]
+)
+def test_the_product_uses_blas_only_when_it_runs_one_thread(blas_threads, kernel):
+    """BLAS with worker threads would wake them for every query (they spin on after it);
+    with one thread, as in a server process, it is the faster kernel."""
+    code = "from nooa_mcp.storage import vectors\nprint(vectors._kernel().__name__)\n"
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": blas_threads}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == kernel

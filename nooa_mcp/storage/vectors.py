@@ -8,6 +8,12 @@ rows. One index serves every owner of a process; scopes become boolean masks.
 
 from __future__ import annotations
 
+import functools
+import itertools
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -23,6 +29,85 @@ SYNC_PAGE = 5000
 GROW_STEP = 4096
 #: The arrays with one entry per row, grown together.
 _PER_ROW = ("matrix", "has_vector", "archived", "role_code", "owner_code", "type_code", "seqs")
+#: One query's product over at least twice this many rows is split across the cores: it reads
+#: the whole matrix (147 MiB at 100k x 384) and one core does not saturate the memory bus. At
+#: 100k on a 2-core machine, 11.4 -> 7.9 ms with one BLAS thread per part, 17.2 -> 11.0 with
+#: einsum (benchmarks/bench_stdio.py's store, issue 12). Below it a split costs more than it
+#: saves.
+SPLIT_ROWS = 32768
+
+Kernel = Callable[[np.ndarray, np.ndarray, np.ndarray], Any]
+
+
+def _blas_product(rows: np.ndarray, query: np.ndarray, out: np.ndarray) -> None:
+    np.matmul(rows, query, out=out)
+
+
+def _einsum_product(rows: np.ndarray, query: np.ndarray, out: np.ndarray) -> None:
+    np.einsum("ij,j->i", rows, query, out=out)
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+@functools.cache
+def _kernel() -> Kernel:
+    """`rows @ query` into `out`, without waking BLAS worker threads.
+
+    numpy's BLAS is the faster kernel (11.4 against 17.2 ms at 100k), but only when it runs
+    one thread, as a server's does (`single_threaded_blas`): otherwise every product wakes
+    BLAS's worker threads, which spin on after it against the event loop, SQLite and the
+    model (a 10k product went from 2.5 to 36 ms on 2 loaded cores). einsum runs in the
+    calling thread whatever BLAS is configured to do.
+    """
+    from threadpoolctl import threadpool_info
+
+    threads = [i.get("num_threads", 0) for i in threadpool_info() if i.get("user_api") == "blas"]
+    return _blas_product if threads and max(threads) == 1 else _einsum_product
+
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _helpers() -> ThreadPoolExecutor:
+    """The threads that take the other parts of a split product (created on first use)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max(_cores() - 1, 1), thread_name_prefix="nooa-product")
+        return _pool
+
+
+def product(rows: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """`rows @ query` as float32, split across the cores for a large matrix (SPLIT_ROWS).
+
+    The calling thread computes the first part itself and waits for the others; numpy
+    releases the interpreter lock inside each, so the parts run side by side.
+    """
+    query = np.asarray(query, dtype=np.float32)
+    n = rows.shape[0]
+    out = np.empty(n, dtype=np.float32)
+    kernel = _kernel()
+    parts = min(_cores(), n // SPLIT_ROWS)
+    if parts <= 1:
+        kernel(rows, query, out)
+        return out
+    bounds = [n * i // parts for i in range(parts + 1)]
+    spans = list(itertools.pairwise(bounds))
+    pool = _helpers()
+    others = [pool.submit(kernel, rows[a:b], query, out[a:b]) for a, b in spans[1:]]
+    try:
+        a, b = spans[0]
+        kernel(rows[a:b], query, out[a:b])
+    finally:
+        for future in others:
+            future.result()
+    return out
 
 
 class VectorIndex:
@@ -171,16 +256,14 @@ class VectorIndex:
         """Cosines of every row with each query: shape (size,) for one vector, (size, k) for
         a (k, dim) block.
 
-        One query runs as einsum in this thread: a BLAS matrix-vector product wakes BLAS's
-        worker threads, which spin against the event loop and the SQLite thread on a small
-        machine (2 cores under load: p50 2.5 ms single-threaded against 36 ms, issue 12).
-        A block of several is a matrix product, where BLAS pays off.
+        One query is `product` (no BLAS worker threads; split across the cores when the
+        matrix is large). A block of several is a matrix product, where BLAS pays off.
         """
         rows = self.matrix[: self.size]
         if queries.ndim == 1:
-            return np.einsum("ij,j->i", rows, queries)
+            return product(rows, queries)
         if queries.shape[0] == 1:
-            return np.einsum("ij,j->i", rows, queries[0])[:, None]
+            return product(rows, queries[0])[:, None]
         return rows @ queries.T
 
     def search(self, query: np.ndarray, mask: np.ndarray, n: int) -> list[tuple[str, float]]:
