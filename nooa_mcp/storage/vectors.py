@@ -30,11 +30,12 @@ GROW_STEP = 4096
 #: The arrays with one entry per row, grown together.
 _PER_ROW = ("matrix", "has_vector", "archived", "role_code", "owner_code", "type_code", "seqs")
 #: One query's product over at least twice this many rows is split across the cores: it reads
-#: the whole matrix (147 MiB at 100k x 384) and one core does not saturate the memory bus. At
-#: 100k on a 2-core machine, 11.4 -> 7.9 ms with one BLAS thread per part, 17.2 -> 11.0 with
-#: einsum (benchmarks/bench_stdio.py's store, issue 12). Below it a split costs more than it
-#: saves.
-SPLIT_ROWS = 32768
+#: the whole matrix (15 MiB at 10k x 384, 147 MiB at 100k), straight from memory after the
+#: model has run, and one core does not saturate the memory bus. On a 2-core machine: 100k,
+#: 11.4 -> 7.9 ms with one BLAS thread per part (17.2 -> 11.0 with einsum); 10k inside a
+#: server, recall's search 2.9-3.4 -> 2.1-2.3 ms and author's near-duplicate check 3.0-3.3 ->
+#: 2.0 ms (issue 12). Smaller matrices are not worth a hand-off to another thread.
+SPLIT_ROWS = 4096
 
 Kernel = Callable[[np.ndarray, np.ndarray, np.ndarray], Any]
 
