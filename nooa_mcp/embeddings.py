@@ -38,6 +38,12 @@ TRIM_AFTER_BATCH = 2
 #: call with spinning, 27-31 without; with a client pause between calls, p50 26.2 -> 21.7 ms
 #: and CPU 77 -> 29 ms per call), while embedding alone ran at the same rate (issue 12).
 SESSION_CONFIG = {"session.intra_op.allow_spinning": "0"}
+#: Fewer texts than this are run one at a time. A batch is padded to its longest text, and
+#: the few texts of concurrent MCP writes (the engine lets them share a batch) differ in
+#: length: groups of 2-8 LoCoMo turns took 10.5-12.9 ms a text batched against 8.0-9.2 one
+#: at a time (2 cores, issue 12). Large batches sorted by length lose nothing (512 turns:
+#: 8.3-9.4 against 8.5-9.0 ms a text), so an import keeps them.
+ONE_BY_ONE_BELOW = 32
 
 
 @runtime_checkable
@@ -173,6 +179,10 @@ class MiniLMEmbedder:
             return np.zeros((0, self.dim), dtype=np.float32)
         if len(texts) == 1:
             return self._embed_one(texts[0])[None, :]
+        if len(texts) < ONE_BY_ONE_BELOW:
+            rows = np.stack([self._run_one(text) for text in texts])
+            release_free_memory()
+            return rows
         # Shortest first: a batch is padded to its longest text, so batches of mixed lengths
         # spent most of their time on padding. 256 LoCoMo turns in one call (an import's
         # batch): 60 texts/s as given, 121 sorted, the same vectors bit for bit; a batch of 1
@@ -188,6 +198,9 @@ class MiniLMEmbedder:
             release_free_memory()
         return rows
 
+    def _run_one(self, text: str) -> np.ndarray:
+        return _normalise(np.stack(list(self._model.embed([text], batch_size=1))))[0]
+
     def _embed_one(self, text: str) -> np.ndarray:
         """Single texts are mostly queries and repeat often: keep the last 512 in an LRU."""
         with self._cache_lock:
@@ -195,7 +208,7 @@ class MiniLMEmbedder:
             if hit is not None:
                 self._cache.move_to_end(text)
                 return hit
-        row = _normalise(np.stack(list(self._model.embed([text], batch_size=1))))[0]
+        row = self._run_one(text)
         with self._cache_lock:
             self._cache[text] = row
             if len(self._cache) > 512:

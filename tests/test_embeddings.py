@@ -6,7 +6,13 @@ import numpy as np
 import pytest
 
 from nooa_mcp import Memory
-from nooa_mcp.embeddings import TOKENIZER_DIR, Embedder, HashEmbedder, WarmingEmbedder
+from nooa_mcp.embeddings import (
+    ONE_BY_ONE_BELOW,
+    TOKENIZER_DIR,
+    Embedder,
+    HashEmbedder,
+    WarmingEmbedder,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -85,6 +91,33 @@ def test_a_batch_is_embedded_shortest_first_and_returned_in_the_order_given(mini
             1.0, abs=1e-5
         )
     assert batch[1] @ batch[2] < 0.5 and batch[0] @ batch[3] > batch[0] @ batch[1]
+
+
+@pytest.mark.real_model
+def test_a_few_texts_run_one_at_a_time_and_many_in_one_sorted_batch(minilm, monkeypatch):
+    """A batch is padded to its longest text: a few texts of mixed lengths (concurrent
+    writes sharing a batch) ran slower together than one at a time (issue 12)."""
+    runs: list[int] = []
+    model_embed = minilm._model.embed
+
+    def counting(texts, **kwargs):
+        runs.append(len(texts))
+        return model_embed(texts, **kwargs)
+
+    monkeypatch.setattr(minilm._model, "embed", counting)
+    few = [
+        "Tax forms",
+        "A longer note about the nightly deploy pipeline and the staging database behind it",
+        "The cat sat on the mat",
+    ]
+    rows = minilm.embed(few)
+    assert runs == [1, 1, 1]
+    for row, text in zip(rows, few, strict=True):
+        assert np.array_equal(row, minilm._run_one(text))  # each exactly its own text's
+    runs.clear()
+    many = [f"note {i}: " + "more words " * (i % 7) for i in range(ONE_BY_ONE_BELOW)]
+    assert minilm.embed(many).shape == (ONE_BY_ONE_BELOW, 384)
+    assert runs == [ONE_BY_ONE_BELOW]
 
 
 @pytest.mark.real_model
