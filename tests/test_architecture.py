@@ -25,6 +25,7 @@ TIERS: dict[str, int] = {
     "embeddings": 1,
     "heap": 1,
     "model_file": 1,
+    "shared_runs": 2,
     "engine": 2,
     "services": 3,
     "memory": 4,

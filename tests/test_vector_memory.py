@@ -63,6 +63,34 @@ def test_growing_row_by_row_answers_exactly_as_an_index_filled_in_one_go():
         assert grown.search(q, mask, 25) == once.search(q, mask, 25)
 
 
+def test_a_search_over_few_rows_reads_only_them_and_answers_as_over_all(monkeypatch):
+    """The tombstone check searches the archived rows only: under 1 row in SPARSE_SHARE, the
+    product runs over those rows alone, with the same answer as masking a whole product."""
+    from nooa_mcp.storage import vectors
+
+    index = _filled(2000, 2000)
+    shapes: list[int] = []
+    real = vectors.product
+
+    def counting(rows, query):
+        shapes.append(rows.shape[0])
+        return real(rows, query)
+
+    monkeypatch.setattr(vectors, "product", counting)
+    archived = index.archived[: index.size] & index.has_vector[: index.size]  # ~1 in 11
+    everything = index.has_vector[: index.size]
+    for q in _vectors(50)[:10]:
+        shapes.clear()
+        few = index.search(q, archived, 5)
+        assert shapes == [int(archived.sum())]
+        sims = index.matrix[: index.size] @ q
+        best = np.flatnonzero(archived)[np.argsort(-sims[archived], kind="stable")[:5]]
+        assert [i for i, _ in few] == [index.ids[r] for r in best]
+        assert np.allclose([c for _, c in few], sims[best], atol=1e-6)
+        shapes.clear()
+        assert len(index.search(q, everything, 5)) == 5 and shapes == [index.size]
+
+
 def test_the_matrix_grows_in_place_when_nobody_else_holds_it():
     index = _filled(GROW_STEP, GROW_STEP)
     ident, capacity = id(index.matrix), index.matrix.shape[0]

@@ -75,14 +75,15 @@ async def author_many(c: Caller, specs: Sequence[dict[str, Any]]) -> list[Author
     links = [await parse_links(c, spec.get("links")) for spec in specs]
     await capture_all(c, records)
     vectors = await c.engine.embed([text_of(r.title, r.content) for r in records])
+    # Near-duplicates among the rows cached now, for the whole batch in one product, before
+    # the transaction and off the event loop (a product per item made a write at 100k rows
+    # cost 100x one at 1k). Rows cached after it (this batch's, other writers') are checked
+    # per item in the transaction.
+    prior = await _nearest_existing(c, records, vectors)
     results: list[AuthorResult] = []
     async with c.store.transaction():
         await c.index.sync(c.store)
         batch: dict[str, str] = {}
-        # Near-duplicates among the rows present now, for the whole batch in one pass:
-        # a matrix-vector product over the store per item made a write at 100k rows
-        # cost 100x one at 1k. Rows this batch adds are checked per item (few).
-        prior = _nearest_existing(c, records, vectors)
         for record, vector, edges, again, near in zip(
             records, vectors, links, revive, prior, strict=True
         ):
@@ -145,35 +146,27 @@ async def _author_one(
     return AuthorResult(id=record.id, status="created", similar_to=similar)
 
 
-def _dedup_mask(c: Caller, type: str, start: int = 0) -> np.ndarray:
-    """Rows `start`… that a new memory of `type` may be a near-duplicate of."""
-    mask = c.index.mask(c.actor.own, types={type}, start=start)
+def _dedup_mask(c: Caller, type: str, start: int = 0, stop: int | None = None) -> np.ndarray:
+    """Rows `start`…`stop` that a new memory of `type` may be a near-duplicate of."""
+    stop = c.index.size if stop is None else stop
+    mask = c.index.mask(c.actor.own, types={type}, start=start, stop=stop)
     if c.role:
         # Same owner role only: shared rows are not this owner's to link as its own repeats.
-        mask &= c.index.owner_code[start : c.index.size] != 0
+        mask &= c.index.owner_code[start:stop] != 0
     return mask
 
 
-def _nearest_existing(c: Caller, records: Sequence[Memory], vectors: np.ndarray) -> list[Near]:
+async def _nearest_existing(
+    c: Caller, records: Sequence[Memory], vectors: np.ndarray
+) -> list[Near]:
     """Per record: the most similar dedup candidate among the cached rows, its cosine,
     and how many rows were cached then (rows after that are checked one by one)."""
+    masks = {kind: _dedup_mask(c, kind) for kind in {r.type.value for r in records}}
     n = c.index.size
-    out: list[Near] = [(None, -1.0, n)] * len(records)
-    by_type: dict[str, list[int]] = {}
-    for i, record in enumerate(records):
-        by_type.setdefault(record.type.value, []).append(i)
-    for kind, items in by_type.items():
-        mask = _dedup_mask(c, kind)
-        if n == 0 or not mask.any():
-            continue
-        for lo in range(0, len(items), 64):  # 64 columns: 25 MB of scores at 100k rows
-            chunk = items[lo : lo + 64]
-            sims = c.index.similarities(np.asarray(vectors[chunk], dtype=np.float32))
-            sims[~mask] = -np.inf
-            best = sims.argmax(axis=0)
-            for j, i in enumerate(chunk):
-                out[i] = (c.index.ids[best[j]], float(sims[best[j], j]), n)
-    return out
+    if n == 0 or not any(mask.any() for mask in masks.values()):
+        return [(None, -1.0, n)] * len(records)
+    found = await c.engine.nearest(vectors, [masks[r.type.value] for r in records])
+    return [(c.index.ids[row] if row >= 0 else None, cos, n) for row, cos in found]
 
 
 def _near_duplicate(
@@ -184,7 +177,10 @@ def _near_duplicate(
     else:
         # `near` covers rows [0, since); only rows written after it are searched here.
         twin, cos, since = near
-        hits = [(twin, cos)] if twin is not None else []
+        row = c.index.ids.get(twin) if twin is not None else None
+        # Found before the transaction: the twin may have been archived or deleted since.
+        still = row is not None and bool(_dedup_mask(c, type, start=row, stop=row + 1)[0])
+        hits = [(twin, cos)] if still else []
         rows = np.flatnonzero(_dedup_mask(c, type, start=since)) + since
         if rows.size:
             sims = c.index.matrix[rows] @ vector

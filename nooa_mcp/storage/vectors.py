@@ -12,7 +12,7 @@ import functools
 import itertools
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -36,6 +36,9 @@ _PER_ROW = ("matrix", "has_vector", "archived", "role_code", "owner_code", "type
 #: server, recall's search 2.9-3.4 -> 2.1-2.3 ms and author's near-duplicate check 3.0-3.3 ->
 #: 2.0 ms (issue 12). Smaller matrices are not worth a hand-off to another thread.
 SPLIT_ROWS = 4096
+#: A search whose mask keeps under 1 row in this many gathers those rows and multiplies only
+#: them: gathering costs a copy of each kept row, so it pays below a third or so.
+SPARSE_SHARE = 4
 
 Kernel = Callable[[np.ndarray, np.ndarray, np.ndarray], Any]
 
@@ -230,9 +233,10 @@ class VectorIndex:
         include_archived: bool = False,
         types: set[str] | None = None,
         start: int = 0,
+        stop: int | None = None,
     ) -> np.ndarray:
-        """Rows `start`… a reader in `scope` may see (owner gate, archived, types)."""
-        rows = slice(start, self.size)
+        """Rows `start`…`stop` a reader in `scope` may see (owner gate, archived, types)."""
+        rows = slice(start, self.size if stop is None else stop)
         keep = self.has_vector[rows].copy()
         if not include_archived:
             keep &= ~self.archived[rows]
@@ -253,31 +257,66 @@ class VectorIndex:
             keep &= allowed[self.type_code[rows]]
         return keep
 
-    def similarities(self, queries: np.ndarray) -> np.ndarray:
-        """Cosines of every row with each query: shape (size,) for one vector, (size, k) for
-        a (k, dim) block.
+    def similarities(self, queries: np.ndarray, upto: int | None = None) -> np.ndarray:
+        """Cosines of every row (up to `upto`) with each query: shape (size,) for one vector,
+        (size, k) for a (k, dim) block.
 
         One query is `product` (no BLAS worker threads; split across the cores when the
         matrix is large). A block of several is a matrix product, where BLAS pays off.
         """
-        rows = self.matrix[: self.size]
+        rows = self.matrix[: self.size if upto is None else upto]
         if queries.ndim == 1:
             return product(rows, queries)
         if queries.shape[0] == 1:
             return product(rows, queries[0])[:, None]
         return rows @ queries.T
 
+    def nearest(self, queries: np.ndarray, masks: Sequence[np.ndarray]) -> list[tuple[int, float]]:
+        """Per query (a row of `queries`), the row its mask keeps with the highest cosine,
+        and that cosine; (-1, -inf) when the mask keeps none. A mask covers rows
+        [0, len(mask)): rows added after it was made are not looked at.
+
+        Safe in a worker thread while the event loop appends rows: rows are only ever
+        appended, and a matrix that grows while this reads it is copied, not freed.
+        """
+        n = max((len(mask) for mask in masks), default=0)
+        out: list[tuple[int, float]] = []
+        for lo in range(0, len(masks), 64):  # 64 columns: 25 MB of scores at 100k rows
+            block = np.asarray(queries[lo : lo + 64], dtype=np.float32)
+            sims = self.similarities(block, upto=n) if n else np.zeros((0, len(block)))
+            for j, mask in enumerate(masks[lo : lo + 64]):
+                column = np.where(mask, sims[: len(mask), j], -np.inf)
+                best = int(column.argmax()) if column.size else -1
+                if best < 0 or column[best] == -np.inf:
+                    out.append((-1, -np.inf))
+                else:
+                    out.append((best, float(column[best])))
+        return out
+
     def search(self, query: np.ndarray, mask: np.ndarray, n: int) -> list[tuple[str, float]]:
-        """Top `n` (id, cosine) among the masked rows, best first."""
+        """Top `n` (id, cosine) among the masked rows, best first.
+
+        A mask that keeps few rows (under 1 in `SPARSE_SHARE`) reads only those: a write's
+        tombstone check looks at the archived rows alone, and over every row it took ~8 ms
+        of the event loop a write at 100k rows once reflection had archived some (issue 12).
+        """
         if self.size == 0 or n <= 0:
             return []
-        sims = self.similarities(np.asarray(query, np.float32))
-        sims = np.where(mask, sims, -np.inf)
-        n = min(n, int(mask.sum()))
+        kept = int(mask.sum())
+        n = min(n, kept)
         if n <= 0:
             return []
+        query = np.asarray(query, np.float32)
+        if kept * SPARSE_SHARE < self.size:
+            rows = np.flatnonzero(mask)
+            sims = product(self.matrix[rows], query)
+        else:
+            rows = None
+            sims = np.where(mask, self.similarities(query), -np.inf)
         top = np.argpartition(-sims, n - 1)[:n]
         top = top[np.argsort(-sims[top], kind="stable")]
+        if rows is not None:
+            return [(self.ids[rows[i]], float(sims[i])) for i in top]
         return [(self.ids[i], float(sims[i])) for i in top]
 
     def vector(self, memory_id: str) -> np.ndarray | None:
