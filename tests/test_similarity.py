@@ -165,3 +165,22 @@ def test_clusters_that_would_save_little_give_way_to_the_exact_sweep():
     found = clustered_sweep(same, np.arange(80), 0.8, cap=100)
     assert not found.clustered
     assert len(found.pairs) == 80 * 79 // 2
+
+
+def test_a_sweep_holds_one_block_of_cosines_at_a_time():
+    """`cells` bounds the cosines in memory: the previous block is let go before the next is
+    computed (both alive at once doubled an incremental pass's peak at 100k)."""
+    import tracemalloc
+
+    rng = np.random.default_rng(3)
+    matrix = rng.standard_normal((8192, 16)).astype(np.float32)
+    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+    cells = 1 << 20  # blocks of 128 rows x 8192 columns: 4 MiB of float32
+    tracemalloc.start()
+    try:
+        sweep(matrix, np.arange(8192), 0.99, cells=cells, neighbours=(0.99, 2, np.ones(8192, bool)))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    block = cells * 4
+    assert block < peak < 1.6 * block
