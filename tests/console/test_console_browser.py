@@ -7,14 +7,17 @@ and checks the page against the Memory facade opened on the same store file.
 from __future__ import annotations
 
 import math
+import threading
 import uuid
 from datetime import UTC, datetime, timedelta
 
+import anyio.to_thread
 import pytest
 from browsing import shot
 from conftest import OWNER
 
 from nooa_mcp import Memory
+from nooa_mcp.console import runs as console_runs
 
 pytestmark = pytest.mark.anyio
 
@@ -250,9 +253,25 @@ async def test_a_bad_importance_shows_the_facades_sentence_and_changes_nothing(
 
 
 async def test_a_reflection_pass_shows_live_progress_and_lands_in_the_chart(
-    site, owner_settings, embedder
+    site, owner_settings, embedder, monkeypatch
 ):
     url, chromium = site
+    # A pass over 300 rows can end before a loaded machine has rendered the run's page, which
+    # then shows the report without following anything: hold the pass until the page listens.
+    listening = threading.Event()
+    events, reflect = console_runs.Runs.events, console_runs._reflect
+
+    async def listened(self, run):
+        listening.set()
+        async for state in events(self, run):
+            yield state
+
+    async def once_listened(run, memory, steps):
+        await anyio.to_thread.run_sync(listening.wait, 30)
+        await reflect(run, memory, steps)
+
+    monkeypatch.setattr(console_runs.Runs, "events", listened)
+    monkeypatch.setattr(console_runs, "_reflect", once_listened)
     async with Memory.open(settings=owner_settings, embedder=embedder) as mem:
         await mem.author_many(
             [
@@ -275,8 +294,7 @@ async def test_a_reflection_pass_shows_live_progress_and_lands_in_the_chart(
     steps = await page.locator("table[data-report] tr[data-step]").all_inner_texts()
     assert [s.split()[0] for s in steps] == ["merge", "link", "rescore", "prune"]
     assert steps[-1].split()[1:3] == ["300", "300"]  # planned, applied
-    # The page followed the pass by server-sent events before it showed the report (at
-    # least one: an incremental pass can be over before a loaded machine opens the stream).
+    # The page followed the pass by server-sent events before it showed the report.
     followed = await page.evaluate(f"sessionStorage.getItem('nooa-run-{run_id}')")
     assert followed is not None and int(followed) >= 1
     await page.goto(url + "/stats")
