@@ -276,8 +276,10 @@ class VectorIndex:
         and that cosine; (-1, -inf) when the mask keeps none. A mask covers rows
         [0, len(mask)): rows added after it was made are not looked at.
 
-        Safe in a worker thread while the event loop appends rows: rows are only ever
-        appended, and a matrix that grows while this reads it is copied, not freed.
+        Run in a worker thread while the event loop goes on writing rows: a row is appended
+        past `len(mask)`, or rewritten in place by an update (this product may then read it
+        half old, half new: one cosine of a near-duplicate hint), and a matrix that grows
+        while this reads it is copied, not freed (`_grow`).
         """
         n = max((len(mask) for mask in masks), default=0)
         out: list[tuple[int, float]] = []
