@@ -27,11 +27,6 @@ from .model_file import model_file
 
 TOKENIZER_DIR = Path(__file__).parent / "assets" / "minilm"
 MODEL_NAME = "nooa/all-MiniLM-L6-v2-int8"
-#: Batches of at least this many texts are followed by `release_free_memory`: their
-#: activations are freed but stay resident otherwise (an embedder alone: 265 MiB after batches
-#: of 4 without, 199 with; the call took 1.5 ms median). Single texts (queries, one write per
-#: call) skip it: they free little, and a query should not wait for it.
-TRIM_AFTER_BATCH = 2
 #: onnxruntime session settings fastembed has no argument for. Its worker threads spin-wait
 #: for work between and after runs by default: on a 2-core machine they burnt the core the
 #: SQLite thread and the event loop needed (recall through MCP at 10k: 42-48 ms of CPU per
@@ -181,21 +176,23 @@ class MiniLMEmbedder:
             return self._embed_one(texts[0])[None, :]
         if len(texts) < ONE_BY_ONE_BELOW:
             rows = np.stack([self._run_one(text) for text in texts])
-            release_free_memory()
-            return rows
-        # Shortest first: a batch is padded to its longest text, so batches of mixed lengths
-        # spent most of their time on padding. 256 LoCoMo turns in one call (an import's
-        # batch): 60 texts/s as given, 121 sorted, the same vectors bit for bit; a batch of 1
-        # runs at 97-131. Calls of 32 mixed texts gain little (their spread stays).
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        embedded = np.stack(
-            list(self._model.embed([texts[i] for i in order], batch_size=self.batch_size))
-        )
-        rows = np.empty_like(embedded)
-        rows[order] = embedded
-        rows = _normalise(rows)
-        if len(texts) >= TRIM_AFTER_BATCH:
-            release_free_memory()
+        else:
+            # Shortest first: a batch is padded to its longest text, so batches of mixed
+            # lengths spent most of their time on padding. 256 LoCoMo turns in one call (an
+            # import's batch): 60 texts/s as given, 121 sorted, the same vectors bit for bit;
+            # a batch of 1 runs at 97-131.
+            order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+            embedded = np.stack(
+                list(self._model.embed([texts[i] for i in order], batch_size=self.batch_size))
+            )
+            rows = np.empty_like(embedded)
+            rows[order] = embedded
+            rows = _normalise(rows)
+        # What several texts' runs freed stays resident otherwise (an embedder alone: 265 MiB
+        # after batches of 4 without this, 199 with; 1.5 ms median; run one at a time in a
+        # server with 4 writes in flight, RSS 230-246 MiB without against 222-231). A single
+        # text (a query, one write per call) frees little and skips it.
+        release_free_memory()
         return rows
 
     def _run_one(self, text: str) -> np.ndarray:

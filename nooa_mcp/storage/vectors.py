@@ -309,17 +309,16 @@ class VectorIndex:
         if n <= 0:
             return []
         query = np.asarray(query, np.float32)
+        rows = None
         if kept * SPARSE_SHARE < self.size:
             rows = np.flatnonzero(mask)
             sims = product(self.matrix[rows], query)
         else:
-            rows = None
             sims = np.where(mask, self.similarities(query), -np.inf)
         top = np.argpartition(-sims, n - 1)[:n]
         top = top[np.argsort(-sims[top], kind="stable")]
-        if rows is not None:
-            return [(self.ids[rows[i]], float(sims[i])) for i in top]
-        return [(self.ids[i], float(sims[i])) for i in top]
+        at = top if rows is None else rows[top]
+        return [(self.ids[r], s) for r, s in zip(at.tolist(), sims[top].tolist(), strict=True)]
 
     def vector(self, memory_id: str) -> np.ndarray | None:
         row = self.ids.get(memory_id)
