@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from nooa_mcp.domain import similarity
 from nooa_mcp.domain.similarity import clustered_sweep, sweep
 
 
@@ -63,6 +64,35 @@ def test_a_focused_sweep_finds_exactly_the_pairs_touching_the_focus_at_k_times_n
     assert sweep(m, rows, 0.8, focus=np.zeros(0, np.int64)).compared == 0
 
 
+def as_dict(pairs) -> dict[tuple[int, int], float]:
+    return {(p, q): cos for p, q, cos in pairs}
+
+
+@pytest.mark.parametrize("which", sorted(ROWS))
+@pytest.mark.parametrize("cells", [7, 300, 1 << 20])
+def test_a_focused_sweep_by_column_slices_equals_one_by_row_blocks(which, cells, monkeypatch):
+    """Focus rows meet the matrix a slice of columns at a time (read once, not once per row
+    block); the pairs, their cap and the spilled rows are those of the row-block sweep."""
+    monkeypatch.setattr(similarity, "FOCUS_ROWS", 16)
+    m, rows = clustered(), ROWS[which]
+    focus = np.random.default_rng(7).permutation(len(rows))[:40]
+    groups = np.arange(len(rows)) % 2
+    # Neighbour lists (none wanted) keep a sweep on row blocks: the reference.
+    none_wanted = (1.0, 0, np.zeros(len(rows), dtype=bool))
+    for cap in (3, len(rows)):
+        args = dict(focus=focus, groups=groups, cap=cap, spill=0.9, cells=cells)
+        by_columns = sweep(m, rows, 0.8, **args)
+        by_rows = sweep(m, rows, 0.8, neighbours=none_wanted, **args)
+        assert by_columns.neighbours is None
+        got, want = as_dict(by_columns.pairs), as_dict(by_rows.pairs)
+        assert len(got) == len(by_columns.pairs) and set(got) == set(want) and len(want) > 40
+        assert np.allclose([got[k] for k in want], list(want.values()), atol=1e-6)
+        assert sorted(by_columns.spilled.tolist()) == sorted(by_rows.spilled.tolist())
+        if which == "all":
+            assert (by_columns.spilled.size > 0) == (cap == 3)
+        assert by_columns.compared == by_rows.compared == 40 * len(rows)
+
+
 def test_pairs_never_cross_groups():
     m, rows = clustered(), ROWS["all"]
     groups = np.arange(400) % 3
@@ -82,6 +112,9 @@ def test_the_cap_keeps_each_rows_strongest_pairs_and_reports_a_spill():
     assert sorted(found.pairs.q.tolist()) == [1, 2, 3]
     assert found.spilled.tolist() == [0]
     assert sweep(m, np.arange(7), 0.9, focus=np.array([0]), cap=3, spill=0.999).spilled.size == 0
+    # The hub's pairs come from many column slices: capped together, the same three.
+    sliced = sweep(m, np.arange(7), 0.9, focus=np.array([0]), cap=3, spill=0.95, cells=2)
+    assert sorted(sliced.pairs.q.tolist()) == [1, 2, 3] and sliced.spilled.tolist() == [0]
 
 
 def test_neighbour_counts_and_strongest_lists_match_brute_force():

@@ -6,7 +6,9 @@ threshold (at most `ROW_CAP` per row, the strongest), and drops the block. Two s
 
 - **full**: every pair once (the upper triangle only: half the products of a square sweep);
 - **focused**: every pair with at least one end among a few `focus` rows against all rows
-  (k×n): what a pass needs once an earlier one planned every pair among rows unchanged since;
+  (k×n): what a pass needs once an earlier one planned every pair among rows unchanged since.
+  Its blocks run across the columns (the focus rows against a slice of the matrix at a
+  time), so the matrix is read once per `FOCUS_ROWS` focus rows, not once per block of rows;
 - **clustered** (`clustered_sweep`): the first sweep of a role of `CLUSTERED_FROM` rows or
   more, where n²/2 cosines cost minutes: each row against the rows of its nearest k-means
   clusters only. Approximate: on the benchmark's texts it found every pair at cosine ≥ 0.95
@@ -38,6 +40,13 @@ __all__ = [
 
 #: Cosines computed per block (float32): 16 MB, whatever the role's size.
 BLOCK_CELLS = 1 << 22
+#: A focused sweep's blocks: up to this many focus rows against as many matrix rows as make
+#: `FOCUS_CELLS` cosines (4 MB). Row blocks of a full-width sweep read the whole matrix each,
+#: 41 rows a block at 100k: an incremental pass at 100k (195 changed rows) took 0.37 s and its
+#: cosines 16 MB at once, 0.88 s with 4 MB blocks (issue 12). Column blocks read the matrix
+#: once, whatever the block's size.
+FOCUS_ROWS = 1024
+FOCUS_CELLS = 1 << 20
 #: Most pairs a row contributes to one sweep, strongest first. A row with more neighbours in
 #: the band than this is a hub whose extra pairs no plan could use (link takes ≤ 5 per node).
 ROW_CAP = 64
@@ -164,6 +173,8 @@ def sweep(
     )
     if m < 2 or (focus is not None and len(focus) == 0):
         return empty
+    if focus is not None and neighbours is None:
+        return _focused(matrix, rows, low, focus, groups, cap, spill, min(cells, FOCUS_CELLS))
     # Work in matrix-row order, so the columns of "every later row" are one slice (a view).
     order = np.argsort(rows, kind="stable")
     srows = rows[order]
@@ -236,6 +247,69 @@ def sweep(
         found = Neighbours(count[back], mapped[back], top_cos[back])
     over = order[np.concatenate(spilled)] if spilled else np.zeros(0, np.int64)
     return Sweep(Pairs(lo_pos, hi_pos, cos), found, compared, over)
+
+
+def _focused(
+    matrix: np.ndarray,
+    rows: np.ndarray,
+    low: float,
+    focus: np.ndarray,
+    groups: np.ndarray | None,
+    cap: int,
+    spill: float,
+    cells: int,
+) -> Sweep:
+    """`sweep` with `focus` and no neighbour lists: the same pairs, blocked by columns.
+
+    Each group of up to `FOCUS_ROWS` focus rows meets the role's matrix rows a slice at a
+    time (at most `cells` cosines alive); a focus row's hits from every slice are capped
+    together, as one row block of the full-width sweep caps them.
+    """
+    m = rows.shape[0]
+    order = np.argsort(rows, kind="stable")
+    srows = rows[order]
+    base, span = int(srows[0]), int(srows[-1]) - int(srows[0]) + 1
+    if m * 2 < span:
+        matrix, srows, base, span = matrix[srows], np.arange(m, dtype=np.int64), 0, m
+    inv = np.full(span, -1, dtype=np.int64)
+    inv[srows - base] = np.arange(m)
+    sgroups = None if groups is None else np.asarray(groups)[order]
+    pos_of = np.empty(m, dtype=np.int64)
+    pos_of[order] = np.arange(m)
+    heads = np.unique(pos_of[np.asarray(focus, dtype=np.int64)])
+    in_focus = np.zeros(m, dtype=bool)
+    in_focus[heads] = True
+    out_p, out_q, out_c, spilled = [], [], [], []
+    for start in range(0, heads.shape[0], FOCUS_ROWS):
+        block = heads[start : start + FOCUS_ROWS]
+        a = matrix[srows[block]]
+        width = max(1, cells // block.shape[0])
+        parts_b, parts_q, parts_c = [], [], []
+        for lo in range(base, base + span, width):
+            hi = min(lo + width, base + span)
+            sims = a @ matrix[lo:hi].T
+            hit_b, hit_c = np.nonzero(sims >= low)
+            cos = sims[hit_b, hit_c]
+            del sims
+            q = inv[lo - base + hit_c]
+            p = block[hit_b]
+            keep = (q >= 0) & (q != p)
+            if sgroups is not None:
+                keep &= sgroups[np.where(q >= 0, q, 0)] == sgroups[p]
+            keep &= ~in_focus[np.where(q >= 0, q, 0)] | (q > p)
+            parts_b.append(hit_b[keep])
+            parts_q.append(q[keep])
+            parts_c.append(cos[keep])
+        hit_b, q, cos = np.concatenate(parts_b), np.concatenate(parts_q), np.concatenate(parts_c)
+        kept, over = _capped_by_rank(hit_b, cos, cap, spill)
+        spilled.append(block[over])
+        out_p.append(block[hit_b[kept]])
+        out_q.append(q[kept])
+        out_c.append(cos[kept])
+    p, q = order[np.concatenate(out_p)], order[np.concatenate(out_q)]
+    cos = np.concatenate(out_c).astype(np.float32)
+    pairs = Pairs(np.minimum(p, q), np.maximum(p, q), cos)
+    return Sweep(pairs, None, heads.shape[0] * m, order[np.concatenate(spilled)])
 
 
 def _gather_neighbours(
