@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import sqlite3
 from collections.abc import AsyncIterator, Iterable, Sequence
@@ -60,6 +61,7 @@ from .base import (
     Tombstone,
     VectorRow,
 )
+from .checkpoints import Checkpointer
 
 __all__ = ["SQLiteStore", "copy_store", "fts_query"]
 
@@ -68,6 +70,8 @@ __all__ = ["SQLiteStore", "copy_store", "fts_query"]
 #: counts per memory, channel and reader (`access_counts`, kept by triggers) and a covering
 #: index for scans by scope, so stats reads neither the stream nor the wide rows; an older
 #: file's counts are taken from its stream when it is opened.
+logger = logging.getLogger(__name__)
+
 SCHEMA_VERSION = 3
 MIN_PREFIX = 6
 
@@ -571,6 +575,7 @@ class SQLiteStore:
         #: See COMMON_FLOOR; tests lower it to exercise the cut-off on a small store.
         self.common_floor = COMMON_FLOOR
         self._write_lock = anyio.Lock()
+        self._checkpointer: Checkpointer | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -613,10 +618,24 @@ class SQLiteStore:
         try:
             await store._configure()
             await store._migrate()
+            if writable:
+                await store._checkpoint_aside()
         except BaseException:
-            await conn.close()
+            await store.close()
             raise
         return store
+
+    async def _checkpoint_aside(self) -> None:
+        """Checkpoint the WAL from a thread of its own, not in the commits calls wait on
+        (see `checkpoints`); if its connection cannot be opened, SQLite's own stay on."""
+        checkpointer = Checkpointer(self.path)
+        try:
+            await anyio.to_thread.run_sync(checkpointer.start)
+        except sqlite3.Error:
+            logger.warning("no checkpoint thread for %s; SQLite checkpoints in commits", self.path)
+            return
+        self._checkpointer = checkpointer
+        await self._execute("PRAGMA wal_autocheckpoint = 0")
 
     async def _configure(self) -> None:
         await self._execute("PRAGMA busy_timeout = 30000")
@@ -682,6 +701,11 @@ class SQLiteStore:
         )
 
     async def close(self) -> None:
+        # The checkpoint thread first: the store's own connection, closing last, then
+        # checkpoints what is left and removes the log.
+        checkpointer, self._checkpointer = self._checkpointer, None
+        if checkpointer is not None:
+            await anyio.to_thread.run_sync(checkpointer.stop)
         await self.conn.close()
 
     async def check_writable(self) -> None:
