@@ -176,15 +176,7 @@ def sweep(
     if focus is not None and neighbours is None:
         return _focused(matrix, rows, low, focus, groups, cap, spill, min(cells, FOCUS_CELLS))
     # Work in matrix-row order, so the columns of "every later row" are one slice (a view).
-    order = np.argsort(rows, kind="stable")
-    srows = rows[order]
-    base, span = int(srows[0]), int(srows[-1]) - int(srows[0]) + 1
-    if m * 2 < span:
-        # The rows are a sparse part of the matrix: gather them once (≤ half its size).
-        matrix, srows, base, span = matrix[srows], np.arange(m, dtype=np.int64), 0, m
-    inv = np.full(span, -1, dtype=np.int64)
-    inv[srows - base] = np.arange(m)
-    sgroups = None if groups is None else np.asarray(groups)[order]
+    matrix, order, srows, base, span, inv, sgroups = _in_matrix_order(matrix, rows, groups)
     swanted = None if wanted is None else wanted[order]
     if focus is None:
         heads = np.arange(m)
@@ -249,6 +241,25 @@ def sweep(
     return Sweep(Pairs(lo_pos, hi_pos, cos), found, compared, over)
 
 
+def _in_matrix_order(
+    matrix: np.ndarray, rows: np.ndarray, groups: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int, np.ndarray, np.ndarray | None]:
+    """The positions sorted by matrix row: (matrix, order, sorted rows, base, span, inv,
+    sorted groups), where matrix rows base…base+span−1 hold every position and `inv` maps
+    each of them back to its sorted position (−1: not one of `rows`). When the rows are a
+    sparse part of the matrix (under half of their span) they are gathered once instead."""
+    m = rows.shape[0]
+    order = np.argsort(rows, kind="stable")
+    srows = rows[order]
+    base, span = int(srows[0]), int(srows[-1]) - int(srows[0]) + 1
+    if m * 2 < span:
+        matrix, srows, base, span = matrix[srows], np.arange(m, dtype=np.int64), 0, m
+    inv = np.full(span, -1, dtype=np.int64)
+    inv[srows - base] = np.arange(m)
+    sgroups = None if groups is None else np.asarray(groups)[order]
+    return matrix, order, srows, base, span, inv, sgroups
+
+
 def _focused(
     matrix: np.ndarray,
     rows: np.ndarray,
@@ -266,14 +277,7 @@ def _focused(
     together, as one row block of the full-width sweep caps them.
     """
     m = rows.shape[0]
-    order = np.argsort(rows, kind="stable")
-    srows = rows[order]
-    base, span = int(srows[0]), int(srows[-1]) - int(srows[0]) + 1
-    if m * 2 < span:
-        matrix, srows, base, span = matrix[srows], np.arange(m, dtype=np.int64), 0, m
-    inv = np.full(span, -1, dtype=np.int64)
-    inv[srows - base] = np.arange(m)
-    sgroups = None if groups is None else np.asarray(groups)[order]
+    matrix, order, srows, base, span, inv, sgroups = _in_matrix_order(matrix, rows, groups)
     pos_of = np.empty(m, dtype=np.int64)
     pos_of[order] = np.arange(m)
     heads = np.unique(pos_of[np.asarray(focus, dtype=np.int64)])
