@@ -59,3 +59,21 @@ async def test_the_thread_checkpoints_every_tick_and_stops_with_the_store(settin
         assert checkpointer.runs >= 3
     assert not checkpointer.running
     assert mem.engine.store._checkpointer is None
+
+
+async def test_without_a_checkpoint_thread_sqlite_keeps_checkpointing_in_commits(
+    settings, monkeypatch, caplog
+):
+    """The log is never left without a checkpoint: if the thread's connection cannot be
+    opened, the store keeps SQLite's own (and says so in the log)."""
+
+    def refuse(self):
+        raise sqlite3.OperationalError("unable to open database file")
+
+    monkeypatch.setattr(checkpoints.Checkpointer, "start", refuse)
+    async with Memory.open(settings=settings, embedder=HashEmbedder()) as mem:
+        store = mem.engine.store
+        assert store._checkpointer is None
+        assert await store._scalar("PRAGMA wal_autocheckpoint") == 1000
+        await mem.author("the build server moved to the basement")
+    assert "no checkpoint thread" in caplog.text

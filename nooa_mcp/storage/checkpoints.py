@@ -49,11 +49,17 @@ class Checkpointer:
 
         Raises:
             sqlite3.Error: the file cannot be opened a second time.
+            RuntimeError: no thread could be started.
         """
         self._conn = sqlite3.connect(
             str(self.path), timeout=0, isolation_level=None, check_same_thread=False
         )
-        self._thread.start()
+        try:
+            self._thread.start()
+        except RuntimeError:
+            self._conn.close()
+            self._conn = None
+            raise
 
     @property
     def running(self) -> bool:

@@ -65,13 +65,13 @@ from .checkpoints import Checkpointer
 
 __all__ = ["SQLiteStore", "copy_store", "fts_query"]
 
+logger = logging.getLogger(__name__)
+
 #: 1: the first release. 2: content_hash is taken after NFKC and case folding (exact repeats,
 #: SPEC §5 v2); a version-1 file is rehashed in place when opened. 3: the access stream's
 #: counts per memory, channel and reader (`access_counts`, kept by triggers) and a covering
 #: index for scans by scope, so stats reads neither the stream nor the wide rows; an older
 #: file's counts are taken from its stream when it is opened.
-logger = logging.getLogger(__name__)
-
 SCHEMA_VERSION = 3
 MIN_PREFIX = 6
 
@@ -631,7 +631,7 @@ class SQLiteStore:
         checkpointer = Checkpointer(self.path)
         try:
             await anyio.to_thread.run_sync(checkpointer.start)
-        except sqlite3.Error:
+        except (sqlite3.Error, RuntimeError):  # RuntimeError: no thread could be started
             logger.warning("no checkpoint thread for %s; SQLite checkpoints in commits", self.path)
             return
         self._checkpointer = checkpointer
