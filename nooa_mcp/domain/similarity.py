@@ -2,7 +2,7 @@
 
 A role of 100k memories holds 5·10⁹ pairs. Reflection never builds an n×n matrix: it computes
 one block of cosines at a time (at most `BLOCK_CELLS` floats, 16 MB), keeps the pairs above a
-threshold (at most `ROW_CAP` per row, the strongest), and drops the block. Two shapes:
+threshold (at most `ROW_CAP` per row, the strongest), and drops the block. Three shapes:
 
 - **full**: every pair once (the upper triangle only: half the products of a square sweep);
 - **focused**: every pair with at least one end among a few `focus` rows against all rows
