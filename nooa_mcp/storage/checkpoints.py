@@ -39,7 +39,6 @@ class Checkpointer:
         self.every = CHECKPOINT_SECONDS if every is None else every
         self.runs = 0
         self._stop = threading.Event()
-        self._wake = threading.Event()
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._thread = threading.Thread(target=self._loop, name="nooa-checkpoint", daemon=True)
@@ -78,15 +77,13 @@ class Checkpointer:
                 logger.debug("checkpointing %s failed", self.path, exc_info=True)
 
     def _loop(self) -> None:
-        while not self._stop.is_set():
-            self._wake.wait(self.every)
-            self._wake.clear()
+        while not self._stop.wait(self.every):
             self.checkpoint()
+        self.checkpoint()  # the last one, as the store closes
 
     def stop(self) -> None:
         """Stop the thread after one last checkpoint and close its connection (blocking)."""
         self._stop.set()
-        self._wake.set()
         if self._thread.is_alive():
             self._thread.join()
         with self._lock:
