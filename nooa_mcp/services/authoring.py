@@ -181,12 +181,12 @@ def _near_duplicate(
         # Found before the transaction: the twin may have been archived or deleted since.
         still = row is not None and bool(_dedup_mask(c, type, start=row, stop=row + 1)[0])
         hits = [(twin, cos)] if still else []
-        rows = np.flatnonzero(_dedup_mask(c, type, start=since)) + since
-        if rows.size:
-            sims = c.index.matrix[rows] @ vector
-            j = int(sims.argmax())
-            if not hits or sims[j] > hits[0][1]:
-                hits = [(c.index.ids[rows[j]], float(sims[j]))]
+        later = np.zeros(c.index.size, dtype=bool)
+        later[since:] = _dedup_mask(c, type, start=since)
+        # Few rows: `search` multiplies only those it keeps.
+        fresh = c.index.search(vector, later, 1)
+        if fresh and (not hits or fresh[0][1] > hits[0][1]):
+            hits = fresh
     if hits and hits[0][1] >= c.settings.dedup_similarity:
         return hits[0][0], hits[0][1]
     return None, 0.0
