@@ -80,3 +80,34 @@ async def test_a_backlog_makes_the_next_recall_wait(mem: Memory) -> None:
     await mem.engine.flush()
     stored = await mem.engine.store.fetch((await mem.recall("cache TTL")).hits[0].id)
     assert stored is not None
+
+
+async def test_logging_starts_after_the_delay_unless_a_caller_waits_for_it(
+    mem: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The log waits `AFTER_REPLY_DELAY` so the reply leaves first; `flush` does not wait."""
+    monkeypatch.setattr("nooa_mcp.engine.AFTER_REPLY_DELAY", 0.3)
+    started: list[float] = []
+
+    async def work() -> None:
+        started.append(anyio.current_time())
+
+    queued = anyio.current_time()
+    await mem.engine.after_reply(work)
+    await anyio.sleep(0.1)
+    assert started == []  # the reply's moment: nothing of the log has run
+    with anyio.fail_after(5):
+        await anyio.sleep(0.5)
+    assert len(started) == 1 and started[0] - queued >= 0.3
+
+    await mem.engine.after_reply(work)
+    asked = anyio.current_time()
+    with anyio.fail_after(5):
+        await mem.engine.flush()
+    assert len(started) == 2 and started[1] - asked < 0.25
+    # With nobody waiting any more, the next log waits again.
+    await mem.engine.after_reply(work)
+    await anyio.sleep(0.1)
+    assert len(started) == 2
+    await mem.engine.flush()
+    assert len(started) == 3
