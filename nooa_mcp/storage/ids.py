@@ -90,16 +90,38 @@ class IdTable:
             return out
         wanted = np.fromiter((hash(i) for i in ids), dtype=np.int64, count=len(ids))
         at = np.searchsorted(self._hashes, wanted)
-        for k in np.flatnonzero((at < n) & (self._hashes[np.minimum(at, n - 1)] == wanted)):
+        hit = np.flatnonzero((at < n) & (self._hashes[np.minimum(at, n - 1)] == wanted))
+        if not hit.size:
+            return out
+        # Each hit's first candidate row and its bytes' bounds, as Python ints in one go:
+        # numpy scalar indexing per id made recall's lookups of ~700 ids 0.8 ms at 100k.
+        rows = self._rows[at[hit]]
+        ends = self._ends[rows]
+        starts = np.where(rows > 0, self._ends[rows - 1], 0)
+        data = self._data
+        found, where = [], []
+        for k, row, start, end in zip(
+            hit.tolist(), rows.tolist(), starts.tolist(), ends.tolist(), strict=True
+        ):
             encoded = ids[k].encode()
-            p = int(at[k])
-            while p < n and self._hashes[p] == wanted[k]:
-                row = int(self._rows[p])
-                if self._encoded(row) == encoded:
-                    out[k] = row
-                    break
-                p += 1
+            if data[start:end] != encoded:
+                row = self._collided(encoded, int(wanted[k]), int(at[k]))
+                if row < 0:
+                    continue
+            found.append(k)
+            where.append(row)
+        out[found] = where
         return out
+
+    def _collided(self, encoded: bytes, wanted: int, p: int) -> int:
+        """The row of the id whose first candidate (at `p`) was another id with its hash."""
+        n = len(self._hashes)
+        while p < n and self._hashes[p] == wanted:
+            row = int(self._rows[p])
+            if self._encoded(row) == encoded:
+                return row
+            p += 1
+        return -1
 
     def _merge(self) -> None:
         recent = self._recent
