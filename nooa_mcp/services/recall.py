@@ -47,6 +47,7 @@ async def ranking_for(
             scope=scope,
             settings=c.settings.recall,
             types=kinds,
+            hops=hops,
             include_archived=include_archived,
         )
     )
