@@ -69,6 +69,9 @@ async def fire(
             chosen.append((position, group))
     if not chosen:
         return out
+    # What was logged behind earlier replies (a recall's hits, this call's too) happened
+    # first: it is written first, so the access stream keeps the order things happened in.
+    await c.engine.flush()
     async with c.store.transaction():
         for position, group in chosen:
             text, vector = texts[position]
