@@ -96,8 +96,7 @@ async def test_logging_starts_after_the_delay_unless_a_caller_waits_for_it(
     await mem.engine.after_reply(work)
     await anyio.sleep(0.1)
     assert started == []  # the reply's moment: nothing of the log has run
-    with anyio.fail_after(5):
-        await anyio.sleep(0.5)
+    await anyio.sleep(0.5)
     assert len(started) == 1 and started[0] - queued >= 0.3
 
     await mem.engine.after_reply(work)

@@ -172,9 +172,10 @@ async def _loaded(embedder: Embedder) -> None:
     Building the onnxruntime session parses the protobuf and folds the int8 weights into
     float32 ones: ~50 MB that are freed once it is built. Loaded after the vectors (as the first
     call found it), that came on top of the matrix: a server on a 100k store peaked at 418 MiB
-    and settled at 369 (issue 12: RSS ≤ 400 MB at 100k). Both hold the interpreter lock for
-    most of their time, so one after the other takes as long as side by side. A load that fails
-    is reported by the calls that need the model, as before.
+    and settled at 369 (issue 12: RSS ≤ 400 MB at 100k); loaded first, 390-393. Both hold the
+    interpreter lock for most of their time, so in turn they take about as long as side by
+    side (spawn to ready on that store: 2.7 s against 2.6). A load that fails is reported by
+    the calls that need the model, as before.
     """
     from ..embeddings import WarmingEmbedder
 
