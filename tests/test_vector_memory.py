@@ -91,6 +91,34 @@ def test_a_search_over_few_rows_reads_only_them_and_answers_as_over_all(monkeypa
         assert len(index.search(q, everything, 5)) == 5 and shapes == [index.size]
 
 
+def test_a_search_from_a_start_row_reads_only_the_rows_after_it(monkeypatch):
+    """A write looks at the rows added after its shared product: a mask over those rows only
+    (`start`), the same answer as a mask over every row that keeps none before it."""
+    from nooa_mcp.storage import vectors
+
+    index = _filled(2000, 2000)
+    shapes: list[int] = []
+    real = vectors.product
+
+    def counting(rows, query):
+        shapes.append(rows.shape[0])
+        return real(rows, query)
+
+    monkeypatch.setattr(vectors, "product", counting)
+    n = index.size
+    for since, q in zip((1990, 1500, 0, n), _vectors(50)[:4], strict=True):
+        tail = index.has_vector[since:n].copy()
+        tail[::3] = False
+        whole = np.zeros(n, dtype=bool)
+        whole[since:] = tail
+        shapes.clear()
+        found = index.search(q, tail, 3, start=since)
+        assert all(size <= n - since for size in shapes)
+        assert found == index.search(q, whole, 3)
+        if since < n:
+            assert found and all(index.ids.get(i) >= since for i, _ in found)
+
+
 def test_the_matrix_grows_in_place_when_nobody_else_holds_it():
     index = _filled(GROW_STEP, GROW_STEP)
     ident, capacity = id(index.matrix), index.matrix.shape[0]

@@ -181,10 +181,8 @@ def _near_duplicate(
         # Found before the transaction: the twin may have been archived or deleted since.
         still = row is not None and bool(_dedup_mask(c, type, start=row, stop=row + 1)[0])
         hits = [(twin, cos)] if still else []
-        later = np.zeros(c.index.size, dtype=bool)
-        later[since:] = _dedup_mask(c, type, start=since)
         # Few rows: `search` multiplies only those it keeps.
-        fresh = c.index.search(vector, later, 1)
+        fresh = c.index.search(vector, _dedup_mask(c, type, start=since), 1, start=since)
         if fresh and (not hits or fresh[0][1] > hits[0][1]):
             hits = fresh
     if hits and hits[0][1] >= c.settings.dedup_similarity:

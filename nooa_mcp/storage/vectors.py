@@ -295,8 +295,12 @@ class VectorIndex:
                     out.append((best, float(column[best])))
         return out
 
-    def search(self, query: np.ndarray, mask: np.ndarray, n: int) -> list[tuple[str, float]]:
-        """Top `n` (id, cosine) among the masked rows, best first.
+    def search(
+        self, query: np.ndarray, mask: np.ndarray, n: int, start: int = 0
+    ) -> list[tuple[str, float]]:
+        """Top `n` (id, cosine) among the masked rows, best first; `mask` covers rows
+        `start`…`start + len(mask)` (a write looks only at the rows added after its shared
+        near-duplicate product, without a mask over every row).
 
         A mask that keeps few rows (under 1 in `SPARSE_SHARE`) reads only those: a write's
         tombstone check looks at the archived rows alone, and over every row it took ~8 ms
@@ -310,14 +314,17 @@ class VectorIndex:
             return []
         query = np.asarray(query, np.float32)
         rows = None
-        if kept * SPARSE_SHARE < self.size:
-            rows = np.flatnonzero(mask)
+        if kept * SPARSE_SHARE < mask.shape[0]:
+            rows = np.flatnonzero(mask) + start
             sims = product(self.matrix[rows], query)
-        else:
+        elif start == 0 and mask.shape[0] == self.size:
             sims = np.where(mask, self.similarities(query), -np.inf)
+        else:
+            part = self.matrix[start : start + mask.shape[0]]
+            sims = np.where(mask, product(part, query), -np.inf)
         top = np.argpartition(-sims, n - 1)[:n]
         top = top[np.argsort(-sims[top], kind="stable")]
-        at = top if rows is None else rows[top]
+        at = top + start if rows is None else rows[top]
         return [(self.ids[r], s) for r, s in zip(at.tolist(), sims[top].tolist(), strict=True)]
 
     def vector(self, memory_id: str) -> np.ndarray | None:
