@@ -290,8 +290,13 @@ async def keyword_candidates(
     )
     hops = settings.hops if hops is None else hops
     ids = [r.id for r in rows if not types or r.type in types]
-    spreads = hops > 0 and settings.gamma != 0
-    return KeywordRead(rows, await Links.read(store, ids, scope, out=spreads, into=True))
+    links = await Links.read(store, ids, scope, out=_spreads(settings, hops), into=True)
+    return KeywordRead(rows, links)
+
+
+def _spreads(s: RecallSettings, hops: int) -> bool:
+    """Whether ranking spreads activation at all (and so needs out-edges)."""
+    return hops > 0 and s.gamma != 0
 
 
 def _score_parts(rows: list[Ranked], query_tokens: set[str], now: float, s: RecallSettings) -> None:
@@ -415,7 +420,7 @@ def _novelty(index: VectorIndex, pairs: list[tuple[str, str]]) -> np.ndarray:
 async def _spread(run: _Pass, seeds: list[Ranked], hops: int) -> None:
     """Spreading activation from every candidate over typed edges, `hops` deep."""
     s = run.s
-    if hops <= 0 or s.gamma == 0 or not seeds:
+    if not _spreads(s, hops) or not seeds:
         return
     frontier = {r.id: r.base for r in seeds}
     received: dict[str, float] = {}
