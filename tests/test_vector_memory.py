@@ -63,12 +63,10 @@ def test_growing_row_by_row_answers_exactly_as_an_index_filled_in_one_go():
         assert grown.search(q, mask, 25) == once.search(q, mask, 25)
 
 
-def test_a_search_over_few_rows_reads_only_them_and_answers_as_over_all(monkeypatch):
-    """The tombstone check searches the archived rows only: under 1 row in SPARSE_SHARE, the
-    product runs over those rows alone, with the same answer as masking a whole product."""
+def _counted_products(monkeypatch) -> list[int]:
+    """Record the row count of every `vectors.product` call from now on."""
     from nooa_mcp.storage import vectors
 
-    index = _filled(2000, 2000)
     shapes: list[int] = []
     real = vectors.product
 
@@ -77,6 +75,14 @@ def test_a_search_over_few_rows_reads_only_them_and_answers_as_over_all(monkeypa
         return real(rows, query)
 
     monkeypatch.setattr(vectors, "product", counting)
+    return shapes
+
+
+def test_a_search_over_few_rows_reads_only_them_and_answers_as_over_all(monkeypatch):
+    """The tombstone check searches the archived rows only: under 1 row in SPARSE_SHARE, the
+    product runs over those rows alone, with the same answer as masking a whole product."""
+    index = _filled(2000, 2000)
+    shapes = _counted_products(monkeypatch)
     archived = index.archived[: index.size] & index.has_vector[: index.size]  # ~1 in 11
     everything = index.has_vector[: index.size]
     for q in _vectors(50)[:10]:
@@ -94,17 +100,8 @@ def test_a_search_over_few_rows_reads_only_them_and_answers_as_over_all(monkeypa
 def test_a_search_from_a_start_row_reads_only_the_rows_after_it(monkeypatch):
     """A write looks at the rows added after its shared product: a mask over those rows only
     (`start`), the same answer as a mask over every row that keeps none before it."""
-    from nooa_mcp.storage import vectors
-
     index = _filled(2000, 2000)
-    shapes: list[int] = []
-    real = vectors.product
-
-    def counting(rows, query):
-        shapes.append(rows.shape[0])
-        return real(rows, query)
-
-    monkeypatch.setattr(vectors, "product", counting)
+    shapes = _counted_products(monkeypatch)
     n = index.size
     for since, q in zip((1990, 1500, 0, n), _vectors(50)[:4], strict=True):
         tail = index.has_vector[since:n].copy()
