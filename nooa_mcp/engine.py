@@ -105,9 +105,7 @@ class Engine:
             name="nooa embedding",
         )
         self._nearest = SharedRuns(
-            lambda pairs: self.index.nearest(
-                np.stack([vector for vector, _ in pairs]), [mask for _, mask in pairs]
-            ),
+            self._nearest_rows,
             batch=NEAREST_BATCH,
             name="nooa nearest rows",
         )
@@ -179,14 +177,32 @@ class Engine:
         return vectors
 
     async def nearest(
-        self, vectors: np.ndarray, masks: Sequence[np.ndarray]
+        self, vectors: np.ndarray, masks: Sequence[np.ndarray], floor: float | None = None
     ) -> list[tuple[int, float]]:
-        """Per vector, the most similar row its mask keeps and the cosine (`VectorIndex.nearest`).
+        """Per vector, the most similar row its mask keeps and the cosine, or (-1, -inf)
+        when none is at `floor` or above (`VectorIndex.nearest`).
 
-        In a worker thread, and one product for the writes that wait together: at 100k rows a
-        product reads 147 MiB of vectors and held the event loop for ~8 ms a write (issue 12).
+        In a worker thread, and one run for the writes that wait together: at 100k rows a
+        whole product reads 147 MiB of vectors and held the event loop for ~8 ms a write
+        (issue 12). With a floor, the index's sketch spares most of it (`storage.sketch`).
         """
-        return await self._nearest(list(zip(vectors, masks, strict=True)))
+        await self.index.keep_sketch()
+        return await self._nearest([(v, m, floor) for v, m in zip(vectors, masks, strict=True)])
+
+    def _nearest_rows(
+        self, items: list[tuple[np.ndarray, np.ndarray, float | None]]
+    ) -> list[tuple[int, float]]:
+        """One run for the calls that wait together, at the lowest floor among them (exact
+        for the higher ones, which are applied to their own items after)."""
+        floors = [floor for _, _, floor in items]
+        lowest = None if None in floors else min(f for f in floors if f is not None)
+        found = self.index.nearest(
+            np.stack([vector for vector, _, _ in items]), [mask for _, mask, _ in items], lowest
+        )
+        return [
+            (row, cos) if floor is None or cos >= floor else (-1, -np.inf)
+            for (row, cos), floor in zip(found, floors, strict=True)
+        ]
 
     async def query_vector(self, query: str) -> np.ndarray | None:
         """The query's embedding; while the model loads, wait for it (bounded).

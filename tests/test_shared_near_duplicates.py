@@ -90,11 +90,11 @@ async def test_writes_waiting_together_share_one_product_and_each_finds_its_own_
         runs: list[int] = []
         first_may_finish = threading.Event()
 
-        def counted(queries, masks):
+        def counted(queries, masks, floor=None):
             runs.append(len(masks))
             if len(runs) == 1:
                 first_may_finish.wait(10)
-            return real(queries, masks)
+            return real(queries, masks, floor)
 
         index.nearest = counted
         results = {}
@@ -129,8 +129,8 @@ async def test_a_twin_forgotten_between_the_product_and_the_write_is_not_named(
         kept = (await mem.author(other)).id
         nearest = mem.engine.nearest
 
-        async def then_forget(vectors: np.ndarray, masks):
-            found = await nearest(vectors, masks)
+        async def then_forget(vectors: np.ndarray, masks, floor=None):
+            found = await nearest(vectors, masks, floor)
             await mem.forget(twin)  # another caller, between this write's product and its write
             return found
 

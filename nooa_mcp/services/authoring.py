@@ -159,13 +159,16 @@ def _dedup_mask(c: Caller, type: str, start: int = 0, stop: int | None = None) -
 async def _nearest_existing(
     c: Caller, records: Sequence[Memory], vectors: np.ndarray
 ) -> list[Near]:
-    """Per record: the most similar dedup candidate among the cached rows, its cosine,
-    and how many rows were cached then (rows after that are checked one by one)."""
+    """Per record: the most similar dedup candidate among the cached rows, if at the
+    near-duplicate threshold, its cosine, and how many rows were cached then (rows after
+    that are checked one by one)."""
     masks = {kind: _dedup_mask(c, kind) for kind in {r.type.value for r in records}}
     n = c.index.size
     if n == 0 or not any(mask.any() for mask in masks.values()):
         return [(None, -1.0, n)] * len(records)
-    found = await c.engine.nearest(vectors, [masks[r.type.value] for r in records])
+    found = await c.engine.nearest(
+        vectors, [masks[r.type.value] for r in records], c.settings.dedup_similarity
+    )
     return [(c.index.ids[row] if row >= 0 else None, cos, n) for row, cos in found]
 
 
@@ -173,7 +176,7 @@ def _near_duplicate(
     c: Caller, type: str, vector: np.ndarray, near: Near | None = None
 ) -> tuple[str | None, float]:
     if near is None:
-        hits = c.index.search(vector, _dedup_mask(c, type), 1)
+        hits = c.index.search(vector, _dedup_mask(c, type), 1, floor=c.settings.dedup_similarity)
     else:
         # `near` covers rows [0, since); only rows written after it are searched here.
         twin, cos, since = near

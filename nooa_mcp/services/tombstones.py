@@ -52,7 +52,7 @@ async def tombstone_match(
         return None
     mask = c.index.mask(c.actor.own, include_archived=True)
     mask &= c.index.archived[:n]
-    hits = [h for h in c.index.search(vector, mask, 5) if h[1] >= TOMBSTONE_SIMILARITY]
+    hits = c.index.search(vector, mask, 5, floor=TOMBSTONE_SIMILARITY)
     if not hits:
         return None
     stones = await c.store.tombstones_of([i for i, _ in hits])

@@ -16,10 +16,12 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import anyio
 import numpy as np
 
 from ..domain.scope import Scope
 from ..heap import release_free_memory
+from . import sketch
 from .base import Store, VectorRow
 from .ids import IdTable
 
@@ -28,7 +30,17 @@ SYNC_PAGE = 5000
 #: Rows added when the matrix grows in place (6 MB of float32 at 384-d).
 GROW_STEP = 4096
 #: The arrays with one entry per row, grown together.
-_PER_ROW = ("matrix", "has_vector", "archived", "role_code", "owner_code", "type_code", "seqs")
+_PER_ROW = (
+    "matrix",
+    "has_vector",
+    "archived",
+    "role_code",
+    "owner_code",
+    "type_code",
+    "seqs",
+    "sketch",
+    "rest",
+)
 #: One query's product over at least twice this many rows is split across the cores: it reads
 #: the whole matrix (15 MiB at 10k x 384, 147 MiB at 100k), straight from memory after the
 #: model has run, and one core does not saturate the memory bus. On a 2-core machine: 100k,
@@ -39,6 +51,18 @@ SPLIT_ROWS = 4096
 #: A search whose mask keeps under 1 row in this many gathers those rows and multiplies only
 #: them: gathering costs a copy of each kept row, so it pays below a third or so.
 SPARSE_SHARE = 4
+#: Queries whose cosines one product holds at most (64 columns: 25 MB of scores at 100k rows).
+NEAREST_BLOCK = 64
+#: From this many rows on, searches above a cosine (`floor`) go through the sketch (see
+#: `storage.sketch`); below it, the whole product costs under half a millisecond.
+SKETCH_FROM = 4096
+#: A search above a floor whose mask keeps under 1 row in this many gathers those rows
+#: instead. The sketch costs ~2.5 µs per 1,000 rows of the index, a gathered row ~0.3 µs (a
+#: copy of 1,536 bytes into fresh pages): at 100k rows with 3k archived, the tombstone
+#: check's gather held the event loop ~1 ms a write, the sketch ~0.25 ms (issue 12).
+SKETCH_SHARE = 128
+#: Rows sketched per step while the sketch catches up, the event loop free between steps.
+SKETCH_STEP = 8192
 
 Kernel = Callable[[np.ndarray, np.ndarray, np.ndarray], Any]
 
@@ -132,6 +156,14 @@ class VectorIndex:
         #: Row → id and id → row (`ids.get`, `ids.rows_of`), compactly (see `storage.ids`).
         self.ids = IdTable()
         self.seqs = np.zeros(0, dtype=np.int64)
+        #: Each row's sketch and the norm it misses (`storage.sketch`), valid for the rows
+        #: before `sketched` under `basis` (None until the index first reaches SKETCH_FROM
+        #: rows; fitted once per process, so a row's sketch never changes meaning).
+        self.sketch = np.zeros((0, min(sketch.DIM, dim)), dtype=np.float32)
+        self.rest = np.zeros(0, dtype=np.float32)
+        self.basis: np.ndarray | None = None
+        self.sketched = 0
+        self._sketching = False
         self._roles: dict[str, int] = {"": 0}
         self._owners: dict[str, int] = {"": 0}
         self._types: dict[str, int] = {}
@@ -173,6 +205,8 @@ class VectorIndex:
     def _apply(self, rows: list[VectorRow]) -> None:
         found = self.ids.rows_of([r.id for r in rows])
         self._grow(self.size + int((found < 0).sum()))
+        before = self.size
+        touched = []
         added: dict[str, int] = {}  # rows this call appends (an id may repeat within `rows`)
         for r, known in zip(rows, found.tolist(), strict=True):
             row = known if known >= 0 else added.get(r.id)
@@ -180,6 +214,7 @@ class VectorIndex:
                 row = added[r.id] = self.ids.append(r.id)
                 self.size += 1
                 self.seqs[row] = r.seq
+            touched.append(row)
             vec = r.embedding
             if vec is not None and vec.shape[0] == self.dim:
                 self.matrix[row] = vec
@@ -191,6 +226,67 @@ class VectorIndex:
             self.role_code[row] = self._roles.setdefault(r.role, len(self._roles))
             self.owner_code[row] = self._owners.setdefault(r.owner, len(self._owners))
             self.type_code[row] = self._types.setdefault(r.type, len(self._types))
+        if self.basis is not None:
+            # Rows rewritten keep their sketch true; rows appended to a complete sketch are
+            # sketched here (the sketch first, then `sketched`, for readers in other threads).
+            complete = self.sketched == before
+            limit = self.size if complete else self.sketched
+            redo = np.unique(np.array(touched, dtype=np.int64))
+            redo = redo[redo < limit]
+            if redo.size:
+                self._sketch_rows(redo)
+            if complete:
+                self.sketched = self.size
+
+    def _sketch_rows(self, rows: np.ndarray | slice) -> None:
+        assert self.basis is not None
+        self.sketch[rows], self.rest[rows] = sketch.project(self.basis, self.matrix[rows])
+
+    async def keep_sketch(self) -> None:
+        """Fit the sketch's basis once the index holds SKETCH_FROM rows, and sketch the rows
+        not sketched yet, SKETCH_STEP at a time (a few ms each on the event loop, which is
+        the only writer of rows). Searches meanwhile multiply unsketched rows in full."""
+        if self._sketching or self.size < SKETCH_FROM or self.sketched >= self.size:
+            return
+        self._sketching = True
+        try:
+            if self.basis is None:
+                usable = np.flatnonzero(self.has_vector[: self.size])
+                if usable.size == 0:
+                    return
+                picked = np.random.default_rng(0).choice(
+                    usable, min(sketch.FIT_ROWS, usable.size), replace=False
+                )
+                sample = self.matrix[np.sort(picked)]
+                # 4096 rows' 384 x 384 moment: tens of ms, off the event loop.
+                self.basis = await anyio.to_thread.run_sync(
+                    sketch.fit, sample, self.sketch.shape[1]
+                )
+            while self.sketched < self.size:
+                stop = min(self.sketched + SKETCH_STEP, self.size)
+                self._sketch_rows(slice(self.sketched, stop))  # a view: no copy of the rows
+                self.sketched = stop
+                await anyio.sleep(0)
+        finally:
+            self._sketching = False
+
+    def _reachable(self, queries: np.ndarray, floor: float, upto: int) -> list[np.ndarray] | None:
+        """Per query, the rows before `upto` whose cosine may reach `floor` (sorted); None
+        when too few rows are sketched for the sketch to pay."""
+        done = min(self.sketched, upto)  # read before the arrays: rows before it are valid
+        basis, sketched, rest = self.basis, self.sketch, self.rest
+        if basis is None or done * 4 < upto * 3:
+            return None
+        out = []
+        tail = np.arange(done, upto)
+        for lo in range(0, queries.shape[0], NEAREST_BLOCK):
+            near = sketch.bounds(
+                sketched[:done], rest[:done], basis, queries[lo : lo + NEAREST_BLOCK]
+            )
+            for j in range(near.shape[1]):
+                rows = np.flatnonzero(near[:, j] >= floor)
+                out.append(np.concatenate([rows, tail]) if tail.size else rows)
+        return out
 
     def _grow(self, needed: int) -> None:
         capacity = self.matrix.shape[0]
@@ -271,10 +367,15 @@ class VectorIndex:
             return product(rows, queries[0])[:, None]
         return rows @ queries.T
 
-    def nearest(self, queries: np.ndarray, masks: Sequence[np.ndarray]) -> list[tuple[int, float]]:
+    def nearest(
+        self, queries: np.ndarray, masks: Sequence[np.ndarray], floor: float | None = None
+    ) -> list[tuple[int, float]]:
         """Per query (a row of `queries`), the row its mask keeps with the highest cosine,
-        and that cosine; (-1, -inf) when the mask keeps none. A mask covers rows
-        [0, len(mask)): rows added after it was made are not looked at.
+        and that cosine; (-1, -inf) when the mask keeps none, or none at `floor` or above. A
+        mask covers rows [0, len(mask)): rows added after it was made are not looked at.
+
+        With a `floor` (a near-duplicate threshold), only the rows whose sketch says they may
+        reach it are multiplied (`storage.sketch`): the same answer as the whole product.
 
         Run in a worker thread while the event loop goes on writing rows: a row is appended
         past `len(mask)`, or rewritten in place by an update (this product may then read it
@@ -282,25 +383,46 @@ class VectorIndex:
         while this reads it is copied, not freed (`_grow`).
         """
         n = max((len(mask) for mask in masks), default=0)
-        out: list[tuple[int, float]] = []
-        for lo in range(0, len(masks), 64):  # 64 columns: 25 MB of scores at 100k rows
-            block = np.asarray(queries[lo : lo + 64], dtype=np.float32)
+        queries = np.asarray(queries, dtype=np.float32)
+        reach = self._reachable(queries, floor, n) if floor is not None and n else None
+        if reach is not None:
+            out = []
+            for query, mask, rows in zip(queries, masks, reach, strict=True):
+                rows = rows[rows < len(mask)]
+                rows = rows[mask[rows]]
+                sims = self.matrix[rows] @ query
+                best = int(sims.argmax()) if rows.size else -1
+                if best < 0 or sims[best] < floor:
+                    out.append((-1, -np.inf))
+                else:
+                    out.append((int(rows[best]), float(sims[best])))
+            return out
+        out = []
+        for lo in range(0, len(masks), NEAREST_BLOCK):
+            block = queries[lo : lo + NEAREST_BLOCK]
             sims = self.similarities(block, upto=n) if n else np.zeros((0, len(block)))
-            for j, mask in enumerate(masks[lo : lo + 64]):
+            for j, mask in enumerate(masks[lo : lo + NEAREST_BLOCK]):
                 column = np.where(mask, sims[: len(mask), j], -np.inf)
                 best = int(column.argmax()) if column.size else -1
-                if best < 0 or column[best] == -np.inf:
+                lowest = -np.inf if floor is None else floor
+                if best < 0 or column[best] == -np.inf or column[best] < lowest:
                     out.append((-1, -np.inf))
                 else:
                     out.append((best, float(column[best])))
         return out
 
     def search(
-        self, query: np.ndarray, mask: np.ndarray, n: int, start: int = 0
+        self,
+        query: np.ndarray,
+        mask: np.ndarray,
+        n: int,
+        start: int = 0,
+        floor: float | None = None,
     ) -> list[tuple[str, float]]:
         """Top `n` (id, cosine) among the masked rows, best first; `mask` covers rows
         `start`…`start + len(mask)` (a write looks only at the rows added after its shared
-        near-duplicate product, without a mask over every row).
+        near-duplicate product, without a mask over every row). With a `floor`, only rows
+        at that cosine or above, found through the sketch (`storage.sketch`).
 
         A mask that keeps few rows (under 1 in `SPARSE_SHARE`) reads only those: a write's
         tombstone check looks at the archived rows alone, and over every row it took ~8 ms
@@ -308,11 +430,24 @@ class VectorIndex:
         """
         if self.size == 0 or n <= 0:
             return []
+        query = np.asarray(query, np.float32)
         kept = int(mask.sum())
         n = min(n, kept)
         if n <= 0:
             return []
-        query = np.asarray(query, np.float32)
+        reach = None
+        if floor is not None and start == 0 and kept * SKETCH_SHARE >= mask.shape[0]:
+            reach = self._reachable(query[None, :], floor, mask.shape[0])
+        if reach is not None:
+            rows = reach[0][mask[reach[0]]]
+            sims = product(self.matrix[rows], query)
+            above = sims >= floor
+            rows, sims = rows[above], sims[above]
+            top = np.argsort(-sims, kind="stable")[:n]
+            return [
+                (self.ids[r], s)
+                for r, s in zip(rows[top].tolist(), sims[top].tolist(), strict=True)
+            ]
         rows = None
         if kept * SPARSE_SHARE < mask.shape[0]:
             rows = np.flatnonzero(mask) + start
@@ -325,7 +460,8 @@ class VectorIndex:
         top = np.argpartition(-sims, n - 1)[:n]
         top = top[np.argsort(-sims[top], kind="stable")]
         at = top + start if rows is None else rows[top]
-        return [(self.ids[r], s) for r, s in zip(at.tolist(), sims[top].tolist(), strict=True)]
+        found = zip(at.tolist(), sims[top].tolist(), strict=True)
+        return [(self.ids[r], s) for r, s in found if floor is None or s >= floor]
 
     def vector(self, memory_id: str) -> np.ndarray | None:
         row = self.ids.get(memory_id)
