@@ -72,6 +72,8 @@ class RoleState:
     last_owner: str = ""
     last_report: ReflectReport | None = None
     pass_done: anyio.Event = field(default_factory=anyio.Event)
+    #: When (anyio clock) a pass of this role last logged its KPI snapshot; None: never.
+    kpis_at: float | None = None
 
 
 class Engine:

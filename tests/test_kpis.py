@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from nooa_mcp import Memory
-from nooa_mcp.services import views
+from nooa_mcp.services import consolidation, views
 
 pytestmark = pytest.mark.anyio
 
@@ -94,6 +94,28 @@ async def test_each_reflection_pass_logs_the_kpis_stats_reported_as_it_ended(mem
     assert [k["top10pct_read_share"] for k in logged] == [0.0, 1.0]
     assert [k["active"] for k in logged] == [3, 3]
     assert hot.status == "created"
+
+
+async def test_passes_started_by_writes_log_the_kpis_at_most_once_a_minute(mem, monkeypatch):
+    """A client filling a store starts a pass every few hundred writes; each would read
+    every memory for a chart point all but equal to the last. Passes asked for, and idle
+    ones, log it every time."""
+    await mem.author("the deploy key lives in the team vault")
+    for trigger in ("after-writes", "after-writes", "on-demand", "idle", "after-writes"):
+        await mem.reflect(trigger=trigger)
+    monkeypatch.setattr(consolidation, "KPI_EVERY", 0.0)
+    await mem.reflect(trigger="after-writes")
+    logged = [
+        ("kpis" in e.report, e.report["trigger"]) for e in reversed(await mem.maintenance_log())
+    ]
+    assert logged == [
+        (True, "after-writes"),
+        (False, "after-writes"),
+        (True, "on-demand"),
+        (True, "idle"),
+        (False, "after-writes"),
+        (True, "after-writes"),
+    ]
 
 
 async def test_a_failed_kpi_snapshot_still_logs_the_pass(mem, monkeypatch):

@@ -64,7 +64,7 @@ from ..domain.replies import ReflectReport, ReflectStep
 from ..domain.schema import REFLECTION_STEPS, Channel, EdgeType, Memory, now as utc_now
 from ..domain.scope import Actor, owner_role
 from ..domain.text import choices
-from ..engine import Engine, text_of
+from ..engine import Engine, RoleState, text_of
 from ..errors import InvalidInput
 from ..heap import release_free_memory
 from . import provenance, views
@@ -80,6 +80,12 @@ GENERATIVE = frozenset({"reconcile", "abstract"})
 LEASE_SECONDS = 300.0
 #: How long a pass's closing KPI snapshot may take before the entry is logged without it.
 KPI_SECONDS = 30.0
+#: A pass started by writes logs the KPIs only if none was logged for the role in this many
+#: seconds: while a client fills a store, passes come every few seconds, and at 100k the
+#: snapshot reads every memory and its access counts (1.2 s of a 2.9 s pass, issue 12) for
+#: a point on the console's chart all but equal to the last. Passes asked for, and idle ones,
+#: always log it.
+KPI_EVERY = 60.0
 
 #: Most items one transaction of a deterministic step applies, and the most work (seconds)
 #: it starts inside one: whichever comes first ends the transaction. 50 ms bounds how long
@@ -177,9 +183,10 @@ async def reflect(
                 report.finished_at = utc_now()
                 report.applied = sum(s.applied for s in report.steps)
                 entry = {**report.model_dump(mode="json"), "role": c.role}
-                kpis = await _kpi_snapshot(c)
+                kpis = await _kpi_snapshot(c) if _kpis_due(state, trigger) else None
                 if kpis is not None:
                     entry["kpis"] = kpis
+                    state.kpis_at = anyio.current_time()
                 async with c.store.transaction():
                     await c.store.log_maintenance("reflection", entry)
                     await _release_lease(c)
@@ -188,6 +195,13 @@ async def reflect(
                 state.pass_done.set()
                 state.pass_done = anyio.Event()
     return report
+
+
+def _kpis_due(state: RoleState, trigger: str) -> bool:
+    """Whether this pass logs a KPI snapshot (see `KPI_EVERY`)."""
+    if trigger != "after-writes" or state.kpis_at is None:
+        return True
+    return anyio.current_time() - state.kpis_at >= KPI_EVERY
 
 
 async def _kpi_snapshot(c: Caller) -> dict[str, float | int] | None:
