@@ -508,12 +508,17 @@ class Store(Protocol):
         """Up to `limit` live rows of a role (every role for None) as columns, without
         vectors, in (owner, seq) order after the key `after` (None: from the start): a pass
         reads 100k rows page by page through the role index (other calls run between pages)
-        and takes vectors from the process's vector index."""
+        and takes vectors from the process's vector index. Never read inside a transaction:
+        it sees what is committed (SQLite reads it on a second connection)."""
         ...
 
     # ------------------------------------------------------------------ statistics
 
-    async def counts(self, scope: Scope) -> Counts: ...
+    async def counts(self, scope: Scope) -> Counts:
+        """Memories in the scope by owner and type. Like `kpi_totals` and `reflection_rows`,
+        a read over a whole role, never inside a transaction: it sees what is committed
+        (SQLite reads it on a second connection, so calls waiting on the first go first)."""
+        ...
 
     async def kpi_rows(self, scope: Scope, reads: Sequence[str]) -> KpiRaw: ...
 

@@ -1,0 +1,52 @@
+"""Whole-role reads on SQLite run on a connection of their own (issue 12): a reflection pass's
+rows and the KPI statistics read every memory, and on the store's one connection every
+statement of a client's write queued behind them."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from nooa_mcp.domain.scope import Scope
+from nooa_mcp.storage.sqlite import SQLiteStore
+
+pytestmark = pytest.mark.anyio
+
+#: A read that keeps SQLite busy for a good fraction of a second.
+SLOW = (
+    "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 3000000) "
+    "SELECT count(*) FROM n"
+)
+
+
+async def test_a_write_does_not_wait_for_a_whole_role_read(store_path):
+    store = await SQLiteStore.open(store_path)
+    try:
+        order: list[str] = []
+
+        async def bulk() -> None:
+            assert (await store._bulk_rows(SLOW))[0][0] == 3000000
+            order.append("read")
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(bulk)
+            await anyio.sleep(0.05)  # the read is under way
+            async with store.transaction():
+                await store.set_meta("probe", "written")
+            order.append("write")
+        assert order == ["write", "read"]
+        assert await store.get_meta("probe") == "written"
+    finally:
+        await store.close()
+
+
+async def test_the_pass_rows_and_the_kpis_are_read_on_the_second_connection(mem):
+    await mem.author("the deploy key lives in the team vault")
+    store = mem.engine.store
+    assert store._bulk is None
+    await mem.stats()
+    assert store._bulk is not None and store._bulk is not store.conn
+    rows = await store.reflection_rows(mem.role, None, 10)
+    assert len(rows) == 1
+    counts = await store.counts(Scope(owner=mem.engine.settings.owner))
+    assert counts.total == 1
