@@ -295,6 +295,28 @@ async def test_an_exact_repeat_after_nfkc_casefold_and_whitespace_collapse_exist
     assert stats.total == 2
 
 
+@pytest.mark.anyio
+async def test_only_a_given_id_is_looked_up_before_it_is_written(tmp_path: Path) -> None:
+    """A write inside the store's one write lock makes no round trip it does not need: a new
+    memory's own id cannot be there yet; an import's id may be, and is then `exists`."""
+    async with Memory.open(tmp_path / "m.sqlite", owner="ops", embedder=HashEmbedder()) as mem:
+        store = mem.engine.store
+        asked: list[str] = []
+        fetch = store.fetch
+
+        async def spy(memory_id: str):
+            asked.append(memory_id)
+            return await fetch(memory_id)
+
+        store.fetch = spy
+        fresh = await mem.author("the staging database is restored every monday")
+        assert fresh.status == "created" and fresh.id not in asked
+        again = await mem.author_many(
+            [{"id": fresh.id, "content": "a different text under the same id"}]
+        )
+        assert asked == [fresh.id] and again[0].status == "exists"
+
+
 # --------------------------------------------------------------------------- import
 
 

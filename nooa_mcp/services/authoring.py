@@ -72,6 +72,8 @@ async def author_many(c: Caller, specs: Sequence[dict[str, Any]]) -> list[Author
     """
     records = [build_memory(dict(spec), c.owner) for spec in specs]
     revive = [bool(spec.get("revive")) for spec in specs]
+    # Only an id the caller gave (an import) can be there already; a new one never is.
+    given = [spec.get("id") is not None for spec in specs]
     links = [await parse_links(c, spec.get("links")) for spec in specs]
     await capture_all(c, records)
     vectors = await c.engine.embed([text_of(r.title, r.content) for r in records])
@@ -84,10 +86,10 @@ async def author_many(c: Caller, specs: Sequence[dict[str, Any]]) -> list[Author
     async with c.store.transaction():
         await c.index.sync(c.store)
         batch: dict[str, str] = {}
-        for record, vector, edges, again, near in zip(
-            records, vectors, links, revive, prior, strict=True
+        for record, vector, edges, again, near, named in zip(
+            records, vectors, links, revive, prior, given, strict=True
         ):
-            results.append(await _author_one(c, record, vector, edges, batch, again, near))
+            results.append(await _author_one(c, record, vector, edges, batch, again, near, named))
     c.index.mark_dirty()
     c.note_activity(writes=sum(r.status != "exists" for r in results))
     # SPEC §9: authored content is a cue too (but an intent never cues itself).
@@ -106,12 +108,13 @@ async def _author_one(
     batch: dict[str, str],
     revive: bool = False,
     near: Near | None = None,
+    named: bool = True,
 ) -> AuthorResult:
     key = f"{record.type.value}:{record.content_hash}"
     existing = batch.get(key) or await c.store.find_by_hash(
         record.content_hash, c.role, record.type.value
     )
-    if existing is None and await c.store.fetch(record.id) is not None:
+    if existing is None and named and await c.store.fetch(record.id) is not None:
         return AuthorResult(id=record.id, status="exists", similarity=1.0)  # a re-import
     if existing is not None:
         await _repeat(c, existing, record, edges)
