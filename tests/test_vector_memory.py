@@ -8,11 +8,13 @@ import platform
 import subprocess
 import sys
 
+import anyio
 import numpy as np
 import pytest
 
 from nooa_mcp.domain.scope import Scope
 from nooa_mcp.heap import release_free_memory, tune_malloc
+from nooa_mcp.storage import vectors
 from nooa_mcp.storage.base import VectorRow
 from nooa_mcp.storage.vectors import GROW_STEP, VectorIndex
 
@@ -285,3 +287,28 @@ def test_the_product_uses_blas_only_when_it_runs_one_thread(blas_threads, kernel
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     )
     assert done.stdout.strip() == kernel
+
+
+def test_row_hashes_are_kept_until_the_row_is_written_again(monkeypatch):
+    """A reflection pass fingerprints every row of its role: the vector's part is hashed once
+    and kept, and a row written since is hashed again from its new vector."""
+    index = _filled(3000, 3000)
+    rows = np.arange(index.size)
+    hashed: list[int] = []
+    real = vectors.vector_hashes
+
+    def counted(block: np.ndarray) -> np.ndarray:
+        hashed.append(len(block))
+        return real(block)
+
+    monkeypatch.setattr(vectors, "vector_hashes", counted)
+    first = anyio.run(index.row_hashes, rows)
+    assert np.array_equal(first, real(index.matrix[: index.size]))
+    assert sum(hashed) == index.size and max(hashed) <= vectors.HASH_STEP
+    hashed.clear()
+    fresh = _vectors(3001)[3000]
+    index._apply([VectorRow(8, "m7", "r", "", "info", False, fresh)])
+    again = anyio.run(index.row_hashes, rows)
+    assert hashed == [1]
+    assert again[7] == real(fresh[None, :])[0] != first[7]
+    assert np.array_equal(np.delete(again, 7), np.delete(first, 7))

@@ -65,8 +65,6 @@ RECORD_VERSION = 1
 #: Types that never pair (scratch is never consolidated): not swept, not recorded.
 UNPAIRED_TYPES = frozenset({"scratch"})
 
-_MIX = np.random.default_rng(0x9E3779B9).integers(1, 2**63, 4096, dtype=np.uint64) | np.uint64(1)
-
 
 def record_key(role: str | None) -> str:
     return f"reflection_plan:{'*' if role is None else role}"
@@ -150,24 +148,17 @@ def _name_hashes(names: Sequence[str | None]) -> np.ndarray:
     )
 
 
-def fingerprints(
-    rows: Rows, positions: np.ndarray, matrix: np.ndarray, at: np.ndarray
-) -> np.ndarray:
+def fingerprints(rows: Rows, positions: np.ndarray, hashes: np.ndarray) -> np.ndarray:
     """A 32-bit fingerprint per position of what pair planning reads of the row: type,
-    status, owner, created_at and the bytes of its vector (`matrix[at]`).
+    status, owner, created_at and the bytes of its vector (`hashes`: the vector index's
+    `row_hashes` of the position's row).
 
     Integer arithmetic only (wrapping sums and products), so the same row gives the same
     print in any process on any machine.
     """
-    out = np.zeros(positions.shape[0], dtype=np.uint64)
     if positions.size == 0:
-        return out.astype(np.uint32)
-    dim = matrix.shape[1]
-    mix = _MIX[:dim] if dim <= _MIX.size else np.resize(_MIX, dim)
-    for start in range(0, positions.shape[0], 1024):
-        # 1024 rows at a time: a few MB of temporaries, whatever the role's size.
-        words = matrix[at[start : start + 1024]].view(np.uint32).astype(np.uint64)
-        out[start : start + 1024] = words @ mix
+        return np.zeros(0, dtype=np.uint32)
+    out = np.array(hashes, dtype=np.uint64)
     with np.errstate(over="ignore"):
         h = out
         h ^= _name_hashes(rows.types)[rows.type_code[positions]] * np.uint64(0x9E3779B97F4A7C15)
@@ -352,9 +343,8 @@ class Planner:
         rows = await self.rows()
         matrix, at = await self._vectors(rows)
         positions = self._sweepable(rows, at)
-        prints = await anyio.to_thread.run_sync(
-            fingerprints, rows, positions, matrix, at[positions]
-        )
+        hashes = await self.c.index.row_hashes(at[positions])
+        prints = await anyio.to_thread.run_sync(fingerprints, rows, positions, hashes)
         full = record is None or self.reconcile or not set(self.pair_steps) <= record.steps
         focus = None
         if not full:
@@ -433,7 +423,8 @@ class Planner:
         focus = np.flatnonzero(new)
         self.changed += int(focus.size)
         await self._sweep(rows, positions, matrix, at, focus, neighbours=False)
-        prints = fingerprints(rows, positions[focus], matrix, at[positions[focus]])
+        hashes = await self.c.index.row_hashes(at[positions[focus]])
+        prints = fingerprints(rows, positions[focus], hashes)
         self._covered = np.concatenate([self._covered, rows.seq[positions[focus]]])
         self._prints = np.concatenate([self._prints, prints])
 
