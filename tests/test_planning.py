@@ -19,6 +19,7 @@ import pytest
 
 from nooa_mcp import Memory, Settings
 from nooa_mcp.domain import similarity
+from nooa_mcp.domain.reflection import MAX_NEW_LINKS
 from nooa_mcp.domain.schema import now as utc_now
 from nooa_mcp.embeddings import HashEmbedder
 from nooa_mcp.errors import StoreUnavailable
@@ -411,3 +412,40 @@ async def test_a_clients_write_goes_between_the_transactions_of_a_pass(store_pat
         assert "client done" in log
         # The pass went on for several transactions after the client's write was done.
         assert log.index("client done") < len(log) - 5, log
+
+
+class _Placed:
+    """An embedder that puts each text where the test says (by its first word): exact ties."""
+
+    name, dim = "placed-16", 16
+
+    def __init__(self, vectors: dict[str, np.ndarray]) -> None:
+        self.vectors = vectors
+
+    def embed(self, texts):
+        return np.stack([self.vectors[t.split()[0]] for t in texts]).astype(np.float32)
+
+
+async def test_links_tied_on_cosine_go_to_the_smaller_ids_whatever_order_they_were_written(
+    tmp_path,
+):
+    """A hub at exactly 0.85 from eight memories that are 0.72 from each other: eight tied
+    candidates for five links, which go to the five smallest ids — written in another
+    order, so neither rows' order nor its reverse gives that answer."""
+    a = 0.85
+    eye = np.eye(16, dtype=np.float32)
+    placed = {"hub": eye[0]}
+    for i in range(1, 9):
+        placed[f"spoke{i}"] = a * eye[0] + np.sqrt(1 - a * a) * eye[i]
+    ident = {"hub": "0" * 32, **{f"spoke{i}": f"{i:032x}" for i in range(1, 9)}}
+    order = ["hub", *(f"spoke{i}" for i in (3, 7, 1, 8, 5, 2, 6, 4))]
+    async with Memory.open(
+        settings=settings(tmp_path / "m.sqlite"), embedder=_Placed(placed)
+    ) as mem:
+        for name in order:
+            await mem.author_many([{"id": ident[name], "content": f"{name} is a memory"}])
+        report = await mem.reflect(["link"])
+        edges = await mem.engine.store.edges_touching([ident["hub"]])
+        linked = {e.dst for e in edges if e.src == ident["hub"] and e.type == "related"}
+    assert report.steps[0].applied == MAX_NEW_LINKS == 5
+    assert linked == {ident[f"spoke{i}"] for i in range(1, 6)}
