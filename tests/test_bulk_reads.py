@@ -44,9 +44,18 @@ async def test_the_pass_rows_and_the_kpis_are_read_on_the_second_connection(mem)
     await mem.author("the deploy key lives in the team vault")
     store = mem.engine.store
     assert store._bulk is None
+    bulk: list[str] = []
+    real = store._bulk_rows
+
+    async def counted(sql, params=()):
+        bulk.append(sql)
+        return await real(sql, params)
+
+    store._bulk_rows = counted
     await mem.stats()
+    assert len(bulk) == 4  # counts, then the KPI totals' three reads
     assert store._bulk is not None and store._bulk is not store.conn
     rows = await store.reflection_rows(mem.role, None, 10)
-    assert len(rows) == 1
+    assert len(rows) == 1 and len(bulk) == 5
     counts = await store.counts(Scope(owner=mem.engine.settings.owner))
-    assert counts.total == 1
+    assert counts.total == 1 and len(bulk) == 6
