@@ -25,6 +25,7 @@ import anyio.to_thread
 import numpy as np
 
 from .config import Settings
+from .domain.reflection import Rows
 from .domain.replies import ReflectReport
 from .embeddings import Embedder, WarmingEmbedder, default_embedder
 from .shared_runs import SharedRuns
@@ -74,6 +75,9 @@ class RoleState:
     pass_done: anyio.Event = field(default_factory=anyio.Event)
     #: When (anyio clock) a pass of this role last logged its KPI snapshot; None: never.
     kpis_at: float | None = None
+    #: The role's rows as the last pass read them and the store revision they are current
+    #: to (`planning.Planner.rows`); None until a pass read them on a store that can say.
+    rows: tuple[int, Rows] | None = None
 
 
 class Engine:

@@ -19,13 +19,14 @@ import pytest
 
 from nooa_mcp import Memory, Settings
 from nooa_mcp.domain import similarity
-from nooa_mcp.domain.reflection import MAX_NEW_LINKS
+from nooa_mcp.domain.reflection import MAX_NEW_LINKS, Rows
 from nooa_mcp.domain.schema import now as utc_now
 from nooa_mcp.embeddings import HashEmbedder
 from nooa_mcp.errors import StoreUnavailable
 from nooa_mcp.memory import maintain
 from nooa_mcp.services import consolidation, planning
 from nooa_mcp.services.planning import Record, record_key
+from nooa_mcp.storage.base import RowChanges
 
 pytestmark = pytest.mark.anyio
 
@@ -449,3 +450,104 @@ async def test_links_tied_on_cosine_go_to_the_smaller_ids_whatever_order_they_we
         linked = {e.dst for e in edges if e.src == ident["hub"] and e.type == "related"}
     assert report.steps[0].applied == MAX_NEW_LINKS == 5
     assert linked == {ident[f"spoke{i}"] for i in range(1, 6)}
+
+
+#: Columns only an access log changes: the kept rows may hold older values (see `_read`).
+ACCESSED = ("last_accessed_at", "strength")
+
+
+def _columns(rows) -> dict:
+    out = {"seq": rows.seq.tolist(), "ids": list(rows.ids)}
+    for name in ("type", "owner", "status"):
+        names = getattr(rows, {"type": "types", "owner": "owners", "status": "statuses"}[name])
+        out[name] = [names[c] for c in getattr(rows, f"{name}_code").tolist()]
+    for name in (
+        "created_at",
+        "importance",
+        "authored_importance",
+        "salience",
+        "confidence",
+        "reinforcement_count",
+        *ACCESSED,
+    ):
+        out[name] = getattr(rows, name).tolist()
+    return out
+
+
+async def test_a_pass_reads_only_the_rows_rewritten_since_the_last_and_plans_over_the_same(
+    store_path,
+):
+    """The next pass in the same process takes the rows the last one read, brought up to
+    date with the rows rewritten since: the same columns as reading every row again, for new,
+    edited, repeated, forgotten, revived and todo rows and another process's writes. (On
+    PostgreSQL, whose revision does not follow every column, every pass reads every row.)"""
+    path = store_path
+    async with Memory.open(settings=settings(path), embedder=HashEmbedder()) as mem:
+        ids = await fill(mem)
+        await mem.reflect()
+        read: list[int] = []
+        real = mem.engine.store.reflection_rows
+
+        async def counted(role, after, limit):
+            page = await real(role, after, limit)
+            read.append(len(page))
+            return page
+
+        mem.engine.store.reflection_rows = counted
+        await mem.author("a new fact about the nightly backup window")
+        await mem.update(ids[0], importance=9)
+        await mem.forget(ids[1])
+        await mem.forget(ids[2])
+        await mem.revive(ids[2])
+        again = await mem.author(base(SUBJECTS[3]))  # an exact repeat: reinforced
+        todo = await mem.todo("add", content="rotate the signing keys")
+        await mem.todo("done", memory_id=todo.id)
+        await mem.recall("deploy pipeline", k=3)  # access times only
+        async with Memory.open(settings=settings(path), embedder=HashEmbedder()) as other:
+            await other.author("another process wrote this one about the cache")
+        planner = planning.Planner(mem._caller, mem.role, ["merge", "link"], False)
+        kept = _columns(await planner.rows())
+        caught_up_to = _kept_mark(mem)
+        if mem.engine.store.kind == "sqlite":
+            assert read == []  # nothing read in full: only the rows rewritten since
+        else:
+            assert sum(read) == len(kept["ids"])
+            read.clear()
+        mem.engine.role_state(mem.role).rows = None
+        fresh = _columns(await planning.Planner(mem._caller, mem.role, [], False).rows())
+        assert read and sum(read) == len(fresh["ids"])
+        for name in ACCESSED:
+            kept.pop(name), fresh.pop(name)
+        assert kept == fresh
+        assert ids[1] not in kept["ids"] and ids[2] in kept["ids"] and todo.id in kept["ids"]
+        assert (
+            again.status == "exists"
+            and kept["reinforcement_count"][kept["ids"].index(again.id)] == 1
+        )
+        if mem.engine.store.kind == "sqlite":
+            mark = await mem.engine.store.reflection_changes(None, 0)
+            assert caught_up_to == mark.upto  # the next pass reads from here
+
+
+def _kept_mark(mem: Memory) -> int:
+    kept = mem.engine.role_state(mem.role).rows
+    return -1 if kept is None else kept[0]
+
+
+def test_a_row_rewritten_while_the_changes_were_read_keeps_its_latest_version():
+    def row(seq: int, importance: float, owner: str = "r@a") -> tuple:
+        return (seq, f"m{seq}", "info", owner, None, importance, None, 0.3, 1.0, 1, 0, 1.0, 2.0)
+
+    kept = Rows.from_records([row(1, 5.0), row(2, 5.0), row(3, 5.0)])
+    first = RowChanges(
+        Rows.from_records([row(2, 6.0), row(4, 5.0)]), ["r", "r"], np.zeros(2, dtype=bool), 8
+    )
+    again = RowChanges(
+        Rows.from_records([row(2, 7.0), row(3, 5.0, "s@b"), row(5, 5.0)]),
+        ["r", "s", "r"],
+        np.array([False, False, True]),
+        11,
+    )
+    merged = planning._caught_up(kept, [first, again], "r")
+    assert merged.seq.tolist() == [1, 2, 4]  # 3 went to another role, 5 was archived
+    assert merged.importance.tolist() == [5.0, 7.0, 5.0]

@@ -43,6 +43,7 @@ import numpy as np
 from ..domain.generative import CLUSTER_SIMILARITY, RECONCILED_TYPES, cluster_reach
 from ..domain.reflection import LINK_HIGH, LINK_LOW, MERGE_SIMILARITY, Rows
 from ..domain.similarity import CLUSTERED_FROM, ROW_CAP, Sweep, clustered_sweep, sweep
+from ..storage.base import RowChanges
 from .caller import Caller
 
 __all__ = [
@@ -179,15 +180,33 @@ def _joined(pages: list[Rows]) -> Rows:
 
 
 def _patched(rows: Rows, gone: set[str], revised: dict[str, dict[str, float]]) -> Rows:
-    """`rows` without the rows archived since, with the columns rewritten since."""
+    """`rows` without the rows archived since, with the columns rewritten since (a copy:
+    the rows read may be kept for the next pass)."""
     if gone:
         rows = rows.take(np.flatnonzero(~np.isin(np.array(rows.ids, dtype=object), list(gone))))
+    elif revised:
+        rows = rows.take(np.arange(len(rows)))
     if revised:
         where = {ident: p for p, ident in enumerate(rows.ids) if ident in revised}
         for ident, p in where.items():
             for column, value in revised[ident].items():
                 getattr(rows, column)[p] = value
     return rows
+
+
+def _caught_up(rows: Rows, pages: list[RowChanges], role: str) -> Rows:
+    """The rows kept from the last pass with the rows rewritten since: each rewritten row's
+    latest version replaces its old one, or removes it when archived or now another role's."""
+    changed = Rows.concat([page.rows for page in pages])
+    if not len(changed):
+        return rows
+    live = np.concatenate([~page.archived for page in pages])
+    live &= np.array([r == role for page in pages for r in page.roles], dtype=bool)
+    # A row rewritten again while the changes were read in pages comes twice: the later wins.
+    latest = len(changed) - 1 - np.unique(changed.seq[::-1], return_index=True)[1]
+    fresh = changed.take(np.sort(latest[live[latest]]))
+    kept = rows.take(np.flatnonzero(~np.isin(rows.seq, changed.seq)))
+    return _joined([kept, fresh])
 
 
 @dataclass
@@ -297,18 +316,46 @@ class Planner:
             rows = await anyio.to_thread.run_sync(_patched, self._rows, self._gone, self._revised)
             self._rows, self._gone, self._revised = rows, set(), {}
         if self.stale or self._rows is None:
-            pages: list[Rows] = []
-            after: tuple[str, int] | None = None
-            while True:
-                page = await self.c.store.reflection_rows(self.role, after, PAGE)
-                if len(page):
-                    pages.append(page)
-                    after = (page.owner_of(len(page) - 1), int(page.seq[-1]))
-                if len(page) < PAGE:
-                    break
-            self._rows = await anyio.to_thread.run_sync(_joined, pages)
+            self._rows = await self._read()
             self.stale, self._gone, self._revised = False, set(), {}
         return self._rows
+
+    async def _read(self) -> Rows:
+        """The role's live rows: those the last pass read in this process, brought up to
+        date with the rows rewritten since (`Store.reflection_changes`), or every row read
+        again where the store cannot say which were.
+
+        At 100k rows the whole read was 0.77 s of a 1.26 s pass every 200 writes, and most
+        of the rows had not changed (issue 12). Access times are not kept current (an
+        access log does not move the revision): only pruning reads them, and an older
+        access time only makes a row a suspect that `_prune` then judges on the row itself.
+        """
+        store = self.c.store
+        state = self.c.engine.role_state(self.role) if self.role is not None else None
+        if state is not None and state.rows is not None:
+            since, kept = state.rows
+            pages: list[RowChanges] = []
+            while (page := await store.reflection_changes(since, PAGE)) is not None:
+                pages.append(page)
+                since = page.upto
+                if len(page.rows) < PAGE:
+                    rows = await anyio.to_thread.run_sync(_caught_up, kept, pages, self.role)
+                    state.rows = (since, rows)
+                    return rows
+        mark = await store.reflection_changes(None, 0) if state is not None else None
+        parts: list[Rows] = []
+        after: tuple[str, int] | None = None
+        while True:
+            part = await store.reflection_rows(self.role, after, PAGE)
+            if len(part):
+                parts.append(part)
+                after = (part.owner_of(len(part) - 1), int(part.seq[-1]))
+            if len(part) < PAGE:
+                break
+        rows = await anyio.to_thread.run_sync(_joined, parts)
+        if state is not None and mark is not None:
+            state.rows = (mark.upto, rows)
+        return rows
 
     async def _vectors(self, rows: Rows) -> tuple[np.ndarray, np.ndarray]:
         """The index matrix and each row's row in it (−1: none yet), after a sync, so every

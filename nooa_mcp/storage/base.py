@@ -43,6 +43,7 @@ __all__ = [
     "KpiRaw",
     "KpiTotals",
     "MaintenanceEntry",
+    "RowChanges",
     "ScoringRow",
     "Store",
     "Tombstone",
@@ -211,6 +212,17 @@ class VectorRow:
     type: str
     archived: bool
     embedding: np.ndarray | None
+
+
+@dataclass(slots=True)
+class RowChanges:
+    """Rows rewritten since a revision (`Store.reflection_changes`): their columns as a pass
+    reads them, each one's role and archived flag, and the revision the read reached."""
+
+    rows: Rows
+    roles: list[str]
+    archived: np.ndarray
+    upto: int
 
 
 @dataclass(slots=True)
@@ -510,6 +522,15 @@ class Store(Protocol):
         reads 100k rows page by page through the role index (other calls run between pages)
         and takes vectors from the process's vector index. Never read inside a transaction:
         it sees what is committed (SQLite reads it on a second connection)."""
+        ...
+
+    async def reflection_changes(self, since: int | None, limit: int) -> RowChanges | None:
+        """Up to `limit` rows of any role, live or archived, rewritten after the revision
+        `since` (None: the store's current revision and no rows), oldest change first; None
+        when this store cannot say. A pass keeps its role's rows between passes and reads
+        only these. Only a store whose revision moves with every rewrite of what planning
+        reads but access times (SQLite) can; PostgreSQL's moves only with what vector
+        caches hold, so its passes read every row. Never inside a transaction."""
         ...
 
     # ------------------------------------------------------------------ statistics

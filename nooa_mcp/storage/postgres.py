@@ -55,6 +55,7 @@ from .base import (
     KpiRaw,
     KpiTotals,
     MaintenanceEntry,
+    RowChanges,
     ScoringRow,
     Tombstone,
     VectorRow,
@@ -1171,6 +1172,11 @@ class PostgresStore:
                 )
             )
         return nodes, vectors
+
+    async def reflection_changes(self, since: int | None, limit: int) -> RowChanges | None:
+        """None: `rev` moves only with what vector caches hold (not status, importance or
+        the counters rescore reads), so a pass here reads every row (`reflection_rows`)."""
+        return None
 
     async def reflection_rows(
         self, role: str | None, after: tuple[str, int] | None, limit: int

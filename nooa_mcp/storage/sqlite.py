@@ -57,6 +57,7 @@ from .base import (
     KpiRaw,
     KpiTotals,
     MaintenanceEntry,
+    RowChanges,
     ScoringRow,
     Tombstone,
     VectorRow,
@@ -1527,6 +1528,25 @@ class SQLiteStore:
             [*params, owner, seq, limit],
         )
         return Rows.from_records(rows)
+
+    async def reflection_changes(self, since: int | None, limit: int) -> RowChanges | None:
+        """See `Store.reflection_changes`: every rewrite but an access log's moves `rev`
+        (`NEXT_REV`), and writers commit in revision order under the file's write lock, so
+        a row committed after this read has a higher revision than it reached."""
+        if since is None:
+            upto = await self._bulk_rows("SELECT coalesce(max(rev), 0) FROM memories")
+            return RowChanges(Rows.from_records([]), [], np.zeros(0, dtype=bool), upto[0][0])
+        rows = await self._bulk_rows(
+            f"SELECT {REFLECTION_COLUMNS}, role, archived, rev FROM memories WHERE rev > ? "
+            "ORDER BY rev LIMIT ?",
+            (since, limit),
+        )
+        return RowChanges(
+            Rows.from_records(tuple(r)[:-3] for r in rows),
+            [r["role"] for r in rows],
+            np.array([bool(r["archived"]) for r in rows], dtype=bool),
+            rows[-1]["rev"] if rows else since,
+        )
 
     # ------------------------------------------------------------------ statistics
 
