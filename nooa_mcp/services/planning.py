@@ -2,7 +2,9 @@
 
 A pass reads the role's live rows once, as columns and page by page (other calls run between
 pages), takes their vectors from the process's vector index (no second copy: 150 MB at 100k),
-and runs one similarity sweep whose pairs serve merge, link and reconcile alike.
+and runs one similarity sweep whose pairs serve merge, link and reconcile alike. On SQLite the
+process keeps the rows for the role's next pass, which reads only the rows rewritten since
+(`Planner._read`).
 
 **Incremental planning.** A completed pass leaves in the store's meta table, per role, what its
 pair steps planned over: each row's seq and a fingerprint of everything pair planning reads of
