@@ -324,6 +324,17 @@ class VectorIndex:
                 out.append(np.concatenate([rows, tail]) if tail.size else rows)
         return out
 
+    def _above(
+        self, query: np.ndarray, near: np.ndarray, mask: np.ndarray, floor: float
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Of the rows `_reachable` found (`near`), those `mask` keeps whose cosine is at
+        `floor` or above, and those cosines, in row order."""
+        rows = near[near < len(mask)]
+        rows = rows[mask[rows]]
+        sims = product(self.matrix[rows], query)
+        above = sims >= floor
+        return rows[above], sims[above]
+
     def _grow(self, needed: int) -> None:
         capacity = self.matrix.shape[0]
         if needed <= capacity:
@@ -423,24 +434,22 @@ class VectorIndex:
         reach = self._reachable(queries, floor, n) if floor is not None and n else None
         if reach is not None:
             out = []
-            for query, mask, rows in zip(queries, masks, reach, strict=True):
-                rows = rows[rows < len(mask)]
-                rows = rows[mask[rows]]
-                sims = self.matrix[rows] @ query
-                best = int(sims.argmax()) if rows.size else -1
-                if best < 0 or sims[best] < floor:
-                    out.append((-1, -np.inf))
-                else:
+            for query, mask, near in zip(queries, masks, reach, strict=True):
+                rows, sims = self._above(query, near, mask, floor)
+                if rows.size:
+                    best = int(sims.argmax())
                     out.append((int(rows[best]), float(sims[best])))
+                else:
+                    out.append((-1, -np.inf))
             return out
         out = []
+        lowest = -np.inf if floor is None else floor
         for lo in range(0, len(masks), NEAREST_BLOCK):
             block = queries[lo : lo + NEAREST_BLOCK]
             sims = self.similarities(block, upto=n) if n else np.zeros((0, len(block)))
             for j, mask in enumerate(masks[lo : lo + NEAREST_BLOCK]):
                 column = np.where(mask, sims[: len(mask), j], -np.inf)
                 best = int(column.argmax()) if column.size else -1
-                lowest = -np.inf if floor is None else floor
                 if best < 0 or column[best] == -np.inf or column[best] < lowest:
                     out.append((-1, -np.inf))
                 else:
@@ -475,10 +484,8 @@ class VectorIndex:
         if floor is not None and start == 0 and kept * SKETCH_SHARE >= mask.shape[0]:
             reach = self._reachable(query[None, :], floor, mask.shape[0])
         if reach is not None:
-            rows = reach[0][mask[reach[0]]]
-            sims = product(self.matrix[rows], query)
-            above = sims >= floor
-            rows, sims = rows[above], sims[above]
+            assert floor is not None
+            rows, sims = self._above(query, reach[0], mask, floor)
             top = np.argsort(-sims, kind="stable")[:n]
             return [
                 (self.ids[r], s)
