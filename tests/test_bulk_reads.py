@@ -43,7 +43,7 @@ async def test_a_write_does_not_wait_for_a_whole_role_read(store_path):
 async def test_the_pass_rows_and_the_kpis_are_read_on_the_second_connection(mem):
     await mem.author("the deploy key lives in the team vault")
     store = mem.engine.store
-    assert store._bulk is None
+    assert "bulk" not in store._sides
     bulk: list[str] = []
     real = store._bulk_rows
 
@@ -54,7 +54,7 @@ async def test_the_pass_rows_and_the_kpis_are_read_on_the_second_connection(mem)
     store._bulk_rows = counted
     await mem.stats()
     assert len(bulk) == 4  # counts, then the KPI totals' three reads
-    assert store._bulk is not None and store._bulk is not store.conn
+    assert store._sides["bulk"] not in (store.conn, store._sides.get("reads"))
     rows = await store.reflection_rows(mem.role, None, 10)
     assert len(rows) == 1 and len(bulk) == 5
     counts = await store.counts(Scope(owner=mem.engine.settings.owner))

@@ -29,7 +29,7 @@ async def test_commits_leave_the_log_to_the_checkpoint_thread(settings, monkeypa
     path = settings.store
     async with Memory.open(settings=settings, embedder=HashEmbedder()) as mem:
         store = mem.engine.store
-        assert await store._scalar("PRAGMA wal_autocheckpoint") == 0
+        assert (await store.conn.execute_fetchall("PRAGMA wal_autocheckpoint"))[0][0] == 0
         store._checkpointer.checkpoint()
         before = path.stat().st_size
         for start in range(0, 600, 100):
@@ -74,6 +74,6 @@ async def test_without_a_checkpoint_thread_sqlite_keeps_checkpointing_in_commits
     async with Memory.open(settings=settings, embedder=HashEmbedder()) as mem:
         store = mem.engine.store
         assert store._checkpointer is None
-        assert await store._scalar("PRAGMA wal_autocheckpoint") == 1000
+        assert (await store.conn.execute_fetchall("PRAGMA wal_autocheckpoint"))[0][0] == 1000
         await mem.author("the build server moved to the basement")
     assert "no checkpoint thread" in caplog.text

@@ -83,13 +83,21 @@ async def author_many(c: Caller, specs: Sequence[dict[str, Any]]) -> list[Author
     # per item in the transaction.
     prior = await _nearest_existing(c, records, vectors)
     results: list[AuthorResult] = []
-    async with c.store.transaction():
-        await c.index.sync(c.store)
-        batch: dict[str, str] = {}
-        for record, vector, edges, again, near, named in zip(
-            records, vectors, links, revive, prior, given, strict=True
-        ):
-            results.append(await _author_one(c, record, vector, edges, batch, again, near, named))
+    try:
+        async with c.store.transaction():
+            await c.index.sync(c.store)
+            batch: dict[str, str] = {}
+            for record, vector, edges, again, near, named in zip(
+                records, vectors, links, revive, prior, given, strict=True
+            ):
+                results.append(
+                    await _author_one(c, record, vector, edges, batch, again, near, named)
+                )
+    except BaseException:
+        # Rolled back (an error, or the caller cancelled): the rows noted in the index for
+        # the batch's later items were never stored.
+        c.index.withdraw([r.id for r in results if r.status == "created"])
+        raise
     c.index.mark_dirty()
     c.note_activity(writes=sum(r.status != "exists" for r in results))
     # SPEC §9: authored content is a cue too (but an intent never cues itself).

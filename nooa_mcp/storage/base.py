@@ -314,7 +314,9 @@ class Store(Protocol):
     async def close(self) -> None: ...
 
     def transaction(self) -> AbstractAsyncContextManager[None]:
-        """One write transaction; the write lock is taken up front."""
+        """One write transaction; the write lock is taken up front. Reads inside it see its
+        writes; reads outside any transaction see only what was committed, never the rows of
+        a transaction still open in another coroutine of the process."""
         ...
 
     async def check_writable(self) -> None:

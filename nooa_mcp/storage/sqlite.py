@@ -4,7 +4,10 @@ Several server processes share the file. WAL lets readers run beside one writer;
 `busy_timeout` makes writers wait for each other; every read-then-write transaction takes the
 write lock up front (`BEGIN IMMEDIATE`), because a deferred transaction that upgrades to a write
 can fail with SQLITE_BUSY without `busy_timeout` ever retrying it. Inside one process, an anyio
-lock keeps one coroutine's statements out of another's transaction on the shared connection.
+lock keeps one coroutine's statements out of another's transaction on the store's connection,
+and reads made outside a transaction run on read-only connections of their own: on the one
+connection they ran inside whatever write another coroutine had open, and saw its rows before
+they were committed (or rolled back).
 
 This module implements `storage.base.Store`; its rows leave it decoded and typed.
 """
@@ -18,6 +21,7 @@ import os
 import sqlite3
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -562,6 +566,11 @@ def _split_sql(script: str) -> list[str]:
     return statements
 
 
+#: The stores (by `id`) whose write transaction the current task is inside: its reads go to
+#: the store's own connection, where its uncommitted rows are.
+_WRITING: ContextVar[frozenset[int]] = ContextVar("nooa_sqlite_writing", default=frozenset())
+
+
 class SQLiteStore:
     """An open store file. Create with `await SQLiteStore.open(path)`; close with `close()`."""
 
@@ -577,9 +586,14 @@ class SQLiteStore:
         self.common_floor = COMMON_FLOOR
         self._write_lock = anyio.Lock()
         self._checkpointer: Checkpointer | None = None
-        #: The second connection whole-role reads run on (`_bulk_rows`), opened on first use.
-        self._bulk: aiosqlite.Connection | None = None
-        self._bulk_lock = anyio.Lock()
+        #: Read-only connections, each with a thread of its own, opened on first use
+        #: (`_side`): "reads" for every read outside a transaction once the store is open,
+        #: "bulk" for whole-role reads (`_bulk_rows`).
+        self._sides: dict[str, aiosqlite.Connection] = {}
+        self._sides_lock = anyio.Lock()
+        #: Set once the store is open and migrated: reads outside a transaction may then
+        #: leave the store's connection.
+        self._reads_apart = False
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -627,6 +641,8 @@ class SQLiteStore:
         except BaseException:
             await store.close()
             raise
+        # A read-only file has no writes in progress to keep reads apart from.
+        store._reads_apart = writable
         return store
 
     async def _checkpoint_aside(self) -> None:
@@ -710,9 +726,9 @@ class SQLiteStore:
         checkpointer, self._checkpointer = self._checkpointer, None
         if checkpointer is not None:
             await anyio.to_thread.run_sync(checkpointer.stop)
-        bulk, self._bulk = self._bulk, None
-        if bulk is not None:
-            await bulk.close()
+        sides, self._sides = self._sides, {}
+        for side in sides.values():
+            await side.close()
         await self.conn.close()
 
     async def check_writable(self) -> None:
@@ -750,16 +766,20 @@ class SQLiteStore:
         """
         async with self._write_lock:
             await self.check_writable()
-            await self._execute("BEGIN IMMEDIATE")
+            writing = _WRITING.set(_WRITING.get() | {id(self)})
             try:
-                yield
-            except BaseException:
-                with anyio.CancelScope(shield=True):
-                    await self._execute("ROLLBACK")
-                raise
-            else:
-                with anyio.CancelScope(shield=True):
-                    await self._execute("COMMIT")
+                await self._execute("BEGIN IMMEDIATE")
+                try:
+                    yield
+                except BaseException:
+                    with anyio.CancelScope(shield=True):
+                        await self._execute("ROLLBACK")
+                    raise
+                else:
+                    with anyio.CancelScope(shield=True):
+                        await self._execute("COMMIT")
+            finally:
+                _WRITING.reset(writing)
 
     # Reads run to completion in one hop of the connection's thread: a statement left open
     # between `execute` and `fetch` would hold an old WAL snapshot, and a BEGIN IMMEDIATE that
@@ -777,8 +797,15 @@ class SQLiteStore:
     # pages, a read-only mount) reaches the caller as one sentence naming the store.
 
     async def _fetch(self, sql: str, params: Any = ()) -> Iterable[sqlite3.Row]:
+        """Rows of a read: inside this task's transaction on the store's connection, which
+        holds its uncommitted rows; outside, on the "reads" connection, which sees only what
+        was committed (in WAL mode, the last commit as each statement starts), so a recall
+        beside a write never returns, or caches in the vector index, a row that may yet be
+        rolled back. Apart, such reads no longer queue behind a write's statements either."""
+        apart = self._reads_apart and id(self) not in _WRITING.get()
         try:
-            return await self.conn.execute_fetchall(sql, params)
+            conn = await self._side("reads") if apart else self.conn
+            return await conn.execute_fetchall(sql, params)
         except sqlite3.Error as exc:
             raise unavailable(self.path, exc) from None
 
@@ -796,27 +823,32 @@ class SQLiteStore:
 
     async def _bulk_rows(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
         """A read over a whole role (a reflection pass's rows, statistics), outside any
-        transaction, on a second, read-only connection with a thread of its own.
+        transaction, on a read-only connection of its own ("bulk").
 
         On the store's one connection such a read held its thread for tens of ms a page (at
         100k, ~0.45 s for a pass's rows and ~1.4 s for the KPIs), and every statement of the
-        writes clients were waiting on queued behind it (issue 12). In WAL mode the second
-        connection reads the last commit while the first writes. Only for reads that need
-        no uncommitted write of a transaction in progress: callers are never inside one.
+        writes clients were waiting on queued behind it (issue 12); on the "reads" connection,
+        every recall would. In WAL mode it reads the last commit while the store's connection
+        writes. Callers are never inside a transaction.
         """
-        async with self._bulk_lock:
-            if self._bulk is None:
-                try:
-                    conn = await _connect(self.path, writable=False)
-                    conn.row_factory = sqlite3.Row
-                    await conn.execute("PRAGMA busy_timeout = 30000")
-                except sqlite3.Error as exc:
-                    raise unavailable(self.path, exc) from None
-                self._bulk = conn
         try:
-            return list(await self._bulk.execute_fetchall(sql, params))
+            conn = await self._side("bulk")
+            return list(await conn.execute_fetchall(sql, params))
         except sqlite3.Error as exc:
             raise unavailable(self.path, exc) from None
+
+    async def _side(self, name: str) -> aiosqlite.Connection:
+        """The read-only connection `name`, opened on first use (sqlite3.Error if it cannot)."""
+        conn = self._sides.get(name)
+        if conn is not None:
+            return conn
+        async with self._sides_lock:
+            if name not in self._sides:
+                conn = await _connect(self.path, writable=False)
+                conn.row_factory = sqlite3.Row
+                await conn.execute("PRAGMA busy_timeout = 30000")
+                self._sides[name] = conn
+            return self._sides[name]
 
     async def _rows_in(
         self, sql: str, values: Sequence[Any], params: Sequence[Any] = ()
@@ -828,8 +860,13 @@ class SQLiteStore:
         return out
 
     async def change_token(self) -> int:
-        """PRAGMA data_version: changes when another connection commits (SPEC §3)."""
-        return await self._scalar("PRAGMA data_version")
+        """PRAGMA data_version of the store's connection: changes when another process
+        commits (SPEC §3), not when this one does (its writes mark the caches themselves)."""
+        try:
+            rows = await self.conn.execute_fetchall("PRAGMA data_version")
+        except sqlite3.Error as exc:
+            raise unavailable(self.path, exc) from None
+        return next(iter(rows))[0]
 
     async def get_meta(self, key: str) -> str | None:
         return await self._scalar("SELECT value FROM meta WHERE key = ?", (key,))

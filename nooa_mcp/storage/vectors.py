@@ -525,3 +525,11 @@ class VectorIndex:
         """Record a row this process just wrote, so search sees it before the next sync."""
         self._apply([row])
         self._dirty = True
+
+    def withdraw(self, ids: Sequence[str]) -> None:
+        """Rows noted by a write that then rolled back: out of every search. A sync puts a
+        row back if the store ever commits one with that id."""
+        for row in self.ids.rows_of(list(ids)).tolist():
+            if row >= 0:
+                self.has_vector[row] = False
+                self.archived[row] = True
