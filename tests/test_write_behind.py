@@ -110,3 +110,36 @@ async def test_logging_starts_after_the_delay_unless_a_caller_waits_for_it(
     assert len(started) == 2
     await mem.engine.flush()
     assert len(started) == 3
+
+
+async def test_a_flush_waits_for_the_logs_queued_before_it_not_after(mem: Memory) -> None:
+    """A client recalling back to back keeps the queue from ever being empty: a write that
+    waited for an empty queue waited for every log queued after it too."""
+    order: list[str] = []
+    gates = [anyio.Event() for _ in range(3)]
+
+    def log(i: int):
+        async def work() -> None:
+            await gates[i].wait()
+            order.append(f"log {i}")
+
+        return work
+
+    await mem.engine.after_reply(log(0))
+
+    async def writer() -> None:
+        await mem.engine.flush()
+        order.append("flushed")
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(writer)
+        await anyio.sleep(0.05)
+        await mem.engine.after_reply(log(1))  # queued after the flush began
+        await mem.engine.after_reply(log(2))
+        gates[0].set()
+        await anyio.sleep(0.05)
+        assert order == ["log 0", "flushed"]
+        gates[1].set()
+        gates[2].set()
+    await mem.engine.flush()
+    assert order == ["log 0", "flushed", "log 1", "log 2"]
