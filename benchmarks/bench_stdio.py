@@ -20,6 +20,9 @@ Phases (`--phases`, default all but prefill; prefill runs when --prefill N is gi
   prefill  a store of --prefill memories filled WITHOUT MCP (nooa: `nooa-mcp import`), then
            recall, RSS and a short write window through MCP. Not the client path: labelled so.
 
+With --recall-during-writes, a client also recalls, one query after another, while the writes
+of each window are in flight: what an agent waits for while other agents write.
+
 Data: LoCoMo (read by path, see stdio_workload.py) turns as memories, then recombined halves
 of turns as long as real ones; LoCoMo questions as queries. Adapters (stdio_adapters.py) map
 them onto each server's tools. The client is raw JSON-RPC lines (stdio_client.py), so no
@@ -319,14 +322,35 @@ class Writer:
         return latencies
 
 
-async def window(writer: Writer, target: int, concurrency: int) -> dict[str, Any]:
+async def window(
+    writer: Writer, target: int, concurrency: int, queries: Queries | None = None
+) -> dict[str, Any]:
+    """Writes until `target` are stored; with `queries`, a client recalls one query after
+    another while the writes are in flight (what an agent waits for while others write)."""
     stats = writer.server.stats()
     calls, stored = writer.calls, writer.stored
+    during: list[float] = []
+    writing = True
+
+    async def reader() -> None:
+        while writing:
+            for query in queries.take(1):
+                begun = time.perf_counter()
+                await writer.adapter.recall(writer.server, query)
+                during.append((time.perf_counter() - begun) * 1000)
+
     started = time.perf_counter()
-    latencies = await writer.fill(target, concurrency)
+    recalls = asyncio.create_task(reader()) if queries is not None else None
+    try:
+        latencies = await writer.fill(target, concurrency)
+    finally:
+        writing = False
+        if recalls is not None:
+            await recalls
     elapsed = time.perf_counter() - started
     after = writer.server.stats()
     return {
+        "recall_during": summary(during) if during else None,
         "stored": writer.stored,
         "calls": writer.calls,
         "window_s": elapsed,
@@ -370,7 +394,9 @@ async def ingest(server_adapter: Adapter, args: argparse.Namespace, workdir: Pat
     started = time.perf_counter()
     try:
         for target in targets:
-            row = await window(writer, target, concurrency)
+            row = await window(
+                writer, target, concurrency, queries if args.recall_during_writes else None
+            )
             if target in recall_at:
                 row["recall"] = await measure_recall(server_adapter, server, queries, args.queries)
                 after = server.stats()
@@ -446,7 +472,12 @@ async def prefilled(server_adapter: Adapter, args: argparse.Namespace, workdir: 
             # Texts past the prefill's, so the writes are new memories, not repeats.
             writer = Writer(server_adapter, server, stream)
             concurrency = args.concurrency if server_adapter.concurrent_writes else 1
-            info["writes"] = await window(writer, args.prefill_writes, concurrency)
+            info["writes"] = await window(
+                writer,
+                args.prefill_writes,
+                concurrency,
+                queries if args.recall_during_writes else None,
+            )
             state["texts"] += writer.calls
             state["stored"] += writer.stored
             marker.write_text(json.dumps(state))
@@ -622,6 +653,13 @@ def render(result: dict[str, Any]) -> str:
             "embedding + bare tool call + one matrix-vector product at that size); cpu% = the "
             "server's process tree during the writes (200% = both cores); RSS/HWM after recall."
         )
+        for r in run["checkpoints"]:
+            if r.get("recall_during"):
+                d = r["recall_during"]
+                out.append(
+                    f"  recall while the writes up to {r['stored']} ran: {d['n']} recalls, "
+                    f"p50 {d['p50']:.2f} ms, p99 {d['p99']:.2f} ms"
+                )
         if run["errors"]:
             out.append(f"  first errors: {run['errors']}")
     for name, p in (result.get("prefill") or {}).items():
@@ -663,6 +701,17 @@ def render(result: dict[str, Any]) -> str:
                     f"p50 {_f(w['write_ms']['p50'])} ms",
                     f"cpu {w['server_cpu_pct']:.0f}%",
                     f"x raw1 {_f(w.get('calls_over_raw1'), 2)}",
+                ]
+            )
+        during = (w or {}).get("recall_during")
+        if during:
+            rows.append(
+                [
+                    "recall while they run (ms)",
+                    f"p50 {during['p50']:.2f}",
+                    f"p99 {during['p99']:.2f}",
+                    f"p99/p50 {during['p99'] / during['p50']:.2f}",
+                    f"{during['n']} recalls",
                 ]
             )
         rows.append(
@@ -724,6 +773,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--queries", type=int, default=200, help="recall queries per measurement")
     parser.add_argument("--concurrency", type=int, default=1, help="write calls in flight")
+    parser.add_argument(
+        "--recall-during-writes",
+        action="store_true",
+        help="also recall, one query after another, while the writes are in flight (the "
+        "write rates then include that load)",
+    )
     parser.add_argument("--prefill", type=int, default=0, help="texts for the prefilled store")
     parser.add_argument(
         "--prefill-writes",
