@@ -8,6 +8,7 @@ import anyio
 import pytest
 
 from nooa_mcp.domain.scope import Scope
+from nooa_mcp.errors import StoreUnavailable
 from nooa_mcp.storage.sqlite import SQLiteStore
 
 pytestmark = pytest.mark.anyio
@@ -59,3 +60,15 @@ async def test_the_pass_rows_and_the_kpis_are_read_on_the_second_connection(mem)
     assert len(rows) == 1 and len(bulk) == 5
     counts = await store.counts(Scope(owner=mem.engine.settings.owner))
     assert counts.total == 1 and len(bulk) == 6
+
+
+async def test_no_read_connection_opens_once_the_store_is_closed(store_path):
+    """A connection's thread keeps the process alive: one opened by a read arriving after
+    `close` (a late background task) would never be closed."""
+    store = await SQLiteStore.open(store_path)
+    await store.get_meta("probe")  # opens the "reads" connection
+    assert set(store._sides) == {"reads"}
+    await store.close()
+    with pytest.raises(StoreUnavailable, match="closed"):
+        await store._bulk_rows("SELECT 1")
+    assert store._sides == {}

@@ -594,6 +594,8 @@ class SQLiteStore:
         #: Set once the store is open and migrated: reads outside a transaction may then
         #: leave the store's connection.
         self._reads_apart = False
+        #: Set by `close`: no side connection opens after it (its thread would outlive us).
+        self._closed = False
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -726,6 +728,7 @@ class SQLiteStore:
         checkpointer, self._checkpointer = self._checkpointer, None
         if checkpointer is not None:
             await anyio.to_thread.run_sync(checkpointer.stop)
+        self._reads_apart, self._closed = False, True
         sides, self._sides = self._sides, {}
         for side in sides.values():
             await side.close()
@@ -843,6 +846,8 @@ class SQLiteStore:
         if conn is not None:
             return conn
         async with self._sides_lock:
+            if self._closed:
+                raise sqlite3.ProgrammingError("the store is closed")
             if name not in self._sides:
                 conn = await _connect(self.path, writable=False)
                 conn.row_factory = sqlite3.Row
