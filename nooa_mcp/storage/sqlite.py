@@ -489,12 +489,12 @@ def _inspect(path: Path) -> bool:
     )
 
 
-async def _connect(path: Path, writable: bool) -> aiosqlite.Connection:
+async def _connect(path: Path, writable: bool, immutable: bool = True) -> aiosqlite.Connection:
     """A connection to the store file; read-only ones never create -wal or -shm files.
 
     On a read-only mount SQLite cannot create the shared-memory file a WAL database needs,
     so a read-only open that fails is retried as immutable (the file cannot change under us
-    there anyway).
+    there anyway), unless `immutable` is False.
     """
     if writable:
         return await aiosqlite.connect(str(path), isolation_level=None)
@@ -504,6 +504,8 @@ async def _connect(path: Path, writable: bool) -> aiosqlite.Connection:
         return conn
     except sqlite3.OperationalError:
         await conn.close()
+        if not immutable:
+            raise
     return await aiosqlite.connect(
         f"file:{path}?mode=ro&immutable=1", uri=True, isolation_level=None
     )
@@ -806,11 +808,7 @@ class SQLiteStore:
         beside a write never returns, or caches in the vector index, a row that may yet be
         rolled back. Apart, such reads no longer queue behind a write's statements either."""
         apart = self._reads_apart and id(self) not in _WRITING.get()
-        try:
-            conn = await self._side("reads") if apart else self.conn
-            return await conn.execute_fetchall(sql, params)
-        except sqlite3.Error as exc:
-            raise unavailable(self.path, exc) from None
+        return await self._read("reads" if apart else None, sql, params)
 
     async def _execute(self, sql: str, params: Any = ()) -> aiosqlite.Cursor:
         try:
@@ -834,14 +832,21 @@ class SQLiteStore:
         every recall would. In WAL mode it reads the last commit while the store's connection
         writes. Callers are never inside a transaction.
         """
+        return list(await self._read("bulk", sql, params))
+
+    async def _read(self, side: str | None, sql: str, params: Any) -> Iterable[sqlite3.Row]:
+        """Run a read on the store's connection (`side` None) or on the side connection."""
         try:
-            conn = await self._side("bulk")
-            return list(await conn.execute_fetchall(sql, params))
+            conn = self.conn if side is None else await self._side(side)
+            return await conn.execute_fetchall(sql, params)
         except sqlite3.Error as exc:
             raise unavailable(self.path, exc) from None
 
     async def _side(self, name: str) -> aiosqlite.Connection:
-        """The read-only connection `name`, opened on first use (sqlite3.Error if it cannot)."""
+        """The read-only connection `name`, opened on first use (sqlite3.Error if it cannot).
+
+        Never immutable: this process writes the file, and an immutable connection would
+        go on reading what was there when it opened."""
         conn = self._sides.get(name)
         if conn is not None:
             return conn
@@ -849,7 +854,7 @@ class SQLiteStore:
             if self._closed:
                 raise sqlite3.ProgrammingError("the store is closed")
             if name not in self._sides:
-                conn = await _connect(self.path, writable=False)
+                conn = await _connect(self.path, writable=False, immutable=False)
                 conn.row_factory = sqlite3.Row
                 await conn.execute("PRAGMA busy_timeout = 30000")
                 self._sides[name] = conn
