@@ -8,6 +8,8 @@
     ├── OwnerForbidden(PermissionError)   a write across roles, or a read outside the scope
     ├── StoreTooNew(RuntimeError)         the file was written by a newer nooa-mcp
     └── StoreUnavailable(RuntimeError)    the store is gone, read-only, full or not a store
+        └── StoreConflict                 the database aborted the transaction for a
+                                          concurrent one (a deadlock): retrying can succeed
 
 Each class builds its message from structured arguments and keeps them as attributes, so a
 front end can show the message as it is and a test can assert on `exc.field`.
@@ -22,6 +24,7 @@ __all__ = [
     "NotFound",
     "OwnerForbidden",
     "ReferenceOutsideRoot",
+    "StoreConflict",
     "StoreTooNew",
     "StoreUnavailable",
 ]
@@ -123,3 +126,8 @@ class StoreUnavailable(NooaError, RuntimeError):
         if fix:
             message += f" {fix}"
         super().__init__(message)
+
+
+class StoreConflict(StoreUnavailable):
+    """The database rolled this transaction back to let a concurrent one finish (a deadlock,
+    a serialization failure): nothing of it was written, and running it again can succeed."""

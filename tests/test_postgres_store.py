@@ -10,7 +10,7 @@ import pytest
 
 from nooa_mcp.domain.schema import Memory
 from nooa_mcp.domain.scope import Scope
-from nooa_mcp.errors import StoreUnavailable
+from nooa_mcp.errors import StoreConflict, StoreUnavailable
 from nooa_mcp.storage import open_store
 from nooa_mcp.storage.pg_schema import SCHEMA_VERSION, TS_CONFIG, notify_channel
 from nooa_mcp.storage.postgres import PostgresStore
@@ -207,3 +207,34 @@ async def test_a_wrong_url_is_one_sentence_naming_the_store_and_the_fix(url, say
     assert says in text and "\n" not in text
     assert "postgresql://" in text or "--store" in text
     assert "Check" in text or "Use postgresql://" in text
+
+
+async def test_a_deadlock_is_a_conflict_to_retry_not_a_lost_connection(store) -> None:
+    """psycopg files a deadlock under OperationalError, not TransactionRollback: it read as
+    "the database connection failed … check that PostgreSQL is up"."""
+    both = anyio.Event()
+    started = 0
+    failures: list[BaseException] = []
+
+    async def lock(first: str, second: str) -> None:
+        nonlocal started
+        try:
+            async with store.transaction():
+                await store.set_meta(first, "held")
+                started += 1
+                if started == 2:
+                    both.set()
+                await both.wait()
+                await store.set_meta(second, "wanted")  # each waits for the other's row
+        except StoreUnavailable as exc:
+            failures.append(exc)
+
+    await store.set_meta("a", "")
+    await store.set_meta("b", "")
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(lock, "a", "b")
+            tasks.start_soon(lock, "b", "a")
+    assert len(failures) == 1  # PostgreSQL aborts one of the two; the other commits
+    assert isinstance(failures[0], StoreConflict)
+    assert "deadlock detected" in str(failures[0]) and "Retry the call." in str(failures[0])

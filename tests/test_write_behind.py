@@ -11,6 +11,7 @@ import pytest
 
 from nooa_mcp import Memory
 from nooa_mcp.engine import WRITE_BEHIND_LIMIT
+from nooa_mcp.errors import StoreConflict
 
 pytestmark = pytest.mark.anyio
 
@@ -143,3 +144,25 @@ async def test_a_flush_waits_for_the_logs_queued_before_it_not_after(mem: Memory
         gates[2].set()
     await mem.engine.flush()
     assert order == ["log 0", "flushed", "log 1", "log 2"]
+
+
+async def test_an_access_log_the_database_aborted_is_written_again(mem: Memory) -> None:
+    """Written after the reply, no caller is there to retry a log a deadlock aborted."""
+    wanted = (await mem.author("The release train leaves on Thursdays.")).id
+    store = mem.engine.store
+    real = store.fetch_many
+    attempts = 0
+
+    async def conflicted(ids):
+        nonlocal attempts
+        attempts += 1
+        if attempts == 1:
+            raise StoreConflict(store.label, "deadlock detected; nothing was written.")
+        return await real(ids)
+
+    store.fetch_many = conflicted  # type: ignore[method-assign]
+    await mem.recall("when does the release train leave")
+    await mem.engine.flush()
+    store.fetch_many = real  # type: ignore[method-assign]
+    assert attempts == 2
+    assert (await store.fetch(wanted)).channels["recalled"] == 1

@@ -18,6 +18,7 @@ from ..domain.inputs import recall_args
 from ..domain.replies import Flags, RecallHit, RecallResult
 from ..domain.schema import AccessRecord, Channel, Reference, now as utc_now
 from ..domain.scope import Scope
+from ..errors import StoreConflict
 from . import reminders
 from .caller import Caller
 from .ranking import Ranked, Ranking, keyword_candidates, rank
@@ -190,19 +191,36 @@ def _hit(c: Caller, position: int, r: Ranked) -> RecallHit:
     )
 
 
+#: Times a log of accesses is tried when the database aborts it for a concurrent
+#: transaction: it is written after the reply, so no caller is there to retry it.
+LOG_ATTEMPTS = 3
+
+
 async def log_accesses(c: Caller, accesses: list[tuple[str, AccessRecord]]) -> None:
-    """Apply and store accesses (memory id, record) in one transaction, on fresh rows."""
-    async with c.store.transaction():
-        fetched = await c.store.fetch_many(list(dict.fromkeys(i for i, _ in accesses)))
-        logged = []
-        for memory_id, access in accesses:
-            memory = fetched.get(memory_id)
-            if memory is None:
-                continue
-            c.apply(memory, access)
-            logged.append((memory_id, access))
-        await c.store.save_accesses([fetched[i] for i in dict.fromkeys(i for i, _ in logged)])
-        await c.store.append_accesses(logged)
+    """Apply and store accesses (memory id, record) in one transaction, on fresh rows.
+
+    A deadlock on PostgreSQL (two servers logging and reflecting over the same rows) aborts
+    the whole transaction and writes nothing; it is run again on rows read afresh.
+    """
+    for attempt in range(1, LOG_ATTEMPTS + 1):
+        try:
+            async with c.store.transaction():
+                fetched = await c.store.fetch_many(list(dict.fromkeys(i for i, _ in accesses)))
+                logged = []
+                for memory_id, access in accesses:
+                    memory = fetched.get(memory_id)
+                    if memory is None:
+                        continue
+                    c.apply(memory, access)
+                    logged.append((memory_id, access))
+                ids = dict.fromkeys(i for i, _ in logged)
+                await c.store.save_accesses([fetched[i] for i in ids])
+                await c.store.append_accesses(logged)
+            return
+        except StoreConflict:
+            if attempt == LOG_ATTEMPTS:
+                raise
+            await asyncio.sleep(0.05 * attempt)
 
 
 async def _attach_references(

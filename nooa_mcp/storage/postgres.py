@@ -41,7 +41,7 @@ from ..domain.reflection import Node, Rows
 from ..domain.schema import AccessRecord, Edge, EdgeType, Memory
 from ..domain.scope import Scope
 from ..domain.text import fts_terms
-from ..errors import AmbiguousId, NotFound, StoreTooNew, StoreUnavailable
+from ..errors import AmbiguousId, NotFound, StoreConflict, StoreTooNew, StoreUnavailable
 from .base import (
     ACCESS_COLUMNS,
     COMMON_FLOOR,
@@ -154,6 +154,12 @@ def _pg_values(memory: Memory, embedding: np.ndarray | None) -> dict[str, Any]:
     values = _row_values(memory, embedding)
     values["archived"] = bool(values["archived"])
     return values
+
+
+#: What PostgreSQL raises when it aborts a transaction for a concurrent one. psycopg files a
+#: deadlock (40P01) under OperationalError, not TransactionRollback: it read as a lost
+#: connection ("check that PostgreSQL is up") and was retried like one.
+_CONFLICTS = (psycopg.errors.TransactionRollback, psycopg.errors.DeadlockDetected)
 
 
 def _short(exc: BaseException) -> str:
@@ -392,8 +398,8 @@ class PostgresStore:
                 f"no database connection was free within {POOL_TIMEOUT:g} s; nothing was written.",
                 "Retry, or raise max_connections on the server.",
             )
-        if isinstance(exc, psycopg.errors.TransactionRollback):
-            return StoreUnavailable(
+        if isinstance(exc, _CONFLICTS):
+            return StoreConflict(
                 self.label,
                 "a concurrent write on another connection conflicted with this one "
                 f"({_short(exc)}); nothing of this call was written.",
@@ -430,7 +436,7 @@ class PostgresStore:
                     cur = await conn.execute(query, params, binary=binary)
                     return await cur.fetchall() if cur.description else []
             except psycopg.OperationalError as exc:
-                if retries == 0 or isinstance(exc, psycopg.errors.TransactionRollback):
+                if retries == 0 or isinstance(exc, _CONFLICTS):
                     raise self._unavailable(exc) from None
                 retries -= 1
 
