@@ -872,11 +872,7 @@ class SQLiteStore:
     async def change_token(self) -> int:
         """PRAGMA data_version of the store's connection: changes when another process
         commits (SPEC §3), not when this one does (its writes mark the caches themselves)."""
-        try:
-            rows = await self.conn.execute_fetchall("PRAGMA data_version")
-        except sqlite3.Error as exc:
-            raise unavailable(self.path, exc) from None
-        return next(iter(rows))[0]
+        return next(iter(await self._read(None, "PRAGMA data_version", ())))[0]
 
     async def get_meta(self, key: str) -> str | None:
         return await self._scalar("SELECT value FROM meta WHERE key = ?", (key,))
