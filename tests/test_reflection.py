@@ -10,6 +10,7 @@ import pytest
 
 from nooa_mcp.domain.reflection import (
     Node,
+    among,
     merged_fields,
     plan_links,
     plan_merges,
@@ -582,3 +583,11 @@ def test_rescore_and_prune_over_columns_plan_exactly_what_they_plan_over_nodes()
     assert expected_rescore and expected_prune, "the fixture must produce both kinds of item"
     assert rescore_rows(rows) == expected_rescore
     assert prune_rows(rows, now) == expected_prune
+
+
+def test_among_marks_the_ids_in_a_set_or_a_list_in_order() -> None:
+    ids = ["c3", "a1", "b2", "a1"]
+    assert among(ids, {"a1"}).tolist() == [False, True, False, True]
+    assert among(iter(ids), ["b2", "zz"]).tolist() == [False, False, True, False]
+    assert among([], {"a1"}).tolist() == []
+    assert among(ids, frozenset()).dtype == bool

@@ -195,6 +195,18 @@ async def test_logging_accesses_does_not_move_the_revision_caches_pull(store: St
     assert [r.archived for r in (await store.vector_changes(mark, 100))[0]] == [True]
 
 
+async def test_adding_edges_does_not_move_the_revision_caches_pull(store: Store) -> None:
+    """No cache holds edges: linking rows must not make every vector cache read them again."""
+    a, b, c = [await put(store, f"linked {i}") for i in range(3)]
+    _, mark = await store.vector_changes(None, 100)
+    async with store.transaction():
+        await store.add_edge(a.id, b.id, EdgeType.related, 0.9)
+        await store.add_edges([(b.id, c.id, EdgeType.related, 0.8), (c.id, a.id, "related", 0.7)])
+        await store.copy_edges(a.id, c.id)
+    assert (await store.vector_changes(mark, 100))[0] == []
+    assert len(await store.edges_touching([a.id, b.id, c.id])) == 4
+
+
 async def test_save_without_an_embedding_keeps_the_stored_one(store: Store) -> None:
     a = await put(store, "keep my vector")
     a.strength = 4

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
@@ -33,6 +33,7 @@ __all__ = [
     "PruneItem",
     "RescoreItem",
     "Rows",
+    "among",
     "id_ranks",
     "link_item",
     "links_greedy",
@@ -468,6 +469,17 @@ def id_ranks(ids: Sequence[str]) -> np.ndarray:
     rank = np.empty(len(ids), dtype=np.int64)
     rank[order] = np.arange(len(ids))
     return rank
+
+
+def among(ids: Iterable[str], wanted: Collection[str]) -> np.ndarray:
+    """A mask of which `ids` are in `wanted`, by set lookups.
+
+    numpy's `isin` on strings held as objects sorts both sides with Python comparisons: 8.1 s
+    for 100k ids against the 2,940 a first pass merged away at 100k (issue 12), against 17 ms
+    here.
+    """
+    wanted = wanted if isinstance(wanted, set | frozenset | dict) else set(wanted)
+    return np.fromiter((i in wanted for i in ids), dtype=bool)
 
 
 def link_item(x: str, y: str, cos: float) -> LinkItem:

@@ -487,7 +487,7 @@ class _Pass:
             edges = await self.c.store.edges_touching(ids[start : start + 2000])
             derived += [e for e in edges if e.type == "derived_from"]
         ends = sorted({x for e in derived for x in (e.src, e.dst)})
-        live = {x for x, ok in zip(ends, np.isin(ends, rows.ids), strict=True) if ok}
+        live = set(ends).intersection(rows.ids)
         consolidated = {
             x for e in derived if e.src in live and e.dst in live for x in (e.src, e.dst)
         }

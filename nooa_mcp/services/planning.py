@@ -43,7 +43,7 @@ import anyio.to_thread
 import numpy as np
 
 from ..domain.generative import CLUSTER_SIMILARITY, RECONCILED_TYPES, cluster_reach
-from ..domain.reflection import LINK_HIGH, LINK_LOW, MERGE_SIMILARITY, Rows
+from ..domain.reflection import LINK_HIGH, LINK_LOW, MERGE_SIMILARITY, Rows, among
 from ..domain.similarity import CLUSTERED_FROM, ROW_CAP, Sweep, clustered_sweep, sweep
 from ..storage.base import RowChanges
 from .caller import Caller
@@ -185,7 +185,7 @@ def _patched(rows: Rows, gone: set[str], revised: dict[str, dict[str, float]]) -
     """`rows` without the rows archived since, with the columns rewritten since (a copy:
     the rows read may be kept for the next pass)."""
     if gone:
-        rows = rows.take(np.flatnonzero(~np.isin(np.array(rows.ids, dtype=object), list(gone))))
+        rows = rows.take(np.flatnonzero(~among(rows.ids, gone)))
     elif revised:
         rows = rows.take(np.arange(len(rows)))
     if revised:
@@ -400,8 +400,7 @@ class Planner:
             assert record is not None
             changed = record.changed(rows.seq[positions], prints)
             if record.unsettled:
-                ids = np.array(rows.ids, dtype=object)[positions]
-                changed |= np.isin(ids, list(record.unsettled))
+                changed |= among((rows.ids[p] for p in positions.tolist()), record.unsettled)
             focus = np.flatnonzero(changed)
         self.kind = "full" if full else "changed"
         self.changed = positions.size if focus is None else int(focus.size)

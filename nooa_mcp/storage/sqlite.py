@@ -1252,6 +1252,13 @@ class SQLiteStore:
 
     # ------------------------------------------------------------------ edges
 
+    # Adding or copying an edge does not move its memories' revision (`NEXT_REV`), as on
+    # PostgreSQL: no cache holds edges (the vector cache holds vectors and masks, a pass's
+    # kept rows their columns), and every recall and pass reads edges afresh. Moving it
+    # rewrote each linked row and its entry in the revision index: a first pass at 100k,
+    # 141k links, spent 21 of its 82 s on it (issue 12), and every other process's vector
+    # cache then read those rows again.
+
     async def add_edge(self, src: str, dst: str, type: EdgeType, weight: float) -> None:
         """Add an edge; an existing (dst, type) keeps the larger weight and its created_at."""
         await self._execute(
@@ -1259,11 +1266,9 @@ class SQLiteStore:
             "ON CONFLICT(src, dst, type) DO UPDATE SET weight = MAX(weight, excluded.weight)",
             (src, dst, EdgeType(type).value, weight, datetime.now(UTC).timestamp()),
         )
-        await self._execute(f"UPDATE memories SET rev = {NEXT_REV} WHERE id = ?", (src,))
 
     async def add_edges(self, edges: Sequence[tuple[str, str, EdgeType, float]]) -> None:
-        """`add_edge` for each edge, in order: two statements run many times, one hop each
-        (each row touched gets its own rev, as with `add_edge`)."""
+        """`add_edge` for each edge, in order: one statement run many times, in one hop."""
         if not edges:
             return
         when = datetime.now(UTC).timestamp()
@@ -1271,10 +1276,6 @@ class SQLiteStore:
             "INSERT INTO edges(src, dst, type, weight, created_at) VALUES (?, ?, ?, ?, ?) "
             "ON CONFLICT(src, dst, type) DO UPDATE SET weight = MAX(weight, excluded.weight)",
             [(src, dst, EdgeType(kind).value, weight, when) for src, dst, kind, weight in edges],
-        )
-        await self._execute_many(
-            f"UPDATE memories SET rev = {NEXT_REV} WHERE id = ?",
-            [(src,) for src in dict.fromkeys(src for src, _, _, _ in edges)],
         )
 
     async def edges_of(self, memory_id: str) -> list[Edge]:
