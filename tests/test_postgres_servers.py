@@ -315,16 +315,16 @@ async def test_near_duplicate_writes_through_two_servers_are_all_stored(
         async with (
             http_server(postgres, "team@s0", "s0", tmp_path) as s0,
             http_server(postgres, "team@s1", "s1", tmp_path) as s1,
+            AsyncExitStack() as stack,
         ):
-            async with AsyncExitStack() as stack:
-                clients = [
-                    await stack.enter_async_context(Client(s.url, cache=None))
-                    for s in (s0, s1)
-                    for _ in range(NEAR_CLIENTS)
-                ]
-                async with anyio.create_task_group() as tg:
-                    for number, client in enumerate(clients):
-                        tg.start_soon(writer, client, number)
+            clients = [
+                await stack.enter_async_context(Client(s.url, cache=None))
+                for s in (s0, s1)
+                for _ in range(NEAR_CLIENTS)
+            ]
+            async with anyio.create_task_group() as tg:
+                for number, client in enumerate(clients):
+                    tg.start_soon(writer, client, number)
     stored = [c for (c,) in rows(postgres, "SELECT content FROM memories")]
     assert failed == []
     assert sorted(stored) == sorted(attempted)
