@@ -283,3 +283,49 @@ async def test_a_reflection_pass_on_one_server_keeps_the_other_out(
     assert during and during[0].status == "already-running"
     assert held.status == "completed" and held.steps[0].planned >= 1
     assert after.status == "completed"
+
+
+NEAR_CLIENTS = 4  # per server
+NEAR_WRITES = 50  # per client
+
+
+async def test_near_duplicate_writes_through_two_servers_are_all_stored(
+    postgres: str, tmp_path: Path
+) -> None:
+    """Two servers, two clients each, every call a distinct sentence close to all the others
+    (so each write's near-duplicate check meets rows other writes are still committing):
+    every call attempted is answered `created` and stored once, counted against the calls
+    made, not only against the ones acknowledged."""
+    attempted: list[str] = []
+    failed: list[str] = []
+
+    async def writer(client: Client, number: int) -> None:
+        for k in range(NEAR_WRITES):
+            content = f"The staging cluster runs a blue green deploy for service {number}x{k}"
+            attempted.append(content)
+            try:
+                reply = await call(client, "memory_author", {"content": content})
+            except AssertionError as exc:
+                failed.append(str(exc))
+                continue
+            if reply["status"] != "created":
+                failed.append(f"{content}: {reply['status']}")
+
+    with anyio.fail_after(HANG_GUARD):
+        async with (
+            http_server(postgres, "team@s0", "s0", tmp_path) as s0,
+            http_server(postgres, "team@s1", "s1", tmp_path) as s1,
+            AsyncExitStack() as stack,
+        ):
+            clients = [
+                await stack.enter_async_context(Client(s.url, cache=None))
+                for s in (s0, s1)
+                for _ in range(NEAR_CLIENTS)
+            ]
+            async with anyio.create_task_group() as tg:
+                for number, client in enumerate(clients):
+                    tg.start_soon(writer, client, number)
+    stored = [c for (c,) in rows(postgres, "SELECT content FROM memories")]
+    assert failed == []
+    assert sorted(stored) == sorted(attempted)
+    assert len(attempted) == 2 * NEAR_CLIENTS * NEAR_WRITES

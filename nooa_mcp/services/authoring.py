@@ -131,9 +131,12 @@ async def _author_one(
     if stone is not None:
         return await blocked_or_revived(c, *stone, revive)
     twin, similarity = _near_duplicate(c, record.type.value, vector, near)
+    # The index also holds rows noted by writes still open on other connections (PostgreSQL
+    # runs a process's transactions side by side) or rolled back since: such a twin is not
+    # there for this transaction, and this write goes ahead without the link.
+    original = None if twin is None else await c.store.fetch(twin)
     similar = None
-    if twin is not None:
-        original = await c.fetch(twin)
+    if original is not None and twin is not None:
         similar = SimilarTo(
             id=twin,
             similarity=round(similarity, 4),
