@@ -85,7 +85,7 @@ async def author_many(c: Caller, specs: Sequence[dict[str, Any]]) -> list[Author
     results: list[AuthorResult] = []
     try:
         async with c.store.transaction():
-            await c.index.sync(c.store)
+            await c.engine.sync_vectors()
             batch: dict[str, str] = {}
             for record, vector, edges, again, near, named in zip(
                 records, vectors, links, revive, prior, given, strict=True
