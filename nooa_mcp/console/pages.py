@@ -14,6 +14,7 @@ from starlette.responses import Response
 
 from .. import InvalidInput, MemoryType
 from . import svg
+from .auth import LoopbackOnly
 from .web import Page
 
 BAR_WIDTH = 260.0
@@ -80,6 +81,15 @@ def parts(row: Any) -> dict[str, float | None]:
     return {p: getattr(row, p) for p in svg.PARTS}
 
 
+async def other_roles(page: Page) -> dict[str, int]:
+    """Other roles' live memories when the viewer sees none, on a console run by whoever holds
+    the store (loopback, no tokens): an empty page must not read as an empty store. A token's
+    owner is never told that other roles exist."""
+    if not isinstance(page.console.auth, LoopbackOnly):
+        return {}
+    return await page.memory.other_roles()
+
+
 async def ready(page: Page) -> None:
     """Wait for the embedding model (about a second after start) before ranking.
 
@@ -103,7 +113,14 @@ async def search(page: Page) -> Response:
     scale = svg.bar_scale(values, w, BAR_WIDTH)
     rows = [(r, svg.score_segments(v, w, scale)) for r, v in zip(result.rows, values, strict=True)]
     return page.render(
-        "search.html", query=query, k=k, result=result, rows=rows, bar_width=BAR_WIDTH, weights=w
+        "search.html",
+        query=query,
+        k=k,
+        result=result,
+        rows=rows,
+        bar_width=BAR_WIDTH,
+        weights=w,
+        hidden=await other_roles(page) if not rows else {},
     )
 
 
@@ -196,8 +213,10 @@ async def memories(page: Page) -> Response:
         after=after,
         limit=LIST_PAGE + 1,
     )
+    filtered = any((kind, owner_arg, page.arg("tag"), after, state != "live"))
     return page.render(
         "memories.html",
+        hidden=await other_roles(page) if not rows and not filtered else {},
         views=[v for _, v in rows[:LIST_PAGE]],
         next_after=rows[LIST_PAGE - 1][0] if len(rows) > LIST_PAGE else None,
         kind=kind or "",
@@ -258,6 +277,7 @@ async def stats(page: Page) -> Response:
     kpi_chart = svg.share_lines(snapshots, list(KPI_LINES), KPI_BOX)
     return page.render(
         "stats.html",
+        hidden=await other_roles(page) if numbers.active == 0 else {},
         stats=numbers,
         kpis=numbers.extra,
         passes=passes,
