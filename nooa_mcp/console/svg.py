@@ -418,13 +418,13 @@ class Node:
 
 #: Characters per label line, and lines per label, on the graph (10 px font).
 LABEL_CHARS = 28
-LABEL_LINES = 2
+LABEL_LINES = 3
 #: Pixels a label character and a label line take at that font.
 CHAR_WIDTH = 5.8
 LINE_HEIGHT = 12.0
 
 
-def wrap_label(text: str, width: int = LABEL_CHARS, lines: int = LABEL_LINES) -> tuple[str, ...]:
+def wrap_label(text: str, width: int = LABEL_CHARS, lines: int = 2) -> tuple[str, ...]:
     """`text` in at most `lines` lines of at most `width` characters, broken between words;
     the last line ends in "…" when text was left out (the full text is in the node's title)."""
     words = " ".join(text.split()).split(" ")
@@ -471,7 +471,15 @@ def force_layout(
     seed = radial_layout(center, rings, 1.0)
     names = list(seed)
     n = len(names)
-    lines = {name: wrap_label(labels.get(name, "")) for name in names}
+    lines = {name: wrap_label(labels.get(name, ""), lines=LABEL_LINES) for name in names}
+    # Two memories whose labels still read alike (long texts that start the same) are told
+    # apart by their ids.
+    seen: dict[tuple[str, ...], list[str]] = {}
+    for name, shown in lines.items():
+        seen.setdefault(shown, []).append(name)
+    for alike in (group for group in seen.values() if len(group) > 1):
+        for name in alike:
+            lines[name] = (*lines[name][: LABEL_LINES - 1], f"({name[:8]})")
     label_w = max((len(line) for ls in lines.values() for line in ls), default=0) * CHAR_WIDTH
     margin_x = max(label_w / 2, 20.0) + 8
     top, bottom = 24.0, 16 + LINE_HEIGHT * LABEL_LINES + 8

@@ -189,3 +189,23 @@ def test_marker_labels_run_away_from_the_edges():
     assert svg.marker_label(650, 64, 700, 20, 150) == svg.Label(646, 20, "end")
     assert [svg.tick_anchor(i, 4) for i in range(4)] == ["start", "middle", "middle", "end"]
     assert svg.tick_anchor(0, 1) == "middle"
+
+
+def test_graph_labels_take_three_lines_and_alike_ones_get_their_ids():
+    long = "Deploys to production need two approvals in the release channel before the code freeze"
+    other = "Deploys to production need two approvals in the release channel before the code review"
+    labels = {"c" * 32: long, "a" * 32: other, "b" * 32: "The staging cluster"}
+    rings = [[("a" * 32, "c" * 32), ("b" * 32, "c" * 32)]]
+    edges = [("a" * 32, "c" * 32), ("b" * 32, "c" * 32)]
+    placed = svg.force_layout("c" * 32, rings, edges, labels, 1100, 300)
+    assert placed["b" * 32].lines == ("The staging cluster",)
+    assert placed["c" * 32].lines == (
+        "Deploys to production need",
+        "two approvals in the release",
+        "(cccccccc)",
+    )
+    assert placed["a" * 32].lines[-1] == "(aaaaaaaa)"
+    # Different within three lines: no ids.
+    labels["a" * 32] = "Deploys to production need two approvals in the release chat"
+    placed = svg.force_layout("c" * 32, rings, edges, labels, 1100, 300)
+    assert placed["a" * 32].lines[-1] == "chat"
