@@ -50,15 +50,15 @@ def test_an_empty_recall_still_prints_the_reminder_it_fired(cli: Cli) -> None:
     assert "Renew the TLS certificate" in out.output
 
 
-def test_an_import_fires_no_intent_and_the_next_command_shows_it(
-    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    cli("author", "Pay the tax bill", "--type", "intent", "--fire-at", "2099-01-01T00:00:00Z")
-    dump = cli("export").stdout.replace("2099-01-01", "2020-01-01")
-    (tmp_path / "dump.jsonl").write_text(dump)
-    monkeypatch.setenv("NOOA_STORE", str(tmp_path / "restored.sqlite"))
+def test_an_import_fires_no_intent_and_the_next_command_shows_it(cli: Cli, tmp_path: Path) -> None:
+    cli("author", "Pay the tax bill", "--type", "intent", "--fire-at", "2020-01-01T00:00:00Z")
+    # Imported content about the tax bill would cue it too: an import is nobody's turn.
+    (tmp_path / "dump.jsonl").write_text(
+        '{"content": "The tax bill is paid from the business account"}\n'
+        '{"content": "The staging cluster has three worker nodes"}\n'
+    )
     imported = cli("import", str(tmp_path / "dump.jsonl"))
     assert imported.exit_code == 0 and "Reminder" not in imported.output
     assert fired_counts(cli)["Pay the tax bill"] == 0  # not spent by the import
-    out = cli("author", "The staging cluster has three worker nodes")
+    out = cli("author", "Lunch is at noon")
     assert out.output.splitlines()[1].endswith("Pay the tax bill")

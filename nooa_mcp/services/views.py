@@ -323,10 +323,11 @@ async def other_roles(c: Caller) -> dict[str, int]:
         return {}
     everyone = await c.store.counts(Scope(roles=None))
     hidden: dict[str, int] = {}
+    # The caller sees no live memory, so every live one of a named owner is outside its
+    # scope (shared ones, owner "", are inside every scope).
     for owner, n in everyone.by_owner.items():
-        role = owner_role(owner)
-        if owner and not c.scope("mine").allows(owner):
-            hidden[role] = hidden.get(role, 0) + n
+        if owner:
+            hidden[owner_role(owner)] = hidden.get(owner_role(owner), 0) + n
     return dict(sorted(hidden.items()))
 
 
