@@ -1,32 +1,40 @@
-"""Start-up latency of `nooa-mcp` over stdio, the way MCP clients launch it (SPEC §4, §14).
+"""Start-up of `nooa-mcp` over stdio, the way MCP clients launch it, beside the bare SDK server.
 
-Measures, over several fresh processes against a store of N memories:
-  1. process start → `initialize` answered (Codex gives a server 10 s by default);
-  2. `initialize` answered → first `memory_recall` reply (whatever the model state);
-  3. `initialize` answered → first recall that used the real model (`embeddings: ready`),
-     re-sending the recall as soon as a reply says the model is still warming.
-and prints the medians. It speaks raw JSON-RPC lines so no client library time is counted.
+Over several fresh processes against a store of N memories (servers interleaved, so a change
+in load touches both alike), from the moment the process is spawned:
+  1. `initialize` answered (Codex gives a server 10 s by default);
+  2. `tools/list` answered;
+  3. the first search answered: nooa's first `memory_recall` (whatever the model state; the
+     state it answered in is counted), the bare server's first `echo` call — the floor;
+  4. nooa's first recall that used the model (`embeddings: ready`), re-sending the recall as
+     soon as a reply says the model is still warming.
+It prints the medians, and nooa's first search over the bare server's. `--before CMD` adds
+another nooa-mcp command to the same interleaved runs (an older checkout, say
+`PYTHONPATH=old python -m nooa_mcp` in a script) to compare two versions at the same load.
+The client is raw JSON-RPC lines (stdio_client.py), so no client-library time is counted; the
+load average is printed at the start and at the end.
 
-    python benchmarks/bench_startup.py [--runs 10] [--memories 500] [--command nooa-mcp]
+    HF_HUB_OFFLINE=1 python benchmarks/bench_startup.py [--runs 10] [--memories 1000]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).parent))
 
-PROTOCOL = "2025-06-18"
+from stdio_client import StdioServer
+
+QUERY = "how do we deploy billing?"
 
 
 async def build_store(path: Path, n: int) -> None:
@@ -44,108 +52,108 @@ async def build_store(path: Path, n: int) -> None:
             await mem.author_many(specs[start : start + 100])
 
 
-class Server:
-    def __init__(self, command: str, store: Path) -> None:
-        self.command = command
-        self.store = store
-        self.next_id = 0
-
-    async def __aenter__(self) -> Server:
-        self.started = time.perf_counter()
-        self.proc = await asyncio.create_subprocess_exec(
-            self.command,
-            "--store",
-            str(self.store),
-            "--owner",
-            "bench",
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            limit=16 * 1024 * 1024,
-        )
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        try:
-            await asyncio.wait_for(self.proc.wait(), 10)
-        except TimeoutError:
-            self.proc.kill()
-            await self.proc.wait()
-
-    async def send(self, method: str, params: dict | None = None, notify: bool = False) -> dict:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        message: dict = {"jsonrpc": "2.0", "method": method}
-        if params is not None:
-            message["params"] = params
-        if not notify:
-            self.next_id += 1
-            message["id"] = self.next_id
-        self.proc.stdin.write((json.dumps(message) + "\n").encode())
-        await self.proc.stdin.drain()
-        if notify:
-            return {}
-        while True:
-            line = await self.proc.stdout.readline()
-            if not line:
-                raise RuntimeError("the server closed its stdout")
-            reply = json.loads(line)
-            if reply.get("id") == self.next_id:
-                if "error" in reply:
-                    raise RuntimeError(reply["error"])
-                return reply["result"]
+async def nooa_run(command: str, store: Path) -> dict[str, float | str]:
+    server = StdioServer([command, "--store", str(store), "--owner", "bench"])
+    await server.start()
+    try:
+        await server.initialize()
+        initialized = time.perf_counter() - server.spawned_at
+        await server.request("tools/list")
+        listed = time.perf_counter() - server.spawned_at
+        first = await server.call("memory_recall", {"query": QUERY})
+        searched = time.perf_counter() - server.spawned_at
+        state = first["structuredContent"]["embeddings"]
+        reply = first
+        while reply["structuredContent"]["embeddings"] != "ready":
+            await asyncio.sleep(0.02)
+            reply = await server.call("memory_recall", {"query": QUERY})
+        ready = time.perf_counter() - server.spawned_at
+    finally:
+        await server.close()
+    return {
+        "initialize": initialized,
+        "tools_list": listed,
+        "first_search": searched,
+        "state": state,
+        "dense": ready,
+    }
 
 
-async def one_run(command: str, store: Path) -> tuple[float, float, float]:
-    async with Server(command, store) as server:
-        await server.send(
-            "initialize",
-            {
-                "protocolVersion": PROTOCOL,
-                "capabilities": {},
-                "clientInfo": {"name": "bench", "version": "1"},
-            },
-        )
-        initialized = time.perf_counter()
-        await server.send("notifications/initialized", notify=True)
-        first = None
-        while True:
-            result = await server.send(
-                "tools/call",
-                {"name": "memory_recall", "arguments": {"query": "how do we deploy billing?"}},
-            )
-            if first is None:
-                first = time.perf_counter()
-            if result["structuredContent"]["embeddings"] == "ready":
-                ready = time.perf_counter()
-                break
-        return initialized - server.started, first - initialized, ready - initialized
+async def bare_run() -> dict[str, float | str]:
+    server = StdioServer([sys.executable, str(Path(__file__).parent / "bare_server.py")])
+    await server.start()
+    try:
+        await server.initialize()
+        initialized = time.perf_counter() - server.spawned_at
+        await server.request("tools/list")
+        listed = time.perf_counter() - server.spawned_at
+        await server.call("echo", {"text": QUERY})
+        searched = time.perf_counter() - server.spawned_at
+    finally:
+        await server.close()
+    return {"initialize": initialized, "tools_list": listed, "first_search": searched}
+
+
+def median_ms(runs: list[dict[str, float | str]], key: str) -> float:
+    return statistics.median(float(r[key]) for r in runs) * 1000
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10)
-    parser.add_argument("--memories", type=int, default=500)
+    parser.add_argument("--memories", type=int, default=1000)
     parser.add_argument("--command", default=None, help="nooa-mcp executable")
+    parser.add_argument("--before", default=None, help="another nooa-mcp command to compare")
     args = parser.parse_args()
     command = args.command or str(Path(sys.executable).parent / "nooa-mcp")
     if not Path(command).exists():
         command = shutil.which("nooa-mcp") or "nooa-mcp"
 
+    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     with tempfile.TemporaryDirectory() as tmp:
         seed = Path(tmp) / "seed.sqlite"
         asyncio.run(build_store(seed, args.memories))
-        rows = []
+        store = Path(tmp) / "store.sqlite"
+        shutil.copy(seed, store)
+        # One uncounted spawn of each: a client starts a server on a store that exists, with
+        # the package's files in the page cache.
+        commands = {"nooa-mcp": command}
+        if args.before:
+            commands = {"before": args.before, "nooa-mcp": command}
+        for each in commands.values():
+            asyncio.run(nooa_run(each, store))
+        asyncio.run(bare_run())
+        runs: dict[str, list[dict[str, float | str]]] = {name: [] for name in commands}
+        bare: list[dict[str, float | str]] = []
         for i in range(args.runs):
-            store = Path(tmp) / f"run{i}.sqlite"
-            shutil.copy(seed, store)
-            rows.append(asyncio.run(one_run(command, store)))
-        init, first, ready = (statistics.median(col) * 1000 for col in zip(*rows, strict=True))
-        print(f"nooa-mcp start-up over stdio: {args.runs} runs, store of {args.memories} memories")
-        print(f"  process start → initialize answered      median {init:8.1f} ms")
-        print(f"  initialize → first recall reply           median {first:8.1f} ms")
-        print(f"  initialize → first recall with the model  median {ready:8.1f} ms")
+            print(f"  run {i + 1}/{args.runs}", file=sys.stderr)
+            for name, each in commands.items():
+                shutil.copy(seed, store)
+                runs[name].append(asyncio.run(nooa_run(each, store)))
+            bare.append(asyncio.run(bare_run()))
+    print(
+        f"start-up over stdio: {args.runs} spawns each, interleaved; "
+        f"nooa-mcp on a store of {args.memories} memories"
+    )
+    names = list(commands)
+    print("  median from spawn (ms)          " + "".join(f"{n:>12}" for n in [*names, "bare SDK"]))
+    for key, label in (
+        ("initialize", "initialize answered"),
+        ("tools_list", "tools/list answered"),
+        ("first_search", "first search answered"),
+    ):
+        cells = [median_ms(runs[n], key) for n in names] + [median_ms(bare, key)]
+        ratios = "  ".join(f"{n} {c / cells[-1]:.2f}x" for n, c in zip(names, cells, strict=False))
+        print(f"  {label:<30}" + "".join(f"{c:12.1f}" for c in cells) + f"   ({ratios})")
+    dense = "".join(f"{median_ms(runs[n], 'dense'):12.1f}" for n in names)
+    print(f"  {'first recall with the model':<30}{dense}")
+    for name in names:
+        states: dict[str, int] = {}
+        for r in runs[name]:
+            states[str(r["state"])] = states.get(str(r["state"]), 0) + 1
+        shown = ", ".join(f"{k} x{v}" for k, v in states.items())
+        print(f"  {name}: the first recall answered as {shown}")
+    print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":

@@ -70,10 +70,67 @@ def emit(data: Any, as_json: bool, render: Callable[[Any], str]) -> None:
         click.echo(render(data))
 
 
-def open_memory(ctx: Context):  # -> async context manager of Memory
+def open_memory(ctx: Context, *, create: bool = True):  # -> async context manager of Memory
+    """The configured store's Memory. A command that only reads passes `create=False`: a
+    mistyped --store must not leave an empty store (and its folders) behind."""
     from .memory import Memory
 
-    return Memory.open(settings=ctx.settings())
+    settings = ctx.settings()
+    if not create:
+        must_exist(settings.store)
+    return Memory.open(settings=settings)
+
+
+def must_exist(store: Path | str) -> None:
+    """Refuse a store file that is not there, naming it (a PostgreSQL URL is not checked:
+    its server says whether the database exists)."""
+    from .storage import store_kind
+
+    if store_kind(store) == "sqlite" and not Path(store).exists():
+        raise click.ClickException(
+            f"No store at {store}: this command only reads, and nothing was ever written "
+            "there. Check --store (or NOOA_STORE) for a typo; `nooa-mcp author` creates a "
+            "store with its first memory."
+        )
+
+
+def reminder_lines(reminders: list[Any], more: int = 0) -> list[str]:
+    """The intents that fired on this command: a person must see them, since firing spends
+    a one-shot intent (the next session start will not show it again)."""
+    lines = []
+    for r in reminders:
+        also = f", and {len(r.also)} more with this text" if r.also else ""
+        again = ", re-armed" if r.rearmed else ""
+        lines.append(f"Reminder ({r.reason}, intent {r.intent_id[:8]}{also}{again}): {r.content}")
+    if more:
+        lines.append(f"{more} more reminder(s) are due: they come with the next commands.")
+    return lines
+
+
+def with_reminders(text: str, result: Any) -> str:
+    lines = reminder_lines(result.reminders, result.reminders_more)
+    return "\n".join([text, *lines]) if lines else text
+
+
+def other_roles_line(hidden: dict[str, int], owner: str) -> str:
+    """Why an empty answer may not mean an empty store: other roles hold memories."""
+    total = sum(hidden.values())
+    listed = ", ".join(f"{role}: {n}" for role, n in hidden.items())
+    seen_as = (
+        f"to --owner {owner} (its role's and shared memories)"
+        if owner
+        else "without --owner (shared memories only)"
+    )
+    return (
+        f"No memory here is visible {seen_as}, but this store holds {total} live "
+        f"memor{'y' if total == 1 else 'ies'} of other roles ({listed}). Pass --owner with one "
+        f"of them (for example --owner {next(iter(hidden))}), or set NOOA_OWNER."
+    )
+
+
+async def hidden_note(mem: Any) -> str:
+    hidden = await mem.other_roles()
+    return other_roles_line(hidden, mem.owner) if hidden else ""
 
 
 def table(headers: list[str], rows: list[list[Any]]) -> str:
@@ -238,7 +295,7 @@ async def author(
             references=list(refs) or None,
             trigger={k: v for k, v in trigger.items() if v is not None} or None,
         )
-    emit(result, as_json, lambda r: f"{r.status}  {r.id}")
+    emit(result, as_json, lambda r: with_reminders(f"{r.status}  {r.id}", r))
 
 
 @main.command()
@@ -253,10 +310,11 @@ async def recall(
     ctx: Context, query: str, k: int, scope: str, hops: int | None, as_json: bool
 ) -> None:
     """Recall the memories that best match QUERY, with their score components."""
-    async with open_memory(ctx) as mem:
+    async with open_memory(ctx, create=False) as mem:
         await mem.wait_ready()
         result = await mem.recall(query, k=k, scope=scope, hops=hops)
-    emit(result, as_json, _render_recall)
+        hidden = "" if result.hits else await hidden_note(mem)
+    emit(result, as_json, lambda r: "\n".join(filter(None, [_render_recall(r), hidden])))
 
 
 def _cos(value: float | None) -> str:
@@ -265,6 +323,8 @@ def _cos(value: float | None) -> str:
 
 
 def _render_recall(r: Any) -> str:
+    if not r.hits:
+        return with_reminders(r.note, r)
     rows = [
         [
             h.rank,
@@ -301,7 +361,13 @@ def _render_recall(r: Any) -> str:
         ],
         rows,
     )
-    return out + (f"\n{r.note}" if r.note else "")
+    refs = [
+        f"{h.rank}  ref {ref.uri}: {ref.state}" + (f" ({ref.note})" if ref.note else "")
+        for h in r.hits
+        for ref in h.references
+    ]
+    lines = [out, *refs] + ([r.note] if r.note else [])
+    return with_reminders("\n".join(lines), r)
 
 
 @main.command()
@@ -316,7 +382,7 @@ async def explain(
     ctx: Context, query: str | None, memory_id: str | None, k: int, scope: str, as_json: bool
 ) -> None:
     """Explain a ranking (QUERY), a memory's history (--id), or why it was not recalled (both)."""
-    async with open_memory(ctx) as mem:
+    async with open_memory(ctx, create=False) as mem:
         await mem.wait_ready()
         result = await mem.explain(query, memory_id=memory_id, k=k, scope=scope)
     emit(result, as_json, _render_explain)
@@ -392,8 +458,13 @@ def _render_explain(r: Any) -> str:
 @run
 async def stats(ctx: Context, as_json: bool, scope: str) -> None:
     """Counts and health of the store."""
-    async with open_memory(ctx) as mem:
+    async with open_memory(ctx, create=False) as mem:
         result = (await mem.stats(scope=scope)).model_dump(mode="json")
+        hidden = await mem.other_roles() if result["active"] == 0 else {}
+        owner = mem.owner
+    if hidden:
+        result["other_roles"] = hidden
+        result["note"] = other_roles_line(hidden, owner)
     # The model loads beside a one-shot command that never needs it: "warming" would read as
     # a state to wait for. Counting needs no model, so say whether this process has it.
     if result["embeddings"] != "ready":
@@ -414,7 +485,8 @@ def _render_stats(s: dict[str, Any]) -> str:
     rows += [[f"type {k}", v] for k, v in s["by_type"].items()]
     rows += [[f"owner {k or '(shared)'}", v] for k, v in s["by_owner"].items()]
     rows += [[k, v] for k, v in s["extra"].items()]
-    return table(["what", "value"], rows)
+    out = table(["what", "value"], rows)
+    return out + (f"\n{s['note']}" if s.get("note") else "")
 
 
 @main.command(name="import")
@@ -454,7 +526,7 @@ async def export(ctx: Context, include_archived: bool, as_json: bool) -> None:
     """Export memories as JSONL on stdout (one memory per line), or with --json as an array."""
     as_array = as_json or ctx.as_json
     records = []
-    async with open_memory(ctx) as mem:
+    async with open_memory(ctx, create=False) as mem:
         async for record in mem.export_records(include_archived=include_archived):
             if as_array:
                 records.append(record)
@@ -462,6 +534,83 @@ async def export(ctx: Context, include_archived: bool, as_json: bool) -> None:
                 click.echo(json.dumps(record, ensure_ascii=False))
     if as_array:
         click.echo(json.dumps(records, indent=2, ensure_ascii=False))
+
+
+@main.command(name="list")
+@click.option("--type", "type_", help="Only this type (info, skill, episode, intent, todo, ...).")
+@click.option("--by", "by", help="Only memories of this owner (role@instance), or (shared).")
+@click.option("--tag", help="Only memories carrying this tag.")
+@click.option(
+    "--state",
+    type=click.Choice(["live", "archived", "all"]),
+    default="live",
+    show_default=True,
+    help="Live memories, forgotten (archived) ones, or both.",
+)
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 500))
+@click.option("--after", type=click.IntRange(0), help="Continue after this cursor.")
+@json_option
+@click.pass_obj
+@run
+async def list_(
+    ctx: Context,
+    type_: str | None,
+    by: str | None,
+    tag: str | None,
+    state: str,
+    limit: int,
+    after: int | None,
+    as_json: bool,
+) -> None:
+    """List memories in the order they were written, with their ids (the console's filters).
+
+    Nothing is logged and no reminder fires: looking is not recalling.
+    """
+    from .domain.schema import MemoryType
+
+    if type_ is not None and type_ not in {t.value for t in MemoryType}:
+        raise click.BadParameter(
+            f"'{type_}' is not a memory type: use {', '.join(t.value for t in MemoryType)}.",
+            param_hint="--type",
+        )
+    owner = None if by is None else ("" if by == "(shared)" else by)
+    archived = {"live": False, "archived": True, "all": None}[state]
+    async with open_memory(ctx, create=False) as mem:
+        rows = await mem.list_memories(
+            type=type_, owner=owner, tag=tag, archived=archived, after=after, limit=limit + 1
+        )
+        hidden = "" if rows or any((type_, by, tag, after)) else await hidden_note(mem)
+    more = rows[limit - 1][0] if len(rows) > limit else None
+    shown = rows[:limit]
+    if as_json or ctx.as_json:
+        out: dict[str, Any] = {
+            "memories": [{"cursor": n, **v.model_dump(mode="json")} for n, v in shown],
+            "next_after": more,
+        }
+        click.echo(json.dumps(out, indent=2, ensure_ascii=False, default=str))
+        return
+    if not shown:
+        click.echo("\n".join(filter(None, ["No memories match.", hidden])))
+        return
+    lines = table(
+        ["id", "type", "owner", "state", "imp", "tags", "created", "memory"],
+        [
+            [
+                v.id[:8],
+                v.type.value,
+                v.owner or "(shared)",
+                "archived" if v.archived else (v.status or "live"),
+                v.importance_label,
+                ",".join(v.tags)[:24],
+                f"{v.created_at:%Y-%m-%d}",
+                (v.title or v.content)[:60].replace("\n", " "),
+            ]
+            for _, v in shown
+        ],
+    )
+    if more is not None:
+        lines += f"\nMore: nooa-mcp list --after {more} (with the same filters)."
+    click.echo(lines)
 
 
 # ---------------------------------------------------------------------------- reflect (issue 4)
@@ -734,6 +883,7 @@ def ui(ctx: Context, host: str, port: int, tokens_file: Path | None) -> None:
     from .mcp.identity import load_tokens
 
     settings = ctx.settings()
+    must_exist(settings.store)
 
     async def body() -> None:
         tokens = load_tokens(tokens_file) if tokens_file else None

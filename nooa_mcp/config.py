@@ -94,7 +94,7 @@ class Settings(BaseModel):
         64, ge=1, description="open HTTP sessions one token (or address) may hold"
     )
     model_wait_seconds: float = Field(
-        10.0, ge=0, description="how long a recall waits for a loading model before keywords"
+        0.0, ge=0, description="how long a recall waits for a loading model before keywords"
     )
 
     model_config = {"arbitrary_types_allowed": True}

@@ -109,6 +109,8 @@ class Engine:
         #: Set when a caller starts waiting in `flush`: cuts the writer's delay short.
         self._behind_hurry = asyncio.Event()
         self._writer: asyncio.Task[None] | None = None
+        #: The first read of the stored vectors when it waits for the model (`vectors_later`).
+        self._first_vectors: asyncio.Task[None] | None = None
         self._embeddings = SharedRuns(
             lambda texts: self.embedder.embed(texts),
             lanes=EMBED_LANES,
@@ -124,9 +126,14 @@ class Engine:
     @classmethod
     @asynccontextmanager
     async def open(
-        cls, settings: Settings, embedder: Embedder | None = None
+        cls, settings: Settings, embedder: Embedder | None = None, *, vectors_later: bool = False
     ) -> AsyncIterator[Engine]:
         """Open the configured store and start the embedding model loading beside it.
+
+        With `vectors_later`, the engine is handed over as soon as the store is open: the
+        model loads in the background and the stored vectors are read only once it has
+        loaded (`_load_model_then_vectors`), so the first call of a server that was just
+        spawned answers from keywords instead of waiting for both.
 
         Raises:
             StoreTooNew / StoreUnavailable: the store cannot be used (the message says why).
@@ -137,14 +144,18 @@ class Engine:
             if embedder is None:
                 embedder = owned = default_embedder(settings.model_cache_dir)
             index = VectorIndex(embedder.dim)
-            await index.sync(store)
+            if not vectors_later:
+                await index.sync(store)
             engine = cls(store, index, embedder, settings)
-            # A task of its own, not a task group around the caller's block: an error
+            # Tasks of their own, not a task group around the caller's block: an error
             # raised in that block must reach the caller as itself, not in an ExceptionGroup.
-            writer = asyncio.get_running_loop().create_task(
-                engine._write_behind(), name="nooa write-behind"
-            )
+            loop = asyncio.get_running_loop()
+            writer = loop.create_task(engine._write_behind(), name="nooa write-behind")
             engine._writer = writer
+            if vectors_later:
+                engine._first_vectors = loop.create_task(
+                    engine._load_model_then_vectors(), name="nooa model and vectors"
+                )
             try:
                 yield engine
             finally:
@@ -155,6 +166,10 @@ class Engine:
                 writer.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await writer
+                if engine._first_vectors is not None:
+                    engine._first_vectors.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await engine._first_vectors
         finally:
             with anyio.CancelScope(shield=True):
                 await store.close()
@@ -174,6 +189,35 @@ class Engine:
         if isinstance(self.embedder, WarmingEmbedder):
             return await anyio.to_thread.run_sync(self.embedder.wait, timeout)
         return True
+
+    async def _load_model_then_vectors(self) -> None:
+        """Load the model, then read the stored vectors into the index.
+
+        In that order: building the onnxruntime session parses the protobuf and folds the
+        int8 weights into float32 ones, ~50 MB that are freed once it is built; loaded after
+        the vectors, that came on top of the matrix (a server on a 100k store peaked at 418
+        MiB against 390-393 with the model first). A load that fails is reported by the
+        calls that need the model; the vectors are read all the same.
+        """
+        if isinstance(self.embedder, WarmingEmbedder):
+            self.embedder.start()
+            await anyio.to_thread.run_sync(self.embedder.finish)
+        await self.index.sync(self.store)
+
+    async def sync_vectors(self, *, for_keywords: bool = False) -> None:
+        """Bring the vector index up to date with the store.
+
+        While the first read waits for the model (`vectors_later`), a ranking on keywords
+        alone (`for_keywords`) goes on without the vectors; any other caller waits for that
+        read, so two reads never fill the index at once.
+        """
+        first = self._first_vectors
+        if first is not None and not first.done():
+            if for_keywords and self.embeddings_state != "ready":
+                return
+            with contextlib.suppress(Exception):  # a failed read is retried just below
+                await asyncio.shield(first)
+        await self.index.sync(self.store)
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed `texts` in a worker thread.
@@ -216,11 +260,13 @@ class Engine:
         ]
 
     async def query_vector(self, query: str) -> np.ndarray | None:
-        """The query's embedding; while the model loads, wait for it (bounded).
+        """The query's embedding, or None while the model loads: the ranking then runs on
+        keywords alone, and the reply says so.
 
-        A recall that arrives during the load waits up to `model_wait_seconds` rather than
-        answering keyword-only, so a one-shot client (a process per call) gets the ranking a
-        long-lived one gets. None only when the model is still not ready after that.
+        A recall waits for a loading model up to `model_wait_seconds` (none by default: a
+        client that spawned the server gets its first answer at once). A front end that
+        wants the model's ranking for a one-shot call (the CLI, the console) waits for the
+        model itself (`wait_ready`).
         """
         if not self.settings.recall.use_dense:
             return None

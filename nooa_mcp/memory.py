@@ -258,6 +258,12 @@ class Memory:
         """Counts and KPIs of what the scope can see."""
         return await views.stats(self._caller, scope=scope, show_path=show_path)
 
+    async def other_roles(self) -> dict[str, int]:
+        """Live memories per role you cannot read, when you can read none: for front ends run
+        by whoever holds the store (the CLI, the loopback console), never for MCP clients
+        (see `services.views.other_roles`)."""
+        return await views.other_roles(self._caller)
+
     @_after_logging
     async def maintenance_log(
         self, kind: str = "reflection", *, limit: int = 20

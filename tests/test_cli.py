@@ -87,4 +87,8 @@ def test_import_refuses_a_broken_file_without_writing(run, tmp_path):
     bad.write_text('{"content": "ok"}\nnot json\n')
     out = run("import", str(bad))
     assert out.exit_code == 1 and "line 2" in out.output
-    assert json.loads(run("stats", "--json").stdout)["total"] == 0
+    # Nothing was written, not even the store file (stats only reads: it refuses a store that
+    # is not there).
+    assert not (tmp_path / "cli.sqlite").exists()
+    stats = run("stats", "--json")
+    assert stats.exit_code == 1 and "No store at" in stats.output

@@ -244,7 +244,7 @@ async def _while_loading(gate: Gate, call):
 
 
 @pytest.mark.anyio
-async def test_a_recall_that_arrives_while_the_model_loads_waits_and_ranks_with_embeddings(
+async def test_a_recall_while_the_model_loads_answers_from_keywords_then_uses_the_model(
     tmp_path: Path,
 ) -> None:
     await _seed(tmp_path / "warm.sqlite")
@@ -253,31 +253,54 @@ async def test_a_recall_that_arrives_while_the_model_loads_waits_and_ranks_with_
     async with Memory.open(tmp_path / "ready.sqlite", owner="ops", embedder=HashEmbedder()) as mem:
         ready = await mem.recall(query, k=3)
     gate = Gate()
-    warming = gate.embedder()
-    async with Memory.open(tmp_path / "warm.sqlite", owner="ops", embedder=warming) as mem:
-        result = await _while_loading(gate, lambda: mem.recall(query, k=3))
-    assert result.embeddings == "ready", result.note
-    assert "warming" not in result.note.lower()
-    assert result.hits[0].components.source in ("dense", "both")
-    # A one-shot process ranks exactly like a long-lived one.
-    assert [h.id for h in result.hits] == [h.id for h in ready.hits]
+    try:
+        async with Memory.open(
+            tmp_path / "warm.sqlite", owner="ops", embedder=gate.embedder()
+        ) as m:
+            # The model cannot finish loading before the gate opens: this answer came without it.
+            early = await m.recall(query, k=3)
+            gate.open.set()
+            with anyio.fail_after(60):  # a guard against a hang, not a timing assertion
+                await m.wait_ready()
+            later = await m.recall(query, k=3)
+    finally:
+        gate.open.set()
+    assert early.embeddings == "warming"
+    assert "keyword matches only" in early.note
+    assert {h.components.source for h in early.hits} == {"sparse"}
+    assert [h.components.cos for h in early.hits] == [None] * len(early.hits)
+    assert early.hits[0].content == STORE_TEXTS[0]
+    assert later.embeddings == "ready" and "warming" not in later.note.lower()
+    assert later.hits[0].components.source in ("dense", "both")
+    assert later.hits[0].id == ready.hits[0].id
 
 
 @pytest.mark.anyio
-async def test_memory_recall_over_mcp_while_the_model_loads_waits_for_it(tmp_path: Path) -> None:
+async def test_memory_recall_over_mcp_while_the_model_loads_answers_at_once(
+    tmp_path: Path,
+) -> None:
     await _seed(tmp_path / "m.sqlite")
     gate = Gate()
     settings = Settings(store=tmp_path / "m.sqlite", owner="ops")
-    async with Client(build_server(settings, embedder=gate.embedder()), cache=None) as client:
-        result = await _while_loading(
-            gate,
-            lambda: client.call_tool("memory_recall", {"query": "billing deploy key", "k": 3}),
-        )
-    assert not result.is_error, result.content
-    reply = result.structured_content
-    assert reply["embeddings"] == "ready"
+    arguments = {"query": "billing deploy key", "k": 3}
+    try:
+        async with Client(build_server(settings, embedder=gate.embedder()), cache=None) as client:
+            early = await client.call_tool("memory_recall", arguments)
+            gate.open.set()
+            later = early
+            with anyio.fail_after(60):  # a guard against a hang, not a timing assertion
+                while later.structured_content["embeddings"] != "ready":
+                    await anyio.sleep(0.02)
+                    later = await client.call_tool("memory_recall", arguments)
+    finally:
+        gate.open.set()
+    assert not early.is_error, early.content
+    reply = early.structured_content
+    assert reply["embeddings"] == "warming"
     assert reply["hits"][0]["content"] == STORE_TEXTS[0]
-    assert reply["hits"][0]["components"]["source"] in ("dense", "both")
+    assert reply["hits"][0]["components"]["source"] == "sparse"
+    assert "keyword matches only" in early.content[0].text
+    assert later.structured_content["hits"][0]["components"]["source"] in ("dense", "both")
 
 
 # --------------------------------------------------------------------------- cos never made up

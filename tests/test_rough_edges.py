@@ -242,6 +242,7 @@ def test_cli_stats_never_says_the_model_is_warming(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cli = model_cli(tmp_path, monkeypatch)
+    assert cli("reflect").exit_code == 0  # a write: creates the store, empty
     table = cli("stats")
     assert table.exit_code == 0, table.output
     assert "warming" not in table.output
@@ -249,6 +250,7 @@ def test_cli_stats_never_says_the_model_is_warming(
 
 
 def test_explain_on_an_empty_store_prints_a_sentence(cli: Cli) -> None:
+    assert cli("reflect").exit_code == 0  # a write: creates the store, empty
     out = cli("explain", "x")
     assert out.exit_code == 0, out.output
     text = out.output.strip()

@@ -7,7 +7,6 @@ prompts, identity and notifications. The lifespan runs as in production, with Ha
 
 import json
 import threading
-import time
 import warnings
 from datetime import timedelta
 from pathlib import Path
@@ -743,16 +742,18 @@ async def test_a_stdio_server_opens_its_store_when_first_needed(tmp_path: Path) 
 async def test_a_stdio_server_loads_its_model_before_it_reads_the_stored_vectors(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 12: the model load's transient memory comes and goes before the matrix is read,
-    instead of on top of it (a 100k store's server peaked at 418 MiB, 392 this way)."""
+    """The model load's transient memory comes and goes before the matrix is read, instead
+    of on top of it (a 100k store's server peaked at 418 MiB, 392 this way); and calls are
+    served while the model loads: recall on keywords, which reads no vectors."""
     from nooa_mcp.mcp.handlers import Owners
     from nooa_mcp.mcp.identity import Identity
     from nooa_mcp.storage.vectors import VectorIndex
 
     events: list[str] = []
+    gate = threading.Event()
 
     def load() -> HashEmbedder:
-        time.sleep(0.2)  # a load long enough that reading the vectors beside it would show
+        gate.wait(30)
         events.append("model loaded")
         return HashEmbedder()
 
@@ -765,8 +766,15 @@ async def test_a_stdio_server_loads_its_model_before_it_reads_the_stored_vectors
     monkeypatch.setattr(VectorIndex, "sync", recorded)
     settings = Settings(store=tmp_path / "order.sqlite", owner="tester")
     model = WarmingEmbedder(load, "hash", 64, start=False)
-    async with Owners.when_needed(settings, lambda: model) as owners:
-        memory = await owners.memory(Identity(owner="tester", source="settings"))
-        assert model.ready
-        assert (await memory.author("The deploy key lives in the vault.")).status == "created"
+    try:
+        async with Owners.when_needed(settings, lambda: model) as owners:
+            memory = await owners.memory(Identity(owner="tester", source="settings"))
+            assert not model.ready
+            warming = await memory.recall("deploy key")
+            assert warming.embeddings == "warming" and events == []
+            gate.set()
+            assert (await memory.author("The deploy key lives in the vault.")).status == "created"
+            assert model.ready
+    finally:
+        gate.set()
     assert events[:2] == ["model loaded", "vectors read"]

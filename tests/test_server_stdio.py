@@ -54,3 +54,37 @@ async def test_console_script_serves_author_and_recall_over_stdio(tmp_path: Path
     assert recalled.structured_content["hits"][0]["id"] == authored.structured_content["id"]
     # No --owner: the owner is derived from the client's name (SPEC §10).
     assert json.loads(record.contents[0].text)["owner"] == "stdio-test"
+
+
+async def test_the_first_recall_after_initialize_answers_from_keywords_and_says_so(
+    tmp_path: Path,
+) -> None:
+    """A client that spawns the server and recalls at once gets keyword results, flagged as
+    such, while the model loads behind them; later recalls use the model."""
+    from nooa_mcp import Memory
+
+    store = tmp_path / "memory.sqlite"
+    async with Memory.open(store, owner="me") as mem:
+        await mem.wait_ready()
+        vault = (await mem.author("The production SSH keys are in the team vault.")).id
+        await mem.author("Lunch orders are due by 11am on Fridays.")
+    params = StdioServerParameters(
+        command=console_script(),
+        args=["--store", str(store), "--owner", "me"],
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    with anyio.fail_after(120):
+        async with Client(params, cache=None) as client:
+            first = await client.call_tool("memory_recall", {"query": "production SSH keys"})
+            later = first
+            while later.structured_content["embeddings"] != "ready":
+                await anyio.sleep(0.05)
+                later = await client.call_tool("memory_recall", {"query": "production SSH keys"})
+    reply = first.structured_content
+    assert reply["embeddings"] == "warming"
+    assert reply["hits"][0]["id"] == vault
+    assert {h["components"]["source"] for h in reply["hits"]} == {"sparse"}
+    assert all(h["components"]["cos"] is None for h in reply["hits"])
+    assert "keyword matches only" in first.content[0].text
+    assert later.structured_content["hits"][0]["components"]["source"] == "both"
+    assert later.structured_content["hits"][0]["components"]["cos"] > 0.5

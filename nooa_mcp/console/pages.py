@@ -14,15 +14,28 @@ from starlette.responses import Response
 
 from .. import InvalidInput, MemoryType
 from . import svg
+from .auth import LoopbackOnly
 from .web import Page
 
 BAR_WIDTH = 260.0
-LANES = ("created", "recalled", "searched", "reinforced", "deref", "injected", "reflected")
+#: A row of the access timeline per channel; `shown` is a weak recall hit (never a use).
+LANES = (
+    "created",
+    "recalled",
+    "searched",
+    "shown",
+    "reinforced",
+    "deref",
+    "injected",
+    "reflected",
+)
 STEPS = ("merge", "reconcile", "link", "rescore", "abstract", "prune")
 TIMELINE = {"left": 90.0, "right": 700.0, "top": 8.0, "lane": 18.0}
-CURVE_BOX = (44.0, 12.0, 700.0, 172.0)
-CHART_BOX = (40.0, 10.0, 700.0, 170.0)
-KPI_BOX = (48.0, 10.0, 700.0, 170.0)
+#: (left, top, right, bottom) of each chart inside its 720-pixel-wide picture: room on the
+#: left for the y-axis ticks and title, above for marker labels, below for time ticks.
+CURVE_BOX = (64.0, 34.0, 700.0, 176.0)
+CHART_BOX = (64.0, 22.0, 700.0, 170.0)
+KPI_BOX = (64.0, 10.0, 700.0, 170.0)
 #: The shares each reflection pass logs with its report (`services.views.KPI_SHARES`), as the
 #: stats page labels them.
 KPI_LINES = {
@@ -31,7 +44,10 @@ KPI_LINES = {
     "top10pct_read_share": "reads going to the top 10%",
     "archived_share": "forgotten",
 }
-GRAPH_SIZE = 560.0
+#: The link graph's picture: the page's width, taller as it holds more memories.
+GRAPH_WIDTH = 1100.0
+GRAPH_HEIGHTS = ((4, 300.0), (8, 420.0), (16, 540.0))
+GRAPH_TALLEST = 660.0
 #: Rows on one page of the memories list.
 LIST_PAGE = 50
 #: Todos shown per status: a person scans the first few.
@@ -65,6 +81,15 @@ def parts(row: Any) -> dict[str, float | None]:
     return {p: getattr(row, p) for p in svg.PARTS}
 
 
+async def other_roles(page: Page) -> dict[str, int]:
+    """Other roles' live memories when the viewer sees none, on a console run by whoever holds
+    the store (loopback, no tokens): an empty page must not read as an empty store. A token's
+    owner is never told that other roles exist."""
+    if not isinstance(page.console.auth, LoopbackOnly):
+        return {}
+    return await page.memory.other_roles()
+
+
 async def ready(page: Page) -> None:
     """Wait for the embedding model (about a second after start) before ranking.
 
@@ -88,7 +113,14 @@ async def search(page: Page) -> Response:
     scale = svg.bar_scale(values, w, BAR_WIDTH)
     rows = [(r, svg.score_segments(v, w, scale)) for r, v in zip(result.rows, values, strict=True)]
     return page.render(
-        "search.html", query=query, k=k, result=result, rows=rows, bar_width=BAR_WIDTH, weights=w
+        "search.html",
+        query=query,
+        k=k,
+        result=result,
+        rows=rows,
+        bar_width=BAR_WIDTH,
+        weights=w,
+        hidden=await other_roles(page) if not rows else {},
     )
 
 
@@ -127,13 +159,16 @@ async def memory(page: Page) -> Response:
         [(a.ts, a.channel.value) for a in accesses], axis, LANES, t["top"], t["lane"]
     )
     policy = mem.settings.forgetting
+    # A memory pruning never takes has no prune date to mark, only a curve that fades.
+    eta = None if view.protected or view.archived else view.prune_eta
     curve = svg.retention_curve(
         view.last_accessed_at,
         view.stability_hours,
         now,
-        view.prune_eta,
+        eta,
         policy.prune_below,
         CURVE_BOX,
+        fades_at=view.prune_eta,
     )
     return page.render(
         "memory.html",
@@ -145,6 +180,8 @@ async def memory(page: Page) -> Response:
         timeline=t,
         total_accesses=sum(view.channels.values()),
         curve=curve,
+        eta=eta,
+        tick_anchor=svg.tick_anchor,
         threshold=policy.prune_below,
         protected=view.protected,
         writable=view.writable,
@@ -176,8 +213,10 @@ async def memories(page: Page) -> Response:
         after=after,
         limit=LIST_PAGE + 1,
     )
+    filtered = any((kind, owner_arg, page.arg("tag"), after, state != "live"))
     return page.render(
         "memories.html",
+        hidden=await other_roles(page) if not rows and not filtered else {},
         views=[v for _, v in rows[:LIST_PAGE]],
         next_after=rows[LIST_PAGE - 1][0] if len(rows) > LIST_PAGE else None,
         kind=kind or "",
@@ -229,15 +268,23 @@ async def stats(page: Page) -> Response:
     numbers = await page.memory.stats()
     log = await page.memory.maintenance_log("reflection", limit=CHART_PASSES)
     passes = [(entry.ts, applied_per_step(entry.report)) for entry in reversed(log)]
-    columns = svg.stacked_columns(passes, STEPS, CHART_BOX)
+    counts = svg.count_ticks(max((sum(c.values()) for _, c in passes), default=0))
+    columns = svg.stacked_columns(passes, STEPS, CHART_BOX, scale_max=counts[-1])
+    top, bottom = CHART_BOX[1], CHART_BOX[3]
+    count_axis = [(n, round(bottom - n / counts[-1] * (bottom - top), 2)) for n in counts]
+    last = numbers.extra.get("last_reflection_at")
     snapshots = [(e.ts, kpis) for e in reversed(log) if (kpis := logged_kpis(e.report))]
     kpi_chart = svg.share_lines(snapshots, list(KPI_LINES), KPI_BOX)
     return page.render(
         "stats.html",
+        hidden=await other_roles(page) if numbers.active == 0 else {},
         stats=numbers,
         kpis=numbers.extra,
         passes=passes,
         columns=columns,
+        count_axis=count_axis,
+        last_pass=datetime.fromisoformat(last) if isinstance(last, str) else None,
+        tick_anchor=svg.tick_anchor,
         steps=STEPS,
         box=CHART_BOX,
         snapshots=snapshots,
@@ -252,5 +299,10 @@ async def stats(page: Page) -> Response:
 async def graph(page: Page) -> Response:
     hops = _int(page, "hops", 2, 1, 2)
     hood = await page.memory.neighbourhood(page.request.path_params["memory_id"], hops=hops)
-    pos = svg.radial_layout(hood.center, hood.rings, GRAPH_SIZE)
-    return page.render("graph.html", hood=hood, pos=pos, size=GRAPH_SIZE, hops=hops)
+    height = next((h for n, h in GRAPH_HEIGHTS if len(hood.nodes) <= n), GRAPH_TALLEST)
+    labels = {i: v.title or v.content for i, v in hood.nodes.items()}
+    edges = [(e.src, e.dst) for e in hood.edges]
+    pos = svg.force_layout(hood.center, hood.rings, edges, labels, GRAPH_WIDTH, height)
+    return page.render(
+        "graph.html", hood=hood, pos=pos, width=GRAPH_WIDTH, height=height, hops=hops
+    )

@@ -7,6 +7,7 @@ templates write it into a `data-*` attribute beside the geometry.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -122,6 +123,15 @@ def timeline_marks(
 
 
 @dataclass(frozen=True)
+class Label:
+    """A text placed beside a marker line: where it starts and which way it runs."""
+
+    x: float
+    y: float
+    anchor: str  # SVG text-anchor: start, middle or end
+
+
+@dataclass(frozen=True)
 class Curve:
     """R(t) = exp(−Δt/S) from the last access, with today and the prune date marked."""
 
@@ -132,6 +142,12 @@ class Curve:
     eta_x: float | None
     threshold_y: float
     y_of: tuple[float, float]  # (top, bottom): R = 1 at top, R = 0 at bottom
+    #: "today" and "prune ETA …" sit in the band above the plot, each on the side of its line
+    #: away from the box's edge, so neither runs over the y-axis, the ticks or the other.
+    today_label: Label | None = None
+    eta_label: Label | None = None
+    #: (R, y) of the y-axis ticks, bottom to top.
+    y_ticks: tuple[tuple[float, float], ...] = ()
 
 
 def retention_at(last: datetime, stability_hours: float, when: datetime) -> float:
@@ -147,13 +163,16 @@ def retention_curve(
     threshold: float,
     box: tuple[float, float, float, float],
     samples: int = 60,
+    fades_at: datetime | None = None,
 ) -> Curve:
-    """The forgetting curve from the last access to a little past the later of now and the ETA.
+    """The forgetting curve from the last access to a little past the later of now and the ETA
+    (or `fades_at`, when the curve reaches the threshold but no prune date is marked: a
+    memory pruning never takes still shows how it fades).
 
     `box` is (left, top, right, bottom) in pixels.
     """
     left, top, right, bottom = box
-    horizon = max(now, prune_eta or now, last + timedelta(hours=1))
+    horizon = max(now, prune_eta or fades_at or now, last + timedelta(hours=1))
     axis = Axis(last, horizon + (horizon - last) * 0.08, left, right)
 
     def y(r: float) -> float:
@@ -165,15 +184,46 @@ def retention_curve(
         when = axis.start + step * i
         points.append(f"{axis.x(when)},{y(retention_at(last, stability_hours, when))}")
     today_r = retention_at(last, stability_hours, now)
+    today_x = axis.x(now)
+    eta_x = None if prune_eta is None else axis.x(prune_eta)
+    today_label = marker_label(today_x, left, right, top - 6, ETA_LABEL_WIDTH / 3)
+    eta_label = None
+    if eta_x is not None:
+        # On a second row when the two lines are too close for both labels on one.
+        crowded = abs(eta_x - today_x) < ETA_LABEL_WIDTH + 40
+        eta_label = marker_label(eta_x, left, right, top - (20 if crowded else 6), ETA_LABEL_WIDTH)
     return Curve(
         path="M" + " L".join(points),
         axis=axis,
-        today_x=axis.x(now),
+        today_x=today_x,
         today_r=today_r,
-        eta_x=None if prune_eta is None else axis.x(prune_eta),
+        eta_x=eta_x,
         threshold_y=y(threshold),
         y_of=(top, bottom),
+        today_label=today_label,
+        eta_label=eta_label,
+        y_ticks=tuple((r, y(r)) for r in (0.0, 0.25, 0.5, 0.75, 1.0)),
     )
+
+
+#: Pixels "prune ETA 2027-04-10 06:00" takes at the charts' 11 px font.
+ETA_LABEL_WIDTH = 150.0
+
+
+def marker_label(x: float, left: float, right: float, y: float, width: float) -> Label:
+    """A label for a vertical line at `x`: to its right, or to its left when it would run
+    past `right`; never starting left of `left` (the y-axis and its ticks are there)."""
+    if x + 4 + width <= right:
+        return Label(round(max(x + 4, left + 4), 2), y, "start")
+    return Label(round(x - 4, 2), y, "end")
+
+
+def tick_anchor(i: int, n: int) -> str:
+    """text-anchor for the i-th of n time ticks: the first starts at its x and the last ends
+    there, so neither spills past the axis ends (over the y-axis labels, out of the box)."""
+    if n == 1:
+        return "middle"
+    return "start" if i == 0 else ("end" if i == n - 1 else "middle")
 
 
 # --------------------------------------------------------------------------- maintenance chart
@@ -198,17 +248,32 @@ class Column:
     total: int
 
 
+def count_ticks(most: int) -> list[int]:
+    """Round counts from 0 to at least `most` for a y-axis, 2 to 6 of them (1-2-5 steps)."""
+    if most <= 0:
+        return [0, 1]
+    step = 1
+    while math.ceil(most / step) > 5:
+        for factor in (2, 2.5, 2):
+            step = int(step * factor)
+            if math.ceil(most / step) <= 5:
+                break
+    return list(range(0, math.ceil(most / step) * step + 1, step))
+
+
 def stacked_columns(
     passes: Sequence[tuple[datetime, Mapping[str, int]]],
     parts: Sequence[str],
     box: tuple[float, float, float, float],
+    scale_max: int | None = None,
 ) -> list[Column]:
-    """Columns for passes in time order, heights on one scale (the busiest pass fills the box)."""
+    """Columns for passes in time order, heights on one scale: the busiest pass fills the box,
+    or `scale_max` does (the top of the y-axis, `count_ticks`)."""
     left, top, right, bottom = box
     if not passes:
         return []
     slot = (right - left) / len(passes)
-    tallest = max(sum(counts.get(p, 0) for p in parts) for _, counts in passes)
+    tallest = scale_max or max(sum(counts.get(p, 0) for p in parts) for _, counts in passes)
     unit = (bottom - top) / tallest if tallest else 0.0
     columns = []
     for i, (when, counts) in enumerate(passes):
@@ -340,3 +405,174 @@ def _sector_angles(
         for j, i in enumerate(items):
             out[i] = base + sector * ((j + 1) / (len(items) + 1) - 0.5)
     return out
+
+
+@dataclass(frozen=True)
+class Node:
+    """A memory placed on the link graph, with its label broken into lines."""
+
+    x: float
+    y: float
+    lines: tuple[str, ...]
+
+
+#: Characters per label line, and lines per label, on the graph (10 px font).
+LABEL_CHARS = 28
+LABEL_LINES = 3
+#: Pixels a label character and a label line take at that font.
+CHAR_WIDTH = 5.8
+LINE_HEIGHT = 12.0
+
+
+def wrap_label(text: str, width: int = LABEL_CHARS, lines: int = 2) -> tuple[str, ...]:
+    """`text` in at most `lines` lines of at most `width` characters, broken between words;
+    the last line ends in "…" when text was left out (the full text is in the node's title)."""
+    words = " ".join(text.split()).split(" ")
+    out: list[str] = []
+    line = ""
+    for i, word in enumerate(words):
+        if len(word) > width:
+            word = word[: width - 1] + "…"
+        if not line:
+            line = word
+        elif len(line) + 1 + len(word) <= width:
+            line += " " + word
+        else:
+            out.append(line)
+            line = word
+        if len(out) == lines:
+            rest = " ".join([line, *words[i + 1 :]]).strip()
+            last = out[-1]
+            if rest:
+                last = (last if len(last) < width else last[: width - 1]) + "…"
+            out[-1] = last
+            return tuple(out)
+    if line:
+        out.append(line)
+    return tuple(out)
+
+
+def force_layout(
+    center: str,
+    rings: Sequence[Sequence[tuple[str, str | None]]],
+    edges: Sequence[tuple[str, str]],
+    labels: Mapping[str, str],
+    width: float,
+    height: float,
+    iterations: int = 250,
+) -> dict[str, Node]:
+    """Positions for a neighbourhood in two dimensions, computed here so the page needs no
+    script: a Fruchterman–Reingold layout (linked memories pull together, every pair pushes
+    apart) started from the rings of `radial_layout`, so the same graph always lands the same
+    way, the centre pinned (each node starts a little off its ring, by its id, so the forces
+    are not balanced on straight lines). The drawing is then scaled into the box with room
+    for the labels, and labels that would overlap are pushed apart vertically.
+    """
+    seed = radial_layout(center, rings, 1.0)
+    names = list(seed)
+    n = len(names)
+    lines = {name: wrap_label(labels.get(name, ""), lines=LABEL_LINES) for name in names}
+    # Two memories whose labels still read alike (long texts that start the same) are told
+    # apart by their ids.
+    seen: dict[tuple[str, ...], list[str]] = {}
+    for name, shown in lines.items():
+        seen.setdefault(shown, []).append(name)
+    for alike in (group for group in seen.values() if len(group) > 1):
+        for name in alike:
+            lines[name] = (*lines[name][: LABEL_LINES - 1], f"({name[:8]})")
+    label_w = max((len(line) for ls in lines.values() for line in ls), default=0) * CHAR_WIDTH
+    margin_x = max(label_w / 2, 20.0) + 8
+    top, bottom = 24.0, 16 + LINE_HEIGHT * LABEL_LINES + 8
+    room_w, room_h = width - 2 * margin_x, height - top - bottom
+    # The forces act in a space of the box's shape, so the result fills a wide box without
+    # being stretched. The rings put nodes on exact axes, and symmetric forces keep them there
+    # (a cross of straight lines): each starts a little off its ring, by an amount its id sets.
+    aspect = max(room_w / max(room_h, 1.0), 1.0)
+    pos = {}
+    for name in names:
+        digest = hashlib.blake2b(name.encode(), digest_size=4).digest()
+        jitter = ((digest[0] - 127.5) / 1275, (digest[1] - 127.5) / 1275)
+        pos[name] = [(seed[name][0] - 0.5 + jitter[0]) * aspect, seed[name][1] - 0.5 + jitter[1]]
+    pos[center] = [0.0, 0.0]
+    if n > 1:
+        k = 0.8 * math.sqrt(aspect / n)
+        heat = aspect / 8
+        pairs = [(a, b) for a, b in edges if a in pos and b in pos and a != b]
+        for _ in range(iterations):
+            move = {name: [0.0, 0.0] for name in names}
+            for i, a in enumerate(names):
+                for b in names[i + 1 :]:
+                    dx, dy = pos[a][0] - pos[b][0], pos[a][1] - pos[b][1]
+                    d = max(math.hypot(dx, dy), 1e-4)
+                    push = k * k / d
+                    move[a][0] += dx / d * push
+                    move[a][1] += dy / d * push
+                    move[b][0] -= dx / d * push
+                    move[b][1] -= dy / d * push
+            for a, b in pairs:
+                dx, dy = pos[a][0] - pos[b][0], pos[a][1] - pos[b][1]
+                d = max(math.hypot(dx, dy), 1e-4)
+                pull = d * d / k
+                move[a][0] -= dx / d * pull
+                move[a][1] -= dy / d * pull
+                move[b][0] += dx / d * pull
+                move[b][1] += dy / d * pull
+            for name in names:
+                if name == center:
+                    continue
+                dx, dy = move[name]
+                d = max(math.hypot(dx, dy), 1e-9)
+                step = min(d, heat)
+                pos[name][0] += dx / d * step
+                pos[name][1] += dy / d * step
+            heat = max(heat * 0.98, aspect / 500)
+    xs = [p[0] for p in pos.values()]
+    ys = [p[1] for p in pos.values()]
+    # The drawing's extent fills the box on each axis: labels are wide, so a wide box is
+    # used across, though never stretched more than 2.5 times one way than the other.
+    span_x = (max(xs) - min(xs)) or 1.0
+    span_y = (max(ys) - min(ys)) or 1.0
+    scale_x, scale_y = room_w / span_x, room_h / span_y
+    scale_x, scale_y = min(scale_x, 2.5 * scale_y), min(scale_y, 2.5 * scale_x)
+    mid_x = width / 2 - (max(xs) + min(xs)) / 2 * scale_x
+    mid_y = top + room_h / 2 - (max(ys) + min(ys)) / 2 * scale_y
+    placed = {
+        name: [mid_x + pos[name][0] * scale_x, mid_y + pos[name][1] * scale_y] for name in names
+    }
+    _separate_labels(placed, lines, top, height - bottom)
+    return {
+        name: Node(round(placed[name][0], 2), round(placed[name][1], 2), lines[name])
+        for name in names
+    }
+
+
+def _separate_labels(
+    placed: dict[str, list[float]],
+    lines: Mapping[str, tuple[str, ...]],
+    top: float,
+    bottom: float,
+    rounds: int = 60,
+) -> None:
+    """Push apart nodes whose label boxes (under each node) overlap, vertically, in place."""
+
+    def box(name: str) -> tuple[float, float, float, float]:
+        x, y = placed[name]
+        w = max((len(line) for line in lines[name]), default=1) * CHAR_WIDTH / 2 + 4
+        return x - w, y - 20, x + w, y + 20 + LINE_HEIGHT * len(lines[name])
+
+    names = list(placed)
+    for _ in range(rounds):
+        moved = False
+        for i, a in enumerate(names):
+            for b in names[i + 1 :]:
+                ax0, ay0, ax1, ay1 = box(a)
+                bx0, by0, bx1, by1 = box(b)
+                if ax0 >= bx1 or bx0 >= ax1 or ay0 >= by1 or by0 >= ay1:
+                    continue
+                shift = (min(ay1, by1) - max(ay0, by0)) / 2 + 0.5
+                upper, lower = (a, b) if placed[a][1] <= placed[b][1] else (b, a)
+                placed[upper][1] = max(top, placed[upper][1] - shift)
+                placed[lower][1] = min(bottom, placed[lower][1] + shift)
+                moved = True
+        if not moved:
+            return

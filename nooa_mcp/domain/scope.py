@@ -116,12 +116,13 @@ class Scope:
         return self.owner is None and self.roles is None
 
     def describe(self) -> list[str]:
-        """The roles searched, for a reply: e.g. ["alice", "(shared)"]."""
+        """The roles searched, for a reply: e.g. ["alice", "(shared)"]. The shared role is
+        named "(shared)", never "" (an empty name reads as nothing searched)."""
         if self.owner is not None:
-            return [self.owner, "(shared)"]
+            return [self.owner, "(shared)"] if self.owner else ["(shared)"]
         if self.roles is None:
             return ["*"]
-        return [*sorted(self.roles), "(shared)"]
+        return [*sorted(r for r in self.roles if r), "(shared)"]
 
 
 @dataclass(frozen=True)

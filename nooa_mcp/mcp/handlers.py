@@ -72,7 +72,12 @@ class Owners:
     @classmethod
     @asynccontextmanager
     async def running(
-        cls, settings: Settings, embedder: Embedder, engine: Engine | None = None
+        cls,
+        settings: Settings,
+        embedder: Embedder,
+        engine: Engine | None = None,
+        *,
+        vectors_later: bool = False,
     ) -> AsyncIterator[Owners]:
         """The engine for the lifetime of a server: maintenance stops before the store closes.
 
@@ -88,7 +93,9 @@ class Owners:
 
         async with AsyncExitStack() as stack:
             try:
-                opened = await stack.enter_async_context(Engine.open(settings, embedder))
+                opened = await stack.enter_async_context(
+                    Engine.open(settings, embedder, vectors_later=vectors_later)
+                )
             except (StoreUnavailable, StoreTooNew) as exc:
                 logger.error("%s", exc)
                 try:
@@ -107,9 +114,11 @@ class Owners:
     async def when_needed(
         cls, settings: Settings, embedder: Callable[[], Embedder]
     ) -> AsyncIterator[Owners]:
-        """Like `running`, but the model and then the store open on `open_now()` (or on the
-        first `memory()`): a stdio server answers the handshake without importing numpy,
-        opening the store or reading its vectors (a 100k store holds 150 MB of them)."""
+        """Like `running`, but the store opens on `open_now()` (or on the first `memory()`):
+        a stdio server answers the handshake without importing numpy, opening the store or
+        reading its vectors (a 100k store holds 150 MB of them). Calls are served as soon as
+        the store is open; the model loads behind them, then the vectors are read
+        (`Engine.open(vectors_later=True)`), and until then recall ranks by keywords."""
         owners = cls(None)
         stop = anyio.Event()
         async with anyio.create_task_group() as tasks:
@@ -126,13 +135,7 @@ class Owners:
         await self._open.wait()
         if stop.is_set():
             return
-        model = embedder()
-        try:
-            await _loaded(model)
-        except BaseException:  # stopped while it loads: the load ends before the process does
-            await _settle(model)
-            raise
-        async with Owners.running(settings, model) as opened:
+        async with Owners.running(settings, embedder(), vectors_later=True) as opened:
             self.engine, self.broken = opened.engine, opened.broken
             self._ready.set()
             await stop.wait()
@@ -164,24 +167,6 @@ class Owners:
         if self.engine is None:
             raise self.broken or RuntimeError("no engine")
         return Memory(self.engine, identity.owner, identity.grants)
-
-
-async def _loaded(embedder: Embedder) -> None:
-    """Load the model before the store's vectors are read, not after.
-
-    Building the onnxruntime session parses the protobuf and folds the int8 weights into
-    float32 ones: ~50 MB that are freed once it is built. Loaded after the vectors (as the first
-    call found it), that came on top of the matrix: a server on a 100k store peaked at 418 MiB
-    and settled at 369 (issue 12: RSS ≤ 400 MB at 100k); loaded first, 390-393. Both hold the
-    interpreter lock for most of their time, so in turn they take about as long as side by
-    side (spawn to ready on that store: 2.7 s against 2.6). A load that fails is reported by
-    the calls that need the model, as before.
-    """
-    from ..embeddings import WarmingEmbedder
-
-    if isinstance(embedder, WarmingEmbedder):
-        embedder.start()
-        await anyio.to_thread.run_sync(embedder.finish)
 
 
 async def _settle(embedder: Embedder) -> None:

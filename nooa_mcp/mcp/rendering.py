@@ -238,10 +238,11 @@ def _flags(hit: RecallHit) -> str:
 
 def render_recall(result: RecallResult) -> str:
     head = f'{len(result.hits)} result(s) for "{result.query}" (scope {result.scope})'
-    if result.embeddings == "warming":
+    # The note, when the recall wrote one, already says these: one sentence each, not two.
+    if result.embeddings == "warming" and "keyword matches only" not in result.note:
         head += " — embedding model still loading, keyword matches only"
     lines = [head + ":"]
-    if result.nothing_relevant or not result.hits:
+    if (result.nothing_relevant or not result.hits) and not result.note.startswith("Nothing"):
         lines.append("Nothing relevant is stored for this query.")
     for hit in result.hits:
         c = hit.components

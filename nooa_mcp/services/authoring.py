@@ -63,8 +63,14 @@ async def parse_links(c: Caller, links: Sequence[Any] | None) -> list[tuple[str,
     return out
 
 
-async def author_many(c: Caller, specs: Sequence[dict[str, Any]]) -> list[AuthorResult]:
+async def author_many(
+    c: Caller, specs: Sequence[dict[str, Any]], *, remind: bool = True
+) -> list[AuthorResult]:
     """Remember several memories in one transaction (see the module docstring for the rules).
+
+    With `remind=False` (an import) no intent fires: a restore is nobody's turn, and an
+    intent fired there would be spent without anyone seeing it; due ones fire on the next
+    call that shows them.
 
     Raises:
         InvalidInput: a field is malformed (the message names it and the fix).
@@ -85,7 +91,7 @@ async def author_many(c: Caller, specs: Sequence[dict[str, Any]]) -> list[Author
     results: list[AuthorResult] = []
     try:
         async with c.store.transaction():
-            await c.index.sync(c.store)
+            await c.engine.sync_vectors()
             batch: dict[str, str] = {}
             for record, vector, edges, again, near, named in zip(
                 records, vectors, links, revive, prior, given, strict=True
@@ -101,6 +107,8 @@ async def author_many(c: Caller, specs: Sequence[dict[str, Any]]) -> list[Author
     c.index.mark_dirty()
     c.note_activity(writes=sum(r.status != "exists" for r in results))
     # SPEC §9: authored content is a cue too (but an intent never cues itself).
+    if not remind:
+        return results
     texts = [(r.content, v) for r, v in zip(records, vectors, strict=True)]
     fired = await reminders.fire(c, texts, exclude=[r.id for r in results])
     for result, due in zip(results, fired, strict=True):

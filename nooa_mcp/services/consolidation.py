@@ -304,7 +304,7 @@ class _Pass:
             step = ReflectStep(step=name)
             self.report.steps.append(step)
             if name in GENERATIVE and self.sampler is None:
-                step.note = "skipped: no sampler (the client does not offer MCP sampling)"
+                step.note = "skipped: needs a client's model (MCP sampling); this pass has none"
                 continue
             plan, apply = await self._plan(name)
             self._count()

@@ -98,7 +98,7 @@ async def for_prompt(c: Caller, prompt: str, *, limit: int = PROMPT_MEMORIES) ->
     vector = None
     if settings.use_dense and c.engine.embeddings_state == "ready":
         vector = (await c.engine.embed([query]))[0]
-    await c.index.sync(c.store)
+    await c.engine.sync_vectors(for_keywords=vector is None)
     ranking = await rank(
         query,
         store=c.store,

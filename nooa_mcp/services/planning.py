@@ -364,7 +364,7 @@ class Planner:
         row read so far is there."""
         index = self.c.index
         index.mark_dirty()
-        await index.sync(self.c.store)
+        await self.c.engine.sync_vectors()
         seqs = index.seqs[: index.size]
         if self._by_seq is None or self._by_seq.size != seqs.size:
             self._by_seq = np.argsort(seqs, kind="stable")

@@ -54,7 +54,7 @@ async def ranking_for(
     )
     try:
         query_vector = await c.engine.query_vector(query)
-        await c.index.sync(c.store)
+        await c.engine.sync_vectors(for_keywords=query_vector is None)
         # `rank` searches the vectors before it waits for the keyword rows: at 100k the
         # matrix product (~8 ms) runs beside the full-text search (~8 ms) too.
         return await rank(

@@ -103,7 +103,7 @@ async def import_records(
     archived: list[tuple[str, dict[str, Any]]] = []
     for start in range(0, len(checked), BATCH):
         chunk = checked[start : start + BATCH]
-        results = await author_many(c, [import_spec(item) for _, item in chunk])
+        results = await author_many(c, [import_spec(item) for _, item in chunk], remind=False)
         for (_, item), result in zip(chunk, results, strict=True):
             report.ids.append(result.id)
             counts[result.status] = counts.get(result.status, 0) + 1

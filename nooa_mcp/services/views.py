@@ -20,7 +20,7 @@ from ..domain.schema import (
     Memory,
     now as utc_now,
 )
-from ..domain.scope import Scope, parse_owner
+from ..domain.scope import Scope, owner_role, parse_owner
 from ..domain.text import choices, head
 from ..errors import InvalidInput
 from ..storage.base import Counts, KpiTotals
@@ -305,6 +305,30 @@ async def stats(c: Caller, *, scope: str = "mine", show_path: bool = False) -> S
         store=f"{store.kind}:{where}",
         extra=extra,
     )
+
+
+async def other_roles(c: Caller) -> dict[str, int]:
+    """Live memories per role that the caller cannot read, when the caller can read none.
+
+    Without it, a store whose memories all belong to roles the caller was not started as
+    (`hooks install --owner me@code`, then a plain `nooa-mcp stats`) reads as an empty store.
+    Only for front ends run by whoever holds the store itself — the CLI, the console on
+    loopback without tokens — who could count these rows by opening the file: role names (set
+    in configuration, never by a model) and counts, never a memory's content. An MCP client
+    or a token's owner is never told that other roles exist. Empty when the caller sees at
+    least one live memory.
+    """
+    mine = await c.store.counts(c.scope("mine"))
+    if mine.total - mine.archived > 0:
+        return {}
+    everyone = await c.store.counts(Scope(roles=None))
+    hidden: dict[str, int] = {}
+    # The caller sees no live memory, so every live one of a named owner is outside its
+    # scope (shared ones, owner "", are inside every scope).
+    for owner, n in everyone.by_owner.items():
+        if owner:
+            hidden[owner_role(owner)] = hidden.get(owner_role(owner), 0) + n
+    return dict(sorted(hidden.items()))
 
 
 async def maintenance_log(

@@ -24,6 +24,19 @@ def invoke(*args: str):
     return CliRunner().invoke(main, list(args), catch_exceptions=False)
 
 
+@pytest.fixture
+def store_path(store_path: Path) -> Path:
+    """The store file, created empty: `ui` refuses a store that is not there."""
+    from nooa_mcp.embeddings import HashEmbedder
+
+    async def create() -> None:
+        async with Memory.open(store_path, owner="", embedder=HashEmbedder()):
+            pass
+
+    anyio.run(create)
+    return store_path
+
+
 def test_ui_refuses_another_interface_without_tokens(store_path):
     result = invoke("--store", str(store_path), "ui", "--host", "0.0.0.0")
     assert result.exit_code == 1

@@ -135,3 +135,77 @@ def test_the_stats_page_reads_only_the_kpis_a_pass_logged():
         "never_fetched_share": 0.5,
         "active": 4.0,
     }
+
+
+def test_every_access_channel_has_a_row_on_the_timeline():
+    from nooa_mcp.domain.kinds import Channel
+
+    # A weak hit is logged `shown`; a memory with one answered 500 before it had a row.
+    assert set(pages.LANES) == {c.value for c in Channel}
+
+
+def test_count_ticks_are_round_and_reach_the_busiest_pass():
+    assert svg.count_ticks(0) == [0, 1]
+    assert svg.count_ticks(3) == [0, 1, 2, 3]
+    assert svg.count_ticks(7) == [0, 2, 4, 6, 8]
+    assert svg.count_ticks(23) == [0, 5, 10, 15, 20, 25]
+    assert svg.count_ticks(300) == [0, 100, 200, 300]
+    cols = svg.stacked_columns([(T0, {"link": 2})], ["link"], (0, 0, 10, 100), scale_max=8)
+    assert cols[0].blocks[0].height == 25.0  # 2 of the axis's 8 on a 100 px box
+
+
+def test_labels_wrap_between_words_into_two_lines_and_say_when_text_was_left_out():
+    assert svg.wrap_label("The production cluster runs on twelve nodes in two zones") == (
+        "The production cluster runs",
+        "on twelve nodes in two zones",
+    )
+    assert svg.wrap_label("The production cluster's autoscaler caps at twenty nodes") == (
+        "The production cluster's",
+        "autoscaler caps at twenty…",
+    )
+    assert svg.wrap_label("short") == ("short",)
+
+
+def test_the_force_layout_spreads_a_neighbourhood_over_the_box_the_same_way_each_time():
+    rings = [[("a", "c"), ("b", "c"), ("d", "c"), ("e", "c")], [("a1", "a"), ("b1", "b")]]
+    edges = [("c", "a"), ("c", "b"), ("d", "c"), ("e", "c"), ("a", "a1"), ("b1", "b")]
+    labels = {n: f"memory {n} " * 4 for n in ["c", "a", "b", "d", "e", "a1", "b1"]}
+    first = svg.force_layout("c", rings, edges, labels, 1100, 420)
+    assert first == svg.force_layout("c", rings, edges, labels, 1100, 420)
+    assert set(first) == set(labels)
+    xs = [n.x for n in first.values()]
+    ys = [n.y for n in first.values()]
+    assert min(xs) > 0 and max(xs) < 1100 and min(ys) > 0 and max(ys) < 420
+    assert max(xs) - min(xs) > 500 and max(ys) - min(ys) > 150  # two dimensions, not a column
+    assert all(len(n.lines) <= 2 for n in first.values())
+    # Linked memories sit closer than unlinked ones, on average.
+    dist = {(a, b): math.dist((first[a].x, first[a].y), (first[b].x, first[b].y)) for a, b in edges}
+    far = math.dist((first["a1"].x, first["a1"].y), (first["b1"].x, first["b1"].y))
+    assert sum(dist.values()) / len(dist) < far
+
+
+def test_marker_labels_run_away_from_the_edges():
+    assert svg.marker_label(64, 64, 700, 20, 150) == svg.Label(68, 20, "start")
+    assert svg.marker_label(650, 64, 700, 20, 150) == svg.Label(646, 20, "end")
+    assert [svg.tick_anchor(i, 4) for i in range(4)] == ["start", "middle", "middle", "end"]
+    assert svg.tick_anchor(0, 1) == "middle"
+
+
+def test_graph_labels_take_three_lines_and_alike_ones_get_their_ids():
+    long = "Deploys to production need two approvals in the release channel before the code freeze"
+    other = "Deploys to production need two approvals in the release channel before the code review"
+    labels = {"c" * 32: long, "a" * 32: other, "b" * 32: "The staging cluster"}
+    rings = [[("a" * 32, "c" * 32), ("b" * 32, "c" * 32)]]
+    edges = [("a" * 32, "c" * 32), ("b" * 32, "c" * 32)]
+    placed = svg.force_layout("c" * 32, rings, edges, labels, 1100, 300)
+    assert placed["b" * 32].lines == ("The staging cluster",)
+    assert placed["c" * 32].lines == (
+        "Deploys to production need",
+        "two approvals in the release",
+        "(cccccccc)",
+    )
+    assert placed["a" * 32].lines[-1] == "(aaaaaaaa)"
+    # Different within three lines: no ids.
+    labels["a" * 32] = "Deploys to production need two approvals in the release chat"
+    placed = svg.force_layout("c" * 32, rings, edges, labels, 1100, 300)
+    assert placed["a" * 32].lines[-1] == "chat"

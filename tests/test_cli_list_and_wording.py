@@ -1,0 +1,128 @@
+"""`nooa-mcp list` (the console's filters) and what the CLI and MCP say when there is little
+to say: one sentence for an empty recall, the references' state in the table, a reflect
+without a client that does not blame a client."""
+
+import json
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import Client
+from writes_support import Cli, hash_cli
+
+from nooa_mcp import Memory
+from nooa_mcp.config import Settings
+from nooa_mcp.embeddings import HashEmbedder, WarmingEmbedder
+from nooa_mcp.mcp.server import build_server
+
+
+@pytest.fixture
+def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Cli:
+    return hash_cli(tmp_path, monkeypatch)
+
+
+def ids_of(out: str) -> list[str]:
+    return [line.split()[0] for line in out.splitlines()[2:] if line and line[0] != "M"]
+
+
+def test_list_filters_by_type_owner_tag_and_state(cli: Cli) -> None:
+    ops = cli("author", "The backup job runs at 3am", "--tag", "ops").output.split()[1]
+    todo = cli("author", "Rotate the keys", "--type", "todo").output.split()[1]
+    mine = cli("--owner", "me@code", "author", "Deploys go out on Tuesdays").output.split()[1]
+    gone = cli("author", "The old office is on Main Street").output.split()[1]
+
+    async def forget() -> None:
+        async with Memory.open(cli.store, owner="", embedder=HashEmbedder()) as mem:
+            await mem.forget(gone)
+
+    anyio.run(forget)
+    listed = cli("list")
+    assert listed.exit_code == 0, listed.output
+    assert listed.output.splitlines()[0].split() == [
+        "id", "type", "owner", "state", "imp", "tags", "created", "memory"
+    ]  # fmt: skip
+    assert ids_of(listed.output) == [ops[:8], todo[:8]]  # shared scope, live, written order
+    assert ids_of(cli("list", "--type", "todo").output) == [todo[:8]]
+    assert ids_of(cli("list", "--tag", "OPS").output) == [ops[:8]]
+    assert ids_of(cli("list", "--state", "archived").output) == [gone[:8]]
+    assert ids_of(cli("list", "--state", "all").output) == [ops[:8], todo[:8], gone[:8]]
+    assert ids_of(cli("--owner", "me", "list", "--by", "me@code").output) == [mine[:8]]
+    assert ids_of(cli("--owner", "me", "list", "--by", "(shared)").output) == [ops[:8], todo[:8]]
+    data = cli.json("list", "--json", "--limit", "1")
+    assert [m["id"] for m in data["memories"]] == [ops]
+    after = cli.json("list", "--json", "--after", str(data["next_after"]))
+    assert [m["id"] for m in after["memories"]] == [todo] and after["next_after"] is None
+    more = cli("list", "--limit", "1").output
+    assert f"More: nooa-mcp list --after {data['next_after']}" in more
+    bad = cli("list", "--type", "note")
+    assert bad.exit_code == 2 and "'note' is not a memory type" in bad.output
+
+
+def test_an_unknown_id_points_at_list_which_finds_it(cli: Cli) -> None:
+    made = cli("author", "The backup job runs at 3am").output.split()[1]
+    out = cli("explain", "--id", "deadbeef")
+    assert out.exit_code == 1 and "Recall or list to find the id" in out.output
+    assert made[:8] in cli("list").output
+
+
+def test_an_empty_store_recall_is_one_sentence(cli: Cli) -> None:
+    cli("reflect")  # creates the store, empty
+    out = cli("recall", "anything at all")
+    assert out.output.strip().splitlines() == ["Nothing stored matches this query."]
+
+
+def test_the_recall_table_shows_each_reference_live_or_dangling(cli: Cli, tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "keys.md").write_text("Rotate monthly.")
+    root = ["--reference-root", str(tmp_path)]
+    cli(*root, "author", "How to rotate the keys", "--ref", "file:docs/keys.md")
+    live = cli(*root, "recall", "rotate the keys").output
+    assert "1  ref file:docs/keys.md: LIVE" in live.splitlines()
+    (docs / "keys.md").unlink()
+    dangling = cli(*root, "recall", "rotate the keys").output
+    assert "1  ref file:docs/keys.md: DANGLING" in dangling.splitlines()
+
+
+def test_reflect_from_the_cli_does_not_blame_a_client(cli: Cli) -> None:
+    out = cli("reflect")
+    assert out.exit_code == 0
+    assert "client does not offer" not in out.output
+    notes = [json.loads(cli("reflect", "--json").stdout)["steps"][i]["note"] for i in (1, 4)]
+    assert notes == ["skipped: needs a client's model (MCP sampling); this pass has none"] * 2
+
+
+@pytest.mark.anyio
+async def test_an_mcp_recall_says_nothing_once(tmp_path: Path) -> None:
+    settings = Settings(store=tmp_path / "mcp.sqlite", owner="tester")
+    async with Client(build_server(settings, embedder=HashEmbedder()), cache=None) as client:
+        empty = await client.call_tool("memory_recall", {"query": "zebra"})
+    text = empty.content[0].text
+    assert text.splitlines() == [
+        '0 result(s) for "zebra" (scope mine):',
+        "Nothing stored matches this query.",
+    ]
+
+
+@pytest.mark.anyio
+async def test_an_mcp_recall_while_the_model_loads_says_keyword_only_once(
+    tmp_path: Path,
+) -> None:
+    import threading
+
+    gate = threading.Event()
+
+    def slow() -> HashEmbedder:
+        gate.wait(30)
+        return HashEmbedder()
+
+    settings = Settings(store=tmp_path / "mcp.sqlite", owner="tester")
+    warming = WarmingEmbedder(slow, "hash-64", 64)
+    try:
+        async with Client(build_server(settings, embedder=warming), cache=None) as client:
+            result = await client.call_tool("memory_recall", {"query": "zebra"})
+            gate.set()
+    finally:
+        gate.set()
+    assert result.structured_content["embeddings"] == "warming"
+    assert result.content[0].text.count("keyword matches only") == 1
