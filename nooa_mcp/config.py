@@ -63,6 +63,19 @@ class RecallSettings(BaseModel):
     # importance and recency: the drop equals their combined weight (a_rec + a_imp).
     superseded_penalty: float = Field(1.0, description="score drop for a replaced memory")
     stale_penalty: float = Field(1.0, description="score drop for a memory past valid_to")
+    # A faded memory (archived by maintenance) is still recalled when it is relevant, but a
+    # live memory of similar relevance comes first: within 0.3 of the relevance part (the
+    # candidates' relevance stretched over 0–1), before recency, which a faded memory that
+    # nobody used has little of anyway. A much more relevant faded memory still ranks first:
+    # it may be the only answer to the question.
+    faded_penalty: float = Field(0.3, ge=0, description="score drop for a faded memory")
+    n_faded: int = Field(
+        10, ge=0, description="faded candidates by cosine and by BM25, beside the live ones"
+    )
+    version_similarity: float = Field(
+        0.92,
+        description="two memories this close are versions of one statement: the newer first",
+    )
     use_dense: bool = True
     use_sparse: bool = True
 

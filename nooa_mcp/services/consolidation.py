@@ -31,6 +31,7 @@ import anyio.to_thread
 import numpy as np
 
 from ..domain.accesses import apply_access, created_record
+from ..domain.archive import merged_reason, pruned_reason, superseded_reason
 from ..domain.facts import differs_in
 from ..domain.forgetting import prunable, retention
 from ..domain.generative import (
@@ -72,7 +73,7 @@ from .caller import Caller
 from .planning import PAIR_STEPS, Planner, edges_around
 from .references import visible_contents
 from .sampler import Sampler
-from .tombstones import archive
+from .tombstones import fade
 
 __all__ = ["GENERATIVE", "LEASE_SECONDS", "Progress", "maintain", "reflect"]
 
@@ -533,7 +534,7 @@ class _Pass:
         await c.store.save(anchor)
         await c.store.copy_edges(dup.id, anchor.id)
         await c.store.add_edge(anchor.id, dup.id, EdgeType.refines, 1.0)
-        await archive(c, dup, f"merged into {anchor.id[:8]}")
+        await fade(c, dup, merged_reason(anchor.id))
         await c.store.append_accesses([(anchor.id, access)])
         self.planner.archived([dup.id])
         self.planner.revised(
@@ -597,7 +598,7 @@ class _Pass:
         if not prunable(m, at, policy):
             return ""
         r = retention(m.last_accessed_at, m.strength, at, policy.tau_hours)
-        await archive(c, m, f"pruned: retention {r:.4f} < {policy.prune_below:g}")
+        await fade(c, m, pruned_reason(r, policy.prune_below))
         self.planner.archived([m.id])
         return f"{item.id[:8]} (retention {r:.4f})"
 
@@ -668,7 +669,7 @@ class _Pass:
             superseded = [i for i in result.supersedes if i in live]
             for old in superseded:
                 await c.store.add_edge(record.id, old, EdgeType.refines, 1.0)
-                await archive(c, fresh[old], f"superseded by {record.id[:8]} (reconcile)")
+                await fade(c, fresh[old], superseded_reason(record.id))
             await _write_lease(c)
         ignored = f", ignored ids {result.ignored_ids}" if result.ignored_ids else ""
         return f"{record.id[:8]} from {len(live)}, superseding {len(superseded)}{ignored}"

@@ -3,6 +3,14 @@
 Gathers numbers from the store (one call for the candidates) and the vector index and hands
 them to `domain.scoring`; it writes nothing. The recall verb logs the accesses of what it
 returns; explain shows the whole ranking.
+
+The archive is a tier of its own. Besides the live candidates, the best few *faded* memories
+(archived by maintenance, `domain.archive`) by cosine and by BM25 are scored on the same
+scale; one that is relevant (not weak) is ranked, a `faded_penalty` below what its score
+would be, and the rest are dropped. Memories a user forgot are never candidates. Faded
+memories neither relay nor receive spreading. Two live memories that are versions of one
+statement (cosine ≥ `version_similarity`) rank newer first when the query names none of the
+words they differ in.
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ import numpy as np
 
 from ..config import RecallSettings
 from ..domain import scoring
+from ..domain.facts import content_words
 from ..domain.schema import SUPERSEDING, TYPE_WEIGHT, Components, EdgeType
 from ..domain.scope import Scope
 from ..domain.text import tokens
@@ -52,6 +61,16 @@ class Ranked:
 
     def weak(self, threshold: float) -> bool:
         return self.rel < threshold and not self.succeeds_relevant
+
+    @property
+    def faded(self) -> bool:
+        """Archived by maintenance: within recall's reach, below live memories."""
+        return self.row.archived and self.row.faded
+
+    @property
+    def forgotten(self) -> bool:
+        """Archived by its user: scored only when named by id (explain's "why not")."""
+        return self.row.archived and not self.row.faded
 
     @property
     def id(self) -> str:
@@ -158,7 +177,9 @@ async def rank(
     extra_ids: tuple[str, ...] = (),
     keyword: Awaitable[KeywordRead] | None = None,
 ) -> Ranking:
-    """Rank every candidate for `query`. `extra_ids` are scored too (for "why not").
+    """Rank every candidate for `query`. `extra_ids` are scored too (for "why not"), in any
+    state. Faded memories are ranked when relevant, and with `include_archived` also when
+    only weakly related (see the module docstring); forgotten ones never.
 
     `query_vector` is None while the embedding model is still loading: recall then runs on
     keyword candidates alone and BM25 stands in for cosine. `keyword` is `keyword_candidates`
@@ -172,8 +193,9 @@ async def rank(
 
     dense: dict[str, float] = {}
     if dense_ready:
-        mask = index.mask(scope, include_archived, types)
-        for memory_id, cos in index.search(query_vector, mask, s.n_dense):
+        mask = index.mask(scope, types=types, faded=s.n_faded > 0)
+        live, faded = index.search_tiers(query_vector, mask, s.n_dense, s.n_faded)
+        for memory_id, cos in [*live, *faded]:
             if cos >= s.min_similarity:
                 dense[memory_id] = cos
     wanted = [*dense, *(i for i in extra_ids if i not in dense)]
@@ -184,7 +206,7 @@ async def rank(
             scope,
             limit=_keyword_limit(s, types),
             ids=wanted,
-            include_archived=include_archived,
+            faded=_faded_limit(s, types),
         )
     else:
         read = await keyword
@@ -195,13 +217,19 @@ async def rank(
     candidates: dict[str, Ranked] = {}
     bm25: dict[str, float] = {}
     keyword_rows = sorted((r for r in rows if r.bm25 is not None), key=lambda r: -r.bm25)
+    # Each tier has its own places: live rows up to n_sparse, faded ones up to n_faded.
+    places = {False: s.n_sparse, True: s.n_faded}
     for row in keyword_rows:
         if types and row.type not in types:
             continue
+        if row.archived and not row.faded and row.id not in extra_ids:
+            continue  # forgotten by its user: never a candidate
         bm25[row.id] = row.bm25
+        tier = bool(row.archived)
+        places[tier] -= 1
         if row.id in dense:
             candidates[row.id] = Ranked(row, "both", cos=dense[row.id])
-        elif len(bm25) <= s.n_sparse:
+        elif places[tier] >= 0:
             candidates[row.id] = Ranked(row, "sparse")
     for row in rows:
         if row.id in candidates:
@@ -226,6 +254,13 @@ async def rank(
         candidates = {
             i: r for i, r in candidates.items() if r.rel >= s.min_relevance or i in extra_ids
         }
+    if not include_archived:
+        # A faded memory comes back only for a query it answers (not weak).
+        candidates = {
+            i: r
+            for i, r in candidates.items()
+            if not (r.faded and r.weak(s.weak_relevance)) or i in extra_ids
+        }
 
     ranked = list(candidates.values())
     ranges = _ranges(ranked)
@@ -234,7 +269,8 @@ async def rank(
     run = _Pass(
         store, index, query_vector, query_tokens, scope, s, now, types, ranges, candidates, links
     )
-    await _spread(run, ranked, hops)
+    # Archived memories relay nothing: spreading starts from live candidates only.
+    await _spread(run, [r for r in ranked if not r.row.archived], hops)
     await _supersession(run)
     for r in candidates.values():
         if r.superseded_by and not r.weak(s.weak_relevance):
@@ -249,12 +285,16 @@ async def rank(
             r.stale = True
             r.score -= s.stale_penalty
     for r in candidates.values():
+        if r.faded:
+            r.score -= s.faded_penalty
+    for r in candidates.values():
         if r.superseded_by is not None:
             r.score -= s.superseded_penalty
             successor = candidates.get(r.superseded_by)
             # SPEC §5 fix 7: a replaced memory ranks below what replaced it.
             if successor is not None and r.score >= successor.score:
                 r.score = successor.score - 1e-6
+    _newer_first(index, query, candidates, s)
     # SPEC §5 fix 8: a weakly related memory never ranks above a relevant one, whatever its
     # recency, importance or spreading.
     ordered = sorted(candidates.values(), key=lambda r: (r.weak(s.weak_relevance), -r.score, r.id))
@@ -272,6 +312,57 @@ def _keyword_limit(s: RecallSettings, types: set[str] | None) -> int:
     return s.n_sparse * 2 if types else s.n_sparse
 
 
+def _faded_limit(s: RecallSettings, types: set[str] | None) -> int:
+    """How many faded keyword hits to fetch beside the live ones (likewise)."""
+    if not s.use_sparse:
+        return 0
+    return s.n_faded * 2 if types else s.n_faded
+
+
+def _newer_first(
+    index: VectorIndex, query: str, candidates: dict[str, Ranked], s: RecallSettings
+) -> None:
+    """Two live, relevant candidates that are versions of one statement (cosine at least
+    `version_similarity`: "… three worker nodes" and "… four worker nodes", both kept since
+    they differ in a word) rank newer first, unless the query names a word they differ in
+    (then relevance decides: "which cluster has three nodes?")."""
+    pool = [
+        r
+        for r in candidates.values()
+        if not r.row.archived and not r.weak(s.weak_relevance) and r.superseded_by is None
+    ]
+    if len(pool) < 2:
+        return
+    rows = index.ids.rows_of([r.id for r in pool])
+    known = [(r, row) for r, row in zip(pool, rows.tolist(), strict=True) if row >= 0]
+    known = [(r, row) for r, row in known if index.has_vector[row]]
+    if len(known) < 2:
+        return
+    vectors = index.matrix[[row for _, row in known]]
+    close = np.argwhere(np.triu(vectors @ vectors.T, 1) >= s.version_similarity)
+    if not close.size:
+        return
+    asked = content_words(query)
+    words: dict[str, frozenset[str]] = {}
+
+    def words_of(r: Ranked) -> frozenset[str]:
+        if r.id not in words:
+            words[r.id] = content_words(f"{r.row.title} {r.row.content}")
+        return words[r.id]
+
+    pairs = []
+    for i, j in close.tolist():
+        a, b = known[i][0], known[j][0]
+        newer, older = (a, b) if (a.row.created_at, a.id) > (b.row.created_at, b.id) else (b, a)
+        if not (words_of(newer) ^ words_of(older)) & asked:
+            pairs.append((newer, older))
+    # Newest first, so each newer memory's own place is settled before it places an older.
+    pairs.sort(key=lambda p: (-p[0].row.created_at, p[0].id))
+    for newer, older in pairs:
+        if older.score >= newer.score:
+            older.score = newer.score - 1e-6
+
+
 async def keyword_candidates(
     query: str,
     *,
@@ -280,13 +371,15 @@ async def keyword_candidates(
     settings: RecallSettings,
     types: set[str] | None = None,
     hops: int | None = None,
-    include_archived: bool = False,
 ) -> KeywordRead:
     """The keyword half of `rank`'s candidates and the links around them (`Links`); it needs
     no query vector, so a caller runs it while the query is embedded (the two overlap: SQLite
     and the model each release the GIL)."""
     rows = await store.candidates(
-        query, scope, limit=_keyword_limit(settings, types), include_archived=include_archived
+        query,
+        scope,
+        limit=_keyword_limit(settings, types),
+        faded=_faded_limit(settings, types),
     )
     hops = settings.hops if hops is None else hops
     ids = [r.id for r in rows if not types or r.type in types]

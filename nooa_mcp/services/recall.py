@@ -10,6 +10,7 @@ for the log, and every other verb waits for the log before it reads.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -23,6 +24,7 @@ from . import reminders
 from .caller import Caller
 from .ranking import Ranked, Ranking, keyword_candidates, rank
 from .references import resolve_all
+from .tombstones import revive_by_use
 
 __all__ = ["flags", "log_accesses", "ranking_for", "recall"]
 
@@ -49,7 +51,6 @@ async def ranking_for(
             settings=c.settings.recall,
             types=kinds,
             hops=hops,
-            include_archived=include_archived,
         )
     )
     try:
@@ -81,7 +82,7 @@ async def ranking_for(
 
 def flags(c: Caller, r: Ranked) -> Flags:
     weak = r.weak(c.settings.recall.weak_relevance)
-    return Flags(weak=weak, stale=r.stale, superseded_by=r.superseded_by)
+    return Flags(weak=weak, stale=r.stale, superseded_by=r.superseded_by, faded=r.faded)
 
 
 async def recall(
@@ -96,6 +97,10 @@ async def recall(
 ) -> RecallResult:
     """Rank memories for a query and log why each returned one ranked where it did.
 
+    A faded memory returned without the weak flag was used: it is live again (`revived`).
+    `include_archived` also returns faded memories that are only weakly related (shown,
+    not used); a memory its user forgot is never returned.
+
     Raises:
         InvalidInput: empty query, k outside 1–50, unknown type or scope.
     """
@@ -105,6 +110,8 @@ async def recall(
     top = ranking.rows[:k]
     channel = Channel.searched if hops == 0 else Channel.recalled
     stored_refs = {r.id: r.row.references() for r in top}
+    # Retrieved by a cue strong enough to clear the weak line: a use, which revives it.
+    revived = [r.id for r in top if r.faded and not flags(c, r).weak]
     if top and c.store.writable:
         # SPEC §5 fix 9: only what the reader could have used counts as use. A weak hit is
         # logged as `shown`: no base-level, no strength, no rehearsal.
@@ -121,7 +128,7 @@ async def recall(
             )
             for position, r in enumerate(top, 1)
         ]
-        await c.engine.after_reply(lambda: log_accesses(c, accesses))
+        await c.engine.after_reply(lambda: log_accesses(c, accesses, revive=revived))
     hits = [_hit(c, position, r) for position, r in enumerate(top, 1)]
     await _attach_references(c, hits, stored_refs, scope_obj)
     c.note_activity()
@@ -132,6 +139,11 @@ async def recall(
         note = "Nothing stored matches this query."
     elif nothing:
         note = "Nothing relevant: every result is only weakly related to the query."
+    if revived and c.store.writable:
+        note = (note + " " if note else "") + (
+            f"{len(revived)} result(s) had faded (archived by reflection, flagged faded); "
+            "this recall used them, so they are live again."
+        )
     use_dense = c.settings.recall.use_dense
     if ranking.dense_ready is False and use_dense:
         note = (note + " " if note else "") + "Embeddings are warming: keyword matches only."
@@ -196,8 +208,11 @@ def _hit(c: Caller, position: int, r: Ranked) -> RecallHit:
 LOG_ATTEMPTS = 3
 
 
-async def log_accesses(c: Caller, accesses: list[tuple[str, AccessRecord]]) -> None:
-    """Apply and store accesses (memory id, record) in one transaction, on fresh rows.
+async def log_accesses(
+    c: Caller, accesses: list[tuple[str, AccessRecord]], *, revive: Sequence[str] = ()
+) -> None:
+    """Apply and store accesses (memory id, record) in one transaction, on fresh rows; the
+    faded memories among `revive` (a recall used them) are made live again in it.
 
     A deadlock on PostgreSQL (two servers logging and reflecting over the same rows) aborts
     the whole transaction and writes nothing; it is run again on rows read afresh.
@@ -213,9 +228,14 @@ async def log_accesses(c: Caller, accesses: list[tuple[str, AccessRecord]]) -> N
                         continue
                     c.apply(memory, access)
                     logged.append((memory_id, access))
+                for memory_id in dict.fromkeys(revive):
+                    if memory_id in fetched:
+                        await revive_by_use(c, fetched[memory_id])
                 ids = dict.fromkeys(i for i, _ in logged)
                 await c.store.save_accesses([fetched[i] for i in ids])
                 await c.store.append_accesses(logged)
+            if revive:
+                c.index.mark_dirty()
             return
         except StoreConflict:
             if attempt == LOG_ATTEMPTS:
