@@ -307,6 +307,11 @@ def render_update(result: UpdateResult) -> str:
     return "\n".join([line, *render_reminders(result.reminders, result.reminders_more)])
 
 
+def _state(state: str | None) -> str:
+    """ " (faded)" or " (forgotten)" after a memory's id; nothing for a live one."""
+    return f" ({state})" if state and state != "live" else ""
+
+
 def _row_flags(row: ExplainRow) -> str:
     marks = [
         name
@@ -339,7 +344,7 @@ def render_explain(result: ExplainResult) -> str:
             lines.append("No candidates.")
     elif result.mode == "replay":
         lines.append(
-            f"Access history of {(result.memory_id or '')[:8]} ({result.state or 'live'}): "
+            f"Access history of {(result.memory_id or '')[:8]}{_state(result.state)}: "
             f"{result.total_accesses} access(es), newest first ({len(result.accesses)} shown):"
         )
         for a in result.accesses:

@@ -32,7 +32,7 @@ import numpy as np
 
 from ..domain.accesses import apply_access, created_record
 from ..domain.archive import merged_reason, pruned_reason, superseded_reason
-from ..domain.facts import differs_in
+from ..domain.facts import same_statement
 from ..domain.forgetting import prunable, retention
 from ..domain.generative import (
     SYSTEM,
@@ -46,7 +46,6 @@ from ..domain.generative import (
     reconcile_prompt,
 )
 from ..domain.reflection import (
-    LINK_HIGH,
     LINK_LOW,
     MERGE_SIMILARITY,
     UNMERGED_TYPES,
@@ -449,12 +448,22 @@ class _Pass:
         ends = np.unique(np.concatenate([a, b]))
         facts = await edges_around(self.c, rows, ends, SUPERSEDING_OR_DERIVED)
         keep = ~facts.joins(a, b, len(rows))
+        a, b, cos = a[keep], b[keep], cos[keep]
+        if not a.size:
+            return []
+        # Only two memories that say the same thing in the same words are one memory; any
+        # other changed word ("three" / "four", "low" / "high", a place) keeps both.
+        texts = await _texts(self.c, [rows.ids[p] for p in np.unique(np.concatenate([a, b]))])
+        same = await anyio.to_thread.run_sync(_same_pairs, rows, a, b, texts)
+        a, b, cos = a[same], b[same], cos[same]
         # Off the event loop: a full plan can name much of a large role.
-        return await anyio.to_thread.run_sync(_merge_items, rows, a[keep], b[keep], cos[keep])
+        return await anyio.to_thread.run_sync(_merge_items, rows, a, b, cos)
 
     async def _link_plan(self, rows: Rows) -> list[Any]:
         await self.planner.extend(rows)
-        a, b, cos = self.planner.pairs(rows, LINK_LOW, LINK_HIGH)
+        # Up from LINK_LOW with no ceiling: a pair close enough to merge that merge kept (it
+        # differs in a word) is linked as two versions of a statement.
+        a, b, cos = self.planner.pairs(rows, LINK_LOW)
         if not a.size:
             return []
         ends = np.unique(np.concatenate([a, b]))
@@ -519,8 +528,11 @@ class _Pass:
         if len(vecs) < 2 or float(vecs[anchor.id] @ vecs[dup.id]) < MERGE_SIMILARITY:
             return ""
         # SPEC §8 (v2): never fold two different values into one; those are different
-        # facts for reconcile, however close their embeddings.
-        if differs_in(anchor.content, dup.content):
+        # facts for reconcile, however close their embeddings. Checked again on the rows as
+        # they are now: either may have been edited since the plan.
+        if not same_statement(
+            text_of(anchor.title, anchor.content), text_of(dup.title, dup.content)
+        ):
             return ""
         fields = merged_fields(_node(anchor), _node(dup))
         anchor.reinforcement_count = int(fields["reinforcement_count"])
@@ -713,6 +725,28 @@ class _Pass:
             )
             await _write_lease(c)
         return f"{len(insights)} reflections from {len(episodes)} episodes"
+
+
+async def _texts(c: Caller, ids: list[str]) -> dict[str, str]:
+    """Each memory's text as it is embedded (title and content), a chunk of ids at a time."""
+    out: dict[str, str] = {}
+    for start in range(0, len(ids), 2000):
+        for row in await c.store.scoring_rows(ids[start : start + 2000]):
+            out[row.id] = text_of(row.title, row.content)
+    return out
+
+
+def _same_pairs(rows: Rows, a: np.ndarray, b: np.ndarray, texts: dict[str, str]) -> np.ndarray:
+    """Which pairs (positions into `rows`) say the same thing in the same words."""
+    return np.array(
+        [
+            rows.ids[p] in texts
+            and rows.ids[q] in texts
+            and same_statement(texts[rows.ids[p]], texts[rows.ids[q]])
+            for p, q in zip(a.tolist(), b.tolist(), strict=True)
+        ],
+        dtype=bool,
+    )
 
 
 def _merge_items(rows: Rows, a: np.ndarray, b: np.ndarray, cos: np.ndarray) -> list[Any]:

@@ -57,7 +57,9 @@ async def explain(
         )
     query, _ = recall_args(query, k, None, hops)
     extra = (target,) if target else ()
-    ranking = await ranking_for(c, query, scope_obj, None, hops, extra=extra)
+    # With a memory asked about, every archived memory is searched, so that one is scored
+    # as the query finds it whatever its state (the others found are left out).
+    ranking = await ranking_for(c, query, scope_obj, None, hops, extra=extra, whole_archive=True)
     rows = [_row(c, i, r) for i, r in enumerate(ranking.rows[:k], 1)]
     ready = "ready" if ranking.dense_ready else "warming"
     if target is None:

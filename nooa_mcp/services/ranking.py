@@ -8,7 +8,8 @@ The archive is a tier of its own. Besides the live candidates, the best few *fad
 (archived by maintenance, `domain.archive`) by cosine and by BM25 are scored on the same
 scale; one that is relevant (not weak) is ranked, a `faded_penalty` below what its score
 would be, and the rest are dropped. Memories a user forgot are never candidates. Faded
-memories neither relay nor receive spreading. Two live memories that are versions of one
+memories neither relay nor receive spreading, and one that says the same thing as a live
+candidate (a duplicate merged into it) is left out. Two live memories that are versions of one
 statement (cosine ≥ `version_similarity`) rank newer first when the query names none of the
 words they differ in.
 """
@@ -22,10 +23,11 @@ import numpy as np
 
 from ..config import RecallSettings
 from ..domain import scoring
-from ..domain.facts import content_words
+from ..domain.facts import content_words, same_statement
 from ..domain.schema import SUPERSEDING, TYPE_WEIGHT, Components, EdgeType
 from ..domain.scope import Scope
 from ..domain.text import tokens
+from ..engine import text_of
 from ..storage import Store
 from ..storage.base import EdgeRow, ScoringRow
 from ..storage.vectors import VectorIndex
@@ -176,10 +178,13 @@ async def rank(
     include_archived: bool = False,
     extra_ids: tuple[str, ...] = (),
     keyword: Awaitable[KeywordRead] | None = None,
+    whole_archive: bool = False,
 ) -> Ranking:
     """Rank every candidate for `query`. `extra_ids` are scored too (for "why not"), in any
     state. Faded memories are ranked when relevant, and with `include_archived` also when
-    only weakly related (see the module docstring); forgotten ones never.
+    only weakly related (see the module docstring); forgotten ones never. `whole_archive`
+    searches every memory in one tier, archived or not, so that the `extra_ids` are found as
+    the query finds them (explain's "why not"); the forgotten ones found besides are dropped.
 
     `query_vector` is None while the embedding model is still loading: recall then runs on
     keyword candidates alone and BM25 stands in for cosine. `keyword` is `keyword_candidates`
@@ -193,8 +198,12 @@ async def rank(
 
     dense: dict[str, float] = {}
     if dense_ready:
-        mask = index.mask(scope, types=types, faded=s.n_faded > 0)
-        live, faded = index.search_tiers(query_vector, mask, s.n_dense, s.n_faded)
+        if whole_archive:
+            mask = index.mask(scope, True, types)
+            live, faded = index.search(query_vector, mask, s.n_dense), []
+        else:
+            mask = index.mask(scope, types=types, faded=s.n_faded > 0)
+            live, faded = index.search_tiers(query_vector, mask, s.n_dense, s.n_faded)
         for memory_id, cos in [*live, *faded]:
             if cos >= s.min_similarity:
                 dense[memory_id] = cos
@@ -207,6 +216,7 @@ async def rank(
             limit=_keyword_limit(s, types),
             ids=wanted,
             faded=_faded_limit(s, types),
+            include_archived=whole_archive,
         )
     else:
         read = await keyword
@@ -222,10 +232,8 @@ async def rank(
     for row in keyword_rows:
         if types and row.type not in types:
             continue
-        if row.archived and not row.faded and row.id not in extra_ids:
-            continue  # forgotten by its user: never a candidate
         bm25[row.id] = row.bm25
-        tier = bool(row.archived)
+        tier = bool(row.archived) and not whole_archive
         places[tier] -= 1
         if row.id in dense:
             candidates[row.id] = Ranked(row, "both", cos=dense[row.id])
@@ -239,6 +247,9 @@ async def rank(
         elif row.id in extra_ids:
             candidates[row.id] = Ranked(row, "sparse")
 
+    # Forgotten by its user: never a candidate, unless asked about by id.
+    for memory_id in [i for i, r in candidates.items() if r.forgotten and i not in extra_ids]:
+        del candidates[memory_id]
     query_tokens = tokens(query)
     top_bm25 = max(bm25.values(), default=0.0)
     if dense_ready:
@@ -294,7 +305,7 @@ async def rank(
             # SPEC §5 fix 7: a replaced memory ranks below what replaced it.
             if successor is not None and r.score >= successor.score:
                 r.score = successor.score - 1e-6
-    _newer_first(index, query, candidates, s)
+    _versions(index, query, candidates, s)
     # SPEC §5 fix 8: a weakly related memory never ranks above a relevant one, whatever its
     # recency, importance or spreading.
     ordered = sorted(candidates.values(), key=lambda r: (r.weak(s.weak_relevance), -r.score, r.id))
@@ -319,22 +330,27 @@ def _faded_limit(s: RecallSettings, types: set[str] | None) -> int:
     return s.n_faded * 2 if types else s.n_faded
 
 
-def _newer_first(
+def _versions(
     index: VectorIndex, query: str, candidates: dict[str, Ranked], s: RecallSettings
 ) -> None:
-    """Two live, relevant candidates that are versions of one statement (cosine at least
-    `version_similarity`: "… three worker nodes" and "… four worker nodes", both kept since
-    they differ in a word) rank newer first, unless the query names a word they differ in
-    (then relevance decides: "which cluster has three nodes?")."""
+    """Order memories that are versions of one statement (cosine at least
+    `version_similarity`, both relevant).
+
+    - A faded memory that says the same thing in the same words as a live candidate (a
+      duplicate reflection merged into it) is left out: the live one answers.
+    - Two live ones that differ in a word ("… three worker nodes" / "… four worker nodes",
+      both kept) rank newer first, unless the query names a word they differ in (then
+      relevance decides: "which cluster has three nodes?").
+    """
     pool = [
         r
         for r in candidates.values()
-        if not r.row.archived and not r.weak(s.weak_relevance) and r.superseded_by is None
+        if not r.forgotten and not r.weak(s.weak_relevance) and r.superseded_by is None
     ]
     if len(pool) < 2:
         return
-    rows = index.ids.rows_of([r.id for r in pool])
-    known = [(r, row) for r, row in zip(pool, rows.tolist(), strict=True) if row >= 0]
+    rows = index.ids.rows_of([r.id for r in pool]).tolist()
+    known = [(r, row) for r, row in zip(pool, rows, strict=True) if row >= 0]
     known = [(r, row) for r, row in known if index.has_vector[row]]
     if len(known) < 2:
         return
@@ -347,12 +363,22 @@ def _newer_first(
 
     def words_of(r: Ranked) -> frozenset[str]:
         if r.id not in words:
-            words[r.id] = content_words(f"{r.row.title} {r.row.content}")
+            words[r.id] = content_words(text_of(r.row.title, r.row.content))
         return words[r.id]
 
     pairs = []
     for i, j in close.tolist():
         a, b = known[i][0], known[j][0]
+        if a.faded != b.faded:
+            faded, live = (a, b) if a.faded else (b, a)
+            if same_statement(
+                text_of(faded.row.title, faded.row.content),
+                text_of(live.row.title, live.row.content),
+            ):
+                candidates.pop(faded.id, None)
+            continue
+        if a.faded:
+            continue
         newer, older = (a, b) if (a.row.created_at, a.id) > (b.row.created_at, b.id) else (b, a)
         if not (words_of(newer) ^ words_of(older)) & asked:
             pairs.append((newer, older))
@@ -371,6 +397,7 @@ async def keyword_candidates(
     settings: RecallSettings,
     types: set[str] | None = None,
     hops: int | None = None,
+    whole_archive: bool = False,
 ) -> KeywordRead:
     """The keyword half of `rank`'s candidates and the links around them (`Links`); it needs
     no query vector, so a caller runs it while the query is embedded (the two overlap: SQLite
@@ -380,6 +407,7 @@ async def keyword_candidates(
         scope,
         limit=_keyword_limit(settings, types),
         faded=_faded_limit(settings, types),
+        include_archived=whole_archive,
     )
     hops = settings.hops if hops is None else hops
     ids = [r.id for r in rows if not types or r.type in types]

@@ -37,8 +37,10 @@ async def ranking_for(
     hops: int | None,
     include_archived: bool = False,
     extra: tuple[str, ...] = (),
+    whole_archive: bool = False,
 ) -> Ranking:
-    """The full ranking of `query` for the caller, with the vector cache brought up to date.
+    """The full ranking of `query` for the caller, with the vector cache brought up to date
+    (`include_archived` and `whole_archive` as for `ranking.rank`).
 
     The keyword candidates are read while the query is embedded: the two take about as long
     as each other, and neither needs the other (issue 12: recall's fixed cost).
@@ -51,6 +53,7 @@ async def ranking_for(
             settings=c.settings.recall,
             types=kinds,
             hops=hops,
+            whole_archive=whole_archive,
         )
     )
     try:
@@ -71,6 +74,7 @@ async def ranking_for(
             include_archived=include_archived,
             extra_ids=extra,
             keyword=keyword,
+            whole_archive=whole_archive,
         )
     except BaseException:
         # Leaving with an error (or cancelled): the read is not wanted any more, and its own

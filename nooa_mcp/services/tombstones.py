@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..domain.archive import merged_reason
 from ..domain.facts import differs_in
 from ..domain.replies import AuthorResult, TombstoneInfo
-from ..domain.schema import Channel, Memory, now as utc_now
+from ..domain.schema import Channel, EdgeType, Memory, now as utc_now
 from ..storage.base import Tombstone
 from .caller import Caller
 
@@ -38,8 +39,21 @@ TOMBSTONE_SIMILARITY = 0.95
 
 async def archive(c: Caller, memory: Memory, reason: str) -> None:
     """A user's forget, inside an open transaction: archived, out of recall for good (a faded
-    memory becomes forgotten too), with a tombstone."""
+    memory becomes forgotten too), with a tombstone.
+
+    The duplicates reflection merged into it say the same thing in the same words: they are
+    forgotten with it, or recall would still bring the forgotten statement back through them.
+    """
     await _archive(c, memory, reason, faded=False)
+    edges = await c.store.edges_touching([memory.id])
+    merged = [e.dst for e in edges if e.src == memory.id and e.type == EdgeType.refines.value]
+    if not merged:
+        return
+    stones = await c.store.tombstones_of(merged)
+    twins = [i for i, t in stones.items() if t.reason == merged_reason(memory.id)]
+    for twin in (await c.store.fetch_many(twins)).values():
+        if twin.archived and twin.faded:
+            await _archive(c, twin, f"forgotten with {memory.id[:8]}", faded=False)
 
 
 async def fade(c: Caller, memory: Memory, reason: str) -> None:

@@ -455,10 +455,13 @@ class Store(Protocol):
         limit: int,
         ids: Sequence[str] = (),
         faded: int = 0,
+        include_archived: bool = False,
     ) -> list[ScoringRow]:
         """In one call: the keyword top `limit` of live rows for `text` (with `bm25` set), the
         keyword top `faded` of faded rows (archived by maintenance; never a row its user
-        forgot), and the rows `ids` (the dense candidates, in any state), inside `scope`."""
+        forgot), and the rows `ids` (the dense candidates, in any state), inside `scope`.
+        With `include_archived`, the top `limit` of every row, archived or not, in one tier
+        (explain's "why not" of an archived memory)."""
         ...
 
     async def scoring_rows(self, ids: Sequence[str]) -> list[ScoringRow]: ...

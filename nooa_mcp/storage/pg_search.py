@@ -189,12 +189,14 @@ FROM unnest(%(terms)s::text[]) AS t(term)
 """
 
 
-def bm25_sql(columns: str, scope: str, faded: bool, lexemes: int) -> str:
+def bm25_sql(
+    columns: str, scope: str, faded: bool, lexemes: int, include_archived: bool = False
+) -> str:
     """One statement: the keyword top `%(limit)s` of live rows in scope (and, with `faded`, the
     top `%(faded)s` of faded rows beside them; a row its user forgot never), with `columns` of
     each row and its `bm25`, and the rows `%(ids)s` (bm25 NULL unless also a keyword hit); a
     last row with NULL seq carries each lexeme's row count (`counts`, for the common-word
-    memory).
+    memory). With `include_archived`, every row is in one tier (archived or not).
 
     Lexeme i arrives as its own tsquery `%(q<i>)s`. Being parameters of a one-shot statement,
     the planner sees them: the GIN index serves a rare word, a short scan a common one. Its row
@@ -203,6 +205,8 @@ def bm25_sql(columns: str, scope: str, faded: bool, lexemes: int) -> str:
     each query word to its lexeme's index: a lexeme two words share counts twice, as in FTS5.
     """
     archived = "AND (NOT m.archived OR m.faded)" if faded else "AND NOT m.archived"
+    if include_archived:
+        archived, faded = "", False
     counts = ",\n        ".join(
         f"({i}, (SELECT count(*) FROM (SELECT 1 FROM memories WHERE fts @@ %(q{i})s::tsquery "
         f"LIMIT %(cap)s) s))"

@@ -846,6 +846,7 @@ class PostgresStore:
         limit: int,
         ids: Sequence[str] = (),
         faded: int = 0,
+        include_archived: bool = False,
     ) -> list[ScoringRow]:
         """The BM25 top `limit` of live rows for `text` in scope and the top `faded` of faded
         rows (bm25 set), and the rows `ids`; BM25 exactly as SQLite's FTS5 computes it (see
@@ -874,7 +875,9 @@ class PostgresStore:
             faded=faded,
             ids=list(ids),
         )
-        found = await self._rows(bm25_sql(SCORING_COLUMNS, where, faded > 0, len(lexemes)), params)
+        found = await self._rows(
+            bm25_sql(SCORING_COLUMNS, where, faded > 0, len(lexemes), include_archived), params
+        )
         *ranked, last = found
         self._common.learn(
             [lex for lex, n in zip(lexemes, last["counts"], strict=True) if n >= cap]

@@ -1209,6 +1209,7 @@ class SQLiteStore:
         limit: int,
         ids: Sequence[str] = (),
         faded: int = 0,
+        include_archived: bool = False,
     ) -> list[ScoringRow]:
         """The keyword top `limit` of live rows and top `faded` of faded rows for `text`, and
         the rows `ids`, with what scoring needs (see `Store.candidates`).
@@ -1220,9 +1221,12 @@ class SQLiteStore:
         where, params = scope_sql(scope, "m")
         # A row its user forgot is never a keyword candidate; a faded one only when asked for.
         states = "AND (m.archived = 0 OR m.faded = 1)" if faded > 0 else "AND m.archived = 0"
+        tier = "m.archived"
+        if include_archived:
+            states, tier = "", "0"
         wanted = list(dict.fromkeys(ids))[:500]
         by_id = (
-            f"SELECT {SCORING_COLUMNS}, NULL AS score, 0 AS tier_rank FROM memories m "
+            f"SELECT {SCORING_COLUMNS}, NULL AS score, 0 AS tier, 0 AS tier_rank FROM memories m "
             f"WHERE m.id IN ({_marks(wanted)})"
         )
         if query is None:
@@ -1231,8 +1235,11 @@ class SQLiteStore:
             return [_scoring(r) for r in await self._rows(by_id, wanted)]
         # Each tier (live, faded) keeps its own best rows: faded rows never take a live
         # row's place among the `limit` best.
-        tiers = "WHERE tier_rank <= CASE archived WHEN 0 THEN ? ELSE ? END"
-        ranked = "row_number() OVER (PARTITION BY m.archived ORDER BY {score}) AS tier_rank"
+        tiers = "WHERE tier_rank <= CASE tier WHEN 0 THEN ? ELSE ? END"
+        ranked = (
+            f"{tier} AS tier, "
+            f"row_number() OVER (PARTITION BY {tier} ORDER BY {{score}}) AS tier_rank"
+        )
         # Rank inside FTS5 first and join only the best `pool` rows: joining every match to
         # `memories` before the LIMIT cost 3-5x the ranking itself on common words (10k rows:
         # 14 ms -> 4 ms). If the scope or archive filter leaves fewer than `limit` live rows
@@ -1253,7 +1260,7 @@ class SQLiteStore:
             args += wanted
         rows = await self._rows(sql, args)
         hits = [r for r in rows if r["score"] is not None]
-        if sum(1 for r in hits if not r["archived"]) < limit:
+        if sum(1 for r in hits if not r["tier"]) < limit:
             matched = await self._scalar(
                 "SELECT count(*) FROM (SELECT rowid FROM memories_fts "
                 "WHERE memories_fts MATCH ? LIMIT ?)",
