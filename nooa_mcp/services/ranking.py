@@ -6,12 +6,13 @@ returns; explain shows the whole ranking.
 
 The archive is a tier of its own. Besides the live candidates, the best few *faded* memories
 (archived by maintenance, `domain.archive`) by cosine and by BM25 are scored on the same
-scale; one that is relevant (not weak) is ranked, a `faded_penalty` below what its score
-would be, and the rest are dropped. Memories a user forgot are never candidates. Faded
-memories neither relay nor receive spreading, and one that says the same thing as a live
-candidate (a duplicate merged into it) is left out. Two live memories that are versions of one
-statement (cosine ≥ `version_similarity`) rank newer first when the query names none of the
-words they differ in.
+scale; one that is relevant (not weak) is ranked as if it were `faded_penalty` less relevant
+than it is (so a live memory of similar relevance comes first, and a much more relevant faded
+one still ranks above it), and the rest are dropped. Memories a user forgot are never
+candidates. Faded memories neither relay nor receive spreading, and one that says the same
+thing as a live candidate (a duplicate merged into it) is left out. Two live memories that
+are versions of one statement (cosine ≥ `version_similarity`) rank newer first when the query
+names none of the words they differ in.
 """
 
 from __future__ import annotations
@@ -60,6 +61,14 @@ class Ranked:
     #: Replaces a relevant memory: it is relevant as that memory's current version, even when
     #: its own words miss the query (SPEC §5 fix 7 over fix 8).
     succeeds_relevant: bool = False
+    #: Relevance the ranking takes off (a faded memory's `faded_penalty`); `rel` stays as it
+    #: is for the weak line and the reply.
+    drop: float = 0.0
+
+    @property
+    def ranked_rel(self) -> float:
+        """The relevance this memory ranks with."""
+        return max(self.rel - self.drop, 0.0)
 
     def weak(self, threshold: float) -> bool:
         return self.rel < threshold and not self.succeeds_relevant
@@ -272,6 +281,9 @@ async def rank(
             for i, r in candidates.items()
             if not (r.faded and r.weak(s.weak_relevance)) or i in extra_ids
         }
+    for r in candidates.values():
+        if r.faded:
+            r.drop = s.faded_penalty
 
     ranked = list(candidates.values())
     ranges = _ranges(ranked)
@@ -295,9 +307,6 @@ async def rank(
         if r.row.valid_to is not None and r.row.valid_to < now:
             r.stale = True
             r.score -= s.stale_penalty
-    for r in candidates.values():
-        if r.faded:
-            r.score -= s.faded_penalty
     for r in candidates.values():
         if r.superseded_by is not None:
             r.score -= s.superseded_penalty
@@ -454,7 +463,7 @@ def _ranges(rows: list[Ranked]) -> dict[str, tuple[float, float]]:
         return {}
     out = {}
     for name in ("rel", "rec", "imp"):
-        values = [getattr(r, name) for r in rows]
+        values = [r.ranked_rel if name == "rel" else getattr(r, name) for r in rows]
         out[name] = (min(values), max(values))
     return out
 
@@ -465,13 +474,16 @@ def _base(rows: list[Ranked], ranges: dict[str, tuple[float, float]], s: RecallS
         return
     w = scoring.Weights(s.a_rel, s.a_rec, s.a_imp, s.gamma)
     span = {"rel": 0.0, "rec": s.norm_min_span, "imp": s.norm_min_span}
+    rel = np.array([r.ranked_rel for r in rows])
     normed = {
         name: scoring.minmax(
-            np.array([getattr(r, name) for r in rows]), *ranges[name], min_span=span[name]
+            rel if name == "rel" else np.array([getattr(r, name) for r in rows]),
+            *ranges[name],
+            min_span=span[name],
         )
         for name in ("rel", "rec", "imp")
     }
-    gate = scoring.relevance_gate(np.array([r.rel for r in rows]), ranges["rel"][1])
+    gate = scoring.relevance_gate(rel, ranges["rel"][1])
     base = scoring.base_scores(normed["rel"], normed["rec"], normed["imp"], w, gate)
     for r, b in zip(rows, base, strict=True):
         r.base = float(b)

@@ -26,7 +26,7 @@ from .ranking import Ranked, Ranking, keyword_candidates, rank
 from .references import resolve_all
 from .tombstones import revive_by_use
 
-__all__ = ["flags", "log_accesses", "ranking_for", "recall"]
+__all__ = ["flags", "log_accesses", "ranking_for", "recall", "revive"]
 
 
 async def ranking_for(
@@ -132,7 +132,10 @@ async def recall(
             )
             for position, r in enumerate(top, 1)
         ]
-        await c.engine.after_reply(lambda: log_accesses(c, accesses, revive=revived))
+        await c.engine.after_reply(lambda: log_accesses(c, accesses))
+    if revived and c.store.writable:
+        # At once, not with the log after the reply: the next recall sees them live.
+        await revive(c, revived)
     hits = [_hit(c, position, r) for position, r in enumerate(top, 1)]
     await _attach_references(c, hits, stored_refs, scope_obj)
     c.note_activity()
@@ -212,11 +215,17 @@ def _hit(c: Caller, position: int, r: Ranked) -> RecallHit:
 LOG_ATTEMPTS = 3
 
 
-async def log_accesses(
-    c: Caller, accesses: list[tuple[str, AccessRecord]], *, revive: Sequence[str] = ()
-) -> None:
-    """Apply and store accesses (memory id, record) in one transaction, on fresh rows; the
-    faded memories among `revive` (a recall used them) are made live again in it.
+async def revive(c: Caller, ids: Sequence[str]) -> None:
+    """Make the faded memories among `ids`, which a recall just used, live again (one
+    transaction; a memory forgotten or revived meanwhile is left as it is)."""
+    async with c.store.transaction():
+        for memory in (await c.store.fetch_many(list(dict.fromkeys(ids)))).values():
+            await revive_by_use(c, memory)
+    c.index.mark_dirty()
+
+
+async def log_accesses(c: Caller, accesses: list[tuple[str, AccessRecord]]) -> None:
+    """Apply and store accesses (memory id, record) in one transaction, on fresh rows.
 
     A deadlock on PostgreSQL (two servers logging and reflecting over the same rows) aborts
     the whole transaction and writes nothing; it is run again on rows read afresh.
@@ -232,14 +241,9 @@ async def log_accesses(
                         continue
                     c.apply(memory, access)
                     logged.append((memory_id, access))
-                for memory_id in dict.fromkeys(revive):
-                    if memory_id in fetched:
-                        await revive_by_use(c, fetched[memory_id])
                 ids = dict.fromkeys(i for i, _ in logged)
                 await c.store.save_accesses([fetched[i] for i in ids])
                 await c.store.append_accesses(logged)
-            if revive:
-                c.index.mark_dirty()
             return
         except StoreConflict:
             if attempt == LOG_ATTEMPTS:
