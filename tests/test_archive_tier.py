@@ -275,3 +275,47 @@ def test_the_archive_tier_keeps_the_default_ranking_when_nothing_is_archived(tmp
             return [(r.head, r.score) for r in result.rows]
 
     assert anyio.run(scores, 10) == anyio.run(scores, 0)
+
+
+def test_a_prompt_hook_brings_in_a_relevant_faded_memory_and_session_start_does_not(
+    tmp_path,
+) -> None:
+    """The hook's keyword path (no server): a faded memory the prompt is about is shown,
+    noted as faded, and stays faded (shown unasked is not a use); session start leaves it."""
+    from hooks_support import hook_env, recorded, run_hook
+
+    project = tmp_path / "billing"
+    (project / ".git").mkdir(parents=True)
+    store = tmp_path / "memory.sqlite"
+    invoices, _ = anyio.run(
+        prune_later,
+        store,
+        {
+            "content": "The invoice export writes CSV files to the finance bucket",
+            "tags": ["billing"],
+        },
+        {"content": SKILL, "type": "skill"},
+    )
+    env = hook_env(tmp_path)
+    prompt = recorded(
+        "user_prompt", project, prompt="Where does the invoice export write its CSV files?"
+    )
+    answer = run_hook("user-prompt", prompt, env, "--store", str(store), "--owner", OWNER)
+    assert answer.code == 0, answer.stderr
+    assert "finance bucket" in answer.context and "faded" in answer.context
+    start = run_hook(
+        "session-start",
+        recorded("session_start", project),
+        env,
+        "--store",
+        str(store),
+        "--owner",
+        OWNER,
+    )
+    assert "finance bucket" not in (start.context if start.stdout.strip() else "")
+
+    async def state() -> str:
+        async with Memory.open(settings=settings_for(store), embedder=HashEmbedder()) as mem:
+            return (await mem.explain(memory_id=invoices)).state
+
+    assert anyio.run(state) == "faded"

@@ -7,10 +7,11 @@ negation. Embeddings put "the rate limit is 100" and "… 500" at cosine 0.99; t
 what keeps the second from being folded into the first.
 
 Two texts *say the same thing* (`same_statement`, the only pairs reflection merges) when they
-have the same content words — after case, punctuation, English (Snowball) stemming and
-stopwords — and the same values. Any other changed word is a different statement, whatever
-kind of word it is: a number in words ("three" / "four"), an antonym ("low" / "high"), a
-place, a product, a unit. No list of such words could be complete; equality of the words is.
+have the same content words in the same order — after case, punctuation, English (Snowball)
+stemming and stopwords — and the same values. Any other changed word is a different
+statement, whatever kind of word it is: a number in words ("three" / "four"), an antonym
+("low" / "high"), a place, a product, a unit. No list of such words could be complete;
+equality of the words is.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ __all__ = [
     "normalise",
     "normalised_hash",
     "same_statement",
+    "statement_words",
     "stem",
     "values",
 ]
@@ -137,20 +139,25 @@ def stem(word: str) -> str:
     return _STEMMER.stemWord(word)
 
 
-def content_words(text: str) -> frozenset[str]:
-    """The stems of a text's content words: NFKC, case folded, split on punctuation,
-    stopwords dropped (a possessive's "s" too), each word stemmed."""
+def statement_words(text: str) -> tuple[str, ...]:
+    """The stems of a text's content words in order: NFKC, case folded, split on
+    punctuation, stopwords dropped (a possessive's "s" too), each word stemmed."""
     flat = unicodedata.normalize("NFKC", text).casefold()
-    words = (w for w in _CONTENT_WORD.findall(flat) if w not in STOPWORDS and w != "s")
-    return frozenset(stem(w) for w in words)
+    return tuple(stem(w) for w in _CONTENT_WORD.findall(flat) if w not in STOPWORDS and w != "s")
+
+
+def content_words(text: str) -> frozenset[str]:
+    """The set of `statement_words`."""
+    return frozenset(statement_words(text))
 
 
 def same_statement(a: str, b: str) -> bool:
     """Whether `a` and `b` say the same thing in the same content words, so that one may be
-    folded into the other: equal `content_words` and the same numbers, dates, identifiers
-    and negation (values catch what splitting words hides: "1,000" against "1.000").
-    Names are compared as the content words are, case folded."""
-    if content_words(a) != content_words(b):
+    folded into the other: the same `statement_words` in the same order ("the cache is in
+    front of the database" is not "the database is in front of the cache") and the same
+    numbers, dates, identifiers and negation (values catch what splitting words hides:
+    "1,000" against "1.000"). Names are compared as the content words are, case folded."""
+    if statement_words(a) != statement_words(b):
         return False
     left, right = values(a), values(b)
     return not [kind for kind in left.kinds_differing(right) if kind != "name"]
