@@ -176,6 +176,22 @@ async def test_what_a_user_forgot_never_comes_back(store_target) -> None:
 
 
 @pytest.mark.anyio
+async def test_writing_a_faded_value_again_revives_it_and_a_forgotten_one_is_refused(
+    store_target,
+) -> None:
+    daughter, _ = await prune_later(
+        store_target, {"content": DAUGHTER}, {"content": SKILL, "type": "skill"}
+    )
+    async with Client(build_server(settings_for(store_target), embedder=HashEmbedder())) as c:
+        again = await call(c, "memory_author", content=DAUGHTER)
+        assert (again["id"], again["status"]) == (daughter, "revived")
+        assert (await call(c, "memory_explain", memory_id=daughter))["state"] == "live"
+        await call(c, "memory_update", memory_id=daughter, forget=True)
+        refused = await call(c, "memory_author", content=DAUGHTER)
+        assert (refused["id"], refused["status"]) == (daughter, "blocked-by-tombstone")
+
+
+@pytest.mark.anyio
 async def test_forgetting_a_faded_memory_takes_it_out_of_reach(store_target) -> None:
     daughter, _ = await prune_later(
         store_target, {"content": DAUGHTER}, {"content": SKILL, "type": "skill"}
@@ -277,6 +293,7 @@ def test_the_archive_tier_keeps_the_default_ranking_when_nothing_is_archived(tmp
     assert anyio.run(scores, 10) == anyio.run(scores, 0)
 
 
+@pytest.mark.processes
 def test_a_prompt_hook_brings_in_a_relevant_faded_memory_and_session_start_does_not(
     tmp_path,
 ) -> None:

@@ -100,21 +100,25 @@ async def tombstone_match(
 async def blocked_or_revived(
     c: Caller, stone: Tombstone, similarity: float, revive: bool
 ) -> AuthorResult:
-    """Inside the author transaction: refuse a forgotten value, or restore it on revive."""
+    """Inside the author transaction: refuse a forgotten value, or restore it on revive.
+
+    A faded value (archived by maintenance, not by its user) is never refused: writing it
+    again is using it, and it is restored as on revive.
+    """
     info = TombstoneInfo(
         memory_id=stone.memory_id,
         reason=stone.reason,
         archived_at=stone.ts,
         similarity=round(similarity, 4),
     )
-    if not revive:
+    memory = await c.fetch(stone.memory_id)
+    if not revive and not memory.faded:
         return AuthorResult(
             id=stone.memory_id,
             status="blocked-by-tombstone",
             similarity=info.similarity,
             tombstone=info,
         )
-    memory = await c.fetch(stone.memory_id)
     await restore(c, memory)
     c.index.mark_dirty()
     return AuthorResult(id=memory.id, status="revived", similarity=info.similarity, tombstone=info)
