@@ -1,6 +1,9 @@
 """Consolidation: reflection passes over one role, and the background loop that runs them (SPEC §8).
 
-A pass runs merge → reconcile → link → rescore → abstract → prune. Each item re-reads what it
+A pass runs merge → reconcile → link → rescore → abstract → prune. Merge folds a memory into
+an older one only when the two say the same thing in the same words (`facts.same_statement`);
+a pair as close that differs in any word is linked instead. What a pass archives fades: recall
+still reaches it (`domain.archive`). Each item re-reads what it
 changes, so a pass can be stopped between transactions and a later pass converges to the same
 store. Deterministic items share transactions of up to 200 items or 50 ms of work (a commit
 costs more than a link), so the store's write lock is never held for long and a client's write
