@@ -336,3 +336,45 @@ def test_a_prompt_hook_brings_in_a_relevant_faded_memory_and_session_start_does_
             return (await mem.explain(memory_id=invoices)).state
 
     assert anyio.run(state) == "faded"
+
+
+def test_only_reflections_reasons_fade_and_every_other_archive_is_a_forget() -> None:
+    from nooa_mcp.domain.archive import (
+        merged_reason,
+        pruned_reason,
+        reason_fades,
+        state,
+        superseded_reason,
+    )
+
+    assert merged_reason("0123456789abcdef") == "merged into 01234567"
+    assert pruned_reason(0.00412, 0.02) == "pruned: retention 0.0041 < 0.02"
+    assert superseded_reason("fedcba9876543210") == "superseded by fedcba98 (reconcile)"
+    for reason in (
+        merged_reason("ab" * 16),
+        pruned_reason(0.01, 0.02),
+        superseded_reason("c" * 32),
+    ):
+        assert reason_fades(reason)
+    for reason in ("forgotten", "intent cancelled", "archived before export", "", None):
+        assert not reason_fades(reason)
+    assert not reason_fades("Merged into 01234567")  # only the exact words reflection writes
+    assert [state(False, False), state(False, True), state(True, True), state(True, False)] == [
+        "live",
+        "live",
+        "faded",
+        "forgotten",
+    ]
+
+
+@pytest.mark.anyio
+async def test_a_recall_never_revives_what_its_user_forgot_meanwhile(store_target) -> None:
+    """The revival a recall makes checks the row as it is now: a memory forgotten between
+    the ranking and the revival stays forgotten."""
+    from nooa_mcp.services.recall import revive
+
+    async with Memory.open(settings=settings_for(store_target), embedder=HashEmbedder()) as mem:
+        gone = (await mem.author(DAUGHTER)).id
+        await mem.forget(gone)
+        await revive(mem._caller, [gone])
+        assert (await mem.explain(memory_id=gone)).state == "forgotten"
