@@ -112,6 +112,19 @@ async def _merged(target, texts: list[str], **fields) -> int:
 
 
 @pytest.mark.anyio
+async def test_a_title_is_part_of_what_a_memory_says(store_target):
+    """Same content under another title is another statement: kept, never merged."""
+    settings = Settings(store=store_target, owner=OWNER, dedup_similarity=1.01)
+    async with Memory.open(settings=settings, embedder=OneVector()) as mem:
+        await mem.author("three worker nodes", title="Staging cluster")
+        # (the same content under any title is an exact repeat on write: "!" tells them apart)
+        await mem.author("three worker nodes!", title="Production cluster")
+        await mem.author("three worker nodes.", title="staging cluster")
+        report = await mem.reflect(["merge"])
+        assert report.steps[0].applied == 1
+
+
+@pytest.mark.anyio
 async def test_two_intents_in_the_same_words_are_never_folded_together(store_target):
     """Each intent carries its own trigger: folding one into the other loses a reminder."""
     settings = Settings(store=store_target, owner=OWNER)
