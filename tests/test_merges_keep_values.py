@@ -121,7 +121,7 @@ async def test_a_title_is_part_of_what_a_memory_says(store_target):
         await mem.author("three worker nodes!", title="Production cluster")
         await mem.author("three worker nodes.", title="staging cluster")
         report = await mem.reflect(["merge"])
-        assert report.steps[0].applied == 1
+        assert (report.steps[0].planned, report.steps[0].applied) == (1, 1)
 
 
 @pytest.mark.anyio
