@@ -271,6 +271,10 @@ def rewordings(draw, words: list[str]) -> str:
 @example(["the", "staging", "cluster", "has", "three", "worker", "nodes"], None)
 def test_reworded_duplicates_in_the_same_content_words_are_the_same_statement(words, data):
     assert same_statement("the cluster's nodes", "the cluster nodes")  # a possessive's s
+    assert same_statement(  # the same words in another order
+        "The rate limit of the API is 100 requests per minute",
+        "The API rate limit is 100 requests per minute",
+    )
     if data is None:
         again = "the staging cluster: three worker-nodes."
     else:

@@ -7,8 +7,8 @@ negation. Embeddings put "the rate limit is 100" and "… 500" at cosine 0.99; t
 what keeps the second from being folded into the first.
 
 Two texts *say the same thing* (`same_statement`, the only pairs reflection merges) when they
-have the same content words in the same order — after case, punctuation, English (Snowball)
-stemming and stopwords — and the same values. Any other changed word is a different
+have the same content words — after case, punctuation, English (Snowball) stemming and
+stopwords, in any order — and the same values. Any other changed word is a different
 statement, whatever kind of word it is: a number in words ("three" / "four"), an antonym
 ("low" / "high"), a place, a product, a unit. No list of such words could be complete;
 equality of the words is.
@@ -153,11 +153,11 @@ def content_words(text: str) -> frozenset[str]:
 
 def same_statement(a: str, b: str) -> bool:
     """Whether `a` and `b` say the same thing in the same content words, so that one may be
-    folded into the other: the same `statement_words` in the same order ("the cache is in
-    front of the database" is not "the database is in front of the cache") and the same
-    numbers, dates, identifiers and negation (values catch what splitting words hides:
-    "1,000" against "1.000"). Names are compared as the content words are, case folded."""
-    if statement_words(a) != statement_words(b):
+    folded into the other: the same `statement_words`, each as often, in any order ("the
+    rate limit of the API" is "the API rate limit") and the same numbers, dates, identifiers
+    and negation (values catch what splitting words hides: "1,000" against "1.000"). Names
+    are compared as the content words are, case folded."""
+    if sorted(statement_words(a)) != sorted(statement_words(b)):
         return False
     left, right = values(a), values(b)
     return not [kind for kind in left.kinds_differing(right) if kind != "name"]

@@ -1267,12 +1267,17 @@ class SQLiteStore:
                 [query, pool],
             )
             if matched >= pool:
-                score = "bm25(memories_fts, 2.0, 1.0, 1.5, 1.5)"
-                hits = await self._rows(
-                    f"SELECT * FROM (SELECT {SCORING_COLUMNS}, {score} AS score, "
-                    f"{ranked.format(score=score)} "
+                # FTS5's bm25() cannot sit inside a window: rank the scored rows outside it.
+                scored = (
+                    f"SELECT {SCORING_COLUMNS}, bm25(memories_fts, 2.0, 1.0, 1.5, 1.5) AS score "
                     "FROM memories_fts JOIN memories m ON m.seq = memories_fts.rowid "
-                    f"WHERE memories_fts MATCH ? AND {where} {states}) {tiers}",
+                    f"WHERE memories_fts MATCH ? AND {where} {states}"
+                )
+                outer = "0" if include_archived else "archived"
+                hits = await self._rows(
+                    f"SELECT * FROM (SELECT s.*, {outer} AS tier, row_number() OVER "
+                    f"(PARTITION BY {outer} ORDER BY score) AS tier_rank FROM ({scored}) s) "
+                    f"{tiers}",
                     [query, *params, limit, faded],
                 )
         hits = sorted(hits, key=lambda r: (r["score"], r["seq"]))
