@@ -18,6 +18,12 @@ the deterministic 384-d hash embedder, because embedding 100k texts with the rea
 
 Prints p50, p99, p50/floor and p99/p50. Targets (issue 5): p50 <= 2x floor at 100k, p99 <= 2x p50.
 Also prints resident memory (VmRSS / VmHWM) after the largest size.
+
+`--archived 0.5` then archives that share of each store as maintenance does (faded: every other
+row, in seq order) and measures again, twice: with the faded tier recall searches by default,
+and with it off (`n_faded=0`: the archive out of reach, as before the tier existed).
+
+    HF_HUB_OFFLINE=1 python benchmarks/bench_recall.py --sizes 100000 --archived 0.5
 """
 
 from __future__ import annotations
@@ -138,21 +144,59 @@ async def fill(path: Path | str, n: int, embedder, batch: int = 1000, bulk: bool
     return time.perf_counter() - started
 
 
-async def measure(path: Path | str, model: MiniLMEmbedder, n_queries: int, size: int) -> dict:
+async def archive_share(path: Path | str, share: float) -> int:
+    """Archive `share` of the rows as reflection does (faded), spread evenly over the store."""
+    from datetime import UTC, datetime
+
+    from nooa_mcp.storage import open_store
+
+    store = await open_store(path)
+    try:
+        ids = [m.id for m in await store.list_memories(_everyone(), archived=False, limit=10**7)]
+        step = max(round(1 / share), 1) if share > 0 else 0
+        chosen = ids[::step] if step else []
+        when = datetime.now(UTC)
+        async with store.transaction():
+            for memory_id in chosen:
+                await store.set_archived(memory_id, True, when, faded=True)
+                await store.add_tombstone(memory_id, "pruned: retention 0.0100 < 0.02", when)
+        return len(chosen)
+    finally:
+        await store.close()
+
+
+def _everyone():
+    from nooa_mcp.domain.scope import Scope
+
+    return Scope(roles=None)
+
+
+async def measure(
+    path: Path | str,
+    model: MiniLMEmbedder,
+    n_queries: int,
+    size: int,
+    tag: str = "",
+    n_faded: int | None = None,
+) -> dict:
     s = Settings(store=path, owner="bench")
+    if n_faded is not None:
+        s.recall.n_faded = n_faded
     async with Memory.open(path, owner="bench", embedder=model, settings=s) as mem:
-        for q in queries(20, f"warm{size}"):
+        for q in queries(20, f"warm{size}{tag}"):
             await mem.recall(q, k=5)
         recall_ms = []
-        for q in queries(n_queries, f"recall{size}"):
+        faded_hits = 0
+        for q in queries(n_queries, f"recall{size}{tag}"):
             t = time.perf_counter()
-            await mem.recall(q, k=5)
+            result = await mem.recall(q, k=5)
             recall_ms.append((time.perf_counter() - t) * 1000)
+            faded_hits += sum(h.flags.faded for h in result.hits)
         index = mem.engine.index
         await index.sync(mem.engine.store)
         matrix = index.matrix[: index.size]
         floor_ms = []
-        for q in queries(n_queries, f"floor{size}"):
+        for q in queries(n_queries, f"floor{size}{tag}"):
             t = time.perf_counter()
             vec = model.embed([q])[0]
             sims = matrix @ vec
@@ -160,6 +204,8 @@ async def measure(path: Path | str, model: MiniLMEmbedder, n_queries: int, size:
             floor_ms.append((time.perf_counter() - t) * 1000)
     return {
         "size": size,
+        "label": tag,
+        "faded_hits": faded_hits,
         "recall_p50": statistics.median(recall_ms),
         "recall_p99": pct(recall_ms, 99),
         "floor_p50": statistics.median(floor_ms),
@@ -180,6 +226,9 @@ async def main() -> None:
     parser.add_argument(
         "--author-fill", action="store_true", help="fill through author_many (slow at 100k)"
     )
+    parser.add_argument(
+        "--archived", type=float, default=0.0, help="then archive this share (faded), again"
+    )
     args = parser.parse_args()
     model = MiniLMEmbedder()
     filler = model if args.fill_embedder == "minilm" else HashEmbedder(384)
@@ -196,13 +245,21 @@ async def main() -> None:
                     drop_pg_schema(args.store, f"nooa_bench_recall_{size}")
                 seconds = await fill(path, size, filler, bulk=not args.author_fill)
                 print(f"filled {size} memories in {seconds:.1f} s ({size / seconds:.0f}/s)")
-            row = await measure(path, model, args.queries, size)
-            rows.append(row)
-            print(
-                f"{size:>7}  recall p50 {row['recall_p50']:7.2f} ms  p99 {row['recall_p99']:7.2f}"
-                f" ms  | floor p50 {row['floor_p50']:6.2f} ms  p99 {row['floor_p99']:6.2f} ms",
-                flush=True,
-            )
+            phases: list[tuple[str, int | None]] = [("", None)]
+            if args.archived > 0:
+                phases += [("faded tier", None), ("tier off", 0)]
+            for label, n_faded in phases:
+                if label == "faded tier":
+                    archived = await archive_share(path, args.archived)
+                    print(f"archived {archived} of {size} as faded", flush=True)
+                row = await measure(path, model, args.queries, size, label, n_faded)
+                rows.append(row)
+                print(
+                    f"{size:>7} {label:>10}  recall p50 {row['recall_p50']:7.2f} ms  p99 "
+                    f"{row['recall_p99']:7.2f} ms  | floor p50 {row['floor_p50']:6.2f} ms  p99 "
+                    f"{row['floor_p99']:6.2f} ms  | faded hits {row['faded_hits']}",
+                    flush=True,
+                )
     if args.store and args.drop:
         for r in rows:
             drop_pg_schema(args.store, f"nooa_bench_recall_{r['size']}")
@@ -212,13 +269,17 @@ async def main() -> None:
         f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
     )
     print()
-    print("| memories | recall p50 ms | recall p99 ms | floor p50 ms | p50 / floor | p99 / p50 |")
-    print("|---:|---:|---:|---:|---:|---:|")
+    print(
+        "| memories | archive | recall p50 ms | recall p99 ms | floor p50 ms | p50 / floor "
+        "| p99 / p50 | faded hits |"
+    )
+    print("|---:|---|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         print(
-            f"| {r['size']:,} | {r['recall_p50']:.2f} | {r['recall_p99']:.2f} | "
-            f"{r['floor_p50']:.2f} | {r['recall_p50'] / r['floor_p50']:.2f} | "
-            f"{r['recall_p99'] / r['recall_p50']:.2f} |"
+            f"| {r['size']:,} | {r['label'] or 'none'} | {r['recall_p50']:.2f} | "
+            f"{r['recall_p99']:.2f} | {r['floor_p50']:.2f} | "
+            f"{r['recall_p50'] / r['floor_p50']:.2f} | {r['recall_p99'] / r['recall_p50']:.2f} "
+            f"| {r['faded_hits']} |"
         )
     print(f"\nRSS after the run: {rss:.0f} MB (peak {hwm:.0f} MB)")
 

@@ -339,7 +339,8 @@ def _render_recall(r: Any) -> str:
             f"{h.components.spread:.2f}",
             ("weak " if h.flags.weak else "")
             + ("stale " if h.flags.stale else "")
-            + (f"superseded-by:{h.flags.superseded_by[:8]} " if h.flags.superseded_by else ""),
+            + (f"superseded-by:{h.flags.superseded_by[:8]} " if h.flags.superseded_by else "")
+            + ("faded " if h.flags.faded else ""),
             (h.title or h.content)[:60].replace("\n", " "),
         ]
         for h in r.hits
@@ -388,6 +389,17 @@ async def explain(
     emit(result, as_json, _render_explain)
 
 
+def _explain_flags(x: Any) -> str:
+    f = x.flags
+    return (
+        ("weak " if f.weak else "")
+        + ("stale " if f.stale else "")
+        + (f"superseded-by:{f.superseded_by[:8]} " if f.superseded_by else "")
+        + ("faded " if f.faded else "")
+        + ("forgotten " if x.forgotten else "")
+    ).strip()
+
+
 def _render_explain(r: Any) -> str:
     if r.mode == "query" and not r.rows:
         return "Nothing stored matches this query."
@@ -405,6 +417,7 @@ def _render_explain(r: Any) -> str:
                 f"{x.imp:.2f}",
                 f"{x.spread:.2f}",
                 x.type.value,
+                _explain_flags(x),
                 (" ".join(x.path) + " " if x.path else "") + x.head[:50],
             ]
             for x in r.rows
@@ -422,6 +435,7 @@ def _render_explain(r: Any) -> str:
                     "imp",
                     "spread",
                     "type",
+                    "flags",
                     "memory",
                 ],
                 rows,
@@ -439,7 +453,7 @@ def _render_explain(r: Any) -> str:
             ]
             for a in r.accesses
         ]
-        parts.append(f"{r.total_accesses} accesses of {r.memory_id}")
+        parts.append(f"{r.total_accesses} accesses of {r.memory_id} ({r.state or 'live'})")
         parts.append(table(["when", "channel", "rank", "score", "reader", "query"], rows))
     if r.why_not:
         w = r.why_not

@@ -63,6 +63,20 @@ class RecallSettings(BaseModel):
     # importance and recency: the drop equals their combined weight (a_rec + a_imp).
     superseded_penalty: float = Field(1.0, description="score drop for a replaced memory")
     stale_penalty: float = Field(1.0, description="score drop for a memory past valid_to")
+    # A faded memory (archived by maintenance) is still recalled when it is relevant, but a
+    # live memory of similar relevance comes first: it ranks as if 0.1 less relevant (0.2 of
+    # cosine, or of BM25 against the best hit), before the candidates' relevance is stretched
+    # over 0–1. A much more relevant faded memory still ranks first: it may be the only answer.
+    faded_penalty: float = Field(
+        0.1, ge=0, description="relevance a faded memory ranks with below its own"
+    )
+    n_faded: int = Field(
+        10, ge=0, description="faded candidates by cosine and by BM25, beside the live ones"
+    )
+    version_similarity: float = Field(
+        0.92,
+        description="two memories this close are versions of one statement: the newer first",
+    )
     use_dense: bool = True
     use_sparse: bool = True
 

@@ -13,6 +13,7 @@ import pytest
 
 from nooa_mcp.config import Settings
 from nooa_mcp.domain import scoring
+from nooa_mcp.domain.schema import now as utc_now
 from nooa_mcp.embeddings import HashEmbedder
 from nooa_mcp.memory import Memory
 from nooa_mcp.storage.sqlite import fts_query
@@ -151,6 +152,17 @@ async def test_keyword_search_still_finds_my_rows_behind_many_foreign_matches(tm
     finally:
         await store.close()
     assert [r.id for r in rows] == [mine]
+    # The same fall back with the faded tier beside the live one: each keeps its own rows.
+    async with Memory.open(s.store, owner="tester", embedder=HashEmbedder(), settings=s) as mem:
+        gone = (await mem.author("another long note that says deploy once in passing")).id
+        await mem.reflect(["prune"], now=utc_now() + timedelta(days=730))
+        kept = (await mem.author("a third note that says deploy just once too")).id
+    store = await Store.open(s.store)
+    try:
+        rows = await store.candidates("deploy", Scope(frozenset({"tester"})), limit=5, faded=5)
+    finally:
+        await store.close()
+    assert {(r.id, r.faded) for r in rows} == {(mine, True), (gone, True), (kept, False)}
 
 
 async def test_keyword_search_ignores_terms_too_common_to_rank(tmp_path):

@@ -137,7 +137,10 @@ def test_an_update_names_what_changed_and_says_when_it_archived() -> None:
     nothing = render_update(UpdateResult(id=A, changed=[]))
     assert nothing == "Updated a1b2c3d4: nothing."
     archived = render_update(UpdateResult(id=A, changed=["archived"], archived=True))
-    assert archived == "Updated a1b2c3d4: archived. It is archived now (kept, no longer recalled)."
+    assert archived == (
+        "Updated a1b2c3d4: archived. It is forgotten now (kept, never recalled; revive brings "
+        "it back)."
+    )
 
 
 def test_an_update_carries_the_reminders_it_fired() -> None:
@@ -225,11 +228,13 @@ def test_why_not_gives_the_verdict_the_reason_and_the_retention() -> None:
         "retention 0.25",
     ]
     eta = datetime(2027, 2, 1, tzinfo=UTC)
-    inside = _why_not(in_top_k=True, rank=3, prune_eta=eta, archived=True, reason="Ranked.")
+    inside = _why_not(
+        in_top_k=True, rank=3, prune_eta=eta, archived=True, state="faded", reason="Ranked."
+    )
     text = render_explain(ExplainResult(mode="why_not", query="relay", why_not=inside))
     assert text.splitlines() == [
         'c1c2c3d4 for "relay": in the top 5 at rank 3. Ranked.',
-        "retention 0.25, prune ETA 2027-02-01, archived",
+        "retention 0.25, prune ETA 2027-02-01, faded",
     ]
 
 

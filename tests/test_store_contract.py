@@ -498,13 +498,56 @@ async def test_candidates_stay_in_scope_skip_archived_and_add_the_dense_ids(stor
     by_id = {r.id: r for r in rows}
     assert set(by_id) == {mine.id, dense.id}
     assert by_id[mine.id].bm25 > 0 and by_id[dense.id].bm25 is None
-    wide = await store.candidates("harbor", CODER, limit=10, include_archived=True)
-    assert {r.id for r in wide} == {mine.id, old.id}
+    # A user's forget keeps a memory out of every keyword tier; a faded one is a candidate
+    # only in the faded tier, and only when asked for.
+    assert {r.id for r in await store.candidates("harbor", CODER, limit=10, faded=5)} == {mine.id}
+    faded = await put(store, "harbor lantern faded")
+    async with store.transaction():
+        await store.set_archived(faded.id, True, T0, faded=True)
+    assert {r.id for r in await store.candidates("harbor", CODER, limit=10)} == {mine.id}
+    wide = await store.candidates("harbor", CODER, limit=10, faded=5)
+    assert {r.id for r in wide} == {mine.id, faded.id}
+    assert {r.id: r.faded for r in wide} == {mine.id: False, faded.id: True}
     assert {r.id for r in await store.candidates("harbor", EVERYONE, limit=10)} == {
         mine.id,
         theirs.id,
     }
     assert [r.id for r in await store.candidates("harbor lantern", CODER, limit=0)] == []
+
+
+async def test_faded_keyword_rows_have_places_of_their_own(store: Store) -> None:
+    """The live top `limit` is the same with faded rows beside it; faded rows take the top
+    `faded` of their own tier, best first."""
+    live = [await put(store, "quartz lantern " + "meadow " * i) for i in range(1, 4)]
+    gone = [await put(store, "quartz lantern") for _ in range(3)]
+    async with store.transaction():
+        for m in gone:
+            await store.set_archived(m.id, True, T0, faded=True)
+    plain = await store.candidates("quartz lantern", CODER, limit=2)
+    tiered = await store.candidates("quartz lantern", CODER, limit=2, faded=2)
+    assert [r.id for r in plain] == [live[0].id, live[1].id]
+    assert [r.id for r in tiered if not r.archived] == [live[0].id, live[1].id]
+    assert len([r for r in tiered if r.archived]) == 2
+    assert all(r.faded for r in tiered if r.archived)
+
+
+async def test_set_archived_tells_faded_from_forgotten_and_clears_it_when_live(store) -> None:
+    m = await put(store, "lantern harbour")
+    async with store.transaction():
+        await store.set_archived(m.id, True, T0, faded=True)
+    got = await store.fetch(m.id)
+    assert got.archived and got.faded
+    async with store.transaction():
+        await store.set_archived(m.id, True, T0)
+    got = await store.fetch(m.id)
+    assert got.archived and not got.faded
+    async with store.transaction():
+        await store.set_archived(m.id, True, T0, faded=True)
+        await store.set_archived(m.id, False, T0, faded=True)
+    got = await store.fetch(m.id)
+    assert not got.archived and not got.faded
+    rows, _ = await store.vector_changes(None, 100)
+    assert [(r.archived, r.faded) for r in rows if r.id == m.id] == [(False, False)]
 
 
 async def test_candidates_limit_to_the_best_keyword_rows(store: Store) -> None:

@@ -5,18 +5,39 @@ whitespace collapsing. Two near-identical texts are still *different facts* when
 a value: a number, a date or time, an identifier (JIRA-5678, web-02, 10.0.0.12), a name or a
 negation. Embeddings put "the rate limit is 100" and "… 500" at cosine 0.99; these rules are
 what keeps the second from being folded into the first.
+
+Two texts *say the same thing* (`same_statement`, the only pairs reflection merges) when they
+have the same content words — after case, punctuation, English (Snowball) stemming and
+stopwords, in any order — and the same values. Any other changed word is a different
+statement, whatever kind of word it is: a number in words ("three" / "four"), an antonym
+("low" / "high"), a place, a product, a unit. No list of such words could be complete;
+equality of the words is.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import unicodedata
 from dataclasses import dataclass
 
+import snowballstemmer
+
 from .text import STOPWORDS
 
-__all__ = ["VALUE_KINDS", "Values", "differs_in", "normalise", "normalised_hash", "values"]
+__all__ = [
+    "VALUE_KINDS",
+    "Values",
+    "content_words",
+    "differs_in",
+    "normalise",
+    "normalised_hash",
+    "same_statement",
+    "statement_words",
+    "stem",
+    "values",
+]
 
 #: The kinds of value two versions of a fact can differ in, in the order replies list them.
 VALUE_KINDS: tuple[str, ...] = ("number", "date", "identifier", "name", "negation")
@@ -104,3 +125,39 @@ def values(text: str) -> Values:
 def differs_in(a: str, b: str) -> list[str]:
     """The kinds of value in which `a` and `b` differ (empty: the same values)."""
     return values(a).kinds_differing(values(b))
+
+
+_STEMMER = snowballstemmer.stemmer("english")
+#: Words as content-word comparison splits them: runs of letters and digits (an apostrophe
+#: or a hyphen splits too, as the keyword index does).
+_CONTENT_WORD = re.compile(r"\w+")
+
+
+@functools.lru_cache(maxsize=65536)
+def stem(word: str) -> str:
+    """The English Snowball stem of one lower-cased word ("nodes" → "node")."""
+    return _STEMMER.stemWord(word)
+
+
+def statement_words(text: str) -> tuple[str, ...]:
+    """The stems of a text's content words in order: NFKC, case folded, split on
+    punctuation, stopwords dropped (a possessive's "s" too), each word stemmed."""
+    flat = unicodedata.normalize("NFKC", text).casefold()
+    return tuple(stem(w) for w in _CONTENT_WORD.findall(flat) if w not in STOPWORDS and w != "s")
+
+
+def content_words(text: str) -> frozenset[str]:
+    """The set of `statement_words`."""
+    return frozenset(statement_words(text))
+
+
+def same_statement(a: str, b: str) -> bool:
+    """Whether `a` and `b` say the same thing in the same content words, so that one may be
+    folded into the other: the same `statement_words`, each as often, in any order ("the
+    rate limit of the API" is "the API rate limit") and the same numbers, dates, identifiers
+    and negation (values catch what splitting words hides: "1,000" against "1.000"). Names
+    are compared as the content words are, case folded."""
+    if sorted(statement_words(a)) != sorted(statement_words(b)):
+        return False
+    left, right = values(a), values(b)
+    return not [kind for kind in left.kinds_differing(right) if kind != "name"]

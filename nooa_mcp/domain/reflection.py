@@ -94,7 +94,8 @@ class Node:
 
 @dataclass(frozen=True)
 class MergeItem:
-    """Fold `dup` into the older `anchor` (cosine ≥ 0.95, same type and role)."""
+    """Fold `dup` into the older `anchor` (cosine ≥ 0.95, same type and role; the pass plans
+    only pairs that say the same thing in the same words, `facts.same_statement`)."""
 
     anchor: str
     dup: str

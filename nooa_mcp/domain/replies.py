@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from .archive import State
 from .schema import AccessRecord, Components, MemoryType
 
 
@@ -41,6 +42,9 @@ class Flags(BaseModel):
     weak: bool = False
     stale: bool = False
     superseded_by: str | None = None
+    #: Archived by maintenance (pruned, merged, superseded by a reconcile) when ranked: a
+    #: recall that returns it (not weak) uses it, and it is live again.
+    faded: bool = False
 
 
 class RecallHit(BaseModel):
@@ -136,6 +140,8 @@ class ExplainRow(BaseModel):
     head: str
     path: list[str] = Field(default_factory=list)
     flags: Flags = Field(default_factory=Flags)
+    #: Forgotten by its user: ranked here only because "why not" asked about it by id.
+    forgotten: bool = False
 
 
 class WhyNot(BaseModel):
@@ -153,12 +159,17 @@ class WhyNot(BaseModel):
     prune_eta: datetime | None
     archived: bool
     reason: str
+    #: live; faded (archived by maintenance: recall returns it when relevant, and that use
+    #: revives it); forgotten (archived by its user: never recalled).
+    state: State = "live"
 
 
 class ExplainResult(BaseModel):
     mode: Literal["query", "replay", "why_not"]
     query: str | None = None
     memory_id: str | None = None
+    #: The state of `memory_id` (live, faded or forgotten), when one is asked about.
+    state: State | None = None
     rows: list[ExplainRow] = Field(default_factory=list)
     accesses: list[AccessRecord] = Field(default_factory=list)
     total_accesses: int = 0

@@ -234,6 +234,9 @@ class Memory(BaseModel):
     references: list[Reference] = Field(default_factory=list)
     edges: list[Edge] = Field(default_factory=list)
     archived: bool = False
+    # Archived by maintenance (prune, merge, reconcile) rather than forgotten by its user:
+    # recall still reaches it (see domain.archive). False while live.
+    faded: bool = False
     status: TodoStatus | None = None
     trigger: Trigger | None = None
     access_log: list[AccessRecord] = Field(default_factory=list)

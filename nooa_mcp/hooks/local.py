@@ -176,9 +176,14 @@ def prompt_context(store: QuickStore, owner: str, prompt: str, session: str | No
     ]
     done = store.log_injected(shown, [(i, decide, rec) for i, decide, rec, _ in fired])
     memories: list[Item] = [
-        (r["id"], r["type"], r["importance"], r["title"] or r["content"], "") for r in chosen
+        (r["id"], r["type"], r["importance"], r["title"] or r["content"], _faded(r)) for r in chosen
     ]
     return render_prompt(_fired_items(fired, done, reasons), memories)
+
+
+def _faded(row: dict) -> str:
+    """The note on a memory reflection archived (faded) that the prompt still brings in."""
+    return "faded: archived by reflection" if row.get("faded") else ""
 
 
 def session_context(store: QuickStore, owner: str, project: str, session: str | None) -> str:

@@ -20,6 +20,7 @@ from pydantic import BaseModel
 from ..domain.replies import (
     AuthorResult,
     ExplainResult,
+    ExplainRow,
     MemoryView as MemoryViewModel,
     RecallHit,
     RecallResult,
@@ -231,6 +232,8 @@ def _flags(hit: RecallHit) -> str:
         marks.append("STALE")
     if hit.flags.superseded_by:
         marks.append(f"superseded by {hit.flags.superseded_by[:8]}")
+    if hit.flags.faded:
+        marks.append("FADED")
     if hit.status:
         marks.append(hit.status)
     return f" [{', '.join(marks)}]" if marks else ""
@@ -301,8 +304,29 @@ def render_update(result: UpdateResult) -> str:
     changed = ", ".join(result.changed) if result.changed else "nothing"
     line = f"Updated {result.id[:8]}: {changed}."
     if result.archived:
-        line += " It is archived now (kept, no longer recalled)."
+        line += " It is forgotten now (kept, never recalled; revive brings it back)."
     return "\n".join([line, *render_reminders(result.reminders, result.reminders_more)])
+
+
+def _state(state: str | None) -> str:
+    """ " (faded)" or " (forgotten)" after a memory's id; nothing for a live one."""
+    return f" ({state})" if state and state != "live" else ""
+
+
+def _row_flags(row: ExplainRow) -> str:
+    marks = [
+        name
+        for name, on in (
+            ("weak", row.flags.weak),
+            ("stale", row.flags.stale),
+            ("faded", row.flags.faded),
+            ("forgotten", row.forgotten),
+        )
+        if on
+    ]
+    if row.flags.superseded_by:
+        marks.append(f"superseded by {row.flags.superseded_by[:8]}")
+    return f" [{', '.join(marks)}]" if marks else ""
 
 
 def render_explain(result: ExplainResult) -> str:
@@ -315,13 +339,13 @@ def render_explain(result: ExplainResult) -> str:
                 f"{row.rank}. [{row.id[:8]}] {row.type.value} score {_num(row.score)} "
                 f"cos {'-' if row.cos is None else _num(row.cos)} rel {_num(row.rel)} "
                 f"rec {_num(row.rec)} imp {_num(row.imp)} "
-                f"spread {_num(row.spread)} ({row.source}){path} — {row.head}"
+                f"spread {_num(row.spread)} ({row.source}){path}{_row_flags(row)} — {row.head}"
             )
         if not result.rows:
             lines.append("No candidates.")
     elif result.mode == "replay":
         lines.append(
-            f"Access history of {(result.memory_id or '')[:8]}: "
+            f"Access history of {(result.memory_id or '')[:8]}{_state(result.state)}: "
             f"{result.total_accesses} access(es), newest first ({len(result.accesses)} shown):"
         )
         for a in result.accesses:
@@ -338,7 +362,7 @@ def render_explain(result: ExplainResult) -> str:
         lines.append(
             f"retention {_num(w.retention)}"
             + (f", prune ETA {w.prune_eta:%Y-%m-%d}" if w.prune_eta else "")
-            + (", archived" if w.archived else "")
+            + (f", {w.state}" if w.state != "live" else "")
         )
     if result.embeddings == "warming":
         lines.append("(embedding model still loading: keyword candidates only)")

@@ -167,10 +167,13 @@ def register_tools(
         hops: Annotated[
             int | None, Field(ge=0, le=3, description="Hops over links; 0 = none.")
         ] = None,
-        include_archived: bool = False,
+        include_archived: Annotated[
+            bool,
+            Field(description="Also weak faded hits (never forgotten ones)."),
+        ] = False,
     ) -> Annotated[CallToolResult, RecallResult]:
         """Recall what you know about something before acting on it; weak hits are only
-        loosely related."""
+        loosely related; a faded one (archived by reflection) is live again once recalled."""
         memory = await current_memory()
         result = await memory.recall(
             query,
@@ -224,7 +227,7 @@ def register_tools(
         status: choice(TODO_STATUSES, "Todos only.") | None = None,
         links: list[Link] | None = None,
         valid_to: Annotated[datetime | None, Field(description="No longer true from then.")] = None,
-        forget: Annotated[bool, Field(description="Archive it: kept, no longer recalled.")] = False,
+        forget: Annotated[bool, Field(description="Forget it: kept, never recalled.")] = False,
     ) -> Annotated[CallToolResult, UpdateResult]:
         """Correct, re-rate, link or archive (forget=true) a memory of yours."""
         memory = await current_memory()

@@ -1,6 +1,9 @@
 """Consolidation: reflection passes over one role, and the background loop that runs them (SPEC §8).
 
-A pass runs merge → reconcile → link → rescore → abstract → prune. Each item re-reads what it
+A pass runs merge → reconcile → link → rescore → abstract → prune. Merge folds a memory into
+an older one only when the two say the same thing in the same words (`facts.same_statement`);
+a pair as close that differs in any word is linked instead. What a pass archives fades: recall
+still reaches it (`domain.archive`). Each item re-reads what it
 changes, so a pass can be stopped between transactions and a later pass converges to the same
 store. Deterministic items share transactions of up to 200 items or 50 ms of work (a commit
 costs more than a link), so the store's write lock is never held for long and a client's write
@@ -31,7 +34,8 @@ import anyio.to_thread
 import numpy as np
 
 from ..domain.accesses import apply_access, created_record
-from ..domain.facts import differs_in
+from ..domain.archive import merged_reason, pruned_reason, superseded_reason
+from ..domain.facts import same_statement
 from ..domain.forgetting import prunable, retention
 from ..domain.generative import (
     SYSTEM,
@@ -45,7 +49,6 @@ from ..domain.generative import (
     reconcile_prompt,
 )
 from ..domain.reflection import (
-    LINK_HIGH,
     LINK_LOW,
     MERGE_SIMILARITY,
     UNMERGED_TYPES,
@@ -72,7 +75,7 @@ from .caller import Caller
 from .planning import PAIR_STEPS, Planner, edges_around
 from .references import visible_contents
 from .sampler import Sampler
-from .tombstones import archive
+from .tombstones import fade
 
 __all__ = ["GENERATIVE", "LEASE_SECONDS", "Progress", "maintain", "reflect"]
 
@@ -448,12 +451,22 @@ class _Pass:
         ends = np.unique(np.concatenate([a, b]))
         facts = await edges_around(self.c, rows, ends, SUPERSEDING_OR_DERIVED)
         keep = ~facts.joins(a, b, len(rows))
+        a, b, cos = a[keep], b[keep], cos[keep]
+        if not a.size:
+            return []
+        # Only two memories that say the same thing in the same words are one memory; any
+        # other changed word ("three" / "four", "low" / "high", a place) keeps both.
+        texts = await _texts(self.c, [rows.ids[p] for p in np.unique(np.concatenate([a, b]))])
+        same = await anyio.to_thread.run_sync(_same_pairs, rows, a, b, texts)
+        a, b, cos = a[same], b[same], cos[same]
         # Off the event loop: a full plan can name much of a large role.
-        return await anyio.to_thread.run_sync(_merge_items, rows, a[keep], b[keep], cos[keep])
+        return await anyio.to_thread.run_sync(_merge_items, rows, a, b, cos)
 
     async def _link_plan(self, rows: Rows) -> list[Any]:
         await self.planner.extend(rows)
-        a, b, cos = self.planner.pairs(rows, LINK_LOW, LINK_HIGH)
+        # Up from LINK_LOW with no ceiling: a pair close enough to merge that merge kept (it
+        # differs in a word) is linked as two versions of a statement.
+        a, b, cos = self.planner.pairs(rows, LINK_LOW)
         if not a.size:
             return []
         ends = np.unique(np.concatenate([a, b]))
@@ -518,8 +531,11 @@ class _Pass:
         if len(vecs) < 2 or float(vecs[anchor.id] @ vecs[dup.id]) < MERGE_SIMILARITY:
             return ""
         # SPEC §8 (v2): never fold two different values into one; those are different
-        # facts for reconcile, however close their embeddings.
-        if differs_in(anchor.content, dup.content):
+        # facts for reconcile, however close their embeddings. Checked again on the rows as
+        # they are now: either may have been edited since the plan.
+        if not same_statement(
+            text_of(anchor.title, anchor.content), text_of(dup.title, dup.content)
+        ):
             return ""
         fields = merged_fields(_node(anchor), _node(dup))
         anchor.reinforcement_count = int(fields["reinforcement_count"])
@@ -533,7 +549,7 @@ class _Pass:
         await c.store.save(anchor)
         await c.store.copy_edges(dup.id, anchor.id)
         await c.store.add_edge(anchor.id, dup.id, EdgeType.refines, 1.0)
-        await archive(c, dup, f"merged into {anchor.id[:8]}")
+        await fade(c, dup, merged_reason(anchor.id))
         await c.store.append_accesses([(anchor.id, access)])
         self.planner.archived([dup.id])
         self.planner.revised(
@@ -597,7 +613,7 @@ class _Pass:
         if not prunable(m, at, policy):
             return ""
         r = retention(m.last_accessed_at, m.strength, at, policy.tau_hours)
-        await archive(c, m, f"pruned: retention {r:.4f} < {policy.prune_below:g}")
+        await fade(c, m, pruned_reason(r, policy.prune_below))
         self.planner.archived([m.id])
         return f"{item.id[:8]} (retention {r:.4f})"
 
@@ -668,7 +684,7 @@ class _Pass:
             superseded = [i for i in result.supersedes if i in live]
             for old in superseded:
                 await c.store.add_edge(record.id, old, EdgeType.refines, 1.0)
-                await archive(c, fresh[old], f"superseded by {record.id[:8]} (reconcile)")
+                await fade(c, fresh[old], superseded_reason(record.id))
             await _write_lease(c)
         ignored = f", ignored ids {result.ignored_ids}" if result.ignored_ids else ""
         return f"{record.id[:8]} from {len(live)}, superseding {len(superseded)}{ignored}"
@@ -712,6 +728,28 @@ class _Pass:
             )
             await _write_lease(c)
         return f"{len(insights)} reflections from {len(episodes)} episodes"
+
+
+async def _texts(c: Caller, ids: list[str]) -> dict[str, str]:
+    """Each memory's text as it is embedded (title and content), a chunk of ids at a time."""
+    out: dict[str, str] = {}
+    for start in range(0, len(ids), 2000):
+        for row in await c.store.scoring_rows(ids[start : start + 2000]):
+            out[row.id] = text_of(row.title, row.content)
+    return out
+
+
+def _same_pairs(rows: Rows, a: np.ndarray, b: np.ndarray, texts: dict[str, str]) -> np.ndarray:
+    """Which pairs (positions into `rows`) say the same thing in the same words."""
+    return np.array(
+        [
+            rows.ids[p] in texts
+            and rows.ids[q] in texts
+            and same_statement(texts[rows.ids[p]], texts[rows.ids[q]])
+            for p, q in zip(a.tolist(), b.tolist(), strict=True)
+        ],
+        dtype=bool,
+    )
 
 
 def _merge_items(rows: Rows, a: np.ndarray, b: np.ndarray, cos: np.ndarray) -> list[Any]:

@@ -117,7 +117,8 @@ async def update(
             c.apply(memory, access, bump_strength=False)
             await c.store.save(memory, vector)
             await c.store.append_accesses([(target, access)])
-        if forget and not memory.archived:
+        if forget and (not memory.archived or memory.faded):
+            # Forgetting a faded memory takes it out of recall's reach for good too.
             await archive(c, memory, "forgotten")
             changed.append("archived")
     c.index.mark_dirty()
@@ -131,7 +132,8 @@ async def update(
 
 
 async def forget(c: Caller, memory_id: str, reason: str = "forgotten") -> UpdateResult:
-    """Archive a memory (never deleted): recall and spreading skip it from now on.
+    """Archive a memory (never deleted): recall and spreading skip it from now on. A memory
+    reflection had faded is forgotten the same way (recall stops reaching it).
 
     Raises:
         NotFound / AmbiguousId / OwnerForbidden: as for `update`.
@@ -140,7 +142,7 @@ async def forget(c: Caller, memory_id: str, reason: str = "forgotten") -> Update
     async with c.store.transaction():
         memory = await c.fetch(target)
         c.writable(memory)
-        already = memory.archived
+        already = memory.archived and not memory.faded
         if not already:
             await archive(c, memory, reason)
     c.index.mark_dirty()

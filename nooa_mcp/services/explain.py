@@ -2,11 +2,13 @@
 
 A dry run of the recall pipeline for a query, a memory's access history from the stream, or
 — with both — why that memory did or did not make the top k for that query now, with its
-retention and prune ETA.
+retention and prune ETA. A memory asked about by id comes with its state: live, faded (archived
+by maintenance, which recall still reaches) or forgotten (by its user, which it never does).
 """
 
 from __future__ import annotations
 
+from ..domain.archive import state
 from ..domain.forgetting import prune_eta, retention
 from ..domain.inputs import recall_args
 from ..domain.replies import ExplainResult, ExplainRow, WhyNot
@@ -44,29 +46,33 @@ async def explain(
     if query is None:
         stream = await c.store.access_stream(target, limit=100)
         shown = c.actor.effective()
+        memory = await c.fetch(target)
         return ExplainResult(
             mode="replay",
             memory_id=target,
+            state=state(memory.archived, memory.faded),
             accesses=[redact(a, shown) for _, _, a in stream],
             total_accesses=await c.store.count_accesses(target),
             embeddings=c.engine.embeddings_state,
         )
     query, _ = recall_args(query, k, None, hops)
     extra = (target,) if target else ()
-    ranking = await ranking_for(
-        c, query, scope_obj, None, hops, include_archived=bool(target), extra=extra
-    )
+    # With a memory asked about, every archived memory is searched, so that one is scored
+    # as the query finds it whatever its state (the others found are left out).
+    ranking = await ranking_for(c, query, scope_obj, None, hops, extra=extra, whole_archive=True)
     rows = [_row(c, i, r) for i, r in enumerate(ranking.rows[:k], 1)]
-    state = "ready" if ranking.dense_ready else "warming"
+    ready = "ready" if ranking.dense_ready else "warming"
     if target is None:
-        return ExplainResult(mode="query", query=query, rows=rows, embeddings=state)
+        return ExplainResult(mode="query", query=query, rows=rows, embeddings=ready)
+    why_not = await _why_not(c, target, ranking, k)
     return ExplainResult(
         mode="why_not",
         query=query,
         memory_id=target,
+        state=why_not.state,
         rows=rows,
-        why_not=await _why_not(c, target, ranking, k),
-        embeddings=state,
+        why_not=why_not,
+        embeddings=ready,
     )
 
 
@@ -86,6 +92,7 @@ def _row(c: Caller, position: int, r: Ranked) -> ExplainRow:
         head=r.head,
         path=r.path,
         flags=flags(c, r),
+        forgotten=r.forgotten,
     )
 
 
@@ -96,9 +103,24 @@ async def _why_not(c: Caller, target: str, ranking: Ranking, k: int) -> WhyNot:
     kth = ranking.rows[k - 1] if len(ranking.rows) >= k else None
     policy = c.settings.forgetting
     now = utc_now()
-    in_top = position is not None and position <= k and not memory.archived
-    if memory.archived:
-        reason = "It is archived (forgotten or merged), so recall skips it."
+    weak_line = c.settings.recall.weak_relevance
+    faded = memory.archived and memory.faded
+    forgotten = memory.archived and not memory.faded
+    relevant = mine is not None and not mine.weak(weak_line)
+    in_top = position is not None and position <= k and not forgotten
+    if forgotten:
+        reason = "It was forgotten by its user (archived on purpose), so recall never shows it."
+    elif faded and not relevant:
+        reason = (
+            "It has faded (archived by reflection: pruned or merged) and is only weakly related "
+            f"to this query (rel {0.0 if mine is None else mine.rel:.3f} < {weak_line:g}), so "
+            "recall leaves it out; a query it answers brings it back."
+        )
+    elif in_top and faded:
+        reason = (
+            f"It has faded (archived by reflection) and ranks {position} of the top {k}, below "
+            "live memories of similar relevance; a recall that returns it makes it live again."
+        )
     elif in_top:
         reason = f"It ranks {position} of the top {k}."
     elif mine is None:
@@ -120,6 +142,8 @@ async def _why_not(c: Caller, target: str, ranking: Ranking, k: int) -> WhyNot:
             reason += f" It is superseded by {mine.superseded_by[:8]}."
         if mine.stale:
             reason += " Its validity ended (valid_to is past)."
+        if faded:
+            reason += " It has faded (archived by reflection), which ranks it lower."
     return WhyNot(
         id=target,
         in_top_k=in_top,
@@ -135,4 +159,5 @@ async def _why_not(c: Caller, target: str, ranking: Ranking, k: int) -> WhyNot:
         prune_eta=prune_eta(memory.last_accessed_at, memory.strength, policy, now),
         archived=memory.archived,
         reason=reason,
+        state=state(memory.archived, memory.faded),
     )

@@ -4,6 +4,9 @@ A Claude Code hook asks for it at session start (open todos, due intents, the mo
 memories for the project) and before each prompt (the intents the prompt cues and the memories
 relevant to it). Everything shown is logged `injected`, which never counts as use; the
 relevance rule is `domain.injection.relevant`, the same one the hook's keyword path applies.
+A prompt may bring in a faded memory (archived by reflection) that is relevant, noted as faded
+and ranked after live ones, as recall does; being shown unasked, it is not used, so it stays
+faded. Session start never shows one.
 
 The model is used when this process has it loaded; a hook never waits for it to load.
 """
@@ -134,7 +137,14 @@ async def for_prompt(c: Caller, prompt: str, *, limit: int = PROMPT_MEMORIES) ->
         if len(chosen) == limit:
             break
     out.memories = [
-        (r.id, r.row.type, r.row.importance, r.row.title or r.row.content, "") for r in chosen
+        (
+            r.id,
+            r.row.type,
+            r.row.importance,
+            r.row.title or r.row.content,
+            "faded: archived by reflection" if r.faded else "",
+        )
+        for r in chosen
     ]
     await _log(c, [r.id for r in chosen], query[:200])
     out.reminders = await _reminders(c, query, vector)

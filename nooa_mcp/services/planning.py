@@ -10,7 +10,8 @@ process keeps the rows for the role's next pass, which reads only the rows rewri
 pair steps planned over: each row's seq and a fingerprint of everything pair planning reads of
 the row (type, status, owner, created_at and the vector's bytes). A pair whose two ends kept
 their fingerprints since was planned then: it was merged or linked, or it never will be on
-its own account (the merge rule is fixed, and a node's link budget only fills up). So the
+its own account (the merge rule is fixed — the same words — and a node's link budget only
+fills up). So the
 next pass compares only the rows that changed or are new against all rows (k×n) and, with
 nothing changed, computes nothing. Rows a plan could not settle — an item skipped because an
 end vanished meanwhile, a row with more near-duplicates than one sweep keeps — are carried
@@ -64,7 +65,9 @@ PAGE = 5000
 EDGE_CHUNK = 2000
 #: The steps whose plans come from pairs and whose coverage a record keeps.
 PAIR_STEPS = ("merge", "link")
-RECORD_VERSION = 1
+#: 2: merge takes only pairs that say the same thing in the same words, and link takes the
+#: pairs above the merge threshold that merge kept.
+RECORD_VERSION = 2
 #: Types that never pair (scratch is never consolidated): not swept, not recorded.
 UNPAIRED_TYPES = frozenset({"scratch"})
 

@@ -3,6 +3,16 @@
 Gathers numbers from the store (one call for the candidates) and the vector index and hands
 them to `domain.scoring`; it writes nothing. The recall verb logs the accesses of what it
 returns; explain shows the whole ranking.
+
+The archive is a tier of its own. Besides the live candidates, the best few *faded* memories
+(archived by maintenance, `domain.archive`) by cosine and by BM25 are scored on the same
+scale; one that is relevant (not weak) is ranked as if it were `faded_penalty` less relevant
+than it is (so a live memory of similar relevance comes first, and a much more relevant faded
+one still ranks above it), and the rest are dropped. Memories a user forgot are never
+candidates. Faded memories neither relay nor receive spreading, and one that says the same
+thing as a live candidate (a duplicate merged into it) is left out. Two live memories that
+are versions of one statement (cosine ≥ `version_similarity`) rank newer first when the query
+names none of the words they differ in.
 """
 
 from __future__ import annotations
@@ -14,9 +24,11 @@ import numpy as np
 
 from ..config import RecallSettings
 from ..domain import scoring
+from ..domain.facts import content_words, same_statement
 from ..domain.schema import SUPERSEDING, TYPE_WEIGHT, Components, EdgeType
 from ..domain.scope import Scope
 from ..domain.text import tokens
+from ..engine import text_of
 from ..storage import Store
 from ..storage.base import EdgeRow, ScoringRow
 from ..storage.vectors import VectorIndex
@@ -49,9 +61,27 @@ class Ranked:
     #: Replaces a relevant memory: it is relevant as that memory's current version, even when
     #: its own words miss the query (SPEC §5 fix 7 over fix 8).
     succeeds_relevant: bool = False
+    #: Relevance the ranking takes off (a faded memory's `faded_penalty`); `rel` stays as it
+    #: is for the weak line and the reply.
+    drop: float = 0.0
+
+    @property
+    def ranked_rel(self) -> float:
+        """The relevance this memory ranks with."""
+        return max(self.rel - self.drop, 0.0)
 
     def weak(self, threshold: float) -> bool:
         return self.rel < threshold and not self.succeeds_relevant
+
+    @property
+    def faded(self) -> bool:
+        """Archived by maintenance: within recall's reach, below live memories."""
+        return self.row.archived and self.row.faded
+
+    @property
+    def forgotten(self) -> bool:
+        """Archived by its user: scored only when named by id (explain's "why not")."""
+        return self.row.archived and not self.row.faded
 
     @property
     def id(self) -> str:
@@ -157,8 +187,13 @@ async def rank(
     include_archived: bool = False,
     extra_ids: tuple[str, ...] = (),
     keyword: Awaitable[KeywordRead] | None = None,
+    whole_archive: bool = False,
 ) -> Ranking:
-    """Rank every candidate for `query`. `extra_ids` are scored too (for "why not").
+    """Rank every candidate for `query`. `extra_ids` are scored too (for "why not"), in any
+    state. Faded memories are ranked when relevant, and with `include_archived` also when
+    only weakly related (see the module docstring); forgotten ones never. `whole_archive`
+    searches every memory in one tier, archived or not, so that the `extra_ids` are found as
+    the query finds them (explain's "why not"); the forgotten ones found besides are dropped.
 
     `query_vector` is None while the embedding model is still loading: recall then runs on
     keyword candidates alone and BM25 stands in for cosine. `keyword` is `keyword_candidates`
@@ -172,8 +207,13 @@ async def rank(
 
     dense: dict[str, float] = {}
     if dense_ready:
-        mask = index.mask(scope, include_archived, types)
-        for memory_id, cos in index.search(query_vector, mask, s.n_dense):
+        if whole_archive:
+            mask = index.mask(scope, True, types)
+            live, faded = index.search(query_vector, mask, s.n_dense), []
+        else:
+            mask = index.mask(scope, types=types, faded=s.n_faded > 0)
+            live, faded = index.search_tiers(query_vector, mask, s.n_dense, s.n_faded)
+        for memory_id, cos in [*live, *faded]:
             if cos >= s.min_similarity:
                 dense[memory_id] = cos
     wanted = [*dense, *(i for i in extra_ids if i not in dense)]
@@ -184,7 +224,8 @@ async def rank(
             scope,
             limit=_keyword_limit(s, types),
             ids=wanted,
-            include_archived=include_archived,
+            faded=_faded_limit(s, types),
+            include_archived=whole_archive,
         )
     else:
         read = await keyword
@@ -195,13 +236,17 @@ async def rank(
     candidates: dict[str, Ranked] = {}
     bm25: dict[str, float] = {}
     keyword_rows = sorted((r for r in rows if r.bm25 is not None), key=lambda r: -r.bm25)
+    # Each tier has its own places: live rows up to n_sparse, faded ones up to n_faded.
+    places = {False: s.n_sparse, True: s.n_faded}
     for row in keyword_rows:
         if types and row.type not in types:
             continue
         bm25[row.id] = row.bm25
+        tier = bool(row.archived) and not whole_archive
+        places[tier] -= 1
         if row.id in dense:
             candidates[row.id] = Ranked(row, "both", cos=dense[row.id])
-        elif len(bm25) <= s.n_sparse:
+        elif places[tier] >= 0:
             candidates[row.id] = Ranked(row, "sparse")
     for row in rows:
         if row.id in candidates:
@@ -211,6 +256,9 @@ async def rank(
         elif row.id in extra_ids:
             candidates[row.id] = Ranked(row, "sparse")
 
+    # Forgotten by its user: never a candidate, unless asked about by id.
+    for memory_id in [i for i, r in candidates.items() if r.forgotten and i not in extra_ids]:
+        del candidates[memory_id]
     query_tokens = tokens(query)
     top_bm25 = max(bm25.values(), default=0.0)
     if dense_ready:
@@ -226,6 +274,16 @@ async def rank(
         candidates = {
             i: r for i, r in candidates.items() if r.rel >= s.min_relevance or i in extra_ids
         }
+    if not include_archived:
+        # A faded memory comes back only for a query it answers (not weak).
+        candidates = {
+            i: r
+            for i, r in candidates.items()
+            if not (r.faded and r.weak(s.weak_relevance)) or i in extra_ids
+        }
+    for r in candidates.values():
+        if r.faded:
+            r.drop = s.faded_penalty
 
     ranked = list(candidates.values())
     ranges = _ranges(ranked)
@@ -234,7 +292,8 @@ async def rank(
     run = _Pass(
         store, index, query_vector, query_tokens, scope, s, now, types, ranges, candidates, links
     )
-    await _spread(run, ranked, hops)
+    # Archived memories relay nothing: spreading starts from live candidates only.
+    await _spread(run, [r for r in ranked if not r.row.archived], hops)
     await _supersession(run)
     for r in candidates.values():
         if r.superseded_by and not r.weak(s.weak_relevance):
@@ -255,6 +314,7 @@ async def rank(
             # SPEC §5 fix 7: a replaced memory ranks below what replaced it.
             if successor is not None and r.score >= successor.score:
                 r.score = successor.score - 1e-6
+    _versions(index, query, candidates, s)
     # SPEC §5 fix 8: a weakly related memory never ranks above a relevant one, whatever its
     # recency, importance or spreading.
     ordered = sorted(candidates.values(), key=lambda r: (r.weak(s.weak_relevance), -r.score, r.id))
@@ -272,6 +332,72 @@ def _keyword_limit(s: RecallSettings, types: set[str] | None) -> int:
     return s.n_sparse * 2 if types else s.n_sparse
 
 
+def _faded_limit(s: RecallSettings, types: set[str] | None) -> int:
+    """How many faded keyword hits to fetch beside the live ones (likewise)."""
+    if not s.use_sparse:
+        return 0
+    return s.n_faded * 2 if types else s.n_faded
+
+
+def _versions(
+    index: VectorIndex, query: str, candidates: dict[str, Ranked], s: RecallSettings
+) -> None:
+    """Order memories that are versions of one statement (cosine at least
+    `version_similarity`, both relevant).
+
+    - A faded memory that says the same thing in the same words as a live candidate (a
+      duplicate reflection merged into it) is left out: the live one answers.
+    - Two live ones that differ in a word ("… three worker nodes" / "… four worker nodes",
+      both kept) rank newer first, unless the query names a word they differ in (then
+      relevance decides: "which cluster has three nodes?").
+    """
+    pool = [
+        r
+        for r in candidates.values()
+        if not r.forgotten and not r.weak(s.weak_relevance) and r.superseded_by is None
+    ]
+    if len(pool) < 2:
+        return
+    rows = index.ids.rows_of([r.id for r in pool]).tolist()
+    known = [(r, row) for r, row in zip(pool, rows, strict=True) if row >= 0]
+    known = [(r, row) for r, row in known if index.has_vector[row]]
+    if len(known) < 2:
+        return
+    vectors = index.matrix[[row for _, row in known]]
+    close = np.argwhere(np.triu(vectors @ vectors.T, 1) >= s.version_similarity)
+    if not close.size:
+        return
+    asked = content_words(query)
+    words: dict[str, frozenset[str]] = {}
+
+    def words_of(r: Ranked) -> frozenset[str]:
+        if r.id not in words:
+            words[r.id] = content_words(text_of(r.row.title, r.row.content))
+        return words[r.id]
+
+    pairs = []
+    for i, j in close.tolist():
+        a, b = known[i][0], known[j][0]
+        if a.faded != b.faded:
+            faded, live = (a, b) if a.faded else (b, a)
+            if same_statement(
+                text_of(faded.row.title, faded.row.content),
+                text_of(live.row.title, live.row.content),
+            ):
+                candidates.pop(faded.id, None)
+            continue
+        if a.faded:
+            continue
+        newer, older = (a, b) if (a.row.created_at, a.id) > (b.row.created_at, b.id) else (b, a)
+        if not (words_of(newer) ^ words_of(older)) & asked:
+            pairs.append((newer, older))
+    # Newest first, so each newer memory's own place is settled before it places an older.
+    pairs.sort(key=lambda p: (-p[0].row.created_at, p[0].id))
+    for newer, older in pairs:
+        if older.score >= newer.score:
+            older.score = newer.score - 1e-6
+
+
 async def keyword_candidates(
     query: str,
     *,
@@ -280,13 +406,17 @@ async def keyword_candidates(
     settings: RecallSettings,
     types: set[str] | None = None,
     hops: int | None = None,
-    include_archived: bool = False,
+    whole_archive: bool = False,
 ) -> KeywordRead:
     """The keyword half of `rank`'s candidates and the links around them (`Links`); it needs
     no query vector, so a caller runs it while the query is embedded (the two overlap: SQLite
     and the model each release the GIL)."""
     rows = await store.candidates(
-        query, scope, limit=_keyword_limit(settings, types), include_archived=include_archived
+        query,
+        scope,
+        limit=_keyword_limit(settings, types),
+        faded=_faded_limit(settings, types),
+        include_archived=whole_archive,
     )
     hops = settings.hops if hops is None else hops
     ids = [r.id for r in rows if not types or r.type in types]
@@ -333,7 +463,7 @@ def _ranges(rows: list[Ranked]) -> dict[str, tuple[float, float]]:
         return {}
     out = {}
     for name in ("rel", "rec", "imp"):
-        values = [getattr(r, name) for r in rows]
+        values = [r.ranked_rel if name == "rel" else getattr(r, name) for r in rows]
         out[name] = (min(values), max(values))
     return out
 
@@ -344,13 +474,16 @@ def _base(rows: list[Ranked], ranges: dict[str, tuple[float, float]], s: RecallS
         return
     w = scoring.Weights(s.a_rel, s.a_rec, s.a_imp, s.gamma)
     span = {"rel": 0.0, "rec": s.norm_min_span, "imp": s.norm_min_span}
+    rel = np.array([r.ranked_rel for r in rows])
     normed = {
         name: scoring.minmax(
-            np.array([getattr(r, name) for r in rows]), *ranges[name], min_span=span[name]
+            rel if name == "rel" else np.array([getattr(r, name) for r in rows]),
+            *ranges[name],
+            min_span=span[name],
         )
         for name in ("rel", "rec", "imp")
     }
-    gate = scoring.relevance_gate(np.array([r.rel for r in rows]), ranges["rel"][1])
+    gate = scoring.relevance_gate(rel, ranges["rel"][1])
     base = scoring.base_scores(normed["rel"], normed["rec"], normed["imp"], w, gate)
     for r, b in zip(rows, base, strict=True):
         r.base = float(b)

@@ -10,6 +10,7 @@ for the log, and every other verb waits for the log before it reads.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -23,8 +24,9 @@ from . import reminders
 from .caller import Caller
 from .ranking import Ranked, Ranking, keyword_candidates, rank
 from .references import resolve_all
+from .tombstones import revive_by_use
 
-__all__ = ["flags", "log_accesses", "ranking_for", "recall"]
+__all__ = ["flags", "log_accesses", "ranking_for", "recall", "revive"]
 
 
 async def ranking_for(
@@ -35,8 +37,10 @@ async def ranking_for(
     hops: int | None,
     include_archived: bool = False,
     extra: tuple[str, ...] = (),
+    whole_archive: bool = False,
 ) -> Ranking:
-    """The full ranking of `query` for the caller, with the vector cache brought up to date.
+    """The full ranking of `query` for the caller, with the vector cache brought up to date
+    (`include_archived` and `whole_archive` as for `ranking.rank`).
 
     The keyword candidates are read while the query is embedded: the two take about as long
     as each other, and neither needs the other (issue 12: recall's fixed cost).
@@ -49,7 +53,7 @@ async def ranking_for(
             settings=c.settings.recall,
             types=kinds,
             hops=hops,
-            include_archived=include_archived,
+            whole_archive=whole_archive,
         )
     )
     try:
@@ -70,6 +74,7 @@ async def ranking_for(
             include_archived=include_archived,
             extra_ids=extra,
             keyword=keyword,
+            whole_archive=whole_archive,
         )
     except BaseException:
         # Leaving with an error (or cancelled): the read is not wanted any more, and its own
@@ -81,7 +86,7 @@ async def ranking_for(
 
 def flags(c: Caller, r: Ranked) -> Flags:
     weak = r.weak(c.settings.recall.weak_relevance)
-    return Flags(weak=weak, stale=r.stale, superseded_by=r.superseded_by)
+    return Flags(weak=weak, stale=r.stale, superseded_by=r.superseded_by, faded=r.faded)
 
 
 async def recall(
@@ -96,6 +101,10 @@ async def recall(
 ) -> RecallResult:
     """Rank memories for a query and log why each returned one ranked where it did.
 
+    A faded memory returned without the weak flag was used: it is live again (`revived`).
+    `include_archived` also returns faded memories that are only weakly related (shown,
+    not used); a memory its user forgot is never returned.
+
     Raises:
         InvalidInput: empty query, k outside 1–50, unknown type or scope.
     """
@@ -105,6 +114,8 @@ async def recall(
     top = ranking.rows[:k]
     channel = Channel.searched if hops == 0 else Channel.recalled
     stored_refs = {r.id: r.row.references() for r in top}
+    # Retrieved by a cue strong enough to clear the weak line: a use, which revives it.
+    revived = [r.id for r in top if r.faded and not flags(c, r).weak]
     if top and c.store.writable:
         # SPEC §5 fix 9: only what the reader could have used counts as use. A weak hit is
         # logged as `shown`: no base-level, no strength, no rehearsal.
@@ -122,6 +133,9 @@ async def recall(
             for position, r in enumerate(top, 1)
         ]
         await c.engine.after_reply(lambda: log_accesses(c, accesses))
+    if revived and c.store.writable:
+        # At once, not with the log after the reply: the next recall sees them live.
+        await revive(c, revived)
     hits = [_hit(c, position, r) for position, r in enumerate(top, 1)]
     await _attach_references(c, hits, stored_refs, scope_obj)
     c.note_activity()
@@ -132,6 +146,11 @@ async def recall(
         note = "Nothing stored matches this query."
     elif nothing:
         note = "Nothing relevant: every result is only weakly related to the query."
+    if revived and c.store.writable:
+        note = (note + " " if note else "") + (
+            f"{len(revived)} result(s) had faded (archived by reflection, flagged faded); "
+            "this recall used them, so they are live again."
+        )
     use_dense = c.settings.recall.use_dense
     if ranking.dense_ready is False and use_dense:
         note = (note + " " if note else "") + "Embeddings are warming: keyword matches only."
@@ -194,6 +213,15 @@ def _hit(c: Caller, position: int, r: Ranked) -> RecallHit:
 #: Times a log of accesses is tried when the database aborts it for a concurrent
 #: transaction: it is written after the reply, so no caller is there to retry it.
 LOG_ATTEMPTS = 3
+
+
+async def revive(c: Caller, ids: Sequence[str]) -> None:
+    """Make the faded memories among `ids`, which a recall just used, live again (one
+    transaction; a memory forgotten or revived meanwhile is left as it is)."""
+    async with c.store.transaction():
+        for memory in (await c.store.fetch_many(list(dict.fromkeys(ids)))).values():
+            await revive_by_use(c, memory)
+    c.index.mark_dirty()
 
 
 async def log_accesses(c: Caller, accesses: list[tuple[str, AccessRecord]]) -> None:

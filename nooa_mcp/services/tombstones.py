@@ -7,15 +7,20 @@ the author passes `revive=true`, which restores the original with its history; r
 restores a given memory the same way. A changed value is a different fact (SPEC §5 v2): MiniLM
 puts "the rate limit is 100" and "… 500" at cosine 0.96, and blocking the new value made it
 impossible to store (revive restored the old one).
+
+Who archived a memory matters to recall (`domain.archive`): `archive` is a user's forget, which
+recall never shows again; `fade` is maintenance's (prune, merge, reconcile), which recall still
+reaches, and `revive_by_use` is what a recall that returned a faded memory does to it.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..domain.archive import merged_reason
 from ..domain.facts import differs_in
 from ..domain.replies import AuthorResult, TombstoneInfo
-from ..domain.schema import Channel, Memory, now as utc_now
+from ..domain.schema import Channel, EdgeType, Memory, now as utc_now
 from ..storage.base import Tombstone
 from .caller import Caller
 
@@ -23,7 +28,9 @@ __all__ = [
     "TOMBSTONE_SIMILARITY",
     "archive",
     "blocked_or_revived",
+    "fade",
     "restore",
+    "revive_by_use",
     "tombstone_match",
 ]
 
@@ -31,10 +38,34 @@ TOMBSTONE_SIMILARITY = 0.95
 
 
 async def archive(c: Caller, memory: Memory, reason: str) -> None:
-    """Archive inside an open transaction and leave a tombstone."""
-    memory.archived = True
+    """A user's forget, inside an open transaction: archived, out of recall for good (a faded
+    memory becomes forgotten too), with a tombstone.
+
+    The duplicates reflection merged into it say the same thing in the same words: they are
+    forgotten with it, or recall would still bring the forgotten statement back through them.
+    """
+    await _archive(c, memory, reason, faded=False)
+    edges = await c.store.edges_touching([memory.id])
+    merged = [e.dst for e in edges if e.src == memory.id and e.type == EdgeType.refines.value]
+    if not merged:
+        return
+    stones = await c.store.tombstones_of(merged)
+    twins = [i for i, t in stones.items() if t.reason == merged_reason(memory.id)]
+    for twin in (await c.store.fetch_many(twins)).values():
+        if twin.archived and twin.faded:
+            await _archive(c, twin, f"forgotten with {memory.id[:8]}", faded=False)
+
+
+async def fade(c: Caller, memory: Memory, reason: str) -> None:
+    """Maintenance's archive, inside an open transaction: out of the live tier, with a
+    tombstone, but still within recall's reach (see `domain.archive`)."""
+    await _archive(c, memory, reason, faded=True)
+
+
+async def _archive(c: Caller, memory: Memory, reason: str, *, faded: bool) -> None:
+    memory.archived, memory.faded = True, faded
     when = utc_now()
-    await c.store.set_archived(memory.id, True, when)
+    await c.store.set_archived(memory.id, True, when, faded=faded)
     await c.store.add_tombstone(memory.id, reason, when)
 
 
@@ -69,21 +100,25 @@ async def tombstone_match(
 async def blocked_or_revived(
     c: Caller, stone: Tombstone, similarity: float, revive: bool
 ) -> AuthorResult:
-    """Inside the author transaction: refuse a forgotten value, or restore it on revive."""
+    """Inside the author transaction: refuse a forgotten value, or restore it on revive.
+
+    A faded value (archived by maintenance, not by its user) is never refused: writing it
+    again is using it, and it is restored as on revive.
+    """
     info = TombstoneInfo(
         memory_id=stone.memory_id,
         reason=stone.reason,
         archived_at=stone.ts,
         similarity=round(similarity, 4),
     )
-    if not revive:
+    memory = await c.fetch(stone.memory_id)
+    if not revive and not memory.faded:
         return AuthorResult(
             id=stone.memory_id,
             status="blocked-by-tombstone",
             similarity=info.similarity,
             tombstone=info,
         )
-    memory = await c.fetch(stone.memory_id)
     await restore(c, memory)
     c.index.mark_dirty()
     return AuthorResult(id=memory.id, status="revived", similarity=info.similarity, tombstone=info)
@@ -94,11 +129,23 @@ async def restore(c: Caller, memory: Memory) -> None:
 
     Reviving is the author writing the value again: a reinforcing access, history kept.
     """
-    now = utc_now()
-    memory.archived = False
-    await c.store.set_archived(memory.id, False, now)
-    await c.store.lift_tombstones(memory.id, now)
+    await _unarchive(c, memory)
     access = c.access(Channel.reinforced, query="revive")
     c.apply(memory, access)
     await c.store.save(memory)
     await c.store.append_accesses([(memory.id, access)])
+
+
+async def revive_by_use(c: Caller, memory: Memory) -> None:
+    """Inside an open transaction: a faded memory that a recall returned, and so used, is live
+    again: un-archived, its tombstones lifted. The recall's own access is the use (logged by
+    the caller); nothing else is added. A memory its user forgot is never revived here."""
+    if memory.archived and memory.faded:
+        await _unarchive(c, memory)
+
+
+async def _unarchive(c: Caller, memory: Memory) -> None:
+    now = utc_now()
+    memory.archived, memory.faded = False, False
+    await c.store.set_archived(memory.id, False, now)
+    await c.store.lift_tombstones(memory.id, now)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from ..domain.archive import reason_fades
 from ..domain.inputs import build_memory
 from ..domain.schema import as_utc, now as utc_now
 from ..errors import InvalidInput
@@ -132,7 +133,11 @@ async def _restore_archived(c: Caller, items: list[tuple[str, dict[str, Any]]]) 
                 lifted = as_utc(stone.get("lifted_at"), "tombstones.lifted_at")
                 if lifted is not None:
                     await c.store.lift_tombstones(memory_id, lifted)
-            await c.store.set_archived(memory_id, True, when)
+            # Faded (maintenance archived it) or forgotten (its user did), as the exporting
+            # store said by the standing tombstone's reason (`domain.archive`).
+            standing = [s["reason"] for s in stones if not s.get("lifted_at")]
+            faded = bool(standing) and reason_fades(standing[-1])
+            await c.store.set_archived(memory_id, True, when, faded=faded)
     c.index.mark_dirty()
     return len(items)
 

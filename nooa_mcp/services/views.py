@@ -132,7 +132,7 @@ async def view(c: Caller, memory: Memory, scope: Scope) -> MemoryView:
         stability_hours=stability_hours(memory.strength, policy.tau_hours),
         protected=protection(memory.type, memory.importance, memory.status, policy),
         writable=c.may_write(memory.owner),
-        flags=Flags(stale=stale),
+        flags=Flags(stale=stale, faded=memory.archived and memory.faded),
     )
 
 

@@ -24,6 +24,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from ..domain.archive import FADED_REASONS
 from ..domain.reflection import Node, Rows
 from ..domain.schema import AccessRecord, Edge, EdgeType, Memory, Reference
 from ..domain.scope import Scope
@@ -48,6 +49,7 @@ __all__ = [
     "Store",
     "Tombstone",
     "VectorRow",
+    "tell_faded_sql",
 ]
 
 #: The columns an access changes (see `domain.accesses.apply_access`): `save_accesses` writes
@@ -77,7 +79,8 @@ REFLECTION_COLUMNS = (
 
 #: What a dump carries, table by table, in the order `load` needs them (memories before the
 #: rows that name them). A dumped row holds every column below and nothing backend-specific:
-#: JSON columns decoded, times as epoch seconds, `archived` a bool, embeddings as float32 bytes.
+#: JSON columns decoded, times as epoch seconds, `archived` and `faded` bools, embeddings as
+#: float32 bytes.
 #: Revisions and search indexes are not carried: the destination makes its own.
 DUMP_COLUMNS: dict[str, tuple[str, ...]] = {
     "meta": ("key", "value"),
@@ -102,6 +105,7 @@ DUMP_COLUMNS: dict[str, tuple[str, ...]] = {
         "status",
         "archived",
         "archived_at",
+        "faded",
         "created_at",
         "last_accessed_at",
         "valid_from",
@@ -145,6 +149,24 @@ DUMP_COLUMNS: dict[str, tuple[str, ...]] = {
     "maintenance_log": ("seq", "ts", "kind", "report"),
 }
 DUMP_TABLES = tuple(DUMP_COLUMNS)
+
+
+def tell_faded_sql(archived: str, true: str) -> str:
+    """The statement that sets `faded` on every archived row whose standing tombstone (the
+    newest not lifted) gives a reason of maintenance (`domain.archive.reason_fades`), in SQL
+    both backends run; `archived` is the condition for an archived row, `true` the flag's
+    true value. A store written before the flag existed is upgraded with it."""
+    match = " OR ".join(
+        f"substr(s.reason, 1, {len(prefix)}) = '{prefix}'" for prefix in FADED_REASONS
+    )
+    return (
+        f"UPDATE memories SET faded = {true} WHERE {archived} AND EXISTS (SELECT 1 FROM "
+        "(SELECT t.reason FROM tombstones t WHERE t.memory_id = memories.id "
+        "AND t.lifted_at IS NULL ORDER BY t.ts DESC, t.seq DESC LIMIT 1) s "
+        f"WHERE {match})"
+    )
+
+
 #: The key a dump pages by (and the order rows come in).
 DUMP_KEYS: dict[str, tuple[str, ...]] = {
     "meta": ("key",),
@@ -179,6 +201,8 @@ class ScoringRow:
     strength: int
     status: str | None
     archived: bool
+    #: Archived by maintenance, not by its user (`domain.archive`): recall may return it.
+    faded: bool
     created_at: float
     last_accessed_at: float
     valid_from: float | None
@@ -212,6 +236,8 @@ class VectorRow:
     type: str
     archived: bool
     embedding: np.ndarray | None
+    #: Archived by maintenance (`domain.archive`): searched as the faded tier.
+    faded: bool = False
 
 
 @dataclass(slots=True)
@@ -365,7 +391,12 @@ class Store(Protocol):
 
     async def find_by_hash(self, content_hash: str, role: str, type: str) -> str | None: ...
 
-    async def set_archived(self, memory_id: str, archived: bool, when: datetime) -> None: ...
+    async def set_archived(
+        self, memory_id: str, archived: bool, when: datetime, *, faded: bool = False
+    ) -> None:
+        """Archive a memory (forgotten by its user, or `faded`: by maintenance) or make it
+        live again (`faded` is then cleared)."""
+        ...
 
     async def set_embedding(self, memory_id: str, vector: np.ndarray) -> None: ...
 
@@ -423,10 +454,14 @@ class Store(Protocol):
         *,
         limit: int,
         ids: Sequence[str] = (),
+        faded: int = 0,
         include_archived: bool = False,
     ) -> list[ScoringRow]:
-        """In one call: the keyword top `limit` for `text` (with `bm25` set), and the rows
-        `ids` (the dense candidates), inside `scope`, live unless `include_archived`."""
+        """In one call: the keyword top `limit` of live rows for `text` (with `bm25` set), the
+        keyword top `faded` of faded rows (archived by maintenance; never a row its user
+        forgot), and the rows `ids` (the dense candidates, in any state), inside `scope`.
+        With `include_archived`, the top `limit` of every row, archived or not, in one tier
+        (explain's "why not" of an archived memory)."""
         ...
 
     async def scoring_rows(self, ids: Sequence[str]) -> list[ScoringRow]: ...

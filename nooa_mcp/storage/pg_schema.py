@@ -26,11 +26,15 @@ from __future__ import annotations
 
 import hashlib
 
+from .base import tell_faded_sql
+
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "TS_CONFIG", "notify_channel"]
 
 #: 1: the first release. 2: the access stream's counts per memory, channel and reader
-#: (`access_counts`, kept by triggers), taken from the stream of an existing store.
-SCHEMA_VERSION = 2
+#: (`access_counts`, kept by triggers), taken from the stream of an existing store. 3: `faded`,
+#: as `storage/sqlite.py`'s version 4 (a memory maintenance archived, which recall still
+#: reaches, told from one its user forgot), and the revision moving when it changes.
+SCHEMA_VERSION = 3
 
 #: The text search configuration every search and generated column uses.
 TS_CONFIG = "nooa_english"
@@ -238,8 +242,25 @@ SELECT memory_id, channel, reader_owner, count(*) FROM accesses
 GROUP BY memory_id, channel, reader_owner;
 """
 
+#: Version 3: the faded flag, set from the standing tombstones of the rows archived so far
+#: (every other archived row stays forgotten), and a revision that moves when it changes, so
+#: every server's vector cache learns which archived rows recall may still search.
+_FADED = f"""
+ALTER TABLE memories ADD COLUMN IF NOT EXISTS faded boolean NOT NULL DEFAULT false;
+{tell_faded_sql("archived", "true")};
+DROP TRIGGER IF EXISTS memories_rev ON memories;
+CREATE TRIGGER memories_rev BEFORE UPDATE ON memories FOR EACH ROW
+    WHEN (OLD.embedding IS DISTINCT FROM NEW.embedding OR OLD.archived <> NEW.archived
+          OR OLD.faded <> NEW.faded
+          OR OLD.owner <> NEW.owner OR OLD.role <> NEW.role OR OLD.type <> NEW.type
+          OR OLD.title <> NEW.title OR OLD.content <> NEW.content
+          OR OLD.tags <> NEW.tags OR OLD.entities <> NEW.entities)
+    EXECUTE FUNCTION nooa_index_text();
+"""
+
 #: version -> the DDL that brings a store from version - 1 to it (one transaction each).
 MIGRATIONS: dict[int, str] = {
     1: _TEXT_SEARCH + _FUNCTIONS + _MEMORIES + _REST,
     2: _ACCESS_COUNTS,
+    3: _FADED,
 }

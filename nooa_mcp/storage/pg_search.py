@@ -189,10 +189,14 @@ FROM unnest(%(terms)s::text[]) AS t(term)
 """
 
 
-def bm25_sql(columns: str, scope: str, include_archived: bool, lexemes: int) -> str:
-    """One statement: the keyword top `%(limit)s` in scope, with `columns` of each row and its
-    `bm25`, and the rows `%(ids)s` (bm25 NULL unless also a keyword hit); a last row with NULL
-    seq carries each lexeme's row count (`counts`, for the common-word memory).
+def bm25_sql(
+    columns: str, scope: str, faded: bool, lexemes: int, include_archived: bool = False
+) -> str:
+    """One statement: the keyword top `%(limit)s` of live rows in scope (and, with `faded`, the
+    top `%(faded)s` of faded rows beside them; a row its user forgot never), with `columns` of
+    each row and its `bm25`, and the rows `%(ids)s` (bm25 NULL unless also a keyword hit); a
+    last row with NULL seq carries each lexeme's row count (`counts`, for the common-word
+    memory). With `include_archived`, every row is in one tier (archived or not).
 
     Lexeme i arrives as its own tsquery `%(q<i>)s`. Being parameters of a one-shot statement,
     the planner sees them: the GIN index serves a rare word, a short scan a common one. Its row
@@ -200,17 +204,38 @@ def bm25_sql(columns: str, scope: str, include_archived: bool, lexemes: int) -> 
     than the cap) and its hit scan is skipped altogether (a one-time filter). `%(words)s` maps
     each query word to its lexeme's index: a lexeme two words share counts twice, as in FTS5.
     """
-    archived = "" if include_archived else "AND NOT m.archived"
+    archived = "AND (NOT m.archived OR m.faded)" if faded else "AND NOT m.archived"
+    if include_archived:
+        archived, faded = "", False
     counts = ",\n        ".join(
         f"({i}, (SELECT count(*) FROM (SELECT 1 FROM memories WHERE fts @@ %(q{i})s::tsquery "
         f"LIMIT %(cap)s) s))"
         for i in range(lexemes)
     )
     scans = "\n        UNION ALL\n        ".join(
-        f"SELECT m.seq, m.doc_len, m.fts FROM memories m WHERE m.fts @@ %(q{i})s::tsquery "
+        f"SELECT m.seq, m.doc_len, m.archived, m.fts FROM memories m "
+        f"WHERE m.fts @@ %(q{i})s::tsquery "
         f"AND {scope} {archived} AND (SELECT keep FROM df WHERE i = {i})"
         for i in range(lexemes)
     )
+    bm25 = "sum(s.idf * t.f * 2.2 / (t.f + 1.2 * (0.25 + 0.75 * t.doc_len / %(avgdl)s)))"
+    sparse = f"""sparse AS (
+    SELECT t.seq, {bm25} AS bm25
+    FROM tfs t JOIN sel s ON s.lex = t.lexeme
+    GROUP BY t.seq ORDER BY bm25 DESC, t.seq LIMIT %(limit)s
+)"""
+    if faded:
+        # Each tier keeps its own best rows: faded rows never take a live row's place.
+        sparse = f"""scored AS (
+    SELECT t.seq, t.archived, {bm25} AS bm25,
+           row_number() OVER (PARTITION BY t.archived ORDER BY {bm25} DESC, t.seq) AS r
+    FROM tfs t JOIN sel s ON s.lex = t.lexeme
+    GROUP BY t.seq, t.archived
+),
+sparse AS (
+    SELECT seq, bm25 FROM scored
+    WHERE r <= CASE WHEN archived THEN %(faded)s ELSE %(limit)s END
+)"""
     return f"""
 WITH df AS MATERIALIZED (
     SELECT i, n, n > 0 AND (n < %(cap)s OR %(rows)s < %(cap)s) AS keep
@@ -224,24 +249,19 @@ sel AS (
     WHERE d.keep
 ),
 hit AS (
-    SELECT DISTINCT ON (seq) seq, doc_len, fts FROM (
+    SELECT DISTINCT ON (seq) seq, doc_len, archived, fts FROM (
         {scans}
     ) AS x ORDER BY seq
 ),
 tfs AS (
     -- Weighted frequency from the positions' labels: A = 2, B = 1.5, D = 1.
-    SELECT h.seq, h.doc_len, u.lexeme,
+    SELECT h.seq, h.doc_len, h.archived, u.lexeme,
            (cardinality(u.weights) + cardinality(array_positions(u.weights, 'A'))
             + 0.5 * cardinality(array_positions(u.weights, 'B')))::float8 AS f
     FROM hit h, unnest(h.fts) AS u
     WHERE u.lexeme = ANY(ARRAY(SELECT lex FROM sel))
 ),
-sparse AS (
-    SELECT t.seq,
-           sum(s.idf * t.f * 2.2 / (t.f + 1.2 * (0.25 + 0.75 * t.doc_len / %(avgdl)s))) AS bm25
-    FROM tfs t JOIN sel s ON s.lex = t.lexeme
-    GROUP BY t.seq ORDER BY bm25 DESC, t.seq LIMIT %(limit)s
-),
+{sparse},
 picked AS (
     SELECT seq FROM sparse
     UNION

@@ -153,6 +153,7 @@ def scope_sql(scope: Scope, alias: str = "m", name: str = "scope") -> tuple[str,
 def _pg_values(memory: Memory, embedding: np.ndarray | None) -> dict[str, Any]:
     values = _row_values(memory, embedding)
     values["archived"] = bool(values["archived"])
+    values["faded"] = bool(values["faded"])
     return values
 
 
@@ -572,11 +573,19 @@ class PostgresStore:
             {"e": np.asarray(vector, np.float32).tobytes(), "i": memory_id},
         )
 
-    async def set_archived(self, memory_id: str, archived: bool, when: datetime) -> None:
+    async def set_archived(
+        self, memory_id: str, archived: bool, when: datetime, *, faded: bool = False
+    ) -> None:
         self._moved()
         await self._exec(
-            "UPDATE memories SET archived = %(a)s, archived_at = %(t)s WHERE id = %(i)s",
-            {"a": archived, "t": ts(when) if archived else None, "i": memory_id},
+            "UPDATE memories SET archived = %(a)s, archived_at = %(t)s, faded = %(f)s "
+            "WHERE id = %(i)s",
+            {
+                "a": archived,
+                "t": ts(when) if archived else None,
+                "f": archived and faded,
+                "i": memory_id,
+            },
         )
 
     async def set_importance(
@@ -756,7 +765,7 @@ class PostgresStore:
             # Nothing committed since this mark was taken (no NOTIFY heard, no own write).
             return [], mark
         rows = await self._changes_since(
-            mark, "m.seq, m.id, m.role, m.owner, m.type, m.archived, m.embedding", limit
+            mark, "m.seq, m.id, m.role, m.owner, m.type, m.archived, m.faded, m.embedding", limit
         )
         out = [
             VectorRow(
@@ -766,6 +775,7 @@ class PostgresStore:
                 owner=r["owner"],
                 type=r["type"],
                 archived=r["archived"],
+                faded=r["faded"],
                 embedding=_vector(r["embedding"]),
             )
             for r in rows
@@ -835,10 +845,12 @@ class PostgresStore:
         *,
         limit: int,
         ids: Sequence[str] = (),
+        faded: int = 0,
         include_archived: bool = False,
     ) -> list[ScoringRow]:
-        """The BM25 top `limit` for `text` in scope (bm25 set) and the rows `ids`; BM25 exactly
-        as SQLite's FTS5 computes it (see pg_search), in one statement."""
+        """The BM25 top `limit` of live rows for `text` in scope and the top `faded` of faded
+        rows (bm25 set), and the rows `ids`; BM25 exactly as SQLite's FTS5 computes it (see
+        pg_search), in one statement."""
         terms = fts_terms(text)
         if not terms or limit <= 0:
             return await self.scoring_rows(ids)
@@ -860,10 +872,11 @@ class PostgresStore:
             lexes=words,
             avgdl=max(stats.avgdl, 1e-9),
             limit=limit,
+            faded=faded,
             ids=list(ids),
         )
         found = await self._rows(
-            bm25_sql(SCORING_COLUMNS, where, include_archived, len(lexemes)), params
+            bm25_sql(SCORING_COLUMNS, where, faded > 0, len(lexemes), include_archived), params
         )
         *ranked, last = found
         self._common.learn(

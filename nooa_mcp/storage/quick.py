@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 __all__ = ["QuickStore", "QuickUnavailable"]
 
 #: The schema this module reads (sqlite.SCHEMA_VERSION).
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 #: sqlite.NEXT_REV: every write moves the store-wide revision, so vector caches in running
 #: servers pull the changed rows.
 NEXT_REV = "(SELECT coalesce(max(rev), 0) + 1 FROM memories)"
@@ -136,19 +136,22 @@ class QuickStore:
         return [term for term, n in zip(terms, counts, strict=True) if n < cap]
 
     def keyword_candidates(self, terms: list[str], role: str, limit: int) -> list[dict]:
-        """BM25 top `limit` over live memories of the caller's role (and shared ones), with
-        what the injection rule needs; intents, scratch notes and closed todos left out."""
+        """BM25 top `limit` over the memories of the caller's role (and shared ones), with
+        what the injection rule needs; intents, scratch notes and closed todos left out.
+        Live memories come first; faded ones (archived by maintenance, `faded` set) fill the
+        places left after them; memories a user forgot never come."""
         terms = self.selective_terms(terms)
         if not terms:
             return []
         query = " OR ".join(f'"{t}"' for t in terms)
         where, params = self._own(role)
         rows = self._rows(
-            f"SELECT {_ROW}, f.score FROM (SELECT rowid AS seq, {BM25} AS score "
-            "FROM memories_fts WHERE memories_fts MATCH ? ORDER BY score LIMIT ?) f "
-            f"JOIN memories m ON m.seq = f.seq WHERE {where} AND m.archived = 0 "
-            "AND m.type NOT IN ('intent', 'scratch') "
-            "AND NOT (m.type = 'todo' AND m.status != 'open') ORDER BY f.score LIMIT ?",
+            f"SELECT {_ROW}, m.archived AS faded, f.score FROM (SELECT rowid AS seq, "
+            f"{BM25} AS score FROM memories_fts WHERE memories_fts MATCH ? ORDER BY score "
+            f"LIMIT ?) f JOIN memories m ON m.seq = f.seq WHERE {where} "
+            "AND (m.archived = 0 OR m.faded = 1) AND m.type NOT IN ('intent', 'scratch') "
+            "AND NOT (m.type = 'todo' AND m.status != 'open') "
+            "ORDER BY m.archived, f.score LIMIT ?",
             [query, max(limit * 4, 200), *params, limit],
         )
         return [{**_decoded(r), "bm25": -r["score"]} for r in rows]

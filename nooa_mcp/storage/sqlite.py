@@ -65,6 +65,7 @@ from .base import (
     ScoringRow,
     Tombstone,
     VectorRow,
+    tell_faded_sql,
 )
 from .checkpoints import Checkpointer
 
@@ -76,8 +77,10 @@ logger = logging.getLogger(__name__)
 #: SPEC §5 v2); a version-1 file is rehashed in place when opened. 3: the access stream's
 #: counts per memory, channel and reader (`access_counts`, kept by triggers) and a covering
 #: index for scans by scope, so stats reads neither the stream nor the wide rows; an older
-#: file's counts are taken from its stream when it is opened.
-SCHEMA_VERSION = 3
+#: file's counts are taken from its stream when it is opened. 4: `faded`, which tells a memory
+#: maintenance archived (recall still reaches it) from one its user forgot; an older file's
+#: archived rows are told apart by their standing tombstone's reason (`domain.archive`).
+SCHEMA_VERSION = 4
 MIN_PREFIX = 6
 
 _SCHEMA = """
@@ -102,6 +105,8 @@ CREATE TABLE memories (
     status TEXT,
     archived INTEGER NOT NULL DEFAULT 0,
     archived_at REAL,
+    -- Archived by maintenance (prune, merge, reconcile), not by its user: recall reaches it.
+    faded INTEGER NOT NULL DEFAULT 0,
     created_at REAL NOT NULL,
     last_accessed_at REAL NOT NULL,
     valid_from REAL,
@@ -253,7 +258,7 @@ RING = TypeAdapter(list[AccessRecord])
 #: Columns recall needs for scoring, without the heavy ring and embedding.
 SCORING_COLUMNS = (
     "m.seq, m.id, m.type, m.owner, m.title, m.content, m.tags, m.entities, m.place_or_task, "
-    "m.importance, m.strength, m.status, m.archived, m.created_at, m.last_accessed_at, "
+    "m.importance, m.strength, m.status, m.archived, m.faded, m.created_at, m.last_accessed_at, "
     "m.valid_from, m.valid_to, m.actr_count, m.first_access_at, m.actr_times, m.refs"
 )
 
@@ -321,6 +326,7 @@ def _memory(row: sqlite3.Row) -> Memory:
         valid_to=dt(row["valid_to"]),
         references=[Reference.model_validate(r) for r in json.loads(row["refs"])],
         archived=bool(row["archived"]),
+        faded=bool(row["faded"]),
         status=row["status"],
         trigger=Trigger.model_validate_json(trigger) if trigger else None,
         access_log=RING.validate_json(row["ring"]),
@@ -353,6 +359,7 @@ def _scoring(row: sqlite3.Row, bm25: float | None = None) -> ScoringRow:
         strength=row["strength"],
         status=row["status"],
         archived=bool(row["archived"]),
+        faded=bool(row["faded"]),
         created_at=row["created_at"],
         last_accessed_at=row["last_accessed_at"],
         valid_from=row["valid_from"],
@@ -403,6 +410,7 @@ def _row_values(m: Memory, embedding: np.ndarray | None) -> dict[str, Any]:
         "access_count": m.access_count,
         "status": m.status,
         "archived": int(m.archived),
+        "faded": int(m.archived and m.faded),
         "created_at": ts(m.created_at),
         "last_accessed_at": ts(m.last_accessed_at),
         "valid_from": ts(m.valid_from),
@@ -696,6 +704,8 @@ class SQLiteStore:
                     await self._rehash()
                 if version <= 2:
                     await self._count_accesses()
+                if version <= 3:
+                    await self._tell_faded()
             await self._execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     async def _rehash(self) -> None:
@@ -710,6 +720,15 @@ class SQLiteStore:
             "WHERE m.id = tombstones.memory_id) "
             "WHERE memory_id IN (SELECT id FROM memories)"
         )
+
+    async def _tell_faded(self) -> None:
+        """Version 3 → 4: the `faded` flag, set on the archived rows whose standing tombstone
+        says maintenance archived them; every other archived row stays forgotten (a file
+        whose version was set back by hand keeps its column)."""
+        columns = {r["name"] for r in await self._rows("PRAGMA table_info(memories)")}
+        if "faded" not in columns:
+            await self._execute("ALTER TABLE memories ADD COLUMN faded INTEGER NOT NULL DEFAULT 0")
+        await self._execute(tell_faded_sql("archived = 1", "1"))
 
     async def _count_accesses(self) -> None:
         """Version 2 → 3: the counts table, its triggers and the scope index; the counts so
@@ -971,10 +990,13 @@ class SQLiteStore:
             (np.asarray(vector, np.float32).tobytes(), memory_id),
         )
 
-    async def set_archived(self, memory_id: str, archived: bool, when: datetime) -> None:
+    async def set_archived(
+        self, memory_id: str, archived: bool, when: datetime, *, faded: bool = False
+    ) -> None:
         await self._execute(
-            f"UPDATE memories SET archived = ?, archived_at = ?, rev = {NEXT_REV} WHERE id = ?",
-            (int(archived), ts(when) if archived else None, memory_id),
+            "UPDATE memories SET archived = ?, archived_at = ?, faded = ?, "
+            f"rev = {NEXT_REV} WHERE id = ?",
+            (int(archived), ts(when) if archived else None, int(archived and faded), memory_id),
         )
 
     async def set_importance(
@@ -1133,7 +1155,7 @@ class SQLiteStore:
         """Rows with a revision above `mark`, oldest change first (revisions are unique)."""
         since = int(mark or 0)
         rows = await self._rows(
-            "SELECT seq, id, role, owner, type, archived, embedding, rev FROM memories "
+            "SELECT seq, id, role, owner, type, archived, faded, embedding, rev FROM memories "
             "WHERE rev > ? ORDER BY rev LIMIT ?",
             (since, limit),
         )
@@ -1145,6 +1167,7 @@ class SQLiteStore:
                 owner=r["owner"],
                 type=r["type"],
                 archived=bool(r["archived"]),
+                faded=bool(r["faded"]),
                 embedding=_vector(r["embedding"]),
             )
             for r in rows
@@ -1185,57 +1208,79 @@ class SQLiteStore:
         *,
         limit: int,
         ids: Sequence[str] = (),
+        faded: int = 0,
         include_archived: bool = False,
     ) -> list[ScoringRow]:
-        """The keyword top `limit` for `text` and the rows `ids`, with what scoring needs.
+        """The keyword top `limit` of live rows and top `faded` of faded rows for `text`, and
+        the rows `ids`, with what scoring needs (see `Store.candidates`).
 
         Two round trips: the terms' counts (`_selective_terms`), then one statement that
         ranks inside FTS5, joins only the best rows and adds the rows `ids` beside them.
         """
         query = fts_query(await self._selective_terms(fts_terms(text))) if limit > 0 else None
         where, params = scope_sql(scope, "m")
-        archived = "" if include_archived else "AND m.archived = 0"
+        # A row its user forgot is never a keyword candidate; a faded one only when asked for.
+        states = "AND (m.archived = 0 OR m.faded = 1)" if faded > 0 else "AND m.archived = 0"
+        tier = "m.archived"
+        if include_archived:
+            states, tier = "", "0"
         wanted = list(dict.fromkeys(ids))[:500]
         by_id = (
-            f"SELECT {SCORING_COLUMNS}, NULL AS score FROM memories m "
+            f"SELECT {SCORING_COLUMNS}, NULL AS score, 0 AS tier, 0 AS tier_rank FROM memories m "
             f"WHERE m.id IN ({_marks(wanted)})"
         )
         if query is None:
             if not wanted:
                 return []
             return [_scoring(r) for r in await self._rows(by_id, wanted)]
+        # Each tier (live, faded) keeps its own best rows: faded rows never take a live
+        # row's place among the `limit` best.
+        tiers = "WHERE tier_rank <= CASE tier WHEN 0 THEN ? ELSE ? END"
+        ranked = (
+            f"{tier} AS tier, "
+            f"row_number() OVER (PARTITION BY {tier} ORDER BY {{score}}) AS tier_rank"
+        )
         # Rank inside FTS5 first and join only the best `pool` rows: joining every match to
         # `memories` before the LIMIT cost 3-5x the ranking itself on common words (10k rows:
-        # 14 ms -> 4 ms). If the scope or archive filter leaves fewer than `limit` out of a
-        # full pool, fall back to filtering every match, so the answer never changes.
+        # 14 ms -> 4 ms). If the scope or archive filter leaves fewer than `limit` live rows
+        # out of a full pool, fall back to filtering every match, so the live answer never
+        # changes. Faded rows are those among the same pool: the best keyword matches.
         pool = max(limit * 4, 200)
         keyword = (
-            f"SELECT {SCORING_COLUMNS}, f.score AS score FROM (SELECT rowid AS seq, "
+            f"SELECT {SCORING_COLUMNS}, f.score AS score, {ranked.format(score='f.score')} "
+            "FROM (SELECT rowid AS seq, "
             "bm25(memories_fts, 2.0, 1.0, 1.5, 1.5) AS score FROM memories_fts "
             "WHERE memories_fts MATCH ? ORDER BY score LIMIT ?) f "
-            f"JOIN memories m ON m.seq = f.seq WHERE {where} {archived} "
-            "ORDER BY f.score LIMIT ?"
+            f"JOIN memories m ON m.seq = f.seq WHERE {where} {states}"
         )
-        sql = f"SELECT * FROM ({keyword})"
-        args: list[Any] = [query, pool, *params, limit]
+        sql = f"SELECT * FROM ({keyword}) {tiers}"
+        args: list[Any] = [query, pool, *params, limit, faded]
         if wanted:
             sql += f" UNION ALL {by_id}"
             args += wanted
         rows = await self._rows(sql, args)
         hits = [r for r in rows if r["score"] is not None]
-        if len(hits) < limit:
+        if sum(1 for r in hits if not r["tier"]) < limit:
             matched = await self._scalar(
                 "SELECT count(*) FROM (SELECT rowid FROM memories_fts "
                 "WHERE memories_fts MATCH ? LIMIT ?)",
                 [query, pool],
             )
             if matched >= pool:
-                hits = await self._rows(
+                # FTS5's bm25() cannot sit inside a window: rank the scored rows outside it.
+                scored = (
                     f"SELECT {SCORING_COLUMNS}, bm25(memories_fts, 2.0, 1.0, 1.5, 1.5) AS score "
                     "FROM memories_fts JOIN memories m ON m.seq = memories_fts.rowid "
-                    f"WHERE memories_fts MATCH ? AND {where} {archived} ORDER BY score LIMIT ?",
-                    [query, *params, limit],
+                    f"WHERE memories_fts MATCH ? AND {where} {states}"
                 )
+                outer = "0" if include_archived else "archived"
+                hits = await self._rows(
+                    f"SELECT * FROM (SELECT s.*, {outer} AS tier, row_number() OVER "
+                    f"(PARTITION BY {outer} ORDER BY score) AS tier_rank FROM ({scored}) s) "
+                    f"{tiers}",
+                    [query, *params, limit, faded],
+                )
+        hits = sorted(hits, key=lambda r: (r["score"], r["seq"]))
         out = [_scoring(r, -r["score"]) for r in hits]
         seen = {r.id for r in out}
         out += [_scoring(r) for r in rows if r["score"] is None and r["id"] not in seen]
@@ -1767,8 +1812,9 @@ class SQLiteStore:
             for name in decode:
                 if row[name] is not None:
                     row[name] = json.loads(row[name])
-            if "archived" in row:
-                row["archived"] = bool(row["archived"])
+            for flag in ("archived", "faded"):
+                if flag in row:
+                    row[flag] = bool(row[flag])
             out.append(row)
         return out, (tuple(out[-1][k] for k in keys) if len(out) >= limit else None)
 
@@ -1788,8 +1834,9 @@ class SQLiteStore:
             for name in encode:
                 if value[name] is not None:
                     value[name] = json.dumps(value[name])
-            if "archived" in value:
-                value["archived"] = int(value["archived"])
+            for flag in ("archived", "faded"):
+                if flag in value:
+                    value[flag] = int(bool(value[flag]))
             values.append(value)
         await self._execute_many(f"{verb} INTO {table} ({names}) VALUES ({marks})", values)
 

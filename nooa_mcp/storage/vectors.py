@@ -34,6 +34,7 @@ _PER_ROW = (
     "matrix",
     "has_vector",
     "archived",
+    "faded",
     "role_code",
     "owner_code",
     "type_code",
@@ -164,6 +165,8 @@ class VectorIndex:
         self.matrix = np.zeros((0, dim), dtype=np.float32)
         self.has_vector = np.zeros(0, dtype=bool)
         self.archived = np.zeros(0, dtype=bool)
+        #: Archived by maintenance, not by its user: recall's faded tier (`domain.archive`).
+        self.faded = np.zeros(0, dtype=bool)
         self.role_code = np.zeros(0, dtype=np.int32)
         self.owner_code = np.zeros(0, dtype=np.int32)
         self.type_code = np.zeros(0, dtype=np.int8)
@@ -241,6 +244,7 @@ class VectorIndex:
                 self.matrix[row] = 0.0
                 self.has_vector[row] = False
             self.archived[row] = r.archived
+            self.faded[row] = r.archived and r.faded
             self.role_code[row] = self._roles.setdefault(r.role, len(self._roles))
             self.owner_code[row] = self._owners.setdefault(r.owner, len(self._owners))
             self.type_code[row] = self._types.setdefault(r.type, len(self._types))
@@ -377,11 +381,16 @@ class VectorIndex:
         types: set[str] | None = None,
         start: int = 0,
         stop: int | None = None,
+        *,
+        faded: bool = False,
     ) -> np.ndarray:
-        """Rows `start`…`stop` a reader in `scope` may see (owner gate, archived, types)."""
+        """Rows `start`…`stop` a reader in `scope` may see (owner gate, archived, types): live
+        rows, and also every archived one (`include_archived`) or the faded ones (`faded`)."""
         rows = slice(start, self.size if stop is None else stop)
         keep = self.has_vector[rows].copy()
-        if not include_archived:
+        if faded and not include_archived:
+            keep &= ~self.archived[rows] | self.faded[rows]
+        elif not include_archived:
             keep &= ~self.archived[rows]
         shared = self.owner_code[rows] == 0
         if scope.owner is not None:
@@ -506,6 +515,40 @@ class VectorIndex:
         found = zip(at.tolist(), sims[top].tolist(), strict=True)
         return [(self.ids[r], s) for r, s in found if floor is None or s >= floor]
 
+    def search_tiers(
+        self, query: np.ndarray, mask: np.ndarray, n: int, n_faded: int
+    ) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
+        """`search` of the live rows `mask` keeps (top `n`) and of the faded ones (top
+        `n_faded`), from one product: each tier has its own places, so a large archive never
+        takes a live row's place, and the matrix is read once for both."""
+        n_rows = mask.shape[0]
+        faded = mask & self.faded[:n_rows]
+        live = mask & ~self.archived[:n_rows]
+        if n_faded <= 0 or not faded.any():
+            return self.search(query, live, n), []
+        query = np.asarray(query, np.float32)
+        both = live | faded
+        kept = int(both.sum())
+        if kept * SPARSE_SHARE < n_rows:
+            rows = np.flatnonzero(both)
+            sims = np.full(n_rows, -np.inf, dtype=np.float32)
+            sims[rows] = product(self.matrix[rows], query)
+        elif n_rows == self.size:
+            sims = np.where(both, self.similarities(query), -np.inf)
+        else:
+            sims = np.where(both, product(self.matrix[:n_rows], query), -np.inf)
+        return self._top(sims, live, n), self._top(sims, faded, n_faded)
+
+    def _top(self, sims: np.ndarray, keep: np.ndarray, n: int) -> list[tuple[str, float]]:
+        """The `n` best (id, cosine) of `sims` among the rows `keep` marks, best first."""
+        n = min(n, int(keep.sum()))
+        if n <= 0:
+            return []
+        tier = np.where(keep, sims, -np.inf)
+        top = np.argpartition(-tier, n - 1)[:n]
+        top = top[np.argsort(-tier[top], kind="stable")]
+        return [(self.ids[r], s) for r, s in zip(top.tolist(), tier[top].tolist(), strict=True)]
+
     def vector(self, memory_id: str) -> np.ndarray | None:
         row = self.ids.get(memory_id)
         if row is None or not self.has_vector[row]:
@@ -533,3 +576,4 @@ class VectorIndex:
             if row >= 0:
                 self.has_vector[row] = False
                 self.archived[row] = True
+                self.faded[row] = False

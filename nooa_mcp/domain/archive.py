@@ -1,0 +1,65 @@
+"""Why a memory is archived: forgotten by its user, or faded by maintenance.
+
+Pure. Both kinds leave the live tier and keep their row, edges and history. They differ in who
+may still reach them:
+
+- **forgotten**: a user asked (`memory_update forget=true`, the console's forget, an intent
+  cancelled). Recall, explain's rankings and the hooks never show it again; only reviving it
+  by id or by writing it again with `revive=true` brings it back.
+- **faded**: reflection archived it (pruned for low retention, merged into a memory that says
+  the same thing, superseded by a reconcile). In ACT-R a decayed chunk is still retrieved by
+  a strong enough cue, and that retrieval is a use: recall returns a faded memory that is
+  relevant to the query (flagged `faded`, below live memories of similar relevance), and the
+  recall that returns it brings it back to life.
+
+The store keeps the kind as a flag on the row (`faded`). Stores written before the flag
+existed, and imports of older exports, tell the kinds apart by the reason of the memory's
+standing tombstone: reflection's reasons start with one of `FADED_REASONS`; anything else,
+and an archived memory with no standing tombstone at all, counts as forgotten, so no user's
+forget can ever be read as maintenance.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+#: A memory's state as replies name it.
+State = Literal["live", "faded", "forgotten"]
+
+__all__ = [
+    "FADED_REASONS",
+    "State",
+    "merged_reason",
+    "pruned_reason",
+    "reason_fades",
+    "state",
+    "superseded_reason",
+]
+
+#: How the reasons reflection writes begin (what `merged_reason` and the others produce).
+FADED_REASONS: tuple[str, ...] = ("merged into ", "pruned: ", "superseded by ")
+
+
+def merged_reason(anchor_id: str) -> str:
+    return f"merged into {anchor_id[:8]}"
+
+
+def pruned_reason(retention: float, prune_below: float) -> str:
+    return f"pruned: retention {retention:.4f} < {prune_below:g}"
+
+
+def superseded_reason(successor_id: str) -> str:
+    return f"superseded by {successor_id[:8]} (reconcile)"
+
+
+def reason_fades(reason: str | None) -> bool:
+    """Whether a standing tombstone's reason says maintenance archived the memory (faded);
+    False for a user's forget, an unknown reason or none at all (forgotten)."""
+    return reason is not None and reason.startswith(FADED_REASONS)
+
+
+def state(archived: bool, faded: bool) -> State:
+    """live, faded (archived by maintenance) or forgotten (archived by its user)."""
+    if not archived:
+        return "live"
+    return "faded" if faded else "forgotten"
