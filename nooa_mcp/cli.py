@@ -695,8 +695,15 @@ async def migrate(source: str, dest: str, as_json: bool) -> None:
             bar.update(rows, current_item=table)
 
         report = await copy(store_target(source), store_target(dest), progress, sized)
+    for line in report.left_out:
+        click.echo(f"not copied: {line}", err=True)
+    if report.left_out:
+        click.echo(
+            f"{len(report.left_out)} row(s) were not copied (listed above); everything else was.",
+            err=True,
+        )
     emit(
-        {"copied": report.copied, "dest": report.dest_sizes},
+        {"copied": report.copied, "dest": report.dest_sizes, "left_out": report.left_out},
         as_json,
         lambda r: table(
             ["table", "copied", "in DEST"],

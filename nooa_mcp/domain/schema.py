@@ -286,13 +286,36 @@ def cue_set(tags: list[str], entities: list[str], place_or_task: str) -> set[str
     return words
 
 
+def refuse_nul(value: str, field: str) -> str:
+    """Text as every store can keep it: PostgreSQL's text (and JSON) types hold no NUL
+    character, so one is refused on both backends before anything is written.
+
+    Raises:
+        InvalidInput: the text holds a NUL character.
+    """
+    if "\x00" in value:
+        raise InvalidInput(field, "contains a NUL byte.", "Remove control characters.")
+    return value
+
+
 def clean_labels(values: list[str] | None, field: str) -> list[str]:
-    """Strip, de-duplicate and bound a list of tags or entities."""
+    """Strip, de-duplicate and bound a list of tags or entities.
+
+    Raises:
+        InvalidInput: not a list (a bare string would become one label per letter), a label
+            that is not text, holds a NUL, is too long, or too many labels.
+    """
     out: list[str] = []
+    if values is not None and not isinstance(values, list | tuple):
+        raise InvalidInput(
+            field, f"{_shown(values)} is not a list.", "Pass a list of short strings."
+        )
     for value in values or []:
         if not isinstance(value, str):
-            raise InvalidInput(field, f"{value!r} is not text.", "Pass a list of short strings.")
-        item = " ".join(value.split())
+            raise InvalidInput(
+                field, f"{_shown(value)} is not text.", "Pass a list of short strings."
+            )
+        item = " ".join(refuse_nul(value, field).split())
         if len(item) > 100:
             raise InvalidInput(
                 field, f"'{item[:20]}…' is longer than 100 characters.", "Keep each label short."
@@ -304,6 +327,12 @@ def clean_labels(values: list[str] | None, field: str) -> list[str]:
             field, f"{len(out)} labels given; at most 50 are kept.", "Pass fewer labels."
         )
     return out
+
+
+def _shown(value: Any) -> str:
+    """A value quoted in an error, cut short (an import line may hold megabytes)."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 class Link(BaseModel):
