@@ -418,7 +418,7 @@ def _render_stats(s: dict[str, Any]) -> str:
 
 
 @main.command(name="import")
-@click.argument("file", type=click.File("r", encoding="utf-8"))
+@click.argument("file", type=click.File("rb"))
 @json_option
 @click.pass_obj
 @run
@@ -426,23 +426,63 @@ async def import_(ctx: Context, file: Any, as_json: bool) -> None:
     """Import memories from a JSONL FILE (one memory per line, as `export` writes).
 
     Every line is checked before anything is written: a bad line is named and nothing is
-    imported. Archived memories come back archived, with their tombstones.
+    imported. Archived memories come back archived, with their tombstones. An id that another
+    owner's memory holds is imported under a new id; an edge to a memory you cannot link to
+    is not added, and named.
     """
-    items = []
-    for n, line in enumerate(file, 1):
-        if not line.strip():
-            continue
-        try:
-            items.append((n, json.loads(line)))
-        except json.JSONDecodeError as exc:
-            raise click.ClickException(
-                f"line {n}: not JSON ({exc.msg}). Nothing was imported."
-            ) from None
+    items = _import_lines(file)
     async with open_memory(ctx) as mem:
         await mem.wait_ready()
         with click.progressbar(length=len(items), label="importing", file=sys.stderr) as bar:
-            counts = (await mem.import_records(items, tick=bar.update)).counts
-    emit(counts, as_json, lambda c: "  ".join(f"{k}: {v}" for k, v in c.items()))
+            report = await mem.import_records(items, tick=bar.update)
+    for sentence in report.skipped_edges[:_SHOWN_SKIPS]:
+        click.echo(sentence, err=True)
+    if len(report.skipped_edges) > _SHOWN_SKIPS:
+        click.echo(f"... and {len(report.skipped_edges) - _SHOWN_SKIPS} more.", err=True)
+    emit(report.counts, as_json, lambda c: "  ".join(f"{k}: {v}" for k, v in c.items()))
+
+
+#: Edges not added that an import names on stderr (the count says how many in all).
+_SHOWN_SKIPS = 20
+
+
+def _import_lines(file: Any) -> list[tuple[int, Any]]:
+    """(line number, decoded JSON) of each non-blank line, read a bounded line at a time.
+
+    Raises:
+        click.ClickException: a line is longer than the limit, not UTF-8 or not JSON.
+    """
+    from .domain.imports import MAX_LINE_BYTES
+
+    items = []
+    n = 0
+    while True:
+        raw = file.readline(MAX_LINE_BYTES + 1)
+        if not raw:
+            return items
+        n += 1
+        if len(raw) > MAX_LINE_BYTES:
+            raise click.ClickException(
+                f"line {n}: longer than {MAX_LINE_BYTES // 2**20} MiB, more than any exported "
+                "memory. Nothing was imported."
+            )
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise click.ClickException(f"line {n}: not UTF-8 text. Nothing was imported.") from None
+        if not text.strip():
+            continue
+        try:
+            items.append((n, json.loads(text)))
+        except RecursionError:
+            raise click.ClickException(
+                f"line {n}: not JSON (nested too deeply). Nothing was imported."
+            ) from None
+        except ValueError as exc:  # JSONDecodeError, or an integer of thousands of digits
+            why = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc).split(";")[0]
+            raise click.ClickException(
+                f"line {n}: not JSON ({why}). Nothing was imported."
+            ) from None
 
 
 @main.command()

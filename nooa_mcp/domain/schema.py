@@ -61,7 +61,10 @@ class Ladder:
         if isinstance(value, bool):
             raise InvalidInput(field, f"{value!r} is not a level.", fix)
         if isinstance(value, int | float):
-            number = float(value)
+            try:
+                number = float(value)
+            except OverflowError:  # an integer past any float (10**400)
+                number = math.inf
         elif isinstance(value, str):
             key = value.strip().upper()
             if key in self.levels:
@@ -69,11 +72,13 @@ class Ladder:
             try:
                 number = float(key)
             except ValueError:
-                raise InvalidInput(field, f"'{value}' is not a level.", fix) from None
+                raise InvalidInput(field, f"{_shown(value)} is not a level.", fix) from None
         else:
             raise InvalidInput(field, f"{value!r} is not a level.", fix)
         if not math.isfinite(number) or not self.low <= number <= self.high:
-            raise InvalidInput(field, f"{value!r} is outside {self.low:g}–{self.high:g}.", fix)
+            raise InvalidInput(
+                field, f"{_shown(value)} is outside {self.low:g}–{self.high:g}.", fix
+            )
         return number
 
     def label(self, number: float) -> str:
@@ -124,12 +129,16 @@ def as_utc(value: datetime | str | None, field: str) -> datetime | None:
     """Parse an ISO-8601 date or datetime; naive values are taken as UTC."""
     if value is None or value == "":
         return None
+    if not isinstance(value, str | datetime):
+        raise InvalidInput(
+            field, f"{_shown(value)} is not a date.", "Use ISO 8601, e.g. 2026-05-01T09:00:00Z."
+        )
     if isinstance(value, str):
         try:
             value = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
         except ValueError:
             raise InvalidInput(
-                field, f"'{value}' is not a date.", "Use ISO 8601, e.g. 2026-05-01T09:00:00Z."
+                field, f"{_shown(value)} is not a date.", "Use ISO 8601, e.g. 2026-05-01T09:00:00Z."
             ) from None
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
@@ -331,7 +340,10 @@ def clean_labels(values: list[str] | None, field: str) -> list[str]:
 
 def _shown(value: Any) -> str:
     """A value quoted in an error, cut short (an import line may hold megabytes)."""
-    text = repr(value)
+    try:
+        text = repr(value)
+    except ValueError:  # an integer past the interpreter's digit limit for str()
+        return "a number of thousands of digits"
     return text if len(text) <= 40 else text[:37] + "..."
 
 

@@ -495,15 +495,21 @@ class PostgresStore:
 
     # ------------------------------------------------------------------ ids
 
-    async def resolve_id(self, ident: str, field: str = "memory_id") -> str:
-        """Full id of an id or unique prefix (≥ 6 characters).
+    async def resolve_id(
+        self, ident: str, field: str = "memory_id", scope: Scope | None = None
+    ) -> str:
+        """Full id of an id or unique prefix (≥ 6 characters) among the memories `scope`
+        sees (every memory when None).
 
         Raises:
             NotFound: nothing matches, or the prefix is shorter than 6 characters.
             AmbiguousId: several memories share the prefix.
         """
+        where, params = scope_sql(scope, alias="") if scope is not None else ("true", {})
         if len(ident) == 32:
-            found = await self._scalar("SELECT id FROM memories WHERE id = %(i)s", {"i": ident})
+            found = await self._scalar(
+                f"SELECT id FROM memories WHERE id = %(i)s AND {where}", {"i": ident, **params}
+            )
             if found is None:
                 raise NotFound(ident, field)
             return found
@@ -511,8 +517,9 @@ class PostgresStore:
             raise NotFound(ident, field)
         upper = ident[:-1] + chr(ord(ident[-1]) + 1)
         rows = await self._rows(
-            "SELECT id FROM memories WHERE id >= %(lo)s AND id < %(hi)s ORDER BY id LIMIT 6",
-            {"lo": ident, "hi": upper},
+            f"SELECT id FROM memories WHERE id >= %(lo)s AND id < %(hi)s AND {where} "
+            "ORDER BY id LIMIT 6",
+            {"lo": ident, "hi": upper, **params},
         )
         matches = [r["id"] for r in rows]
         if not matches:

@@ -890,15 +890,22 @@ class SQLiteStore:
 
     # ------------------------------------------------------------------ ids
 
-    async def resolve_id(self, ident: str, field: str = "memory_id") -> str:
-        """Full id of an id or unique prefix (≥ 6 characters).
+    async def resolve_id(
+        self, ident: str, field: str = "memory_id", scope: Scope | None = None
+    ) -> str:
+        """Full id of an id or unique prefix (≥ 6 characters) among the memories `scope`
+        sees (every memory when None): a prefix is never ambiguous with, nor names, a
+        memory outside it.
 
         Raises:
             NotFound: nothing matches, or the prefix is shorter than 6 characters.
             AmbiguousId: several memories share the prefix.
         """
+        where, params = scope_sql(scope) if scope is not None else ("1", [])
         if len(ident) == 32:
-            found = await self._scalar("SELECT id FROM memories WHERE id = ?", (ident,))
+            found = await self._scalar(
+                f"SELECT id FROM memories WHERE id = ? AND {where}", (ident, *params)
+            )
             if found is None:
                 raise NotFound(ident, field)
             return found
@@ -908,7 +915,8 @@ class SQLiteStore:
         matches = [
             r[0]
             for r in await self._rows(
-                "SELECT id FROM memories WHERE id >= ? AND id < ? LIMIT 6", (ident, upper)
+                f"SELECT id FROM memories WHERE id >= ? AND id < ? AND {where} LIMIT 6",
+                (ident, upper, *params),
             )
         ]
         if not matches:
