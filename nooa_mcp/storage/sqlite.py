@@ -448,6 +448,22 @@ def _marks(values: Sequence[Any]) -> str:
 OUR_TABLES = frozenset({"memories", "edges", "accesses", "maintenance_log", "tombstones", "meta"})
 
 
+#: Columns every release's `memories` table has had.
+_OUR_COLUMNS = frozenset({"id", "type", "content", "content_hash", "owner"})
+
+
+def _ours(db: sqlite3.Connection, tables: set[str]) -> bool:
+    """Whether a database with tables is a nooa-mcp store: its schema version is set (a store
+    gets its tables and its version in one transaction) and its `memories` table has the
+    columns of one. A table name alone is not enough: a notes app may have `memories` too."""
+    if not OUR_TABLES & tables or "memories" not in tables:
+        return False
+    if db.execute("PRAGMA user_version").fetchone()[0] < 1:
+        return False
+    columns = {r[1] for r in db.execute("PRAGMA table_info(memories)")}
+    return _OUR_COLUMNS <= columns
+
+
 def _inspect(path: Path) -> bool:
     """Check an existing file before opening it for real; whether it can be written.
 
@@ -472,7 +488,7 @@ def _inspect(path: Path) -> bool:
     try:
         tables = {r[0] for r in db.execute(query)}
         foreign = sorted(t for t in tables if not t.startswith(("sqlite_", "memories_")))
-        if tables and not (OUR_TABLES & tables):
+        if tables and not _ours(db, tables):
             shown = ", ".join(foreign[:3]) + (", …" if len(foreign) > 3 else "")
             raise StoreUnavailable(
                 str(path),
