@@ -6,7 +6,8 @@ capped per client (issue 10 items 7 and 10).
 - Each client (its bearer token; without tokens, its address) may hold at most
   `max_sessions_per_client` open sessions; past it, that client gets 429 while every other
   client still gets in. The SDK's store-wide cap would otherwise let one token take every
-  session and lock everyone else out for the idle timeout.
+  session and lock everyone else out for the idle timeout. The cap counts requests still
+  being answered, so parallel initializes cannot overshoot it.
 """
 
 from __future__ import annotations
@@ -76,22 +77,32 @@ def _hostnames(allowed: list[str]) -> list[str]:
 class SessionCap:
     """ASGI middleware: at most `limit` open MCP sessions per client.
 
-    A client is its bearer token (hashed; never kept in the clear) or, without one, its
-    address. Sessions are learned from the `mcp-session-id` the SDK answers an `initialize`
-    with, and forgotten once the SDK no longer holds them (closed, or reaped when idle).
+    A client is its bearer token (hashed; never kept in the clear) when the server has a
+    tokens file, and its address otherwise: without tokens a bearer header proves nothing,
+    and one caller rotating made-up ones must not count as many clients. Sessions are
+    learned from the `mcp-session-id` the SDK answers an `initialize` with, and forgotten
+    once the SDK no longer holds them (closed, or reaped when idle).
+
+    The cap is atomic: a request that may open a session takes its place before it is
+    served (between the check and the reservation there is no await), so a burst of
+    parallel initializes cannot all pass the check before any of them is answered.
     """
 
-    def __init__(self, app: ASGIApp, live: Callable[[], set[str]], limit: int) -> None:
+    def __init__(
+        self, app: ASGIApp, live: Callable[[], set[str]], limit: int, tokens: bool = True
+    ) -> None:
         self.app = app
         self.live = live
         self.limit = limit
+        self.tokens = tokens
         self._sessions: dict[str, set[str]] = {}
+        #: Requests per client that may still open a session (answer not yet started).
+        self._opening: dict[str, int] = {}
 
-    @staticmethod
-    def _client(scope: Scope) -> str:
+    def _client(self, scope: Scope) -> str:
         headers = dict(scope.get("headers") or [])
         auth = headers.get(b"authorization", b"")
-        if auth.lower().startswith(b"bearer "):
+        if self.tokens and auth.lower().startswith(b"bearer "):
             return "token:" + hashlib.sha256(auth[7:].strip()).hexdigest()[:24]
         client = scope.get("client") or ("?", 0)
         return f"address:{client[0]}"
@@ -108,18 +119,37 @@ class SessionCap:
         live = self.live()
         held = self._sessions.setdefault(client, set())
         held &= live
-        if len(held) >= self.limit:
+        if len(held) + self._opening.get(client, 0) >= self.limit:
             await _too_many(send, self.limit)
             return
+        self._opening[client] = self._opening.get(client, 0) + 1
+        opening = True
+
+        def settle() -> None:
+            nonlocal opening
+            if opening:
+                opening = False
+                left = self._opening[client] - 1
+                if left:
+                    self._opening[client] = left
+                else:
+                    del self._opening[client]
+                    if not held:
+                        self._sessions.pop(client, None)
 
         async def remember(message: MutableMapping[str, Any]) -> None:
             if message["type"] == "http.response.start":
                 for name, value in message.get("headers") or []:
                     if name.lower() == SESSION_HEADER:
                         held.add(value.decode())
+                        self._sessions[client] = held
+                settle()
             await send(message)
 
-        await self.app(scope, receive, remember)
+        try:
+            await self.app(scope, receive, remember)
+        finally:
+            settle()
 
 
 async def _too_many(send: Send, limit: int) -> None:
@@ -145,10 +175,19 @@ async def _too_many(send: Send, limit: int) -> None:
 
 
 def http_app(
-    server: MCPServer, *, host: str, max_sessions_per_client: int, ui: ASGIApp | None = None
+    server: MCPServer,
+    *,
+    host: str,
+    max_sessions_per_client: int,
+    ui: ASGIApp | None = None,
+    tokens: bool | None = None,
 ) -> ASGIApp:
     """The streamable-HTTP app of `server`, host-checked and session-capped per client, with
-    the web console mounted at /ui when given (behind the same Host check)."""
+    the web console mounted at /ui when given (behind the same Host check). `tokens` says
+    whether the server checks bearer tokens (None: whether it was built with a verifier);
+    without them, sessions are capped per address."""
+    if tokens is None:
+        tokens = getattr(server, "_token_verifier", None) is not None
     security = protection(host)
     app = server.streamable_http_app(host=host, transport_security=security)
     if ui is not None:
@@ -159,7 +198,7 @@ def http_app(
     def live() -> set[str]:
         return set(manager._server_instances)
 
-    return SessionCap(app, live, max_sessions_per_client)
+    return SessionCap(app, live, max_sessions_per_client, tokens=tokens)
 
 
 def bind(host: str, port: int) -> socket.socket:

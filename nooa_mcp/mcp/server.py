@@ -264,6 +264,7 @@ def run(
         host=host,
         max_sessions_per_client=settings.max_sessions_per_client,
         ui=console.app(),
+        tokens=bool(tokens),
     )
     state = f"tokens on ({len(tokens)} from {tokens_file})" if tokens else "tokens off (loopback)"
     print(
