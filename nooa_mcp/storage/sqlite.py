@@ -461,7 +461,7 @@ def _ours(db: sqlite3.Connection, tables: set[str]) -> bool:
     if db.execute("PRAGMA user_version").fetchone()[0] < 1:
         return False
     columns = {r[1] for r in db.execute("PRAGMA table_info(memories)")}
-    return _OUR_COLUMNS <= columns
+    return columns >= _OUR_COLUMNS
 
 
 def _inspect(path: Path) -> bool:
