@@ -1,6 +1,6 @@
 """The SDK's MCPServer, as nooa-mcp serves it: refusals told in one sentence, tools built late.
 
-Two differences from the SDK's server, each for what a client sees:
+Three differences from the SDK's server, each for what a client sees:
 
 - Arguments the SDK refuses are told as `field: problem; got value. Fix.` (see
   `validation.argument_sentence`), not as pydantic's multi-line report.
@@ -8,6 +8,8 @@ Two differences from the SDK's server, each for what a client sees:
   needs them, not when the server is built: until then `tools/list` is answered from the
   listing generated ahead of time (`catalog`). A stdio client spawns the server and waits for
   that listing; building the handlers first made it wait ~140 ms more (issue 12).
+- Over stdio every malformed line is answered with a JSON-RPC error, and the requests taken
+  in before their replies are written are bounded (`stdio.bounded_stdio`).
 """
 
 from __future__ import annotations
@@ -66,6 +68,16 @@ class MemoryServer(MCPServer):
                     f"Error executing tool {name}: {argument_sentence(cause)}"
                 ) from cause
             raise
+
+    async def run_stdio_async(self) -> None:
+        """Serve over stdio, every malformed line answered and the requests taken in
+        bounded (see `stdio`)."""
+        from .stdio import bounded_stdio
+
+        async with bounded_stdio() as (read_stream, write_stream):
+            await self._lowlevel_server.run(
+                read_stream, write_stream, self._lowlevel_server.create_initialization_options()
+            )
 
     async def list_resources(self) -> Any:
         self.register_handlers()
