@@ -137,6 +137,23 @@ def main(
         click_ctx.invoke(serve)
 
 
+allow_host_option = click.option(
+    "--allow-host",
+    "allow_host",
+    multiple=True,
+    metavar="NAME",
+    help="A host name or IP address clients may use in the Host header besides the bound "
+    "host and loopback, e.g. the machine's address with --host 0.0.0.0 (repeatable; env "
+    "NOOA_ALLOWED_HOSTS, comma-separated).",
+)
+
+
+def _with_hosts(settings: Settings, names: tuple[str, ...]) -> Settings:
+    if not names:
+        return settings
+    return settings.model_copy(update={"allowed_hosts": [*settings.allowed_hosts, *names]})
+
+
 @main.command()
 @click.option(
     "--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True
@@ -149,6 +166,7 @@ def main(
     type=click.Path(path_type=Path, exists=True),
     help="JSON file mapping bearer token → owner; requests without one are refused.",
 )
+@allow_host_option
 @click.pass_obj
 def serve(
     ctx: Context,
@@ -156,13 +174,14 @@ def serve(
     host: str = "127.0.0.1",
     port: int = 8765,
     tokens_file: Path | None = None,
+    allow_host: tuple[str, ...] = (),
 ) -> None:
     """Serve MCP (stdio by default, or streamable HTTP on loopback)."""
     from .mcp import server
 
     server.single_threaded_blas()
     try:
-        settings = ctx.settings()
+        settings = _with_hosts(ctx.settings(), allow_host)
         # The server opens its store inside the MCP lifespan, where a wrong URL or a database
         # that is down would end in a traceback: check a PostgreSQL store first.
         anyio.run(_reachable, settings.store)
@@ -772,15 +791,18 @@ main.add_command(eval_group)
     type=click.Path(path_type=Path, exists=True),
     help="JSON file mapping token → owner: sign in with a token instead of --owner.",
 )
+@allow_host_option
 @click.pass_obj
-def ui(ctx: Context, host: str, port: int, tokens_file: Path | None) -> None:
+def ui(
+    ctx: Context, host: str, port: int, tokens_file: Path | None, allow_host: tuple[str, ...]
+) -> None:
     """Serve the memory console in a browser (loopback only without --tokens)."""
     import contextlib
 
     from .console.serve import serve as serve_console
     from .mcp.identity import load_tokens
 
-    settings = ctx.settings()
+    settings = _with_hosts(ctx.settings(), allow_host)
 
     async def body() -> None:
         tokens = load_tokens(tokens_file) if tokens_file else None

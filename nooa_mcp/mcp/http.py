@@ -2,7 +2,8 @@
 capped per client (issue 10 items 7 and 10).
 
 - Host and Origin headers are checked whatever address the server binds, not only on
-  127.0.0.1: a DNS-rebinding page must not reach a server on 127.0.0.2 either.
+  127.0.0.1: a DNS-rebinding page must not reach a server on 127.0.0.2 either. Names the
+  operator allows (`--allow-host`, e.g. the machine's address on 0.0.0.0) are added.
 - Each client (its bearer token; without tokens, its address) may hold at most
   `max_sessions_per_client` open sessions; past it, that client gets 429 while every other
   client still gets in. The SDK's store-wide cap would otherwise let one token take every
@@ -16,8 +17,9 @@ import errno
 import hashlib
 import ipaddress
 import json
+import re
 import socket
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
@@ -27,7 +29,7 @@ from starlette.routing import Mount
 
 from ..errors import InvalidInput
 
-__all__ = ["SessionCap", "bind", "http_app", "is_loopback", "protection"]
+__all__ = ["SessionCap", "bind", "http_app", "is_loopback", "parse_allowed_hosts", "protection"]
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -50,9 +52,46 @@ def _shown(host: str) -> str:
     return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
-def protection(host: str) -> TransportSecuritySettings:
-    """DNS-rebinding protection that names the bound host as well as the loopback names."""
-    names = {_shown(host), "127.0.0.1", "localhost", "[::1]"}
+#: A host name or an IP address as an operator may name one (no port, no wildcard).
+_HOST_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}[A-Za-z0-9])?(?:\.[A-Za-z0-9-]{1,63})*")
+
+
+def parse_allowed_hosts(values: Iterable[str] | str | None, field: str = "allow-host") -> list[str]:
+    """Host names or IP addresses the operator allows in the Host header, besides the bound
+    host and the loopback names (e.g. the machine's address, when serving on 0.0.0.0).
+
+    Raises:
+        InvalidInput: a value is not a host name or an IP address (a port or a wildcard
+            would widen what DNS rebinding could reach).
+    """
+    items = values.split(",") if isinstance(values, str) else list(values or [])
+    out: list[str] = []
+    for item in items:
+        name = item.strip()
+        if not name:
+            continue
+        bare = name.strip("[]")
+        try:
+            ipaddress.ip_address(bare)
+            name = _shown(bare)
+        except ValueError:
+            if not _HOST_NAME.fullmatch(name):
+                raise InvalidInput(
+                    field,
+                    f"{name!r} is not a host name or an IP address.",
+                    "Name the host as clients write it, e.g. 192.0.2.10 or memory.internal "
+                    "(no port, no wildcard).",
+                ) from None
+            name = name.lower()
+        if name not in out:
+            out.append(name)
+    return out
+
+
+def protection(host: str, allowed: Iterable[str] = ()) -> TransportSecuritySettings:
+    """DNS-rebinding protection that names the bound host as well as the loopback names, and
+    the host names or addresses the operator allowed (`parse_allowed_hosts`)."""
+    names = {_shown(host), "127.0.0.1", "localhost", "[::1]", *allowed}
     if host in ("0.0.0.0", "::"):
         names.add(socket.gethostname())
     return TransportSecuritySettings(
@@ -181,14 +220,16 @@ def http_app(
     max_sessions_per_client: int,
     ui: ASGIApp | None = None,
     tokens: bool | None = None,
+    allowed_hosts: Iterable[str] = (),
 ) -> ASGIApp:
     """The streamable-HTTP app of `server`, host-checked and session-capped per client, with
     the web console mounted at /ui when given (behind the same Host check). `tokens` says
     whether the server checks bearer tokens (None: whether it was built with a verifier);
-    without them, sessions are capped per address."""
+    without them, sessions are capped per address. `allowed_hosts` are Host names the
+    operator allows besides the bound host and loopback."""
     if tokens is None:
         tokens = getattr(server, "_token_verifier", None) is not None
-    security = protection(host)
+    security = protection(host, allowed_hosts)
     app = server.streamable_http_app(host=host, transport_security=security)
     if ui is not None:
         hosts = TrustedHostMiddleware(ui, allowed_hosts=_hostnames(security.allowed_hosts))
