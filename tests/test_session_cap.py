@@ -77,3 +77,14 @@ async def test_without_tokens_made_up_bearer_headers_share_their_addresss_cap(
     opened = statuses.count(200)
     print(f"{store_target!s:.40}: 100 made-up bearer tokens, cap 5 -> {opened} sessions")
     assert (opened, statuses.count(429)) == (5, 95), sorted(set(statuses))
+
+
+async def test_without_tokens_made_up_forwarded_for_headers_share_the_peers_cap(
+    tmp_path: Path,
+) -> None:
+    # uvicorn believes X-Forwarded-For from loopback: the cap must count the socket's peer.
+    env = process_env(NOOA_MAX_SESSIONS_PER_CLIENT="5")
+    async with http_server(serve_args(tmp_path / "s.sqlite"), env=env) as proc:
+        spoofed = [{"X-Forwarded-For": f"10.9.{i // 250}.{i % 250 + 1}"} for i in range(100)]
+        statuses = await _burst(proc.url, spoofed)
+    assert (statuses.count(200), statuses.count(429)) == (5, 95), sorted(set(statuses))

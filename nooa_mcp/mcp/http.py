@@ -17,6 +17,7 @@ import errno
 import hashlib
 import ipaddress
 import json
+import os
 import re
 import socket
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
@@ -239,7 +240,19 @@ def http_app(
     def live() -> set[str]:
         return set(manager._server_instances)
 
-    return SessionCap(app, live, max_sessions_per_client, tokens=tokens)
+    # The cap is keyed on the peer the socket reports: uvicorn would otherwise have rewritten
+    # it from X-Forwarded-For (trusted from loopback), letting one local caller claim a new
+    # address per request. Inside the cap, the app sees the forwarded client and scheme as
+    # uvicorn would show them (a TLS proxy on this machine), so serve with proxy_headers off.
+    from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware  # HTTP only
+
+    forwarded = ProxyHeadersMiddleware(app, trusted_hosts=forwarded_allow_ips())
+    return SessionCap(forwarded, live, max_sessions_per_client, tokens=tokens)
+
+
+def forwarded_allow_ips() -> str:
+    """The proxies whose X-Forwarded-* headers are believed: uvicorn's own default."""
+    return os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1,::1")
 
 
 def bind(host: str, port: int) -> socket.socket:

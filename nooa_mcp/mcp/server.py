@@ -279,7 +279,8 @@ def run(
     )
     import uvicorn  # only the HTTP transport needs it; stdio start-up stays lean
 
-    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    # Forwarded headers are applied inside the app, behind the session cap (see http_app).
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", proxy_headers=False)
     anyio.run(functools.partial(uvicorn.Server(config).serve, sockets=[sock]))
 
 
