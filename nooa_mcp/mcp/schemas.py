@@ -77,10 +77,8 @@ def _not_null(node: Any) -> Any:
 
 
 def lean_input(schema: dict[str, Any]) -> dict[str, Any]:
-    """An input schema without $ref/$defs, titles, or null-variants of optional arguments,
-    closed to arguments it does not name (the server refuses them by name)."""
-    lean = _not_null(_drop_titles(_inline(schema, schema.get("$defs", {}))))
-    return {**lean, "additionalProperties": False}
+    """An input schema without $ref/$defs, titles, or null-variants of optional arguments."""
+    return _not_null(_drop_titles(_inline(schema, schema.get("$defs", {}))))
 
 
 def lean_output(schema: dict[str, Any]) -> dict[str, Any]:
