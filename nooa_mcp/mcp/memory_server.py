@@ -16,6 +16,8 @@ What differs from the SDK's server, each for what a client sees:
 
 from __future__ import annotations
 
+import logging
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -78,6 +80,7 @@ class MemoryServer(MCPServer):
         bounded (see `stdio`)."""
         from .stdio import bounded_stdio
 
+        plain_log_lines()
         async with bounded_stdio() as (read_stream, write_stream):
             await self._lowlevel_server.run(
                 read_stream, write_stream, self._lowlevel_server.create_initialization_options()
@@ -125,6 +128,24 @@ class MemoryServer(MCPServer):
     async def _handle_list_resource_templates(self, ctx: Any, params: Any) -> Any:
         _refuse_cursor(params)
         return await super()._handle_list_resource_templates(ctx, params)
+
+
+def plain_log_lines() -> None:
+    """nooa-mcp's own log records, one line each on stderr, for a server process.
+
+    The SDK logs through rich, which boxes a traceback over dozens of lines and wraps even a
+    one-line warning at 80 columns; a client keeping a server's stderr (and a person reading
+    it) gets one line per record from nooa-mcp instead. Installed once, by a serving process.
+    """
+    log = logging.getLogger("nooa_mcp")
+    if any(getattr(h, "_nooa_plain", False) for h in log.handlers):
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s nooa-mcp %(levelname)s %(message)s"))
+    handler._nooa_plain = True  # type: ignore[attr-defined]
+    log.addHandler(handler)
+    log.setLevel(logging.WARNING)
+    log.propagate = False
 
 
 def _refuse_cursor(params: Any) -> None:

@@ -279,6 +279,10 @@ def run(
     )
     import uvicorn  # only the HTTP transport needs it; stdio start-up stays lean
 
+    from .memory_server import plain_log_lines
+
+    plain_log_lines()
+
     # Forwarded headers are applied inside the app, behind the session cap (see http_app).
     config = uvicorn.Config(app, log_level="warning", lifespan="on", proxy_headers=False)
     anyio.run(functools.partial(uvicorn.Server(config).serve, sockets=[sock]))
