@@ -17,7 +17,6 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
-from conftest import pg_base_url
 from mcp import Client
 
 from nooa_mcp import Settings
@@ -81,11 +80,13 @@ class CommitCutter:
 
 @pytest.fixture
 async def cutter(postgres: str) -> AsyncIterator[tuple[CommitCutter, str]]:
-    base = urlsplit(pg_base_url())
+    # The fixture's URL names the test server and a fresh schema; the proxy stands in
+    # for the server.
+    base = urlsplit(postgres)
     proxy = CommitCutter(base.hostname or "127.0.0.1", base.port or 5432)
     port = await proxy.start()
     netloc = f"{base.username + '@' if base.username else ''}127.0.0.1:{port}"
-    query = urlsplit(postgres).query + "&sslmode=disable&gssencmode=disable"
+    query = base.query + "&sslmode=disable&gssencmode=disable"
     try:
         yield proxy, urlunsplit((base.scheme, netloc, base.path, query, ""))
     finally:
