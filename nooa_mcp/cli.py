@@ -194,6 +194,23 @@ def main(
         click_ctx.invoke(serve)
 
 
+allow_host_option = click.option(
+    "--allow-host",
+    "allow_host",
+    multiple=True,
+    metavar="NAME",
+    help="A host name or IP address clients may use in the Host header besides the bound "
+    "host and loopback, e.g. the machine's address with --host 0.0.0.0 (repeatable; env "
+    "NOOA_ALLOWED_HOSTS, comma-separated).",
+)
+
+
+def _with_hosts(settings: Settings, names: tuple[str, ...]) -> Settings:
+    if not names:
+        return settings
+    return settings.model_copy(update={"allowed_hosts": [*settings.allowed_hosts, *names]})
+
+
 @main.command()
 @click.option(
     "--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True
@@ -206,6 +223,7 @@ def main(
     type=click.Path(path_type=Path, exists=True),
     help="JSON file mapping bearer token → owner; requests without one are refused.",
 )
+@allow_host_option
 @click.pass_obj
 def serve(
     ctx: Context,
@@ -213,13 +231,14 @@ def serve(
     host: str = "127.0.0.1",
     port: int = 8765,
     tokens_file: Path | None = None,
+    allow_host: tuple[str, ...] = (),
 ) -> None:
     """Serve MCP (stdio by default, or streamable HTTP on loopback)."""
     from .mcp import server
 
     server.single_threaded_blas()
     try:
-        settings = ctx.settings()
+        settings = _with_hosts(ctx.settings(), allow_host)
         # The server opens its store inside the MCP lifespan, where a wrong URL or a database
         # that is down would end in a traceback: check a PostgreSQL store first.
         anyio.run(_reachable, settings.store)
@@ -504,7 +523,7 @@ def _render_stats(s: dict[str, Any]) -> str:
 
 
 @main.command(name="import")
-@click.argument("file", type=click.File("r", encoding="utf-8"))
+@click.argument("file", type=click.File("rb"))
 @json_option
 @click.pass_obj
 @run
@@ -512,23 +531,63 @@ async def import_(ctx: Context, file: Any, as_json: bool) -> None:
     """Import memories from a JSONL FILE (one memory per line, as `export` writes).
 
     Every line is checked before anything is written: a bad line is named and nothing is
-    imported. Archived memories come back archived, with their tombstones.
+    imported. Archived memories come back archived, with their tombstones. An id that another
+    owner's memory holds is imported under a new id; an edge to a memory you cannot link to
+    is not added, and named.
     """
-    items = []
-    for n, line in enumerate(file, 1):
-        if not line.strip():
-            continue
-        try:
-            items.append((n, json.loads(line)))
-        except json.JSONDecodeError as exc:
-            raise click.ClickException(
-                f"line {n}: not JSON ({exc.msg}). Nothing was imported."
-            ) from None
+    items = _import_lines(file)
     async with open_memory(ctx) as mem:
         await mem.wait_ready()
         with click.progressbar(length=len(items), label="importing", file=sys.stderr) as bar:
-            counts = (await mem.import_records(items, tick=bar.update)).counts
-    emit(counts, as_json, lambda c: "  ".join(f"{k}: {v}" for k, v in c.items()))
+            report = await mem.import_records(items, tick=bar.update)
+    for sentence in report.skipped_edges[:_SHOWN_SKIPS]:
+        click.echo(sentence, err=True)
+    if len(report.skipped_edges) > _SHOWN_SKIPS:
+        click.echo(f"... and {len(report.skipped_edges) - _SHOWN_SKIPS} more.", err=True)
+    emit(report.counts, as_json, lambda c: "  ".join(f"{k}: {v}" for k, v in c.items()))
+
+
+#: Edges not added that an import names on stderr (the count says how many in all).
+_SHOWN_SKIPS = 20
+
+
+def _import_lines(file: Any) -> list[tuple[int, Any]]:
+    """(line number, decoded JSON) of each non-blank line, read a bounded line at a time.
+
+    Raises:
+        click.ClickException: a line is longer than the limit, not UTF-8 or not JSON.
+    """
+    from .domain.imports import MAX_LINE_BYTES
+
+    items = []
+    n = 0
+    while True:
+        raw = file.readline(MAX_LINE_BYTES + 1)
+        if not raw:
+            return items
+        n += 1
+        if len(raw) > MAX_LINE_BYTES:
+            raise click.ClickException(
+                f"line {n}: longer than {MAX_LINE_BYTES // 2**20} MiB, more than any exported "
+                "memory. Nothing was imported."
+            )
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise click.ClickException(f"line {n}: not UTF-8 text. Nothing was imported.") from None
+        if not text.strip():
+            continue
+        try:
+            items.append((n, json.loads(text)))
+        except RecursionError:
+            raise click.ClickException(
+                f"line {n}: not JSON (nested too deeply). Nothing was imported."
+            ) from None
+        except ValueError as exc:  # JSONDecodeError, or an integer of thousands of digits
+            why = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc).split(";")[0]
+            raise click.ClickException(
+                f"line {n}: not JSON ({why}). Nothing was imported."
+            ) from None
 
 
 @main.command()
@@ -858,8 +917,15 @@ async def migrate(source: str, dest: str, as_json: bool) -> None:
             bar.update(rows, current_item=table)
 
         report = await copy(store_target(source), store_target(dest), progress, sized)
+    for line in report.left_out:
+        click.echo(f"not copied: {line}", err=True)
+    if report.left_out:
+        click.echo(
+            f"{len(report.left_out)} row(s) were not copied (listed above); everything else was.",
+            err=True,
+        )
     emit(
-        {"copied": report.copied, "dest": report.dest_sizes},
+        {"copied": report.copied, "dest": report.dest_sizes, "left_out": report.left_out},
         as_json,
         lambda r: table(
             ["table", "copied", "in DEST"],
@@ -888,15 +954,18 @@ main.add_command(eval_group)
     type=click.Path(path_type=Path, exists=True),
     help="JSON file mapping token → owner: sign in with a token instead of --owner.",
 )
+@allow_host_option
 @click.pass_obj
-def ui(ctx: Context, host: str, port: int, tokens_file: Path | None) -> None:
+def ui(
+    ctx: Context, host: str, port: int, tokens_file: Path | None, allow_host: tuple[str, ...]
+) -> None:
     """Serve the memory console in a browser (loopback only without --tokens)."""
     import contextlib
 
     from .console.serve import serve as serve_console
     from .mcp.identity import load_tokens
 
-    settings = ctx.settings()
+    settings = _with_hosts(ctx.settings(), allow_host)
     must_exist(settings.store)
 
     async def body() -> None:

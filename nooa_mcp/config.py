@@ -107,6 +107,11 @@ class Settings(BaseModel):
     max_sessions_per_client: int = Field(
         64, ge=1, description="open HTTP sessions one token (or address) may hold"
     )
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="Host names or addresses an HTTP server answers besides the one it binds "
+        "and loopback (env NOOA_ALLOWED_HOSTS, comma-separated)",
+    )
     model_wait_seconds: float = Field(
         0.0, ge=0, description="how long a recall waits for a loading model before keywords"
     )
@@ -127,6 +132,10 @@ class Settings(BaseModel):
             values["owner"] = os.environ["NOOA_OWNER"]
         if os.environ.get("NOOA_REFERENCE_ROOT"):
             values["reference_root"] = Path(os.environ["NOOA_REFERENCE_ROOT"]).expanduser()
+        if os.environ.get("NOOA_ALLOWED_HOSTS"):
+            values["allowed_hosts"] = [
+                h for h in os.environ["NOOA_ALLOWED_HOSTS"].split(",") if h.strip()
+            ]
         if os.environ.get("NOOA_REFLECT_TOOL", "").strip().lower() in ("0", "false", "no", "off"):
             values["reflect_tool"] = False
         values.update({k: v for k, v in overrides.items() if v is not None})

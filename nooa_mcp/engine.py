@@ -28,6 +28,7 @@ from .config import Settings
 from .domain.reflection import Rows
 from .domain.replies import ReflectReport
 from .embeddings import Embedder, WarmingEmbedder, default_embedder
+from .errors import NooaError
 from .shared_runs import SharedRuns
 from .storage import Store, open_store
 from .storage.vectors import VectorIndex
@@ -367,9 +368,12 @@ class Engine:
                 work = self._behind.popleft()
                 try:
                     await work()
+                except NooaError as exc:
+                    # A store that became unavailable (deleted, read-only, down) loses this
+                    # log, never the reply that was already sent; the next call reports the
+                    # store's state itself. One line says so: it is no bug to trace.
+                    logger.warning("logging accesses after a reply failed: %s", exc)
                 except Exception:
-                    # A store that became unavailable loses this log, never the reply that
-                    # was already sent; the next call reports the store's state itself.
                     logger.exception("logging accesses after a reply failed")
                 finally:
                     self._behind_done += 1

@@ -8,8 +8,10 @@
     ├── OwnerForbidden(PermissionError)   a write across roles, or a read outside the scope
     ├── StoreTooNew(RuntimeError)         the file was written by a newer nooa-mcp
     └── StoreUnavailable(RuntimeError)    the store is gone, read-only, full or not a store
-        └── StoreConflict                 the database aborted the transaction for a
-                                          concurrent one (a deadlock): retrying can succeed
+        ├── StoreConflict                 the database aborted the transaction for a
+        │                                 concurrent one (a deadlock): retrying can succeed
+        └── CommitUnknown                 the connection was lost while the database
+                                          committed: the call may have been written
 
 Each class builds its message from structured arguments and keeps them as attributes, so a
 front end can show the message as it is and a test can assert on `exc.field`.
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 __all__ = [
     "AmbiguousId",
+    "CommitUnknown",
     "InvalidInput",
     "NooaError",
     "NotFound",
@@ -131,3 +134,9 @@ class StoreUnavailable(NooaError, RuntimeError):
 class StoreConflict(StoreUnavailable):
     """The database rolled this transaction back to let a concurrent one finish (a deadlock,
     a serialization failure): nothing of it was written, and running it again can succeed."""
+
+
+class CommitUnknown(StoreUnavailable):
+    """The connection was lost while the database committed this call's transaction: it may
+    have been written or not, and nothing here can tell which. Retrying is safe (an exact
+    repeat is idempotent), and the retry's reply says what is there."""

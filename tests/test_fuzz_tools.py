@@ -115,9 +115,12 @@ def judge_tool(tool: str, args: dict[str, Any], result: CallToolResult, fields: 
         TALLY.leaks.append(where)
     if result.is_error:
         TALLY.refused += 1
+        # An argument the tool does not take is refused by its own name (quoted when it is
+        # not an identifier).
+        passed = {k if k.isidentifier() else repr(k[:40]) for k in args}
         if text.strip() == f"Error executing tool {tool}":
             TALLY.crashes.append(where)
-        elif not names_a_field(text, fields):
+        elif not names_a_field(text, fields | passed):
             TALLY.unnamed.append(where)
         return
     TALLY.ok += 1

@@ -335,11 +335,17 @@ async def test_a_repeat_inside_one_batch_is_the_first_items_memory(mem):
 
 
 @pytest.mark.anyio
-async def test_an_import_of_a_known_id_with_other_text_keeps_the_stored_memory(mem):
+async def test_an_import_of_a_known_id_with_other_text_is_refused_and_keeps_the_stored_memory(
+    mem,
+):
+    # Taking it as `exists` silently dropped what the second write said.
     ident = "ab" * 16
     first = await mem.author_many([{"id": ident, "content": "The relay sits in bay 4."}])
-    again = await mem.author_many([{"id": ident, "content": "The relay sits in bay 5."}])
+    with pytest.raises(InvalidInput) as refused:
+        await mem.author_many([{"id": ident, "content": "The relay sits in bay 5."}])
+    again = await mem.author_many([{"id": ident, "content": "The relay sits in bay 4."}])
     assert (first[0].status, first[0].id) == ("created", ident)
+    assert refused.value.field == "id"
     assert (again[0].id, again[0].status, again[0].similarity) == (ident, "exists", 1.0)
     assert (await mem.get(ident)).content == "The relay sits in bay 4."
 

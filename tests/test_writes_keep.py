@@ -35,6 +35,7 @@ from writes_support import (
 
 from nooa_mcp import Memory, Settings
 from nooa_mcp.embeddings import HashEmbedder
+from nooa_mcp.errors import InvalidInput
 from nooa_mcp.mcp.server import build_server
 
 
@@ -298,7 +299,8 @@ async def test_an_exact_repeat_after_nfkc_casefold_and_whitespace_collapse_exist
 @pytest.mark.anyio
 async def test_only_a_given_id_is_looked_up_before_it_is_written(tmp_path: Path) -> None:
     """A write inside the store's one write lock makes no round trip it does not need: a new
-    memory's own id cannot be there yet; an import's id may be, and is then `exists`."""
+    memory's own id cannot be there yet; an import's id may be (and with other content is
+    refused)."""
     async with Memory.open(tmp_path / "m.sqlite", owner="ops", embedder=HashEmbedder()) as mem:
         store = mem.engine.store
         asked: list[str] = []
@@ -311,10 +313,11 @@ async def test_only_a_given_id_is_looked_up_before_it_is_written(tmp_path: Path)
         store.fetch = spy
         fresh = await mem.author("the staging database is restored every monday")
         assert fresh.status == "created" and fresh.id not in asked
-        again = await mem.author_many(
-            [{"id": fresh.id, "content": "a different text under the same id"}]
-        )
-        assert asked == [fresh.id] and again[0].status == "exists"
+        with pytest.raises(InvalidInput):
+            await mem.author_many(
+                [{"id": fresh.id, "content": "a different text under the same id"}]
+            )
+        assert asked == [fresh.id]
 
 
 # --------------------------------------------------------------------------- import

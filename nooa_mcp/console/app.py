@@ -36,9 +36,24 @@ from ..engine import Engine
 from . import actions, auth, csrf, pages
 from .auth import Viewer
 from .runs import Runs
-from .web import SECURITY_HEADERS, Handler, endpoint, own_origin, plain, set_cookie
+from .web import (
+    SECURITY_HEADERS,
+    Handler,
+    endpoint,
+    in_the_clear,
+    own_origin,
+    plain,
+    set_cookie,
+    too_many_failures,
+)
 
 HERE = Path(__file__).parent
+#: Why a sign-in over plain HTTP from another machine is refused.
+CLEAR_TEXT = (
+    "This console is reached over plain HTTP from another machine: a token typed here would "
+    'cross the network in the clear. Serve it behind TLS (see the README, "Running the '
+    'console behind TLS"), or open it on this machine.'
+)
 MemoryFor = Callable[[Viewer], Memory | Awaitable[Memory]]
 
 
@@ -141,12 +156,20 @@ class Console:
                 return plain(
                     self, request, 403, "This form expired: reload the page and try again."
                 )
+            if in_the_clear(request):
+                return plain(self, request, 403, CLEAR_TEXT)
+            wait = self.auth.wait_seconds(request)
+            if wait:
+                return too_many_failures(self, request, wait)
             token = token.strip() if isinstance(token, str) else ""
-            if token and self.auth.viewer_of_token(token) is not None:
+            session = self.auth.sign_in(request, token) if token else None
+            if session is not None:
                 response = RedirectResponse(_base(request) + target, 303)
-                set_cookie(response, request, auth.COOKIE, token)
+                set_cookie(response, request, auth.COOKIE, session)
                 return response
             error, status = "That token is not in the tokens file.", 401
+        elif in_the_clear(request):
+            error = CLEAR_TEXT
         html = self.templates.get_template("login.html").render(
             base=_base(request),
             csrf=csrf.form_token(self.secret, "(login)", nonce),
@@ -169,6 +192,7 @@ class Console:
             token if isinstance(token, str) else None,
         ):
             return plain(self, request, 403, "This form expired: reload the page and try again.")
+        self.auth.sign_out(request)
         response = RedirectResponse(_base(request) + "/login", 303)
         response.delete_cookie(auth.COOKIE, path=request.scope.get("root_path", "") or "/")
         return response

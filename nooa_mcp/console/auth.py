@@ -7,20 +7,37 @@ Two ship:
 - `LoopbackOnly(owner, read)`: no tokens; the configured owner and grants, and only for
   requests from the loopback interface (the person at this machine).
 - `TokenLogin(tokens)`: the same token map as the HTTP transport (token → owner, or an entry
-  with `owner` and `read`). A token arrives once through the login page and is kept in an
-  HttpOnly, SameSite=Strict cookie; an `Authorization: Bearer` header works as well.
+  with `owner` and `read`). A token arrives once through the login page; the cookie then
+  holds a random session id the server maps to the viewer (never the token itself, which
+  also opens /mcp and cannot be revoked by signing out), in an HttpOnly, SameSite=Strict
+  cookie. An `Authorization: Bearer` header works as well. Failed sign-ins (and wrong
+  bearer tokens) are limited per client address: past `FAILURES` in `FAILURE_WINDOW`
+  seconds, that address is refused until the window has passed, without a token check.
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import ipaddress
-from collections.abc import Iterable, Mapping
+import secrets
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from starlette.requests import HTTPConnection
 
 COOKIE = "nooa_console"
+#: Failed sign-ins an address may make in FAILURE_WINDOW seconds before it must wait.
+FAILURES = 5
+FAILURE_WINDOW = 60.0
+#: A session ends after this long unused, and this long after sign-in in any case.
+SESSION_IDLE = 12 * 3600.0
+SESSION_MAX_AGE = 7 * 24 * 3600.0
+#: Sessions (and addresses with recent failures) kept; the least recently used go first.
+MAX_SESSIONS = 10_000
+MAX_ADDRESSES = 10_000
 
 
 @dataclass(frozen=True)
@@ -53,6 +70,60 @@ class Authenticator:
     def viewer_of_token(self, token: str) -> Viewer | None:
         return None
 
+    def wait_seconds(self, request: HTTPConnection) -> float:
+        """How long this request's address must wait before it may try a token again."""
+        return 0.0
+
+    def sign_in(self, request: HTTPConnection, token: str) -> str | None:
+        """A new session id for a valid token (the cookie's value), else None."""
+        return None
+
+    def sign_out(self, request: HTTPConnection) -> None:
+        """End the session the request's cookie names."""
+
+
+class FailureLimit:
+    """Failed attempts per address: at most `limit` in any `window` seconds."""
+
+    def __init__(
+        self,
+        limit: int = FAILURES,
+        window: float = FAILURE_WINDOW,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.limit = limit
+        self.window = window
+        self.clock = clock
+        self._failures: OrderedDict[str, deque[float]] = OrderedDict()
+
+    def wait_seconds(self, address: str) -> float:
+        times = self._failures.get(address)
+        if not times:
+            return 0.0
+        now = self.clock()
+        while times and times[0] <= now - self.window:
+            times.popleft()
+        if len(times) < self.limit:
+            return 0.0
+        return times[0] + self.window - now
+
+    def failed(self, address: str) -> None:
+        times = self._failures.setdefault(address, deque())
+        self._failures.move_to_end(address)
+        times.append(self.clock())
+        while len(times) > self.limit:
+            times.popleft()
+        while len(self._failures) > MAX_ADDRESSES:
+            self._failures.popitem(last=False)
+
+
+def _address(request: HTTPConnection) -> str:
+    return request.client.host if request.client is not None else "?"
+
+
+def _digest(session: str) -> str:
+    return hashlib.sha256(session.encode()).hexdigest()
+
 
 class LoopbackOnly(Authenticator):
     """The configured owner (and grants) for requests from loopback; others are refused."""
@@ -70,10 +141,20 @@ class TokenLogin(Authenticator):
 
     login = True
 
-    def __init__(self, tokens: Mapping[str, object]) -> None:
+    def __init__(
+        self,
+        tokens: Mapping[str, object],
+        *,
+        failures: FailureLimit | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         if not tokens:
             raise ValueError("TokenLogin needs at least one token")
         self._tokens = {token: as_viewer(token, entry) for token, entry in tokens.items()}
+        self.failures = failures or FailureLimit(clock=clock)
+        self.clock = clock
+        #: sha256(session id) → (viewer, signed in at, last used at)
+        self._sessions: OrderedDict[str, tuple[Viewer, float, float]] = OrderedDict()
 
     def viewer_of_token(self, token: str) -> Viewer | None:
         found = None
@@ -86,8 +167,50 @@ class TokenLogin(Authenticator):
     async def viewer(self, request: HTTPConnection) -> Viewer | None:
         header = request.headers.get("authorization", "")
         scheme, _, value = header.partition(" ")
-        token = value.strip() if scheme.lower() == "bearer" else request.cookies.get(COOKIE)
-        return self.viewer_of_token(token) if token else None
+        if scheme.lower() == "bearer" and value.strip():
+            if self.wait_seconds(request):
+                return None
+            found = self.viewer_of_token(value.strip())
+            if found is None:
+                self.failures.failed(_address(request))
+            return found
+        session = request.cookies.get(COOKIE)
+        return self._session_viewer(session) if session else None
+
+    def wait_seconds(self, request: HTTPConnection) -> float:
+        return self.failures.wait_seconds(_address(request))
+
+    def sign_in(self, request: HTTPConnection, token: str) -> str | None:
+        """A session for a valid token; a wrong one counts against the request's address."""
+        viewer = self.viewer_of_token(token)
+        if viewer is None:
+            self.failures.failed(_address(request))
+            return None
+        session = secrets.token_urlsafe(32)
+        now = self.clock()
+        self._sessions[_digest(session)] = (viewer, now, now)
+        while len(self._sessions) > MAX_SESSIONS:
+            self._sessions.popitem(last=False)
+        return session
+
+    def sign_out(self, request: HTTPConnection) -> None:
+        session = request.cookies.get(COOKIE)
+        if session:
+            self._sessions.pop(_digest(session), None)
+
+    def _session_viewer(self, session: str) -> Viewer | None:
+        key = _digest(session)
+        found = self._sessions.get(key)
+        if found is None:
+            return None
+        viewer, started, used = found
+        now = self.clock()
+        if now - used > SESSION_IDLE or now - started > SESSION_MAX_AGE:
+            del self._sessions[key]
+            return None
+        self._sessions[key] = (viewer, started, now)
+        self._sessions.move_to_end(key)
+        return viewer
 
 
 def as_viewer(token: str, entry: object) -> Viewer:

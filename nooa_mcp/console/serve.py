@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import uvicorn
 
 from .. import InvalidInput, Settings
 from ..engine import Engine
-from ..mcp.http import bind
+from ..mcp.http import bind, parse_allowed_hosts
 from .app import Console, standalone_app
 from .auth import Authenticator, LoopbackOnly, TokenLogin, is_loopback
 
 
-def allowed_hosts(host: str) -> list[str]:
-    names = {"127.0.0.1", "localhost", host}
+def allowed_hosts(host: str, extra: Iterable[str] = ()) -> list[str]:
+    """The Host names the console answers: loopback, the bound host and those the operator
+    allowed (`--allow-host`, NOOA_ALLOWED_HOSTS)."""
+    names = {"127.0.0.1", "localhost", host, *(h.strip("[]") for h in extra)}
     return sorted(names)
 
 
@@ -42,12 +44,13 @@ async def serve(
     authenticator: Authenticator = (
         TokenLogin(tokens) if tokens else LoopbackOnly(settings.owner, settings.read)
     )
+    extra = parse_allowed_hosts(settings.allowed_hosts)
     sock = bind(host, port)
     try:
         # The engine opens the store now: a bad file is reported before anyone opens the page.
         async with Engine.open(settings, embedder) as engine:  # type: ignore[arg-type]
             console = Console.for_engine(engine, authenticator)
-            app = standalone_app(console, allowed_hosts(host))
+            app = standalone_app(console, allowed_hosts(host, extra))
             shown = f"[{host}]" if ":" in host else host
             bound = sock.getsockname()[1]
             announce(

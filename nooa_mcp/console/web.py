@@ -7,6 +7,7 @@ Memory, checks the CSRF token on writes, and turns a NooaError into a page with 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -19,6 +20,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from .. import InvalidInput, Memory, NooaError, NotFound, OwnerForbidden
 from . import csrf
+from .auth import is_loopback
 
 if TYPE_CHECKING:
     from .app import Console
@@ -92,6 +94,9 @@ def own_origin(request: Request) -> str:
 
 def endpoint(console: Console, handler: Handler, *, write: bool = False) -> Callable:
     async def run(request: Request) -> Response:
+        wait = console.auth.wait_seconds(request)
+        if wait and "authorization" in request.headers:
+            return too_many_failures(console, request, wait)
         viewer = await console.auth.viewer(request)
         if viewer is None:
             return refuse(console, request)
@@ -127,13 +132,22 @@ def endpoint(console: Console, handler: Handler, *, write: bool = False) -> Call
     return run
 
 
+def in_the_clear(request: Request) -> bool:
+    """Whether this request crossed a network without TLS: plain HTTP to a host that is not
+    loopback. (Behind a TLS proxy on this machine uvicorn takes the scheme from its
+    X-Forwarded-Proto; FORWARDED_ALLOW_IPS names a proxy elsewhere.)"""
+    return request.url.scheme != "https" and not is_loopback(request.url.hostname)
+
+
 def set_cookie(response: Response, request: Request, name: str, value: str) -> None:
+    # Secure unless the console is reached on this machine over plain HTTP: a cookie set
+    # for an https console must never be sent to an http URL of the same host.
     response.set_cookie(
         name,
         value,
         httponly=True,
         samesite="strict",
-        secure=request.url.scheme == "https",
+        secure=request.url.scheme == "https" or not is_loopback(request.url.hostname),
         path=(request.scope.get("root_path", "") or "/"),
     )
 
@@ -147,6 +161,18 @@ def refuse(console: Console, request: Request) -> Response:
             return RedirectResponse(f"{base}/login?{urlencode({'next': target})}", 303)
         return plain(console, request, 401, "Sign in with a token first.")
     return plain(console, request, 403, "The console answers only on this machine (loopback).")
+
+
+def too_many_failures(console: Console, request: Request, wait: float) -> Response:
+    seconds = max(1, math.ceil(wait))
+    response = plain(
+        console,
+        request,
+        429,
+        f"Too many wrong tokens from your address: try again in {seconds} s.",
+    )
+    response.headers["retry-after"] = str(seconds)
+    return response
 
 
 def plain(console: Console, request: Request, status: int, message: str) -> Response:

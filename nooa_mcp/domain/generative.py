@@ -227,6 +227,10 @@ def _json_object(reply: str) -> dict:
 
 
 def _text(value: object, name: str, limit: int) -> str:
+    # A NUL from the client's model would be refused from any author (no PostgreSQL text
+    # column holds one): it is dropped, the rest of the reply kept.
+    if isinstance(value, str):
+        value = value.replace("\x00", "")
     if not isinstance(value, str) or not value.strip():
         raise MalformedReply(f"'{name}' is not a non-empty string")
     return value.strip()[:limit]
@@ -264,7 +268,7 @@ def parse_reconciliation(reply: str, cluster_ids: Sequence[str]) -> Reconciliati
         return None
     content = _text(data.get("content"), "content", MAX_CONTENT)
     title = data.get("title")
-    title = title.strip()[:200] if isinstance(title, str) else ""
+    title = title.replace("\x00", "").strip()[:200] if isinstance(title, str) else ""
     supersedes, ignored = _match_ids(data.get("supersedes"), cluster_ids)
     return Reconciliation(content, title, supersedes, list(cluster_ids), ignored)
 
@@ -298,6 +302,10 @@ def parse_abstraction(
             continue
         title = item.get("title")
         out.append(
-            Abstraction(content, title.strip()[:200] if isinstance(title, str) else "", sources)
+            Abstraction(
+                content,
+                title.replace("\x00", "").strip()[:200] if isinstance(title, str) else "",
+                sources,
+            )
         )
     return out

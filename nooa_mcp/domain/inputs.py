@@ -24,6 +24,7 @@ from .schema import (
     new_id,
     normalise_id,
     now as utc_now,
+    refuse_nul,
 )
 from .text import a_or_an, choices
 
@@ -33,6 +34,7 @@ __all__ = [
     "build_memory",
     "check_content",
     "check_short_text",
+    "check_situation",
     "parse_memory_type",
     "parse_status",
     "parse_trigger",
@@ -80,9 +82,7 @@ def check_content(content: Any, *, required_fix: str = "Pass the text to remembe
             f"is {len(content)} characters; the limit is {MAX_CONTENT}.",
             "Split it, or store a file: reference instead.",
         )
-    if "\x00" in content:
-        raise InvalidInput("content", "contains a NUL byte.", "Remove control characters.")
-    return content.strip()
+    return refuse_nul(content, "content").strip()
 
 
 def check_short_text(value: Any, field: str) -> str:
@@ -95,9 +95,20 @@ def check_short_text(value: Any, field: str) -> str:
         raise InvalidInput(
             field, f"must be text of at most {MAX_SHORT_TEXT} characters.", "Shorten it."
         )
-    if "\x00" in value:
-        raise InvalidInput(field, "contains a NUL byte.", "Remove control characters.")
-    return " ".join(value.split())
+    return " ".join(refuse_nul(value, field).split())
+
+
+def check_situation(text: Any, field: str = "text") -> str | None:
+    """The text of an intent check (what is going on now): text without NUL, or None.
+
+    Raises:
+        InvalidInput: not text, or holding a NUL byte.
+    """
+    if text is None:
+        return None
+    if not isinstance(text, str):
+        raise InvalidInput(field, "must be text.", "Pass what is happening now.")
+    return refuse_nul(text, field) or None
 
 
 #: How to give an intent its trigger, in the words of the tool arguments (fire_at, cue).
@@ -125,6 +136,8 @@ def parse_trigger(value: Any) -> Trigger:
     cue = value.get("cue")
     if cue is not None and (not isinstance(cue, str) or len(cue) > 500):
         raise InvalidInput("trigger.cue", "must be text under 500 characters.", "Shorten it.")
+    if cue is not None:
+        refuse_nul(cue, "trigger.cue")
     every = value.get("every_hours")
     if every is not None and (
         isinstance(every, bool) or not isinstance(every, int | float) or not 0 < every <= 24 * 366
@@ -230,8 +243,7 @@ def recall_args(query: Any, k: Any, types: Any, hops: Any) -> tuple[str, set[str
     """
     if not isinstance(query, str) or not query.strip():
         raise InvalidInput("query", "is empty.", "Pass the words to look for.")
-    if "\x00" in query:
-        raise InvalidInput("query", "contains a NUL byte.", "Remove control characters.")
+    refuse_nul(query, "query")
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 50:
         raise InvalidInput("k", f"{k!r} is not between 1 and 50.", "Pass a small integer.")
     if hops is not None and (

@@ -61,7 +61,10 @@ class Ladder:
         if isinstance(value, bool):
             raise InvalidInput(field, f"{value!r} is not a level.", fix)
         if isinstance(value, int | float):
-            number = float(value)
+            try:
+                number = float(value)
+            except OverflowError:  # an integer past any float (10**400)
+                number = math.inf
         elif isinstance(value, str):
             key = value.strip().upper()
             if key in self.levels:
@@ -69,11 +72,13 @@ class Ladder:
             try:
                 number = float(key)
             except ValueError:
-                raise InvalidInput(field, f"'{value}' is not a level.", fix) from None
+                raise InvalidInput(field, f"{_shown(value)} is not a level.", fix) from None
         else:
             raise InvalidInput(field, f"{value!r} is not a level.", fix)
         if not math.isfinite(number) or not self.low <= number <= self.high:
-            raise InvalidInput(field, f"{value!r} is outside {self.low:g}–{self.high:g}.", fix)
+            raise InvalidInput(
+                field, f"{_shown(value)} is outside {self.low:g}–{self.high:g}.", fix
+            )
         return number
 
     def label(self, number: float) -> str:
@@ -124,12 +129,16 @@ def as_utc(value: datetime | str | None, field: str) -> datetime | None:
     """Parse an ISO-8601 date or datetime; naive values are taken as UTC."""
     if value is None or value == "":
         return None
+    if not isinstance(value, str | datetime):
+        raise InvalidInput(
+            field, f"{_shown(value)} is not a date.", "Use ISO 8601, e.g. 2026-05-01T09:00:00Z."
+        )
     if isinstance(value, str):
         try:
             value = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
         except ValueError:
             raise InvalidInput(
-                field, f"'{value}' is not a date.", "Use ISO 8601, e.g. 2026-05-01T09:00:00Z."
+                field, f"{_shown(value)} is not a date.", "Use ISO 8601, e.g. 2026-05-01T09:00:00Z."
             ) from None
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
@@ -289,13 +298,36 @@ def cue_set(tags: list[str], entities: list[str], place_or_task: str) -> set[str
     return words
 
 
+def refuse_nul(value: str, field: str) -> str:
+    """Text as every store can keep it: PostgreSQL's text (and JSON) types hold no NUL
+    character, so one is refused on both backends before anything is written.
+
+    Raises:
+        InvalidInput: the text holds a NUL character.
+    """
+    if "\x00" in value:
+        raise InvalidInput(field, "contains a NUL byte.", "Remove control characters.")
+    return value
+
+
 def clean_labels(values: list[str] | None, field: str) -> list[str]:
-    """Strip, de-duplicate and bound a list of tags or entities."""
+    """Strip, de-duplicate and bound a list of tags or entities.
+
+    Raises:
+        InvalidInput: not a list (a bare string would become one label per letter), a label
+            that is not text, holds a NUL, is too long, or too many labels.
+    """
     out: list[str] = []
+    if values is not None and not isinstance(values, list | tuple):
+        raise InvalidInput(
+            field, f"{_shown(values)} is not a list.", "Pass a list of short strings."
+        )
     for value in values or []:
         if not isinstance(value, str):
-            raise InvalidInput(field, f"{value!r} is not text.", "Pass a list of short strings.")
-        item = " ".join(value.split())
+            raise InvalidInput(
+                field, f"{_shown(value)} is not text.", "Pass a list of short strings."
+            )
+        item = " ".join(refuse_nul(value, field).split())
         if len(item) > 100:
             raise InvalidInput(
                 field, f"'{item[:20]}…' is longer than 100 characters.", "Keep each label short."
@@ -307,6 +339,15 @@ def clean_labels(values: list[str] | None, field: str) -> list[str]:
             field, f"{len(out)} labels given; at most 50 are kept.", "Pass fewer labels."
         )
     return out
+
+
+def _shown(value: Any) -> str:
+    """A value quoted in an error, cut short (an import line may hold megabytes)."""
+    try:
+        text = repr(value)
+    except ValueError:  # an integer past the interpreter's digit limit for str()
+        return "a number of thousands of digits"
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 class Link(BaseModel):

@@ -2,11 +2,13 @@
 capped per client (issue 10 items 7 and 10).
 
 - Host and Origin headers are checked whatever address the server binds, not only on
-  127.0.0.1: a DNS-rebinding page must not reach a server on 127.0.0.2 either.
+  127.0.0.1: a DNS-rebinding page must not reach a server on 127.0.0.2 either. Names the
+  operator allows (`--allow-host`, e.g. the machine's address on 0.0.0.0) are added.
 - Each client (its bearer token; without tokens, its address) may hold at most
   `max_sessions_per_client` open sessions; past it, that client gets 429 while every other
   client still gets in. The SDK's store-wide cap would otherwise let one token take every
-  session and lock everyone else out for the idle timeout.
+  session and lock everyone else out for the idle timeout. The cap counts requests still
+  being answered, so parallel initializes cannot overshoot it.
 """
 
 from __future__ import annotations
@@ -15,8 +17,10 @@ import errno
 import hashlib
 import ipaddress
 import json
+import os
+import re
 import socket
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
@@ -26,7 +30,7 @@ from starlette.routing import Mount
 
 from ..errors import InvalidInput
 
-__all__ = ["SessionCap", "bind", "http_app", "is_loopback", "protection"]
+__all__ = ["SessionCap", "bind", "http_app", "is_loopback", "parse_allowed_hosts", "protection"]
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -49,9 +53,46 @@ def _shown(host: str) -> str:
     return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
-def protection(host: str) -> TransportSecuritySettings:
-    """DNS-rebinding protection that names the bound host as well as the loopback names."""
-    names = {_shown(host), "127.0.0.1", "localhost", "[::1]"}
+#: A host name or an IP address as an operator may name one (no port, no wildcard).
+_HOST_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}[A-Za-z0-9])?(?:\.[A-Za-z0-9-]{1,63})*")
+
+
+def parse_allowed_hosts(values: Iterable[str] | str | None, field: str = "allow-host") -> list[str]:
+    """Host names or IP addresses the operator allows in the Host header, besides the bound
+    host and the loopback names (e.g. the machine's address, when serving on 0.0.0.0).
+
+    Raises:
+        InvalidInput: a value is not a host name or an IP address (a port or a wildcard
+            would widen what DNS rebinding could reach).
+    """
+    items = values.split(",") if isinstance(values, str) else list(values or [])
+    out: list[str] = []
+    for item in items:
+        name = item.strip()
+        if not name:
+            continue
+        bare = name.strip("[]")
+        try:
+            ipaddress.ip_address(bare)
+            name = _shown(bare)
+        except ValueError:
+            if not _HOST_NAME.fullmatch(name):
+                raise InvalidInput(
+                    field,
+                    f"{name!r} is not a host name or an IP address.",
+                    "Name the host as clients write it, e.g. 192.0.2.10 or memory.internal "
+                    "(no port, no wildcard).",
+                ) from None
+            name = name.lower()
+        if name not in out:
+            out.append(name)
+    return out
+
+
+def protection(host: str, allowed: Iterable[str] = ()) -> TransportSecuritySettings:
+    """DNS-rebinding protection that names the bound host as well as the loopback names, and
+    the host names or addresses the operator allowed (`parse_allowed_hosts`)."""
+    names = {_shown(host), "127.0.0.1", "localhost", "[::1]", *allowed}
     if host in ("0.0.0.0", "::"):
         names.add(socket.gethostname())
     return TransportSecuritySettings(
@@ -76,22 +117,32 @@ def _hostnames(allowed: list[str]) -> list[str]:
 class SessionCap:
     """ASGI middleware: at most `limit` open MCP sessions per client.
 
-    A client is its bearer token (hashed; never kept in the clear) or, without one, its
-    address. Sessions are learned from the `mcp-session-id` the SDK answers an `initialize`
-    with, and forgotten once the SDK no longer holds them (closed, or reaped when idle).
+    A client is its bearer token (hashed; never kept in the clear) when the server has a
+    tokens file, and its address otherwise: without tokens a bearer header proves nothing,
+    and one caller rotating made-up ones must not count as many clients. Sessions are
+    learned from the `mcp-session-id` the SDK answers an `initialize` with, and forgotten
+    once the SDK no longer holds them (closed, or reaped when idle).
+
+    The cap is atomic: a request that may open a session takes its place before it is
+    served (between the check and the reservation there is no await), so a burst of
+    parallel initializes cannot all pass the check before any of them is answered.
     """
 
-    def __init__(self, app: ASGIApp, live: Callable[[], set[str]], limit: int) -> None:
+    def __init__(
+        self, app: ASGIApp, live: Callable[[], set[str]], limit: int, tokens: bool = True
+    ) -> None:
         self.app = app
         self.live = live
         self.limit = limit
+        self.tokens = tokens
         self._sessions: dict[str, set[str]] = {}
+        #: Requests per client that may still open a session (answer not yet started).
+        self._opening: dict[str, int] = {}
 
-    @staticmethod
-    def _client(scope: Scope) -> str:
+    def _client(self, scope: Scope) -> str:
         headers = dict(scope.get("headers") or [])
         auth = headers.get(b"authorization", b"")
-        if auth.lower().startswith(b"bearer "):
+        if self.tokens and auth.lower().startswith(b"bearer "):
             return "token:" + hashlib.sha256(auth[7:].strip()).hexdigest()[:24]
         client = scope.get("client") or ("?", 0)
         return f"address:{client[0]}"
@@ -108,18 +159,37 @@ class SessionCap:
         live = self.live()
         held = self._sessions.setdefault(client, set())
         held &= live
-        if len(held) >= self.limit:
+        if len(held) + self._opening.get(client, 0) >= self.limit:
             await _too_many(send, self.limit)
             return
+        self._opening[client] = self._opening.get(client, 0) + 1
+        opening = True
+
+        def settle() -> None:
+            nonlocal opening
+            if opening:
+                opening = False
+                left = self._opening[client] - 1
+                if left:
+                    self._opening[client] = left
+                else:
+                    del self._opening[client]
+                    if not held:
+                        self._sessions.pop(client, None)
 
         async def remember(message: MutableMapping[str, Any]) -> None:
             if message["type"] == "http.response.start":
                 for name, value in message.get("headers") or []:
                     if name.lower() == SESSION_HEADER:
                         held.add(value.decode())
+                        self._sessions[client] = held
+                settle()
             await send(message)
 
-        await self.app(scope, receive, remember)
+        try:
+            await self.app(scope, receive, remember)
+        finally:
+            settle()
 
 
 async def _too_many(send: Send, limit: int) -> None:
@@ -145,11 +215,22 @@ async def _too_many(send: Send, limit: int) -> None:
 
 
 def http_app(
-    server: MCPServer, *, host: str, max_sessions_per_client: int, ui: ASGIApp | None = None
+    server: MCPServer,
+    *,
+    host: str,
+    max_sessions_per_client: int,
+    ui: ASGIApp | None = None,
+    tokens: bool | None = None,
+    allowed_hosts: Iterable[str] = (),
 ) -> ASGIApp:
     """The streamable-HTTP app of `server`, host-checked and session-capped per client, with
-    the web console mounted at /ui when given (behind the same Host check)."""
-    security = protection(host)
+    the web console mounted at /ui when given (behind the same Host check). `tokens` says
+    whether the server checks bearer tokens (None: whether it was built with a verifier);
+    without them, sessions are capped per address. `allowed_hosts` are Host names the
+    operator allows besides the bound host and loopback."""
+    if tokens is None:
+        tokens = getattr(server, "_token_verifier", None) is not None
+    security = protection(host, allowed_hosts)
     app = server.streamable_http_app(host=host, transport_security=security)
     if ui is not None:
         hosts = TrustedHostMiddleware(ui, allowed_hosts=_hostnames(security.allowed_hosts))
@@ -159,7 +240,19 @@ def http_app(
     def live() -> set[str]:
         return set(manager._server_instances)
 
-    return SessionCap(app, live, max_sessions_per_client)
+    # The cap is keyed on the peer the socket reports: uvicorn would otherwise have rewritten
+    # it from X-Forwarded-For (trusted from loopback), letting one local caller claim a new
+    # address per request. Inside the cap, the app sees the forwarded client and scheme as
+    # uvicorn would show them (a TLS proxy on this machine), so serve with proxy_headers off.
+    from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware  # HTTP only
+
+    forwarded = ProxyHeadersMiddleware(app, trusted_hosts=forwarded_allow_ips())
+    return SessionCap(forwarded, live, max_sessions_per_client, tokens=tokens)
+
+
+def forwarded_allow_ips() -> str:
+    """The proxies whose X-Forwarded-* headers are believed: uvicorn's own default."""
+    return os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1,::1")
 
 
 def bind(host: str, port: int) -> socket.socket:

@@ -1,6 +1,6 @@
 """The SDK's MCPServer, as nooa-mcp serves it: refusals told in one sentence, tools built late.
 
-Two differences from the SDK's server, each for what a client sees:
+What differs from the SDK's server, each for what a client sees:
 
 - Arguments the SDK refuses are told as `field: problem; got value. Fix.` (see
   `validation.argument_sentence`), not as pydantic's multi-line report.
@@ -8,16 +8,23 @@ Two differences from the SDK's server, each for what a client sees:
   needs them, not when the server is built: until then `tools/list` is answered from the
   listing generated ahead of time (`catalog`). A stdio client spawns the server and waits for
   that listing; building the handlers first made it wait ~140 ms more (issue 12).
+- Over stdio every malformed line is answered with a JSON-RPC error, and the requests taken
+  in before their replies are written are bounded (`stdio.bounded_stdio`).
+- A tool argument the tool does not take is refused by name; an unknown prompt and a listing
+  cursor this server never gave out are invalid params (-32602), as an unknown resource is.
 """
 
 from __future__ import annotations
 
+import logging
+import sys
 from collections.abc import Callable
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
-from mcp_types import Tool
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, Tool
 from pydantic import ValidationError
 
 from .validation import argument_sentence
@@ -55,6 +62,7 @@ class MemoryServer(MCPServer):
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         self.register_handlers()
+        _refuse_unknown_arguments(self._tool_manager.get_tool(name), name, arguments)
         try:
             return await super().call_tool(name, arguments, context)
         except UnexpectedToolError:
@@ -66,6 +74,17 @@ class MemoryServer(MCPServer):
                     f"Error executing tool {name}: {argument_sentence(cause)}"
                 ) from cause
             raise
+
+    async def run_stdio_async(self) -> None:
+        """Serve over stdio, every malformed line answered and the requests taken in
+        bounded (see `stdio`)."""
+        from .stdio import bounded_stdio
+
+        plain_log_lines()
+        async with bounded_stdio() as (read_stream, write_stream):
+            await self._lowlevel_server.run(
+                read_stream, write_stream, self._lowlevel_server.create_initialization_options()
+            )
 
     async def list_resources(self) -> Any:
         self.register_handlers()
@@ -85,4 +104,72 @@ class MemoryServer(MCPServer):
 
     async def get_prompt(self, name: str, arguments: Any = None, context: Any = None) -> Any:
         self.register_handlers()
+        if self._prompt_manager.get_prompt(name) is None:
+            known = ", ".join(p.name for p in self._prompt_manager.list_prompts())
+            raise MCPError(
+                code=INVALID_PARAMS, message=f"Unknown prompt: {name}. The prompts are {known}."
+            )
         return await super().get_prompt(name, arguments, context)
+
+    # Every listing fits one page, so no cursor was ever given out: one that comes back is
+    # not this server's, and answering it with the first page again would loop a client.
+    async def _handle_list_tools(self, ctx: Any, params: Any) -> Any:
+        _refuse_cursor(params)
+        return await super()._handle_list_tools(ctx, params)
+
+    async def _handle_list_prompts(self, ctx: Any, params: Any) -> Any:
+        _refuse_cursor(params)
+        return await super()._handle_list_prompts(ctx, params)
+
+    async def _handle_list_resources(self, ctx: Any, params: Any) -> Any:
+        _refuse_cursor(params)
+        return await super()._handle_list_resources(ctx, params)
+
+    async def _handle_list_resource_templates(self, ctx: Any, params: Any) -> Any:
+        _refuse_cursor(params)
+        return await super()._handle_list_resource_templates(ctx, params)
+
+
+def plain_log_lines() -> None:
+    """nooa-mcp's own log records, one line each on stderr, for a server process.
+
+    The SDK logs through rich, which boxes a traceback over dozens of lines and wraps even a
+    one-line warning at 80 columns; a client keeping a server's stderr (and a person reading
+    it) gets one line per record from nooa-mcp instead. Installed once, by a serving process.
+    """
+    log = logging.getLogger("nooa_mcp")
+    if any(getattr(h, "_nooa_plain", False) for h in log.handlers):
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s nooa-mcp %(levelname)s %(message)s"))
+    handler._nooa_plain = True  # type: ignore[attr-defined]
+    log.addHandler(handler)
+    log.setLevel(logging.WARNING)
+    log.propagate = False
+
+
+def _refuse_cursor(params: Any) -> None:
+    cursor = getattr(params, "cursor", None)
+    if cursor is not None:
+        raise MCPError(
+            code=INVALID_PARAMS,
+            message=f"Invalid cursor {cursor[:40]!r}: this server lists everything in one page "
+            "and gives no cursor. Ask without one.",
+        )
+
+
+def _refuse_unknown_arguments(tool: Any, name: str, arguments: dict[str, Any]) -> None:
+    """An argument the tool does not take is refused by name: silently dropping it would let
+    a caller believe it had an effect (a misspelt `scope`, an `owner` that is never read)."""
+    if tool is None:
+        return
+    known = list((tool.parameters or {}).get("properties", {}))
+    unknown = [key for key in arguments if key not in known]
+    if unknown:
+        names = [k if k.isidentifier() else repr(k[:40]) for k in unknown[:5]]
+        others = f", nor {'is' if len(names) == 2 else 'are'} {', '.join(names[1:])}"
+        raise ToolError(
+            f"Error executing tool {name}: {names[0]}: is not an argument of {name}"
+            f"{others if len(names) > 1 else ''}; nothing was done. "
+            f"Its arguments are {', '.join(known)}."
+        )

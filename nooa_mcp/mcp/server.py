@@ -28,7 +28,7 @@ from ..errors import InvalidInput
 from ..hooks.http import hook_route
 from . import catalog
 from .handlers import Owners, bind_owner
-from .http import bind, http_app, is_loopback, protection
+from .http import bind, http_app, is_loopback, parse_allowed_hosts, protection
 from .identity import TokenEntry, TokenFileVerifier, load_tokens
 from .memory_server import MemoryServer
 from .notifications import ScopedBus, Subscribers
@@ -162,7 +162,7 @@ def build_server(
         lambda: getattr(running.get("owners"), "engine", None),
         owner=settings.owner,
         tokens=bool(tokens),
-        allowed_hosts=protection(host).allowed_hosts,
+        allowed_hosts=protection(host, settings.allowed_hosts).allowed_hosts,
     )
     server.custom_route(hooks.path, methods=["POST"], name="hooks")(hooks.endpoint)
     return server
@@ -236,6 +236,9 @@ def run(
         return
     if transport != "http":
         raise InvalidInput("transport", f"'{transport}' is not a transport.", "Use stdio or http.")
+    settings = settings.model_copy(
+        update={"allowed_hosts": parse_allowed_hosts(settings.allowed_hosts)}
+    )
     tokens = load_tokens(tokens_file) if tokens_file is not None else None
     if tokens is not None and settings.owner:
         raise InvalidInput(
@@ -264,15 +267,24 @@ def run(
         host=host,
         max_sessions_per_client=settings.max_sessions_per_client,
         ui=console.app(),
+        tokens=bool(tokens),
+        allowed_hosts=settings.allowed_hosts,
     )
     state = f"tokens on ({len(tokens)} from {tokens_file})" if tokens else "tokens off (loopback)"
+    if settings.allowed_hosts:
+        state += f" · also answers Host {', '.join(settings.allowed_hosts)}"
     print(
         f"nooa-mcp serving {base}/mcp (console {base}/ui) · store {settings.store} · {state}",
         file=sys.stderr,
     )
     import uvicorn  # only the HTTP transport needs it; stdio start-up stays lean
 
-    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    from .memory_server import plain_log_lines
+
+    plain_log_lines()
+
+    # Forwarded headers are applied inside the app, behind the session cap (see http_app).
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", proxy_headers=False)
     anyio.run(functools.partial(uvicorn.Server(config).serve, sockets=[sock]))
 
 

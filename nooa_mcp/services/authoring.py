@@ -130,8 +130,19 @@ async def _author_one(
     existing = batch.get(key) or await c.store.find_by_hash(
         record.content_hash, c.role, record.type.value
     )
-    if existing is None and named and await c.store.fetch(record.id) is not None:
-        return AuthorResult(id=record.id, status="exists", similarity=1.0)  # a re-import
+    if existing is None and named:
+        stored = await c.store.fetch(record.id)
+        if stored is not None:
+            # A re-import of the caller's own memory is that memory again; an id that names
+            # another owner's memory, or other content, is never taken as this one.
+            again = (stored.type, stored.content_hash) == (record.type, record.content_hash)
+            if not (again and c.may_write(stored.owner)):
+                raise InvalidInput(
+                    "id",
+                    f"{record.id} already names another memory.",
+                    "Leave id out to store this as a new memory.",
+                )
+            return AuthorResult(id=record.id, status="exists", similarity=1.0)
     if existing is not None:
         await _repeat(c, existing, record, edges)
         return AuthorResult(id=existing, status="exists", similarity=1.0)
@@ -238,14 +249,24 @@ async def _repeat(
 
 
 async def import_edges(c: Caller, edges: Sequence[tuple[str, dict[str, Any]]]) -> int:
-    """Recreate exported edges whose both ends exist here; returns how many were added."""
+    """Recreate exported edges whose both ends exist here; returns how many were added.
+
+    Both ends must be the caller's to link, as a tool's link is: the source one of its own
+    memories, the target among its own role's and shared memories.
+    """
     added = 0
+    scope = c.actor.own
     async with c.store.transaction():
+        owners = await c.store.owners_of(list({src for src, _ in edges}))
         for src, edge in edges:
+            if src not in owners or not c.may_write(owners[src]):
+                continue
             try:
                 relation = EdgeType(edge.get("type"))
                 weight = EDGE_WEIGHT.parse(edge.get("weight", 1.0), "edges.weight")
-                target = await c.store.resolve_id(normalise_id(str(edge.get("target"))))
+                target = await c.store.resolve_id(
+                    normalise_id(str(edge.get("target"))), "edges.target", scope
+                )
             except (ValueError, NotFound):
                 continue
             if target != src:

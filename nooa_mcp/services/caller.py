@@ -66,7 +66,9 @@ class Caller:
         """
         if not isinstance(ident, str):
             raise InvalidInput(field, f"{ident!r} is not an id.", "Pass an id or 8-char prefix.")
-        memory_id = await self.store.resolve_id(normalise_id(ident, field), field)
+        # Resolved inside the scope: another owner's id prefixes are neither a match nor
+        # an ambiguity, and never listed.
+        memory_id = await self.store.resolve_id(normalise_id(ident, field), field, scope)
         owner = (await self.store.owners_of([memory_id])).get(memory_id)
         if owner is None or not scope.allows(owner):
             raise NotFound(ident, field)

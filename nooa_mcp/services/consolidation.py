@@ -27,6 +27,7 @@ import socket
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -68,7 +69,7 @@ from ..domain.schema import REFLECTION_STEPS, Channel, EdgeType, Memory, now as 
 from ..domain.scope import Actor, owner_role
 from ..domain.text import choices
 from ..engine import Engine, RoleState, text_of
-from ..errors import InvalidInput
+from ..errors import InvalidInput, NooaError
 from ..heap import release_free_memory
 from . import provenance, views
 from .caller import Caller
@@ -125,7 +126,20 @@ def _holder_alive(holder: str) -> bool:
         return False
     except PermissionError:
         return True
-    return True
+    # A killed process its parent has not reaped yet still answers signal 0: a zombie runs
+    # nothing and holds nothing.
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    """Whether `pid` has exited and waits to be reaped (Linux /proc; elsewhere: no)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    # The state follows the command name, which is in parentheses and may hold spaces.
+    fields = stat.rpartition(")")[2].split()
+    return bool(fields) and fields[0] in ("Z", "X")
 
 
 async def reflect(
@@ -810,6 +824,8 @@ async def maintain(engine: Engine) -> None:
                 caller = Caller(engine, Actor(state.last_owner or role))
                 try:
                     await reflect(caller, trigger="after-writes" if by_writes else "idle")
+                except NooaError as exc:  # the store's state, not a bug: one line
+                    logger.warning("background reflection of role %r failed: %s", role, exc)
                 except Exception:
                     logger.exception("background reflection of role %r failed", role)
                 # What the pass allocated (rows, sweep blocks, plans) is free now but glibc

@@ -46,7 +46,7 @@ async def update(
     target = await c.resolve(memory_id, c.actor.own)
     edges = await parse_links(c, links)
     new_importance = IMPORTANCE.parse(importance) if importance is not None else None
-    new_tags = clean_labels(list(tags), "tags") if tags is not None else None
+    new_tags = clean_labels(tags, "tags") if tags is not None else None
     new_valid_to = as_utc(valid_to, "valid_to")
     new_content = None
     if content is not None:

@@ -93,7 +93,9 @@ async def _reminders(c: Caller, text: str | None, vector) -> list[Item]:
 
 async def for_prompt(c: Caller, prompt: str, *, limit: int = PROMPT_MEMORIES) -> Injected:
     """The intents a prompt fires and the memories relevant to it, logged `injected`."""
-    query = " ".join(prompt.split())[:QUERY_CHARS]
+    # A prompt is what the person typed, not a field to refuse: a NUL (which no PostgreSQL
+    # text column holds, and the logged query is one) separates words like a space.
+    query = " ".join(prompt.replace("\x00", " ").split())[:QUERY_CHARS]
     out = Injected(embeddings=c.engine.embeddings_state)
     if not query:
         return out
@@ -153,6 +155,7 @@ async def for_prompt(c: Caller, prompt: str, *, limit: int = PROMPT_MEMORIES) ->
 
 async def at_session_start(c: Caller, project: str = "") -> Injected:
     """Open todos, due intents and the most important memories (the project's first)."""
+    project = project.replace("\x00", "")
     out = Injected(embeddings=c.engine.embeddings_state)
     own = c.actor.own
     todos = await c.store.list_memories(

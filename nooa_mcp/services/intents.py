@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from ..domain.inputs import check_situation
 from ..domain.replies import IntentItem, IntentResult
 from ..domain.schema import INTENT_ACTIONS
 from ..domain.text import a_or_an, choices, head
@@ -58,7 +59,13 @@ async def intent(
             raise InvalidInput("content", "is empty.", "Say what to do when it fires.")
         trigger = {"fire_at": fire_at, "cue": cue, "every_hours": every_hours}
         spec = {"content": content, "type": "intent", "trigger": trigger, "importance": importance}
-        written = (await author_many(c, [spec]))[0]
+        try:
+            written = (await author_many(c, [spec]))[0]
+        except InvalidInput as exc:
+            # The tool takes fire_at, cue and every_hours as arguments of their own.
+            if not exc.field.startswith("trigger."):
+                raise
+            raise InvalidInput(exc.field.removeprefix("trigger."), exc.problem, exc.fix) from None
         result.id, result.outcome = written.id, written.status
         result.reminders, result.reminders_more = written.reminders, written.reminders_more
     elif action == "cancel":
@@ -77,8 +84,7 @@ async def intent(
             due = (await reminders.fire(c))[0]
             result.reminders, result.reminders_more = due.reminders, due.more
     elif action == "check":
-        if text is not None and not isinstance(text, str):
-            raise InvalidInput("text", "must be text.", "Pass what is happening now.")
+        text = check_situation(text)
         vector = await c.engine.query_vector(text) if text else None
         due = (await reminders.fire(c, [(text or None, vector)]))[0]
         result.reminders, result.reminders_more = due.reminders, due.more

@@ -33,7 +33,10 @@ def current_session_ref() -> str | None:
 
 @contextmanager
 def session(ref: str | None) -> Iterator[None]:
-    """Mark everything inside as belonging to the client session `ref`."""
+    """Mark everything inside as belonging to the client session `ref` (a hook's session id
+    comes from its input: a NUL, which no PostgreSQL text column holds, is dropped)."""
+    if ref is not None:
+        ref = ref.replace("\x00", "") or None
     token = _session_ref.set(ref)
     try:
         yield

@@ -4,7 +4,8 @@ An export line carries a memory's fields, its edges and references, and — for 
 memories — the archive state and every tombstone, so `export --include-archived | import`
 brings forgotten memories back *forgotten*: re-authoring one is still blocked by its tombstone.
 Import validates every line before it writes anything; a bad line is named by its number and
-nothing is written. Each line becomes one memory (SPEC §5 v2: import writes one memory per
+nothing is written. Ids and edge targets resolve only within the importer's scope
+(`import_scope`). Each line becomes one memory (SPEC §5 v2: import writes one memory per
 input line; an exact repeat of a stored memory is `exists`).
 """
 
@@ -16,11 +17,13 @@ from datetime import datetime
 from typing import Any
 
 from ..domain.archive import reason_fades
+from ..domain.imports import LineEdge, check_line, line_edges
 from ..domain.inputs import build_memory
 from ..domain.schema import as_utc, now as utc_now
 from ..errors import InvalidInput
-from .authoring import author_many, import_edges
+from .authoring import author_many
 from .caller import Caller
+from .import_scope import attach_edges, claim_ids
 from .views import view
 
 __all__ = ["IMPORT_FIELDS", "Imported", "export_records", "import_records", "import_spec"]
@@ -56,8 +59,10 @@ def import_spec(item: dict[str, Any]) -> dict[str, Any]:
         spec["trigger"] = {
             k: v for k, v in spec["trigger"].items() if k in ("fire_at", "cue", "every_hours")
         }
-    if spec.get("references"):
-        spec["references"] = [r["uri"] if isinstance(r, dict) else r for r in spec["references"]]
+    if isinstance(spec.get("references"), list):
+        spec["references"] = [
+            r["uri"] if isinstance(r, dict) and "uri" in r else r for r in spec["references"]
+        ]
     return spec
 
 
@@ -67,13 +72,7 @@ def _check(item: Any, line: int, owner: str) -> dict[str, Any]:
         raise InvalidInput(f"line {line}", "is not a JSON object.", "Nothing was imported.")
     try:
         build_memory(import_spec(item), owner)
-        for stone in item.get("tombstones") or []:
-            if not isinstance(stone, dict) or not isinstance(stone.get("reason"), str):
-                raise InvalidInput("tombstones", f"{stone!r} is not a tombstone.", "")
-            as_utc(stone.get("ts"), "tombstones.ts")
-            as_utc(stone.get("lifted_at"), "tombstones.lifted_at")
-        if not isinstance(item.get("edges") or [], list):
-            raise InvalidInput("edges", "must be a list.", "")
+        check_line(item)
     except InvalidInput as exc:
         raise InvalidInput(
             f"line {line}", f"{exc.field}: {exc.problem}", "Nothing was imported."
@@ -83,10 +82,12 @@ def _check(item: Any, line: int, owner: str) -> dict[str, Any]:
 
 @dataclass
 class Imported:
-    """What an import did: counts by outcome (and edges, archived), and each line's memory id."""
+    """What an import did: counts by outcome (and edges, archived), each line's memory id,
+    and one sentence per edge that was not added (its line, target and why)."""
 
     counts: dict[str, int] = field(default_factory=dict)
     ids: list[str] = field(default_factory=list)
+    skipped_edges: list[str] = field(default_factory=list)
 
 
 async def import_records(
@@ -98,24 +99,30 @@ async def import_records(
         InvalidInput: a line is malformed ("line N: ..."); nothing was written.
     """
     checked = [(line, _check(item, line, c.owner)) for line, item in items]
+    specs = [import_spec(item) for _, item in checked]
+    renamed = await claim_ids(c, [line for line, _ in checked], specs)
     report = Imported()
     counts = report.counts
-    edges: list[tuple[str, dict[str, Any]]] = []
+    edges: list[tuple[str, int, LineEdge]] = []
     archived: list[tuple[str, dict[str, Any]]] = []
     for start in range(0, len(checked), BATCH):
         chunk = checked[start : start + BATCH]
-        results = await author_many(c, [import_spec(item) for _, item in chunk], remind=False)
-        for (_, item), result in zip(chunk, results, strict=True):
+        results = await author_many(c, specs[start : start + BATCH], remind=False)
+        for (line, item), result in zip(chunk, results, strict=True):
             report.ids.append(result.id)
             counts[result.status] = counts.get(result.status, 0) + 1
-            edges += [(result.id, e) for e in item.get("edges") or [] if isinstance(e, dict)]
+            edges += [(result.id, line, e) for e in line_edges(item)]
             if item.get("archived") and result.status == "created":
                 archived.append((result.id, item))
         if tick is not None:
             done = tick(len(chunk))
             if done is not None:
                 await done
-    counts["edges"] = await import_edges(c, edges)
+    counts["edges"], report.skipped_edges = await attach_edges(c, edges, renamed)
+    if report.skipped_edges:
+        counts["edges_skipped"] = len(report.skipped_edges)
+    if renamed:
+        counts["new_ids"] = len(renamed)
     if archived:
         counts["archived"] = await _restore_archived(c, archived)
     return report

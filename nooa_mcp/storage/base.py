@@ -361,7 +361,13 @@ class Store(Protocol):
 
     # ------------------------------------------------------------------ ids and memories
 
-    async def resolve_id(self, ident: str, field: str = "memory_id") -> str: ...
+    async def resolve_id(
+        self, ident: str, field: str = "memory_id", scope: Scope | None = None
+    ) -> str:
+        """Full id of an id or unique prefix (≥ 6 characters) among what `scope` sees
+        (every memory when None): a prefix neither matches nor is ambiguous with, and an
+        AmbiguousId never lists, a memory outside the scope."""
+        ...
 
     async def owners_of(self, ids: Sequence[str]) -> dict[str, str]: ...
 

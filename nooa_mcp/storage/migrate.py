@@ -4,13 +4,18 @@ Every table goes over row for row through the Store's `dump`/`load`: memories wi
 field (access ring, counters, authored importance, embeddings, seq), edges, the access stream,
 tombstones, the maintenance log and meta. The destination computes its own revisions and
 search indexes. The copy is one transaction on the destination: it lands whole or not at all.
+
+PostgreSQL's text and JSON types cannot hold a NUL character, which an SQLite file written
+before such text was refused may hold. Into PostgreSQL, a row holding one is left out and
+named in the report, with the rows that belong to a memory left out; the rest is copied.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..errors import StoreUnavailable
 from . import open_store, store_kind
@@ -24,10 +29,12 @@ PAGE = 1000
 
 @dataclass
 class CopyReport:
-    """Rows copied per table, and the row counts the destination holds afterwards."""
+    """Rows copied per table, the row counts the destination holds afterwards, and the rows
+    the destination cannot hold (one line each: table, key and why), left out."""
 
     copied: dict[str, int] = field(default_factory=dict)
     dest_sizes: dict[str, int] = field(default_factory=dict)
+    left_out: list[str] = field(default_factory=list)
 
     @property
     def total(self) -> int:
@@ -58,12 +65,15 @@ async def copy_rows(
     if sizes is not None:
         sizes(await source.table_sizes())
     report = CopyReport()
+    dropped: set[str] = set()  # ids of memories left out: their edges, accesses, stones too
     async with dest.transaction():
         for table in DUMP_TABLES:
             report.copied[table] = 0
             after = None
             while True:
                 rows, after = await source.dump(table, after, page)
+                if dest.kind == "postgresql":
+                    rows = _carried(table, rows, dropped, report.left_out)
                 await dest.load(table, rows)
                 report.copied[table] += len(rows)
                 if progress is not None:
@@ -72,6 +82,56 @@ async def copy_rows(
                     break
     report.dest_sizes = await dest.table_sizes()
     return report
+
+
+#: The column of each table that names the memory a row belongs to.
+_MEMORY_OF = {"edges": ("src", "dst"), "accesses": ("memory_id",), "tombstones": ("memory_id",)}
+
+
+def _nul_in(value: Any) -> bool:
+    """Whether a dumped value (text, or JSON decoded into lists and dicts) holds a NUL."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_nul_in(k) or _nul_in(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(_nul_in(v) for v in value)
+    return False
+
+
+def _key(table: str, row: dict[str, Any]) -> str:
+    if table == "memories":
+        return str(row["id"])
+    if table == "edges":
+        return f"{row['src']} -{row['type']}-> {row['dst']}"
+    if table == "meta":
+        return str(row["key"]).replace("\x00", "\\x00")
+    return f"seq {row['seq']}"
+
+
+def _carried(
+    table: str, rows: Sequence[dict[str, Any]], dropped: set[str], left_out: list[str]
+) -> list[dict[str, Any]]:
+    """The rows PostgreSQL can hold; the others are named in `left_out` (memory ids in
+    `dropped`, so the rows that belong to them stay behind too)."""
+    kept = []
+    for row in rows:
+        owners = [row[c] for c in _MEMORY_OF.get(table, ())]
+        gone = next((o for o in owners if o in dropped), None)
+        if gone is not None:
+            left_out.append(f"{table} {_key(table, row)}: belongs to memory {gone}, left out")
+            continue
+        columns = [c for c, v in row.items() if _nul_in(v)]
+        if not columns:
+            kept.append(row)
+            continue
+        if table == "memories":
+            dropped.add(row["id"])
+        left_out.append(
+            f"{table} {_key(table, row)}: a NUL character in {', '.join(columns)}, "
+            "which PostgreSQL text cannot hold"
+        )
+    return kept
 
 
 async def migrate(

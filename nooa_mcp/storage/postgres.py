@@ -41,7 +41,14 @@ from ..domain.reflection import Node, Rows
 from ..domain.schema import AccessRecord, Edge, EdgeType, Memory
 from ..domain.scope import Scope
 from ..domain.text import fts_terms
-from ..errors import AmbiguousId, NotFound, StoreConflict, StoreTooNew, StoreUnavailable
+from ..errors import (
+    AmbiguousId,
+    CommitUnknown,
+    NotFound,
+    StoreConflict,
+    StoreTooNew,
+    StoreUnavailable,
+)
 from .base import (
     ACCESS_COLUMNS,
     COMMON_FLOOR,
@@ -354,12 +361,17 @@ class PostgresStore:
         transaction (a deadlock) or a lost connection rolls everything back and raises
         StoreUnavailable, whose message says to retry. A pooled connection that died while
         idle (a database restart) is replaced before the block starts.
+
+        A connection lost while the COMMIT is on its way is different: the database may
+        have committed before the answer was lost, so CommitUnknown says it may have been
+        written and claims neither.
         """
         current = self._tx()
         if current is not None:
             async with current.transaction():
                 yield
             return
+        committing = False
         try:
             async with AsyncExitStack() as stack:
                 tx = _Tx(await self._begin(stack))
@@ -368,9 +380,13 @@ class PostgresStore:
                     yield
                 finally:
                     _TX.reset(token)
+                # The block ended without an error: leaving the stack sends COMMIT.
+                committing = True
         except PoolTimeout as exc:
             raise self._unavailable(exc) from None
         except psycopg.OperationalError as exc:
+            if committing and not isinstance(exc, _CONFLICTS):
+                raise self._commit_unknown(exc) from None
             raise self._unavailable(exc) from None
         if tx.moved:
             self._changes += 1
@@ -391,6 +407,15 @@ class PostgresStore:
             stack.push_async_exit(inner)
             return conn
         raise AssertionError("unreachable")
+
+    def _commit_unknown(self, exc: BaseException) -> CommitUnknown:
+        return CommitUnknown(
+            self.label,
+            f"the database connection failed while this call was being committed "
+            f"({_short(exc)}): it may have been written; retrying is safe (an exact repeat "
+            "is not stored twice).",
+            "Retry the call once PostgreSQL answers.",
+        )
 
     def _unavailable(self, exc: BaseException) -> StoreUnavailable:
         if isinstance(exc, PoolTimeout):
@@ -496,15 +521,21 @@ class PostgresStore:
 
     # ------------------------------------------------------------------ ids
 
-    async def resolve_id(self, ident: str, field: str = "memory_id") -> str:
-        """Full id of an id or unique prefix (≥ 6 characters).
+    async def resolve_id(
+        self, ident: str, field: str = "memory_id", scope: Scope | None = None
+    ) -> str:
+        """Full id of an id or unique prefix (≥ 6 characters) among the memories `scope`
+        sees (every memory when None).
 
         Raises:
             NotFound: nothing matches, or the prefix is shorter than 6 characters.
             AmbiguousId: several memories share the prefix.
         """
+        where, params = scope_sql(scope, alias="") if scope is not None else ("true", {})
         if len(ident) == 32:
-            found = await self._scalar("SELECT id FROM memories WHERE id = %(i)s", {"i": ident})
+            found = await self._scalar(
+                f"SELECT id FROM memories WHERE id = %(i)s AND {where}", {"i": ident, **params}
+            )
             if found is None:
                 raise NotFound(ident, field)
             return found
@@ -512,8 +543,9 @@ class PostgresStore:
             raise NotFound(ident, field)
         upper = ident[:-1] + chr(ord(ident[-1]) + 1)
         rows = await self._rows(
-            "SELECT id FROM memories WHERE id >= %(lo)s AND id < %(hi)s ORDER BY id LIMIT 6",
-            {"lo": ident, "hi": upper},
+            f"SELECT id FROM memories WHERE id >= %(lo)s AND id < %(hi)s AND {where} "
+            "ORDER BY id LIMIT 6",
+            {"lo": ident, "hi": upper, **params},
         )
         matches = [r["id"] for r in rows]
         if not matches:

@@ -456,6 +456,22 @@ def _marks(values: Sequence[Any]) -> str:
 OUR_TABLES = frozenset({"memories", "edges", "accesses", "maintenance_log", "tombstones", "meta"})
 
 
+#: Columns every release's `memories` table has had.
+_OUR_COLUMNS = frozenset({"id", "type", "content", "content_hash", "owner"})
+
+
+def _ours(db: sqlite3.Connection, tables: set[str]) -> bool:
+    """Whether a database with tables is a nooa-mcp store: its schema version is set (a store
+    gets its tables and its version in one transaction) and its `memories` table has the
+    columns of one. A table name alone is not enough: a notes app may have `memories` too."""
+    if not OUR_TABLES & tables or "memories" not in tables:
+        return False
+    if db.execute("PRAGMA user_version").fetchone()[0] < 1:
+        return False
+    columns = {r[1] for r in db.execute("PRAGMA table_info(memories)")}
+    return columns >= _OUR_COLUMNS
+
+
 def _inspect(path: Path) -> bool:
     """Check an existing file before opening it for real; whether it can be written.
 
@@ -480,7 +496,7 @@ def _inspect(path: Path) -> bool:
     try:
         tables = {r[0] for r in db.execute(query)}
         foreign = sorted(t for t in tables if not t.startswith(("sqlite_", "memories_")))
-        if tables and not (OUR_TABLES & tables):
+        if tables and not _ours(db, tables):
             shown = ", ".join(foreign[:3]) + (", …" if len(foreign) > 3 else "")
             raise StoreUnavailable(
                 str(path),
@@ -909,15 +925,22 @@ class SQLiteStore:
 
     # ------------------------------------------------------------------ ids
 
-    async def resolve_id(self, ident: str, field: str = "memory_id") -> str:
-        """Full id of an id or unique prefix (≥ 6 characters).
+    async def resolve_id(
+        self, ident: str, field: str = "memory_id", scope: Scope | None = None
+    ) -> str:
+        """Full id of an id or unique prefix (≥ 6 characters) among the memories `scope`
+        sees (every memory when None): a prefix is never ambiguous with, nor names, a
+        memory outside it.
 
         Raises:
             NotFound: nothing matches, or the prefix is shorter than 6 characters.
             AmbiguousId: several memories share the prefix.
         """
+        where, params = scope_sql(scope) if scope is not None else ("1", [])
         if len(ident) == 32:
-            found = await self._scalar("SELECT id FROM memories WHERE id = ?", (ident,))
+            found = await self._scalar(
+                f"SELECT id FROM memories WHERE id = ? AND {where}", (ident, *params)
+            )
             if found is None:
                 raise NotFound(ident, field)
             return found
@@ -927,7 +950,8 @@ class SQLiteStore:
         matches = [
             r[0]
             for r in await self._rows(
-                "SELECT id FROM memories WHERE id >= ? AND id < ? LIMIT 6", (ident, upper)
+                f"SELECT id FROM memories WHERE id >= ? AND id < ? AND {where} LIMIT 6",
+                (ident, upper, *params),
             )
         ]
         if not matches:

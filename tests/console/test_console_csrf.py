@@ -61,13 +61,19 @@ async def test_loopback_only_answers_the_configured_owner_on_loopback_and_no_one
     assert await LoopbackOnly("").viewer(request("127.0.0.1")) == Viewer("")
 
 
-async def test_a_token_maps_to_its_viewer_by_header_or_cookie_and_a_wrong_one_to_nobody():
+async def test_a_token_maps_to_its_viewer_by_header_or_session_cookie_and_a_wrong_one_to_nobody():
     auth = TokenLogin({"t" * 32: "alice@laptop"})
     alice = Viewer("alice@laptop")
     assert await auth.viewer(request("10.0.0.1", {"authorization": "Bearer " + "t" * 32})) == alice
-    assert await auth.viewer(request("10.0.0.1", {"cookie": "nooa_console=" + "t" * 32})) == alice
+    session = auth.sign_in(request("10.0.0.1"), "t" * 32)
+    assert session is not None and "t" * 8 not in session
+    assert await auth.viewer(request("10.0.0.1", {"cookie": f"nooa_console={session}"})) == alice
+    # The cookie holds a session id, never the token: the token itself is no cookie.
+    assert await auth.viewer(request("10.0.0.1", {"cookie": "nooa_console=" + "t" * 32})) is None
     assert await auth.viewer(request("127.0.0.1", {"cookie": "nooa_console=" + "u" * 32})) is None
     assert await auth.viewer(request("127.0.0.1")) is None
+    auth.sign_out(request("10.0.0.1", {"cookie": f"nooa_console={session}"}))
+    assert await auth.viewer(request("10.0.0.1", {"cookie": f"nooa_console={session}"})) is None
 
 
 def test_tokens_file_entries_may_be_owners_or_carry_an_owner_and_grants():

@@ -1,0 +1,134 @@
+"""`nooa-mcp import` checks each line's types and sizes, by line number, before the first write,
+and reads a bounded line at a time.
+
+Before: `tags: "abc"` was stored as the tags a, b, c; `tags: 5`, `created_at: 12345` and
+`importance: 10**400` ended in tracebacks; malformed edges were skipped without a word; a
+200 MB line cost 656 MiB before it was refused; a 5 MB tombstone reason was stored.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from shared_support import cli, exited_cleanly, process_env
+
+GOOD = {"content": "The release train leaves on Fridays."}
+
+
+def _dump(tmp_path: Path, *lines: dict | str) -> Path:
+    path = tmp_path / "dump.jsonl"
+    path.write_text("".join((x if isinstance(x, str) else json.dumps(x)) + "\n" for x in lines))
+    return path
+
+
+def _import(store: Path, dump: Path):
+    return cli(["--store", str(store), "--owner", "alice", "import", str(dump), "--json"])
+
+
+def _total(store: Path) -> int:
+    result = cli(["--store", str(store), "--owner", "alice", "stats", "--json"])
+    return json.loads(result.stdout)["total"]
+
+
+BAD_LINES = [
+    ({**GOOD, "tags": "abc"}, "tags"),
+    ({**GOOD, "tags": 5}, "tags"),
+    ({**GOOD, "entities": {"a": 1}}, "entities"),
+    ({**GOOD, "created_at": 12345}, "created_at"),
+    ({**GOOD, "valid_to": [2026]}, "valid_to"),
+    ('{"content": "Huge.", "importance": 1' + "0" * 400 + "}", "importance"),
+    ({**GOOD, "edges": [{"target": "0" * 32, "type": "nonsense"}]}, "edges.type"),
+    ({**GOOD, "edges": [{"target": "0" * 32, "type": "related", "weight": 7}]}, "edges.weight"),
+    ({**GOOD, "edges": [{"target": "not hex", "type": "related"}]}, "edges.target"),
+    ({**GOOD, "edges": ["0" * 32]}, "edges"),
+    ({**GOOD, "edges": {"target": "0" * 32}}, "edges"),
+    ({**GOOD, "archived": True, "tombstones": [{"reason": "x" * 1_000_000}]}, "tombstones.reason"),
+    ({**GOOD, "archived": True, "tombstones": [{"reason": 5}]}, "tombstones"),
+    ({**GOOD, "archived": "yes"}, "archived"),
+    ('{"content": "Deep.", "tags": ' + "[" * 100_000 + "]" * 100_000 + "}", "not JSON"),
+    ('{"content": "Long int.", "importance": ' + "9" * 5000 + "}", "not JSON"),
+]
+
+
+@pytest.mark.parametrize(("bad", "field"), BAD_LINES, ids=[f for _, f in BAD_LINES])
+def test_a_malformed_line_is_refused_by_number_and_field_and_nothing_is_written(
+    tmp_path: Path, bad: dict | str, field: str
+) -> None:
+    store = tmp_path / "m.sqlite"
+    result = _import(store, _dump(tmp_path, GOOD, GOOD | {"content": "Second."}, bad))
+    assert result.exit_code == 1, result.output
+    assert exited_cleanly(result), repr(result.exception)
+    (message,) = [line for line in result.stderr.splitlines() if "line 3" in line]
+    assert field in message, message
+    assert len(message) < 600, message[:200]  # the value is quoted short, never whole
+    assert _total(store) == 0
+
+
+def test_an_edge_to_a_memory_that_is_not_there_is_named_with_its_line(tmp_path: Path) -> None:
+    store = tmp_path / "m.sqlite"
+    missing = "ab" * 16
+    result = _import(
+        store,
+        _dump(
+            tmp_path,
+            GOOD,
+            {"content": "Linked.", "edges": [{"target": missing, "type": "related"}]},
+        ),
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["edges_skipped"] == 1
+    assert f"line 2: the related edge to {missing} was not added" in result.stderr
+
+
+# `nooa-mcp ARGS` that prints its own peak RSS on exit (VmHWM belongs to the process image, so
+# the test process it was forked from does not count, as it would in wait4's ru_maxrss).
+_PEAK_BOOT = """
+import atexit, sys
+
+def _peak():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            print("peak-kib", line.split()[1], file=sys.stderr)
+
+atexit.register(_peak)
+from nooa_mcp.__main__ import main
+sys.argv[0] = "nooa-mcp"
+main()
+"""
+
+
+def _peak_rss_mib(args: list[str]) -> tuple[int, float, str]:
+    """Run `nooa-mcp ARGS` to its end; its exit code, peak RSS (MiB) and stderr."""
+    done = subprocess.run(
+        [sys.executable, "-c", _PEAK_BOOT, *args],
+        env=process_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        check=False,
+    )
+    (peak,) = [int(x.split()[1]) for x in done.stderr.splitlines() if x.startswith("peak-kib")]
+    return done.returncode, peak / 1024, done.stderr
+
+
+@pytest.mark.processes
+def test_a_200_mb_line_is_refused_while_it_is_read_without_holding_it(tmp_path: Path) -> None:
+    dump = tmp_path / "big.jsonl"
+    with dump.open("w") as fh:
+        fh.write(json.dumps(GOOD) + "\n")
+        fh.write('{"content": "')
+        chunk = "x" * (1 << 20)
+        for _ in range(200):
+            fh.write(chunk)
+        fh.write('"}\n')
+    store = tmp_path / "m.sqlite"
+    code, peak, stderr = _peak_rss_mib(["--store", str(store), "import", str(dump)])
+    print(f"peak RSS of the refused import: {peak:.0f} MiB")
+    assert code == 1 and "line 2" in stderr and "Traceback" not in stderr, stderr[-500:]
+    # Holding the line alone would take 200 MiB; main took 656 MiB.
+    assert peak < 200, peak
+    assert not store.exists() or _total(store) == 0

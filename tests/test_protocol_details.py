@@ -1,0 +1,57 @@
+"""Protocol details a client author meets, over streamable HTTP on loopback: an unknown prompt
+and a listing cursor the server never gave out are invalid params (-32602), and a tool
+argument the tool does not take is refused by name (both are also true over stdio, where the
+same server answers).
+
+Before: `prompts/get` of an unknown prompt answered error code 0, a bogus `tools/list` cursor
+returned the full list, and `memory_recall {"query": "x", "bogus": 1}` ran as if `bogus` had
+not been sent.
+"""
+
+from __future__ import annotations
+
+import pytest
+from http_serving import connect, serving
+from mcp.shared.exceptions import MCPError
+
+from nooa_mcp import Settings
+
+pytestmark = pytest.mark.anyio
+
+TOKEN = "protocol-token-0123456789abcdef"
+
+
+@pytest.fixture
+async def client(tmp_path):
+    settings = Settings(store=tmp_path / "m.sqlite")
+    async with serving(settings, {TOKEN: "alice"}) as url, connect(url, TOKEN) as c:
+        yield c
+
+
+async def test_an_unknown_prompt_is_invalid_params_naming_the_prompts(client) -> None:
+    with pytest.raises(MCPError) as refused:
+        await client.get_prompt("no_such_prompt")
+    assert refused.value.error.code == -32602
+    assert "Unknown prompt: no_such_prompt" in refused.value.error.message
+    assert "memory_guide" in refused.value.error.message
+
+
+@pytest.mark.parametrize("listing", ["list_tools", "list_prompts", "list_resources"])
+async def test_a_cursor_the_server_never_gave_is_invalid_params(client, listing: str) -> None:
+    first = await getattr(client, listing)()
+    assert first.next_cursor is None  # one page: no cursor is ever given out
+    with pytest.raises(MCPError) as refused:
+        await getattr(client, listing)(cursor="bogus")
+    assert refused.value.error.code == -32602
+    assert "cursor" in refused.value.error.message
+
+
+async def test_an_argument_the_tool_does_not_take_is_refused_by_name(client) -> None:
+    result = await client.call_tool("memory_recall", {"query": "x", "bogus": 1})
+    text = result.content[0].text
+    assert result.is_error
+    assert "bogus: is not an argument of memory_recall" in text and "query" in text
+    written = await client.call_tool("memory_author", {"content": "Kept?", "owner": "bob"})
+    assert written.is_error and "owner: is not an argument" in written.content[0].text
+    stats = await client.call_tool("memory_recall", {"query": "Kept"})
+    assert stats.structured_content["hits"] == []  # nothing was written
