@@ -30,6 +30,9 @@ def _import(store: Path, dump: Path):
 
 
 def _total(store: Path) -> int:
+    """Memories in the store; a refused import of a new store leaves no store at all."""
+    if not store.exists():
+        return 0
     result = cli(["--store", str(store), "--owner", "alice", "stats", "--json"])
     return json.loads(result.stdout)["total"]
 
