@@ -14,6 +14,7 @@ import re
 import signal
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
@@ -240,6 +241,22 @@ async def stop(process: Process) -> None:
                 process.send_signal(signal.SIGKILL)
             await process.wait()
         await process.aclose()
+
+
+def created_store(path: Path) -> Path:
+    """An empty store at `path`, as a first write leaves one: the console only reads, and it
+    refuses a store that is not there."""
+
+    async def create() -> None:
+        from nooa_mcp.storage import open_store
+
+        store = await open_store(path)
+        await store.close()
+
+    # A thread of its own: the tests that need one call this inside their event loop.
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(anyio.run, create).result()
+    return path
 
 
 def serve_args(store: Path, *serve: str, host: str = "127.0.0.1", glob: Sequence[str] = ()) -> list:

@@ -16,6 +16,7 @@ import pytest
 from shared_support import (
     MCP_HEADERS,
     REFUSE_GUARD,
+    created_store,
     http_server,
     initialize_body,
     nooa_argv,
@@ -107,7 +108,8 @@ async def test_a_wildcard_or_a_port_is_refused_with_one_sentence(tmp_path: Path)
 async def test_the_console_on_its_own_answers_an_allowed_address(tmp_path: Path) -> None:
     address = _machine_address()
     tokens = str(_tokens(tmp_path))
-    common = ["--store", str(tmp_path / "s.sqlite"), "ui", "--host", "0.0.0.0", "--port", "0"]
+    store = str(created_store(tmp_path / "s.sqlite"))
+    common = ["--store", store, "ui", "--host", "0.0.0.0", "--port", "0"]
     plain_args = [*common, "--tokens", tokens]
     async with http_server(plain_args, host=address) as plain, httpx2.AsyncClient() as http:
         refused = (await http.get(f"http://{address}:{plain.port}/")).status_code

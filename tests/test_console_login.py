@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx2
 import pytest
-from shared_support import http_server
+from shared_support import created_store, http_server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.processes]
 
@@ -28,7 +28,7 @@ def _ui_args(tmp_path: Path, *extra: str, host: str = "127.0.0.1") -> list[str]:
     tokens.write_text(f'{{"{TOKEN}": "alice"}}')
     return [
         "--store",
-        str(tmp_path / "m.sqlite"),
+        str(created_store(tmp_path / "m.sqlite")),
         "ui",
         "--host",
         host,
