@@ -74,7 +74,8 @@ COMMON_SHARE = 0.01
 #: The columns `reflection_rows` reads, in the order `Rows.from_records` takes them.
 REFLECTION_COLUMNS = (
     "seq, id, type, owner, status, importance, authored_importance, salience, confidence, "
-    "strength, reinforcement_count, created_at, last_accessed_at"
+    "strength, reinforcement_count, created_at, last_accessed_at, "
+    "coalesce(first_access_at, created_at)"
 )
 
 #: What a dump carries, table by table, in the order `load` needs them (memories before the
