@@ -74,6 +74,8 @@ class LineEdge:
     target: str
     relation: EdgeType
     weight: float
+    #: When the edge was made in the exporting store; None: when it is imported.
+    created_at: datetime | None = None
 
 
 def _list(item: dict[str, Any], key: str, limit: int, field: str | None = None) -> list[Any]:
@@ -89,7 +91,7 @@ def _list(item: dict[str, Any], key: str, limit: int, field: str | None = None) 
 
 
 def line_edges(item: dict[str, Any]) -> list[LineEdge]:
-    """The edges of a line: `[{target, type, weight?}]`, each checked.
+    """The edges of a line: `[{target, type, weight?, created_at?}]`, each checked.
 
     Raises:
         InvalidInput: not a list, too many, or an edge that is not an object with a hex
@@ -113,6 +115,7 @@ def line_edges(item: dict[str, Any]) -> list[LineEdge]:
                 target.strip().lower(),
                 EdgeType(relation),
                 1.0 if weight is None else EDGE_WEIGHT.parse(weight, "edges.weight"),
+                as_utc(raw.get("created_at"), "edges.created_at"),
             )
         )
     return out

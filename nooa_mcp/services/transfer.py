@@ -175,8 +175,7 @@ async def export_records(c: Caller, *, include_archived: bool = False) -> AsyncI
             shown = await view(c, memory, scope)
             record = shown.model_dump(mode="json", include={*IMPORT_FIELDS, "owner", "archived"})
             record["edges"] = [
-                {"target": e["target"], "type": e["type"], "weight": e["weight"]}
-                for e in shown.edges
+                {k: e[k] for k in ("target", "type", "weight", "created_at")} for e in shown.edges
             ]
             record["references"] = [r.uri for r in memory.references]
             record["authored_importance"] = memory.authored

@@ -487,7 +487,9 @@ class Store(Protocol):
 
     # ------------------------------------------------------------------ edges
 
-    async def add_edge(self, src: str, dst: str, type: EdgeType, weight: float) -> None: ...
+    async def add_edge(
+        self, src: str, dst: str, type: EdgeType, weight: float, at: datetime | None = None
+    ) -> None: ...
 
     async def add_edges(self, edges: Sequence[tuple[str, str, EdgeType, float]]) -> None:
         """`add_edge` for each (src, dst, type, weight), in order, in one round trip or two:
