@@ -23,9 +23,7 @@ class ForgettingPolicy:
     min_age_hours: float = 24.0
     # Skills are kept for good; an intent is kept until its user drops it: archived, it would
     # never fire, and a reminder set for next year goes a year unused by design.
-    protected_types: frozenset[str] = field(
-        default_factory=lambda: frozenset({"skill", "intent"})
-    )
+    protected_types: frozenset[str] = field(default_factory=lambda: frozenset({"skill", "intent"}))
     protected_importance: float = 8.0
 
 
