@@ -79,7 +79,7 @@ def created_record(
 
 @dataclass(frozen=True)
 class History:
-    """A memory's use history as an export line carries it (checked by `imports.history_of`).
+    """A memory's use history as an export line carries it (checked by `imports.carried`).
 
     Enough for the exact base-level the scorer computes (the count of counted uses, the first
     one, the newest `exact_k` times), for retention and the prune ETA (the last use and the
@@ -133,9 +133,8 @@ def restore_history(
     in place of the single `created` access of a write; returns the ring, oldest first, for
     the access stream.
 
-    A time after `now` (a skewed clock) counts as now, and there are at least as many uses
-    as times, so a hand-made line can neither postpone forgetting nor claim more recency than
-    its times give.
+    A time after `now` (a skewed clock) counts as now, so a line's times never reach past the
+    import, and there are at least as many uses as times kept.
     """
     at = now.timestamp()
     times = sorted((min(t, at) for t in history.use_times), reverse=True)[:exact_k]
