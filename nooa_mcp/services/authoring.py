@@ -154,7 +154,10 @@ async def _author_one(
                 )
             return AuthorResult(id=record.id, status="exists", similarity=1.0)
     if existing is not None:
-        await _repeat(c, existing, record, edges)
+        # The same memory imported again (its own id) is a restore, not the author saying it
+        # again: it changes nothing, so importing one file twice leaves what the first did.
+        if not (named and existing == record.id):
+            await _repeat(c, existing, record, edges)
         return AuthorResult(id=existing, status="exists", similarity=1.0)
     stone = await tombstone_match(c, record, vector)
     if stone is not None:
