@@ -256,3 +256,80 @@ def test_a_history_from_the_future_counts_as_now(tmp_path) -> None:
     with time_machine.travel(NOW, tick=False):
         last, learned = anyio.run(go)
     assert last == learned == NOW.astimezone(UTC)
+
+
+def test_restore_history_keeps_the_count_the_learned_time_and_clamps_the_ring() -> None:
+    from nooa_mcp.domain.accesses import History, restore_history
+    from nooa_mcp.domain.schema import AccessRecord, Channel, Memory as Record
+
+    times = tuple((T0 + timedelta(days=d)).timestamp() for d in range(20, 0, -1))
+    future = NOW + timedelta(days=9)
+    history = History(
+        learned_at=T0,
+        last_used_at=T0 + timedelta(days=20),
+        uses=40,
+        use_times=times,
+        strength=7,
+        access_count=30,
+        reinforcements=2,
+        channels={"created": 1, "recalled": 39},
+        accesses=(
+            AccessRecord(ts=future, channel=Channel.recalled),
+            AccessRecord(ts=T0, channel=Channel.created),
+        ),
+    )
+    m = Record(content="x", owner=OWNER, created_at=T0 - timedelta(days=900))
+    stream = restore_history(m, history, now=NOW, exact_k=16, ring_size=64)
+    assert (m.actr_count, len(m.actr_times), m.actr_times[0]) == (40, 16, times[0])
+    assert m.first_access_at == m.learned_at == T0 != m.created_at
+    assert (m.strength, m.access_count, m.reinforcement_count) == (7, 30, 2)
+    assert [(a.ts, a.reader_owner) for a in stream] == [(T0, OWNER), (NOW, OWNER)]
+    assert m.access_log == stream[::-1]
+    bare = Record(content="y", owner=OWNER)
+    none_used = History(T0, T0, 0, (), 1, 0, 0)
+    assert len(restore_history(bare, none_used, now=NOW)) == 0
+    assert (bare.actr_count, bare.actr_times) == (1, [T0.timestamp()])
+
+
+def test_an_archived_line_comes_back_archived_with_its_tombstones(store_target, tmp_path) -> None:
+    """Without tombstones an archived line is forgotten (no reason says reflection did it);
+    a lifted tombstone stays lifted and the standing one decides faded or forgotten."""
+    lines = [
+        {"content": BACKUP, "archived": True},
+        {
+            "content": VPN,
+            "archived": True,
+            "tombstones": [
+                {
+                    "reason": "forgotten",
+                    "ts": "2026-01-01T00:00:00Z",
+                    "lifted_at": "2026-02-01T00:00:00Z",
+                },
+                {"reason": "pruned: retention 0.0100 < 0.02", "ts": "2026-03-01T00:00:00Z"},
+            ],
+        },
+    ]
+
+    async def go() -> list[tuple]:
+        async with Memory.open(settings=settings_for(store_target), embedder=HashEmbedder()) as mem:
+            result = await mem.import_records(list(enumerate(lines, 1)))
+            out = []
+            for memory_id in result.ids:
+                view = await mem.get(memory_id)
+                stones = await mem.engine.store.all_tombstones([memory_id])
+                out.append(
+                    (
+                        view.archived,
+                        view.flags.faded,
+                        [(s.reason, s.ts, s.lifted_at) for s in stones[memory_id]],
+                    )
+                )
+            return out
+
+    plain, stoned = anyio.run(go)
+    assert plain[:2] == (True, False) and [s[0] for s in plain[2]] == ["archived before export"]
+    assert stoned[:2] == (True, True)
+    assert stoned[2] == [
+        ("forgotten", datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 2, 1, tzinfo=UTC)),
+        ("pruned: retention 0.0100 < 0.02", datetime(2026, 3, 1, tzinfo=UTC), None),
+    ]
