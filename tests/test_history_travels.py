@@ -285,6 +285,10 @@ def test_restore_history_keeps_the_count_the_learned_time_and_clamps_the_ring() 
     assert (m.strength, m.access_count, m.reinforcement_count) == (7, 30, 2)
     assert [(a.ts, a.reader_owner) for a in stream] == [(T0, OWNER), (NOW, OWNER)]
     assert m.access_log == stream[::-1]
+    # A hand-made line that claims fewer uses than the times it gives counts the times.
+    short = Record(content="z", owner=OWNER)
+    restore_history(short, History(T0, T0, 2, times[:5], 1, 0, 0), now=NOW)
+    assert short.actr_count == 5
     bare = Record(content="y", owner=OWNER)
     none_used = History(T0, T0, 0, (), 1, 0, 0)
     assert len(restore_history(bare, none_used, now=NOW)) == 0
@@ -327,6 +331,15 @@ def test_an_archived_line_comes_back_archived_with_its_tombstones(store_target, 
             return out
 
     plain, stoned = anyio.run(go)
+
+    async def exported() -> tuple[int, int]:
+        async with Memory.open(settings=settings_for(store_target), embedder=HashEmbedder()) as mem:
+            live = [r async for r in mem.export_records()]
+            every = [r async for r in mem.export_records(include_archived=True)]
+        return len(live), len(every)
+
+    # A plain export leaves what is archived out; --include-archived carries it.
+    assert anyio.run(exported) == (0, 2)
     assert plain[:2] == (True, False) and [s[0] for s in plain[2]] == ["archived before export"]
     assert stoned[:2] == (True, True)
     assert stoned[2] == [
