@@ -279,8 +279,8 @@ def render_author(result: AuthorResult) -> str:
         line += f" (similarity {_num(result.similarity)})"
     lines = [line + "."]
     if result.similar_to is not None:
-        # Issue 9: the close match is kept beside the new memory; the model must see which one
-        # and why, or it cannot mark a changed fact as the successor.
+        # The close match is kept beside the new memory (DESIGN.md §4.3); the model must see
+        # which one and why, or it cannot mark a changed fact as the successor.
         s = result.similar_to
         what = f"differs in {', '.join(s.differs_in)}" if s.differs_in else "reads as a rewording"
         lines.append(
