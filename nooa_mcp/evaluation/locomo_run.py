@@ -1,4 +1,4 @@
-"""The LoCoMo retrieval run: the product as shipped, through its own interface (SPEC §13).
+"""The LoCoMo retrieval run: the product as shipped, through its own interface.
 
 Each conversation goes into a fresh store by one of two paths:
 
@@ -209,7 +209,7 @@ async def _ingest_import(
     ids = [uuid.uuid5(uuid.NAMESPACE_URL, f"{conv.sample_id}/{t.dia_id}").hex for t in conv.turns]
     for spec, memory_id in zip(specs, ids, strict=True):
         spec["id"] = memory_id
-    # SPEC §13: `precedes` edges between consecutive turns of a session, so activation
+    # `precedes` edges between consecutive turns of a session, so activation
     # spreads from a turn that matches the question to the reply that follows it.
     for (t1, spec), (t2, nxt) in itertools.pairwise(zip(conv.turns, specs, strict=True)):
         if t1.session == t2.session:
