@@ -686,8 +686,7 @@ async def list_(
     click.echo(lines)
 
 
-# ---------------------------------------------------------------------------- reflect (issue 4)
-# Owned by the living-memory work; kept in one block so the rest of the CLI merges cleanly.
+# ---------------------------------------------------------------------------- reflect
 
 
 @main.command()
@@ -734,7 +733,7 @@ def _render_reflect(r: Any) -> str:
     )
 
 
-# --------------------------------------------------------------------------- hooks (issue 13)
+# --------------------------------------------------------------------------- hooks
 # Claude Code hooks. `nooa-mcp hook ...` is normally answered by nooa_mcp/__main__.py before
 # this module is imported; these commands are the same code for --help and for other callers.
 
@@ -878,7 +877,7 @@ def hooks_uninstall(scope: str, settings_file: Path | None, dry_run: bool) -> No
     _apply(settings_file or settings_path(scope), None, dry_run, "Removed nooa's hooks from")
 
 
-# ------------------------------------------------------------------------ migrate (issue 11)
+# ------------------------------------------------------------------------ migrate
 # Owned by the PostgreSQL work; the copying lives in nooa_mcp/storage/migrate.py.
 
 
@@ -934,14 +933,14 @@ async def migrate(source: str, dest: str, as_json: bool) -> None:
     )
 
 
-# --------------------------------------------------------------------------- eval (issue 5)
+# --------------------------------------------------------------------------- eval
 # Owned by the evaluation work: the `eval` group lives in nooa_mcp/evaluation/cli.py.
 from .evaluation.cli import eval_group  # noqa: E402
 
 main.add_command(eval_group)
 
 
-# --------------------------------------------------------------------------- ui (issue 14)
+# --------------------------------------------------------------------------- ui
 # Owned by the console work: the web front end lives in nooa_mcp/console/.
 
 

@@ -1,4 +1,6 @@
-"""Settings: where the store lives, whose memory it is, and every model constant (SPEC §3–§10).
+"""Settings: where the store lives, whose memory it is, and every model constant.
+
+DESIGN.md §17 lists each default; its test checks them against this module.
 
 Only front ends build a Settings (from flags and environment); mechanisms receive it.
 """
@@ -28,7 +30,7 @@ def store_target(value: str | Path) -> Path | str:
 
 
 class RecallSettings(BaseModel):
-    """ACT-R constants with NOOA's defaults (SPEC §5)."""
+    """The constants of recall's ranking (DESIGN.md §5)."""
 
     lam: float = Field(
         0.5, ge=0, le=1, description="λ: weight of cosine against BM25 inside relevance"

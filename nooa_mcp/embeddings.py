@@ -1,4 +1,4 @@
-"""Sentence embeddings, offline from the first call (SPEC §4).
+"""Sentence embeddings, offline from the first call.
 
 `Embedder` is the contract: a name, a dimension and a blocking `embed` that returns
 L2-normalised float32 rows. `MiniLMEmbedder` runs the int8 all-MiniLM-L6-v2 shipped by the
@@ -28,16 +28,13 @@ from .model_file import model_file
 TOKENIZER_DIR = Path(__file__).parent / "assets" / "minilm"
 MODEL_NAME = "nooa/all-MiniLM-L6-v2-int8"
 #: onnxruntime session settings fastembed has no argument for. Its worker threads spin-wait
-#: for work between and after runs by default: on a 2-core machine they burnt the core the
-#: SQLite thread and the event loop needed (recall through MCP at 10k: 42-48 ms of CPU per
-#: call with spinning, 27-31 without; with a client pause between calls, p50 26.2 -> 21.7 ms
-#: and CPU 77 -> 29 ms per call), while embedding alone ran at the same rate (issue 12).
+#: for work between and after runs by default, burning the core the SQLite thread and the
+#: event loop need, while embedding runs no faster.
 SESSION_CONFIG = {"session.intra_op.allow_spinning": "0"}
 #: Fewer texts than this are run one at a time. A batch is padded to its longest text, and
 #: the few texts of concurrent MCP writes (the engine lets them share a batch) differ in
-#: length: groups of 2-8 LoCoMo turns took 10.5-12.9 ms a text batched against 8.0-9.2 one
-#: at a time (2 cores, issue 12). Large batches sorted by length lose nothing (512 turns:
-#: 8.3-9.4 against 8.5-9.0 ms a text), so an import keeps them.
+#: length, so a small batch is slower per text than running them one by one. Large batches
+#: sorted by length lose nothing, so an import keeps them.
 ONE_BY_ONE_BELOW = 32
 
 
@@ -149,12 +146,10 @@ class MiniLMEmbedder:
         _register_model(cache)
         from fastembed import TextEmbedding
 
-        # batch_size 32: faster here and ~250 MB RSS, where the default 256 peaks near 720 MB.
+        # batch_size 32: as fast, at a fraction of the memory fastembed's default 256 peaks at.
         self.batch_size = batch_size
         # No onnxruntime arena: it keeps the largest batch's activations for the life of the
-        # process (an embedder alone held 417 MiB after batches of 32, 200 without it, issue
-        # 12), and batch-1 query latency was the same without it (p50 31.2 against 32.7 ms,
-        # 600 queries alternating between two sessions in one process). Same embeddings.
+        # process, and a query is no slower without it. Same embeddings.
         with _session_config(SESSION_CONFIG):
             self._model = TextEmbedding(
                 MODEL_NAME,
@@ -178,9 +173,7 @@ class MiniLMEmbedder:
             rows = np.stack([self._run_one(text) for text in texts])
         else:
             # Shortest first: a batch is padded to its longest text, so batches of mixed
-            # lengths spent most of their time on padding. 256 LoCoMo turns in one call (an
-            # import's batch): 60 texts/s as given, 121 sorted, the same vectors bit for bit;
-            # a batch of 1 runs at 97-131.
+            # lengths spent most of their time on padding. The vectors are the same.
             order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
             embedded = np.stack(
                 list(self._model.embed([texts[i] for i in order], batch_size=self.batch_size))
@@ -188,10 +181,9 @@ class MiniLMEmbedder:
             rows = np.empty_like(embedded)
             rows[order] = embedded
             rows = _normalise(rows)
-        # What several texts' runs freed stays resident otherwise (an embedder alone: 265 MiB
-        # after batches of 4 without this, 199 with; 1.5 ms median; run one at a time in a
-        # server with 4 writes in flight, RSS 230-246 MiB without against 222-231). A single
-        # text (a query, one write per call) frees little and skips it.
+        # What several texts' runs freed stays resident otherwise, and handing it back costs
+        # a millisecond or two. A single text (a query, one write per call) frees little and
+        # skips it.
         release_free_memory()
         return rows
 
@@ -221,8 +213,8 @@ class WarmingEmbedder:
 
     With `start=False` the load begins on `start()` or on the first call that needs the
     model (`wait`, `embed`): the load thread holds the interpreter lock for most of a second,
-    and a server that starts it before answering `tools/list` answers it ~1.5x later than a
-    bare server (benchmarks/bench_stdio.py, issue 12).
+    and a server that starts it before answering `tools/list` answers it later than a bare
+    server (benchmarks/bench_stdio.py).
     """
 
     def __init__(

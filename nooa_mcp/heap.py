@@ -2,9 +2,8 @@
 
 glibc keeps freed heap memory for reuse: after a burst of short-lived allocations (loading the
 ONNX model, reading 100k vectors in pages, a reflection pass, a batch of embeddings) the
-process's RSS stays at the burst's peak although nothing holds that memory any more. Measured
-on a 100k store (issue 12): the model load alone leaves ~60 MB of freed, still-resident heap,
-and a server held 460 MB where 395 MB was live. `malloc_trim(0)` returns the free pages of
+process's RSS stays at the burst's peak although nothing holds that memory any more (the
+model load alone leaves tens of MB of it). `malloc_trim(0)` returns the free pages of
 every arena (also those in the middle of a heap) and costs a few milliseconds, so it runs only
 after those bursts, never on the path a recall waits on.
 
@@ -28,12 +27,11 @@ import sys
 #: mallopt's parameter numbers (glibc's malloc.h).
 M_ARENA_MAX = -8
 M_MMAP_THRESHOLD = -3
-#: Arenas a server keeps: measured on the 10k stdio benchmark (300 writes with passes), RSS
-#: after the writes 294–295 MiB with 2 against 303–306 with 8 and 324 with glibc's default;
-#: at 100k through MCP after 600 writes and 3 passes, 436–444 against 478 with 16.
+#: Arenas a server keeps: each arena holds on to its own freed memory, and two serve a
+#: server's few threads as fast as more do (figures in BENCHMARKS.md).
 SERVER_ARENAS = 2
-#: Blocks from this size up are mapped, and unmapped when freed. At 100k in process after
-#: three passes: 240–241 MiB against 248–250 with glibc's moving threshold, passes as fast.
+#: Blocks from this size up are mapped, and unmapped when freed: a fixed threshold keeps a
+#: pass's large blocks from staying resident after it, and passes run as fast.
 SERVER_MMAP_THRESHOLD = 1 << 20
 
 _libc: ctypes.CDLL | None = None

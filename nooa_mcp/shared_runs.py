@@ -3,7 +3,7 @@
 A server answers several clients (or one client with calls in flight) on one event loop. When
 each call ran the model, or a product over every stored vector, on its own, the calls queued
 behind each other's runs; here a call starts a run at once while a lane is free, and calls
-that arrive while every lane is busy are joined into the next run a lane takes (issue 12).
+that arrive while every lane is busy are joined into the next run a lane takes.
 """
 
 from __future__ import annotations

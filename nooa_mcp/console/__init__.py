@@ -1,4 +1,4 @@
-"""The memory console: a local web front end over the Memory facade (issue 14).
+"""The memory console: a local web front end over the Memory facade.
 
 `Console` is the application (mount it anywhere, or serve it with `serve`); an
 `Authenticator` decides whose memory a request sees. Nothing here reads the store directly:

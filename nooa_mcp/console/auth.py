@@ -1,6 +1,6 @@
 """Who is looking: the seam that maps a request to the viewer the console acts as.
 
-The console never takes the owner from a form or a query string (SPEC §10). An `Authenticator`
+The console never takes the owner from a form or a query string (DESIGN.md §10). An `Authenticator`
 answers `viewer(request)` with a `Viewer` (an owner and its read grants), or None to refuse.
 Two ship:
 

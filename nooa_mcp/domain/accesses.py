@@ -33,7 +33,7 @@ def apply_access(
     - Uses closer than `grain` seconds to the newest counted one are one use (massed
       repetition is not spaced practice): the newest time moves forward, the count does not
       grow. Recalling a memory five times in a minute says little about needing it next week,
-      and counting each one made whatever was shown once rank higher next time (SPEC §5 fix 9).
+      and counting each one made whatever was shown once rank higher next time (DESIGN.md §3.2).
     - Touching channels (recalled, searched, reinforced, deref) also move last_accessed,
       access_count and strength; an update logs `reinforced` with `bump_strength=False`.
     - `count_for_owner=False` (a reader from another role) logs the access without touching:

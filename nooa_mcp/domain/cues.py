@@ -1,4 +1,4 @@
-"""Trigger rules that need no model: cue keywords, time triggers, recurrence (SPEC §9).
+"""Trigger rules that need no model: cue keywords, time triggers, recurrence (DESIGN.md §9.2).
 
 Pure and standard-library only, so the Claude Code hook's fast path (a fresh process before
 every prompt, no numpy, no pydantic) applies exactly the rules the server applies. A trigger

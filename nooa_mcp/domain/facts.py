@@ -1,4 +1,4 @@
-"""What makes two texts the same fact: normalised repeats and the values a fact carries (SPEC §5).
+"""What makes two texts the same fact: normalised repeats and the values a fact carries.
 
 Pure. Two texts are an *exact repeat* when they are equal after Unicode NFKC, case folding and
 whitespace collapsing. Two near-identical texts are still *different facts* when they differ in
@@ -74,7 +74,7 @@ def normalise(text: str) -> str:
 
 
 def normalised_hash(text: str) -> str:
-    """The content hash of a memory: equal exactly for repeats (SPEC §5 "exact repeat")."""
+    """The content hash of a memory: equal exactly for repeats (DESIGN.md §4.2)."""
     return hashlib.sha256(normalise(text).encode()).hexdigest()
 
 

@@ -1,4 +1,4 @@
-"""Ebbinghaus forgetting: retention, prune eligibility and prune ETA (SPEC §7).
+"""Ebbinghaus forgetting: retention, prune eligibility and prune ETA (DESIGN.md §7).
 
 Retention is computed when read, from `last_accessed_at` and `strength`, so it is always
 current without any sweep.

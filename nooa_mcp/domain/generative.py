@@ -1,4 +1,4 @@
-"""Generative reflection: reconcile and abstract through a Sampler (SPEC §8 steps 2 and 5).
+"""Generative reflection: reconcile and abstract through a Sampler (DESIGN.md §8.3, §8.6).
 
 The model is never ours: a `Sampler` asks the connected client's model (MCP
 `sampling/createMessage`), so no API key is needed anywhere. Everything the model returns is
@@ -166,7 +166,7 @@ def clusters_from_neighbours(
 def plan_abstract(
     episodes: Sequence[Node], abstracted: set[str] | None = None, batch: int = ABSTRACT_BATCH
 ) -> list[Node]:
-    """Up to 50 live episodes not yet abstracted, oldest first (SPEC §8 step 5)."""
+    """Up to 50 live episodes not yet abstracted, oldest first (DESIGN.md §8.6)."""
     abstracted = abstracted or set()
     pool = [
         n for n in episodes if n.type == "episode" and not n.archived and n.id not in abstracted

@@ -1,10 +1,10 @@
-"""What a harness may inject without being asked, and how it reads (issue 13, SPEC §2).
+"""What a harness may inject without being asked, and how it reads (DESIGN.md §12).
 
 Pure and standard-library only: the Claude Code hook's keyword path runs it in a fresh process
 before every prompt, and the server's hook route runs it on ranked recall rows, so both apply
 one rule. Injected context reaches the model unasked, so the bar is higher than recall's:
 
-- nothing weak (the recall gate, SPEC §5 fix 8) and nothing stale or superseded;
+- nothing weak (the recall gate, DESIGN.md §5.9) and nothing stale or superseded;
 - and relevance that does not depend on the other candidates: a meaning match strong enough
   to pass the weak line on its own (λ·cos + μ·cue overlap ≥ weak floor), or at least two
   content words shared with the prompt (one when the prompt has one), or the memory's cues

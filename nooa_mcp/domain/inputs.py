@@ -1,4 +1,4 @@
-"""Validation of what callers pass in: author requests, recall arguments, triggers (SPEC §2, §12).
+"""Validation of what callers pass in: author requests, recall arguments, triggers (DESIGN.md §4.1).
 
 Pure. Every rule a tool argument must pass lives here once, so the facade, the CLI and the MCP
 tools refuse the same things with the same sentence: the field, what is wrong, and the fix.

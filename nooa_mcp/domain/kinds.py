@@ -1,8 +1,8 @@
-"""The names of the NOOA model: kinds of memory, relations, channels, steps (SPEC §2, §8).
+"""The names of the NOOA model: kinds of memory, relations, channels, steps (DESIGN.md §2, §3).
 
 Plain enums and tuples, apart from the pydantic models in `schema` (which re-exports them):
 the configuration, the command line and the forgetting rules need the names at start-up,
-and a stdio server's start-up is what a client waits for (issue 12).
+and a stdio server's start-up is what a client waits for.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Literal
 
 
 class MemoryType(StrEnum):
-    """The seven kinds of memory (SPEC §2)."""
+    """The seven kinds of memory (DESIGN.md §2.2)."""
 
     info = "info"
     skill = "skill"
@@ -24,7 +24,7 @@ class MemoryType(StrEnum):
 
 
 class EdgeType(StrEnum):
-    """The ten typed relations between memories (SPEC §2)."""
+    """The ten typed relations between memories (DESIGN.md §2.3)."""
 
     derived_from = "derived_from"
     created_by = "created_by"
@@ -52,12 +52,12 @@ TYPE_WEIGHT: dict[EdgeType, float] = {
     EdgeType.triggers: 0.6,
 }
 
-#: Relations by which a newer memory replaces an older one (SPEC §5 fix 7).
+#: Relations by which a newer memory replaces an older one (DESIGN.md §5.7).
 SUPERSEDING: frozenset[EdgeType] = frozenset({EdgeType.refines, EdgeType.contradicts})
 
 
 class Channel(StrEnum):
-    """How a memory was reached (SPEC §2)."""
+    """How a memory was reached (DESIGN.md §3.1)."""
 
     created = "created"
     recalled = "recalled"
@@ -84,9 +84,9 @@ TodoStatus = Literal["open", "done", "dropped"]
 TODO_STATUSES: tuple[str, ...] = ("open", "done", "dropped")
 MEMORY_TYPES: tuple[str, ...] = tuple(t.value for t in MemoryType)
 EDGE_TYPES: tuple[str, ...] = tuple(e.value for e in EdgeType)
-#: Reflection steps in the order a pass runs them (SPEC §8).
+#: Reflection steps in the order a pass runs them (DESIGN.md §8.1).
 REFLECTION_STEPS: tuple[str, ...] = ("merge", "reconcile", "link", "rescore", "abstract", "prune")
 TODO_ACTIONS: tuple[str, ...] = ("add", "list", "done", "drop", "reopen")
 INTENT_ACTIONS: tuple[str, ...] = ("add", "list", "check", "cancel")
-#: What the maintenance log holds: reflection passes and fired intents (SPEC §8, §9).
+#: What the maintenance log holds: reflection passes and fired intents.
 MAINTENANCE_KINDS: tuple[str, ...] = ("reflection", "intent")

@@ -1,4 +1,4 @@
-"""Prospective memory: intent triggers that fire, recurrence, and todo ordering (SPEC §9).
+"""Prospective memory: intent triggers that fire, recurrence, and todo ordering (DESIGN.md §9).
 
 Pure: the caller embeds the text and the cues and passes the vectors in. A trigger is armed
 until it fires; a recurring one (`every_hours`) is re-armed: a time trigger moves to its next
@@ -30,7 +30,7 @@ __all__ = [
     "todo_order",
 ]
 
-#: Cosine between cue and text at or above which a cue trigger fires (SPEC §9).
+#: Cosine between cue and text at or above which a cue trigger fires.
 CUE_SIMILARITY = 0.55
 
 
@@ -112,6 +112,6 @@ def evaluate(
 
 
 def todo_order(status: str | None, importance: float, created_at: datetime) -> tuple:
-    """Sort key for todos: open first, then higher importance, then older first (SPEC §9)."""
+    """Sort key for todos: open first, then higher importance, then older first."""
     rank = {"open": 0, "done": 1, "dropped": 2}.get(status or "open", 3)
     return (rank, -importance, created_at)

@@ -1,7 +1,7 @@
-"""References: parsing `file:`, `memory:` and `url:` pointers and checking file paths (SPEC §11).
+"""References: parsing `file:`, `memory:` and `url:` pointers and checking file paths.
 
-Pure: the text rules a reference must pass before anything touches the disk or the store.
-Capturing previews and resolving references live in `services/references.py`.
+Pure: the text rules a reference must pass (DESIGN.md §11) before anything touches the disk or
+the store. Capturing previews and resolving references live in `services/references.py`.
 """
 
 from __future__ import annotations

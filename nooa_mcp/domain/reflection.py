@@ -1,4 +1,4 @@
-"""Reflection planning: merge, link, rescore and prune as plans of independent items (SPEC §8).
+"""Reflection planning: merge, link, rescore and prune as plans of independent items (DESIGN.md §8).
 
 Pure: the caller reads the rows and their vectors, asks for a plan, and applies the items one by
 one, each in its own transaction. Every item is checked again when it is applied (an item whose
@@ -53,8 +53,8 @@ MERGE_SIMILARITY = 0.95
 LINK_LOW = 0.80
 LINK_HIGH = 0.95
 MAX_NEW_LINKS = 5
-#: Types reflection never merges or links: scratch is never consolidated (SPEC §2); intents
-#: carry triggers that must not be folded into each other.
+#: Types reflection never merges or links: scratch is a working note, never consolidated;
+#: intents carry triggers that must not be folded into each other.
 UNMERGED_TYPES = frozenset({"scratch", "intent"})
 UNLINKED_TYPES = frozenset({"scratch"})
 #: Rescore weights: salience is centred on ROUTINE (0.3), repeats saturate at 16.
@@ -379,7 +379,7 @@ def plan_merges(
     threshold: float = MERGE_SIMILARITY,
     exclude: set[frozenset[str]] | None = None,
 ) -> list[MergeItem]:
-    """Near-duplicates to merge, oldest anchor first (SPEC §8 step 1).
+    """Near-duplicates to merge, oldest anchor first (DESIGN.md §8.2).
 
     Within a role, a type and (for todos) a status, memories are visited oldest first; each one
     not yet taken becomes an anchor and takes every later memory at cosine ≥ threshold that is not
@@ -429,7 +429,7 @@ def merges_from_pairs(
 
 
 def merged_fields(anchor: Node, dup: Node) -> dict[str, float | int]:
-    """The anchor's new scores after absorbing `dup` (SPEC §8 step 1)."""
+    """The anchor's new scores after absorbing `dup` (DESIGN.md §8.2)."""
     return {
         "reinforcement_count": anchor.reinforcement_count + 1 + dup.reinforcement_count,
         "strength": anchor.strength + dup.strength,
@@ -452,7 +452,7 @@ def plan_links(
     high: float = LINK_HIGH,
     max_links: int = MAX_NEW_LINKS,
 ) -> list[LinkItem]:
-    """`related` edges for neighbours with low ≤ cosine < high, strongest first (SPEC §8 step 3).
+    """`related` edges for neighbours with low ≤ cosine < high, strongest first (DESIGN.md §8.4).
 
     Args:
         related: memory id → ids it already shares a `related` edge with (either direction).
@@ -488,9 +488,8 @@ def id_ranks(ids: Sequence[str]) -> np.ndarray:
 def among(ids: Iterable[str], wanted: Collection[str]) -> np.ndarray:
     """A mask of which `ids` are in `wanted`, by set lookups.
 
-    numpy's `isin` on strings held as objects sorts both sides with Python comparisons: 8.1 s
-    for 100k ids against the 2,940 a first pass merged away at 100k (issue 12), against 17 ms
-    here.
+    numpy's `isin` on strings held as objects sorts both sides with Python comparisons,
+    seconds for a large role against a set's milliseconds.
     """
     wanted = wanted if isinstance(wanted, set | frozenset | dict) else set(wanted)
     return np.fromiter((i in wanted for i in ids), dtype=bool)
@@ -544,7 +543,7 @@ def rescore(authored_importance: float, salience: float, repeats: int) -> float:
     (≥ 8) is never changed, and nothing is lifted past 7: rescore never promotes what the author
     set. Repeats are deliberate writes of the same value (reinforcements), not recalls: how
     often recall showed a memory is base-level's business, and counting it here as well made
-    what was shown once rank higher next time (SPEC §5 fix 9). The value is a pure function
+    what was shown once rank higher next time (DESIGN.md §16.9). The value is a pure function
     of stored fields, so a second pass changes nothing (NOOA's halves importance every pass).
     """
     if authored_importance >= AUTHOR_FLOOR:
@@ -559,7 +558,7 @@ def rescore(authored_importance: float, salience: float, repeats: int) -> float:
 
 
 def plan_rescore(nodes: Sequence[Node]) -> list[RescoreItem]:
-    """Memories whose importance differs from `rescore` of their stored fields (SPEC §8 step 4)."""
+    """Memories whose importance differs from `rescore` of their stored fields (DESIGN.md §8.5)."""
     items: list[RescoreItem] = []
     for node in nodes:
         if node.archived:
@@ -576,7 +575,7 @@ def plan_rescore(nodes: Sequence[Node]) -> list[RescoreItem]:
 def plan_prune(
     nodes: Sequence[Node], now: datetime, policy: ForgettingPolicy | None = None
 ) -> list[PruneItem]:
-    """Memories the prune rule archives now (SPEC §7), least retained first."""
+    """Memories the prune rule archives now (DESIGN.md §7.2), least retained first."""
     policy = policy or ForgettingPolicy()
     items = [
         PruneItem(n.id, retention(n.last_accessed_at, n.strength, now, policy.tau_hours))

@@ -1,4 +1,4 @@
-"""What the facade answers: the pydantic reply models every front end renders (SPEC §6, §12).
+"""What the facade answers: the pydantic reply models every front end renders (DESIGN.md §13).
 
 Outcomes that are not failures (a near-duplicate reinforced, a write blocked by a tombstone,
 nothing relevant found) are fields here, never exceptions and never free text.
@@ -28,7 +28,7 @@ class Reminder(BaseModel):
 
 
 class ResolvedReference(BaseModel):
-    """A reference resolved against its live target at read time (SPEC §11)."""
+    """A reference resolved against its live target at read time."""
 
     uri: str
     state: Literal["LIVE", "DANGLING", "OPAQUE", "HIDDEN"]
@@ -72,7 +72,7 @@ class RecallHit(BaseModel):
 class RecallResult(BaseModel):
     query: str
     scope: str
-    #: The roles actually searched (a scope word can narrow, never widen: SPEC §10).
+    #: The roles actually searched (a scope word can narrow, never widen: DESIGN.md §10).
     roles_searched: list[str] = Field(default_factory=list)
     hits: list[RecallHit]
     embeddings: Literal["ready", "warming"] = "ready"
@@ -214,11 +214,11 @@ class MemoryView(BaseModel):
     sizes: dict[str, int]
     retention: float
     prune_eta: datetime | None
-    #: S of the forgetting curve R = exp(−Δt/S) in hours (SPEC §7), so a reader can draw it.
+    #: S of the forgetting curve R = exp(−Δt/S) in hours (DESIGN.md §7.1), so a reader can draw it.
     stability_hours: float = 0.0
-    #: Why pruning never takes this memory (SPEC §7), or None when it may.
+    #: Why pruning never takes this memory (DESIGN.md §7.2), or None when it may.
     protected: str | None = None
-    #: Whether this reader may change it: own role, or the shared owner's own rows (SPEC §10).
+    #: Whether this reader may change it: own role, or the shared owner's own rows.
     writable: bool = False
     flags: Flags = Field(default_factory=Flags)
 
@@ -248,7 +248,7 @@ class Neighbourhood(BaseModel):
 
 
 class MaintenanceRecord(BaseModel):
-    """One entry of the maintenance log: a reflection pass or a fired intent (SPEC §8, §9)."""
+    """One entry of the maintenance log: a reflection pass or a fired intent."""
 
     seq: int
     ts: datetime
@@ -274,7 +274,7 @@ class Stats(BaseModel):
 
 
 class TodoItem(BaseModel):
-    """A todo as the todo tool lists it (SPEC §9)."""
+    """A todo as the todo tool lists it."""
 
     id: str
     id8: str
@@ -338,7 +338,7 @@ class ReflectStep(BaseModel):
 
 
 class ReflectReport(BaseModel):
-    """A reflection pass, as written to the maintenance log (SPEC §8)."""
+    """A reflection pass, as written to the maintenance log."""
 
     status: Literal["completed", "interrupted", "already-running"]
     trigger: str = "on-demand"

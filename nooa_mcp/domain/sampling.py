@@ -1,4 +1,4 @@
-"""What can go wrong when reflection asks the client's model (SPEC §8).
+"""What can go wrong when reflection asks the client's model (DESIGN.md §8.3).
 
 Kept apart from `generative` (which needs numpy) so the MCP front end can name these errors
 without loading the numeric stack before the handshake is answered.

@@ -1,4 +1,4 @@
-"""Types of the NOOA memory model: memories, edges, accesses, ladders, owners (SPEC §2, §10).
+"""Types of the NOOA memory model: memories, edges, accesses, ladders, owners (DESIGN.md §2, §3).
 
 Pure: no I/O, no async. Everything a tool argument turns into is validated here, so that the
 store only ever sees well-formed values and every error names its field.
@@ -39,7 +39,7 @@ from .text import a_or_an, sizes
 
 
 class Ladder:
-    """A verbal scale shown to the model, stored as numbers (SPEC §2).
+    """A verbal scale shown to the model, stored as numbers (DESIGN.md §2.4).
 
     `parse` accepts a label (any case) or a number inside the range; `label` maps a number to the
     nearest band, ties going upward.
@@ -117,7 +117,7 @@ def normalise_id(value: str, field: str = "memory_id") -> str:
 
 def content_hash(content: str) -> str:
     """Hash of content after NFKC, case folding and whitespace collapsing: an exact repeat
-    hashes the same (SPEC §5 "Writes keep what they are told")."""
+    hashes the same (DESIGN.md §4.2)."""
     return normalised_hash(content)
 
 
@@ -166,7 +166,7 @@ class Reference(BaseModel):
     captured_at: datetime = Field(default_factory=now)
     #: For a file: the real path of the reference root it was captured under. A path means
     #: nothing without its root: a server with another root must not show another project's
-    #: file as this one (issue 10 item 16).
+    #: file as this one.
     root: str | None = None
 
     @property
@@ -204,7 +204,7 @@ class Components(BaseModel):
 
 
 class AccessRecord(BaseModel):
-    """One access to one memory (SPEC §2); kept on the ring and in the stream."""
+    """One access to one memory (DESIGN.md §3); kept on the ring and in the stream."""
 
     ts: datetime
     channel: Channel
@@ -218,7 +218,7 @@ class AccessRecord(BaseModel):
 
 
 class Memory(BaseModel):
-    """A memory as stored (SPEC §2)."""
+    """A memory as stored (DESIGN.md §2.1)."""
 
     model_config = ConfigDict(validate_assignment=False)
 
@@ -250,13 +250,14 @@ class Memory(BaseModel):
     trigger: Trigger | None = None
     access_log: list[AccessRecord] = Field(default_factory=list)
     channels: dict[str, int] = Field(default_factory=dict)
-    # Base-level bookkeeping (SPEC §5 fix 1): count and first time of ACT-R accesses, and the
+    # Base-level bookkeeping (DESIGN.md §5.3): count and first time of ACT-R accesses, and the
     # newest few access times kept exactly.
     actr_count: int = 0
     first_access_at: datetime | None = None
     actr_times: list[float] = Field(default_factory=list)
     # What the author said, kept apart from `importance`, which rescore may change: rescore
-    # recomputes from this, so running it twice changes nothing (SPEC §8). None: = importance.
+    # recomputes from this, so running it twice changes nothing (DESIGN.md §8.5). None: =
+    # importance.
     authored_importance: float | None = None
     # Insertion order in the store (a listing cursor); None until stored.
     seq: int | None = None

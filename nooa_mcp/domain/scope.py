@@ -1,4 +1,4 @@
-"""Owners and read scopes: who a memory belongs to and who may see it (SPEC §10).
+"""Owners and read scopes: who a memory belongs to and who may see it (DESIGN.md §10).
 
 Pure. An owner is `role[@instance]`; `""` is the shared owner, whose rows every scope sees.
 A `Scope` is the set of owners a reader sees. It is resolved from the scope word a tool
@@ -31,7 +31,7 @@ __all__ = [
 ALL_ROLES = "*"
 
 # ASCII letters, digits, dot and hyphen: no zero-width, right-to-left, NUL or look-alike
-# characters, so one owner can never display as another (issue 10 item 6).
+# characters, so one owner can never display as another.
 _OWNER_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]{0,63}$")
 _OWNER_FIX = (
     "Use role or role@instance; each part is 1–64 ASCII letters, digits, '.' or '-', "
@@ -162,7 +162,7 @@ class Actor:
         return Scope(self.readable_roles())
 
     def scope(self, word: str | None = "mine") -> Scope:
-        """Resolve a scope word (SPEC §10).
+        """Resolve a scope word (DESIGN.md §10).
 
         Raises:
             InvalidInput: the word is neither mine, instance, * nor a valid owner.

@@ -1,4 +1,4 @@
-"""ACT-R activation on numpy arrays: relevance, base-level, importance, spreading (SPEC §5).
+"""ACT-R activation on numpy arrays: relevance, base-level, importance, spreading (DESIGN.md §5).
 
 Pure: no I/O. Recall gathers the numbers; this module turns them into scores.
 
@@ -11,7 +11,7 @@ Pure: no I/O. Recall gathers the numbers; this module turns them into scores.
                g = rel / max rel over the candidates (the relevance gate)
     Act(n)   = S_base(n) + γ·spread(n)                                   γ = 0.5
 
-Relevance gates usage (SPEC §5 fixes 8 and 9, v2): recency and importance are weighted by the
+Relevance gates usage (DESIGN.md §16.8, §16.9): recency and importance are weighted by the
 memory's relevance relative to the best candidate's, so they reorder memories of comparable
 relevance and never lift an irrelevant one; a hit flagged weak never ranks above one that is
 not (recall sorts weak hits last). Ages are floored at a grain of an hour, and uses inside one
@@ -93,7 +93,7 @@ def base_level(
 ) -> float:
     """Base-level over all accesses from the newest k ages, the total count and the first age.
 
-    SPEC §5 fix 1 (Petrov 2006): the k newest accesses are summed exactly; the n−k older
+    DESIGN.md §5.3 (Petrov 2006): the k newest accesses are summed exactly; the n−k older
     ones are taken as spread evenly between the k-th newest age t_k and the first age t_n:
 
         B ≈ ln( Σ_{i≤k} t_i^(−d) + (n−k)·(t_n^(1−d) − t_k^(1−d)) / ((1−d)·(t_n − t_k)) )
@@ -165,7 +165,7 @@ def minmax(
 ) -> np.ndarray:
     """Min-max over the candidate set, or over a given range (for rows outside the set).
 
-    SPEC §5 fix 5: when every candidate shares one value (or there is one candidate) there is
+    DESIGN.md §5.5: when every candidate shares one value (or there is one candidate) there is
     no spread to normalise, so the raw value — already in [0, 1] — is kept, not 0 for all.
 
     `min_span` divides by at least that span, so differences smaller than it stay small
@@ -209,7 +209,7 @@ def base_scores(
 ) -> np.ndarray:
     """S_base = a_rel·norm(rel) + g·(a_rec·norm(rec) + a_imp·norm(imp)).
 
-    Usage is gated by relevance (SPEC §5 fix 8): the recency and importance bonus of a memory
+    Usage is gated by relevance (DESIGN.md §16.8): the recency and importance bonus of a memory
     is scaled by its relevance gate `g` (see `relevance_gate`), so among memories of comparable
     relevance the used and important ones come first, and an irrelevant one gains nothing
     from being used or important. Without a gate (None) the bonus is ungated, NOOA's form.
@@ -239,7 +239,7 @@ def spread_hop(
     """One hop of spreading activation.
 
     Each frontier node passes act·δ·w·type_weight along its `fanout` strongest edges; passes
-    below `floor` are dropped. SPEC §5 fix 2: the frontier holds activation that already
+    below `floor` are dropped. DESIGN.md §16.2: the frontier holds activation that already
     carries the earlier hops' δ, so each hop multiplies by δ once (cumulative δ^h), never by
     δ^h again.
 

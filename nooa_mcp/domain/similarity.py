@@ -1,4 +1,4 @@
-"""Similar pairs over a matrix of unit vectors, block by block, in bounded memory (SPEC §8).
+"""Similar pairs over a matrix of unit vectors, block by block, in bounded memory (DESIGN.md §8.8).
 
 A role of 100k memories holds 5·10⁹ pairs. Reflection never builds an n×n matrix: it computes
 one block of cosines at a time (at most `BLOCK_CELLS` floats, 16 MB), keeps the pairs above a
@@ -41,10 +41,8 @@ __all__ = [
 #: Cosines computed per block (float32): 16 MB, whatever the role's size.
 BLOCK_CELLS = 1 << 22
 #: A focused sweep's blocks: up to this many focus rows against as many matrix rows as make
-#: `FOCUS_CELLS` cosines (4 MB). Row blocks of a full-width sweep read the whole matrix each,
-#: 41 rows a block at 100k: an incremental pass at 100k (195 changed rows) took 0.37 s and its
-#: cosines 16 MB at once, 0.88 s with 4 MB blocks (issue 12). Column blocks read the matrix
-#: once, whatever the block's size.
+#: `FOCUS_CELLS` cosines (4 MB). Row blocks of a full-width sweep would read the whole matrix
+#: for a few rows each; column blocks read it once, whatever the block's size.
 FOCUS_ROWS = 1024
 FOCUS_CELLS = 1 << 20
 #: Most pairs a row contributes to one sweep, strongest first. A row with more neighbours in
@@ -210,8 +208,8 @@ def sweep(
             keep &= sgroups[np.where(q >= 0, q, 0)] == sgroups[p]
         hit_b, p, q = hit_b[keep], p[keep], q[keep]
         cos = sims[hit_b, hit_c[keep]]
-        # Let the block go now, not when the next one replaces it: the two were alive at
-        # once, twice the bound (an incremental pass at 100k: 31.5 MiB of cosines at its peak).
+        # Let the block go now, not when the next one replaces it: otherwise the two are
+        # alive at once, twice the bound.
         del sims
         if neighbours is not None:
             _gather_neighbours(block, hit_b, q, cos, n_low, k_top, swanted, count, top, top_cos)

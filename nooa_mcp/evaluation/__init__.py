@@ -1,1 +1,1 @@
-"""Evaluation front end: LoCoMo retrieval with ablations, replay of recorded recalls (SPEC §13)."""
+"""Evaluation front end: LoCoMo retrieval with ablations, replay of recorded recalls."""

@@ -1,4 +1,4 @@
-"""The grep-over-markdown baseline (SPEC §13): what an agent gets from a notes file and grep.
+"""The grep-over-markdown baseline: what an agent gets from a notes file and grep.
 
 Every turn is appended to one markdown file, one line per turn under a heading per session.
 A query is cut into keywords (lower-cased words of three or more letters that are not stop

@@ -1,8 +1,9 @@
-"""LoCoMo conversations as memories and questions (SPEC §13).
+"""LoCoMo conversations as memories and questions.
 
 Pure: turns a parsed LoCoMo file into one memory spec per turn (`Speaker: text`, the image
 caption appended, created_at and valid_from = the session date) and into the questions that
-have evidence. Category 5 (adversarial, unanswerable) is excluded, as SPEC §13 says.
+have evidence. Category 5 (adversarial) is excluded: its questions ask what the conversation
+never says, so no turn is the answer to retrieve.
 
 Data: Maharana et al. 2024, snap-research/LoCoMo, CC BY-NC 4.0. The file is read by path and
 never copied into the project.

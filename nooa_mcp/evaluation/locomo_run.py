@@ -1,4 +1,4 @@
-"""The LoCoMo retrieval run: the product as shipped, through its own interface (SPEC §13).
+"""The LoCoMo retrieval run: the product as shipped, through its own interface.
 
 Each conversation goes into a fresh store by one of two paths:
 
@@ -278,7 +278,7 @@ async def _settle(engine: Engine) -> None:
 
 def import_lines(conv: Conversation) -> list[dict[str, Any]]:
     """The turns as `nooa-mcp import` lines: dated by their session, ids fixed by the turn,
-    `precedes` edges between consecutive turns of a session (SPEC §13), so activation spreads
+    `precedes` edges between consecutive turns of a session, so activation spreads
     from a turn that matches the question to the reply that follows it."""
     specs = [turn.memory_spec() for turn in conv.turns]
     ids = [uuid.uuid5(uuid.NAMESPACE_URL, f"{conv.sample_id}/{t.dia_id}").hex for t in conv.turns]

@@ -1,4 +1,4 @@
-"""Turn-level retrieval metrics for LoCoMo: R@k and MRR, overall and per category (SPEC §13).
+"""Turn-level retrieval metrics for LoCoMo: R@k and MRR, overall and per category.
 
 Pure. How a question with several evidence turns counts:
 - **R@k** is a hit (1) when *any* evidence turn is among the top k turns, else 0; the reported

@@ -1,4 +1,4 @@
-"""Replay ablation: re-rank a store's recorded recalls under other weights (SPEC §13).
+"""Replay ablation: re-rank a store's recorded recalls under other weights.
 
 Every recall logs, on each memory it returned, the components of its score (rel, rec, imp,
 spread). Replay groups the stream back into recall events, recomputes each event's order
@@ -115,7 +115,7 @@ def rerank(event: RecallEvent, recall: RecallSettings) -> list[str]:
         )
         + recall.gamma * spread
     )
-    # As recall orders them: weak hits last (SPEC §5 fix 8), then by score.
+    # As recall orders them: weak hits last (DESIGN.md §5.7), then by score.
     weak = rel < recall.weak_relevance
     order = sorted(range(len(comps)), key=lambda i: (bool(weak[i]), -score[i], i))
     return [event.rows[i][0] for i in order]

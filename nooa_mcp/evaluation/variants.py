@@ -1,4 +1,4 @@
-"""The scorer and its ablations for the LoCoMo run, each as Settings overrides (SPEC §13).
+"""The scorer and its ablations for the LoCoMo run, each as Settings overrides.
 
 A variant is either a set of `RecallSettings` overrides passed to `Memory` (the full scorer,
 −rec, −imp, −spread, −overlap, cosine-only, BM25-only), a fusion of two of those rankings

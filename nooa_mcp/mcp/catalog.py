@@ -1,8 +1,8 @@
 """The tool list written ahead of time, so `tools/list` is answered before the tools are built.
 
 Registering the seven tools imports the pydantic reply models and has pydantic build an input
-and an output schema for each: ~140 ms of a stdio server's start, which a client pays on every
-spawn before it sees a tool (issue 12: start-up ≤ 1.15× a bare SDK server). The listing those
+and an output schema for each: much of a stdio server's start, which a client pays on every
+spawn before it sees a tool. The listing those
 registrations produce is the same on every start, so it is generated once into `tools.json`
 beside this module, and a server answers `tools/list` from it until the first message that
 needs a tool (or the warm-up after the listing) registers them for real.

@@ -1,9 +1,9 @@
 """What every MCP handler shares: the Memory of the connection it serves, and error translation.
 
-`bind_owner` is server middleware: for each inbound message it resolves the owner (SPEC §10)
+`bind_owner` is server middleware: for each inbound message it resolves the owner (DESIGN.md §10)
 and binds the lifespan's `Owners` to it, so `current_memory()` in a tool, resource or prompt
 returns that owner's Memory. `tool_errors` and `resource_errors` let a `NooaError` reach the
-client with its message, which names the field and the fix (STYLE §4).
+client with its message, which names the field and the fix.
 """
 
 from __future__ import annotations
@@ -58,7 +58,8 @@ class Owners:
 
     Every owner shares the engine (one store connection or pool, one vector index, one
     embedder); a Memory is a cheap view of it for one owner and its read grants. Background
-    maintenance (reflection after N writes and when idle, SPEC §8) runs once for every role.
+    maintenance (reflection after N writes and when idle, DESIGN.md §8.9) runs once for every
+    role.
     """
 
     def __init__(self, engine: Engine | None, broken: NooaError | None = None) -> None:

@@ -1,5 +1,5 @@
 """Serving MCP over streamable HTTP, safely shared: host checks on every bound host, sessions
-capped per client (issue 10 items 7 and 10).
+capped per client.
 
 - Host and Origin headers are checked whatever address the server binds, not only on
   127.0.0.1: a DNS-rebinding page must not reach a server on 127.0.0.2 either. Names the

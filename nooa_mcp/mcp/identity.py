@@ -1,4 +1,4 @@
-"""Whose memory a connection uses: owner from settings, bearer token or client name (SPEC §10).
+"""Whose memory a connection uses: owner from settings, bearer token or client name (DESIGN.md §10).
 
 The owner is never a tool argument. It is, in order: the configured owner (`--owner`,
 `NOOA_OWNER`), the owner a bearer token maps to (HTTP with a tokens file), or a slug of the
@@ -69,7 +69,7 @@ def resolve_identity(
     ctx: ServerRequestContext[Any, Any],
     configured_grants: frozenset[str] = frozenset(),
 ) -> Identity:
-    """Work out the owner and grants of one inbound message (SPEC §10 order).
+    """Work out the owner and grants of one inbound message (in DESIGN.md §10's order).
 
     A token's own owner and grants come from the tokens file; the server refuses to start
     with both a configured owner and a tokens file, so the two never compete.

@@ -7,7 +7,7 @@ What differs from the SDK's server, each for what a client sees:
 - Tools, resources and prompts are registered by `register_handlers` when something first
   needs them, not when the server is built: until then `tools/list` is answered from the
   listing generated ahead of time (`catalog`). A stdio client spawns the server and waits for
-  that listing; building the handlers first made it wait ~140 ms more (issue 12).
+  that listing, and building the handlers first made it wait longer.
 - Over stdio every malformed line is answered with a JSON-RPC error, and the requests taken
   in before their replies are written are bounded (`stdio.bounded_stdio`).
 - A tool argument the tool does not take is refused by name; an unknown prompt and a listing

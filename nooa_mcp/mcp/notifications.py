@@ -1,11 +1,11 @@
-"""Resource-updated notifications, only to subscribers who may read what changed (SPEC §10, §12).
+"""Resource-updated notifications, only to subscribers who may read what changed.
 
 Clients of the 2026-07-28 protocol open a `subscriptions/listen` stream, which the SDK serves
 from a subscription bus; clients of the 2025 protocols (Claude Desktop, Claude Code and Codex
 today) send `resources/subscribe`, which `MCPServer` does not serve, so `Subscribers` keeps
 those per connection. Either way a subscription remembers who subscribed, and an update about
 a memory reaches only the subscribers whose read scope shows that memory's owner: Alice hears
-nothing when Bob writes (issue 10 item 3).
+nothing when Bob writes (DESIGN.md §10).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The MCP prompts, loaded from the prompts folder shipped in the wheel (SPEC §12).
+"""The MCP prompts, loaded from the prompts folder shipped in the wheel (DESIGN.md §13.3).
 
 Each `prompts/<name>.md` may open with `<!-- description: ... -->`; `$name` placeholders are
 filled from the store when the prompt is fetched.
@@ -73,7 +73,7 @@ def register_prompts(server: MCPServer) -> None:
         memory = await current_memory()
         context = await memory.context(limit=10)
         # Listing todos also evaluates time triggers: intents that are due fire here, and the
-        # prompt is where they are delivered (SPEC §9).
+        # prompt is where they are delivered (DESIGN.md §9.3).
         todos = await memory.todo("list", limit=20)
         return start.body.safe_substitute(
             context=context.strip() or "Nothing stored yet.",

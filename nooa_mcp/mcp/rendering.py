@@ -1,4 +1,4 @@
-"""Bounded replies and their text summaries for MCP clients (SPEC §12).
+"""Bounded replies and their text summaries for MCP clients (DESIGN.md §13.4).
 
 Every tool reply carries the reply model as structured content and a compact text rendering
 for clients that only show text. Both stay inside a budget (default 8k tokens; prose counted
@@ -43,7 +43,7 @@ def memory_uri(memory_id: str) -> str:
     return f"memory://memories/{memory_id}"
 
 
-#: SPEC §2's size rule for prose (a reply's summary): about 4 characters a token.
+#: Characters per token of prose (a reply's summary).
 PROSE_CHARS_PER_TOKEN = 4
 
 
@@ -73,13 +73,13 @@ def clip(text: str, limit: int, uri: str) -> str:
     )
 
 
-#: Characters per token of a JSON reply. SPEC §2's 4 holds for prose; ids, timestamps, numbers
-#: and punctuation run at about 2 in the MiniLM WordPiece tokenizer, so a k=50 recall sized at 4
-#: was ~10.5k real tokens against the 8k budget (issue 15, tests/test_mutants_named.py).
+#: Characters per token of a JSON reply. 4 holds for prose; ids, timestamps, numbers and
+#: punctuation run at about 2 in the MiniLM WordPiece tokenizer, and a reply sized at 4
+#: passed its budget.
 JSON_CHARS_PER_TOKEN = 2
 #: Characters per token of a memory's own text read as a resource: prose runs at 4–5, notes
-#: with numbers and identifiers at about 3.3 ("harbour123 crane4"); a piece sized at 4 was
-#: ~8.9k real tokens against the 8k budget (tests/test_mutation_kills_replies.py).
+#: with numbers and identifiers at about 3.3 ("harbour123 crane4"), and a piece sized at 4
+#: passed its budget.
 CONTENT_CHARS_PER_TOKEN = 3
 
 
@@ -95,7 +95,7 @@ def _clip_hits(hits: Iterable[RecallHit], limit: int) -> list[RecallHit]:
 
 
 def bound_recall(result: RecallResult, budget_tokens: int = REPLY_TOKENS) -> RecallResult:
-    """Fit the structured reply in half the budget; the hits come first (issue 10 item 11).
+    """Fit the structured reply in half the budget; the hits come first.
 
     Reminders are clipped before any hit is; then hit contents are clipped; only then are the
     lowest-ranked hits left out, and the note says so once. The other half of the budget is
@@ -279,8 +279,8 @@ def render_author(result: AuthorResult) -> str:
         line += f" (similarity {_num(result.similarity)})"
     lines = [line + "."]
     if result.similar_to is not None:
-        # Issue 9: the close match is kept beside the new memory; the model must see which one
-        # and why, or it cannot mark a changed fact as the successor.
+        # The close match is kept beside the new memory (DESIGN.md §4.3); the model must see
+        # which one and why, or it cannot mark a changed fact as the successor.
         s = result.similar_to
         what = f"differs in {', '.join(s.differs_in)}" if s.differs_in else "reads as a rewording"
         lines.append(

@@ -1,4 +1,4 @@
-"""The MCP resources: memories, access logs, archive, todos, stats and context (SPEC §12).
+"""The MCP resources: memories, access logs, archive, todos, stats and context (DESIGN.md §13.2).
 
 Listings are JSON pages: read the base URI for the first page, then `next_uri` (the base with
 `?cursor=`) for the next; `limit` sets the page size. A long memory is read in parts with

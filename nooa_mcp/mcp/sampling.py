@@ -1,4 +1,4 @@
-"""MCP sampling as a `Sampler`: reflection asks the connected client's own model (SPEC §8).
+"""MCP sampling as a `Sampler`: reflection asks the connected client's own model (DESIGN.md §8.3).
 
 Front-end tier (it speaks MCP). The server builds one per request from the request's session
 when the client declared the sampling capability and generative reflection is switched on; no

@@ -1,4 +1,4 @@
-"""Lean tool schemas: what every client puts in the model's context on every turn (issue 12).
+"""Lean tool schemas: what every client puts in the model's context on every turn.
 
 Pydantic writes JSON schemas for machines that read everything: a title on every property,
 `$ref`s into `$defs`, `anyOf [X, null]` with `default: null` for each optional argument. A

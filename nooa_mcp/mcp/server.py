@@ -1,4 +1,4 @@
-"""The MCP server: thin tools, resources and prompts over the Memory facade (SPEC §10, §12).
+"""The MCP server: thin tools, resources and prompts over the Memory facade (DESIGN.md §13).
 
 `build_server(settings)` returns an `MCPServer`; `run(settings, transport=...)` serves it over
 stdio (the default) or streamable HTTP. The lifespan starts the embedding model loading in a
@@ -203,7 +203,7 @@ def single_threaded_blas() -> None:
 
     A server's matrix products are small (one query, one new memory) or in the background
     (reflection). BLAS worker threads spinning beside the event loop, the SQLite thread and
-    the model made recall and author 5-10x slower on a 2-core machine under load (issue 12).
+    the model made recall and author several times slower on a 2-core machine under load.
     It takes effect only before numpy is imported: `nooa-mcp serve` calls it first, and the
     engine (numpy) opens after the handshake.
     """

@@ -1,4 +1,4 @@
-"""The MCP tools: one thin adapter per verb of the Memory facade (SPEC §9, §12).
+"""The MCP tools: one thin adapter per verb of the Memory facade (DESIGN.md §13.1).
 
 Each tool validates its arguments through its signature, gets the connection's Memory, makes
 one facade call and returns the reply model as structured content with a text summary.
@@ -331,7 +331,7 @@ def register_tools(
 
 
 def register_reflect_tool(server: MCPServer, budget: int, subscribers: Subscribers) -> None:
-    """Register `memory_reflect` (SPEC §8, §12): one consolidation pass with progress.
+    """Register `memory_reflect` (DESIGN.md §8): one consolidation pass with progress.
 
     The generative steps (reconcile, abstract) ask the client's own model through MCP sampling,
     only when `generative_reflection` is on and the client offers sampling.

@@ -3,7 +3,7 @@ has its tool list.
 
 Loading MiniLM holds the interpreter lock for most of a second, and opening the engine imports
 numpy and reads every stored vector. Done with the process, they made `initialize` and
-`tools/list` ~1.5x slower than on a bare MCP server (issue 12); nothing in the handshake needs
+`tools/list` markedly slower than on a bare MCP server; nothing in the handshake needs
 them. So they start at whichever comes first:
 
 - a message that may need the model (a tool call, a resource read, a prompt), before it runs;

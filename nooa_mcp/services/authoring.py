@@ -1,4 +1,4 @@
-"""Authoring: writes keep what they are told (SPEC §5 v2, §7).
+"""Authoring: writes keep what they are told (DESIGN.md §4).
 
 - An exact repeat (same type and role, same content after NFKC, case folding and whitespace
   collapsing) is idempotent: its id comes back with status `exists`, and it logs `reinforced`,
@@ -8,7 +8,7 @@
   reply names it in `similar_to` with the values they differ in (number, date, identifier,
   name, negation). Merging what truly repeats is reflection's job, which never folds two
   different values into one.
-- A value that was forgotten is not silently re-made (tombstones, SPEC §7).
+- A value that was forgotten is not silently re-made (tombstones, DESIGN.md §4.4).
 - Everything is validated before anything is written: one bad item writes nothing.
 """
 
@@ -93,8 +93,8 @@ async def author_many(
     await capture_all(c, records)
     vectors = await c.engine.embed([text_of(r.title, r.content) for r in records])
     # Near-duplicates among the rows cached now, for the whole batch in one product, before
-    # the transaction and off the event loop (a product per item made a write at 100k rows
-    # cost 100x one at 1k). Rows cached after it (this batch's, other writers') are checked
+    # the transaction and off the event loop (a product per item made a write's cost grow
+    # with the store). Rows cached after it (this batch's, other writers') are checked
     # per item in the transaction.
     prior = await _nearest_existing(c, records, vectors)
     results: list[AuthorResult] = []
@@ -115,7 +115,7 @@ async def author_many(
         raise
     c.index.mark_dirty()
     c.note_activity(writes=sum(r.status != "exists" for r in results))
-    # SPEC §9: authored content is a cue too (but an intent never cues itself).
+    # Authored content is a cue too (DESIGN.md §9.2), but an intent never cues itself.
     if not remind:
         return results
     texts = [(r.content, v) for r, v in zip(records, vectors, strict=True)]

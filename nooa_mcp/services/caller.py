@@ -1,4 +1,4 @@
-"""The caller of a service: one owner's view of the shared engine (SPEC §10).
+"""The caller of a service: one owner's view of the shared engine (DESIGN.md §10).
 
 Every service function takes a `Caller`. It resolves scope words against the caller's grants,
 resolves ids inside a scope, refuses writes across roles, and stamps accesses with the owner,
@@ -62,7 +62,7 @@ class Caller:
         """Full id of a visible memory; a memory outside the scope does not exist here.
 
         Raises:
-            InvalidInput / AmbiguousId / NotFound: as the id rules say (SPEC §2).
+            InvalidInput / AmbiguousId / NotFound: as the id rules say (DESIGN.md §2.5).
         """
         if not isinstance(ident, str):
             raise InvalidInput(field, f"{ident!r} is not an id.", "Pass an id or 8-char prefix.")

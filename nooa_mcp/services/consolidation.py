@@ -1,4 +1,6 @@
-"""Consolidation: reflection passes over one role, and the background loop that runs them (SPEC §8).
+"""Consolidation: reflection passes over one role, and the background loop that runs them.
+
+DESIGN.md §8 describes each step.
 
 A pass runs merge → reconcile → link → rescore → abstract → prune. Merge folds a memory into
 an older one only when the two say the same thing in the same words (`facts.same_statement`);
@@ -85,10 +87,10 @@ LEASE_SECONDS = 300.0
 #: How long a pass's closing KPI snapshot may take before the entry is logged without it.
 KPI_SECONDS = 30.0
 #: A pass started by writes logs the KPIs only if none was logged for the role in this many
-#: seconds: while a client fills a store, passes come every few seconds, and at 100k the
-#: snapshot reads every memory and its access counts (1.2 s of a 2.9 s pass, issue 12) for
-#: a point on the console's chart all but equal to the last. Passes asked for, and idle ones,
-#: always log it.
+#: seconds: while a client fills a store, passes come every few seconds, and the snapshot
+#: reads every memory and its access counts (a large share of a pass at 100k) for a point on
+#: the console's chart all but equal to the last. Passes asked for, and idle ones, always log
+#: it.
 KPI_EVERY = 60.0
 
 #: Most items one transaction of a deterministic step applies, and the most work (seconds)
@@ -489,8 +491,8 @@ class _Pass:
         facts = await edges_around(self.c, rows, ends)
         keep = ~facts.joins(a, b, len(rows))
         a, b, cos = a[keep], b[keep], cos[keep]
-        # Ties break by id: the ends' order among themselves is all links_greedy reads
-        # (sorting every id of a 100k role took ~0.1 s of each pass).
+        # Ties break by id: the ends' order among themselves is all links_greedy reads, and
+        # sorting every id of a large role would cost each pass.
         rank = np.zeros(len(rows), dtype=np.int64)
         rank[ends] = await anyio.to_thread.run_sync(id_ranks, [rows.ids[p] for p in ends.tolist()])
         chosen = await anyio.to_thread.run_sync(links_greedy, a, b, cos, rank, facts.related)
@@ -544,9 +546,9 @@ class _Pass:
         vecs = await c.store.embeddings_of([anchor.id, dup.id])
         if len(vecs) < 2 or float(vecs[anchor.id] @ vecs[dup.id]) < MERGE_SIMILARITY:
             return ""
-        # SPEC §8 (v2): never fold two different values into one; those are different
-        # facts for reconcile, however close their embeddings. Checked again on the rows as
-        # they are now: either may have been edited since the plan.
+        # Never fold two different statements into one, however close their embeddings
+        # (DESIGN.md §8.2). Checked again on the rows as they are now: either may have been
+        # edited since the plan.
         if not same_statement(
             text_of(anchor.title, anchor.content), text_of(dup.title, dup.content)
         ):
@@ -830,5 +832,5 @@ async def maintain(engine: Engine) -> None:
                 except Exception:
                     logger.exception("background reflection of role %r failed", role)
                 # What the pass allocated (rows, sweep blocks, plans) is free now but glibc
-                # keeps it resident: ~25 MiB at 100k through MCP. A few ms, off the loop.
+                # keeps it resident. Handing it back takes a few ms, off the loop.
                 await anyio.to_thread.run_sync(release_free_memory)

@@ -1,4 +1,4 @@
-"""Editing: change, link, archive or revive one of your memories (SPEC §12 memory_update).
+"""Editing: change, link, archive or revive one of your memories (DESIGN.md §4.6).
 
 Writes stay inside the writer's role. An update logs `reinforced` without the strength bump;
 new content is re-embedded and is a cue for intents, like authored content.
@@ -112,7 +112,7 @@ async def update(
             await c.store.add_edge(target, other, relation, weight)
             changed.append(f"link:{relation.value}->{other[:8]}")
         if changed:
-            # SPEC §2: an update logs `reinforced` without the strength bump.
+            # An update is not a rehearsal: `reinforced`, without the strength bump.
             access = c.access(Channel.reinforced)
             c.apply(memory, access, bump_strength=False)
             await c.store.save(memory, vector)
@@ -125,7 +125,7 @@ async def update(
     archived = memory.archived or forget
     result = UpdateResult(id=target, changed=changed, archived=archived)
     if "content" in changed:
-        # SPEC §9: new content is a cue like authored content (an intent never cues itself).
+        # New content is a cue like authored content (an intent never cues itself).
         due = (await reminders.fire(c, [(memory.content, vector)], exclude=[target]))[0]
         result.reminders, result.reminders_more = due.reminders, due.more
     return result

@@ -1,4 +1,4 @@
-"""Explain: why memories rank where they do, without logging anything (SPEC §6).
+"""Explain: why memories rank where they do, without logging anything (DESIGN.md §6).
 
 A dry run of the recall pipeline for a query, a memory's access history from the stream, or
 — with both — why that memory did or did not make the top k for that query now, with its

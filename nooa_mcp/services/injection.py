@@ -1,4 +1,4 @@
-"""Injection: what a harness shows the model without a tool call (issue 13, SPEC §2).
+"""Injection: what a harness shows the model without a tool call (DESIGN.md §12).
 
 A Claude Code hook asks for it at session start (open todos, due intents, the most important
 memories for the project) and before each prompt (the intents the prompt cues and the memories
@@ -63,7 +63,7 @@ def _reminder(r: Reminder, importance: float = 5.0) -> Item:
 
 
 async def _log(c: Caller, ids: list[str], query: str | None) -> None:
-    """Log `injected` on each memory shown, in the order shown (SPEC §2: never use)."""
+    """Log `injected` on each memory shown, in the order shown (never use: DESIGN.md §3.1)."""
     if not ids:
         return
     async with c.store.transaction():

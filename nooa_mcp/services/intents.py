@@ -1,4 +1,4 @@
-"""Intents: prospective memory that fires at a time or on a cue (SPEC §9)."""
+"""Intents: prospective memory that fires at a time or on a cue (DESIGN.md §9.2)."""
 
 from __future__ import annotations
 

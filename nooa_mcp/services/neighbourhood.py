@@ -1,4 +1,4 @@
-"""Neighbourhood: the memories linked to one memory within a few hops, either way (SPEC §4, §10).
+"""Neighbourhood: the memories linked to one memory within a few hops, either way (DESIGN.md §10).
 
 A link is followed whichever way it points, so a memory that refines this one shows beside
 the ones this one refines. Only memories inside the reader's scope appear, and nothing is

@@ -330,8 +330,8 @@ class Planner:
         date with the rows rewritten since (`Store.reflection_changes`), or every row read
         again where the store cannot say which were.
 
-        At 100k rows the whole read was 0.77 s of a 1.26 s pass every 200 writes, and most
-        of the rows had not changed (issue 12). Access times are not kept current (an
+        A whole read of a large role costs most of a pass that runs every 200 writes, and
+        most of its rows have not changed. Access times are not kept current (an
         access log does not move the revision): only pruning reads them, and an older
         access time only makes a row a suspect that `_prune` then judges on the row itself.
         """

@@ -1,4 +1,4 @@
-"""Where an access came from: the MCP session and the OpenTelemetry span (SPEC §2 AccessRecord).
+"""Where an access came from: the MCP session and the OpenTelemetry span (DESIGN.md §3.3).
 
 Front ends set the session reference for the request they handle; `access_refs()` gives the
 pair an AccessRecord carries. The span id comes from OpenTelemetry when a tracer records

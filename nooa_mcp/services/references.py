@@ -1,4 +1,4 @@
-"""References at write and read time: previews captured, targets resolved (SPEC §11).
+"""References at write and read time: previews captured, targets resolved (DESIGN.md §11).
 
 A reference points at something instead of copying it. At write time a preview (≤ 200 chars) is
 captured; at read time the reference is resolved against the live target: LIVE with the current
@@ -208,7 +208,7 @@ def resolve(
     if root is None:
         return dangling
     if ref.root is not None and ref.root != os.path.realpath(root):
-        # The same relative path under another root is another file (issue 10 item 16).
+        # The same relative path under another root is another project's file.
         return dangling.model_copy(
             update={"note": "captured under another root than this server's reference root"}
         )
@@ -226,7 +226,7 @@ def resolve(
 
 
 async def _off_loop(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """Run file-system work in a worker thread, bounded by READ_SECONDS (issue 10 item 8).
+    """Run file-system work in a worker thread, bounded by READ_SECONDS.
 
     Never block the event loop on the file system: one client's reference to a slow mount
     must not stall every other client. A thread that does not finish in time is abandoned.
@@ -289,8 +289,7 @@ async def resolve_all(
     """Resolve references now; also return the memory ids that resolved LIVE (for deref).
 
     A `memory:` target the reader's scope hides shows as HIDDEN, without its id or the
-    snapshot captured at write time: a reference must not relay what the scope gates
-    (SPEC §10).
+    snapshot captured at write time: a reference must not relay what the scope gates.
     """
     targets = memory_targets(references)
     contents = await visible_contents(c, targets, scope)

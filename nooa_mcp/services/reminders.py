@@ -1,11 +1,11 @@
-"""Reminders: intents that fire on time or on a cue, returned with the next tool result (SPEC §9).
+"""Reminders: intents that fire on time or on a cue, returned with the next tool result.
 
 Fired intents log `injected` (shown by the server, never reinforcing) and a maintenance-log
 entry, and are marked fired or re-armed. Each firing is decided again on the fresh row inside
 the write transaction, so two processes never both fire a one-shot intent.
 
 A reply carries at most `MAX_REMINDERS`, and intents with the same text are shown once: 300
-intents cued by one word must not crowd the answer out of a recall (issue 10 item 11). The
+intents cued by one word must not crowd the answer out of a recall (DESIGN.md §9.3). The
 intents left out are not fired: they stay armed, and the reply says how many more are due.
 """
 
@@ -24,7 +24,7 @@ from .caller import Caller
 
 __all__ = ["MAX_REMINDERS", "REMINDER_CHARS", "Fired", "fire"]
 
-#: A fired intent's content is clipped here: every later reply carries its reminders (SPEC §12).
+#: A fired intent's content is clipped here: a reply carries it beside its own answer.
 REMINDER_CHARS = 1_000
 #: Reminders one reply carries at most; the rest stay armed for later replies.
 MAX_REMINDERS = 5

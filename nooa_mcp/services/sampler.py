@@ -1,4 +1,4 @@
-"""The Sampler contract: how generative reflection asks a language model (SPEC §8).
+"""The Sampler contract: how generative reflection asks a language model (DESIGN.md §8.3).
 
 The model is never ours: the MCP front end backs a Sampler with the connected client's own
 model (`sampling/createMessage`), so no API key is needed anywhere.

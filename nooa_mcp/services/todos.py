@@ -1,4 +1,4 @@
-"""Todos: commitments with a lifecycle, open ones protected from pruning (SPEC §9)."""
+"""Todos: commitments with a lifecycle, open ones protected from pruning (DESIGN.md §9.1)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
-"""Archiving and value-level tombstones (SPEC §7): forgotten values are not silently re-made.
+"""Archiving and value-level tombstones: forgotten values are not silently re-made.
 
 Archiving records a tombstone (the content hash and embedding of what was archived, why and
 when). A later write of the same value (same hash, or cosine ≥ 0.95 with the same numbers,
 dates, identifiers, names and negations, same role) is blocked with the date and reason unless
 the author passes `revive=true`, which restores the original with its history; reviving by id
-restores a given memory the same way. A changed value is a different fact (SPEC §5 v2): MiniLM
+restores a given memory the same way (DESIGN.md §4.4). A changed value is a different fact: MiniLM
 puts "the rate limit is 100" and "… 500" at cosine 0.96, and blocking the new value made it
 impossible to store (revive restored the old one).
 

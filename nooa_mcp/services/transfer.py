@@ -8,8 +8,8 @@ still blocked by its tombstone), and a copied store ranks, explains and forgets 
 did. A line without a history (an older export, plain notes) is learned at its import.
 Import validates every line before it writes anything; a bad line is named by its number and
 nothing is written. Ids and edge targets resolve only within the importer's scope
-(`import_scope`). Each line becomes one memory (SPEC §5 v2: import writes one memory per
-input line; an exact repeat of a stored memory is `exists`).
+(`import_scope`). Each line becomes one memory; an exact repeat of a stored memory is
+`exists` (DESIGN.md §4.7).
 """
 
 from __future__ import annotations

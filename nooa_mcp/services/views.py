@@ -1,5 +1,5 @@
 """Views: a memory as a reader sees it, listings, access histories, the context block and
-statistics (SPEC §6, §10, §12). Reading a record is a look, not a use: nothing here reinforces.
+statistics. Reading a record is a look, not a use: nothing here reinforces.
 
 Everything is gated by the reader's scope: edges to hidden memories, hidden references and
 other roles' queries in access histories are left out or redacted.
@@ -60,7 +60,7 @@ def redact(record: AccessRecord, scope: Scope) -> AccessRecord:
     """An access by a reader outside the scope: when and how, but not what they asked.
 
     A shared memory is read by every role; one role's queries (and the ids of its own
-    memories in a deref note) are not another's to read (SPEC §10).
+    memories in a deref note) are not another's to read (DESIGN.md §10).
     """
     if scope.allows(record.reader_owner):
         return record
@@ -202,7 +202,7 @@ async def recent_accesses(
 async def context(c: Caller, *, limit: int = 10) -> str:
     """The injection block: open todos, then the most important and most used memories.
 
-    Reading it logs `injected` on each memory shown, which never reinforces (SPEC §2).
+    Reading it logs `injected` on each memory shown, which never reinforces (DESIGN.md §3.1).
     """
     limit = max(1, min(limit, 50))
     if not c.store.writable:
@@ -235,7 +235,7 @@ def _context_block(shown: list[Memory]) -> str:
 
 
 def kpi_shares(counts: Counts, raw: KpiTotals) -> dict[str, float | int]:
-    """The read and archive KPIs of one scope from the store's totals (SPEC §8).
+    """The read and archive KPIs of one scope from the store's totals (DESIGN.md §8.10).
 
     One definition for `stats` and for the snapshot every reflection pass logs, so that the
     console's chart over time and the numbers beside it cannot drift apart.
@@ -274,7 +274,7 @@ async def kpi_snapshot(c: Caller, *, scope: str = "mine") -> dict[str, float | i
 
 
 async def stats(c: Caller, *, scope: str = "mine", show_path: bool = False) -> Stats:
-    """Counts of memories, edges and accesses in the scope, and the KPIs (SPEC §8)."""
+    """Counts of memories, edges and accesses in the scope, and the KPIs (DESIGN.md §8.10)."""
     scope_obj = c.scope(scope)
     counts = await c.store.counts(scope_obj)
     raw = await c.store.kpi_totals(scope_obj, READ_CHANNELS)
