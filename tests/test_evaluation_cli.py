@@ -94,3 +94,61 @@ def test_eval_locomo_table_and_a_clear_error_for_a_bad_file(tmp_path):
     bad.write_text("{}")
     result = runner.invoke(main, ["eval", "locomo", str(bad), "--embedder", "hash"])
     assert result.exit_code != 0 and "not a list of conversations" in result.output
+
+
+def test_eval_locomo_lets_time_pass_and_forgets_only_what_nobody_asks_for(tmp_path):
+    """The time cells: a pass of the shipped maintenance at the real now (years after the
+    dated turns) archives nothing and scores as no pass; a year later with nothing asked every
+    turn has faded and the archive tier still answers; the simulated clock forgets some."""
+    path = tmp_path / "slice.json"
+    path.write_text(json.dumps([conversation()]))
+    args = ["eval", "locomo", str(path), "--embedder", "hash", "--no-cells", "--json"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    cells = data["time_cells"]
+    assert set(cells) == {
+        "no pass/recall",
+        "pass now/recall",
+        "pass now/explain",
+        "a year unused/recall",
+        "clock/recall",
+        "no pass, held out/recall",
+    }
+    for metric in ("evidence_R@5", "MRR"):
+        assert abs(cells["pass now/recall"][metric] - cells["no pass/recall"][metric]) <= 0.02
+    assert data["forgotten_share"]["pass now"] == 0.0
+    assert data["forgotten_share"]["a year unused"] == 1.0
+    assert data["forgotten_share"]["clock"] > 0.5
+    assert cells["a year unused/recall"]["R@10"] > 0
+    # Half of the three questions is the simulated user's; the rest are scored.
+    assert cells["clock/recall"]["n"] == cells["no pass, held out/recall"]["n"] == 2
+
+
+def test_the_progress_bar_counts_every_step_of_a_run(tmp_path):
+    import anyio
+
+    from nooa_mcp.embeddings import HashEmbedder
+    from nooa_mcp.evaluation.locomo import parse_conversation
+    from nooa_mcp.evaluation.locomo_run import run_locomo, total_steps
+    from nooa_mcp.evaluation.variants import VARIANTS
+
+    convs = [parse_conversation(conversation())]
+
+    async def run(ingest: str, ask: str, done: list[int]) -> None:
+        await run_locomo(
+            "slice",
+            embedder=HashEmbedder(384),
+            conversations=convs,
+            variants=VARIANTS[:1],
+            progress=done.append,
+            ingest=ingest,
+            ask=ask,
+            cells=False,
+            workdir=tmp_path,
+        )
+
+    for ingest, ask in [("tool", "explain"), ("import", "explain"), ("import", "recall")]:
+        done: list[int] = []
+        anyio.run(run, ingest, ask, done)
+        assert sum(done) == total_steps(convs, VARIANTS[:1], False, True, ingest, ask)

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
+import time_machine
 
 from nooa_mcp.config import Settings
 from nooa_mcp.domain import scoring
@@ -94,7 +95,10 @@ async def test_old_memories_are_not_ranked_by_a_few_days_of_age(tmp_path):
         s = settings(tmp_path / str(span), norm_min_span=span, gamma=0.0)
         (tmp_path / str(span)).mkdir()
         async with Memory.open(s.store, owner="tester", embedder=HashEmbedder(), settings=s) as mem:
-            ids = [(await mem.author(t, created_at=when)).id for t, when in texts]
+            ids = []
+            for t, when in texts:
+                with time_machine.travel(when):  # learned then, never used since
+                    ids.append((await mem.author(t)).id)
             ex = await mem.explain("Caroline researched adoption agencies", k=3)
         tops[span] = ids.index(ex.rows[0].id)
     assert tops == {0.1: 0, 0.0: 1}

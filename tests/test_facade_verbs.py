@@ -9,6 +9,7 @@ import math
 from datetime import UTC, datetime, timedelta
 
 import pytest
+import time_machine
 
 from nooa_mcp import InvalidInput, Memory, NotFound, OwnerForbidden
 
@@ -283,10 +284,9 @@ async def test_the_neighbourhood_shows_only_what_the_reader_may_see(store_path, 
 
 async def test_the_maintenance_log_lists_this_roles_passes_newest_first(store_path, embedder):
     async with Memory.open(store_path, owner="coder@laptop", embedder=embedder) as coder:
-        for i in range(3):
-            await coder.author(
-                f"forgotten errand {i} code {i * 13}", importance="TRIVIAL", created_at=YEAR_AGO
-            )
+        with time_machine.travel(YEAR_AGO):  # learned a year ago, never used since
+            for i in range(3):
+                await coder.author(f"forgotten errand {i} code {i * 13}", importance="TRIVIAL")
         await coder.reflect(["prune"])
         await coder.reflect(["prune"])
         await coder.intent("add", content="Ask about the audit", fire_at=PAST)

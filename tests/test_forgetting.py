@@ -27,7 +27,7 @@ def prunable(**kw) -> bool:
         "importance": 5.0,
         "status": None,
         "archived": False,
-        "created_at": LONG_AGO,
+        "learned_at": LONG_AGO,
         "last_accessed_at": LONG_AGO,
         "strength": 1,
         "now": T0,
@@ -61,7 +61,7 @@ def test_an_old_unused_ordinary_memory_is_pruned():
         ("importance 8", {"importance": 8.0}),
         ("importance 10", {"importance": 10.0}),
         ("already archived", {"archived": True}),
-        ("younger than a day", {"created_at": T0 - timedelta(hours=23)}),
+        ("learned less than a day ago", {"learned_at": T0 - timedelta(hours=23)}),
         ("recently used", {"last_accessed_at": T0 - 30 * DAY}),
     ],
 )

@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
+import time_machine
 
 from nooa_mcp import Memory, Settings
 from nooa_mcp.config import RecallSettings
@@ -253,12 +254,11 @@ def expected_bases(rows) -> dict[str, float]:
 async def ranked_store(tmp_path):
     settings = Settings(store=tmp_path / "rank.sqlite", owner="coder")
     async with Memory.open(settings=settings, embedder=HashEmbedder()) as mem:
-        four_days_ago = (datetime.now(UTC) - timedelta(days=4)).isoformat()
+        with time_machine.travel(datetime.now(UTC) - timedelta(days=4)):
+            docker = await mem.author("deploy pipeline uses docker images", importance=2)
         ids = {
             "nightly": await mem.author("deploy pipeline runs nightly builds", importance=9),
-            "docker": await mem.author(
-                "deploy pipeline uses docker images", importance=2, created_at=four_days_ago
-            ),
+            "docker": docker,
             "soup": await mem.author("the cafeteria serves soup on mondays"),
             "keys": await mem.author("deploy keys rotate monthly", tags=["pipeline"]),
             "old": await mem.author(

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
+import time_machine
 
 from nooa_mcp.domain.reflection import (
     Node,
@@ -273,22 +274,22 @@ async def build_store(path) -> None:
                 specs.append(
                     {"content": text, "created_at": recent + (i * 10 + j) * timedelta(minutes=1)}
                 )
-        specs += [
-            {"content": "an old scratch note about lunch plans", "created_at": old},
-            {"content": "an old fact nobody read about fax machines", "created_at": old},
-            {"content": "an old skill: restart the fax daemon", "type": "skill", "created_at": old},
-            {
-                "content": "an old open todo: shred the fax archive",
-                "type": "todo",
-                "created_at": old,
-            },
-            {
-                "content": "an old critical fact: the fax line is 555",
-                "importance": "CRITICAL",
-                "created_at": old,
-            },
-        ]
         await mem.author_many(specs)
+        # Learned 200 days ago (a date given to a memory is when it happened, not when the
+        # store learned it: only the clock makes a memory old).
+        with time_machine.travel(old):
+            await mem.author_many(
+                [
+                    {"content": "an old scratch note about lunch plans"},
+                    {"content": "an old fact nobody read about fax machines"},
+                    {"content": "an old skill: restart the fax daemon", "type": "skill"},
+                    {"content": "an old open todo: shred the fax archive", "type": "todo"},
+                    {
+                        "content": "an old critical fact: the fax line is 555",
+                        "importance": "CRITICAL",
+                    },
+                ]
+            )
 
 
 def snapshot(path) -> dict:
@@ -573,7 +574,8 @@ async def test_pruning_a_linked_memory_frees_no_link_budget(tmp_path):
     settings = relaxed(tmp_path / "hub.sqlite")
     async with Memory.open(settings=settings, embedder=TableEmbedder(table)) as mem:
         await mem.author("hub")
-        await mem.author("spoke 0", created_at=old)  # strongest neighbour, unread: pruned
+        with time_machine.travel(old):
+            await mem.author("spoke 0")  # strongest neighbour, unread: pruned
         for i in range(1, 6):
             await mem.author(f"spoke {i}")
         first = await mem.reflect(["link", "prune"], now=PASS_NOW)

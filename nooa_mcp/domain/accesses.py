@@ -1,10 +1,15 @@
-"""How one access changes a memory: ring, stream record, counters, base-level history (SPEC §2).
+"""How one access changes a memory: ring, stream record, counters, base-level history.
 
 Pure. A service applies `apply_access` to the record, then saves it and appends the access to
-the stream.
+the stream. An export carries the use history (`history_record`) and an import puts it back
+(`restore_history`), so a copied store ranks and forgets as its source did.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
 
 from .schema import ACTR_CHANNELS, TOUCH_CHANNELS, AccessRecord, Channel, Memory
 
@@ -28,7 +33,7 @@ def apply_access(
     - Uses closer than `grain` seconds to the newest counted one are one use (massed
       repetition is not spaced practice): the newest time moves forward, the count does not
       grow. Recalling a memory five times in a minute says little about needing it next week,
-      and counting each one made whatever was shown once rank higher next time (SPEC §5 fix 9).
+      and counting each one made whatever was shown once rank higher next time (DESIGN.md §3.2).
     - Touching channels (recalled, searched, reinforced, deref) also move last_accessed,
       access_count and strength; an update logs `reinforced` with `bump_strength=False`.
     - `count_for_owner=False` (a reader from another role) logs the access without touching:
@@ -60,10 +65,97 @@ def apply_access(
 def created_record(
     memory: Memory, reader: str, session_ref: str | None = None, trace_ref: str | None = None
 ) -> AccessRecord:
+    """The first access of a memory new to this store: when the store learned it (the record's
+    `last_accessed_at` as built), which its base-level and retention count from. `created_at`
+    is when it happened, and may be years earlier for an imported note."""
     return AccessRecord(
-        ts=memory.created_at,
+        ts=memory.last_accessed_at,
         channel=Channel.created,
         reader_owner=reader,
         session_ref=session_ref,
         trace_ref=trace_ref,
     )
+
+
+@dataclass(frozen=True)
+class History:
+    """A memory's use history as an export line carries it (checked by `imports.carried`).
+
+    Enough for the exact base-level the scorer computes (the count of counted uses, the first
+    one, the newest `exact_k` times), for retention and the prune ETA (the last use and the
+    strength), and for explain's replay (the ring of newest accesses).
+    """
+
+    learned_at: datetime
+    last_used_at: datetime
+    uses: int
+    use_times: tuple[float, ...]
+    strength: int
+    access_count: int
+    reinforcements: int
+    channels: dict[str, int] = field(default_factory=dict)
+    accesses: tuple[AccessRecord, ...] = ()
+
+
+#: What an export keeps of each access on the ring: the reader and the session or trace it
+#: came from name things of the exporting store, so the importer's owner reads them instead.
+RING_FIELDS = frozenset({"ts", "channel", "query", "score", "rank", "components"})
+
+
+def history_record(memory: Memory) -> dict[str, Any]:
+    """The JSON an export writes for `memory`'s use history (bounded as the scorer bounds it:
+    the newest `exact_k` use times and the ring, which `apply_access` already cut)."""
+    return {
+        "learned_at": memory.learned_at.isoformat(),
+        "last_used_at": memory.last_accessed_at.isoformat(),
+        "uses": memory.actr_count,
+        "use_times": [datetime.fromtimestamp(t, UTC).isoformat() for t in memory.actr_times],
+        "strength": memory.strength,
+        "access_count": memory.access_count,
+        "reinforcements": memory.reinforcement_count,
+        "channels": dict(memory.channels),
+        "accesses": [
+            a.model_dump(mode="json", include=RING_FIELDS, exclude_none=True)
+            for a in memory.access_log
+        ],
+    }
+
+
+def restore_history(
+    memory: Memory,
+    history: History,
+    *,
+    now: datetime,
+    exact_k: int = 16,
+    ring_size: int = 64,
+) -> list[AccessRecord]:
+    """Give a memory new to this store the use history it had in the store it came from,
+    in place of the single `created` access of a write; returns the ring, oldest first, for
+    the access stream.
+
+    A time after `now` (a skewed clock) counts as now, so a line's times never reach past the
+    import, and there are at least as many uses as times kept.
+    """
+    at = now.timestamp()
+    times = sorted((min(t, at) for t in history.use_times), reverse=True)[:exact_k]
+    learned = min(history.learned_at, now)
+    if not times:  # a line that names no use: learning it was the one
+        times = [learned.timestamp()]
+    memory.first_access_at = learned
+    memory.actr_times = times
+    memory.actr_count = max(history.uses, len(times), 1)
+    memory.last_accessed_at = max(min(history.last_used_at, now), learned)
+    memory.strength = history.strength
+    memory.access_count = history.access_count
+    memory.reinforcement_count = history.reinforcements
+    memory.channels = dict(history.channels)
+    ring = sorted(
+        (
+            a.model_copy(update={"ts": min(a.ts, now), "reader_owner": memory.owner})
+            for a in history.accesses
+        ),
+        key=lambda a: a.ts,
+        reverse=True,
+    )[:ring_size]
+    memory.access_log = ring
+    return ring[::-1]

@@ -1,4 +1,4 @@
-"""Ebbinghaus forgetting: retention, prune eligibility and prune ETA (SPEC §7).
+"""Ebbinghaus forgetting: retention, prune eligibility and prune ETA (DESIGN.md §7).
 
 Retention is computed when read, from `last_accessed_at` and `strength`, so it is always
 current without any sweep.
@@ -21,7 +21,9 @@ class ForgettingPolicy:
     tau_hours: float = 336.0
     prune_below: float = 0.02
     min_age_hours: float = 24.0
-    protected_types: frozenset[str] = field(default_factory=lambda: frozenset({"skill"}))
+    # Skills are kept for good; an intent is kept until its user drops it: archived, it would
+    # never fire, and a reminder set for next year goes a year unused by design.
+    protected_types: frozenset[str] = field(default_factory=lambda: frozenset({"skill", "intent"}))
     protected_importance: float = 8.0
 
 
@@ -76,17 +78,19 @@ def should_prune(
     importance: float,
     status: str | None,
     archived: bool,
-    created_at: datetime,
+    learned_at: datetime,
     last_accessed_at: datetime,
     strength: int,
     now: datetime,
     policy: ForgettingPolicy | None = None,
 ) -> bool:
-    """The prune rule: not archived, not protected, at least a day old, retention < 0.02."""
+    """The prune rule: not archived, not protected, learned here at least a day ago,
+    retention < 0.02. Age counts from when the store learned the memory, never from the date
+    it happened: a note dated 2023 imported today is a day old tomorrow."""
     policy = policy or ForgettingPolicy()
     if archived or protection(type, importance, status, policy) is not None:
         return False
-    if (now - created_at).total_seconds() < policy.min_age_hours * 3600:
+    if (now - learned_at).total_seconds() < policy.min_age_hours * 3600:
         return False
     return retention(last_accessed_at, strength, now, policy.tau_hours) < policy.prune_below
 
@@ -98,7 +102,7 @@ class Prunable(Protocol):
     importance: float
     status: str | None
     archived: bool
-    created_at: datetime
+    learned_at: datetime
     last_accessed_at: datetime
     strength: int
 
@@ -111,7 +115,7 @@ def prunable(row: Prunable, now: datetime, policy: ForgettingPolicy | None = Non
         importance=row.importance,
         status=row.status,
         archived=row.archived,
-        created_at=row.created_at,
+        learned_at=row.learned_at,
         last_accessed_at=row.last_accessed_at,
         strength=row.strength,
         now=now,

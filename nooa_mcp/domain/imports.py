@@ -1,27 +1,47 @@
-"""Validation of an import line beyond its author request: edges, tombstones, sizes.
+"""Validation of an import line beyond its author request: edges, tombstones, history, sizes.
 
 Pure. An export line carries what an author request carries (checked by `inputs.build_memory`)
-and more: its edges, the archive flag and, for an archived memory, its tombstones. Each of
-those is checked here for type and size, so a malformed line is refused by number before the
-first write instead of being coerced, skipped without a word or stored at any size. Keys this
-module does not know are left to whoever reads them: a newer export may carry more.
+and more: its edges, the archive flag and, for an archived memory, its tombstones; the
+importance its author set (rescore starts from it), an intent's firing state, and its use
+history (`accesses.History`). Each of those is checked here for type and size, so a malformed
+line is refused by number before the first write instead of being coerced, skipped without a
+word or stored at any size. Keys this module does not know are left to whoever reads them: a
+newer export may carry more. A line without a history (an older export, plain notes) is
+learned when it is imported.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
+from pydantic import ValidationError
+
 from ..errors import InvalidInput
-from .schema import EDGE_WEIGHT, EdgeType, as_utc, refuse_nul
+from .accesses import History
+from .schema import (
+    EDGE_WEIGHT,
+    IMPORTANCE,
+    AccessRecord,
+    Channel,
+    Components,
+    EdgeType,
+    as_utc,
+    refuse_nul,
+)
 
 __all__ = [
+    "MAX_HISTORY_TIMES",
     "MAX_LINE_BYTES",
     "MAX_LINE_EDGES",
     "MAX_LINE_TOMBSTONES",
     "MAX_REASON",
+    "Carried",
     "LineEdge",
+    "carried",
     "check_line",
     "line_edges",
 ]
@@ -35,6 +55,13 @@ MAX_LINE_EDGES = 1000
 MAX_LINE_TOMBSTONES = 1000
 #: A tombstone's reason is a label ("forgotten", "superseded by 3f9a2c1d (reconcile)").
 MAX_REASON = 500
+#: Use times and ring accesses one history may carry (an export writes 16 and 64 a memory; the
+#: importing store keeps as many as its own settings do).
+MAX_HISTORY_TIMES = 1000
+#: Counters past this are no count an export writes.
+MAX_COUNT = 10**9
+#: An access's query, as a recall logs it.
+MAX_QUERY = 200
 
 _HEX_ID = re.compile(r"[0-9a-fA-F]{6,32}")
 _RELATIONS = ", ".join(e.value for e in EdgeType)
@@ -47,21 +74,24 @@ class LineEdge:
     target: str
     relation: EdgeType
     weight: float
+    #: When the edge was made in the exporting store; None: when it is imported.
+    created_at: datetime | None = None
 
 
-def _list(item: dict[str, Any], key: str, limit: int) -> list[Any]:
+def _list(item: dict[str, Any], key: str, limit: int, field: str | None = None) -> list[Any]:
     value = item.get(key)
+    field = field or key
     if value is None:
         return []
     if not isinstance(value, list):
-        raise InvalidInput(key, "must be a list.", f"Pass a list of at most {limit}.")
+        raise InvalidInput(field, "must be a list.", f"Pass a list of at most {limit}.")
     if len(value) > limit:
-        raise InvalidInput(key, f"holds {len(value)} items; at most {limit} are read.", "")
+        raise InvalidInput(field, f"holds {len(value)} items; at most {limit} are read.", "")
     return value
 
 
 def line_edges(item: dict[str, Any]) -> list[LineEdge]:
-    """The edges of a line: `[{target, type, weight?}]`, each checked.
+    """The edges of a line: `[{target, type, weight?, created_at?}]`, each checked.
 
     Raises:
         InvalidInput: not a list, too many, or an edge that is not an object with a hex
@@ -85,6 +115,7 @@ def line_edges(item: dict[str, Any]) -> list[LineEdge]:
                 target.strip().lower(),
                 EdgeType(relation),
                 1.0 if weight is None else EDGE_WEIGHT.parse(weight, "edges.weight"),
+                as_utc(raw.get("created_at"), "edges.created_at"),
             )
         )
     return out
@@ -107,14 +138,116 @@ def _check_tombstones(item: dict[str, Any]) -> None:
         as_utc(stone.get("lifted_at"), "tombstones.lifted_at")
 
 
+@dataclass(frozen=True)
+class Carried:
+    """What a line restores on the memory it creates beyond its author request."""
+
+    history: History | None = None
+    authored_importance: float | None = None
+    fired_at: datetime | None = None
+    fired_count: int = 0
+
+
+def _count(value: Any, field: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_COUNT:
+        raise InvalidInput(field, f"{value!r} is not a count.", "Write a whole number ≥ 0.")
+    return value
+
+
+def _time(value: Any, field: str) -> datetime:
+    when = as_utc(value, field)
+    if when is None:
+        raise InvalidInput(field, "is missing.", "Write an ISO 8601 time.")
+    return when
+
+
+def _access(raw: Any) -> AccessRecord:
+    field = "history.accesses"
+    if not isinstance(raw, dict):
+        raise InvalidInput(field, "an access is not an object.", "Write {ts, channel}.")
+    channel = raw.get("channel")
+    if not isinstance(channel, str) or channel not in Channel._value2member_map_:
+        names = ", ".join(c.value for c in Channel)
+        raise InvalidInput(f"{field}.channel", f"{channel!r} is not a channel.", f"Use {names}.")
+    query = raw.get("query")
+    if query is not None and (not isinstance(query, str) or len(query) > MAX_QUERY):
+        raise InvalidInput(
+            f"{field}.query", f"is not text of at most {MAX_QUERY} characters.", "Shorten it."
+        )
+    score, rank = raw.get("score"), raw.get("rank")
+    if score is not None and (isinstance(score, bool) or not isinstance(score, int | float)):
+        raise InvalidInput(f"{field}.score", f"{score!r} is not a number.", "")
+    if rank is not None:
+        _count(rank, f"{field}.rank")
+    parts = raw.get("components")
+    try:
+        components = None if parts is None else Components.model_validate(parts)
+    except ValidationError:
+        raise InvalidInput(
+            f"{field}.components", "are not the parts of a score.", "Export them again."
+        ) from None
+    return AccessRecord(
+        ts=_time(raw.get("ts"), f"{field}.ts"),
+        channel=Channel(channel),
+        query=None if query is None else refuse_nul(query, f"{field}.query"),
+        score=None if score is None or not math.isfinite(score) else float(score),
+        rank=rank,
+        components=components,
+    )
+
+
+def _history(raw: Any) -> History:
+    if not isinstance(raw, dict):
+        raise InvalidInput("history", "is not an object.", "Leave it out, or export it again.")
+    times = _list(raw, "use_times", MAX_HISTORY_TIMES, "history.use_times")
+    channels = raw.get("channels") or {}
+    if not isinstance(channels, dict) or any(k not in Channel._value2member_map_ for k in channels):
+        raise InvalidInput("history.channels", "is not a count per channel.", "")
+    accesses = _list(raw, "accesses", MAX_HISTORY_TIMES, "history.accesses")
+    return History(
+        learned_at=_time(raw.get("learned_at"), "history.learned_at"),
+        last_used_at=_time(raw.get("last_used_at"), "history.last_used_at"),
+        uses=_count(raw.get("uses"), "history.uses"),
+        use_times=tuple(_time(t, "history.use_times").timestamp() for t in times),
+        strength=_count(raw.get("strength"), "history.strength"),
+        access_count=_count(raw.get("access_count", 0), "history.access_count"),
+        reinforcements=_count(raw.get("reinforcements", 0), "history.reinforcements"),
+        channels={k: _count(v, f"history.channels.{k}") for k, v in channels.items()},
+        accesses=tuple(_access(a) for a in accesses),
+    )
+
+
+def carried(item: dict[str, Any]) -> Carried:
+    """What a line restores beyond its author request: its use history, the importance its
+    author set, and an intent's firing state. Absent keys restore nothing.
+
+    Raises:
+        InvalidInput: one of them is malformed (the field is named).
+    """
+    raw = item.get("history")
+    authored = item.get("authored_importance")
+    trigger = item.get("trigger") if isinstance(item.get("trigger"), dict) else {}
+    fired = trigger.get("fired_count", 0)
+    return Carried(
+        history=None if raw is None else _history(raw),
+        authored_importance=None
+        if authored is None
+        else IMPORTANCE.parse(authored, "authored_importance"),
+        fired_at=as_utc(trigger.get("fired_at"), "trigger.fired_at"),
+        fired_count=_count(fired or 0, "trigger.fired_count"),
+    )
+
+
 def check_line(item: dict[str, Any]) -> None:
     """Check the fields of an import line that an author request does not carry.
 
     Raises:
-        InvalidInput: `edges`, `tombstones` or `archived` is malformed (the field is named).
+        InvalidInput: `edges`, `tombstones`, `archived`, `history`, `authored_importance`
+            or an intent's firing state is malformed (the field is named).
     """
     line_edges(item)
     _check_tombstones(item)
+    carried(item)
     archived = item.get("archived")
     if archived is not None and not isinstance(archived, bool):
         raise InvalidInput("archived", "must be true or false.", "")

@@ -182,8 +182,9 @@ def build_memory(spec: dict[str, Any], owner: str) -> Memory:
         # An intent without a trigger can never fire and no listing shows it: refuse it.
         raise InvalidInput("trigger", "an intent needs a time or a cue to fire.", TRIGGER_FIX)
     title = check_short_text(spec.get("title") or "", "title")
-    # A creation time in the future (an import, a skewed clock) is taken as now: recency and
-    # retention must never reward a stamp from 2031.
+    # `created_at` is when it happened (a date the user gives, as an import's); the store
+    # learns it now, and decay counts from that (`last_accessed_at` and the created access).
+    # A date in the future (a skewed clock) is taken as now.
     now = utc_now()
     created = min(as_utc(spec.get("created_at"), "created_at") or now, now)
     valid_from = as_utc(spec.get("valid_from"), "valid_from")
@@ -215,7 +216,7 @@ def build_memory(spec: dict[str, Any], owner: str) -> Memory:
         entities=clean_labels(spec.get("entities"), "entities"),
         place_or_task=place,
         created_at=created,
-        last_accessed_at=created,
+        last_accessed_at=now,
         valid_from=valid_from,
         valid_to=valid_to,
         references=parse_references(spec.get("references")),

@@ -86,10 +86,16 @@ class Node:
     status: str | None = None
     archived: bool = False
     row: int = -1
+    #: When this store learned it (its first access here); None: as `created_at`.
+    learned: datetime | None = None
 
     @property
     def role(self) -> str:
         return owner_role(self.owner)
+
+    @property
+    def learned_at(self) -> datetime:
+        return self.learned or self.created_at
 
 
 @dataclass(frozen=True)
@@ -152,6 +158,8 @@ class Rows:
     confidence: np.ndarray
     strength: np.ndarray
     reinforcement_count: np.ndarray
+    #: When the store learned each row (its first access here): prune age counts from it.
+    learned_at: np.ndarray
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -160,8 +168,9 @@ class Rows:
     def from_records(cls, records: Iterable[Sequence]) -> Rows:
         """Columns from records (seq, id, type, owner, status, importance, authored
         importance or None, salience, confidence, strength, reinforcement count, created at,
-        last accessed at), times as epoch seconds."""
-        columns = list(zip(*records, strict=True)) or [()] * 13
+        last accessed at, learned at), times as epoch seconds. Without the learned time (13
+        columns) a row was learned when it was created."""
+        columns = list(zip(*records, strict=True)) or [()] * 14
 
         def coded(values: Sequence) -> tuple[np.ndarray, list]:
             codes: dict = {}
@@ -195,6 +204,7 @@ class Rows:
             reinforcement_count=np.array(columns[10], dtype=np.int64),
             created_at=floats(columns[11]),
             last_accessed_at=floats(columns[12]),
+            learned_at=floats(columns[13] if len(columns) > 13 else columns[11]),
         )
 
     @classmethod
@@ -219,6 +229,7 @@ class Rows:
             "seq",
             "created_at",
             "last_accessed_at",
+            "learned_at",
             "importance",
             "authored_importance",
             "salience",
@@ -243,6 +254,7 @@ class Rows:
             statuses=self.statuses,
             created_at=self.created_at[positions],
             last_accessed_at=self.last_accessed_at[positions],
+            learned_at=self.learned_at[positions],
             importance=self.importance[positions],
             authored_importance=self.authored_importance[positions],
             salience=self.salience[positions],
@@ -295,6 +307,7 @@ class Rows:
             reinforcement_count=int(self.reinforcement_count[p]),
             status=self.status_of(p),
             row=row,
+            learned=datetime.fromtimestamp(float(self.learned_at[p]), UTC),
         )
 
 
@@ -613,7 +626,7 @@ def prune_rows(
     stability = policy.tau_hours * (1.0 + np.log1p(np.maximum(rows.strength, 0)))
     idle_hours = np.maximum(at - rows.last_accessed_at, 0.0) / 3600.0
     suspects = (idle_hours / stability) > (math.log(1.0 / policy.prune_below) * (1 - 1e-9))
-    suspects &= (at - rows.created_at) >= policy.min_age_hours * 3600 - 1.0
+    suspects &= (at - rows.learned_at) >= policy.min_age_hours * 3600 - 1.0
     suspects &= rows.importance < policy.protected_importance + 1e-9
     suspects &= rows.mask_types(policy.protected_types, keep=False)
     candidates = [rows.node(p) for p in np.flatnonzero(suspects).tolist()]

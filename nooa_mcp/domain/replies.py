@@ -195,6 +195,7 @@ class MemoryView(BaseModel):
     tags: list[str]
     entities: list[str]
     place_or_task: str
+    #: When it happened (the date its author or an import gave; else when it was written).
     created_at: datetime
     last_accessed_at: datetime
     valid_from: datetime | None
@@ -203,6 +204,9 @@ class MemoryView(BaseModel):
     status: str | None
     trigger: dict | None
     edges: list[dict]
+    #: When this store learned it (its first access here): retention and recency count from
+    #: it and its uses, never from `created_at`.
+    learned_at: datetime | None = None
     #: How many visible outgoing edges there are; `edges` shows at most the 50 strongest.
     edges_total: int = 0
     references: list[ResolvedReference]

@@ -278,6 +278,12 @@ class Memory(BaseModel):
         return content_hash(self.content)
 
     @property
+    def learned_at(self) -> datetime:
+        """When this store learned the memory (its first access here): decay counts from it.
+        `created_at` is when it happened, which an import may date years earlier."""
+        return self.first_access_at or self.created_at
+
+    @property
     def authored(self) -> float:
         """The importance the author set (what rescore starts from)."""
         return self.importance if self.authored_importance is None else self.authored_importance

@@ -52,6 +52,14 @@ def eval_group() -> None:
     help="Also run the shipped scorer on the other three ingest/ask paths.",
 )
 @click.option(
+    "--time/--no-time",
+    "time_cells",
+    default=True,
+    show_default=True,
+    help="Also let time pass: a pass of the shipped maintenance years after the dated turns, "
+    "one a year later with nothing asked, and a simulated clock with monthly passes.",
+)
+@click.option(
     "--embedder",
     type=click.Choice(["minilm", "hash"]),
     default="minilm",
@@ -65,6 +73,7 @@ def locomo(
     ingest: str,
     ask: str,
     cells: bool,
+    time_cells: bool,
     embedder: str,
 ) -> None:
     """Turn-level R@5/R@10/MRR on a LoCoMo FILE: the product as shipped, and every ablation.
@@ -84,7 +93,9 @@ def locomo(
         convs = load_locomo(file)[:conversations]
         model = _embedder(embedder)
         with click.progressbar(
-            length=total_steps(convs, VARIANTS, cells), label="LoCoMo", file=sys.stderr
+            length=total_steps(convs, VARIANTS, cells, time_cells, ingest, ask),
+            label="LoCoMo",
+            file=sys.stderr,
         ) as bar:
             report = anyio.run(
                 lambda: run_locomo(
@@ -95,6 +106,7 @@ def locomo(
                     ingest=ingest,
                     ask=ask,
                     cells=cells,
+                    time_cells=time_cells,
                 )
             )
     except NooaError as exc:

@@ -22,6 +22,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from mcp import Client
 from mcp_types import Implementation
 
 from ..config import Settings
+from ..domain.schema import now as utc_now
 from ..embeddings import Embedder
 from ..engine import Engine
 from ..mcp.server import build_server
@@ -38,6 +40,7 @@ from ..storage import copy_store
 from .grep import GrepIndex, write_markdown
 from .locomo import CATEGORY_NAMES, Conversation, load_locomo
 from .metrics import QuestionScore, Summary, score_question, summarise
+from .timeline import CLOCK, HELD_OUT, YEAR, pass_at, plan_clock, run_clock, travel
 from .variants import ASKS, INGESTS, VARIANTS, Variant, rrf_fuse
 
 __all__ = ["ASKS", "INGESTS", "EvalReport", "run_locomo", "total_steps"]
@@ -67,6 +70,10 @@ class EvalReport:
     settings: dict[str, Any]
     elapsed_s: float
     per_conversation: dict[str, dict[str, Summary]] = field(default_factory=dict)
+    #: The cells where time passes (`timeline`), by (cell, ask).
+    time_cells: dict[tuple[str, str], Summary] = field(default_factory=dict)
+    #: Per time cell, the memories archived and in all when its questions were asked.
+    forgotten: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -87,6 +94,13 @@ class EvalReport:
             "cells": {
                 f"{ingest}/{ask}": summary.as_dict()
                 for (ingest, ask), summary in self.cells.items()
+            },
+            "time_cells": {
+                f"{cell}/{ask}": summary.as_dict()
+                for (cell, ask), summary in self.time_cells.items()
+            },
+            "forgotten_share": {
+                cell: round(a / t, 4) if t else 0.0 for cell, (a, t) in self.forgotten.items()
             },
             "variants": {
                 v.name: {"description": v.description, **self.summaries[v.name].as_dict()}
@@ -120,6 +134,8 @@ class EvalReport:
                 label = "tool  (memory_author)" if ingest == "tool" else "import (dated, edges)"
                 lines.append(f"ingest {label:<28} {parts[0]:<23} {parts[1]}")
             lines.append("")
+        if self.time_cells:
+            lines += [*self._time_table(), ""]
         head = f"{'variant':<12} {'R@5':>6} {'R@10':>6} {'MRR':>6} {'evR@5':>6}  "
         head += "  ".join(f"{CATEGORY_NAMES.get(c, str(c))[:11]:>11}" for c in cats)
         lines += [
@@ -146,16 +162,76 @@ class EvalReport:
         lines += ["", *(f"{v.name:<12} {v.description}" for v in self.variants)]
         return "\n".join(lines)
 
+    def _time_table(self) -> list[str]:
+        """The cells where time passes, beside the no-pass cell they start from."""
+
+        def cell(s: Summary | None) -> str:
+            if s is None:
+                return ""
+            return f"{s.recall[5]:.3f} {s.recall[10]:.3f} {s.mrr:.3f} {s.evidence_recall[5]:.3f}"
+
+        def share(name: str) -> str:
+            archived, total = self.forgotten.get(name, (0, 0))
+            return f"{archived / total:.3f}" if total else ""
+
+        get = self.time_cells.get
+        rows = [
+            ("no pass", "", get(("no pass", "recall")), self.cells.get(("import", "explain"))),
+            (
+                "a pass at the real now",
+                "pass now",
+                get(("pass now", "recall")),
+                get(("pass now", "explain")),
+            ),
+            (
+                "a pass a year on, nothing asked",
+                "a year unused",
+                get(("a year unused", "recall")),
+                None,
+            ),
+            ("clock: monthly passes, held out", CLOCK, get((CLOCK, "recall")), None),
+            ("no pass, the same held-out half", "", get((HELD_OUT, "recall")), None),
+        ]
+        out = [
+            "time passes (ingest import: turns with their dates; R@5 R@10 MRR evR@5; forgotten: "
+            "archived share when asked)",
+            f"{'':<33} {'forgotten':>9}  {'ask: recall (live)':<24} explain (dry run)",
+            "-" * 94,
+        ]
+        for label, name, live, dry in rows:
+            out.append(f"{label:<33} {share(name):>9}  {cell(live):<24} {cell(dry)}".rstrip())
+        held = get((CLOCK, "recall"))
+        if held is not None:
+            out.append(
+                "clock: from the first session to now, each session imported on its date, a "
+                f"pass each month; the user asks half the questions in months after they were "
+                f"said, the other {held.n} are asked now."
+            )
+        return out
+
 
 def total_steps(
-    conversations: Sequence[Conversation], variants: Sequence[Variant], cells: bool = True
+    conversations: Sequence[Conversation],
+    variants: Sequence[Variant],
+    cells: bool = True,
+    time_cells: bool = False,
+    ingest: str = "tool",
+    ask: str = "recall",
 ) -> int:
     """Progress units of a run: one per ingested turn and one per question asked."""
     turns = sum(len(c.turns) for c in conversations)
     questions = sum(len(c.questions) for c in conversations)
     ingests = len(INGESTS) if cells else 1
     asks = len(variants) + (len(INGESTS) * len(ASKS) - 1 if cells else 0)
-    return turns * ingests + questions * asks
+    total = turns * ingests + questions * asks
+    if time_cells:
+        # pass now (explain, recall), a year unused, the clock (its turns, every question).
+        total += turns + 4 * questions
+        if not cells and ingest != "import":
+            total += turns + questions  # the import store and its no-pass recall
+        elif not cells and ask != "recall":
+            total += questions  # the no-pass recall
+    return total
 
 
 def variant_settings(base: Settings, variant: Variant) -> Settings:
@@ -200,20 +276,26 @@ async def _settle(engine: Engine) -> None:
             await anyio.sleep(0.05)
 
 
+def import_lines(conv: Conversation) -> list[dict[str, Any]]:
+    """The turns as `nooa-mcp import` lines: dated by their session, ids fixed by the turn,
+    `precedes` edges between consecutive turns of a session, so activation spreads
+    from a turn that matches the question to the reply that follows it."""
+    specs = [turn.memory_spec() for turn in conv.turns]
+    ids = [uuid.uuid5(uuid.NAMESPACE_URL, f"{conv.sample_id}/{t.dia_id}").hex for t in conv.turns]
+    for spec, memory_id in zip(specs, ids, strict=True):
+        spec["id"] = memory_id
+    for (t1, spec), (t2, nxt) in itertools.pairwise(zip(conv.turns, specs, strict=True)):
+        if t1.session == t2.session:
+            spec["edges"] = [{"target": nxt["id"], "type": "precedes", "weight": 1.0}]
+    return specs
+
+
 async def _ingest_import(
     store: Path, conv: Conversation, embedder: Embedder, base: Settings, tick: Callable[[int], Any]
 ) -> dict[str, list[str]]:
     """The turns as `nooa-mcp import` takes them: dated, with `precedes` edges per session."""
     settings = base.model_copy(update={"store": store})
-    specs = [turn.memory_spec() for turn in conv.turns]
-    ids = [uuid.uuid5(uuid.NAMESPACE_URL, f"{conv.sample_id}/{t.dia_id}").hex for t in conv.turns]
-    for spec, memory_id in zip(specs, ids, strict=True):
-        spec["id"] = memory_id
-    # `precedes` edges between consecutive turns of a session, so activation
-    # spreads from a turn that matches the question to the reply that follows it.
-    for (t1, spec), (t2, nxt) in itertools.pairwise(zip(conv.turns, specs, strict=True)):
-        if t1.session == t2.session:
-            spec["edges"] = [{"target": nxt["id"], "type": "precedes", "weight": 1.0}]
+    specs = import_lines(conv)
     async with Memory.open(settings=settings, embedder=embedder) as mem:
         await mem.wait_ready()
         imported = await mem.import_records(list(enumerate(specs, 1)), tick=tick)
@@ -293,11 +375,65 @@ class _Ingested:
         return [[t for i in r for t in self.turns_of[way].get(i, [])] for r in ids]
 
 
-def _scored(conv: Conversation, rankings: list[list[str]]) -> list[QuestionScore]:
+def _scored(
+    conv: Conversation, rankings: list[list[str]], which: Sequence[int] | None = None
+) -> list[QuestionScore]:
+    """Scores of the questions `which` (indexes; all by default), ranked in that order."""
+    questions = conv.questions if which is None else [conv.questions[i] for i in which]
     return [
         score_question(ranked[:DEPTH], q.evidence, q.category)
-        for q, ranked in zip(conv.questions, rankings, strict=True)
+        for q, ranked in zip(questions, rankings, strict=True)
     ]
+
+
+async def _time_cells(
+    ing: _Ingested, no_pass: list[list[str]], now: datetime
+) -> tuple[dict[tuple[str, str], list[QuestionScore]], dict[str, tuple[int, int]]]:
+    """The cells where time passes (`timeline`), for one conversation ingested by import:
+    the scores per (cell, ask), and per cell the memories archived and in all when asked."""
+    conv, root, sid = ing.conv, ing.root, ing.conv.sample_id
+    out: dict[tuple[str, str], list[QuestionScore]] = {
+        ("no pass", "recall"): _scored(conv, no_pass)
+    }
+    archived: dict[str, tuple[int, int]] = {}
+
+    def to_turns(ids: list[list[str]]) -> list[list[str]]:
+        return [[t for i in r for t in ing.turns_of["import"].get(i, [])] for r in ids]
+
+    async def asked(store: Path, how: str, at: datetime | None) -> list[list[str]]:
+        with travel(at):
+            ids = await _ask(store, conv, ing.embedder, ing.base, how, DEPTH, ing.tick)
+        return to_turns(ids)
+
+    passed = root / f"{sid}-pass-now.sqlite"
+    await copy_store(ing.stores["import"], passed)
+    archived["pass now"] = await pass_at(passed, ing.embedder, ing.base, None)
+    # The dry run first: it changes nothing the live recall then reads.
+    for how in ("explain", "recall"):
+        out[("pass now", how)] = _scored(conv, await asked(passed, how, None))
+    unused = root / f"{sid}-a-year-unused.sqlite"
+    await copy_store(ing.stores["import"], unused)
+    archived["a year unused"] = await pass_at(unused, ing.embedder, ing.base, now + YEAR)
+    out[("a year unused", "recall")] = _scored(conv, await asked(unused, "recall", now + YEAR))
+    plan = plan_clock(conv, now)
+    sessions: dict[int, list[dict[str, Any]]] = {}
+    for turn, line in zip(conv.turns, import_lines(conv), strict=True):
+        sessions.setdefault(turn.session, []).append(line)
+    clock = root / f"{sid}-clock.sqlite"
+    ranked, archived[CLOCK] = await run_clock(
+        clock,
+        conv,
+        ing.embedder,
+        ing.base,
+        sessions,
+        plan,
+        ing.tick,
+        client_name=CLIENT,
+        depth=DEPTH,
+    )
+    out[(CLOCK, "recall")] = _scored(conv, to_turns(ranked), plan.held_out)
+    out[(HELD_OUT, "recall")] = _scored(conv, [no_pass[i] for i in plan.held_out], plan.held_out)
+    return out, archived
 
 
 async def run_locomo(
@@ -312,6 +448,7 @@ async def run_locomo(
     ingest: str = "tool",
     ask: str = "recall",
     cells: bool = True,
+    time_cells: bool = True,
 ) -> EvalReport:
     """Run every variant over every evaluable question of the LoCoMo file at `path`.
 
@@ -325,6 +462,7 @@ async def run_locomo(
         progress: called with a number of finished steps (see `total_steps`).
         ingest, ask: the path the variants run on (tool or import; recall or explain).
         cells: also run the shipped scorer on the other three paths (the four-cell table).
+        time_cells: also run the cells where time passes (`timeline`) on the import path.
 
     Raises:
         InvalidInput: the file is not a LoCoMo file.
@@ -342,6 +480,9 @@ async def run_locomo(
     full = next((v for v in variants if v.name == "full"), Variant("full", "shipped"))
     scores: dict[str, list[QuestionScore]] = {v.name: [] for v in variants}
     cell_scores: dict[tuple[str, str], list[QuestionScore]] = {}
+    time_scores: dict[tuple[str, str], list[QuestionScore]] = {}
+    forgotten: dict[str, tuple[int, int]] = {}
+    real_now = utc_now()
     per_conv: dict[str, dict[str, Summary]] = {}
     memories = 0
     ingestors = {"tool": _ingest_tool, "import": _ingest_import}
@@ -349,6 +490,8 @@ async def run_locomo(
         root = Path(tmp)
         for conv in convs:
             paths = INGESTS if cells else (ingest,)
+            if time_cells and "import" not in paths:
+                paths = (*paths, "import")
             stores: dict[str, Path] = {}
             turns_of: dict[str, dict[str, list[str]]] = {}
             for way in paths:
@@ -369,14 +512,27 @@ async def run_locomo(
                 else:
                     rankings[v.name] = _grep_rankings(conv, root)
                     tick(len(conv.questions))
+            done: dict[tuple[str, str], list[list[str]]] = {}
+            if "full" in rankings:
+                done[(ingest, ask)] = rankings["full"]
             if cells:
                 for way in INGESTS:
                     for how in ASKS:
-                        if (way, how) == (ingest, ask) and "full" in rankings:
-                            result = rankings["full"]
-                        else:
-                            result = await ingested.rank(way, how, full, DEPTH)
-                        cell_scores.setdefault((way, how), []).extend(_scored(conv, result))
+                        if (way, how) not in done:
+                            done[(way, how)] = await ingested.rank(way, how, full, DEPTH)
+                        cell_scores.setdefault((way, how), []).extend(
+                            _scored(conv, done[(way, how)])
+                        )
+            if time_cells:
+                no_pass = done.get(("import", "recall"))
+                if no_pass is None:
+                    no_pass = await ingested.rank("import", "recall", full, DEPTH)
+                got, archived = await _time_cells(ingested, no_pass, real_now)
+                for key, part in got.items():
+                    time_scores.setdefault(key, []).extend(part)
+                for cell, (n_archived, n_total) in archived.items():
+                    a, t = forgotten.get(cell, (0, 0))
+                    forgotten[cell] = (a + n_archived, t + n_total)
             per_conv[conv.sample_id] = {}
             for v in variants:
                 conv_scores = _scored(conv, rankings[v.name])
@@ -394,6 +550,8 @@ async def run_locomo(
         variants=list(variants),
         summaries={name: summarise(s) for name, s in scores.items()},
         cells={key: summarise(s) for key, s in cell_scores.items()},
+        time_cells={key: summarise(s) for key, s in time_scores.items()},
+        forgotten=forgotten,
         settings=base.recall.model_dump(),
         elapsed_s=time.perf_counter() - started,
         per_conversation=per_conv,

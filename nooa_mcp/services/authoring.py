@@ -19,17 +19,20 @@ from typing import Any
 
 import numpy as np
 
-from ..domain.accesses import apply_access, created_record
+from ..domain.accesses import apply_access, created_record, restore_history
 from ..domain.facts import differs_in
+from ..domain.imports import Carried
 from ..domain.inputs import build_memory
 from ..domain.replies import AuthorResult, SimilarTo
 from ..domain.schema import (
     EDGE_WEIGHT,
+    AccessRecord,
     Channel,
     EdgeType,
     Memory,
     clean_labels,
     normalise_id,
+    now as utc_now,
     parse_link,
 )
 from ..engine import text_of
@@ -64,13 +67,18 @@ async def parse_links(c: Caller, links: Sequence[Any] | None) -> list[tuple[str,
 
 
 async def author_many(
-    c: Caller, specs: Sequence[dict[str, Any]], *, remind: bool = True
+    c: Caller,
+    specs: Sequence[dict[str, Any]],
+    *,
+    remind: bool = True,
+    carried: Sequence[Carried | None] | None = None,
 ) -> list[AuthorResult]:
     """Remember several memories in one transaction (see the module docstring for the rules).
 
     With `remind=False` (an import) no intent fires: a restore is nobody's turn, and an
     intent fired there would be spent without anyone seeing it; due ones fire on the next
-    call that shows them.
+    call that shows them. `carried` (an import) gives each memory it creates what its export
+    line carried beyond the request: its use history, authored importance, firing state.
 
     Raises:
         InvalidInput: a field is malformed (the message names it and the fix).
@@ -81,6 +89,7 @@ async def author_many(
     # Only an id the caller gave (an import) can be there already; a new one never is.
     given = [spec.get("id") is not None for spec in specs]
     links = [await parse_links(c, spec.get("links")) for spec in specs]
+    extra = list(carried) if carried is not None else [None] * len(records)
     await capture_all(c, records)
     vectors = await c.engine.embed([text_of(r.title, r.content) for r in records])
     # Near-duplicates among the rows cached now, for the whole batch in one product, before
@@ -93,11 +102,11 @@ async def author_many(
         async with c.store.transaction():
             await c.engine.sync_vectors()
             batch: dict[str, str] = {}
-            for record, vector, edges, again, near, named in zip(
-                records, vectors, links, revive, prior, given, strict=True
+            for record, vector, edges, again, near, named, more in zip(
+                records, vectors, links, revive, prior, given, extra, strict=True
             ):
                 results.append(
-                    await _author_one(c, record, vector, edges, batch, again, near, named)
+                    await _author_one(c, record, vector, edges, batch, again, near, named, more)
                 )
     except BaseException:
         # Rolled back (an error, or the caller cancelled): the rows noted in the index for
@@ -125,6 +134,7 @@ async def _author_one(
     revive: bool = False,
     near: Near | None = None,
     named: bool = True,
+    carried: Carried | None = None,
 ) -> AuthorResult:
     key = f"{record.type.value}:{record.content_hash}"
     existing = batch.get(key) or await c.store.find_by_hash(
@@ -144,7 +154,10 @@ async def _author_one(
                 )
             return AuthorResult(id=record.id, status="exists", similarity=1.0)
     if existing is not None:
-        await _repeat(c, existing, record, edges)
+        # The same memory imported again (its own id) is a restore, not the author saying it
+        # again: it changes nothing, so importing one file twice leaves what the first did.
+        if not (named and existing == record.id):
+            await _repeat(c, existing, record, edges)
         return AuthorResult(id=existing, status="exists", similarity=1.0)
     stone = await tombstone_match(c, record, vector)
     if stone is not None:
@@ -163,20 +176,41 @@ async def _author_one(
         )
         if twin not in {target for target, _, _ in edges}:
             edges = [*edges, (twin, EdgeType.related, round(min(similarity, 1.0), 4))]
-    apply_access(
-        record,
-        created_record(record, c.owner, *provenance.access_refs()),
-        ring_size=c.settings.ring_size,
-        exact_k=c.settings.recall.exact_accesses,
-    )
+    stream = _first_accesses(c, record, carried)
     seq = await c.store.insert(record, vector)
-    await c.store.append_accesses([(record.id, record.access_log[0])])
+    await c.store.append_accesses([(record.id, access) for access in stream])
     for target, relation, weight in edges:
         await c.store.add_edge(record.id, target, relation, weight)
     # Later items of the same batch must see this one, for dedup.
     batch[key] = record.id
     c.index.note(VectorRow(seq, record.id, c.role, c.owner, record.type.value, False, vector))
     return AuthorResult(id=record.id, status="created", similar_to=similar)
+
+
+def _first_accesses(c: Caller, record: Memory, carried: Carried | None) -> list[AccessRecord]:
+    """A new memory's first accesses, oldest first: learned now (`created`), or, for an
+    imported one, the use history and state its export line carried."""
+    if carried is not None:
+        if carried.authored_importance is not None:
+            record.authored_importance = carried.authored_importance
+        if record.trigger is not None and (carried.fired_at or carried.fired_count):
+            record.trigger.fired_at = carried.fired_at
+            record.trigger.fired_count = carried.fired_count
+        if carried.history is not None:
+            return restore_history(
+                record,
+                carried.history,
+                now=utc_now(),
+                exact_k=c.settings.recall.exact_accesses,
+                ring_size=c.settings.ring_size,
+            )
+    apply_access(
+        record,
+        created_record(record, c.owner, *provenance.access_refs()),
+        ring_size=c.settings.ring_size,
+        exact_k=c.settings.recall.exact_accesses,
+    )
+    return [record.access_log[0]]
 
 
 def _dedup_mask(c: Caller, type: str, start: int = 0, stop: int | None = None) -> np.ndarray:

@@ -793,6 +793,7 @@ def _node(m: Memory) -> Node:
         reinforcement_count=m.reinforcement_count,
         status=m.status,
         archived=m.archived,
+        learned=m.learned_at,
     )
 
 

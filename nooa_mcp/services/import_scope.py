@@ -118,6 +118,6 @@ async def attach_edges(
                     "added: it points at its own memory."
                 )
                 continue
-            await c.store.add_edge(src, target, edge.relation, edge.weight)
+            await c.store.add_edge(src, target, edge.relation, edge.weight, edge.created_at)
             added += 1
     return added, skipped

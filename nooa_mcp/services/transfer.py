@@ -1,12 +1,15 @@
 """Export and import: memories as JSON lines, one memory per line, nothing lost on the way.
 
-An export line carries a memory's fields, its edges and references, and — for archived
-memories — the archive state and every tombstone, so `export --include-archived | import`
-brings forgotten memories back *forgotten*: re-authoring one is still blocked by its tombstone.
+An export line carries a memory's fields, its edges and references, its use history (when this
+store learned it, its uses and the ring of newest accesses: what ranking and forgetting read),
+and — for archived memories — the archive state and every tombstone, so `export
+--include-archived | import` brings forgotten memories back *forgotten* (re-authoring one is
+still blocked by its tombstone), and a copied store ranks, explains and forgets as its source
+did. A line without a history (an older export, plain notes) is learned at its import.
 Import validates every line before it writes anything; a bad line is named by its number and
 nothing is written. Ids and edge targets resolve only within the importer's scope
-(`import_scope`). Each line becomes one memory (SPEC §5 v2: import writes one memory per
-input line; an exact repeat of a stored memory is `exists`).
+(`import_scope`). Each line becomes one memory; an exact repeat of a stored memory is
+`exists` (DESIGN.md §4.7).
 """
 
 from __future__ import annotations
@@ -16,8 +19,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from ..domain.accesses import history_record
 from ..domain.archive import reason_fades
-from ..domain.imports import LineEdge, check_line, line_edges
+from ..domain.imports import LineEdge, carried, check_line, line_edges
 from ..domain.inputs import build_memory
 from ..domain.schema import as_utc, now as utc_now
 from ..errors import InvalidInput
@@ -107,7 +111,12 @@ async def import_records(
     archived: list[tuple[str, dict[str, Any]]] = []
     for start in range(0, len(checked), BATCH):
         chunk = checked[start : start + BATCH]
-        results = await author_many(c, specs[start : start + BATCH], remind=False)
+        results = await author_many(
+            c,
+            specs[start : start + BATCH],
+            remind=False,
+            carried=[carried(item) for _, item in chunk],
+        )
         for (line, item), result in zip(chunk, results, strict=True):
             report.ids.append(result.id)
             counts[result.status] = counts.get(result.status, 0) + 1
@@ -166,10 +175,11 @@ async def export_records(c: Caller, *, include_archived: bool = False) -> AsyncI
             shown = await view(c, memory, scope)
             record = shown.model_dump(mode="json", include={*IMPORT_FIELDS, "owner", "archived"})
             record["edges"] = [
-                {"target": e["target"], "type": e["type"], "weight": e["weight"]}
-                for e in shown.edges
+                {k: e[k] for k in ("target", "type", "weight", "created_at")} for e in shown.edges
             ]
             record["references"] = [r.uri for r in memory.references]
+            record["authored_importance"] = memory.authored
+            record["history"] = history_record(memory)
             if memory.archived:
                 record["tombstones"] = [
                     {

@@ -112,6 +112,7 @@ async def view(c: Caller, memory: Memory, scope: Scope) -> MemoryView:
         entities=memory.entities,
         place_or_task=memory.place_or_task,
         created_at=memory.created_at,
+        learned_at=memory.learned_at,
         last_accessed_at=memory.last_accessed_at,
         valid_from=memory.valid_from,
         valid_to=memory.valid_to,

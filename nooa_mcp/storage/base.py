@@ -74,7 +74,8 @@ COMMON_SHARE = 0.01
 #: The columns `reflection_rows` reads, in the order `Rows.from_records` takes them.
 REFLECTION_COLUMNS = (
     "seq, id, type, owner, status, importance, authored_importance, salience, confidence, "
-    "strength, reinforcement_count, created_at, last_accessed_at"
+    "strength, reinforcement_count, created_at, last_accessed_at, "
+    "coalesce(first_access_at, created_at)"
 )
 
 #: What a dump carries, table by table, in the order `load` needs them (memories before the
@@ -486,7 +487,9 @@ class Store(Protocol):
 
     # ------------------------------------------------------------------ edges
 
-    async def add_edge(self, src: str, dst: str, type: EdgeType, weight: float) -> None: ...
+    async def add_edge(
+        self, src: str, dst: str, type: EdgeType, weight: float, at: datetime | None = None
+    ) -> None: ...
 
     async def add_edges(self, edges: Sequence[tuple[str, str, EdgeType, float]]) -> None:
         """`add_edge` for each (src, dst, type, weight), in order, in one round trip or two:

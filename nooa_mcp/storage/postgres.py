@@ -938,7 +938,9 @@ class PostgresStore:
 
     # ------------------------------------------------------------------ edges
 
-    async def add_edge(self, src: str, dst: str, type: EdgeType, weight: float) -> None:
+    async def add_edge(
+        self, src: str, dst: str, type: EdgeType, weight: float, at: datetime | None = None
+    ) -> None:
         await self._exec(
             "INSERT INTO edges(src, dst, type, weight, created_at) "
             "VALUES (%(s)s, %(d)s, %(t)s, %(w)s, %(c)s) ON CONFLICT (src, dst, type) "
@@ -948,7 +950,7 @@ class PostgresStore:
                 "d": dst,
                 "t": EdgeType(type).value,
                 "w": weight,
-                "c": datetime.now(UTC).timestamp(),
+                "c": (at or datetime.now(UTC)).timestamp(),
             },
         )
 

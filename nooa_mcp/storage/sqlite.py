@@ -1328,12 +1328,15 @@ class SQLiteStore:
     # 141k links, spent 21 of its 82 s on it (issue 12), and every other process's vector
     # cache then read those rows again.
 
-    async def add_edge(self, src: str, dst: str, type: EdgeType, weight: float) -> None:
-        """Add an edge; an existing (dst, type) keeps the larger weight and its created_at."""
+    async def add_edge(
+        self, src: str, dst: str, type: EdgeType, weight: float, at: datetime | None = None
+    ) -> None:
+        """Add an edge (made `at`, an import's, else now); an existing (dst, type) keeps the
+        larger weight and its created_at."""
         await self._execute(
             "INSERT INTO edges(src, dst, type, weight, created_at) VALUES (?, ?, ?, ?, ?) "
             "ON CONFLICT(src, dst, type) DO UPDATE SET weight = MAX(weight, excluded.weight)",
-            (src, dst, EdgeType(type).value, weight, datetime.now(UTC).timestamp()),
+            (src, dst, EdgeType(type).value, weight, (at or datetime.now(UTC)).timestamp()),
         )
 
     async def add_edges(self, edges: Sequence[tuple[str, str, EdgeType, float]]) -> None:

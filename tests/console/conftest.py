@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+import time_machine
 from browsing import browser, console_at, require_browser
 
 from nooa_mcp import Memory, Settings
@@ -29,13 +30,12 @@ def owner_settings(tmp_path) -> Settings:
 
 @pytest.fixture
 async def seeded(owner_settings, embedder) -> dict[str, str]:
-    """Five facts authored a month ago, so that recency stays steady while a test runs."""
+    """Five facts learned a month ago, so that recency stays steady while a test runs."""
     ids: dict[str, str] = {}
     async with Memory.open(settings=owner_settings, embedder=embedder) as mem:
         for key, (content, importance, tags) in FACTS.items():
-            result = await mem.author(
-                content, importance=importance, tags=tags, created_at=MONTH_AGO
-            )
+            with time_machine.travel(MONTH_AGO):
+                result = await mem.author(content, importance=importance, tags=tags)
             ids[key] = result.id
     return ids
 

@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 import anyio.to_thread
 import pytest
+import time_machine
 from browsing import shot
 from conftest import OWNER
 
@@ -273,16 +274,13 @@ async def test_a_reflection_pass_shows_live_progress_and_lands_in_the_chart(
     monkeypatch.setattr(console_runs.Runs, "events", listened)
     monkeypatch.setattr(console_runs, "_reflect", once_listened)
     async with Memory.open(settings=owner_settings, embedder=embedder) as mem:
-        await mem.author_many(
-            [
-                {
-                    "content": f"Parking {uuid.uuid4().hex}",
-                    "importance": "TRIVIAL",
-                    "created_at": YEAR_AGO,
-                }
-                for _ in range(300)
-            ]
-        )
+        with time_machine.travel(YEAR_AGO):  # learned a year ago
+            await mem.author_many(
+                [
+                    {"content": f"Parking {uuid.uuid4().hex}", "importance": "TRIVIAL"}
+                    for _ in range(300)
+                ]
+            )
     page = await chromium.new_page()
     await page.goto(url + "/stats")
     assert await page.locator("svg.chart g.column").count() == 0

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
+import time_machine
 from conftest import OWNER
 
 from nooa_mcp import Memory, Settings
@@ -24,14 +25,11 @@ YEAR_AGO = datetime.now(UTC) - timedelta(days=365)
 async def forgettable(owner_settings, embedder) -> list[str]:
     """Four trivial notes nobody has read for a year: the next prune archives them."""
     async with Memory.open(settings=owner_settings, embedder=embedder) as mem:
-        return [
-            (
-                await mem.author(
-                    f"Old note {i} about parking", importance="TRIVIAL", created_at=YEAR_AGO
-                )
-            ).id
-            for i in range(4)
-        ]
+        with time_machine.travel(YEAR_AGO):  # learned a year ago
+            return [
+                (await mem.author(f"Old note {i} about parking", importance="TRIVIAL")).id
+                for i in range(4)
+            ]
 
 
 @pytest.fixture

@@ -1,0 +1,308 @@
+"""Forgetting tested against use: what maintenance must do as time passes, and must never do.
+
+Each test moves the clock (time-machine) through the MCP tools or the Memory facade, on SQLite
+and PostgreSQL, and fails on a plausible bug in the rule it names:
+
+- a memory used often outlives one used once, and a use of a faded memory revives it (prune
+  reading the wrong time, or a use that does not count);
+- base-level sums the newest uses exactly (keeping the oldest instead makes a memory used all
+  year look unused) and counts uses inside the time grain once (massed repetition is not
+  spaced practice);
+- reflection never folds two intents together, nor prunes one (a reminder would be lost: an
+  archived intent never fires, and one set for next year goes unused until then);
+- rescore never moves what the author set HIGH below the prune guard;
+- prune re-checks each item when it applies it: a memory recalled or raised since the plan
+  stays;
+- only a newer memory supersedes the one it refines.
+
+The pure bookkeeping of `domain.accesses` is asserted value by value at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import anyio
+import pytest
+import time_machine
+from mcp import Client
+
+from nooa_mcp import Memory, Settings
+from nooa_mcp.domain.accesses import apply_access, history_record
+from nooa_mcp.domain.schema import AccessRecord, Channel, Memory as Record, now as utc_now
+from nooa_mcp.domain.scoring import base_level, base_level_exact, sigmoid
+from nooa_mcp.embeddings import HashEmbedder
+from nooa_mcp.mcp.server import build_server
+from nooa_mcp.services import consolidation
+
+OWNER = "coder@laptop"
+NOW = utc_now().replace(microsecond=0)
+T0 = NOW - timedelta(days=200)
+DAY = timedelta(days=1)
+#: No word in common, so neither is ever a hit (a use) of the other's recall.
+OFTEN = "Build cache lives on NAS share"
+ONCE = "Coffee machine descales every Friday"
+
+
+def settings_for(target: Path | str) -> Settings:
+    return Settings(store=target, owner=OWNER)
+
+
+async def call(client: Client, tool: str, **args) -> dict:
+    result = await client.call_tool(tool, args)
+    assert not result.is_error, result.content
+    return result.structured_content
+
+
+async def session(target: Path | str, calls: list[tuple[str, dict]]) -> list[dict]:
+    async with Client(build_server(settings_for(target), embedder=HashEmbedder())) as c:
+        return [await call(c, tool, **args) for tool, args in calls]
+
+
+def at(when: datetime, target: Path | str, *calls: tuple[str, dict]) -> list[dict]:
+    """The tool calls `calls` in one MCP session at `when` (the clock running from there)."""
+    with time_machine.travel(when):
+        return anyio.run(session, target, list(calls))
+
+
+def recall(query: str) -> tuple[str, dict]:
+    return ("memory_recall", {"query": query})
+
+
+def author(content: str, **fields) -> tuple[str, dict]:
+    return ("memory_author", {"content": content, **fields})
+
+
+def explained(target: Path | str, query: str, when: datetime) -> dict[str, dict]:
+    (result,) = at(when, target, ("memory_explain", {"query": query, "k": 10}))
+    return {row["id"]: row for row in result["rows"]}
+
+
+async def _views(target: Path | str, ids: list[str]) -> dict[str, object]:
+    async with Memory.open(settings=settings_for(target), embedder=HashEmbedder()) as mem:
+        return {i: await mem.get(i) for i in ids}
+
+
+def views(target: Path | str, ids: list[str], when: datetime) -> dict:
+    with time_machine.travel(when, tick=False):
+        return anyio.run(_views, target, ids)
+
+
+# --------------------------------------------------------------------------- use and prune
+
+
+def test_a_memory_used_often_outlives_one_used_once_and_a_use_revives_it(store_target) -> None:
+    often, once = (r["id"] for r in at(T0, store_target, author(OFTEN), author(ONCE)))
+    at(T0 + DAY, store_target, recall(OFTEN), recall(ONCE))
+    for day in (10, 30, 60, 100, 150):
+        at(T0 + day * DAY, store_target, recall(OFTEN))
+    shown = views(store_target, [often, once], NOW)
+    # Retention and its prune ETA follow use: 6 spaced uses (the last 50 days ago) against
+    # one (199 days ago).
+    assert shown[often].retention > 0.2 > 0.02 > shown[once].retention
+    assert shown[once].prune_eta < NOW < shown[often].prune_eta
+    assert shown[often].prune_eta - shown[once].prune_eta > timedelta(days=150)
+    (report,) = at(NOW, store_target, ("memory_reflect", {"steps": ["prune"]}))
+    assert [s["applied"] for s in report["steps"]] == [1]
+    after = views(store_target, [often, once], NOW)
+    assert (after[often].archived, after[once].archived) == (False, True)
+    # A recall that finds the faded one is a use: it is live again, and forgets from now.
+    (found,) = at(NOW + timedelta(hours=1), store_target, recall(ONCE))
+    assert found["hits"][0]["id"] == once and found["hits"][0]["flags"]["faded"]
+    revived = views(store_target, [once], NOW + timedelta(hours=2))[once]
+    assert not revived.archived and revived.retention > 0.99
+    assert revived.prune_eta > NOW + timedelta(days=90)
+
+
+def test_base_level_sums_the_newest_uses_exactly(store_target, tmp_path) -> None:
+    """Used all year (16 early uses, 4 recent) against used only recently (the same 4): the
+    first is at least as recent. Keeping the oldest uses exactly made it look unused."""
+    year, recent = (r["id"] for r in at(T0, store_target, author(OFTEN), author(ONCE)))
+    for day in range(1, 17):
+        at(T0 + day * DAY, store_target, recall(OFTEN))
+    for day in range(195, 199):
+        at(T0 + day * DAY, store_target, recall(OFTEN), recall(ONCE))
+    rows = explained(store_target, "build cache NAS coffee machine descales", NOW)
+    assert rows[year]["rec"] > rows[recent]["rec"]
+    with time_machine.travel(NOW, tick=False):
+        history = anyio.run(_export_history, store_target)
+    kept = [datetime.fromisoformat(t) for t in history[year]["use_times"]]
+    assert history[year]["uses"] == 21 and len(kept) == 16
+    # The newest 16 of the 21: the four recent ones and the last twelve early ones.
+    assert min(kept).date() == (T0 + 5 * DAY).date() and max(kept).date() == (T0 + 198 * DAY).date()
+
+
+async def _export_history(target: Path | str) -> dict[str, dict]:
+    async with Memory.open(settings=settings_for(target), embedder=HashEmbedder()) as mem:
+        return {r["id"]: r["history"] async for r in mem.export_records()}
+
+
+def test_uses_inside_the_time_grain_count_once(store_target) -> None:
+    """Five recalls within a minute are one use: as recent as a single recall then."""
+    massed, single = (r["id"] for r in at(T0, store_target, author(OFTEN), author(ONCE)))
+    at(T0 + 2 * DAY, store_target, *[recall(OFTEN)] * 5, recall(ONCE))
+    rows = explained(store_target, "build cache NAS coffee machine descales", T0 + 3 * DAY)
+    assert rows[massed]["rec"] == pytest.approx(rows[single]["rec"], abs=1e-4)
+    with time_machine.travel(T0 + 3 * DAY, tick=False):
+        history = anyio.run(_export_history, store_target)
+    assert history[massed]["uses"] == history[single]["uses"] == 2
+    assert history[massed]["channels"]["recalled"] == 5
+
+
+# --------------------------------------------------------------------------- what reflection keeps
+
+
+def test_reflection_never_folds_two_intents_together(store_target) -> None:
+    first, second = at(
+        T0,
+        store_target,
+        (
+            "intent",
+            {
+                "action": "add",
+                "content": "Call the dentist about the crown",
+                "fire_at": (NOW + 2 * DAY).isoformat(),
+            },
+        ),
+        (
+            "intent",
+            {"action": "add", "content": "call the dentist about the crown!", "cue": "dentist"},
+        ),
+    )
+    at(NOW, store_target, ("memory_reflect", {}))
+    shown = views(store_target, [first["id"], second["id"]], NOW)
+    assert [v.archived for v in shown.values()] == [False, False]
+    (listed,) = at(NOW, store_target, ("intent", {"action": "list"}))
+    assert {first["id"], second["id"]} <= {i["id"] for i in listed["intents"]}
+
+
+def test_rescore_never_moves_a_high_importance_below_the_prune_guard(store_target) -> None:
+    """HIGH with salience NONE: rescore's formula would give 7.4, under the guard at 8, and
+    a year unused would then prune what its author marked important."""
+    (made,) = at(T0, store_target, author(OFTEN, importance="HIGH", salience="NONE"))
+    at(NOW + timedelta(days=365), store_target, ("memory_reflect", {}))
+    shown = views(store_target, [made["id"]], NOW + timedelta(days=366))[made["id"]]
+    assert (shown.importance, shown.archived) == (8.0, False)
+    assert shown.protected is not None
+
+
+@pytest.mark.anyio
+async def test_prune_skips_what_was_recalled_or_raised_since_its_plan(
+    store_target, monkeypatch
+) -> None:
+    monkeypatch.setattr(consolidation, "APPLY_BATCH", 1)
+    texts = [OFTEN, ONCE, "Fire drill happens monthly"]
+    with time_machine.travel(T0):
+        async with Memory.open(settings=settings_for(store_target), embedder=HashEmbedder()) as m:
+            ids = [(await m.author(t)).id for t in texts]
+    later = NOW + timedelta(days=30)
+    acted: list[str] = []
+    with time_machine.travel(later):
+        async with Memory.open(settings=settings_for(store_target), embedder=HashEmbedder()) as m:
+
+            async def progress(done: int, total: int, message: str) -> None:
+                if message.startswith("prune 1/") and not acted:
+                    live = [i for i in ids if not (await m.get(i)).archived]
+                    assert len(live) == 2  # planned: all three; applied: one
+                    await m.recall(texts[ids.index(live[0])])
+                    await m.update(live[1], importance="HIGH")
+                    acted.extend(live)
+
+            report = await m.reflect(["prune"], progress=progress)
+            step = report.steps[0]
+            assert (step.planned, step.applied, step.skipped) == (3, 1, 2)
+            states = {i: (await m.get(i)).archived for i in ids}
+    assert [states[i] for i in acted] == [False, False]
+
+
+def test_only_a_newer_memory_supersedes_the_one_it_refines(store_target) -> None:
+    (old,) = at(T0, store_target, author("The staging cluster has three worker nodes"))
+    (new,) = at(T0 + 10 * DAY, store_target, author("The staging cluster has four worker nodes"))
+    # The older one is linked as refining the newer one (a wrong or late link): no effect.
+    at(
+        T0 + 11 * DAY,
+        store_target,
+        (
+            "memory_update",
+            {"memory_id": old["id"], "links": [{"target": new["id"], "relation": "refines"}]},
+        ),
+    )
+    (found,) = at(NOW, store_target, recall("how many worker nodes has the staging cluster"))
+    flags = {h["id"]: h["flags"]["superseded_by"] for h in found["hits"]}
+    assert flags[new["id"]] is None
+    # The newer one refining the older one supersedes it.
+    at(
+        NOW,
+        store_target,
+        (
+            "memory_update",
+            {"memory_id": new["id"], "links": [{"target": old["id"], "relation": "refines"}]},
+        ),
+    )
+    (found,) = at(NOW, store_target, recall("how many worker nodes has the staging cluster"))
+    flags = {h["id"]: h["flags"]["superseded_by"] for h in found["hits"]}
+    assert flags[old["id"]] == new["id"] and flags[new["id"]] is None
+    assert found["hits"][0]["id"] == new["id"]
+
+
+# --------------------------------------------------------------------------- the bookkeeping
+
+
+def _use(memory: Record, when: datetime, channel: Channel = Channel.recalled, **kw) -> None:
+    apply_access(memory, AccessRecord(ts=when, channel=channel), grain=3600.0, **kw)
+
+
+def fresh() -> Record:
+    return Record(content="x", created_at=T0, last_accessed_at=T0)
+
+
+def test_apply_access_counts_uses_keeps_the_newest_times_and_the_first() -> None:
+    m = fresh()
+    for day in range(20):
+        _use(m, T0 + day * DAY, exact_k=16)
+    assert m.actr_count == 20
+    assert m.actr_times == [(T0 + d * DAY).timestamp() for d in range(19, 3, -1)]
+    assert m.first_access_at == T0
+    assert (m.access_count, m.strength, m.last_accessed_at) == (20, 21, T0 + 19 * DAY)
+    # The approximation over the 4 dropped uses stays within 1 % of the exact sum.
+    ages = [(NOW - (T0 + d * DAY)).total_seconds() for d in range(20)]
+    newest = [NOW.timestamp() - t for t in m.actr_times]
+    first = (NOW - m.first_access_at).total_seconds()
+    approx = base_level(newest, m.actr_count, first, grain=3600.0)
+    assert approx == pytest.approx(base_level_exact(ages, grain=3600.0), rel=0.01)
+
+
+def test_apply_access_folds_uses_inside_the_grain_and_counts_what_only_shows_nowhere() -> None:
+    m = fresh()
+    _use(m, T0, Channel.created)
+    _use(m, T0 + timedelta(minutes=10))
+    _use(m, T0 + timedelta(minutes=50))  # 40 min after the newest counted: still one use
+    assert (m.actr_count, m.actr_times) == (1, [(T0 + timedelta(minutes=50)).timestamp()])
+    _use(m, T0 + timedelta(hours=3))
+    assert m.actr_count == 2
+    for channel in (Channel.shown, Channel.injected, Channel.reflected):
+        _use(m, T0 + timedelta(days=5), channel)
+    assert m.actr_count == 2 and m.last_accessed_at == T0 + timedelta(hours=3)
+    assert m.channels == {"created": 1, "recalled": 3, "shown": 1, "injected": 1, "reflected": 1}
+    assert [a.channel for a in m.access_log][:2] == [Channel.reflected, Channel.injected]
+    # Another role's read is logged and changes nothing this owner's memory ages by.
+    before = (m.actr_count, m.access_count, m.strength, m.last_accessed_at)
+    _use(m, T0 + timedelta(days=9), count_for_owner=False)
+    assert (m.actr_count, m.access_count, m.strength, m.last_accessed_at) == before
+    assert m.channels["recalled"] == 4
+
+
+def test_the_ring_keeps_the_newest_accesses_and_the_history_exports_them() -> None:
+    m = fresh()
+    for hour in range(10):
+        _use(m, T0 + hour * timedelta(hours=2), ring_size=4, exact_k=3)
+    assert [a.ts for a in m.access_log] == [T0 + h * timedelta(hours=2) for h in (9, 8, 7, 6)]
+    record = history_record(m)
+    assert record["uses"] == 10 and len(record["use_times"]) == 3
+    assert [json.dumps(a["channel"]) for a in record["accesses"]] == ['"recalled"'] * 4
+    assert datetime.fromisoformat(record["learned_at"]) == T0
+    rec = float(sigmoid(base_level([3600.0 * 2], 1, None)))
+    assert 0 < rec < 1 and math.isfinite(rec)
