@@ -179,6 +179,21 @@ def test_reflection_never_folds_two_intents_together(store_target) -> None:
     assert {first["id"], second["id"]} <= {i["id"] for i in listed["intents"]}
 
 
+def test_reflection_never_folds_two_todos_together(store_target) -> None:
+    """Two open todos alike are two errands: folding one into the other loses one."""
+    first, second = at(
+        T0,
+        store_target,
+        ("todo", {"action": "add", "content": "Water the office plants"}),
+        ("todo", {"action": "add", "content": "water the office plants!"}),
+    )
+    at(NOW, store_target, ("memory_reflect", {}))
+    shown = views(store_target, [first["id"], second["id"]], NOW)
+    assert [v.archived for v in shown.values()] == [False, False]
+    (listed,) = at(NOW, store_target, ("todo", {"action": "list"}))
+    assert {first["id"], second["id"]} <= {t["id"] for t in listed["todos"]}
+
+
 def test_rescore_never_moves_a_high_importance_below_the_prune_guard(store_target) -> None:
     """HIGH with salience NONE: rescore's formula would give 7.4, under the guard at 8, and
     a year unused would then prune what its author marked important."""

@@ -101,9 +101,9 @@ def test_merge_takes_the_oldest_as_anchor_and_all_its_near_duplicates():
     assert {(m.anchor, m.dup) for m in items} == {("old", "new"), ("old", "mid")}
 
 
-def test_merge_never_crosses_type_role_todo_status_and_skips_scratch_and_intents():
+def test_merge_never_crosses_type_role_and_skips_scratch_todos_and_intents():
     e = basis()
-    vecs = np.stack([e[0]] * 8)
+    vecs = np.stack([e[0]] * 11)
     nodes = [
         node("a", 0),
         node("b", 1, type="skill"),
@@ -113,6 +113,9 @@ def test_merge_never_crosses_type_role_todo_status_and_skips_scratch_and_intents
         node("f", 5, type="scratch"),
         node("g", 6, type="scratch", hours=1),
         node("h", 7, owner="dev@b", hours=1),  # same role, another instance: merged
+        node("i", 8, type="todo", status="open", hours=1),  # two open todos alike: two errands
+        node("j", 9, type="intent"),
+        node("k", 10, type="intent", hours=1),
     ]
     assert [(m.anchor, m.dup) for m in plan_merges(nodes, vecs)] == [("a", "h")]
 

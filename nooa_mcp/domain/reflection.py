@@ -53,9 +53,10 @@ MERGE_SIMILARITY = 0.95
 LINK_LOW = 0.80
 LINK_HIGH = 0.95
 MAX_NEW_LINKS = 5
-#: Types reflection never merges or links: scratch is a working note, never consolidated;
-#: intents carry triggers that must not be folded into each other.
-UNMERGED_TYPES = frozenset({"scratch", "intent"})
+#: Types reflection never merges: scratch is a working note, never consolidated; intents carry
+#: triggers that must not be folded into each other; two todos alike are two things to do (the
+#: same errand on two days), and folding one into the other would lose one of them.
+UNMERGED_TYPES = frozenset({"scratch", "intent", "todo"})
 UNLINKED_TYPES = frozenset({"scratch"})
 #: Rescore weights: salience is centred on ROUTINE (0.3), repeats saturate at 16.
 SALIENCE_WEIGHT = 2.0
@@ -351,8 +352,8 @@ def _linkable(n: Node) -> bool:
     return not n.archived and n.type not in UNLINKED_TYPES
 
 
-def _merge_group(n: Node) -> tuple[str, str, str]:
-    return (n.role, n.type, n.status or "")
+def _merge_group(n: Node) -> tuple[str, str]:
+    return (n.role, n.type)
 
 
 def _pairs_within(
@@ -381,7 +382,7 @@ def plan_merges(
 ) -> list[MergeItem]:
     """Near-duplicates to merge, oldest anchor first (DESIGN.md §8.2).
 
-    Within a role, a type and (for todos) a status, memories are visited oldest first; each one
+    Within a role and a type, memories are visited oldest first; each one
     not yet taken becomes an anchor and takes every later memory at cosine ≥ threshold that is not
     taken. A duplicate is never an anchor, so applying any subset of the plan and planning again
     yields the rest of the same plan. Pairs in `exclude` (a memory and what it refines,

@@ -456,9 +456,7 @@ class _Pass:
 
     async def _merge_plan(self, rows: Rows) -> list[Any]:
         a, b, cos = self.planner.pairs(rows, MERGE_SIMILARITY)
-        same = (rows.type_code[a] == rows.type_code[b]) & (
-            rows.status_code[a] == rows.status_code[b]
-        )
+        same = rows.type_code[a] == rows.type_code[b]
         same &= rows.mask_types(UNMERGED_TYPES, keep=False)[a]
         a, b, cos = a[same], b[same], cos[same]
         if not a.size:
