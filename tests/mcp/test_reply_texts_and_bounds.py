@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 from mcp import Client
-from tokens_support import REPLY_BUDGET, real_tokens
+from tokens_support import CLIENT_CAP, REPLY_BUDGET, real_tokens
 
+from nooa_mcp import Memory
 from nooa_mcp.config import Settings
 from nooa_mcp.domain.replies import (
     AuthorResult,
@@ -594,3 +595,64 @@ def test_contents_are_halved_before_hits_are_left_out_and_the_note_says_so_once(
     assert real_tokens(dropped.model_dump_json()) <= REPLY_BUDGET // 2
     one = bound_recall(_long_recall(3, 2_000), budget_tokens=10)
     assert len(one.hits) == 1
+
+
+# ------------------------------------------------------------------ reply budget, through a server
+
+
+async def _k50_recall_of_long_memories(tmp_path: Path) -> tuple[str, str, dict]:
+    """A k=50 recall over sixty long memories that all match: even with every content clipped
+    the hits do not fit one reply. Returns its text, its structured content as JSON, and that
+    content."""
+    settings = Settings(store=tmp_path / "m.sqlite", owner="coder@laptop")
+    async with Memory.open(settings=settings, embedder=HashEmbedder()) as mem:
+        specs = [
+            {"content": f"deploy note {i} " + " ".join(f"harbor{i} crane{j}" for j in range(600))}
+            for i in range(60)
+        ]
+        await mem.author_many(specs)
+    async with Client(build_server(settings, embedder=HashEmbedder()), cache=None) as client:
+        result = await client.call_tool("memory_recall", {"query": "deploy note", "k": 50})
+    assert not result.is_error
+    structured = result.structured_content
+    return result.content[0].text, json.dumps(structured), structured
+
+
+async def test_a_k50_recall_reply_drops_its_lowest_hits_to_fit_the_8k_budget(
+    tmp_path: Path,
+) -> None:
+    """Kills: recall never drops hits to fit the reply budget (a k=50 reply ran to 13.2k).
+
+    Measured in SPEC §2's documented unit (tokens ≈ characters / 4) against SPEC §12's 8k,
+    text and structured content together: the lowest-ranked hits are left out, the ranks stay
+    1..n and the note says why.
+    """
+    text, structured, content = await _k50_recall_of_long_memories(tmp_path)
+    assert (len(text) + len(structured)) / 4 <= REPLY_BUDGET
+    hits = content["hits"]
+    assert 1 < len(hits) < 50
+    assert [h["rank"] for h in hits] == list(range(1, len(hits) + 1))
+    assert content["note"].count("left out to stay within the reply budget") == 1
+
+
+async def test_a_k50_recall_reply_fits_the_8k_budget_in_real_tokens(tmp_path: Path) -> None:
+    """The same reply counted with the bundled MiniLM tokenizer against SPEC §12's 8k."""
+    text, structured, _ = await _k50_recall_of_long_memories(tmp_path)
+    assert real_tokens(text) + real_tokens(structured) <= REPLY_BUDGET
+
+
+def test_the_hard_cap_holds_whatever_budget_a_caller_passes() -> None:
+    """Kills: hard reply cap ×10 (the bound tests imported the cap from the module they check).
+
+    A caller passing a budget far above the cap still gets a summary clipped under the 25k
+    tokens clients enforce (SPEC §12), counted with the real tokenizer. The text is plain
+    prose, about a word per token.
+    """
+    prose = "The staging database restarts at midnight and the backups run after it. " * 8_000
+    assert real_tokens(prose) > 4 * CLIENT_CAP
+    reply = tool_result(UpdateResult(id="0" * 32, changed=[]), prose, budget_tokens=10**7)
+    text = reply.content[0].text
+    used = real_tokens(text) + real_tokens(json.dumps(reply.structured_content))
+    assert used <= CLIENT_CAP, used
+    assert text.endswith("… [summary clipped; the structured result has every field]")
+    assert used > CLIENT_CAP // 2  # the cap clips; it does not empty the reply

@@ -392,3 +392,23 @@ async def test_an_embedding_failure_beside_the_keyword_read_reaches_the_caller_a
         assert (await mem.recall("staging database password")).hits
     finally:
         await mem_cm.__aexit__(None, None, None)
+
+
+# --------------------------------------------------------------------------- type filter
+
+
+async def test_a_type_filter_also_holds_for_memories_reached_by_spreading(mem: Memory) -> None:
+    """Kills: the type filter skipped for memories reached by spreading (`types=["todo"]`
+    returned an info memory through an edge)."""
+    todo = (await mem.todo("add", content="Rotate the harbor crane keys.")).id
+    info = (await mem.author("Quarterly tax filing needs the blue folder.")).id
+    assert todo is not None
+    await mem.link(todo, info, "causes")
+    everything = await mem.recall("harbor crane keys", k=10, hops=1)
+    only_todos = await mem.recall("harbor crane keys", k=10, hops=1, types=["todo"])
+    # Without the filter, spreading does reach the info memory through the edge...
+    reached = {h.id: h.components.source for h in everything.hits}
+    assert reached.get(info) == "spread"
+    # ...and with it, nothing but todos comes back, by any route.
+    assert [h.id for h in only_todos.hits] == [todo]
+    assert {h.type.value for h in only_todos.hits} == {"todo"}
