@@ -49,7 +49,7 @@ async def test_authoring_stores_the_memory_with_its_ladder_values(mem):
 
 async def test_an_exact_repeat_is_idempotent_and_logs_a_reinforcement(mem):
     """A client retrying after a timeout must not create a second memory; the repeat is the
-    author saying it again (SPEC §5 v2: `exists`, logged `reinforced`), and what it adds (a
+    author saying it again (DESIGN.md §4.2: `exists`, logged `reinforced`), and what it adds (a
     higher importance, new tags) is kept."""
     first = await mem.author("the build cache lives in /var/cache/build", importance="LOW")
     again = await mem.author(
@@ -65,7 +65,7 @@ async def test_an_exact_repeat_is_idempotent_and_logs_a_reinforcement(mem):
 
 
 async def test_a_near_duplicate_is_stored_and_linked_to_the_closest_memory(mem):
-    """SPEC §5 v2: a near-duplicate is its own memory, linked `related` to the closest one,
+    """DESIGN.md §4.3: a near-duplicate is its own memory, linked `related` to the closest one,
     and the reply says which (the earlier rule reinforced the original and dropped the new)."""
     first = await mem.author("deploys run from the ci runner named atlas", importance="LOW")
     twin = await mem.author(
@@ -222,7 +222,7 @@ async def test_cross_role_writes_are_refused_and_foreign_rows_stay_invisible(set
             await theirs.get(own)
         with pytest.raises(NotFound):
             await theirs.update(own, content="hijacked")
-        # SPEC §10 (amended): without a read grant, * narrows to the caller's own role.
+        # DESIGN.md §10: without a read grant, * narrows to the caller's own role.
         with pytest.raises(NotFound):
             await theirs.get(own, scope="*")
     granted = Settings(store=settings.store, owner="reviewer@desk", read=["coder"])
@@ -368,7 +368,7 @@ async def test_stats_count_by_type_and_owner(mem):
 
 
 async def test_another_readers_query_on_a_shared_memory_is_redacted(tmp_path: Path) -> None:
-    """Kills: access-log redaction disabled (another role's query showed on a shared memory).
+    """Catches: access-log redaction disabled (another role's query showed on a shared memory).
 
     Both sides: Alice sees that Bob read the shared memory (when, how) but neither his query
     nor his session; she does see her own query and session.

@@ -59,7 +59,7 @@ class TableEmbedder:
 
 
 async def test_the_weak_flag_sits_at_the_documented_line_from_both_sides(tmp_path: Path) -> None:
-    """Kills: weak-relevance threshold halved (or doubled) in RecallSettings.
+    """Catches: weak-relevance threshold halved (or doubled) in RecallSettings.
 
     rel = λ·cos with no shared word: cos 0.34 gives rel 0.17 (weak), cos 0.38 gives 0.19 (not).
     """
@@ -78,7 +78,7 @@ async def test_the_weak_flag_sits_at_the_documented_line_from_both_sides(tmp_pat
 
 
 async def test_one_relevant_hit_among_weak_ones_is_not_nothing_relevant(tmp_path: Path) -> None:
-    """Kills: `nothing_relevant` computed with any() instead of all() over the weak flags."""
+    """Catches: `nothing_relevant` computed with any() instead of all() over the weak flags."""
     query = "whereabouts of quokka fodder"
     embedder = TableEmbedder(query, {"Marmalade": 0.1, "Trombone": 0.8})
     async with Memory.open(tmp_path / "m.sqlite", owner="a", embedder=embedder) as mem:
@@ -98,9 +98,9 @@ async def test_one_relevant_hit_among_weak_ones_is_not_nothing_relevant(tmp_path
 
 
 async def test_a_forgotten_value_is_blocked_at_cosine_097_and_not_at_093(tmp_path: Path) -> None:
-    """Kills: tombstone cosine threshold 0.95 → 0.9999 (and any drop toward dedup's 0.92).
+    """Catches: tombstone cosine threshold 0.95 → 0.9999 (and any drop toward dedup's 0.92).
 
-    SPEC §7: authoring content at cosine ≥ 0.95 to a tombstoned memory is blocked; the old
+    DESIGN.md §4.4: authoring content at cosine ≥ 0.95 to a tombstoned memory is blocked; the old
     test only met cosine 1.0 (the hash embedder ignores punctuation).
     """
     query = "never asked"
