@@ -877,6 +877,38 @@ def hooks_uninstall(scope: str, settings_file: Path | None, dry_run: bool) -> No
     _apply(settings_file or settings_path(scope), None, dry_run, "Removed nooa's hooks from")
 
 
+@hooks.command(name="trust")
+@click.argument("path", required=False, type=click.Path(path_type=Path))
+@click.option("--remove", is_flag=True, help="Take PATH off the list.")
+def hooks_trust(path: Path | None, remove: bool) -> None:
+    """Let the hooks read a project's own store (PATH: the store file, or the project folder
+    for its .nooa/memory.sqlite). Without PATH, list the trusted stores.
+
+    A hook never reads a .nooa/memory.sqlite it finds in a project unless it is on this list
+    (or given with --store / NOOA_STORE): a cloned repository can ship one.
+    """
+    from .hooks import paths
+
+    if path is None:
+        if remove:
+            raise click.UsageError("--remove needs the PATH to take off the list.")
+        entries = paths.trusted_stores()
+        click.echo(
+            "\n".join(entries) if entries else f"No trusted project stores ({paths.trust_file()})."
+        )
+        return
+    try:
+        target, changed = paths.set_trusted(str(path), not remove)
+    except OSError as exc:
+        raise click.ClickException(
+            f"cannot write {paths.trust_file()} ({exc.strerror}); nothing was changed."
+        ) from None
+    if remove:
+        click.echo(f"No longer trusted: {target}." if changed else f"{target} was not trusted.")
+    else:
+        click.echo(f"Trusted: {target}." if changed else f"{target} was already trusted.")
+
+
 # ------------------------------------------------------------------------ migrate
 # Owned by the PostgreSQL work; the copying lives in nooa_mcp/storage/migrate.py.
 

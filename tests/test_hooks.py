@@ -307,6 +307,11 @@ def test_a_project_store_under_the_working_directory_is_the_hooks_store(
 
     anyio.run(write)
     deep = project / "invoices"
+    # The user trusts the project's store (a store found in a checkout is read only then).
+    trusted = CliRunner().invoke(
+        main, ["hooks", "trust", str(project)], env={"XDG_CONFIG_HOME": str(tmp_path / "config")}
+    )
+    assert trusted.exit_code == 0, trusted.output
     text = run_hook("session-start", recorded("session_start", deep), hook_env(tmp_path)).context
     assert "Invoice numbers restart every fiscal year" in text
     # An explicit store wins over the project's.

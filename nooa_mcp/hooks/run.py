@@ -101,11 +101,25 @@ def log(event: str, message: str) -> None:
 
 
 def _store(explicit: str | None, root: str) -> str:
+    """The store this hook reads: the configured one, a trusted project store, or the default.
+
+    Raises:
+        HookFailed: the project holds a store the user never configured. A cloned repository
+            can ship `.nooa/memory.sqlite` with rows written to steer the model, so such a file
+            is neither read nor written, and the default store is not used in its place either
+            (the user would not see why the project's memory is missing).
+    """
     if explicit:
         return os.path.expanduser(explicit)
     if root:
         own = os.path.join(root, paths.PROJECT_STORE)
-        if os.path.isfile(own):
+        if os.path.lexists(own):
+            if not paths.is_trusted(own):
+                raise HookFailed(
+                    f"{own} is a project store you have not configured (a checkout can ship "
+                    "one), so it was not read; to use it, run `nooa-mcp hooks trust "
+                    f"{own}` or pass --store"
+                )
             return own
     return paths.default_store()
 
