@@ -743,6 +743,12 @@ url_option = click.option(
     help="A running `nooa-mcp serve --transport http` to ask first (env NOOA_URL; its bearer "
     "token in NOOA_TOKEN).",
 )
+deadline_option = click.option(
+    "--deadline",
+    envvar="NOOA_HOOK_SECONDS",
+    help="Seconds the whole hook may take (connect, every query, a server's answer); past "
+    "them it prints nothing (env NOOA_HOOK_SECONDS; default 2).",
+)
 
 
 @main.group()
@@ -754,27 +760,37 @@ def hook() -> None:
     """
 
 
-def _hook(ctx: Context, event: str, url: str | None) -> None:
+def _hook(ctx: Context, event: str, url: str | None, deadline: str | None) -> None:
     from .hooks.run import run
 
     store = str(ctx.store) if ctx.store is not None else None
-    run(event, store=store, owner=ctx.owner, url=url, stdin=sys.stdin, stdout=sys.stdout)
+    run(
+        event,
+        store=store,
+        owner=ctx.owner,
+        url=url,
+        deadline=deadline,
+        stdin=sys.stdin,
+        stdout=sys.stdout,
+    )
 
 
 @hook.command(name="session-start")
 @url_option
+@deadline_option
 @click.pass_obj
-def hook_session_start(ctx: Context, url: str | None) -> None:
+def hook_session_start(ctx: Context, url: str | None, deadline: str | None) -> None:
     """SessionStart: open todos, due intents, the project's most important memories."""
-    _hook(ctx, "session-start", url)
+    _hook(ctx, "session-start", url, deadline)
 
 
 @hook.command(name="user-prompt")
 @url_option
+@deadline_option
 @click.pass_obj
-def hook_user_prompt(ctx: Context, url: str | None) -> None:
+def hook_user_prompt(ctx: Context, url: str | None, deadline: str | None) -> None:
     """UserPromptSubmit: the intents the prompt cues and the memories relevant to it."""
-    _hook(ctx, "user-prompt", url)
+    _hook(ctx, "user-prompt", url, deadline)
 
 
 @main.group()
