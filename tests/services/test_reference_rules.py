@@ -20,7 +20,6 @@ import pytest
 
 from nooa_mcp import Memory
 from nooa_mcp.domain.references import (
-    MAX_REFERENCES,
     check_relative,
     clip,
     memory_targets,
@@ -219,8 +218,8 @@ def test_no_references_is_an_empty_list_and_one_text_is_a_list_of_one():
 
 
 def test_twenty_distinct_references_are_accepted_and_repeats_do_not_count():
-    many = [f"file:f{i}.md" for i in range(MAX_REFERENCES)]
-    assert len(parse_references(many + many)) == MAX_REFERENCES
+    many = [f"file:f{i}.md" for i in range(20)]  # the documented limit (DESIGN §17.1)
+    assert len(parse_references(many + many)) == 20
     exc = refusal(parse_references, [*many, "file:one-more.md"], "refs")
     assert str(exc) == "refs: 21 references given. Pass at most 20."
 
