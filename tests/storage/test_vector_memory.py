@@ -1,5 +1,5 @@
-"""The vector index's memory (issue 12, RSS ≤ 400 MB at 100k): growth without a second copy of
-the matrix, answers identical to an index built in one go, and freed memory handed back."""
+"""The vector index's memory (resident set ≤ 400 MB at 100k memories): growth without a second
+copy of the matrix, answers identical to an index built in one go, and freed memory handed back."""
 
 from __future__ import annotations
 
