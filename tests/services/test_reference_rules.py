@@ -505,6 +505,9 @@ async def test_file_work_that_outlasts_the_read_limit_is_abandoned(monkeypatch):
         assert not finished.is_set()  # _off_loop returned while the read still hung
     finally:
         release.set()
+    # The next read gets a thread as usual; with a limit a loaded machine can meet in the
+    # scheduling alone (0.05 s), the quick call would time out on luck, so it gets a wide one.
+    monkeypatch.setattr(refs_service, "READ_SECONDS", 30)
     assert await refs_service._off_loop(lambda: "quick") == "quick"
     await anyio.sleep(0)
 

@@ -307,6 +307,11 @@ def test_a_project_store_under_the_working_directory_is_the_hooks_store(
 
     anyio.run(write)
     deep = project / "invoices"
+    # The user trusts the project's store (a store found in a checkout is read only then).
+    trusted = CliRunner().invoke(
+        main, ["hooks", "trust", str(project)], env={"XDG_CONFIG_HOME": str(tmp_path / "config")}
+    )
+    assert trusted.exit_code == 0, trusted.output
     text = run_hook("session-start", recorded("session_start", deep), hook_env(tmp_path)).context
     assert "Invoice numbers restart every fiscal year" in text
     # An explicit store wins over the project's.
@@ -339,6 +344,8 @@ def test_a_store_of_an_older_schema_is_answered_through_the_full_store_code(
 ) -> None:
     with sqlite3.connect(store) as conn:
         conn.execute("PRAGMA user_version = 1")
+    # The full store code imports the whole package: more than the default 2 s under load.
+    env = {**env, "NOOA_HOOK_SECONDS": "60"}
     text = run_hook("user-prompt", recorded("user_prompt", project), env, "--store", str(store))
     assert "The billing service exports invoices" in text.context
     assert any("schema version 1" in line for line in log_lines(tmp_path))
