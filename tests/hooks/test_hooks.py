@@ -20,7 +20,6 @@ from click.testing import CliRunner
 from hooks_support import hook_env, log_lines, open_memory, recorded, run_hook
 
 from nooa_mcp.cli import main
-from nooa_mcp.domain.injection import CONTEXT_CHARS, ITEM_CHARS
 
 OWNER = "claude-code"
 
@@ -264,8 +263,10 @@ def test_the_injected_block_stays_far_below_what_claude_code_previews(
     anyio.run(crowd)
     for event, name in (("session-start", "session_start"), ("user-prompt", "user_prompt")):
         text = run_hook(event, recorded(name, project), env, "--store", str(store)).context
-        assert 0 < len(text) <= CONTEXT_CHARS
-        assert all(len(line) <= ITEM_CHARS + 40 for line in text.splitlines())
+        # README: under 4,000 characters; an item's text clipped at 300 (its line adds the id,
+        # type and importance, under 40 more). Stated here, not imported from the code.
+        assert 0 < len(text) <= 4_000
+        assert all(len(line) <= 300 + 40 for line in text.splitlines())
 
 
 # --------------------------------------------------------------------------- owner and store
