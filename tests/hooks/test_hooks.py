@@ -1,7 +1,9 @@
 """Claude Code hooks (issue 13 items 1–2): recorded hook JSON in, the context to inject out.
 
-Every test runs the installed `nooa-mcp` console script in a fresh process, as Claude Code runs
-a command hook, on a store written through the Memory facade.
+Every test runs twice on a store written through the Memory facade: the installed `nooa-mcp`
+console script in a fresh process, as Claude Code runs a command hook, and the same invocation
+answered in this process (so coverage and mutation testing see `storage/quick.py` and
+`hooks/local.py`, which a subprocess hides from them).
 """
 
 from __future__ import annotations
@@ -15,13 +17,22 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import anyio
+import hooks_support
 import pytest
 from click.testing import CliRunner
-from hooks_support import hook_env, log_lines, open_memory, recorded, run_hook
+from hooks_support import hook_env, log_lines, open_memory, recorded, run_hook_in_process
 
 from nooa_mcp.cli import main
 
 OWNER = "claude-code"
+run_hook = hooks_support.run_hook
+
+
+@pytest.fixture(autouse=True, params=["console script", "in process"])
+def _how(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test once through the console script, once in this process."""
+    if request.param == "in process":
+        monkeypatch.setitem(globals(), "run_hook", run_hook_in_process)
 
 
 @pytest.fixture
