@@ -714,25 +714,37 @@ async def test_model_load_begins_after_the_listing_on_its_own(settings: Settings
     warming = WarmingEmbedder(HashEmbedder, "hash-384", 384, start=False)
     async with Client(build_server(settings, embedder=warming), cache=None) as c:
         await c.list_tools()
-        with anyio.fail_after(5):
+        with anyio.fail_after(60):  # a hung job's guard, not a timing
             while not warming.started:
                 await anyio.sleep(0.05)
     assert warming.ready
 
 
-async def test_a_stdio_server_opens_its_store_when_first_needed(tmp_path: Path) -> None:
+async def test_a_stdio_server_opens_its_store_when_first_needed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Issue 12: `nooa-mcp serve` answers the handshake before it opens the store (numpy,
     # the vector cache); the first call that needs a Memory opens it.
     from nooa_mcp.mcp.handlers import Owners
     from nooa_mcp.mcp.identity import Identity
+    from nooa_mcp.storage.sqlite import SQLiteStore
 
+    opened: list[Path] = []
+    real_open = SQLiteStore.open.__func__  # type: ignore[attr-defined]
+
+    async def noted(cls, path):
+        opened.append(Path(path))
+        return await real_open(cls, path)
+
+    monkeypatch.setattr(SQLiteStore, "open", classmethod(noted))
     store = tmp_path / "later.sqlite"
     settings = Settings(store=store, owner="tester")
     async with Owners.when_needed(settings, HashEmbedder) as owners:
-        await anyio.sleep(0.1)
-        assert owners.engine is None and not store.exists()
+        # Every task the server started has run until it waits: none of them opened the store.
+        await anyio.wait_all_tasks_blocked()
+        assert opened == [] and owners.engine is None and not store.exists()
         memory = await owners.memory(Identity(owner="tester", source="settings"))
-        assert store.exists()
+        assert store.exists() and opened == [store]
         assert (await memory.author("The deploy key lives in the vault.")).status == "created"
     async with Owners.when_needed(settings, HashEmbedder) as owners:
         pass  # closed before anything needed it: nothing opened, nothing raised

@@ -17,8 +17,11 @@ import time_machine
 from nooa_mcp import Memory, Settings
 from nooa_mcp.config import RecallSettings
 from nooa_mcp.domain import scoring
-from nooa_mcp.domain.scoring import NO_ACCESS_B, OutEdge, Weights
+from nooa_mcp.domain.scoring import OutEdge, Weights
 from nooa_mcp.embeddings import HashEmbedder
+
+#: B of a memory never accessed (DESIGN §17.1 `NO_ACCESS_B`), stated here, not imported.
+NO_ACCESS_B = -10
 
 # --------------------------------------------------------------------------- overlaps
 
