@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from pathlib import Path
 
 import anyio
@@ -43,7 +44,7 @@ def hook(request, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     env = hook_env(tmp_path)
 
     def in_process(event: str, payload: dict, store: Path) -> Answer:
-        for name in [k for k in list(__import__("os").environ) if k.startswith("NOOA_")]:
+        for name in [k for k in os.environ if k.startswith("NOOA_")]:
             monkeypatch.delenv(name)
         for name in ("XDG_DATA_HOME", "XDG_CONFIG_HOME", "HOME"):
             monkeypatch.setenv(name, env[name])
