@@ -323,3 +323,60 @@ def test_session_start_leads_with_the_projects_labelled_memories(
     assert contents[2:] == ["Unrelated but critical fact"]
     text = local.session_context(_opened(store), OWNER, "billing", None)
     assert "Most important memories for billing:" in text
+
+
+def test_a_recurring_cue_intent_rests_for_its_cooldown_after_firing(
+    store: Path, project: Path
+) -> None:
+    async def fill() -> str:
+        async with open_memory(store, OWNER) as mem:
+            added = await mem.intent(
+                "add", content="Mention the export runbook", cue="invoice export", every_hours=1
+            )
+            return added.id
+
+    intent = anyio.run(fill)
+    payload = recorded("user_prompt", project, prompt="Why did the invoice export fail?")
+    assert "Mention the export runbook" in _hook("user-prompt", payload, store)
+    # Within the hour it rests; the hook still answers (nothing else is relevant: no output).
+    assert _hook("user-prompt", payload, store) == ""
+    with sqlite3.connect(store) as conn:
+        trigger = json.loads(
+            conn.execute("SELECT trigger FROM memories WHERE id = ?", (intent,)).fetchone()[0]
+        )
+    assert trigger["fired_count"] == 1 and trigger["every_hours"] == 1
+
+
+def test_an_intent_fired_at_session_start_is_logged_with_the_session(
+    store: Path, project: Path
+) -> None:
+    soon = datetime.now(UTC) + timedelta(seconds=1)
+
+    async def fill() -> str:
+        async with open_memory(store, OWNER) as mem:
+            return (await mem.intent("add", content="Check the backup", fire_at=soon)).id
+
+    intent = anyio.run(fill)
+    time.sleep(1.5)  # until it is due
+    payload = recorded("session_start", project, session_id="sess-7")
+    assert "Check the backup" in _hook("session-start", payload, store, owner="claude-code@desk")
+
+    async def log() -> list:
+        async with open_memory(store, OWNER) as mem:
+            return [r for _, r in await mem.access_log(intent) if r.channel.value == "injected"]
+
+    (record,) = anyio.run(log)
+    assert record.session_ref == "sess-7" and record.reader_owner == "claude-code@desk"
+
+
+def test_a_project_name_with_a_quote_is_a_label_not_a_query(store: Path, tmp_path: Path) -> None:
+    root = tmp_path / 'bill"ing'
+    (root / ".git").mkdir(parents=True)
+
+    async def fill() -> None:
+        async with open_memory(store, OWNER) as mem:
+            await mem.author("Quoted project notes", importance="LOW", tags=['bill"ing'])
+
+    anyio.run(fill)
+    text = _hook("session-start", recorded("session_start", root), store)
+    assert "Quoted project notes" in text
