@@ -854,6 +854,12 @@ def _apply(path: Path, wanted: Any, dry_run: bool, done: str) -> None:
     "--token-env",
     help="With --http: the environment variable holding the bearer token (e.g. NOOA_TOKEN).",
 )
+@click.option(
+    "--deadline",
+    type=click.FloatRange(min=0, min_open=True, max=3600),
+    help="Seconds the hook may take in all (default 2); e.g. 5 for a PostgreSQL store "
+    "without a server.",
+)
 @click.pass_obj
 def hooks_install(
     ctx: Context,
@@ -864,6 +870,7 @@ def hooks_install(
     url: str | None,
     http: bool,
     token_env: str | None,
+    deadline: float | None,
 ) -> None:
     """Add the SessionStart and UserPromptSubmit hooks (merged; other hooks are kept)."""
     from .hooks.install import InstallError, default_command, handlers, settings_path
@@ -876,6 +883,7 @@ def hooks_install(
             url=url,
             http=http,
             token_env=token_env,
+            deadline=deadline,
         )
     except InstallError as exc:
         raise click.ClickException(str(exc)) from None
