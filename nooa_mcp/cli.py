@@ -234,15 +234,15 @@ def serve(
     allow_host: tuple[str, ...] = (),
 ) -> None:
     """Serve MCP (stdio by default, or streamable HTTP on loopback)."""
-    from .mcp import server
+    from . import serving
 
-    server.single_threaded_blas()
+    serving.single_threaded_blas()
     try:
         settings = _with_hosts(ctx.settings(), allow_host)
         # The server opens its store inside the MCP lifespan, where a wrong URL or a database
         # that is down would end in a traceback: check a PostgreSQL store first.
         anyio.run(_reachable, settings.store)
-        server.run(settings, transport=transport, host=host, port=port, tokens_file=tokens_file)
+        serving.run(settings, transport=transport, host=host, port=port, tokens_file=tokens_file)
     except NooaError as exc:
         raise click.ClickException(str(exc)) from None
 
