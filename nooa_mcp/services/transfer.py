@@ -173,7 +173,7 @@ async def export_records(c: Caller, *, include_archived: bool = False) -> AsyncI
         stones = await c.store.all_tombstones([m.id for m in page if m.archived])
         for memory in page:
             after = memory.seq
-            shown = await view(c, memory, scope)
+            shown = await view(c, memory, scope, edge_limit=None)
             record = shown.model_dump(mode="json", include={*IMPORT_FIELDS, "owner", "archived"})
             record["edges"] = [
                 {k: e[k] for k in ("target", "type", "weight", "created_at")} for e in shown.edges

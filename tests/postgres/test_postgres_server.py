@@ -1,4 +1,4 @@
-"""The MCP server end to end on PostgreSQL: tests/test_server.py's tests, on a fresh schema.
+"""The MCP server end to end on PostgreSQL: tests/mcp/test_server.py's tests, on a fresh schema.
 
 Every test of test_server.py that takes only the `client` or `settings` fixture runs here
 again, with the store on PostgreSQL instead of a SQLite file (the lifespan, tools, resources,

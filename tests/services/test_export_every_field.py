@@ -173,3 +173,39 @@ def test_every_field_survives_export_and_import(store_target, tmp_path, monkeypa
     for memory_id, line in lines.items():
         for key in line:
             assert relines[memory_id][key] == line[key], (memory_id, key)
+
+
+async def build_hub(target: Path, root: Path, spokes: int) -> tuple[str, list[str]]:
+    """A memory linked to `spokes` others through the tools: more than a reply shows."""
+    server = build_server(settings_for(target, root), embedder=HashEmbedder())
+    async with Client(server) as c:
+        ids = [
+            (await call(c, "memory_author", content=f"Runbook step {n}: restart worker {n}"))["id"]
+            for n in range(spokes)
+        ]
+        links = [{"target": t, "relation": "related"} for t in ids]
+        hub = await call(
+            c, "memory_author", content="The on-call runbook for the worker fleet", links=links
+        )
+    return hub["id"], ids
+
+
+def test_an_export_carries_every_edge_of_a_memory_not_the_fifty_a_reply_shows(
+    store_target, tmp_path, monkeypatch
+) -> None:
+    root = tmp_path / "project"
+    root.mkdir()
+    source = tmp_path / "source.sqlite"
+    hub, spokes = anyio.run(build_hub, source, root, 60)
+    exported = run_cli(source, root, monkeypatch, "export")
+    line = next(json.loads(x) for x in exported.splitlines() if json.loads(x)["id"] == hub)
+    assert len(line["edges"]) == 60
+    assert {e["target"] for e in line["edges"]} == set(spokes)
+    (tmp_path / "all.jsonl").write_text(exported)
+    run_cli(store_target, root, monkeypatch, "import", str(tmp_path / "all.jsonl"))
+    again = run_cli(store_target, root, monkeypatch, "export")
+    reline = next(json.loads(x) for x in again.splitlines() if json.loads(x)["id"] == hub)
+    assert {e["target"] for e in reline["edges"]} == set(spokes)
+    # A reply still shows the fifty strongest and says how many there are.
+    shown = anyio.run(views, store_target, root, {"hub": hub})["hub"]
+    assert (len(shown["edges"]), shown["edges_total"]) == (50, 60)

@@ -24,7 +24,7 @@ import anyio
 import pytest
 from pydantic import BaseModel
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DESIGN = ROOT / "docs" / "DESIGN.md"
 README = ROOT / "README.md"
 TOOLS_JSON = ROOT / "nooa_mcp" / "mcp" / "tools.json"

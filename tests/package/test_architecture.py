@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "nooa_mcp"
+PACKAGE = Path(__file__).resolve().parents[2] / "nooa_mcp"
 
 #: Tier of each top-level part of the package (a folder or a module).
 TIERS: dict[str, int] = {
