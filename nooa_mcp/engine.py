@@ -104,11 +104,12 @@ class Engine:
         #: The most that callers waiting in `flush` need finished: until then the writer
         #: starts without its delay.
         self._behind_wanted = 0
-        self._behind_wake = asyncio.Event()
+        #: Set when a log is queued; the writer replaces it by a fresh one once woken.
+        self._behind_wake = anyio.Event()
         #: Set, and replaced by a fresh one, each time a log finishes.
-        self._behind_step = asyncio.Event()
+        self._behind_step = anyio.Event()
         #: Set when a caller starts waiting in `flush`: cuts the writer's delay short.
-        self._behind_hurry = asyncio.Event()
+        self._behind_hurry = anyio.Event()
         self._writer: asyncio.Task[None] | None = None
         #: The first read of the stored vectors when it waits for the model (`vectors_later`).
         self._first_vectors: asyncio.Task[None] | None = None
@@ -359,9 +360,9 @@ class Engine:
     async def _write_behind(self) -> None:
         while True:
             await self._behind_wake.wait()
-            self._behind_wake.clear()
+            self._behind_wake = anyio.Event()
             if self._behind_done >= self._behind_wanted:  # nobody waits for these yet
-                self._behind_hurry.clear()
+                self._behind_hurry = anyio.Event()
                 with anyio.move_on_after(AFTER_REPLY_DELAY):
                     await self._behind_hurry.wait()
             while self._behind:
@@ -377,7 +378,7 @@ class Engine:
                     logger.exception("logging accesses after a reply failed")
                 finally:
                     self._behind_done += 1
-                    step, self._behind_step = self._behind_step, asyncio.Event()
+                    step, self._behind_step = self._behind_step, anyio.Event()
                     step.set()
 
     # ------------------------------------------------------------------ activity

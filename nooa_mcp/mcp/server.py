@@ -165,7 +165,7 @@ def build_server(
 
 
 def _tune_malloc() -> None:
-    from ..heap import tune_malloc
+    from ..malloc_tuning import tune_malloc
 
     tune_malloc()
 

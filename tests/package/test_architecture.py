@@ -28,7 +28,7 @@ TIERS: dict[str, int] = {
     "config": 0,
     "storage": 1,
     "embeddings": 1,
-    "heap": 1,
+    "malloc_tuning": 1,
     "hosts": 1,
     "model_file": 1,
     "shared_runs": 2,
