@@ -878,7 +878,7 @@ def hooks_uninstall(scope: str, settings_file: Path | None, dry_run: bool) -> No
 
 
 # ------------------------------------------------------------------------ migrate
-# Owned by the PostgreSQL work; the copying lives in nooa_mcp/storage/migrate.py.
+# The copying between backends lives in nooa_mcp/storage/migrate.py.
 
 
 @main.command()
@@ -934,14 +934,14 @@ async def migrate(source: str, dest: str, as_json: bool) -> None:
 
 
 # --------------------------------------------------------------------------- eval
-# Owned by the evaluation work: the `eval` group lives in nooa_mcp/evaluation/cli.py.
+# The `eval` group lives in nooa_mcp/evaluation/cli.py.
 from .evaluation.cli import eval_group  # noqa: E402
 
 main.add_command(eval_group)
 
 
 # --------------------------------------------------------------------------- ui
-# Owned by the console work: the web front end lives in nooa_mcp/console/.
+# The web front end lives in nooa_mcp/console/.
 
 
 @main.command()

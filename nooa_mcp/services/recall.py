@@ -1,4 +1,4 @@
-"""Recall: rank memories for a query and log why each returned one ranked where it did (SPEC §5).
+"""Recall: rank memories for a query and log why each returned one ranked there (DESIGN.md §5).
 
 Every returned memory gets an access record (query, score, rank, components) on its ring and in
 the stream; references are resolved for the reader's scope and `deref` is logged on memories
@@ -43,7 +43,7 @@ async def ranking_for(
     (`include_archived` and `whole_archive` as for `ranking.rank`).
 
     The keyword candidates are read while the query is embedded: the two take about as long
-    as each other, and neither needs the other (issue 12: recall's fixed cost).
+    as each other, and neither needs the other, so recall's fixed cost is the longer one.
     """
     keyword = asyncio.get_running_loop().create_task(
         keyword_candidates(
@@ -109,7 +109,7 @@ async def recall(caller: Caller, request: RecallRequest) -> RecallResult:
     # Retrieved by a cue strong enough to clear the weak line: a use, which revives it.
     revived = [r.id for r in top if r.faded and not flags(caller, r).weak]
     if top and caller.store.writable:
-        # SPEC §5 fix 9: only what the reader could have used counts as use. A weak hit is
+        # DESIGN.md §16.9: only what the reader could have used counts as use. A weak hit is
         # logged as `shown`: no base-level, no strength, no rehearsal.
         accesses = [
             (
@@ -158,7 +158,7 @@ async def recall(caller: Caller, request: RecallRequest) -> RecallResult:
         )
     asked = (scope or "mine").strip()
     if asked not in ("mine", "instance", caller.role) and scope_obj == caller.actor.own:
-        # SPEC §10: the model's scope word cannot widen what this connection may read.
+        # DESIGN.md §10: the model's scope word cannot widen what this connection may read.
         note = (note + " " if note else "") + (
             f"Searched only {caller.role or 'shared'} and shared memories: this connection has no "
             f"read grant for {asked!r}."

@@ -312,16 +312,32 @@ def prose_lines(path: Path) -> set[int]:
     return lines
 
 
-@pytest.mark.xfail(strict=False, reason="files being rewritten")
-def test_no_module_cites_a_document_the_repository_lacks() -> None:
+def foreign_citations_in(paths: list[Path]) -> list[str]:
     known = markdown_files()
     found = []
-    for path in package_texts():
+    for path in paths:
         prose = prose_lines(path) if path.suffix == ".py" else None
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             in_prose = prose is None or number in prose
             for cited in foreign_citations(line, known, in_prose):
                 found.append(f"{path.relative_to(REPOSITORY)}:{number}: {cited}")
+    return found
+
+
+#: Folders whose citations their owners are still rewriting: checked by the xfail test below.
+BEING_REWRITTEN = ("storage", "hooks")
+
+
+def test_no_module_cites_a_document_the_repository_lacks() -> None:
+    paths = [p for p in package_texts() if p.relative_to(PACKAGE).parts[0] not in BEING_REWRITTEN]
+    found = foreign_citations_in(paths)
+    assert not found, "cite docs/DESIGN.md or say the reason instead:\n" + "\n".join(found)
+
+
+@pytest.mark.xfail(strict=False, reason="storage/ and hooks/ are being rewritten")
+def test_no_module_in_storage_or_hooks_cites_a_document_the_repository_lacks() -> None:
+    paths = [p for p in package_texts() if p.relative_to(PACKAGE).parts[0] in BEING_REWRITTEN]
+    found = foreign_citations_in(paths)
     assert not found, "cite docs/DESIGN.md or say the reason instead:\n" + "\n".join(found)
 
 
