@@ -234,15 +234,15 @@ def serve(
     allow_host: tuple[str, ...] = (),
 ) -> None:
     """Serve MCP (stdio by default, or streamable HTTP on loopback)."""
-    from .mcp import server
+    from . import serving
 
-    server.single_threaded_blas()
+    serving.single_threaded_blas()
     try:
         settings = _with_hosts(ctx.settings(), allow_host)
         # The server opens its store inside the MCP lifespan, where a wrong URL or a database
         # that is down would end in a traceback: check a PostgreSQL store first.
         anyio.run(_reachable, settings.store)
-        server.run(settings, transport=transport, host=host, port=port, tokens_file=tokens_file)
+        serving.run(settings, transport=transport, host=host, port=port, tokens_file=tokens_file)
     except NooaError as exc:
         raise click.ClickException(str(exc)) from None
 
@@ -934,7 +934,7 @@ def hooks_trust(path: Path | None, remove: bool) -> None:
 
 
 # ------------------------------------------------------------------------ migrate
-# Owned by the PostgreSQL work; the copying lives in nooa_mcp/storage/migrate.py.
+# The copying between backends lives in nooa_mcp/storage/migrate.py.
 
 
 @main.command()
@@ -990,14 +990,14 @@ async def migrate(source: str, dest: str, as_json: bool) -> None:
 
 
 # --------------------------------------------------------------------------- eval
-# Owned by the evaluation work: the `eval` group lives in nooa_mcp/evaluation/cli.py.
+# The `eval` group lives in nooa_mcp/evaluation/cli.py.
 from .evaluation.cli import eval_group  # noqa: E402
 
 main.add_command(eval_group)
 
 
 # --------------------------------------------------------------------------- ui
-# Owned by the console work: the web front end lives in nooa_mcp/console/.
+# The web front end lives in nooa_mcp/console/.
 
 
 @main.command()

@@ -17,7 +17,8 @@ from nooa_mcp import Memory, Settings
 from nooa_mcp.cli import serve
 from nooa_mcp.embeddings import HashEmbedder
 from nooa_mcp.errors import InvalidInput
-from nooa_mcp.mcp.server import build_server, run
+from nooa_mcp.mcp.server import build_server
+from nooa_mcp.serving import run
 
 pytestmark = pytest.mark.anyio
 
