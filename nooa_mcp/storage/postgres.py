@@ -40,7 +40,6 @@ import numpy as np
 from ..domain.reflection import Node, Rows
 from ..domain.schema import AccessRecord, Edge, EdgeType, Memory
 from ..domain.scope import Scope
-from ..domain.text import fts_terms
 from ..errors import (
     AmbiguousId,
     CommitUnknown,
@@ -67,9 +66,9 @@ from .base import (
     Tombstone,
     VectorRow,
 )
-from .pg_schema import MIGRATIONS, SCHEMA_VERSION, notify_channel
+from .keywords import query_stems, row_stems
+from .pg_schema import AFTER, MIGRATIONS, SCHEMA_VERSION, notify_channel
 from .pg_search import (
-    STEMS_SQL,
     CommonTerms,
     DocStats,
     Mark,
@@ -112,8 +111,6 @@ CONNECT_TIMEOUT = 10
 POOL_TIMEOUT = 30.0
 #: Rows per page while this process catches up on BM25's document lengths.
 STATS_PAGE = 20000
-#: Query words whose lexemes a process remembers.
-STEM_CACHE = 50000
 #: Planner statistics are checked when the store first reaches this many rows, then each
 #: time it grows by STATS_GROWTH (see `_keep_statistics`).
 ANALYZE_FROM = 1000
@@ -192,7 +189,6 @@ class PostgresStore:
         self._stats = DocStats()
         self._stats_seen: Any = None
         self._common = CommonTerms()
-        self._stems: dict[str, tuple[str, ...]] = {}
         # Commits heard on the LISTEN connection (or made here); `_listening` is False while
         # that connection is down, and the change token then always says "look".
         self._changes = 0
@@ -883,15 +879,15 @@ class PostgresStore:
         """The BM25 top `limit` of live rows for `text` in scope and the top `faded` of faded
         rows (bm25 set), and the rows `ids`; BM25 exactly as SQLite's FTS5 computes it (see
         pg_search), in one statement."""
-        terms = fts_terms(text)
-        if not terms or limit <= 0:
+        stems = query_stems(text)
+        if not stems or limit <= 0:
             return await self.scoring_rows(ids)
         stats = await self._sync_stats()
         rows = stats.rows
         cap = common_cap(rows, self.common_floor)
         common = set(self._common.known(rows))
         # Words whose lexemes this process already found too common are cut without counting.
-        words = [lex for term in terms for lex in await self._stem(term) if lex not in common]
+        words = [lex for lex in stems if lex not in common]
         lexemes = sorted(set(words))
         if not lexemes:
             return await self.scoring_rows(ids)
@@ -915,17 +911,6 @@ class PostgresStore:
             [lex for lex, n in zip(lexemes, last["counts"], strict=True) if n >= cap]
         )
         return [_scoring(r, r["bm25"]) for r in ranked]
-
-    async def _stem(self, term: str) -> tuple[str, ...]:
-        """The lexemes of one query word (cached: the stemmer never changes)."""
-        lexemes = self._stems.get(term)
-        if lexemes is None:
-            rows = await self._rows(STEMS_SQL, {"terms": [term]})
-            lexemes = tuple(rows[0]["lexemes"]) if rows else ()
-            if len(self._stems) >= STEM_CACHE:
-                self._stems.clear()
-            self._stems[term] = lexemes
-        return lexemes
 
     async def scoring_rows(self, ids: Sequence[str]) -> list[ScoringRow]:
         if not ids:
@@ -1422,10 +1407,11 @@ class PostgresStore:
         self._moved()
         columns = DUMP_COLUMNS[table]
         encode = DUMP_JSON.get(table, frozenset())
+        names = (*columns, "stems") if table == "memories" else columns
         query = sql.SQL("INSERT INTO {} ({}) VALUES ({})").format(
             sql.Identifier(table),
-            sql.SQL(", ").join(map(sql.Identifier, columns)),
-            sql.SQL(", ").join(sql.Placeholder(c) for c in columns),
+            sql.SQL(", ").join(map(sql.Identifier, names)),
+            sql.SQL(", ").join(sql.Placeholder(c) for c in names),
         )
         if table == "meta":
             query += sql.SQL(" ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value")
@@ -1435,6 +1421,10 @@ class PostgresStore:
             for name in encode:
                 if value[name] is not None:
                     value[name] = json.dumps(value[name])
+            if table == "memories":
+                value["stems"] = row_stems(
+                    row["title"], row["content"], row["tags"], row["entities"]
+                )
             values.append(value)
         await self._many(query, values)
         if "seq" in columns:
@@ -1505,6 +1495,8 @@ async def _migrate(conn: Any, label: str, schema: str) -> None:
                 raise StoreTooNew(label, found, SCHEMA_VERSION, what="database")
             for version in range(found + 1, SCHEMA_VERSION + 1):
                 await conn.execute(MIGRATIONS[version])
+                if version in AFTER and found > 0:
+                    await AFTER[version](conn)
                 await conn.execute("INSERT INTO schema_version VALUES (%s)", (version,))
     except psycopg.errors.InsufficientPrivilege as exc:
         raise StoreUnavailable(

@@ -45,7 +45,6 @@ from ..domain.schema import (
     cue_set,
 )
 from ..domain.scope import Scope
-from ..domain.text import fts_terms
 from ..errors import AmbiguousId, NotFound, StoreTooNew, StoreUnavailable
 from .base import (
     ACCESS_COLUMNS,
@@ -68,6 +67,7 @@ from .base import (
     tell_faded_sql,
 )
 from .checkpoints import Checkpointer
+from .keywords import query_stems, row_stems
 
 __all__ = ["SQLiteStore", "copy_store", "fts_query"]
 
@@ -80,7 +80,9 @@ logger = logging.getLogger(__name__)
 #: file's counts are taken from its stream when it is opened. 4: `faded`, which tells a memory
 #: maintenance archived (recall still reaches it) from one its user forgot; an older file's
 #: archived rows are told apart by their standing tombstone's reason (`domain.archive`).
-SCHEMA_VERSION = 4
+#: 5: keyword search over the stems of `storage.keywords` (`stems`, `_KEYWORDS`), as
+#: PostgreSQL indexes them; an older file's rows are stemmed and indexed anew when opened.
+SCHEMA_VERSION = 5
 MIN_PREFIX = 6
 
 _SCHEMA = """
@@ -122,7 +124,9 @@ CREATE TABLE memories (
     rev INTEGER NOT NULL DEFAULT 0,
     -- What the author said, kept apart from `importance`, which rescore may raise: rescore
     -- recomputes from this, so running it twice changes nothing (SPEC §8).
-    authored_importance REAL
+    authored_importance REAL,
+    -- The searchable columns as keyword search indexes them (storage.keywords).
+    stems TEXT NOT NULL DEFAULT '[]'
 );
 CREATE INDEX memories_type ON memories(type, archived);
 CREATE INDEX memories_role ON memories(role, owner);
@@ -185,27 +189,37 @@ CREATE INDEX tombstones_memory ON tombstones(memory_id);
 
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 
-CREATE VIRTUAL TABLE memories_fts USING fts5(
-    title, content, tags, entities,
-    content='memories', content_rowid='seq', tokenize='porter unicode61 remove_diacritics 2'
-);
 CREATE TRIGGER memories_authored AFTER INSERT ON memories
 WHEN new.authored_importance IS NULL BEGIN
     UPDATE memories SET authored_importance = new.importance WHERE seq = new.seq;
 END;
+"""
+
+#: Schema version 5. Keyword search over the stems `storage.keywords` writes in each row (so
+#: PostgreSQL, indexing the same stems, ranks alike): a contentless FTS5 table whose plain
+#: unicode61 tokenizer only splits them at the spaces, kept by triggers on `stems`.
+_KEYWORDS = """
+CREATE VIRTUAL TABLE memories_fts USING fts5(
+    title, content, tags, entities, content='', tokenize='unicode61 remove_diacritics 0'
+);
 CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
     INSERT INTO memories_fts(rowid, title, content, tags, entities)
-    VALUES (new.seq, new.title, new.content, new.tags, new.entities);
+    VALUES (new.seq, json_extract(new.stems, '$[0]'), json_extract(new.stems, '$[1]'),
+            json_extract(new.stems, '$[2]'), json_extract(new.stems, '$[3]'));
 END;
 CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
     INSERT INTO memories_fts(memories_fts, rowid, title, content, tags, entities)
-    VALUES ('delete', old.seq, old.title, old.content, old.tags, old.entities);
+    VALUES ('delete', old.seq, json_extract(old.stems, '$[0]'), json_extract(old.stems, '$[1]'),
+            json_extract(old.stems, '$[2]'), json_extract(old.stems, '$[3]'));
 END;
-CREATE TRIGGER memories_au AFTER UPDATE OF title, content, tags, entities ON memories BEGIN
+CREATE TRIGGER memories_au AFTER UPDATE OF stems ON memories
+WHEN new.stems IS NOT old.stems BEGIN
     INSERT INTO memories_fts(memories_fts, rowid, title, content, tags, entities)
-    VALUES ('delete', old.seq, old.title, old.content, old.tags, old.entities);
+    VALUES ('delete', old.seq, json_extract(old.stems, '$[0]'), json_extract(old.stems, '$[1]'),
+            json_extract(old.stems, '$[2]'), json_extract(old.stems, '$[3]'));
     INSERT INTO memories_fts(rowid, title, content, tags, entities)
-    VALUES (new.seq, new.title, new.content, new.tags, new.entities);
+    VALUES (new.seq, json_extract(new.stems, '$[0]'), json_extract(new.stems, '$[1]'),
+            json_extract(new.stems, '$[2]'), json_extract(new.stems, '$[3]'));
 END;
 """
 
@@ -272,12 +286,12 @@ def dt(value: float | None) -> datetime | None:
 
 
 def fts_query(text: str | list[str], max_terms: int = 32) -> str | None:
-    """Turn user text (or its terms) into a safe FTS5 query: each word quoted, OR-ed together.
+    """Turn user text (or its stems) into a safe FTS5 query: each stem quoted, OR-ed together.
 
     Quoting every term means FTS5 operators (AND, NEAR, *, ^, :, column filters) and stray
     quotes in the text are matched as words and can never raise a syntax error.
     """
-    terms = fts_terms(text, max_terms) if isinstance(text, str) else text
+    terms = query_stems(text, max_terms) if isinstance(text, str) else text
     if not terms:
         return None
     return " OR ".join(f'"{w}"' for w in terms)
@@ -426,6 +440,7 @@ def _row_values(m: Memory, embedding: np.ndarray | None) -> dict[str, Any]:
         if m.authored_importance is None
         else m.authored_importance,
         "embedding": None if embedding is None else np.asarray(embedding, np.float32).tobytes(),
+        "stems": row_stems(m.title, m.content, m.tags, m.entities),
     }
 
 
@@ -713,7 +728,7 @@ class SQLiteStore:
             # Re-read under the write lock: another process may have migrated meanwhile.
             version = await self._scalar("PRAGMA user_version")
             if version == 0:
-                for statement in _split_sql(_SCHEMA + _ACCESS_COUNTS):
+                for statement in _split_sql(_SCHEMA + _KEYWORDS + _ACCESS_COUNTS):
                     await self._execute(statement)
             else:
                 if version == 1:
@@ -722,6 +737,8 @@ class SQLiteStore:
                     await self._count_accesses()
                 if version <= 3:
                     await self._tell_faded()
+                if version <= 4:
+                    await self._index_stems()
             await self._execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     async def _rehash(self) -> None:
@@ -745,6 +762,28 @@ class SQLiteStore:
         if "faded" not in columns:
             await self._execute("ALTER TABLE memories ADD COLUMN faded INTEGER NOT NULL DEFAULT 0")
         await self._execute(tell_faded_sql("archived = 1", "1"))
+
+    async def _index_stems(self) -> None:
+        """Version 4 → 5: every row's stems, and the keyword index built from them (the
+        old one, stemmed by FTS5's Porter, is dropped)."""
+        for name in ("memories_ai", "memories_ad", "memories_au"):
+            await self._execute(f"DROP TRIGGER IF EXISTS {name}")
+        await self._execute("DROP TABLE IF EXISTS memories_fts")
+        columns = {r["name"] for r in await self._rows("PRAGMA table_info(memories)")}
+        if "stems" not in columns:
+            await self._execute("ALTER TABLE memories ADD COLUMN stems TEXT NOT NULL DEFAULT '[]'")
+        rows = await self._rows("SELECT seq, title, content, tags, entities FROM memories")
+        await self._execute_many(
+            "UPDATE memories SET stems = ? WHERE seq = ?",
+            [(row_stems(r[1], r[2], json.loads(r[3]), json.loads(r[4])), r[0]) for r in rows],
+        )
+        for statement in _split_sql(_KEYWORDS):
+            await self._execute(statement)
+        await self._execute(
+            "INSERT INTO memories_fts(rowid, title, content, tags, entities) "
+            "SELECT seq, json_extract(stems, '$[0]'), json_extract(stems, '$[1]'), "
+            "json_extract(stems, '$[2]'), json_extract(stems, '$[3]') FROM memories"
+        )
 
     async def _count_accesses(self) -> None:
         """Version 2 → 3: the counts table, its triggers and the scope index; the counts so
@@ -1241,7 +1280,7 @@ class SQLiteStore:
         Two round trips: the terms' counts (`_selective_terms`), then one statement that
         ranks inside FTS5, joins only the best rows and adds the rows `ids` beside them.
         """
-        query = fts_query(await self._selective_terms(fts_terms(text))) if limit > 0 else None
+        query = fts_query(await self._selective_terms(query_stems(text))) if limit > 0 else None
         where, params = scope_sql(scope, "m")
         # A row its user forgot is never a keyword candidate; a faded one only when asked for.
         states = "AND (m.archived = 0 OR m.faded = 1)" if faded > 0 else "AND m.archived = 0"
@@ -1853,7 +1892,7 @@ class SQLiteStore:
         encode = DUMP_JSON.get(table, frozenset())
         names, marks = ", ".join(columns), ", ".join(f":{c}" for c in columns)
         if table == "memories":
-            names, marks = f"{names}, rev", f"{marks}, {NEXT_REV}"
+            names, marks = f"{names}, stems, rev", f"{marks}, :stems, {NEXT_REV}"
         verb = "INSERT OR REPLACE" if table == "meta" else "INSERT"
         values = []
         for row in rows:
@@ -1864,6 +1903,10 @@ class SQLiteStore:
             for flag in ("archived", "faded"):
                 if flag in value:
                     value[flag] = int(bool(value[flag]))
+            if table == "memories":
+                value["stems"] = row_stems(
+                    row["title"], row["content"], row["tags"], row["entities"]
+                )
             values.append(value)
         await self._execute_many(f"{verb} INTO {table} ({names}) VALUES ({marks})", values)
 
