@@ -26,9 +26,15 @@ def recorded(name: str, cwd: Path, **changes: str) -> dict:
 
 
 def hook_env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    """No NOOA_* from the caller's shell; the user data dir (default store, hook log) in tmp."""
+    """No NOOA_* from the caller's shell; the user data and config dirs (default store, hook log,
+    trusted stores) in tmp."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("NOOA_")}
-    env.update(HF_HUB_OFFLINE="1", XDG_DATA_HOME=str(tmp_path / "data"), HOME=str(tmp_path))
+    env.update(
+        HF_HUB_OFFLINE="1",
+        XDG_DATA_HOME=str(tmp_path / "data"),
+        XDG_CONFIG_HOME=str(tmp_path / "config"),
+        HOME=str(tmp_path),
+    )
     env.update(extra)
     return env
 

@@ -24,6 +24,7 @@ from ..domain.facts import differs_in
 from ..domain.imports import Carried
 from ..domain.inputs import build_memory
 from ..domain.replies import AuthorResult, SimilarTo
+from ..domain.requests import AuthorRequest
 from ..domain.schema import (
     EDGE_WEIGHT,
     AccessRecord,
@@ -68,7 +69,7 @@ async def parse_links(c: Caller, links: Sequence[Any] | None) -> list[tuple[str,
 
 async def author_many(
     c: Caller,
-    specs: Sequence[dict[str, Any]],
+    requests: Sequence[AuthorRequest],
     *,
     remind: bool = True,
     carried: Sequence[Carried | None] | None = None,
@@ -84,11 +85,11 @@ async def author_many(
         InvalidInput: a field is malformed (the message names it and the fix).
         NotFound: a link target does not exist.
     """
-    records = [build_memory(dict(spec), c.owner) for spec in specs]
-    revive = [bool(spec.get("revive")) for spec in specs]
+    records = [build_memory(request, c.owner) for request in requests]
+    revive = [request.revive for request in requests]
     # Only an id the caller gave (an import) can be there already; a new one never is.
-    given = [spec.get("id") is not None for spec in specs]
-    links = [await parse_links(c, spec.get("links")) for spec in specs]
+    given = [request.id is not None for request in requests]
+    links = [await parse_links(c, request.links) for request in requests]
     extra = list(carried) if carried is not None else [None] * len(records)
     await capture_all(c, records)
     vectors = await c.engine.embed([text_of(r.title, r.content) for r in records])

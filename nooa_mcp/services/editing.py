@@ -6,11 +6,9 @@ new content is re-embedded and is a cue for intents, like authored content.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
-
 from ..domain.inputs import check_content, check_short_text, parse_status
 from ..domain.replies import UpdateResult
+from ..domain.requests import UpdateRequest
 from ..domain.schema import IMPORTANCE, Channel, Memory, MemoryType, as_utc, clean_labels
 from ..domain.text import a_or_an
 from ..engine import text_of
@@ -23,19 +21,7 @@ from .tombstones import archive, restore
 __all__ = ["forget", "revive", "update"]
 
 
-async def update(
-    c: Caller,
-    memory_id: str,
-    *,
-    content: str | None = None,
-    title: str | None = None,
-    importance: Any = None,
-    tags: Sequence[str] | None = None,
-    status: str | None = None,
-    links: Sequence[Any] | None = None,
-    valid_to: Any = None,
-    forget: bool = False,
-) -> UpdateResult:
+async def update(c: Caller, request: UpdateRequest) -> UpdateResult:
     """Change, link or archive one of the caller's memories in one transaction.
 
     Raises:
@@ -43,10 +29,13 @@ async def update(
         OwnerForbidden: the memory belongs to another role.
         InvalidInput: a field is malformed.
     """
-    target = await c.resolve(memory_id, c.actor.own)
-    edges = await parse_links(c, links)
+    content, title, status = request.content, request.title, request.status
+    valid_to, forget = request.valid_to, request.forget
+    target = await c.resolve(request.memory_id, c.actor.own)
+    edges = await parse_links(c, request.links)
+    importance = request.importance
     new_importance = IMPORTANCE.parse(importance) if importance is not None else None
-    new_tags = clean_labels(tags, "tags") if tags is not None else None
+    new_tags = clean_labels(request.tags, "tags") if request.tags is not None else None
     new_valid_to = as_utc(valid_to, "valid_to")
     new_content = None
     if content is not None:

@@ -12,6 +12,7 @@ from ..domain.archive import state
 from ..domain.forgetting import prune_eta, retention
 from ..domain.inputs import recall_args
 from ..domain.replies import ExplainResult, ExplainRow, WhyNot
+from ..domain.requests import ExplainRequest
 from ..domain.schema import now as utc_now
 from ..errors import InvalidInput
 from .caller import Caller
@@ -22,22 +23,15 @@ from .views import redact
 __all__ = ["explain"]
 
 
-async def explain(
-    c: Caller,
-    query: str | None = None,
-    *,
-    memory_id: str | None = None,
-    k: int = 10,
-    hops: int | None = None,
-    scope: str = "mine",
-) -> ExplainResult:
+async def explain(c: Caller, request: ExplainRequest) -> ExplainResult:
     """Why things rank: a dry run for a query, a memory's access history, or "why not".
 
     Raises:
         InvalidInput: neither query nor memory_id given, or a bad argument.
         NotFound: the memory does not exist in this scope.
     """
-    scope_obj = c.scope(scope)
+    query, memory_id, k, hops = request.query, request.memory_id, request.k, request.hops
+    scope_obj = c.scope(request.scope)
     if query is None and memory_id is None:
         raise InvalidInput(
             "query", "is missing, and so is memory_id.", "Pass a query, a memory_id, or both."

@@ -12,11 +12,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
 
 from ..domain.forgetting import prune_eta, retention
 from ..domain.inputs import recall_args
 from ..domain.replies import Flags, RecallHit, RecallResult
+from ..domain.requests import RecallRequest
 from ..domain.schema import AccessRecord, Channel, Reference, now as utc_now
 from ..domain.scope import Scope
 from ..errors import StoreConflict
@@ -89,16 +89,7 @@ def flags(c: Caller, r: Ranked) -> Flags:
     return Flags(weak=weak, stale=r.stale, superseded_by=r.superseded_by, faded=r.faded)
 
 
-async def recall(
-    c: Caller,
-    query: Any,
-    *,
-    k: Any = 5,
-    scope: str = "mine",
-    types: Any = None,
-    hops: Any = None,
-    include_archived: bool = False,
-) -> RecallResult:
+async def recall(c: Caller, request: RecallRequest) -> RecallResult:
     """Rank memories for a query and log why each returned one ranked where it did.
 
     A faded memory returned without the weak flag was used: it is live again (`revived`).
@@ -108,9 +99,10 @@ async def recall(
     Raises:
         InvalidInput: empty query, k outside 1–50, unknown type or scope.
     """
-    query, kinds = recall_args(query, k, types, hops)
+    k, hops, scope = request.k, request.hops, request.scope
+    query, kinds = recall_args(request.query, k, request.types, hops)
     scope_obj = c.scope(scope)
-    ranking = await ranking_for(c, query, scope_obj, kinds, hops, include_archived)
+    ranking = await ranking_for(c, query, scope_obj, kinds, hops, request.include_archived)
     top = ranking.rows[:k]
     channel = Channel.searched if hops == 0 else Channel.recalled
     stored_refs = {r.id: r.row.references() for r in top}

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
-
 from ..domain.inputs import parse_status
 from ..domain.replies import Reminder, TodoItem, TodoResult
+from ..domain.requests import AuthorRequest, TodoRequest, UpdateRequest
 from ..domain.schema import IMPORTANCE, TODO_ACTIONS, TODO_STATUSES, now as utc_now
 from ..domain.text import a_or_an, choices, head
 from ..errors import InvalidInput
@@ -21,19 +19,7 @@ __all__ = ["todo"]
 _CLOSE = {"done": "done", "drop": "dropped", "reopen": "open"}
 
 
-async def todo(
-    c: Caller,
-    action: str = "list",
-    *,
-    content: str | None = None,
-    memory_id: str | None = None,
-    title: str = "",
-    importance: Any = "MEDIUM",
-    tags: Sequence[str] | None = None,
-    status: str = "open",
-    limit: int = 50,
-    remind: bool = True,
-) -> TodoResult:
+async def todo(c: Caller, request: TodoRequest, *, remind: bool = True) -> TodoResult:
     """Add, list, close (done / drop) or reopen a todo; open todos are protected from pruning.
 
     `list` shows open todos first, then by importance, then oldest first; `status` filters
@@ -45,6 +31,8 @@ async def todo(
         InvalidInput: unknown action, missing content or id, or the id is not a todo.
         NotFound: the id does not name a visible memory.
     """
+    action, content, memory_id = request.action, request.content, request.memory_id
+    status, limit = request.status, request.limit
     if action not in TODO_ACTIONS:
         raise InvalidInput(
             "action", f"{action!r} is not a todo action.", f"Use {choices(TODO_ACTIONS)}."
@@ -54,20 +42,14 @@ async def todo(
     if action == "add":
         if not isinstance(content, str) or not content.strip():
             raise InvalidInput("content", "is empty.", "Say what needs doing.")
-        written = (
-            await author_many(
-                c,
-                [
-                    {
-                        "content": content,
-                        "type": "todo",
-                        "title": title,
-                        "importance": importance,
-                        "tags": tags,
-                    }
-                ],
-            )
-        )[0]
+        todo = AuthorRequest(
+            content=content,
+            type="todo",
+            title=request.title,
+            importance=request.importance,
+            tags=request.tags,
+        )
+        written = (await author_many(c, [todo]))[0]
         result.id, result.outcome, result.status = written.id, written.status, "open"
         fired += written.reminders
         result.reminders_more = written.reminders_more
@@ -82,7 +64,7 @@ async def todo(
                 "List todos to find the id.",
             )
         new = _CLOSE[action]
-        updated = await update(c, found.id, status=new)
+        updated = await update(c, UpdateRequest(memory_id=found.id, status=new))
         result.id, result.status = found.id, new
         result.outcome = new if "status" in updated.changed else f"already {new}"
     else:

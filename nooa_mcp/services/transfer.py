@@ -23,6 +23,7 @@ from ..domain.accesses import history_record
 from ..domain.archive import reason_fades
 from ..domain.imports import LineEdge, carried, check_line, line_edges
 from ..domain.inputs import build_memory
+from ..domain.requests import AuthorRequest, request_of
 from ..domain.schema import as_utc, now as utc_now
 from ..errors import InvalidInput
 from .authoring import author_many
@@ -75,7 +76,7 @@ def _check(item: Any, line: int, owner: str) -> dict[str, Any]:
     if not isinstance(item, dict):
         raise InvalidInput(f"line {line}", "is not a JSON object.", "Nothing was imported.")
     try:
-        build_memory(import_spec(item), owner)
+        build_memory(request_of(AuthorRequest, import_spec(item)), owner)
         check_line(item)
     except InvalidInput as exc:
         raise InvalidInput(
@@ -113,7 +114,7 @@ async def import_records(
         chunk = checked[start : start + BATCH]
         results = await author_many(
             c,
-            specs[start : start + BATCH],
+            [request_of(AuthorRequest, spec) for spec in specs[start : start + BATCH]],
             remind=False,
             carried=[carried(item) for _, item in chunk],
         )
@@ -172,7 +173,7 @@ async def export_records(c: Caller, *, include_archived: bool = False) -> AsyncI
         stones = await c.store.all_tombstones([m.id for m in page if m.archived])
         for memory in page:
             after = memory.seq
-            shown = await view(c, memory, scope)
+            shown = await view(c, memory, scope, edge_limit=None)
             record = shown.model_dump(mode="json", include={*IMPORT_FIELDS, "owner", "archived"})
             record["edges"] = [
                 {k: e[k] for k in ("target", "type", "weight", "created_at")} for e in shown.edges

@@ -78,19 +78,21 @@ async def get(c: Caller, memory_id: str, *, scope: str = "mine") -> MemoryView:
     return await view(c, await c.fetch(target), scope_obj)
 
 
-async def view(c: Caller, memory: Memory, scope: Scope) -> MemoryView:
+async def view(
+    c: Caller, memory: Memory, scope: Scope, *, edge_limit: int | None = VIEW_EDGES
+) -> MemoryView:
     """A memory as a reader in `scope` sees it: only edges and references the scope shows.
 
     References are resolved live without logging deref: reading a record is a look, not a use.
+    A reply shows the `edge_limit` strongest edges; an export asks for all of them (None),
+    since a copy that kept only some would lose links its user made.
     """
     edges = await c.store.edges_of(memory.id)
     owners = await c.store.owners_of([e.target for e in edges]) if edges else {}
     visible = [e for e in edges if e.target in owners and scope.allows(owners[e.target])]
     # A view is bounded like every reply: the strongest edges, and how many there are.
-    shown_edges = [
-        e.model_dump(mode="json")
-        for e in sorted(visible, key=lambda e: (-e.weight, e.created_at))[:VIEW_EDGES]
-    ]
+    strongest = sorted(visible, key=lambda e: (-e.weight, e.created_at))
+    shown_edges = [e.model_dump(mode="json") for e in strongest[:edge_limit]]
     policy = c.settings.forgetting
     now = utc_now()
     stale = memory.valid_to is not None and memory.valid_to < now
