@@ -10,6 +10,8 @@ which test calls which function: subprocess-only tests (the `processes` marker) 
 and the in-process suites that drive the same paths are in (MCP through an in-memory client,
 HTTP through the ASGI app and in-process uvicorn, the hooks through their functions, PostgreSQL
 through the store: the `postgres` marker is kept where the package has PostgreSQL code).
+The real model's tests (`real_model`) are left out: they take seconds each, and the same
+paths run with the hash embedder.
 """
 
 from __future__ import annotations
@@ -41,42 +43,42 @@ PACKAGES: dict[str, tuple[list[str], list[str], str]] = {
     "domain": (
         ["nooa_mcp/domain/*"],
         ["tests/domain", "tests/services", "tests/property"],
-        "not processes and not postgres",
+        "not processes and not postgres and not real_model",
     ),
     "storage": (
         ["nooa_mcp/storage/*"],
         ["tests/storage", "tests/postgres", "tests/services/test_memory.py"],
-        "not processes",
+        "not processes and not real_model",
     ),
     "services": (
         ["nooa_mcp/services/*"],
         ["tests/services", "tests/domain", "tests/engine/test_write_behind.py"],
-        "not processes and not postgres",
+        "not processes and not postgres and not real_model",
     ),
     "mcp": (
         ["nooa_mcp/mcp/*"],
         ["tests/mcp"],
-        "not processes and not postgres",
+        "not processes and not postgres and not real_model",
     ),
     "hooks": (
         ["nooa_mcp/hooks/*", "nooa_mcp/storage/quick.py"],
         ["tests/hooks"],
-        "not processes and not postgres",
+        "not processes and not postgres and not real_model",
     ),
     "console": (
         ["nooa_mcp/console/*"],
         ["tests/console"],
-        "not processes and not postgres",
+        "not processes and not postgres and not real_model",
     ),
     "evaluation": (
         ["nooa_mcp/evaluation/*"],
         ["tests/evaluation"],
-        "not processes and not postgres",
+        "not processes and not postgres and not real_model",
     ),
     "top": (
         ["nooa_mcp/*.py"],  # fnmatch's * crosses "/": the subpackages are left out below
         ["tests/cli", "tests/engine", "tests/services/test_memory.py", "tests/package"],
-        "not processes and not postgres",
+        "not processes and not postgres and not real_model",
     ),
 }
 
