@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import random
 import sqlite3
 import time
 from datetime import UTC, datetime, timedelta
@@ -450,3 +451,34 @@ def test_a_tag_that_only_contains_the_project_name_is_no_label(store: Path) -> N
     finally:
         opened.close()
     assert [r["content"] for r in rows] == ["Billing deploys on Tuesdays"]
+
+
+def test_a_word_in_a_thousand_memories_or_more_is_too_common_to_bring_one_in(
+    store: Path, project: Path
+) -> None:
+    """DESIGN.md §5.1's cut-off, as the server applies it: a term in at least 1,000 rows (or 1 %
+    of them, when that is more) does not rank."""
+    rng = random.Random(7)
+    syllables = [c + v for c in "bcdfghjklmnpqstvxz" for v in "aeiou"]
+    words = sorted({"".join(rng.sample(syllables, 3)) for _ in range(3000)})
+
+    async def fill() -> str:
+        async with open_memory(store, OWNER) as mem:
+            for _ in range(4):
+                await mem.author_many(
+                    [
+                        {"content": "Invoice export " + " ".join(rng.sample(words, 6))}
+                        for _ in range(275)
+                    ]
+                )
+            return (await mem.author("The invoice export run starts at 2am")).id
+
+    rare = anyio.run(fill)
+    prompt = "When does the invoice export run?"
+    text = _hook("user-prompt", recorded("user_prompt", project, prompt=prompt), store)
+    lines = [line for line in text.splitlines() if line.startswith("- [")]
+    # "invoice" and "export" are in 1,101 memories: only "run" ranks, and one memory holds it.
+    assert lines == [f"- [{rare[:8]} info MEDIUM] The invoice export run starts at 2am"], text
+    # A prompt of common words only has nothing to rank by: nothing is brought in.
+    payload = recorded("user_prompt", project, prompt="invoice export")
+    assert _hook("user-prompt", payload, store) == ""
