@@ -559,7 +559,7 @@ def _import_lines(file: Any) -> list[tuple[int, Any]]:
     """
     from .domain.imports import MAX_LINE_BYTES
 
-    items = []
+    items: list[tuple[int, Any]] = []
     n = 0
     while True:
         raw = file.readline(MAX_LINE_BYTES + 1)
