@@ -82,6 +82,77 @@ def test_export_then_import_round_trips_memories_and_edges(run, tmp_path, monkey
     assert run("export").output == exported
 
 
+#: What the round trip below sets on its memories, field by field: each differs from the
+#: default, so a field export or import drops (on both sides alike) shows as a difference.
+RICH = {
+    "type": "episode",
+    "title": "Relay",
+    "importance": 8.0,
+    "salience": 1.0,
+    "confidence": 0.5,
+    "tags": ["ops", "relay"],
+    "entities": ["bay 4"],
+    "place_or_task": "plant",
+    "created_at": "2026-02-03T04:05:06Z",  # event time: when it happened
+    "valid_from": "2026-01-01T00:00:00Z",
+    "valid_to": "2026-06-30T00:00:00Z",
+    "references": ["url:https://example.com/relay"],
+}
+
+
+def test_export_then_import_round_trips_every_field_a_memory_can_carry(run, tmp_path, monkeypatch):
+    """Export, import into an empty store, export again: the same lines, and each field holds
+    what was set (not a default both exports agree on). Edges with their time, use history,
+    an intent's trigger, a todo's status, an archived memory and its tombstone included."""
+    import anyio
+
+    from nooa_mcp import Memory
+
+    async def fill():
+        async with Memory.open(tmp_path / "cli.sqlite", owner="", embedder=HashEmbedder()) as m:
+            spec = {k: v for k, v in RICH.items() if k != "references"}
+            rich = await m.author(
+                "The relay in bay 4 was replaced.", references=["https://example.com/relay"], **spec
+            )
+            intent = await m.author(
+                "Check the relay again.",
+                type="intent",
+                trigger={"fire_at": "2030-01-01T00:00:00Z", "cue": "relay inspection"},
+            )
+            todo = await m.todo("add", content="Order a spare relay.")
+            await m.todo("done", memory_id=todo.id)
+            await m.link(rich.id, intent.id, "causes", weight="WEAK")
+            await m.recall("relay bay")
+            gone = await m.author("An obsolete fact about the relay.")
+            await m.forget(gone.id, reason="wrong bay")
+            return rich.id, intent.id, todo.id, gone.id
+
+    rich, intent, todo, gone = anyio.run(fill)
+    exported = run("export", "--include-archived").output
+    lines = {x["id"]: x for x in map(json.loads, exported.splitlines())}
+    assert set(lines) == {rich, intent, todo, gone}
+    for field, value in RICH.items():
+        assert lines[rich][field] == value, field
+    assert lines[rich]["authored_importance"] == 8.0
+    (edge,) = lines[rich]["edges"]
+    assert (edge["target"], edge["type"], edge["weight"]) == (intent, "causes", 0.3)
+    assert edge["created_at"]
+    history = lines[rich]["history"]
+    assert history["uses"] >= 1 and history["channels"]["recalled"] == 1
+    assert [a["query"] for a in history["accesses"] if a["channel"] == "recalled"] == ["relay bay"]
+    assert lines[intent]["trigger"]["cue"] == "relay inspection"
+    assert lines[intent]["trigger"]["fire_at"] == "2030-01-01T00:00:00Z"
+    assert lines[todo]["status"] == "done"
+    assert lines[gone]["archived"] is True
+    assert [t["reason"] for t in lines[gone]["tombstones"]] == ["wrong bay"]
+
+    (tmp_path / "dump.jsonl").write_text(exported)
+    monkeypatch.setenv("NOOA_STORE", str(tmp_path / "copy.sqlite"))
+    imported = json.loads(run("import", str(tmp_path / "dump.jsonl"), "--json").stdout)
+    assert imported["created"] == 4 and imported["edges"] == 1
+    assert run("export", "--include-archived").output == exported
+
+
 def test_import_refuses_a_broken_file_without_writing(run, tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"content": "ok"}\nnot json\n')

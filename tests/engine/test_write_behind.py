@@ -1,4 +1,4 @@
-"""Recall answers first and logs what it returned right after (issue 12).
+"""Recall answers first and logs what it returned right after.
 
 The client waits for the ranking, not for the log: the accesses are written behind the reply,
 in order, and every other verb waits for them, so a caller always reads its own recalls.
@@ -63,6 +63,14 @@ async def test_a_backlog_makes_the_next_recall_wait(mem: Memory) -> None:
         await save(memories)
 
     mem.engine.store.save_accesses = held  # type: ignore[method-assign]
+    flush = mem.engine.flush
+    waiting = anyio.Event()  # a recall waits for the queued logs (or every recall returned)
+
+    async def watched_flush() -> None:
+        waiting.set()
+        await flush()
+
+    mem.engine.flush = watched_flush  # type: ignore[method-assign]
     done = 0
 
     async def recall_many() -> None:
@@ -70,12 +78,14 @@ async def test_a_backlog_makes_the_next_recall_wait(mem: Memory) -> None:
         for _ in range(WRITE_BEHIND_LIMIT + 5):
             await mem.recall("cache TTL")
             done += 1
+        waiting.set()
 
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(recall_many)
-        await anyio.sleep(1.0)
+        with anyio.fail_after(60):  # a hung job's guard, not a timing
+            await waiting.wait()
         # The queue holds at most WRITE_BEHIND_LIMIT logs; the next recall waits for them.
-        assert WRITE_BEHIND_LIMIT <= done <= WRITE_BEHIND_LIMIT + 1
+        assert done == WRITE_BEHIND_LIMIT
         gate.set()
     assert done == WRITE_BEHIND_LIMIT + 5
     await mem.engine.flush()
@@ -89,27 +99,31 @@ async def test_logging_starts_after_the_delay_unless_a_caller_waits_for_it(
     """The log waits `AFTER_REPLY_DELAY` so the reply leaves first; `flush` does not wait."""
     monkeypatch.setattr("nooa_mcp.engine.AFTER_REPLY_DELAY", 0.3)
     started: list[float] = []
+    ran = anyio.Event()
 
     async def work() -> None:
         started.append(anyio.current_time())
+        ran.set()
 
     queued = anyio.current_time()
     await mem.engine.after_reply(work)
-    await anyio.sleep(0.1)
     assert started == []  # the reply's moment: nothing of the log has run
-    await anyio.sleep(0.5)
+    with anyio.fail_after(60):  # a hung job's guard, not a timing
+        await ran.wait()
     assert len(started) == 1 and started[0] - queued >= 0.3
 
+    # A delay no test run reaches: a log that runs now runs because `flush` asked for it.
+    monkeypatch.setattr("nooa_mcp.engine.AFTER_REPLY_DELAY", 3600)
     await mem.engine.after_reply(work)
-    asked = anyio.current_time()
-    with anyio.fail_after(5):
+    with anyio.fail_after(60):
         await mem.engine.flush()
-    assert len(started) == 2 and started[1] - asked < 0.25
+    assert len(started) == 2
     # With nobody waiting any more, the next log waits again.
     await mem.engine.after_reply(work)
     await anyio.sleep(0.1)
     assert len(started) == 2
-    await mem.engine.flush()
+    with anyio.fail_after(60):
+        await mem.engine.flush()
     assert len(started) == 3
 
 
@@ -128,17 +142,22 @@ async def test_a_flush_waits_for_the_logs_queued_before_it_not_after(mem: Memory
 
     await mem.engine.after_reply(log(0))
 
+    flushing, flushed = anyio.Event(), anyio.Event()
+
     async def writer() -> None:
+        flushing.set()  # flush notes what it waits for before it first yields
         await mem.engine.flush()
         order.append("flushed")
+        flushed.set()
 
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(writer)
-        await anyio.sleep(0.05)
+        await flushing.wait()
         await mem.engine.after_reply(log(1))  # queued after the flush began
         await mem.engine.after_reply(log(2))
         gates[0].set()
-        await anyio.sleep(0.05)
+        with anyio.fail_after(30):  # a flush that waits for logs 1 and 2 too never ends here
+            await flushed.wait()
         assert order == ["log 0", "flushed"]
         gates[1].set()
         gates[2].set()

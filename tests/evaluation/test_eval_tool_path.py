@@ -1,4 +1,4 @@
-"""`nooa-mcp eval locomo` measures the product as shipped (issue 9, SPEC §13).
+"""`nooa-mcp eval locomo` measures the product as shipped.
 
 By default each turn goes in through the memory_author tool path and each question is asked
 through memory_recall (live); `--ingest import` and `--ask explain` are the variants, and the

@@ -1,4 +1,4 @@
-"""`nooa-mcp eval locomo` end to end on a one-conversation slice built here (SPEC §13)."""
+"""`nooa-mcp eval locomo` end to end on a one-conversation slice built here."""
 
 from __future__ import annotations
 

@@ -256,3 +256,55 @@ def test_hook_urls_and_chunked_answers_are_read_as_a_server_sends_them() -> None
     assert hook_url("http://127.0.0.1:8765/mcp/") == "http://127.0.0.1:8765/hooks"
     assert hook_url("http://[::1]:8765/hooks") == "http://[::1]:8765/hooks"
     assert _unchunk(b'4\r\n{"a"\r\n3\r\n:1}\r\n0\r\n\r\n') == b'{"a":1}'
+
+
+# --------------------------------------------------------------------------- a huge body
+
+
+def _post_huge(host: str, port: int, total: int, chunked: bool) -> tuple[int, bytes]:
+    """POST `total` bytes of JSON-ish filler to /hooks in 1 MiB writes; (bytes the server took
+    before it stopped reading, the start of its answer)."""
+    head = f"POST /hooks HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
+    head += "Transfer-Encoding: chunked\r\n\r\n" if chunked else f"Content-Length: {total}\r\n\r\n"
+    piece = b" " * (1 << 20)
+    sent = 0
+    with socket.create_connection((host, port), timeout=30) as conn:
+        conn.sendall(head.encode())
+        try:
+            while sent < total:
+                conn.sendall(b"%x\r\n%s\r\n" % (len(piece), piece) if chunked else piece)
+                sent += len(piece)
+            if chunked:
+                conn.sendall(b"0\r\n\r\n")
+        except OSError:
+            pass  # the server answered and closed: what it should do
+        try:
+            answer = conn.recv(200)
+        except OSError:
+            answer = b""  # reset before the answer could be read: the RSS says the rest
+    return sent, answer
+
+
+@pytest.mark.processes
+@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
+async def test_a_400_mb_post_to_hooks_is_refused_while_reading(
+    tmp_path: Path, chunked: bool
+) -> None:
+    from shared_support import http_server, proc_status, serve_args
+
+    total = 400 << 20
+    async with http_server(serve_args(tmp_path / "s.sqlite")) as server:
+        pid = server.process.pid
+        before = proc_status(pid, "VmHWM")  # peak RSS, kB
+        sent, answer = await anyio.to_thread.run_sync(
+            _post_huge, server.host, server.port, total, chunked
+        )
+        peak = proc_status(pid, "VmHWM")
+    print(
+        f"{'chunked' if chunked else 'content-length'}: peak RSS {before // 1024} -> "
+        f"{peak // 1024} MiB, {sent >> 20} MiB sent of 400, answer {answer[:12]!r}"
+    )
+    # The body alone is 400 MiB: a server that held it fails this bound whatever else it
+    # holds (the model loading in the background adds up to ~170 MiB; main peaked at 1,009).
+    assert peak < 400 * 1024, (before, peak)
+    assert answer == b"" or answer.startswith(b"HTTP/1.1 413"), answer

@@ -132,3 +132,11 @@ def test_shared_words_match_inflections_and_ignore_function_words() -> None:
     memory = injection.content_words("Deploying an invoice export to the staging cluster")
     assert injection.shared_words(prompt, memory) == {"deploy", "invoices", "staging"}
     assert "please" not in prompt and "the" not in prompt
+
+
+def test_the_trust_list_lives_in_the_user_config_dir(monkeypatch, tmp_path) -> None:
+    import platformdirs
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    assert paths.config_dir() == platformdirs.user_config_dir("nooa-mcp", appauthor=False)
+    assert paths.trust_file() == str(tmp_path / "nooa-mcp" / "trusted-stores")

@@ -1,5 +1,5 @@
 """Containment: references stay inside the root; HTTP stays on loopback and behind tokens
-(issue 6 §6; SPEC §10, §11)."""
+(DESIGN.md §10, §11)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Nothing is lost silently, and a broken store gets one clear sentence (issue 10 §13–16).
+"""Nothing is lost silently, and a broken store gets one clear sentence.
 
 A write is acknowledged only when it is stored: a store file deleted or replaced under a
 running server refuses writes. Export and import carry archived state and tombstones, and an
@@ -20,6 +20,7 @@ from pathlib import Path
 import anyio
 import anyio.to_thread
 import pytest
+from machine import machine_lacks
 from mcp import Client
 from shared_support import (
     HANG_GUARD,
@@ -265,7 +266,7 @@ def read_only_store(tmp_path: Path) -> Iterator[tuple[Path, str]]:
     target = tmp_path / "ro"
     why = mount_read_only(source, target)
     if why is not None:
-        pytest.skip(f"a read-only bind mount is not possible here: {why}")
+        machine_lacks(f"a read-only bind mount is not possible here: {why}")
     try:
         yield target / "ro.sqlite", json.loads(authored.stdout)["id"]
     finally:
@@ -328,7 +329,7 @@ def test_a_read_only_store_of_the_previous_schema_is_refused_naming_the_upgrade(
     target = tmp_path / "ro"
     why = mount_read_only(source, target)
     if why is not None:
-        pytest.skip(f"a read-only bind mount is not possible here: {why}")
+        machine_lacks(f"a read-only bind mount is not possible here: {why}")
     try:
         result = cli(["--store", str(target / "old.sqlite"), "--owner", "alice", "stats"])
     finally:
@@ -345,7 +346,7 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
     disk = tmp_path / "disk"
     why = mount_tmpfs(disk, "1m")
     if why is not None:
-        pytest.skip(f"a small tmpfs (a full disk) cannot be mounted here: {why}")
+        machine_lacks(f"a small tmpfs (a full disk) cannot be mounted here: {why}")
     try:
         yield disk
     finally:
@@ -367,21 +368,76 @@ async def test_a_write_on_a_full_disk_is_refused_in_one_sentence_on_the_cli(
     assert len(lines) == 1 and "full.sqlite" in lines[0], done.stderr
 
 
+def distinct_words(count: int) -> str:
+    """`count` words that share no index entries, so the text takes its full size on disk."""
+    return " ".join(f"w{n:05d}x" for n in range(count))
+
+
+def log_all_in_the_file(store: Path) -> None:
+    """Copy the store's write-ahead log into its file from a connection of our own, and return
+    once every frame is copied (the server's next commit then starts the log from its
+    beginning, in space the log file already holds)."""
+    with closing(sqlite3.connect(store, timeout=HANG_GUARD)) as conn:
+        busy, logged, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    assert (busy, copied) == (0, logged) and logged > 0, (busy, logged, copied)
+
+
 @pytest.mark.processes
 async def test_a_write_after_the_disk_filled_up_is_a_tool_error_naming_the_file(
     small_disk: Path,
 ) -> None:
-    # The server opened its store while there was room; then the disk fills up under it.
-    settings = Settings(store=small_disk / "full.sqlite", owner="alice")
-    async with Client(stdio_params(settings), cache=None) as client:
+    """A commit that needs more room than the disk has is refused, whatever the checkpoint
+    thread did meanwhile.
+
+    SQLite appends a commit to the write-ahead log, and once a checkpoint has copied the log
+    into the file it writes the next commit from the log's beginning again, in space the log
+    file already holds. So a small write on a full disk can rightly be stored (see the next
+    test): the one refused here needs more room than the log was given before the disk
+    filled (it starts empty: `seed` closes the store and SQLite deletes the log).
+    """
+    store = small_disk / "full.sqlite"
+    await seed(store, "Seeded while there was room.")
+    big = distinct_words(12_000)  # 95,999 characters, under the 100,000 limit
+    async with Client(stdio_params(Settings(store=store, owner="alice")), cache=None) as client:
         await call(client, "memory_author", {"content": "Written while there was room."})
+        room = store.with_name("full.sqlite-wal").stat().st_size
+        fill(small_disk)
+        with anyio.fail_after(HANG_GUARD):
+            result = await client.call_tool("memory_author", {"content": big})
+    # The text alone takes more pages than the log had room for (SQLite stores it as it is).
+    assert room < len(big), f"the log already held {room} bytes: the write may fit in it"
+    assert result.is_error
+    assert "full.sqlite" in result.content[0].text
+    assert "nothing was written" in result.content[0].text
+    for filler in small_disk.glob("filler*"):
+        filler.unlink()
+    async with Memory.open(store, owner="alice", embedder=HashEmbedder()) as mem:
+        kept = [view.content for _, view in await mem.list_memories()]
+    assert sorted(kept) == ["Seeded while there was room.", "Written while there was room."]
+
+
+@pytest.mark.processes
+async def test_a_write_acknowledged_on_a_full_disk_is_kept(small_disk: Path) -> None:
+    """A write that fits in the space the write-ahead log already holds is stored on a full
+    disk, and it is really there: after the server stopped and the disk has room again, the
+    store (its log replayed) holds it."""
+    store = small_disk / "full.sqlite"
+    async with Client(stdio_params(Settings(store=store, owner="alice")), cache=None) as client:
+        # Creating the store logged its whole schema: the log file has room for a small write.
+        await call(client, "memory_author", {"content": "Written while there was room."})
+        await anyio.to_thread.run_sync(log_all_in_the_file, store)
         fill(small_disk)
         with anyio.fail_after(HANG_GUARD):
             result = await client.call_tool(
-                "memory_author", {"content": "Written after the disk filled up. " * 40}
+                "memory_author", {"content": "Written after the disk filled up."}
             )
-    assert result.is_error
-    assert "full.sqlite" in result.content[0].text
+        assert not result.is_error, result.content[0].text
+    assert (small_disk / "filler").stat().st_size > 0
+    for filler in small_disk.glob("filler*"):
+        filler.unlink()
+    async with Memory.open(store, owner="alice", embedder=HashEmbedder()) as mem:
+        kept = [view.content for _, view in await mem.list_memories()]
+    assert sorted(kept) == ["Written after the disk filled up.", "Written while there was room."]
 
 
 # --------------------------------------------------------------------------- §16 reference roots

@@ -1,4 +1,5 @@
-"""The tool list generated ahead of time (nooa_mcp/mcp/catalog.py, issue 12 start-up).
+"""The tool list generated ahead of time (nooa_mcp/mcp/catalog.py), so that a
+stdio server answers its first calls before it has registered anything.
 
 A stdio server answers `tools/list` from `nooa_mcp/mcp/tools.json` and registers its tools
 when something first needs them. These tests keep the file equal to what registration lists,

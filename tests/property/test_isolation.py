@@ -1,4 +1,4 @@
-"""Owner isolation as a property (issue 6 §5; SPEC §10, §11).
+"""Owner isolation as a property (DESIGN.md §10, §11).
 
 Hypothesis draws graphs of memories spread over owners of two roles plus shared rows, with
 random typed edges (added straight into the store, so edges that cross roles exist too, as after
@@ -22,7 +22,7 @@ from typing import Any
 
 import anyio
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, Phase, example, given, settings, strategies as st
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp_types import TextResourceContents
@@ -45,7 +45,7 @@ EXAMPLES = {"ci": 50, "long": 200}.get(os.environ.get("NOOA_FUZZ_PROFILE", "ci")
 
 
 def visible(reader: str, scope: str, owner: str) -> bool:
-    """SPEC §10 (amended), written out independently of the code under test: no reader here
+    """DESIGN.md §10, written out independently of the code under test: no reader here
     has a read grant, so `*` and another role's name narrow to the reader's own role."""
     role = reader.partition("@")[0]
     if owner == "":
@@ -229,13 +229,56 @@ def _snapshot(store: Path) -> tuple[list, list]:
     return rows, edges
 
 
+#: Known cases, run first and every time: each is a way a memory could leak that a random
+#: draw may miss (a fixed set of such cases caught a scope bug the random draws did not).
+KNOWN = [
+    # Spreading relayed through another role's memory: A (mine) -> X (bob's) -> B (mine).
+    (
+        ["alice@a", "bob@x", "alice@a"],
+        [(0, 1, EdgeType.causes), (1, 2, EdgeType.causes)],
+        [],
+        "alice@a",
+    ),
+    # A reference's snapshot across instances of one role, read with scope `instance`.
+    (["bob@y", "bob@x", "alice@a"], [], [(1, 0)], "bob@x"),
+    # A shared memory referencing and linking another role's memory.
+    (["", "bob@x", "alice@a"], [(0, 1, EdgeType.related)], [(0, 1)], "alice@a"),
+    # Supersession across the reader's two instances, and a todo of another role linked in.
+    (
+        ["alice@a", "alice@b", "carol", "bob@x"],
+        [(0, 1, EdgeType.refines), (1, 0, EdgeType.contradicts), (0, 3, EdgeType.related)],
+        [(3, 0)],
+        "alice@a",
+    ),
+    # Every owner once, the reader the shared-row-free role, edges both ways across roles.
+    (
+        ["alice@a", "alice@b", "bob@x", "bob@y", "carol", ""],
+        [(2, 0, EdgeType.supports), (0, 2, EdgeType.part_of), (5, 4, EdgeType.triggers)],
+        [(4, 2), (0, 3)],
+        "carol",
+    ),
+]
+
+
+def _with_known(test):
+    for case in reversed(KNOWN):
+        test = example(graph=case)(test)
+    return test
+
+
+# Seeded (derandomize): every run draws the same examples, so a pass or a failure is the same
+# on any machine and in a mutation run. No shrinking: an example is 3-9 memories, readable as
+# drawn, and shrinking one failure took minutes.
 @settings(
     max_examples=EXAMPLES,
     deadline=None,
     database=None,
+    derandomize=True,
+    phases=[Phase.explicit, Phase.generate],
     suppress_health_check=[HealthCheck.too_slow],
 )
 @given(graph=graphs)
+@_with_known
 def test_no_scope_reveals_or_relays_a_memory_outside_it(graph: tuple) -> None:
     owners, edges, refs, reader = graph
 

@@ -1,4 +1,4 @@
-"""References: parsing, root confinement, preview capture and live resolution (SPEC §11)."""
+"""References: parsing, root confinement, preview capture and live resolution (DESIGN.md §11)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from datetime import UTC, datetime
 import pytest
 
 from nooa_mcp.domain.references import (
-    PREVIEW_CHARS,
     memory_targets,
     parse_reference,
     parse_references,
@@ -85,7 +84,7 @@ def test_parse_references_drops_repeats_and_caps_the_count():
 
 
 def test_a_symlink_escaping_the_root_is_refused(root, tmp_path):
-    """SPEC §11: no symlink escape; the real path is checked, not the text."""
+    """DESIGN.md §11: no symlink escape; the real path is checked, not the text."""
     os.symlink(tmp_path / "secret.txt", root / "docs" / "innocent.md")
     os.symlink(tmp_path, root / "up")
     with pytest.raises(ReferenceOutsideRoot):
@@ -101,8 +100,10 @@ def test_a_symlink_inside_the_root_is_followed(root):
 
 def test_capture_takes_a_bounded_preview_of_a_file(root):
     ref = capture(parse_reference("file:docs/notes.md"), root=root, at=T0)
-    assert ref.preview.startswith("deploy with make release")
-    assert len(ref.preview) <= PREVIEW_CHARS
+    # The documented 200 characters (DESIGN §17.1 PREVIEW_CHARS) of a 525-character file:
+    # its first 199 and a mark that the rest was cut.
+    text = "deploy with make release\n" + "x" * 500
+    assert ref.preview == text[:199] + "…"
     assert ref.captured_at == T0
 
 

@@ -1,8 +1,10 @@
-"""Whole-role reads on SQLite run on a connection of their own (issue 12): a reflection pass's
+"""Whole-role reads on SQLite run on a connection of their own: a reflection pass's
 rows and the KPI statistics read every memory, and on the store's one connection every
 statement of a client's write queued behind them."""
 
 from __future__ import annotations
+
+import threading
 
 import anyio
 import pytest
@@ -13,31 +15,55 @@ from nooa_mcp.storage.sqlite import SQLiteStore
 
 pytestmark = pytest.mark.anyio
 
-#: A read that keeps SQLite busy for a good fraction of a second.
-SLOW = (
-    "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 3000000) "
-    "SELECT count(*) FROM n"
-)
+
+class Held:
+    """A statement (`SELECT held()`) that stays under way until released: the moment it has
+    started is an event the test waits on, instead of a sleep that assumes it."""
+
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.release = threading.Event()
+
+    def _held(self) -> int:
+        self.started.set()
+        self.release.wait(120)  # a hung job's guard: a test that fails still ends
+        return 1
+
+    async def install(self, conn) -> None:
+        await conn.create_function("held", 0, self._held)
+
+    async def wait_started(self) -> None:
+        with anyio.fail_after(60):  # a hung job's guard, not a timing
+            while not self.started.is_set():
+                await anyio.sleep(0.01)
 
 
 async def test_a_write_does_not_wait_for_a_whole_role_read(store_path):
     store = await SQLiteStore.open(store_path)
+    held = Held()
     try:
+        for conn in (store.conn, await store._side("bulk")):
+            await held.install(conn)
         order: list[str] = []
 
         async def bulk() -> None:
-            assert (await store._bulk_rows(SLOW))[0][0] == 3000000
+            assert (await store._bulk_rows("SELECT held()"))[0][0] == 1
             order.append("read")
 
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(bulk)
-            await anyio.sleep(0.05)  # the read is under way
-            async with store.transaction():
-                await store.set_meta("probe", "written")
-            order.append("write")
+            await held.wait_started()  # the read is under way, and stays
+            try:
+                with anyio.fail_after(30):  # queued behind the held read, it never ends
+                    async with store.transaction():
+                        await store.set_meta("probe", "written")
+                order.append("write")
+            finally:
+                held.release.set()
         assert order == ["write", "read"]
         assert await store.get_meta("probe") == "written"
     finally:
+        held.release.set()
         await store.close()
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 
 import anyio
 import pytest
@@ -88,16 +89,33 @@ async def test_a_write_rolled_back_beside_a_recall_hides_no_later_write(mem, set
     assert await mem.engine.store.live_ids(list(reachable)) == reachable
 
 
-#: A statement that keeps SQLite busy for a good fraction of a second.
-SLOW = (
-    "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 3000000) "
-    "SELECT count(*) FROM n"
-)
+class Held:
+    """A statement (`SELECT held()`) that stays under way until released: the moment it has
+    started is an event the test waits on, instead of a sleep that assumes it."""
+
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.release = threading.Event()
+
+    def _held(self) -> int:
+        self.started.set()
+        self.release.wait(120)  # a hung job's guard: a test that fails still ends
+        return 1
+
+    async def install(self, conn) -> None:
+        await conn.create_function("held", 0, self._held)
+
+    async def wait_started(self) -> None:
+        with anyio.fail_after(60):  # a hung job's guard, not a timing
+            while not self.started.is_set():
+                await anyio.sleep(0.01)
 
 
 async def test_a_read_outside_a_write_does_not_queue_behind_its_statements(store_path) -> None:
     store = await SQLiteStore.open(store_path)
+    held = Held()
     try:
+        await held.install(store.conn)
         async with store.transaction():
             await store.set_meta("probe", "committed")
         order: list[str] = []
@@ -105,15 +123,20 @@ async def test_a_read_outside_a_write_does_not_queue_behind_its_statements(store
         async def write() -> None:
             async with store.transaction():
                 await store.set_meta("probe", "uncommitted")
-                await store._rows(SLOW)  # inside the write: on the store's connection
+                await store._rows("SELECT held()")  # inside the write: on the store's connection
             order.append("write")
 
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(write)
-            await anyio.sleep(0.05)  # the write's slow statement is under way
-            assert await store.get_meta("probe") == "committed"
-            order.append("read")
+            await held.wait_started()  # the write's statement is under way, and stays
+            try:
+                with anyio.fail_after(30):  # queued behind the held statement, it never ends
+                    assert await store.get_meta("probe") == "committed"
+                order.append("read")
+            finally:
+                held.release.set()
         assert order == ["read", "write"]
         assert await store.get_meta("probe") == "uncommitted"
     finally:
+        held.release.set()
         await store.close()
