@@ -111,7 +111,7 @@ class Engine:
         self._writer: asyncio.Task[None] | None = None
         #: The first read of the stored vectors when it waits for the model (`vectors_later`).
         self._first_vectors: asyncio.Task[None] | None = None
-        self._embeddings = SharedRuns(
+        self._embeddings: SharedRuns[str] = SharedRuns(
             lambda texts: self.embedder.embed(texts),
             lanes=EMBED_LANES,
             batch=EMBED_BATCH,
