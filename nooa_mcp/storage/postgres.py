@@ -60,10 +60,8 @@ from .base import (
     EdgeRow,
     KpiRaw,
     KpiTotals,
-    MaintenanceEntry,
     RowChanges,
     ScoringRow,
-    Tombstone,
     VectorRow,
 )
 from .keywords import query_stems, row_stems
@@ -88,10 +86,10 @@ from .rows import (
     memory_values,
     scoring_from_row,
     time_from_epoch,
-    tombstone_from_row,
     vector_from_blob,
     vector_of,
 )
+from .sql_core import POSTGRES, SqlVerbs
 
 try:
     import psycopg
@@ -171,10 +169,12 @@ def _short(exc: BaseException) -> str:
     return text.rstrip(".")
 
 
-class PostgresStore:
+class PostgresStore(SqlVerbs):
     """An open PostgreSQL store. Create with `await PostgresStore.open(url)`; `close()` it."""
 
     kind = "postgresql"
+
+    dialect = POSTGRES
 
     def __init__(self, pool: Any, conninfo: str, label: str, schema: str) -> None:
         self.pool = pool
@@ -493,9 +493,6 @@ class PostgresStore:
 
     # ------------------------------------------------------------------ meta and leases
 
-    async def get_meta(self, key: str) -> str | None:
-        return await self._scalar("SELECT value FROM meta WHERE key = %(k)s", {"k": key})
-
     async def lock_meta(self, key: str) -> str | None:
         """The value, with the key locked until the transaction ends — even a key that does
         not exist yet, so two servers cannot both see "no lease" and both take it."""
@@ -505,13 +502,6 @@ class PostgresStore:
                 {"k": f"{self.schema}/meta/{key}"},
             )
         return await self.get_meta(key)
-
-    async def set_meta(self, key: str, value: str) -> None:
-        await self._exec(
-            "INSERT INTO meta(key, value) VALUES (%(k)s, %(v)s) "
-            "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
-            {"k": key, "v": value},
-        )
 
     # ------------------------------------------------------------------ ids
 
@@ -1090,90 +1080,7 @@ class PostgresStore:
 
     # ------------------------------------------------------------------ tombstones
 
-    async def add_tombstone(self, memory_id: str, reason: str, when: datetime) -> None:
-        await self._exec(
-            "INSERT INTO tombstones(memory_id, owner, role, type, content_hash, embedding, "
-            "reason, ts) SELECT id, owner, role, type, content_hash, embedding, %(r)s, %(t)s "
-            "FROM memories WHERE id = %(i)s",
-            {"r": reason, "t": epoch(when), "i": memory_id},
-        )
-
-    async def lift_tombstones(self, memory_id: str, when: datetime) -> None:
-        await self._exec(
-            "UPDATE tombstones SET lifted_at = %(t)s WHERE memory_id = %(i)s AND lifted_at IS NULL",
-            {"t": epoch(when), "i": memory_id},
-        )
-
-    async def tombstone_by_hash(self, content_hash: str, role: str) -> Tombstone | None:
-        rows = await self._rows(
-            "SELECT t.* FROM tombstones t JOIN memories m ON m.id = t.memory_id "
-            "WHERE t.content_hash = %(h)s AND t.role = %(r)s AND t.lifted_at IS NULL "
-            "AND m.archived ORDER BY t.ts DESC, t.seq DESC LIMIT 1",
-            {"h": content_hash, "r": role},
-        )
-        return tombstone_from_row(rows[0]) if rows else None
-
-    async def tombstones_of(self, memory_ids: Sequence[str]) -> dict[str, Tombstone]:
-        rows = await self._rows(
-            "SELECT t.* FROM tombstones t JOIN memories m ON m.id = t.memory_id "
-            "WHERE t.memory_id = ANY(%(ids)s) AND t.lifted_at IS NULL AND m.archived "
-            "ORDER BY t.ts, t.seq",
-            {"ids": list(memory_ids)},
-        )
-        return {r["memory_id"]: tombstone_from_row(r) for r in rows}
-
-    async def all_tombstones(self, memory_ids: Sequence[str]) -> dict[str, list[Tombstone]]:
-        """Every tombstone (lifted ones too) of these memories, oldest first: for export."""
-        rows = await self._rows(
-            "SELECT * FROM tombstones WHERE memory_id = ANY(%(ids)s) ORDER BY ts, seq",
-            {"ids": list(memory_ids)},
-        )
-        out: dict[str, list[Tombstone]] = {}
-        for r in rows:
-            out.setdefault(r["memory_id"], []).append(tombstone_from_row(r))
-        return out
-
     # ------------------------------------------------------------------ maintenance
-
-    async def log_maintenance(self, kind: str, report: dict[str, Any]) -> None:
-        await self._exec(
-            "INSERT INTO maintenance_log(ts, kind, report) VALUES (%(t)s, %(k)s, %(r)s)",
-            {
-                "t": datetime.now(UTC).timestamp(),
-                "k": kind,
-                "r": json.dumps(report, default=str),
-            },
-        )
-
-    async def maintenance_entries(
-        self, kind: str | None = None, limit: int = 20, role: str | None = None
-    ) -> list[MaintenanceEntry]:
-        clauses, params = ["true"], dict[str, Any](limit=limit)
-        if kind is not None:
-            clauses.append("kind = %(kind)s")
-            params["kind"] = kind
-        if role is not None:
-            clauses.append("report->>'role' = %(role)s")
-            params["role"] = role
-        rows = await self._rows(
-            f"SELECT seq, ts, kind, report FROM maintenance_log WHERE {' AND '.join(clauses)} "
-            "ORDER BY seq DESC LIMIT %(limit)s",
-            params,
-        )
-        return [
-            MaintenanceEntry(r["seq"], time_from_epoch(r["ts"]), r["kind"], json.loads(r["report"]))
-            for r in rows
-        ]
-
-    async def count_maintenance(self, kind: str, role: str | None = None) -> int:
-        if role is None:
-            return await self._scalar(
-                "SELECT count(*) FROM maintenance_log WHERE kind = %(k)s", {"k": kind}
-            )
-        return await self._scalar(
-            "SELECT count(*) FROM maintenance_log WHERE kind = %(k)s AND report->>'role' = %(r)s",
-            {"k": kind, "r": role},
-        )
 
     async def reflection_nodes(self, role: str | None) -> tuple[list[Node], np.ndarray]:
         where, params = ("role = %(role)s", {"role": role}) if role is not None else ("true", {})

@@ -53,10 +53,8 @@ from .base import (
     EdgeRow,
     KpiRaw,
     KpiTotals,
-    MaintenanceEntry,
     RowChanges,
     ScoringRow,
-    Tombstone,
     VectorRow,
     tell_faded_sql,
 )
@@ -72,10 +70,10 @@ from .rows import (
     memory_values,
     scoring_from_row,
     time_from_epoch,
-    tombstone_from_row,
     vector_from_blob,
     vector_of,
 )
+from .sql_core import SQLITE, SqlVerbs
 
 __all__ = ["SQLiteStore", "copy_store", "fts_query"]
 
@@ -450,10 +448,12 @@ def _split_sql(script: str) -> list[str]:
 _WRITING: ContextVar[frozenset[int]] = ContextVar("nooa_sqlite_writing", default=frozenset())
 
 
-class SQLiteStore:
+class SQLiteStore(SqlVerbs):
     """An open store file. Create with `await SQLiteStore.open(path)`; close with `close()`."""
 
     kind = "sqlite"
+
+    dialect = SQLITE
 
     def __init__(self, conn: aiosqlite.Connection, path: Path) -> None:
         self.conn = conn
@@ -728,6 +728,9 @@ class SQLiteStore:
         except sqlite3.Error as exc:
             raise unavailable(self.path, exc) from None
 
+    async def _exec(self, sql: str, params: Any = ()) -> aiosqlite.Cursor:
+        return await self._execute(sql, params)
+
     async def _execute_many(self, sql: str, rows: Any) -> aiosqlite.Cursor:
         try:
             return await self.conn.executemany(sql, rows)
@@ -786,19 +789,9 @@ class SQLiteStore:
         commits (SPEC §3), not when this one does (its writes mark the caches themselves)."""
         return next(iter(await self._read(None, "PRAGMA data_version", ())))[0]
 
-    async def get_meta(self, key: str) -> str | None:
-        return await self._scalar("SELECT value FROM meta WHERE key = ?", (key,))
-
     async def lock_meta(self, key: str) -> str | None:
         # BEGIN IMMEDIATE already holds the file's write lock for the whole transaction.
         return await self.get_meta(key)
-
-    async def set_meta(self, key: str, value: str) -> None:
-        await self._execute(
-            "INSERT INTO meta(key, value) VALUES (?, ?) "
-            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-            (key, value),
-        )
 
     # ------------------------------------------------------------------ ids
 
@@ -1392,89 +1385,7 @@ class SQLiteStore:
 
     # ------------------------------------------------------------------ tombstones
 
-    async def add_tombstone(self, memory_id: str, reason: str, when: datetime) -> None:
-        """Record what was archived and why, from the memory's own row (SPEC §7)."""
-        await self._execute(
-            "INSERT INTO tombstones(memory_id, owner, role, type, content_hash, embedding, "
-            "reason, ts) SELECT id, owner, role, type, content_hash, embedding, ?, ? "
-            "FROM memories WHERE id = ?",
-            (reason, epoch(when), memory_id),
-        )
-
-    async def lift_tombstones(self, memory_id: str, when: datetime) -> None:
-        await self._execute(
-            "UPDATE tombstones SET lifted_at = ? WHERE memory_id = ? AND lifted_at IS NULL",
-            (epoch(when), memory_id),
-        )
-
-    async def tombstone_by_hash(self, content_hash: str, role: str) -> Tombstone | None:
-        """The newest standing tombstone of this role with exactly this content."""
-        rows = await self._rows(
-            "SELECT t.* FROM tombstones t JOIN memories m ON m.id = t.memory_id "
-            "WHERE t.content_hash = ? AND t.role = ? AND t.lifted_at IS NULL AND m.archived = 1 "
-            "ORDER BY t.ts DESC LIMIT 1",
-            (content_hash, role),
-        )
-        return tombstone_from_row(rows[0]) if rows else None
-
-    async def tombstones_of(self, memory_ids: Sequence[str]) -> dict[str, Tombstone]:
-        """Standing tombstones (newest per memory) of archived memories among `memory_ids`."""
-        rows = await self._rows_in(
-            "SELECT t.* FROM tombstones t JOIN memories m ON m.id = t.memory_id "
-            "WHERE t.memory_id IN ({marks}) AND t.lifted_at IS NULL AND m.archived = 1 "
-            "ORDER BY t.ts",
-            memory_ids,
-        )
-        return {r["memory_id"]: tombstone_from_row(r) for r in rows}
-
-    async def all_tombstones(self, memory_ids: Sequence[str]) -> dict[str, list[Tombstone]]:
-        """Every tombstone (lifted ones too) of these memories, oldest first: for export."""
-        rows = await self._rows_in(
-            "SELECT * FROM tombstones WHERE memory_id IN ({marks}) ORDER BY ts, seq", memory_ids
-        )
-        out: dict[str, list[Tombstone]] = {}
-        for r in rows:
-            out.setdefault(r["memory_id"], []).append(tombstone_from_row(r))
-        return out
-
     # ------------------------------------------------------------------ maintenance
-
-    async def log_maintenance(self, kind: str, report: dict[str, Any]) -> None:
-        await self._execute(
-            "INSERT INTO maintenance_log(ts, kind, report) VALUES (?, ?, ?)",
-            (datetime.now(UTC).timestamp(), kind, json.dumps(report, default=str)),
-        )
-
-    async def maintenance_entries(
-        self, kind: str | None = None, limit: int = 20, role: str | None = None
-    ) -> list[MaintenanceEntry]:
-        clauses, params = ["1"], []
-        if kind is not None:
-            clauses.append("kind = ?")
-            params.append(kind)
-        if role is not None:
-            clauses.append("json_extract(report, '$.role') = ?")
-            params.append(role)
-        rows = await self._rows(
-            f"SELECT seq, ts, kind, report FROM maintenance_log WHERE {' AND '.join(clauses)} "
-            "ORDER BY seq DESC LIMIT ?",
-            [*params, limit],
-        )
-        return [
-            MaintenanceEntry(r["seq"], time_from_epoch(r["ts"]), r["kind"], json.loads(r["report"]))
-            for r in rows
-        ]
-
-    async def count_maintenance(self, kind: str, role: str | None = None) -> int:
-        if role is None:
-            return await self._scalar(
-                "SELECT COUNT(*) FROM maintenance_log WHERE kind = ?", (kind,)
-            )
-        return await self._scalar(
-            "SELECT COUNT(*) FROM maintenance_log WHERE kind = ? "
-            "AND json_extract(report, '$.role') = ?",
-            (kind, role),
-        )
 
     async def reflection_nodes(self, role: str | None) -> tuple[list[Node], np.ndarray]:
         """Live rows reflection plans over (one role, or every role) and their vectors."""
