@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from ..domain.reflection import Node, Rows
-from ..domain.schema import AccessRecord, Edge, EdgeType, Memory
+from ..domain.schema import AccessRecord, EdgeType, Memory
 from ..domain.scope import Scope
 from ..errors import (
     AmbiguousId,
@@ -79,7 +79,6 @@ from .pg_search import (
 from .rows import (
     MIN_PREFIX,
     SCORING_COLUMNS,
-    TODO_ORDER,
     access_from_row,
     epoch,
     memory_from_row,
@@ -538,19 +537,6 @@ class PostgresStore(SqlVerbs):
             raise AmbiguousId(ident, matches, field)
         return matches[0]
 
-    async def owners_of(self, ids: Sequence[str]) -> dict[str, str]:
-        rows = await self._rows(
-            "SELECT id, owner FROM memories WHERE id = ANY(%(ids)s)", {"ids": list(ids)}
-        )
-        return {r["id"]: r["owner"] for r in rows}
-
-    async def live_ids(self, ids: Sequence[str]) -> set[str]:
-        rows = await self._rows(
-            "SELECT id FROM memories WHERE id = ANY(%(ids)s) AND NOT archived",
-            {"ids": list(ids)},
-        )
-        return {r["id"] for r in rows}
-
     # ------------------------------------------------------------------ memories
 
     async def insert(self, memory: Memory, embedding: np.ndarray | None) -> int:
@@ -660,77 +646,6 @@ class PostgresStore(SqlVerbs):
             {"h": content_hash, "r": role, "t": type},
         )
 
-    async def unembedded(self, dim: int, limit: int) -> list[tuple[str, str, str]]:
-        rows = await self._rows(
-            "SELECT id, title, content FROM memories WHERE embedding IS NULL "
-            "OR octet_length(embedding) != %(n)s ORDER BY seq LIMIT %(l)s",
-            {"n": dim * 4, "l": limit},
-        )
-        return [(r["id"], r["title"], r["content"]) for r in rows]
-
-    def _list_where(
-        self,
-        scope: Scope,
-        archived: bool | None,
-        type: str | None,
-        status: str | None,
-        owner: str | None = None,
-        tag: str | None = None,
-    ) -> tuple[list[str], dict[str, Any]]:
-        where, params = scope_sql(scope, "")
-        clauses = [where]
-        if archived is not None:
-            clauses.append("archived = %(archived)s")
-            params["archived"] = archived
-        if type is not None:
-            clauses.append("type = %(type)s")
-            params["type"] = type
-        if status is not None:
-            clauses.append("status = %(status)s")
-            params["status"] = status
-        if owner is not None:
-            clauses.append("owner = %(owner)s")
-            params["owner"] = owner
-        if tag is not None:
-            # Under the C collation lower() folds ASCII only, as SQLite's lower() does.
-            clauses.append(
-                "EXISTS (SELECT 1 FROM jsonb_array_elements_text(tags) t "
-                'WHERE lower(t COLLATE "C") = lower(%(tag)s::text COLLATE "C"))'
-            )
-            params["tag"] = tag
-        return clauses, params
-
-    async def list_memories(
-        self,
-        scope: Scope,
-        *,
-        archived: bool | None = False,
-        type: str | None = None,
-        status: str | None = None,
-        owner: str | None = None,
-        tag: str | None = None,
-        after_seq: int | None = None,
-        limit: int = 50,
-    ) -> list[Memory]:
-        clauses, params = self._list_where(scope, archived, type, status, owner, tag)
-        if after_seq is not None:
-            clauses.append("seq > %(after)s")
-            params["after"] = after_seq
-        params["limit"] = limit
-        rows = await self._rows(
-            f"SELECT * FROM memories WHERE {' AND '.join(clauses)} ORDER BY seq LIMIT %(limit)s",
-            params,
-        )
-        return [memory_from_row(r) for r in rows]
-
-    async def count_memories(
-        self, scope: Scope, *, type: str | None = None, status: str | None = None
-    ) -> int:
-        clauses, params = self._list_where(scope, False, type, status)
-        return await self._scalar(
-            f"SELECT count(*) FROM memories WHERE {' AND '.join(clauses)}", params
-        )
-
     async def context_rows(self, scope: Scope, limit: int) -> list[Memory]:
         """Open todos first, then by importance and recency; scratch and closed todos never.
 
@@ -748,25 +663,6 @@ class PostgresStore(SqlVerbs):
         order = [r["id"] for r in picked]
         found = await self.fetch_many(order)
         return [found[i] for i in order if i in found]
-
-    async def todo_rows(self, scope: Scope, status: str | None, limit: int) -> list[Memory]:
-        clauses, params = self._list_where(scope, False, "todo", status)
-        picked = await self._rows(
-            f"SELECT id FROM memories WHERE {' AND '.join(clauses)} "
-            f"ORDER BY {TODO_ORDER} LIMIT %(limit)s",
-            {**params, "limit": limit},
-        )
-        order = [r["id"] for r in picked]
-        found = await self.fetch_many(order)
-        return [found[i] for i in order if i in found]
-
-    async def intents(self, role: str) -> list[Memory]:
-        rows = await self._rows(
-            "SELECT * FROM memories WHERE type = 'intent' AND NOT archived AND role = %(r)s "
-            "AND trigger IS NOT NULL ORDER BY seq",
-            {"r": role},
-        )
-        return [memory_from_row(r) for r in rows]
 
     # ------------------------------------------------------------------ recall
 
@@ -940,44 +836,6 @@ class PostgresStore(SqlVerbs):
             ],
         )
 
-    async def edges_of(self, memory_id: str) -> list[Edge]:
-        rows = await self._rows(
-            "SELECT dst, type, weight, created_at FROM edges WHERE src = %(s)s "
-            "ORDER BY created_at, dst, type",
-            {"s": memory_id},
-        )
-        return [
-            Edge(
-                target=r["dst"],
-                type=r["type"],
-                weight=r["weight"],
-                created_at=time_from_epoch(r["created_at"]),
-            )
-            for r in rows
-        ]
-
-    async def out_edges(self, sources: Sequence[str], scope: Scope) -> list[EdgeRow]:
-        """Outgoing edges of `sources` whose targets are live and inside `scope` (SPEC §5)."""
-        where, params = scope_sql(scope)
-        rows = await self._rows(
-            "SELECT e.src, e.dst, e.type, e.weight FROM edges e JOIN memories m ON m.id = e.dst "
-            f"WHERE e.src = ANY(%(ids)s) AND NOT m.archived AND {where}",
-            {**params, "ids": list(sources)},
-        )
-        return [EdgeRow(r["src"], r["dst"], r["type"], r["weight"]) for r in rows]
-
-    async def successors(
-        self, targets: Sequence[str], relations: Sequence[str], scope: Scope
-    ) -> list[EdgeRow]:
-        where, params = scope_sql(scope)
-        rows = await self._rows(
-            "SELECT e.src, e.dst, e.type, e.weight FROM edges e JOIN memories m ON m.id = e.src "
-            "WHERE e.dst = ANY(%(ids)s) AND e.type = ANY(%(rel)s::text[]) "
-            f"AND NOT m.archived AND {where}",
-            {**params, "ids": list(targets), "rel": list(relations)},
-        )
-        return [EdgeRow(r["src"], r["dst"], r["type"], r["weight"]) for r in rows]
-
     async def links_of(self, ids: Sequence[str], scope: Scope) -> list[EdgeRow]:
         where, params = scope_sql(scope)
         rows = await self._rows(
@@ -1072,11 +930,6 @@ class PostgresStore(SqlVerbs):
             params,
         )
         return [(r["seq"], r["memory_id"], access_from_row(r)) for r in rows]
-
-    async def count_accesses(self, memory_id: str) -> int:
-        return await self._scalar(
-            "SELECT count(*) FROM accesses WHERE memory_id = %(m)s", {"m": memory_id}
-        )
 
     # ------------------------------------------------------------------ tombstones
 

@@ -17,10 +17,19 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from .base import MaintenanceEntry, Tombstone
-from .rows import Row, epoch, time_from_epoch, tombstone_from_row
+from ..domain.schema import Edge, Memory
+from ..domain.scope import Scope
+from .base import EdgeRow, MaintenanceEntry, Tombstone
+from .rows import (
+    TODO_ORDER,
+    Row,
+    epoch,
+    memory_from_row,
+    time_from_epoch,
+    tombstone_from_row,
+)
 
-__all__ = ["POSTGRES", "SQLITE", "Dialect", "SqlVerbs"]
+__all__ = ["POSTGRES", "SQLITE", "Dialect", "SqlVerbs", "scope_where"]
 
 
 @dataclass(frozen=True)
@@ -37,6 +46,11 @@ class Dialect:
     json_text: str
     #: "`{column}` is one of the list parameter `{name}`" (see `values`).
     member: str
+    #: The byte length of a blob.
+    blob_length: str
+    #: "the JSON array `tags` holds the text `{name}`, ASCII case folded" (both fold ASCII
+    #: only: SQLite's lower(), PostgreSQL's under the C collation).
+    has_tag: str
 
     def p(self, name: str) -> str:
         """The placeholder of the parameter `name`."""
@@ -63,6 +77,8 @@ SQLITE = Dialect(
     placeholder=":{}",
     json_text="json_extract({column}, '$.{key}')",
     member="{column} IN (SELECT value FROM json_each({name}))",
+    blob_length="length",
+    has_tag="EXISTS (SELECT 1 FROM json_each(tags) WHERE lower(value) = lower({name}))",
 )
 POSTGRES = Dialect(
     name="postgresql",
@@ -71,7 +87,31 @@ POSTGRES = Dialect(
     placeholder="%({})s",
     json_text="{column}->>'{key}'",
     member="{column} = ANY({name})",
+    blob_length="octet_length",
+    has_tag=(
+        "EXISTS (SELECT 1 FROM jsonb_array_elements_text(tags) t "
+        'WHERE lower(t COLLATE "C") = lower({name}::text COLLATE "C"))'
+    ),
 )
+
+
+def scope_where(
+    scope: Scope, d: Dialect, alias: str = "m", name: str = "scope"
+) -> tuple[str, dict[str, Any]]:
+    """The visibility rule of `Scope.allows` as an SQL condition and its named parameters
+    (`name` prefixes them, so one statement can hold two scopes)."""
+    p = f"{alias}." if alias else ""
+    if scope.owner is not None:
+        return f"({p}owner = '' OR {p}owner = {d.p(name + '_owner')})", {
+            f"{name}_owner": scope.owner
+        }
+    if scope.roles is None:
+        return d.true, {}
+    roles = f"{name}_roles"
+    return (
+        f"({p}owner = '' OR {d.one_of(p + 'role', roles)})",
+        {roles: d.values(sorted(scope.roles))},
+    )
 
 
 class SqlVerbs:
@@ -88,6 +128,172 @@ class SqlVerbs:
 
     async def _exec(self, sql: str, params: Any = ()) -> Any:
         raise NotImplementedError
+
+    async def fetch_many(self, ids: Sequence[str]) -> dict[str, Memory]:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ memories by id
+
+    async def owners_of(self, ids: Sequence[str]) -> dict[str, str]:
+        """Owner of each existing memory among `ids`."""
+        d = self.dialect
+        rows = await self._rows(
+            f"SELECT id, owner FROM memories WHERE {d.one_of('id', 'ids')}",
+            {"ids": d.values(ids)},
+        )
+        return {r["id"]: r["owner"] for r in rows}
+
+    async def live_ids(self, ids: Sequence[str]) -> set[str]:
+        d = self.dialect
+        rows = await self._rows(
+            f"SELECT id FROM memories WHERE {d.one_of('id', 'ids')} AND archived = {d.false}",
+            {"ids": d.values(ids)},
+        )
+        return {r["id"] for r in rows}
+
+    async def unembedded(self, dim: int, limit: int) -> list[tuple[str, str, str]]:
+        d = self.dialect
+        rows = await self._rows(
+            "SELECT id, title, content FROM memories WHERE embedding IS NULL "
+            f"OR {d.blob_length}(embedding) != {d.p('n')} ORDER BY seq LIMIT {d.p('l')}",
+            {"n": dim * 4, "l": limit},
+        )
+        return [(r["id"], r["title"], r["content"]) for r in rows]
+
+    # ------------------------------------------------------------------ listings
+
+    def _list_where(
+        self,
+        scope: Scope,
+        archived: bool | None,
+        type: str | None,
+        status: str | None,
+        owner: str | None = None,
+        tag: str | None = None,
+    ) -> tuple[list[str], dict[str, Any]]:
+        d = self.dialect
+        where, params = scope_where(scope, d, "")
+        clauses = [where]
+        for column, value in (
+            ("archived", archived),
+            ("type", type),
+            ("status", status),
+            ("owner", owner),
+        ):
+            if value is not None:
+                clauses.append(f"{column} = {d.p(column)}")
+                params[column] = value
+        if tag is not None:
+            clauses.append(d.has_tag.format(name=d.p("tag")))
+            params["tag"] = tag
+        return clauses, params
+
+    async def list_memories(
+        self,
+        scope: Scope,
+        *,
+        archived: bool | None = False,
+        type: str | None = None,
+        status: str | None = None,
+        owner: str | None = None,
+        tag: str | None = None,
+        after_seq: int | None = None,
+        limit: int = 50,
+    ) -> list[Memory]:
+        """Memories in insertion order, for listings and exports (cursor = last seq)."""
+        d = self.dialect
+        clauses, params = self._list_where(scope, archived, type, status, owner, tag)
+        if after_seq is not None:
+            clauses.append(f"seq > {d.p('after')}")
+            params["after"] = after_seq
+        params["limit"] = limit
+        rows = await self._rows(
+            f"SELECT * FROM memories WHERE {' AND '.join(clauses)} "
+            f"ORDER BY seq LIMIT {d.p('limit')}",
+            params,
+        )
+        return [memory_from_row(r) for r in rows]
+
+    async def count_memories(
+        self, scope: Scope, *, type: str | None = None, status: str | None = None
+    ) -> int:
+        clauses, params = self._list_where(scope, False, type, status)
+        return await self._scalar(
+            f"SELECT count(*) FROM memories WHERE {' AND '.join(clauses)}", params
+        )
+
+    async def todo_rows(self, scope: Scope, status: str | None, limit: int) -> list[Memory]:
+        """Live todos in todo order: open first, then by importance, then oldest first."""
+        clauses, params = self._list_where(scope, False, "todo", status)
+        # Order the narrow columns and fetch whole rows only for the ones kept.
+        picked = await self._rows(
+            f"SELECT id FROM memories WHERE {' AND '.join(clauses)} "
+            f"ORDER BY {TODO_ORDER} LIMIT {self.dialect.p('limit')}",
+            {**params, "limit": limit},
+        )
+        order = [r["id"] for r in picked]
+        found = await self.fetch_many(order)
+        return [found[i] for i in order if i in found]
+
+    async def intents(self, role: str) -> list[Memory]:
+        d = self.dialect
+        rows = await self._rows(
+            f"SELECT * FROM memories WHERE type = 'intent' AND archived = {d.false} "
+            f"AND role = {d.p('r')} AND trigger IS NOT NULL ORDER BY seq",
+            {"r": role},
+        )
+        return [memory_from_row(r) for r in rows]
+
+    async def count_accesses(self, memory_id: str) -> int:
+        return await self._scalar(
+            f"SELECT count(*) FROM accesses WHERE memory_id = {self.dialect.p('m')}",
+            {"m": memory_id},
+        )
+
+    # ------------------------------------------------------------------ edges
+
+    async def edges_of(self, memory_id: str) -> list[Edge]:
+        rows = await self._rows(
+            f"SELECT dst, type, weight, created_at FROM edges WHERE src = {self.dialect.p('s')} "
+            "ORDER BY created_at, dst, type",
+            {"s": memory_id},
+        )
+        return [
+            Edge(
+                target=r["dst"],
+                type=r["type"],
+                weight=r["weight"],
+                created_at=time_from_epoch(r["created_at"]),
+            )
+            for r in rows
+        ]
+
+    async def out_edges(self, sources: Sequence[str], scope: Scope) -> list[EdgeRow]:
+        """Outgoing edges of `sources` whose targets are live and inside `scope`: archived
+        targets and targets outside the reader's scope are dropped here, before spreading
+        ever sees them, so they neither appear nor relay (DESIGN §5.6)."""
+        d = self.dialect
+        where, params = scope_where(scope, d)
+        rows = await self._rows(
+            "SELECT e.src, e.dst, e.type, e.weight FROM edges e JOIN memories m ON m.id = e.dst "
+            f"WHERE {d.one_of('e.src', 'ids')} AND m.archived = {d.false} AND {where}",
+            {**params, "ids": d.values(sources)},
+        )
+        return [EdgeRow(r["src"], r["dst"], r["type"], r["weight"]) for r in rows]
+
+    async def successors(
+        self, targets: Sequence[str], relations: Sequence[str], scope: Scope
+    ) -> list[EdgeRow]:
+        """Live, visible memories that point at `targets` with one of `relations`."""
+        d = self.dialect
+        where, params = scope_where(scope, d)
+        rows = await self._rows(
+            "SELECT e.src, e.dst, e.type, e.weight FROM edges e JOIN memories m ON m.id = e.src "
+            f"WHERE {d.one_of('e.dst', 'ids')} AND {d.one_of('e.type', 'rel')} "
+            f"AND m.archived = {d.false} AND {where}",
+            {**params, "ids": d.values(targets), "rel": d.values(relations)},
+        )
+        return [EdgeRow(r["src"], r["dst"], r["type"], r["weight"]) for r in rows]
 
     # ------------------------------------------------------------------ meta
 

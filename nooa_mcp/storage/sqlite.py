@@ -33,7 +33,6 @@ import numpy as np
 from ..domain.reflection import Node, Rows
 from ..domain.schema import (
     AccessRecord,
-    Edge,
     EdgeType,
     Memory,
     content_hash,
@@ -63,7 +62,6 @@ from .keywords import query_stems, row_stems
 from .rows import (
     MIN_PREFIX,
     SCORING_COLUMNS,
-    TODO_ORDER,
     access_from_row,
     epoch,
     memory_from_row,
@@ -830,17 +828,6 @@ class SQLiteStore(SqlVerbs):
             raise AmbiguousId(ident, matches, field)
         return matches[0]
 
-    async def owners_of(self, ids: Sequence[str]) -> dict[str, str]:
-        """Owner of each existing memory among `ids`."""
-        rows = await self._rows_in("SELECT id, owner FROM memories WHERE id IN ({marks})", ids)
-        return {r["id"]: r["owner"] for r in rows}
-
-    async def live_ids(self, ids: Sequence[str]) -> set[str]:
-        rows = await self._rows_in(
-            "SELECT id FROM memories WHERE id IN ({marks}) AND archived = 0", ids
-        )
-        return {r["id"] for r in rows}
-
     # ------------------------------------------------------------------ memories
 
     async def insert(self, memory: Memory, embedding: np.ndarray | None) -> int:
@@ -939,74 +926,6 @@ class SQLiteStore(SqlVerbs):
             (content_hash, role, type),
         )
 
-    async def unembedded(self, dim: int, limit: int) -> list[tuple[str, str, str]]:
-        rows = await self._rows(
-            "SELECT id, title, content FROM memories WHERE embedding IS NULL "
-            "OR length(embedding) != ? LIMIT ?",
-            (dim * 4, limit),
-        )
-        return [(r["id"], r["title"], r["content"]) for r in rows]
-
-    def _list_where(
-        self,
-        scope: Scope,
-        archived: bool | None,
-        type: str | None,
-        status: str | None,
-        owner: str | None = None,
-        tag: str | None = None,
-    ) -> tuple[list[str], list[Any]]:
-        where, params = scope_sql(scope)
-        clauses = [where]
-        if archived is not None:
-            clauses.append("archived = ?")
-            params.append(int(archived))
-        if type is not None:
-            clauses.append("type = ?")
-            params.append(type)
-        if status is not None:
-            clauses.append("status = ?")
-            params.append(status)
-        if owner is not None:
-            clauses.append("owner = ?")
-            params.append(owner)
-        if tag is not None:
-            # lower() folds ASCII only, as PostgreSQL's does under the C collation.
-            clauses.append("EXISTS (SELECT 1 FROM json_each(tags) WHERE lower(value) = lower(?))")
-            params.append(tag)
-        return clauses, params
-
-    async def list_memories(
-        self,
-        scope: Scope,
-        *,
-        archived: bool | None = False,
-        type: str | None = None,
-        status: str | None = None,
-        owner: str | None = None,
-        tag: str | None = None,
-        after_seq: int | None = None,
-        limit: int = 50,
-    ) -> list[Memory]:
-        """Memories in insertion order, for listings and exports (cursor = last seq)."""
-        clauses, params = self._list_where(scope, archived, type, status, owner, tag)
-        if after_seq is not None:
-            clauses.append("seq > ?")
-            params.append(after_seq)
-        params.append(limit)
-        rows = await self._rows(
-            f"SELECT * FROM memories WHERE {' AND '.join(clauses)} ORDER BY seq LIMIT ?", params
-        )
-        return [memory_from_row(r) for r in rows]
-
-    async def count_memories(
-        self, scope: Scope, *, type: str | None = None, status: str | None = None
-    ) -> int:
-        clauses, params = self._list_where(scope, False, type, status)
-        return await self._scalar(
-            f"SELECT count(*) FROM memories WHERE {' AND '.join(clauses)}", params
-        )
-
     async def context_rows(self, scope: Scope, limit: int) -> list[Memory]:
         """What the context block shows: open todos first, then by importance and recency.
 
@@ -1019,26 +938,6 @@ class SQLiteStore(SqlVerbs):
             "ORDER BY (type = 'todo' AND status = 'open') DESC, importance DESC, "
             "last_accessed_at DESC LIMIT ?",
             [*params, limit],
-        )
-        return [memory_from_row(r) for r in rows]
-
-    async def todo_rows(self, scope: Scope, status: str | None, limit: int) -> list[Memory]:
-        """Live todos in todo order: open first, then by importance, then oldest first."""
-        clauses, params = self._list_where(scope, False, "todo", status)
-        # Order the narrow columns and fetch whole rows only for the ones kept.
-        picked = await self._rows(
-            f"SELECT id FROM memories WHERE {' AND '.join(clauses)} ORDER BY {TODO_ORDER} LIMIT ?",
-            [*params, limit],
-        )
-        order = [r["id"] for r in picked]
-        found = await self.fetch_many(order)
-        return [found[i] for i in order if i in found]
-
-    async def intents(self, role: str) -> list[Memory]:
-        rows = await self._rows(
-            "SELECT * FROM memories WHERE type = 'intent' AND archived = 0 AND role = ? "
-            "AND trigger IS NOT NULL ORDER BY seq",
-            (role,),
         )
         return [memory_from_row(r) for r in rows]
 
@@ -1223,50 +1122,6 @@ class SQLiteStore(SqlVerbs):
             [(src, dst, EdgeType(kind).value, weight, when) for src, dst, kind, weight in edges],
         )
 
-    async def edges_of(self, memory_id: str) -> list[Edge]:
-        rows = await self._rows(
-            "SELECT dst, type, weight, created_at FROM edges WHERE src = ? ORDER BY created_at",
-            (memory_id,),
-        )
-        return [
-            Edge(
-                target=r["dst"],
-                type=r["type"],
-                weight=r["weight"],
-                created_at=time_from_epoch(r["created_at"]),
-            )
-            for r in rows
-        ]
-
-    async def out_edges(self, sources: Sequence[str], scope: Scope) -> list[EdgeRow]:
-        """Outgoing edges of `sources` whose targets are live and inside `scope`.
-
-        SPEC §5 fixes 3 and 4: archived targets and targets outside the reader's scope are
-        dropped here, before spreading ever sees them, so they neither appear nor relay.
-        """
-        where, params = scope_sql(scope, "m")
-        rows = await self._rows_in(
-            "SELECT e.src, e.dst, e.type, e.weight FROM edges e JOIN memories m ON m.id = e.dst "
-            f"WHERE e.src IN ({{marks}}) AND m.archived = 0 AND {where}",
-            sources,
-            params,
-        )
-        return [EdgeRow(r["src"], r["dst"], r["type"], r["weight"]) for r in rows]
-
-    async def successors(
-        self, targets: Sequence[str], relations: Sequence[str], scope: Scope
-    ) -> list[EdgeRow]:
-        """Live, visible memories that point at `targets` with one of `relations`."""
-        where, params = scope_sql(scope, "m")
-        rows = await self._rows_in(
-            "SELECT e.src, e.dst, e.type, e.weight FROM edges e JOIN memories m ON m.id = e.src "
-            f"WHERE e.dst IN ({{marks}}) AND e.type IN ({_marks(relations)}) "
-            f"AND m.archived = 0 AND {where}",
-            targets,
-            [*relations, *params],
-        )
-        return [EdgeRow(r["src"], r["dst"], r["type"], r["weight"]) for r in rows]
-
     async def links_of(self, ids: Sequence[str], scope: Scope) -> list[EdgeRow]:
         """Edges with either end in `ids` whose other end is inside `scope`, archived or not."""
         where, params = scope_sql(scope, "m")
@@ -1379,9 +1234,6 @@ class SQLiteStore(SqlVerbs):
             params,
         )
         return [(r["seq"], r["memory_id"], access_from_row(r)) for r in rows]
-
-    async def count_accesses(self, memory_id: str) -> int:
-        return await self._scalar("SELECT COUNT(*) FROM accesses WHERE memory_id = ?", (memory_id,))
 
     # ------------------------------------------------------------------ tombstones
 
