@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from ..domain.reflection import Node, Rows
+from ..domain.reflection import Rows
 from ..domain.schema import AccessRecord, EdgeType, Memory
 from ..domain.scope import Scope
 from ..errors import (
@@ -58,7 +58,6 @@ from .base import (
     REFLECTION_COLUMNS,
     Counts,
     EdgeRow,
-    KpiRaw,
     KpiTotals,
     RowChanges,
     ScoringRow,
@@ -79,7 +78,6 @@ from .pg_search import (
 from .rows import (
     MIN_PREFIX,
     SCORING_COLUMNS,
-    access_from_row,
     epoch,
     memory_from_row,
     memory_values,
@@ -458,6 +456,9 @@ class PostgresStore(SqlVerbs):
                 if retries == 0 or isinstance(exc, _CONFLICTS):
                     raise self._unavailable(exc) from None
                 retries -= 1
+
+    async def _blob_rows(self, query: Any, params: dict[str, Any] | None = None) -> list[dict]:
+        return await self._rows(query, params, binary=True)
 
     async def _scalar(self, query: Any, params: dict[str, Any] | None = None) -> Any:
         rows = await self._rows(query, params)
@@ -904,73 +905,9 @@ class PostgresStore(SqlVerbs):
             ],
         )
 
-    async def access_stream(
-        self,
-        memory_id: str | None,
-        limit: int,
-        before_seq: int | None = None,
-        scope: Scope | None = None,
-    ) -> list[tuple[int, str, AccessRecord]]:
-        clauses, params = ["true"], dict[str, Any](limit=limit)
-        if memory_id is not None:
-            clauses.append("a.memory_id = %(mid)s")
-            params["mid"] = memory_id
-        if before_seq is not None:
-            clauses.append("a.seq < %(before)s")
-            params["before"] = before_seq
-        join = ""
-        if scope is not None:
-            where, sp = scope_sql(scope)
-            join = "JOIN memories m ON m.id = a.memory_id"
-            clauses.append(where)
-            params.update(sp)
-        rows = await self._rows(
-            f"SELECT a.* FROM accesses a {join} WHERE {' AND '.join(clauses)} "
-            "ORDER BY a.seq DESC LIMIT %(limit)s",
-            params,
-        )
-        return [(r["seq"], r["memory_id"], access_from_row(r)) for r in rows]
-
     # ------------------------------------------------------------------ tombstones
 
     # ------------------------------------------------------------------ maintenance
-
-    async def reflection_nodes(self, role: str | None) -> tuple[list[Node], np.ndarray]:
-        where, params = ("role = %(role)s", {"role": role}) if role is not None else ("true", {})
-        rows = await self._rows(
-            "SELECT id, type, owner, status, importance, authored_importance, salience, "
-            "confidence, strength, reinforcement_count, created_at, last_accessed_at, archived, "
-            f"embedding FROM memories WHERE NOT archived AND {where} ORDER BY seq",
-            params,
-            binary=True,
-        )
-        dim = next((len(r["embedding"]) // 4 for r in rows if r["embedding"] is not None), 0)
-        vectors = np.zeros((len(rows), dim), dtype=np.float32)
-        nodes = []
-        for i, r in enumerate(rows):
-            blob = r["embedding"]
-            if blob is not None and len(blob) == dim * 4:
-                vectors[i] = np.frombuffer(blob, dtype=np.float32)
-            authored = r["authored_importance"]
-            nodes.append(
-                Node(
-                    id=r["id"],
-                    type=r["type"],
-                    owner=r["owner"],
-                    created_at=time_from_epoch(r["created_at"]),
-                    last_accessed_at=time_from_epoch(r["last_accessed_at"]),
-                    importance=r["importance"],
-                    authored_importance=r["importance"] if authored is None else authored,
-                    salience=r["salience"],
-                    confidence=r["confidence"],
-                    strength=r["strength"],
-                    reinforcement_count=r["reinforcement_count"],
-                    status=r["status"],
-                    archived=r["archived"],
-                    row=i,
-                )
-            )
-        return nodes, vectors
 
     async def reflection_changes(self, since: int | None, limit: int) -> RowChanges | None:
         """None: `rev` moves only with what vector caches hold (not status, importance or
@@ -1009,70 +946,6 @@ class PostgresStore(SqlVerbs):
         by_owner = {r["owner"]: r["live"] for r in rows if r["level"] == 2 and r["live"]}
         overall = next(r for r in rows if r["level"] == 3)
         return Counts(overall["n"], overall["archived"], by_type, by_owner)
-
-    async def kpi_rows(self, scope: Scope, reads: Sequence[str]) -> KpiRaw:
-        where, params = scope_sql(scope)
-        params = {**params, "reads": list(reads)}
-        counts = {
-            r["memory_id"]: r["n"]
-            for r in await self._rows(
-                "SELECT a.memory_id, count(*) AS n FROM accesses a JOIN memories m "
-                "ON m.id = a.memory_id WHERE a.channel = ANY(%(reads)s::text[]) "
-                f"AND NOT m.archived AND {where} GROUP BY a.memory_id",
-                params,
-            )
-        }
-        derived = {
-            r["src"]
-            for r in await self._rows(
-                "SELECT DISTINCT e.src FROM edges e JOIN memories m ON m.id = e.src "
-                f"WHERE e.type = 'derived_from' AND NOT m.archived AND {where}",
-                params,
-            )
-        }
-        per_memory = [
-            (r["id"], r["type"], r["id"] in derived, counts.get(r["id"], 0))
-            for r in await self._rows(
-                f"SELECT m.id, m.type FROM memories m WHERE NOT m.archived AND {where} "
-                "ORDER BY m.seq",
-                params,
-            )
-        ]
-        todos = await self._rows(
-            f"SELECT status, created_at FROM memories m WHERE m.type = 'todo' AND {where} "
-            "AND NOT m.archived ORDER BY m.seq",
-            params,
-        )
-        cross = await self._scalar(
-            "SELECT count(*) FROM accesses a JOIN memories m ON m.id = a.memory_id "
-            "WHERE a.channel = ANY(%(reads)s::text[]) AND m.owner != '' "
-            "AND a.reader_owner != '' AND m.role != split_part(a.reader_owner, '@', 1) "
-            f"AND {where}",
-            params,
-        )
-        tombstones = await self._scalar(
-            "SELECT count(*) FROM tombstones t JOIN memories m ON m.id = t.memory_id "
-            f"WHERE t.lifted_at IS NULL AND {where}",
-            params,
-        )
-        b_where, b_params = scope_sql(scope, "b", "dst")
-        edges = await self._scalar(
-            "SELECT count(*) FROM edges e JOIN memories m ON m.id = e.src "
-            f"JOIN memories b ON b.id = e.dst WHERE {where} AND {b_where}",
-            {**params, **b_params},
-        )
-        accesses = await self._scalar(
-            f"SELECT count(*) FROM accesses a JOIN memories m ON m.id = a.memory_id WHERE {where}",
-            params,
-        )
-        return KpiRaw(
-            per_memory=per_memory,
-            todos=[(r["status"], time_from_epoch(r["created_at"])) for r in todos],
-            cross_owner_reads=cross,
-            tombstones=tombstones,
-            edges=edges,
-            accesses=accesses,
-        )
 
     async def kpi_totals(self, scope: Scope, reads: Sequence[str]) -> KpiTotals:
         """`kpi_rows` summed here, from `access_counts`: one pass over the scope's memories."""

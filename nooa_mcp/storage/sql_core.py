@@ -17,12 +17,16 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from ..domain.schema import Edge, Memory
+import numpy as np
+
+from ..domain.reflection import Node
+from ..domain.schema import AccessRecord, Edge, Memory
 from ..domain.scope import Scope
-from .base import EdgeRow, MaintenanceEntry, Tombstone
+from .base import EdgeRow, KpiRaw, MaintenanceEntry, Tombstone
 from .rows import (
     TODO_ORDER,
     Row,
+    access_from_row,
     epoch,
     memory_from_row,
     time_from_epoch,
@@ -48,6 +52,8 @@ class Dialect:
     member: str
     #: The byte length of a blob.
     blob_length: str
+    #: The role of an owner column `{c}`: the part before the `@`.
+    role_of: str
     #: "the JSON array `tags` holds the text `{name}`, ASCII case folded" (both fold ASCII
     #: only: SQLite's lower(), PostgreSQL's under the C collation).
     has_tag: str
@@ -78,6 +84,7 @@ SQLITE = Dialect(
     json_text="json_extract({column}, '$.{key}')",
     member="{column} IN (SELECT value FROM json_each({name}))",
     blob_length="length",
+    role_of="CASE WHEN instr({c}, '@') > 0 THEN substr({c}, 1, instr({c}, '@') - 1) ELSE {c} END",
     has_tag="EXISTS (SELECT 1 FROM json_each(tags) WHERE lower(value) = lower({name}))",
 )
 POSTGRES = Dialect(
@@ -88,6 +95,7 @@ POSTGRES = Dialect(
     json_text="{column}->>'{key}'",
     member="{column} = ANY({name})",
     blob_length="octet_length",
+    role_of="split_part({c}, '@', 1)",
     has_tag=(
         "EXISTS (SELECT 1 FROM jsonb_array_elements_text(tags) t "
         'WHERE lower(t COLLATE "C") = lower({name}::text COLLATE "C"))'
@@ -131,6 +139,10 @@ class SqlVerbs:
 
     async def fetch_many(self, ids: Sequence[str]) -> dict[str, Memory]:
         raise NotImplementedError
+
+    async def _blob_rows(self, sql: str, params: Any = ()) -> Sequence[Row]:
+        """`_rows` for a read that returns embeddings (PostgreSQL fetches them in binary)."""
+        return await self._rows(sql, params)
 
     # ------------------------------------------------------------------ memories by id
 
@@ -405,3 +417,143 @@ class SqlVerbs:
             where += f" AND {d.field('report', 'role')} = {d.p('r')}"
             params["r"] = role
         return await self._scalar(f"SELECT count(*) FROM maintenance_log WHERE {where}", params)
+
+    # ------------------------------------------------------------------ reflection, stats
+
+    async def reflection_nodes(self, role: str | None) -> tuple[list[Node], np.ndarray]:
+        """Live rows reflection plans over (one role, or every role) and their vectors."""
+        d = self.dialect
+        where, params = d.true, dict[str, Any]()
+        if role is not None:
+            where, params = f"role = {d.p('role')}", {"role": role}
+        rows = await self._blob_rows(
+            "SELECT id, type, owner, status, importance, authored_importance, salience, "
+            "confidence, strength, reinforcement_count, created_at, last_accessed_at, archived, "
+            f"embedding FROM memories WHERE archived = {d.false} AND {where} ORDER BY seq",
+            params,
+        )
+        dim = next((len(r["embedding"]) // 4 for r in rows if r["embedding"] is not None), 0)
+        vectors = np.zeros((len(rows), dim), dtype=np.float32)
+        nodes = []
+        for i, r in enumerate(rows):
+            blob = r["embedding"]
+            if blob is not None and len(blob) == dim * 4:
+                vectors[i] = np.frombuffer(blob, dtype=np.float32)
+            authored = r["authored_importance"]
+            nodes.append(
+                Node(
+                    id=r["id"],
+                    type=r["type"],
+                    owner=r["owner"],
+                    created_at=time_from_epoch(r["created_at"]),
+                    last_accessed_at=time_from_epoch(r["last_accessed_at"]),
+                    importance=r["importance"],
+                    authored_importance=r["importance"] if authored is None else authored,
+                    salience=r["salience"],
+                    confidence=r["confidence"],
+                    strength=r["strength"],
+                    reinforcement_count=r["reinforcement_count"],
+                    status=r["status"],
+                    archived=bool(r["archived"]),
+                    row=i,
+                )
+            )
+        return nodes, vectors
+
+    async def access_stream(
+        self,
+        memory_id: str | None,
+        limit: int,
+        before_seq: int | None = None,
+        scope: Scope | None = None,
+    ) -> list[tuple[int, str, AccessRecord]]:
+        """Newest-first accesses of one memory, or of every memory in `scope`."""
+        d = self.dialect
+        clauses, params = [d.true], dict[str, Any](limit=limit)
+        if memory_id is not None:
+            clauses.append(f"a.memory_id = {d.p('mid')}")
+            params["mid"] = memory_id
+        if before_seq is not None:
+            clauses.append(f"a.seq < {d.p('before')}")
+            params["before"] = before_seq
+        join = ""
+        if scope is not None:
+            where, visible = scope_where(scope, d)
+            join = "JOIN memories m ON m.id = a.memory_id"
+            clauses.append(where)
+            params.update(visible)
+        rows = await self._rows(
+            f"SELECT a.* FROM accesses a {join} WHERE {' AND '.join(clauses)} "
+            f"ORDER BY a.seq DESC LIMIT {d.p('limit')}",
+            params,
+        )
+        return [(r["seq"], r["memory_id"], access_from_row(r)) for r in rows]
+
+    async def kpi_rows(self, scope: Scope, reads: Sequence[str]) -> KpiRaw:
+        """Raw numbers for the KPIs in stats, every one of them inside `scope`."""
+        d = self.dialect
+        where, params = scope_where(scope, d)
+        params = {**params, "reads": d.values(reads)}
+        live = f"m.archived = {d.false}"
+        counts = {
+            r["memory_id"]: r["n"]
+            for r in await self._rows(
+                "SELECT a.memory_id, count(*) AS n FROM accesses a JOIN memories m "
+                f"ON m.id = a.memory_id WHERE {d.one_of('a.channel', 'reads')} "
+                f"AND {live} AND {where} GROUP BY a.memory_id",
+                params,
+            )
+        }
+        derived = {
+            r["src"]
+            for r in await self._rows(
+                "SELECT DISTINCT e.src FROM edges e JOIN memories m ON m.id = e.src "
+                f"WHERE e.type = 'derived_from' AND {live} AND {where}",
+                params,
+            )
+        }
+        per_memory = [
+            (r["id"], r["type"], r["id"] in derived, counts.get(r["id"], 0))
+            for r in await self._rows(
+                f"SELECT m.id, m.type FROM memories m WHERE {live} AND {where} ORDER BY m.seq",
+                params,
+            )
+        ]
+        todos = await self._rows(
+            f"SELECT status, created_at FROM memories m WHERE m.type = 'todo' AND {where} "
+            f"AND {live} ORDER BY m.seq",
+            params,
+        )
+        # A read is cross-owner when the reader's role differs from the memory's (shared rows
+        # and unnamed readers never count).
+        cross = await self._scalar(
+            "SELECT count(*) FROM accesses a JOIN memories m ON m.id = a.memory_id "
+            f"WHERE {d.one_of('a.channel', 'reads')} AND m.owner != '' "
+            f"AND a.reader_owner != '' AND m.role != {d.role_of.format(c='a.reader_owner')} "
+            f"AND {where}",
+            params,
+        )
+        tombstones = await self._scalar(
+            "SELECT count(*) FROM tombstones t JOIN memories m ON m.id = t.memory_id "
+            f"WHERE t.lifted_at IS NULL AND {where}",
+            params,
+        )
+        # Edges and accesses the scope can see: both ends visible, the accessed memory visible.
+        b_where, b_params = scope_where(scope, d, "b", "dst")
+        edges = await self._scalar(
+            "SELECT count(*) FROM edges e JOIN memories m ON m.id = e.src "
+            f"JOIN memories b ON b.id = e.dst WHERE {where} AND {b_where}",
+            {**params, **b_params},
+        )
+        accesses = await self._scalar(
+            f"SELECT count(*) FROM accesses a JOIN memories m ON m.id = a.memory_id WHERE {where}",
+            params,
+        )
+        return KpiRaw(
+            per_memory=per_memory,
+            todos=[(r["status"], time_from_epoch(r["created_at"])) for r in todos],
+            cross_owner_reads=cross,
+            tombstones=tombstones,
+            edges=edges,
+            accesses=accesses,
+        )

@@ -30,7 +30,7 @@ import anyio
 import anyio.to_thread
 import numpy as np
 
-from ..domain.reflection import Node, Rows
+from ..domain.reflection import Rows
 from ..domain.schema import (
     AccessRecord,
     EdgeType,
@@ -50,7 +50,6 @@ from .base import (
     REFLECTION_COLUMNS,
     Counts,
     EdgeRow,
-    KpiRaw,
     KpiTotals,
     RowChanges,
     ScoringRow,
@@ -62,7 +61,6 @@ from .keywords import query_stems, row_stems
 from .rows import (
     MIN_PREFIX,
     SCORING_COLUMNS,
-    access_from_row,
     epoch,
     memory_from_row,
     memory_values,
@@ -1206,75 +1204,9 @@ class SQLiteStore(SqlVerbs):
             ],
         )
 
-    async def access_stream(
-        self,
-        memory_id: str | None,
-        limit: int,
-        before_seq: int | None = None,
-        scope: Scope | None = None,
-    ) -> list[tuple[int, str, AccessRecord]]:
-        """Newest-first accesses of one memory, or of every memory in `scope`."""
-        clauses, params = ["1"], list[Any]()
-        if memory_id is not None:
-            clauses.append("a.memory_id = ?")
-            params.append(memory_id)
-        if before_seq is not None:
-            clauses.append("a.seq < ?")
-            params.append(before_seq)
-        join = ""
-        if scope is not None:
-            where, sp = scope_sql(scope, "m")
-            join = "JOIN memories m ON m.id = a.memory_id"
-            clauses.append(where)
-            params += sp
-        params.append(limit)
-        rows = await self._rows(
-            f"SELECT a.* FROM accesses a {join} WHERE {' AND '.join(clauses)} "
-            "ORDER BY a.seq DESC LIMIT ?",
-            params,
-        )
-        return [(r["seq"], r["memory_id"], access_from_row(r)) for r in rows]
-
     # ------------------------------------------------------------------ tombstones
 
     # ------------------------------------------------------------------ maintenance
-
-    async def reflection_nodes(self, role: str | None) -> tuple[list[Node], np.ndarray]:
-        """Live rows reflection plans over (one role, or every role) and their vectors."""
-        where, params = ("role = ?", [role]) if role is not None else ("1", [])
-        rows = await self._rows(
-            "SELECT id, type, owner, status, importance, authored_importance, salience, "
-            "confidence, strength, reinforcement_count, created_at, last_accessed_at, archived, "
-            f"embedding FROM memories WHERE archived = 0 AND {where} ORDER BY seq",
-            params,
-        )
-        dim = next((len(r["embedding"]) // 4 for r in rows if r["embedding"] is not None), 0)
-        vectors = np.zeros((len(rows), dim), dtype=np.float32)
-        nodes = []
-        for i, r in enumerate(rows):
-            blob = r["embedding"]
-            if blob is not None and len(blob) == dim * 4:
-                vectors[i] = np.frombuffer(blob, dtype=np.float32)
-            authored = r["authored_importance"]
-            nodes.append(
-                Node(
-                    id=r["id"],
-                    type=r["type"],
-                    owner=r["owner"],
-                    created_at=time_from_epoch(r["created_at"]),
-                    last_accessed_at=time_from_epoch(r["last_accessed_at"]),
-                    importance=r["importance"],
-                    authored_importance=r["importance"] if authored is None else authored,
-                    salience=r["salience"],
-                    confidence=r["confidence"],
-                    strength=r["strength"],
-                    reinforcement_count=r["reinforcement_count"],
-                    status=r["status"],
-                    archived=bool(r["archived"]),
-                    row=i,
-                )
-            )
-        return nodes, vectors
 
     async def reflection_rows(
         self, role: str | None, after: tuple[str, int] | None, limit: int
@@ -1332,73 +1264,6 @@ class SQLiteStore(SqlVerbs):
             archived=sum(r["n"] for r in rows if r["archived"]),
             by_type=dict(sorted(by_type.items())),
             by_owner=dict(sorted(by_owner.items())),
-        )
-
-    async def kpi_rows(self, scope: Scope, reads: Sequence[str]) -> KpiRaw:
-        """Raw numbers for the KPIs in stats, every one of them inside `scope`."""
-        where, params = scope_sql(scope, "m")
-        marks = _marks(reads)
-        counts = {
-            r[0]: r[1]
-            for r in await self._rows(
-                f"SELECT a.memory_id, COUNT(*) FROM accesses a JOIN memories m "
-                f"ON m.id = a.memory_id WHERE a.channel IN ({marks}) AND m.archived = 0 "
-                f"AND {where} GROUP BY a.memory_id",
-                [*reads, *params],
-            )
-        }
-        derived = {
-            r[0]
-            for r in await self._rows(
-                "SELECT DISTINCT e.src FROM edges e JOIN memories m ON m.id = e.src "
-                f"WHERE e.type = 'derived_from' AND m.archived = 0 AND {where}",
-                params,
-            )
-        }
-        per_memory = [
-            (r["id"], r["type"], r["id"] in derived, counts.get(r["id"], 0))
-            for r in await self._rows(
-                f"SELECT m.id, m.type FROM memories m WHERE m.archived = 0 AND {where}", params
-            )
-        ]
-        todos = await self._rows(
-            f"SELECT status, created_at FROM memories m WHERE m.type = 'todo' AND {where} "
-            "AND m.archived = 0",
-            params,
-        )
-        # A read is cross-owner when the reader's role differs from the memory's (shared rows
-        # and unnamed readers never count).
-        cross = await self._scalar(
-            "SELECT COUNT(*) FROM accesses a JOIN memories m ON m.id = a.memory_id "
-            f"WHERE a.channel IN ({marks}) AND m.owner != '' AND a.reader_owner != '' "
-            "AND m.role != CASE WHEN instr(a.reader_owner, '@') > 0 "
-            "THEN substr(a.reader_owner, 1, instr(a.reader_owner, '@') - 1) "
-            f"ELSE a.reader_owner END AND {where}",
-            [*reads, *params],
-        )
-        tombstones = await self._scalar(
-            "SELECT COUNT(*) FROM tombstones t JOIN memories m ON m.id = t.memory_id "
-            f"WHERE t.lifted_at IS NULL AND {where}",
-            params,
-        )
-        # Edges and accesses the scope can see: both ends visible, the accessed memory visible.
-        b_where, b_params = scope_sql(scope, "b")
-        edges = await self._scalar(
-            "SELECT COUNT(*) FROM edges e JOIN memories m ON m.id = e.src "
-            f"JOIN memories b ON b.id = e.dst WHERE {where} AND {b_where}",
-            [*params, *b_params],
-        )
-        accesses = await self._scalar(
-            f"SELECT COUNT(*) FROM accesses a JOIN memories m ON m.id = a.memory_id WHERE {where}",
-            params,
-        )
-        return KpiRaw(
-            per_memory=per_memory,
-            todos=[(r["status"], time_from_epoch(r["created_at"])) for r in todos],
-            cross_owner_reads=cross,
-            tombstones=tombstones,
-            edges=edges,
-            accesses=accesses,
         )
 
     async def kpi_totals(self, scope: Scope, reads: Sequence[str]) -> KpiTotals:
