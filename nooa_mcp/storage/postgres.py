@@ -84,7 +84,6 @@ from .rows import (
     scoring_from_row,
     time_from_epoch,
     vector_from_blob,
-    vector_of,
 )
 from .sql_core import POSTGRES, SqlVerbs
 
@@ -622,14 +621,6 @@ class PostgresStore(SqlVerbs):
         )
         return {r["id"]: memory_from_row(r) for r in rows}
 
-    async def embeddings_of(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
-        rows = await self._rows(
-            "SELECT id, embedding FROM memories WHERE id = ANY(%(ids)s) AND embedding IS NOT NULL",
-            {"ids": list(ids)},
-            binary=True,
-        )
-        return {r["id"]: vector_of(r["embedding"]) for r in rows}
-
     async def find_by_hash(self, content_hash: str, role: str, type: str) -> str | None:
         """A live memory of this role and type with exactly this content.
 
@@ -797,15 +788,6 @@ class PostgresStore(SqlVerbs):
         )
         return [scoring_from_row(r, r["bm25"]) for r in ranked]
 
-    async def scoring_rows(self, ids: Sequence[str]) -> list[ScoringRow]:
-        if not ids:
-            return []
-        rows = await self._rows(
-            f"SELECT {SCORING_COLUMNS} FROM memories m WHERE m.id = ANY(%(ids)s)",
-            {"ids": list(ids)},
-        )
-        return [scoring_from_row(r) for r in rows]
-
     # ------------------------------------------------------------------ edges
 
     async def add_edge(
@@ -836,32 +818,6 @@ class PostgresStore(SqlVerbs):
                 for src, dst, kind, weight in edges
             ],
         )
-
-    async def links_of(self, ids: Sequence[str], scope: Scope) -> list[EdgeRow]:
-        where, params = scope_sql(scope)
-        rows = await self._rows(
-            "SELECT e.src, e.dst, e.type, e.weight FROM edges e JOIN memories m ON m.id = e.dst "
-            f"WHERE e.src = ANY(%(ids)s) AND {where} "
-            "UNION SELECT e.src, e.dst, e.type, e.weight FROM edges e "
-            f"JOIN memories m ON m.id = e.src WHERE e.dst = ANY(%(ids)s) AND {where}",
-            {**params, "ids": list(ids)},
-        )
-        return [EdgeRow(r["src"], r["dst"], r["type"], r["weight"]) for r in rows]
-
-    async def edge_pairs(self, role: str | None, live_only: bool = True) -> list[EdgeRow]:
-        clauses, params = ["true"], {}
-        if role is not None:
-            clauses.append("a.role = %(role)s")
-            params["role"] = role
-        if live_only:
-            clauses.append("NOT a.archived AND NOT b.archived")
-        rows = await self._rows(
-            "SELECT e.src, e.dst, e.type, e.weight FROM edges e "
-            "JOIN memories a ON a.id = e.src JOIN memories b ON b.id = e.dst "
-            f"WHERE {' AND '.join(clauses)}",
-            params,
-        )
-        return [EdgeRow(r["src"], r["dst"], r["type"], r["weight"]) for r in rows]
 
     async def edges_touching(self, ids: Sequence[str]) -> list[EdgeRow]:
         """Edges with `src` or `dst` among `ids` (each once), through both edge indexes."""

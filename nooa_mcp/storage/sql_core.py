@@ -22,15 +22,18 @@ import numpy as np
 from ..domain.reflection import Node
 from ..domain.schema import AccessRecord, Edge, Memory
 from ..domain.scope import Scope
-from .base import EdgeRow, KpiRaw, MaintenanceEntry, Tombstone
+from .base import EdgeRow, KpiRaw, MaintenanceEntry, ScoringRow, Tombstone
 from .rows import (
+    SCORING_COLUMNS,
     TODO_ORDER,
     Row,
     access_from_row,
     epoch,
     memory_from_row,
+    scoring_from_row,
     time_from_epoch,
     tombstone_from_row,
+    vector_of,
 )
 
 __all__ = ["POSTGRES", "SQLITE", "Dialect", "SqlVerbs", "scope_where"]
@@ -262,7 +265,57 @@ class SqlVerbs:
             {"m": memory_id},
         )
 
+    async def embeddings_of(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        d = self.dialect
+        rows = await self._blob_rows(
+            f"SELECT id, embedding FROM memories WHERE {d.one_of('id', 'ids')} "
+            "AND embedding IS NOT NULL",
+            {"ids": d.values(ids)},
+        )
+        return {r["id"]: vector_of(r["embedding"]) for r in rows}
+
+    async def scoring_rows(self, ids: Sequence[str]) -> list[ScoringRow]:
+        if not ids:
+            return []
+        d = self.dialect
+        rows = await self._rows(
+            f"SELECT {SCORING_COLUMNS} FROM memories m WHERE {d.one_of('m.id', 'ids')}",
+            {"ids": d.values(ids)},
+        )
+        return [scoring_from_row(r) for r in rows]
+
     # ------------------------------------------------------------------ edges
+
+    async def edge_pairs(self, role: str | None, live_only: bool = True) -> list[EdgeRow]:
+        """Edges leaving a role's memories (every role for None), by default only between
+        live memories."""
+        d = self.dialect
+        clauses, params = [d.true], dict[str, Any]()
+        if role is not None:
+            clauses.append(f"a.role = {d.p('role')}")
+            params["role"] = role
+        if live_only:
+            clauses.append(f"a.archived = {d.false} AND b.archived = {d.false}")
+        rows = await self._rows(
+            "SELECT e.src, e.dst, e.type, e.weight FROM edges e "
+            "JOIN memories a ON a.id = e.src JOIN memories b ON b.id = e.dst "
+            f"WHERE {' AND '.join(clauses)}",
+            params,
+        )
+        return [EdgeRow(r["src"], r["dst"], r["type"], r["weight"]) for r in rows]
+
+    async def links_of(self, ids: Sequence[str], scope: Scope) -> list[EdgeRow]:
+        """Edges with either end in `ids` whose other end is inside `scope`, archived or not."""
+        d = self.dialect
+        where, params = scope_where(scope, d)
+        rows = await self._rows(
+            "SELECT e.src, e.dst, e.type, e.weight FROM edges e JOIN memories m ON m.id = e.dst "
+            f"WHERE {d.one_of('e.src', 'ids')} AND {where} "
+            "UNION SELECT e.src, e.dst, e.type, e.weight FROM edges e "
+            f"JOIN memories m ON m.id = e.src WHERE {d.one_of('e.dst', 'ids')} AND {where}",
+            {**params, "ids": d.values(ids)},
+        )
+        return [EdgeRow(r["src"], r["dst"], r["type"], r["weight"]) for r in rows]
 
     async def edges_of(self, memory_id: str) -> list[Edge]:
         rows = await self._rows(

@@ -67,7 +67,6 @@ from .rows import (
     scoring_from_row,
     time_from_epoch,
     vector_from_blob,
-    vector_of,
 )
 from .sql_core import SQLITE, SqlVerbs
 
@@ -906,13 +905,6 @@ class SQLiteStore(SqlVerbs):
         rows = await self._rows_in("SELECT * FROM memories WHERE id IN ({marks})", ids)
         return {r["id"]: memory_from_row(r) for r in rows}
 
-    async def embeddings_of(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
-        rows = await self._rows_in(
-            "SELECT id, embedding FROM memories WHERE id IN ({marks}) AND embedding IS NOT NULL",
-            ids,
-        )
-        return {r["id"]: vector_of(r["embedding"]) for r in rows}
-
     async def find_by_hash(self, content_hash: str, role: str, type: str) -> str | None:
         """A live memory of this role and type with exactly this content."""
         # INDEXED BY: without statistics the planner chose memories_type (type, archived) and
@@ -1083,12 +1075,6 @@ class SQLiteStore(SqlVerbs):
             out += await self.scoring_rows(missing)
         return out
 
-    async def scoring_rows(self, ids: Sequence[str]) -> list[ScoringRow]:
-        rows = await self._rows_in(
-            f"SELECT {SCORING_COLUMNS} FROM memories m WHERE m.id IN ({{marks}})", ids
-        )
-        return [scoring_from_row(r) for r in rows]
-
     # ------------------------------------------------------------------ edges
 
     # Adding or copying an edge does not move its memories' revision (`NEXT_REV`), as on
@@ -1119,40 +1105,6 @@ class SQLiteStore(SqlVerbs):
             "ON CONFLICT(src, dst, type) DO UPDATE SET weight = MAX(weight, excluded.weight)",
             [(src, dst, EdgeType(kind).value, weight, when) for src, dst, kind, weight in edges],
         )
-
-    async def links_of(self, ids: Sequence[str], scope: Scope) -> list[EdgeRow]:
-        """Edges with either end in `ids` whose other end is inside `scope`, archived or not."""
-        where, params = scope_sql(scope, "m")
-        out: list[EdgeRow] = []
-        for chunk in _chunks(list(ids), 400):
-            marks = _marks(chunk)
-            rows = await self._rows(
-                "SELECT e.src, e.dst, e.type, e.weight FROM edges e "
-                f"JOIN memories m ON m.id = e.dst WHERE e.src IN ({marks}) AND {where} "
-                "UNION SELECT e.src, e.dst, e.type, e.weight FROM edges e "
-                f"JOIN memories m ON m.id = e.src WHERE e.dst IN ({marks}) AND {where}",
-                [*chunk, *params, *chunk, *params],
-            )
-            out += [EdgeRow(r["src"], r["dst"], r["type"], r["weight"]) for r in rows]
-        # An edge between two chunks comes back from both: keep it once.
-        return list({(e.src, e.dst, e.type): e for e in out}.values())
-
-    async def edge_pairs(self, role: str | None, live_only: bool = True) -> list[EdgeRow]:
-        """Edges leaving a role's memories (every role for None), by default only between
-        live memories."""
-        clauses, params = [], []
-        if role is not None:
-            clauses.append("a.role = ?")
-            params.append(role)
-        if live_only:
-            clauses.append("a.archived = 0 AND b.archived = 0")
-        where = " AND ".join(clauses) or "1"
-        rows = await self._rows(
-            "SELECT e.src, e.dst, e.type, e.weight FROM edges e "
-            f"JOIN memories a ON a.id = e.src JOIN memories b ON b.id = e.dst WHERE {where}",
-            params,
-        )
-        return [EdgeRow(r["src"], r["dst"], r["type"], r["weight"]) for r in rows]
 
     async def edges_touching(self, ids: Sequence[str]) -> list[EdgeRow]:
         """Edges with `src` or `dst` among `ids` (each once), through both edge indexes."""
