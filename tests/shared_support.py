@@ -1,4 +1,4 @@
-"""Helpers for the shared-server safety tests (issue 10): real processes, clients and the CLI.
+"""Helpers for the shared-server tests: real processes, clients and the CLI.
 
 Only the stable entry points are used: the `nooa-mcp` command (`nooa_mcp.cli.main`),
 `build_server`, `Settings`, `Memory` and `HashEmbedder`. A server process announces the port

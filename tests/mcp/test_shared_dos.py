@@ -1,4 +1,4 @@
-"""One client cannot deny the shared server to the others (issue 10 §8–12).
+"""One client cannot deny the shared server to the others.
 
 File references read only regular files and never block the event loop; per-owner state is
 shared, not copied per client name; sessions are capped per token (or client address); a reply
@@ -305,7 +305,7 @@ async def test_a_recall_says_how_many_more_reminders_are_due(crowded: Settings) 
 
 
 async def test_a_recall_note_never_repeats_a_sentence(crowded: Settings) -> None:
-    # Issue 10 §11 "repeat no note": today the budget note is appended once per dropped hit.
+    # The budget note was once appended once per dropped hit: it must say so once.
     (result,) = await _recall_deploy(crowded)
     note = result.structured_content["note"]
     sentences = [x.strip() for x in re.split(r"(?<=[.!?])\s+", note) if x.strip()]

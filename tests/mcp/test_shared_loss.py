@@ -1,4 +1,4 @@
-"""Nothing is lost silently, and a broken store gets one clear sentence (issue 10 §13–16).
+"""Nothing is lost silently, and a broken store gets one clear sentence.
 
 A write is acknowledged only when it is stored: a store file deleted or replaced under a
 running server refuses writes. Export and import carry archived state and tombstones, and an

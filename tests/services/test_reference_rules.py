@@ -1,9 +1,8 @@
-"""Tests that kill surviving mutants (issue 15): references, their parsing and previews.
+"""References (DESIGN.md §11): their parsing, confinement, capture, previews and resolution.
 
 Each test pins what a caller sees: the exact sentence of a refusal (field, problem and fix),
-the kind of reference a text becomes, and the bytes of a preview. Mutation testing showed the
-older tests checked only that *some* InvalidInput came back, so a refusal with the wrong field,
-an empty problem or a lost fix passed.
+the kind of reference a text becomes, and the bytes of a preview; a test that accepted *some*
+InvalidInput would pass a refusal with the wrong field, an empty problem or a lost fix.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The vector index's memory (issue 12, RSS ≤ 400 MB at 100k): growth without a second copy of
-the matrix, answers identical to an index built in one go, and freed memory handed back."""
+"""The vector index's memory (resident set ≤ 400 MB at 100k memories): growth without a second
+copy of the matrix, answers identical to an index built in one go, and freed memory handed back."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from machine import machine_lacks
 
 from nooa_mcp.domain.scope import Scope
-from nooa_mcp.heap import release_free_memory, tune_malloc
+from nooa_mcp.malloc_tuning import release_free_memory, tune_malloc
 from nooa_mcp.storage import vectors
 from nooa_mcp.storage.base import VectorRow
 from nooa_mcp.storage.vectors import GROW_STEP, VectorIndex
@@ -173,9 +173,9 @@ needs_glibc = pytest.mark.usefixtures("needs_glibc_fixture")
 #: Four threads allocate at once, then glibc reports its arenas (malloc_info's <heap> entries).
 ARENAS = """
 import ctypes, sys, threading
-from nooa_mcp import heap
+from nooa_mcp import malloc_tuning
 if sys.argv[1] == "capped":
-    assert heap.tune_malloc(2)
+    assert malloc_tuning.tune_malloc(2)
 barrier = threading.Barrier(4)
 def work():
     held = [bytearray(60_000) for _ in range(20)]
