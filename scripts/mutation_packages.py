@@ -87,6 +87,11 @@ def _array(items: list[str]) -> str:
     return "[\n" + "".join(f"    {json.dumps(i)},\n" for i in items) + "]"
 
 
+def _uses_hypothesis(tests: list[str]) -> bool:
+    files = [f for t in tests for f in (Path(t).rglob("*.py") if Path(t).is_dir() else [Path(t)])]
+    return any("hypothesis" in f.read_text() for f in files if f.exists())
+
+
 def config(package: str, pyproject: str) -> str:
     """`pyproject` with its [tool.mutmut] table replaced by the one for `package` ("core":
     unchanged, the core modules and tests listed there)."""
@@ -100,6 +105,11 @@ def config(package: str, pyproject: str) -> str:
     # failed session and stop the run, though every test's own verdict stands.
     args = ["-p", "no:cacheprovider", "-m", marks]
     args += ["-W", "ignore::pytest.PytestUnraisableExceptionWarning"]
+    if not _uses_hypothesis(tests):
+        # Its pytest plugin imports hypothesis in the terminal summary, deep in mutmut's
+        # harness, where Python 3.11.7's parser failed ("AST constructor recursion depth
+        # mismatch") and took the run down with it.
+        args += ["-p", "no:hypothesispytest"]
     for test in SLOW:
         args += ["--deselect", test]
     table = (
