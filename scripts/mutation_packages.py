@@ -83,6 +83,14 @@ PACKAGES: dict[str, tuple[list[str], list[str], str]] = {
 }
 
 
+#: Tests that fail under mutmut's function wrappers whatever the mutant (a clean run fails):
+#: uvicorn's lifespan start-up found a coroutine where it calls the app's lifespan. Left out
+#: until that is understood; the same writes are checked in process without HTTP.
+BROKEN_UNDER_MUTMUT = {
+    "mcp": ["tests/mcp/test_concurrency_server.py::test_concurrent_http_clients_never_mix_writes"],
+}
+
+
 def _array(items: list[str]) -> str:
     return "[\n" + "".join(f"    {json.dumps(i)},\n" for i in items) + "]"
 
@@ -110,7 +118,7 @@ def config(package: str, pyproject: str) -> str:
         # harness, where Python 3.11.7's parser failed ("AST constructor recursion depth
         # mismatch") and took the run down with it.
         args += ["-p", "no:hypothesispytest"]
-    for test in SLOW:
+    for test in SLOW + BROKEN_UNDER_MUTMUT.get(package, []):
         args += ["--deselect", test]
     table = (
         "[tool.mutmut]\n"
