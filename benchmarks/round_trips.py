@@ -6,9 +6,10 @@ sent to PostgreSQL (BEGIN and COMMIT of a transaction block included), process-w
     trips.sqlite, trips.postgres
 
 aiosqlite runs each operation (an execute, a fetch, a commit) as one job on the connection's
-thread: a hop there and back through the event loop. psycopg (no pipeline, no prepared
-statements) sends each statement and waits for its answer: one round trip; `executemany`
-pipelines, and counts as one. Patching is undone on exit; nested counters are not supported.
+thread: a hop there and back through the event loop. psycopg (no prepared statements) sends
+each statement outside a pipeline and waits for its answer: one round trip; a pipeline
+(`executemany` runs in one) sends its statements together and syncs once: one round trip.
+Patching is undone on exit; nested counters are not supported.
 """
 
 from __future__ import annotations
@@ -24,12 +25,14 @@ class RoundTrips:
         self.postgres = 0
         self._undo: list[tuple[Any, str, Any]] = []
 
-    def _patch(self, owner: Any, name: str, field: str) -> None:
+    def _patch(self, owner: Any, name: str, field: str, alone: bool = False) -> None:
+        """Count each call of `owner.name`; with `alone`, only outside a pipeline."""
         original = owner.__dict__[name]
 
         @functools.wraps(original)
         async def counted(*args: Any, **kwargs: Any) -> Any:
-            setattr(self, field, getattr(self, field) + 1)
+            if not (alone and args[0]._conn._pipeline):
+                setattr(self, field, getattr(self, field) + 1)
             return await original(*args, **kwargs)
 
         setattr(owner, name, counted)
@@ -43,8 +46,8 @@ class RoundTrips:
             import psycopg
         except ImportError:
             return self
-        self._patch(psycopg.AsyncCursor, "execute", "postgres")
-        self._patch(psycopg.AsyncCursor, "executemany", "postgres")
+        self._patch(psycopg.AsyncCursor, "execute", "postgres", alone=True)
+        self._patch(psycopg.AsyncPipeline, "__aexit__", "postgres")
         self._patch(psycopg.AsyncTransaction, "__aenter__", "postgres")
         self._patch(psycopg.AsyncTransaction, "__aexit__", "postgres")
         return self

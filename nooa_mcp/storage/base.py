@@ -44,6 +44,7 @@ __all__ = [
     "KpiRaw",
     "KpiTotals",
     "MaintenanceEntry",
+    "RankingReads",
     "RowChanges",
     "ScoringRow",
     "Store",
@@ -258,6 +259,17 @@ class EdgeRow:
     dst: str
     type: str
     weight: float = 1.0
+
+
+@dataclass(slots=True)
+class RankingReads:
+    """What ranking reads about some memories at once (`Store.ranking_reads`): their rows,
+    their out-edges to live targets in scope, and the superseding links into them from live
+    sources in scope, each list as its own store method returns it."""
+
+    rows: list[ScoringRow]
+    out: list[EdgeRow]
+    into: list[EdgeRow]
 
 
 @dataclass(slots=True)
@@ -503,6 +515,21 @@ class Store(Protocol):
     async def successors(
         self, targets: Sequence[str], relations: Sequence[str], scope: Scope
     ) -> list[EdgeRow]: ...
+
+    async def ranking_reads(
+        self,
+        ids: Sequence[str],
+        scope: Scope,
+        relations: Sequence[str],
+        *,
+        rows: bool,
+        out: bool,
+        into: bool,
+    ) -> RankingReads:
+        """`scoring_rows(ids)` (if `rows`), `out_edges(ids, scope)` (if `out`) and
+        `successors(ids, relations, scope)` (if `into`) in one round trip: recall reads them
+        for the same memories, and each trip to PostgreSQL costs more than the statement."""
+        ...
 
     async def links_of(self, ids: Sequence[str], scope: Scope) -> list[EdgeRow]:
         """Edges with either end in `ids` whose other end is inside `scope`, archived or not

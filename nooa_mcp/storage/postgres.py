@@ -62,6 +62,7 @@ from .base import (
     KpiRaw,
     KpiTotals,
     MaintenanceEntry,
+    RankingReads,
     RowChanges,
     ScoringRow,
     Tombstone,
@@ -982,25 +983,58 @@ class PostgresStore:
 
     async def out_edges(self, sources: Sequence[str], scope: Scope) -> list[EdgeRow]:
         """Outgoing edges of `sources` whose targets are live and inside `scope` (SPEC §5)."""
-        where, params = scope_sql(scope)
-        rows = await self._rows(
-            "SELECT e.src, e.dst, e.type, e.weight FROM edges e JOIN memories m ON m.id = e.dst "
-            f"WHERE e.src = ANY(%(ids)s) AND NOT m.archived AND {where}",
-            {**params, "ids": list(sources)},
-        )
+        rows = await self._rows(*_out_edges_sql(sources, scope))
         return [EdgeRow(r["src"], r["dst"], r["type"], r["weight"]) for r in rows]
 
     async def successors(
         self, targets: Sequence[str], relations: Sequence[str], scope: Scope
     ) -> list[EdgeRow]:
-        where, params = scope_sql(scope)
-        rows = await self._rows(
-            "SELECT e.src, e.dst, e.type, e.weight FROM edges e JOIN memories m ON m.id = e.src "
-            "WHERE e.dst = ANY(%(ids)s) AND e.type = ANY(%(rel)s::text[]) "
-            f"AND NOT m.archived AND {where}",
-            {**params, "ids": list(targets), "rel": list(relations)},
-        )
+        rows = await self._rows(*_successors_sql(targets, relations, scope))
         return [EdgeRow(r["src"], r["dst"], r["type"], r["weight"]) for r in rows]
+
+    async def ranking_reads(
+        self,
+        ids: Sequence[str],
+        scope: Scope,
+        relations: Sequence[str],
+        *,
+        rows: bool,
+        out: bool,
+        into: bool,
+    ) -> RankingReads:
+        """See `Store.ranking_reads`: the statements go out in one pipeline and their
+        answers come back together, one round trip."""
+        ids = list(ids)
+        statements = []
+        if ids and rows:
+            by_id = f"SELECT {SCORING_COLUMNS} FROM memories m WHERE m.id = ANY(%(ids)s)"
+            statements.append((by_id, {"ids": ids}))
+        if ids and out:
+            statements.append(_out_edges_sql(ids, scope))
+        if ids and into:
+            statements.append(_successors_sql(ids, relations, scope))
+        answers = iter(await self._pipelined(statements))
+        return RankingReads(
+            [_scoring(r) for r in next(answers)] if ids and rows else [],
+            [_edge_row(r) for r in next(answers)] if ids and out else [],
+            [_edge_row(r) for r in next(answers)] if ids and into else [],
+        )
+
+    async def _pipelined(self, statements: list[tuple[str, dict[str, Any]]]) -> list[list[dict]]:
+        """Run read statements in one pipeline (one round trip), retried once like `_rows`."""
+        if len(statements) <= 1:
+            return [await self._rows(query, params) for query, params in statements]
+        retries = 0 if self.in_transaction else 1
+        while True:
+            try:
+                async with self._conn() as conn:
+                    async with conn.pipeline():
+                        cursors = [await conn.execute(q, p) for q, p in statements]
+                    return [await cur.fetchall() for cur in cursors]
+            except psycopg.OperationalError as exc:
+                if retries == 0 or isinstance(exc, _CONFLICTS):
+                    raise self._unavailable(exc) from None
+                retries -= 1
 
     async def links_of(self, ids: Sequence[str], scope: Scope) -> list[EdgeRow]:
         where, params = scope_sql(scope)
@@ -1512,3 +1546,30 @@ async def _migrate(conn: Any, label: str, schema: str) -> None:
             f"this user may not create nooa-mcp's tables in schema {schema} ({_short(exc)}).",
             "Grant CREATE on the schema, or point --store at a schema this user owns.",
         ) from None
+
+
+def _edge_row(r: dict) -> EdgeRow:
+    return EdgeRow(r["src"], r["dst"], r["type"], r["weight"])
+
+
+def _out_edges_sql(sources: Sequence[str], scope: Scope) -> tuple[str, dict[str, Any]]:
+    """`out_edges`: edges of `sources` to live targets inside `scope`."""
+    where, params = scope_sql(scope)
+    return (
+        "SELECT e.src, e.dst, e.type, e.weight FROM edges e JOIN memories m ON m.id = e.dst "
+        f"WHERE e.src = ANY(%(ids)s) AND NOT m.archived AND {where}",
+        {**params, "ids": list(sources)},
+    )
+
+
+def _successors_sql(
+    targets: Sequence[str], relations: Sequence[str], scope: Scope
+) -> tuple[str, dict[str, Any]]:
+    """`successors`: `relations` edges into `targets` from live sources inside `scope`."""
+    where, params = scope_sql(scope)
+    return (
+        "SELECT e.src, e.dst, e.type, e.weight FROM edges e JOIN memories m ON m.id = e.src "
+        "WHERE e.dst = ANY(%(ids)s) AND e.type = ANY(%(rel)s::text[]) "
+        f"AND NOT m.archived AND {where}",
+        {**params, "ids": list(targets), "rel": list(relations)},
+    )

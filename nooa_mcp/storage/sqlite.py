@@ -61,6 +61,7 @@ from .base import (
     KpiRaw,
     KpiTotals,
     MaintenanceEntry,
+    RankingReads,
     RowChanges,
     ScoringRow,
     Tombstone,
@@ -1454,6 +1455,24 @@ class SQLiteStore:
             [*relations, *params],
         )
         return [EdgeRow(r["src"], r["dst"], r["type"], r["weight"]) for r in rows]
+
+    async def ranking_reads(
+        self,
+        ids: Sequence[str],
+        scope: Scope,
+        relations: Sequence[str],
+        *,
+        rows: bool,
+        out: bool,
+        into: bool,
+    ) -> RankingReads:
+        """See `Store.ranking_reads`: here three reads, on the event loop's thread
+        (`_read_here`), so no trip to make fewer of."""
+        return RankingReads(
+            await self.scoring_rows(ids) if rows and ids else [],
+            await self.out_edges(ids, scope) if out and ids else [],
+            await self.successors(ids, relations, scope) if into and ids else [],
+        )
 
     async def links_of(self, ids: Sequence[str], scope: Scope) -> list[EdgeRow]:
         """Edges with either end in `ids` whose other end is inside `scope`, archived or not."""
