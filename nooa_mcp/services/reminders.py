@@ -48,7 +48,7 @@ async def fire(
     if not c.store.writable:
         return out  # firing marks the intent: nothing fires where nothing can be written
     skip = set(exclude)
-    intents = {m.id: m for m in await c.store.intents(c.role) if m.id not in skip}
+    intents = {m.id: m for m in await c.engine.intents(c.role) if m.id not in skip}
     if not intents:
         return out
     now = utc_now()
