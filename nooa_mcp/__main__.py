@@ -19,7 +19,7 @@ _GLOBAL = {"--store": "store", "--owner": "owner"}
 #: Global options a hook ignores (they change nothing a hook prints).
 _IGNORED_VALUE = {"--reference-root", "--read"}
 _IGNORED_FLAG = {"--json"}
-_HOOK = {"--url": "url"}
+_HOOK = {"--url": "url", "--deadline": "deadline"}
 
 
 def hook_arguments(argv: list[str]) -> dict | None:
@@ -90,12 +90,16 @@ def main() -> None:
     argv = sys.argv[1:]
     found = hook_arguments(argv)
     if found is not None:
-        from .hooks.run import run
+        from .hooks.run import hard_deadline, run
 
+        hard_deadline()  # this process answers one hook: it ends at the hook's deadline
         event = found.pop("event")
         sys.exit(run(event, **found))
     event = hook_event(argv)
     if event is not None:
+        from .hooks.run import hard_deadline
+
+        hard_deadline()
         sys.exit(guarded(argv, event))
     from .cli import main as cli
 

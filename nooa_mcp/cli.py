@@ -234,15 +234,15 @@ def serve(
     allow_host: tuple[str, ...] = (),
 ) -> None:
     """Serve MCP (stdio by default, or streamable HTTP on loopback)."""
-    from .mcp import server
+    from . import serving
 
-    server.single_threaded_blas()
+    serving.single_threaded_blas()
     try:
         settings = _with_hosts(ctx.settings(), allow_host)
         # The server opens its store inside the MCP lifespan, where a wrong URL or a database
         # that is down would end in a traceback: check a PostgreSQL store first.
         anyio.run(_reachable, settings.store)
-        server.run(settings, transport=transport, host=host, port=port, tokens_file=tokens_file)
+        serving.run(settings, transport=transport, host=host, port=port, tokens_file=tokens_file)
     except NooaError as exc:
         raise click.ClickException(str(exc)) from None
 
@@ -743,6 +743,12 @@ url_option = click.option(
     help="A running `nooa-mcp serve --transport http` to ask first (env NOOA_URL; its bearer "
     "token in NOOA_TOKEN).",
 )
+deadline_option = click.option(
+    "--deadline",
+    envvar="NOOA_HOOK_SECONDS",
+    help="Seconds the whole hook may take (connect, every query, a server's answer); past "
+    "them it prints nothing (env NOOA_HOOK_SECONDS; default 2).",
+)
 
 
 @main.group()
@@ -754,27 +760,37 @@ def hook() -> None:
     """
 
 
-def _hook(ctx: Context, event: str, url: str | None) -> None:
+def _hook(ctx: Context, event: str, url: str | None, deadline: str | None) -> None:
     from .hooks.run import run
 
     store = str(ctx.store) if ctx.store is not None else None
-    run(event, store=store, owner=ctx.owner, url=url, stdin=sys.stdin, stdout=sys.stdout)
+    run(
+        event,
+        store=store,
+        owner=ctx.owner,
+        url=url,
+        deadline=deadline,
+        stdin=sys.stdin,
+        stdout=sys.stdout,
+    )
 
 
 @hook.command(name="session-start")
 @url_option
+@deadline_option
 @click.pass_obj
-def hook_session_start(ctx: Context, url: str | None) -> None:
+def hook_session_start(ctx: Context, url: str | None, deadline: str | None) -> None:
     """SessionStart: open todos, due intents, the project's most important memories."""
-    _hook(ctx, "session-start", url)
+    _hook(ctx, "session-start", url, deadline)
 
 
 @hook.command(name="user-prompt")
 @url_option
+@deadline_option
 @click.pass_obj
-def hook_user_prompt(ctx: Context, url: str | None) -> None:
+def hook_user_prompt(ctx: Context, url: str | None, deadline: str | None) -> None:
     """UserPromptSubmit: the intents the prompt cues and the memories relevant to it."""
-    _hook(ctx, "user-prompt", url)
+    _hook(ctx, "user-prompt", url, deadline)
 
 
 @main.group()
@@ -838,6 +854,12 @@ def _apply(path: Path, wanted: Any, dry_run: bool, done: str) -> None:
     "--token-env",
     help="With --http: the environment variable holding the bearer token (e.g. NOOA_TOKEN).",
 )
+@click.option(
+    "--deadline",
+    type=click.FloatRange(min=0, min_open=True, max=3600),
+    help="Seconds the hook may take in all (default 2); e.g. 5 for a PostgreSQL store "
+    "without a server.",
+)
 @click.pass_obj
 def hooks_install(
     ctx: Context,
@@ -848,6 +870,7 @@ def hooks_install(
     url: str | None,
     http: bool,
     token_env: str | None,
+    deadline: float | None,
 ) -> None:
     """Add the SessionStart and UserPromptSubmit hooks (merged; other hooks are kept)."""
     from .hooks.install import InstallError, default_command, handlers, settings_path
@@ -860,6 +883,7 @@ def hooks_install(
             url=url,
             http=http,
             token_env=token_env,
+            deadline=deadline,
         )
     except InstallError as exc:
         raise click.ClickException(str(exc)) from None
@@ -877,8 +901,40 @@ def hooks_uninstall(scope: str, settings_file: Path | None, dry_run: bool) -> No
     _apply(settings_file or settings_path(scope), None, dry_run, "Removed nooa's hooks from")
 
 
+@hooks.command(name="trust")
+@click.argument("path", required=False, type=click.Path(path_type=Path))
+@click.option("--remove", is_flag=True, help="Take PATH off the list.")
+def hooks_trust(path: Path | None, remove: bool) -> None:
+    """Let the hooks read a project's own store (PATH: the store file, or the project folder
+    for its .nooa/memory.sqlite). Without PATH, list the trusted stores.
+
+    A hook never reads a .nooa/memory.sqlite it finds in a project unless it is on this list
+    (or given with --store / NOOA_STORE): a cloned repository can ship one.
+    """
+    from .hooks import paths
+
+    if path is None:
+        if remove:
+            raise click.UsageError("--remove needs the PATH to take off the list.")
+        entries = paths.trusted_stores()
+        click.echo(
+            "\n".join(entries) if entries else f"No trusted project stores ({paths.trust_file()})."
+        )
+        return
+    try:
+        target, changed = paths.set_trusted(str(path), not remove)
+    except OSError as exc:
+        raise click.ClickException(
+            f"cannot write {paths.trust_file()} ({exc.strerror}); nothing was changed."
+        ) from None
+    if remove:
+        click.echo(f"No longer trusted: {target}." if changed else f"{target} was not trusted.")
+    else:
+        click.echo(f"Trusted: {target}." if changed else f"{target} was already trusted.")
+
+
 # ------------------------------------------------------------------------ migrate
-# Owned by the PostgreSQL work; the copying lives in nooa_mcp/storage/migrate.py.
+# The copying between backends lives in nooa_mcp/storage/migrate.py.
 
 
 @main.command()
@@ -934,14 +990,14 @@ async def migrate(source: str, dest: str, as_json: bool) -> None:
 
 
 # --------------------------------------------------------------------------- eval
-# Owned by the evaluation work: the `eval` group lives in nooa_mcp/evaluation/cli.py.
+# The `eval` group lives in nooa_mcp/evaluation/cli.py.
 from .evaluation.cli import eval_group  # noqa: E402
 
 main.add_command(eval_group)
 
 
 # --------------------------------------------------------------------------- ui
-# Owned by the console work: the web front end lives in nooa_mcp/console/.
+# The web front end lives in nooa_mcp/console/.
 
 
 @main.command()

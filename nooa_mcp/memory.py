@@ -9,7 +9,7 @@ of its own for one-shot use (the CLI, scripts, tests); servers open one engine a
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
@@ -32,11 +32,20 @@ from .domain.replies import (
     TodoResult,
     UpdateResult,
 )
+from .domain.requests import (
+    AuthorRequest,
+    ExplainRequest,
+    IntentRequest,
+    RecallRequest,
+    TodoRequest,
+    UpdateRequest,
+    request_of,
+)
 from .domain.schema import AccessRecord
 from .domain.scope import Actor, Scope, parse_owner, parse_roles
 from .embeddings import Embedder
 from .engine import Engine
-from .heap import release_free_memory
+from .malloc_tuning import release_free_memory
 from .services import (
     authoring,
     consolidation,
@@ -57,6 +66,7 @@ from .services.sampler import Sampler
 __all__ = ["Memory"]
 
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
+R = TypeVar("R")
 
 
 def _after_logging(verb: F) -> F:
@@ -144,19 +154,26 @@ class Memory:
 
     # ------------------------------------------------------------------ writing
 
-    async def author(self, content: str, **fields: Any) -> AuthorResult:
+    async def author(self, content: str | AuthorRequest, **fields: Any) -> AuthorResult:
         """Remember something (see `author_many` for the rules); a batch of one.
 
+        `author("text", importance="HIGH")` is short for
+        `author(AuthorRequest(content="text", importance="HIGH"))`.
+
         Raises:
-            InvalidInput: a field is malformed (the message names it and the fix).
+            InvalidInput: a field is malformed or unknown (the message names it and the fix).
             NotFound: a link target does not exist.
         """
-        return (await self.author_many([{"content": content, **fields}]))[0]
+        return (await self.author_many([_request(AuthorRequest, "content", content, fields)]))[0]
 
     @_after_logging
-    async def author_many(self, specs: Sequence[dict[str, Any]]) -> list[AuthorResult]:
-        """Remember several memories in one transaction; one bad item writes nothing."""
-        return await authoring.author_many(self._caller, specs)
+    async def author_many(
+        self, requests: Sequence[AuthorRequest | Mapping[str, Any]]
+    ) -> list[AuthorResult]:
+        """Remember several memories in one transaction; one bad item writes nothing. An item
+        may be a mapping of an `AuthorRequest`'s fields (a JSON batch)."""
+        batch = [request_of(AuthorRequest, request) for request in requests]
+        return await authoring.author_many(self._caller, batch)
 
     @_after_logging
     async def import_edges(self, edges: Sequence[tuple[str, dict[str, Any]]]) -> int:
@@ -175,9 +192,12 @@ class Memory:
         return transfer.export_records(self._caller, include_archived=include_archived)
 
     @_after_logging
-    async def update(self, memory_id: str, **fields: Any) -> UpdateResult:
-        """Change, link or archive one of your memories (see `services.editing.update`)."""
-        return await editing.update(self._caller, memory_id, **fields)
+    async def update(self, memory_id: str | UpdateRequest, **fields: Any) -> UpdateResult:
+        """Change, link or archive one of your memories (see `services.editing.update`);
+        `update(id, title="…")` is short for `update(UpdateRequest(memory_id=id, title="…"))`."""
+        return await editing.update(
+            self._caller, _request(UpdateRequest, "memory_id", memory_id, fields)
+        )
 
     @_after_logging
     async def forget(self, memory_id: str, reason: str = "forgotten") -> UpdateResult:
@@ -196,18 +216,23 @@ class Memory:
     ) -> UpdateResult:
         """Add a typed edge from one of your memories to any memory you can see."""
         link = {"target": target, "relation": relation, "weight": weight}
-        return await editing.update(self._caller, memory_id, links=[link])
+        return await editing.update(self._caller, UpdateRequest(memory_id=memory_id, links=[link]))
 
     # ------------------------------------------------------------------ reading
 
-    async def recall(self, query: str, **options: Any) -> RecallResult:
-        """Rank memories for a query and log why each returned one ranked where it did."""
-        return await recall.recall(self._caller, query, **options)
+    async def recall(self, query: str | RecallRequest, **options: Any) -> RecallResult:
+        """Rank memories for a query and log why each returned one ranked where it did;
+        `recall("text", k=3)` is short for `recall(RecallRequest(query="text", k=3))`."""
+        return await recall.recall(self._caller, _request(RecallRequest, "query", query, options))
 
     @_after_logging
-    async def explain(self, query: str | None = None, **options: Any) -> ExplainResult:
-        """A dry run for a query, a memory's access history, or why it is (not) recalled."""
-        return await explain.explain(self._caller, query, **options)
+    async def explain(
+        self, query: str | ExplainRequest | None = None, **options: Any
+    ) -> ExplainResult:
+        """A dry run for a query, a memory's access history, or why it is (not) recalled
+        (the fields of an `ExplainRequest`)."""
+        request = _request(ExplainRequest, "query", query, options)
+        return await explain.explain(self._caller, request)
 
     @_after_logging
     async def get(self, memory_id: str, *, scope: str = "mine") -> MemoryView:
@@ -275,18 +300,24 @@ class Memory:
     # ------------------------------------------------------------------ prospective memory
 
     @_after_logging
-    async def todo(self, action: str = "list", *, remind: bool = True, **fields: Any) -> TodoResult:
-        """Add, list, close or reopen a todo. With `remind=False` listing and closing fire no
-        due intent (a person looking is not the agent's turn); added content still cues."""
-        return await todos.todo(self._caller, action, remind=remind, **fields)
+    async def todo(
+        self, action: str | TodoRequest = "list", *, remind: bool = True, **fields: Any
+    ) -> TodoResult:
+        """Add, list, close or reopen a todo (the fields of a `TodoRequest`). With
+        `remind=False` listing and closing fire no due intent (a person looking is not the
+        agent's turn); added content still cues."""
+        request = _request(TodoRequest, "action", action, fields)
+        return await todos.todo(self._caller, request, remind=remind)
 
     @_after_logging
     async def intent(
-        self, action: str = "list", *, remind: bool = True, **fields: Any
+        self, action: str | IntentRequest = "list", *, remind: bool = True, **fields: Any
     ) -> IntentResult:
-        """Add, list, check or cancel an intent. With `remind=False` listing and cancelling fire
-        no due intent; `check` is refused (it is what fires them)."""
-        return await intents.intent(self._caller, action, remind=remind, **fields)
+        """Add, list, check or cancel an intent (the fields of an `IntentRequest`). With
+        `remind=False` listing and cancelling fire no due intent; `check` is refused (it is
+        what fires them)."""
+        request = _request(IntentRequest, "action", action, fields)
+        return await intents.intent(self._caller, request, remind=remind)
 
     # ------------------------------------------------------------------ consolidation
 
@@ -308,6 +339,14 @@ class Memory:
         # The pass's garbage is freed with its frame but stays resident: hand it back.
         await anyio.to_thread.run_sync(release_free_memory)
         return report
+
+
+def _request(kind: type[R], first: str, given: object, fields: dict[str, Any]) -> R:
+    """`given` with `fields` laid over it if it is a request of `kind`, else the request whose
+    field `first` is `given` (a verb's positional argument: the content, the query, …)."""
+    if isinstance(given, kind):
+        return request_of(kind, given, **fields)
+    return request_of(kind, {first: given}, **fields)
 
 
 async def maintain(engine: Engine) -> None:

@@ -1,4 +1,4 @@
-"""Helpers for the shared-server safety tests (issue 10): real processes, clients and the CLI.
+"""Helpers for the shared-server tests: real processes, clients and the CLI.
 
 Only the stable entry points are used: the `nooa-mcp` command (`nooa_mcp.cli.main`),
 `build_server`, `Settings`, `Memory` and `HashEmbedder`. A server process announces the port
@@ -41,8 +41,10 @@ except ImportError:  # pragma: no cover - the layout before a48b3f9
 #: What a server process may take to start listening; a guard against a hung job, not a speed
 #: assertion (the interpreter and the MCP SDK import in ~1 s here).
 START_GUARD = 60
-#: How long a command that should refuse to start may run before the test calls it started.
-REFUSE_GUARD = 12
+#: How long a command that should refuse to start may run before the test gives up on it: a
+#: guard against a hung job, not a speed assertion. A server that starts instead of refusing is
+#: caught when it announces its port (`run_to_exit`), not by this running out.
+REFUSE_GUARD = 60
 #: A shared-safety property that holds must hold within this; it never measures speed.
 HANG_GUARD = 10
 
@@ -233,13 +235,25 @@ async def http_server(
         await stop(process)
 
 
+#: Seconds a process stopped with SIGTERM gets to exit before SIGKILL: a hung job's guard.
+STOP_GRACE = 10
+
+
 async def stop(process: Process) -> None:
-    """Stop a process this test started (SIGKILL: its store's consistency is not under test)."""
+    """Stop a process this test started: SIGTERM, then SIGKILL if it is still there after
+    STOP_GRACE seconds (its store's consistency is not under test). SIGTERM first so that a
+    process measured by coverage (`sigterm = true` in pyproject.toml) writes its data: one
+    killed outright leaves the paths only it ran (a 429, a refusal) shown as never run."""
     with anyio.CancelScope(shield=True):
         if process.returncode is None:
             with suppress(ProcessLookupError):
-                process.send_signal(signal.SIGKILL)
-            await process.wait()
+                process.send_signal(signal.SIGTERM)
+            with anyio.move_on_after(STOP_GRACE):
+                await process.wait()
+            if process.returncode is None:
+                with suppress(ProcessLookupError):
+                    process.send_signal(signal.SIGKILL)
+                await process.wait()
         await process.aclose()
 
 
@@ -284,18 +298,34 @@ class Finished:
 
 
 async def run_to_exit(argv: Sequence[str], env: dict[str, str], guard: float) -> Finished:
-    """Run a command that is expected to end by itself; stop it after `guard` seconds."""
+    """Run a command that is expected to end by itself; stop it after `guard` seconds.
+
+    A command run through `nooa_argv` that starts serving instead announces its port: it is
+    stopped then and reported `still_running`, without waiting for `guard` to run out.
+    """
     process = await anyio.open_process(
         list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env=env
     )
     lines: list[str] = []
+    port: list[int] = []
+    exited = anyio.Event()
     still_running = False
     try:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(_drain, process.stderr, lines, anyio.Event(), [])
-            with anyio.move_on_after(guard) as scope:
+            # `_drain` sets `output_done` at the mark or when the process closes stderr.
+            output_done = anyio.Event()
+            tg.start_soon(_drain, process.stderr, lines, output_done, port)
+
+            async def wait_exit() -> None:
                 await process.wait()
-            still_running = scope.cancelled_caught
+                exited.set()
+
+            tg.start_soon(wait_exit)
+            with anyio.move_on_after(guard) as scope:
+                await output_done.wait()
+                if not port:
+                    await exited.wait()
+            still_running = scope.cancelled_caught or bool(port)
             tg.cancel_scope.cancel()
     finally:
         await stop(process)

@@ -46,12 +46,14 @@ __all__ = [
     "line_edges",
 ]
 
-#: The longest line an import reads. The largest memory an export writes (100,000 characters
-#: of content, every one escaped, with 50 labels, 20 references and 50 edges) is under 1 MiB;
-#: a longer line is refused while it is read, before it is held in memory.
+#: The longest line an import reads. A memory an export writes (100,000 characters of
+#: content, every one escaped, with 50 labels and 20 references) is under 1 MiB before its
+#: edges, and each edge takes about 120 bytes; a longer line is refused while it is read,
+#: before it is held in memory.
 MAX_LINE_BYTES = 4 * 1024 * 1024
-#: Edges and tombstones one line may carry (an export writes at most 50 edges a memory).
-MAX_LINE_EDGES = 1000
+#: Edges and tombstones one line may carry. An export writes every edge a memory has, so
+#: the edge bound is what fits in the rest of a line, not what a reply shows (50).
+MAX_LINE_EDGES = 20_000
 MAX_LINE_TOMBSTONES = 1000
 #: A tombstone's reason is a label ("forgotten", "superseded by 3f9a2c1d (reconcile)").
 MAX_REASON = 500

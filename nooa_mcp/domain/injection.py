@@ -25,12 +25,14 @@ from .text import STOPWORDS
 __all__ = [
     "CONTEXT_CHARS",
     "ITEM_CHARS",
+    "LINE_CHARS",
     "PROMPT_MEMORIES",
     "START_IMPORTANCE",
     "START_MEMORIES",
     "START_REMINDERS",
     "START_TODOS",
     "Item",
+    "bound_context",
     "content_words",
     "cue_overlap",
     "enough_shared",
@@ -52,6 +54,8 @@ START_IMPORTANCE = 6.5
 #: One item's text is clipped here; the whole block never passes CONTEXT_CHARS.
 ITEM_CHARS = 300
 CONTEXT_CHARS = 4_000
+#: A rendered line: the item's text at ITEM_CHARS, with its id, type, importance and note.
+LINE_CHARS = 400
 #: Cue overlap (|prompt ∩ cues| / min(|prompt|, |cues|)) that counts on its own.
 CUE_OVERLAP = 0.6
 #: The shipped recall constants the keyword path uses (it has no Settings): λ, μ, weak floor.
@@ -144,16 +148,31 @@ def _line(item: Item, with_type: bool = True) -> str:
     return f"- [{tag}{importance_label(importance)}] {_clip(text)}{note}"
 
 
+_MORE = "- … more in memory (recall it with memory_recall)"
+
+
 def _bounded(lines: list[str]) -> str:
+    """The lines that fit in CONTEXT_CHARS, the note that more exist included."""
     out: list[str] = []
     size = 0
-    for line in lines:
-        if size + len(line) + 1 > CONTEXT_CHARS:
-            out.append("- … more in memory (recall it with memory_recall)")
+    for number, line in enumerate(lines):
+        last = number == len(lines) - 1
+        # Room is kept for the note unless this is the last line.
+        room = CONTEXT_CHARS - (0 if last else len(_MORE) + 1)
+        if size + len(line) > room:
+            out.append(_MORE)
             break
         out.append(line)
         size += len(line) + 1
     return "\n".join(out)
+
+
+def bound_context(text: str) -> str:
+    """Another process's injected block, held to this one's bounds: each line flattened and
+    clipped at LINE_CHARS, the whole under CONTEXT_CHARS (a server answering `--url` is trusted
+    with the text, never with its size)."""
+    lines = [_clip(line, LINE_CHARS) for line in text.splitlines() if line.strip()]
+    return _bounded(lines)
 
 
 def render_prompt(reminders: Sequence[Item], memories: Sequence[Item]) -> str:

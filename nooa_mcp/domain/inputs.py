@@ -10,6 +10,7 @@ from typing import Any
 
 from ..errors import InvalidInput
 from .references import parse_references
+from .requests import AuthorRequest
 from .schema import (
     CONFIDENCE,
     IMPORTANCE,
@@ -152,15 +153,15 @@ def parse_trigger(value: Any) -> Trigger:
     return Trigger(fire_at=fire_at, cue=cue, every_hours=every)
 
 
-def build_memory(spec: dict[str, Any], owner: str) -> Memory:
+def build_memory(request: AuthorRequest, owner: str) -> Memory:
     """Validate one author request into a record for `owner` (no I/O).
 
     Raises:
         InvalidInput: a field is malformed; the message names it and the fix.
     """
-    content = check_content(spec.get("content"))
-    kind = parse_memory_type(spec.get("type") or "info")
-    status = spec.get("status")
+    content = check_content(request.content)
+    kind = parse_memory_type(request.type or "info")
+    status = request.status
     if status is not None and kind is not MemoryType.todo:
         raise InvalidInput(
             "status",
@@ -169,7 +170,7 @@ def build_memory(spec: dict[str, Any], owner: str) -> Memory:
         )
     if status is not None:
         parse_status(status)
-    trigger = spec.get("trigger")
+    trigger = request.trigger
     if trigger is not None:
         if kind is not MemoryType.intent:
             raise InvalidInput(
@@ -181,27 +182,27 @@ def build_memory(spec: dict[str, Any], owner: str) -> Memory:
     elif kind is MemoryType.intent:
         # An intent without a trigger can never fire and no listing shows it: refuse it.
         raise InvalidInput("trigger", "an intent needs a time or a cue to fire.", TRIGGER_FIX)
-    title = check_short_text(spec.get("title") or "", "title")
+    title = check_short_text(request.title or "", "title")
     # `created_at` is when it happened (a date the user gives, as an import's); the store
     # learns it now, and decay counts from that (`last_accessed_at` and the created access).
     # A date in the future (a skewed clock) is taken as now.
     now = utc_now()
-    created = min(as_utc(spec.get("created_at"), "created_at") or now, now)
-    valid_from = as_utc(spec.get("valid_from"), "valid_from")
-    valid_to = as_utc(spec.get("valid_to"), "valid_to")
+    created = min(as_utc(request.created_at, "created_at") or now, now)
+    valid_from = as_utc(request.valid_from, "valid_from")
+    valid_to = as_utc(request.valid_to, "valid_to")
     if valid_from and valid_to and valid_to < valid_from:
         raise InvalidInput("valid_to", "is before valid_from.", "Swap them or drop one.")
-    salience = spec.get("salience")
-    confidence = spec.get("confidence")
-    place = check_short_text(spec.get("place_or_task") or "", "place_or_task")
-    ident = spec.get("id")
+    salience = request.salience
+    confidence = request.confidence
+    place = check_short_text(request.place_or_task or "", "place_or_task")
+    ident = request.id
     if ident is not None and (not isinstance(ident, str) or len(normalise_id(ident, "id")) != 32):
         raise InvalidInput(
             "id",
             f"{ident!r} is not a full id.",
             "Leave id out; it is only for imports of exported memories.",
         )
-    importance = IMPORTANCE.parse(spec.get("importance", "MEDIUM"))
+    importance = IMPORTANCE.parse(request.importance)
     return Memory(
         id=ident.lower() if ident else new_id(),
         type=kind,
@@ -212,14 +213,14 @@ def build_memory(spec: dict[str, Any], owner: str) -> Memory:
         authored_importance=importance,
         salience=SALIENCE.parse(salience) if salience is not None else 0.3,
         confidence=CONFIDENCE.parse(confidence) if confidence is not None else 0.75,
-        tags=clean_labels(spec.get("tags"), "tags"),
-        entities=clean_labels(spec.get("entities"), "entities"),
+        tags=clean_labels(request.tags, "tags"),
+        entities=clean_labels(request.entities, "entities"),
         place_or_task=place,
         created_at=created,
         last_accessed_at=now,
         valid_from=valid_from,
         valid_to=valid_to,
-        references=parse_references(spec.get("references")),
+        references=parse_references(request.references),
         status=status,
         trigger=trigger,
     )

@@ -8,7 +8,10 @@ package is imported), but the same rule and the same logging.
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Sequence
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import anyio
 import numpy as np
@@ -18,7 +21,7 @@ from ..domain.injection import render_prompt, render_session
 from ..embeddings import MiniLMEmbedder
 from ..memory import Memory
 
-__all__ = ["NoModel", "inject", "injected_text"]
+__all__ = ["NoModel", "inject", "injected_text", "within"]
 
 
 class NoModel:
@@ -45,11 +48,49 @@ async def injected_text(memory: Memory, event: str, project: str, prompt: str) -
     return render_prompt(got.reminders, got.memories)
 
 
+def within(url: str, seconds: float) -> str:
+    """A PostgreSQL URL whose connections give up after `seconds`: `connect_timeout` (whole
+    seconds, at least libpq's 2) and `statement_timeout`, which also bounds a wait on a lock.
+    The URL's other parameters, and its own `options` (a search_path), are kept."""
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    ms = max(1, int(seconds * 1000))
+    options = [v for k, v in query if k == "options"] + [f"-c statement_timeout={ms}"]
+    kept = [(k, v) for k, v in query if k not in ("options", "connect_timeout")]
+    kept += [("connect_timeout", str(max(2, math.ceil(seconds)))), ("options", " ".join(options))]
+    return urlunsplit(parts._replace(query=urlencode(kept, quote_via=quote)))
+
+
 def inject(
-    event: str, store: str, owner: str, project: str, prompt: str, session: str | None
+    event: str,
+    store: str,
+    owner: str,
+    project: str,
+    prompt: str,
+    session: str | None,
+    deadline: float | None = None,
 ) -> str:
-    """Open `store` in this process (no model) and inject for one hook event."""
+    """Open `store` in this process (no model) and inject for one hook event.
+
+    With `deadline` (time.monotonic), everything — connecting, every statement, closing —
+    must be done by then; a PostgreSQL store's connections carry timeouts from what is left.
+
+    Raises:
+        TimeoutError: the deadline passed (nothing is half-written: the store's transactions
+            roll back when cancelled).
+    """
+    import logging
+
     from ..services import provenance
+
+    # A hook prints nothing but its output: what the driver logs while a deadline cancels its
+    # queries must not reach stderr through logging's last-resort handler.
+    logging.getLogger().addHandler(logging.NullHandler())
+    left = None if deadline is None else deadline - time.monotonic()
+    if left is not None and left <= 0:
+        raise TimeoutError("no time was left to open the store")
+    if left is not None and store.startswith(("postgresql://", "postgres://")):
+        store = within(store, left)
 
     async def body() -> str:
         settings = Settings.from_env(store=store, owner=owner)
@@ -57,4 +98,8 @@ def inject(
             with provenance.session(session):
                 return await injected_text(memory, event, project, prompt)
 
-    return anyio.run(body)
+    async def bounded() -> str:
+        with anyio.fail_after(None if deadline is None else deadline - time.monotonic()):
+            return await body()
+
+    return anyio.run(bounded)

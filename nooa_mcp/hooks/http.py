@@ -56,6 +56,20 @@ def _host_allowed(host: str, allowed: Sequence[str]) -> bool:
     return False
 
 
+async def _body(request: Request) -> bytes | None:
+    """The request body, or None once it passes MAX_BODY: the limit holds while reading, so a
+    400 MB POST costs this process 1 MB, not 400 (a Content-Length over it is refused unread)."""
+    declared = request.headers.get("content-length", "")
+    if declared.strip().isdigit() and int(declared) > MAX_BODY:
+        return None
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_BODY:
+            return None
+    return bytes(body)
+
+
 def hook_route(
     engine: Callable[[], Engine | None],
     *,
@@ -100,9 +114,14 @@ def hook_route(
         running = engine()
         if running is None:
             return JSONResponse({"error": "the server is still starting"}, status_code=503)
-        body = await request.body()
-        if len(body) > MAX_BODY:
-            return JSONResponse({"error": "the hook input is over 1 MB"}, status_code=413)
+        body = await _body(request)
+        if body is None:
+            # Connection: close, so the server stops receiving the rest instead of discarding it.
+            return JSONResponse(
+                {"error": "the hook input is over 1 MB; send the hook JSON only"},
+                status_code=413,
+                headers={"Connection": "close"},
+            )
         try:
             data = json.loads(body or b"{}")
         except (json.JSONDecodeError, UnicodeDecodeError):

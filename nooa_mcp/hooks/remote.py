@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 import socket
+import time
 
 __all__ = ["HOOK_PATH", "RemoteFailed", "ask", "hook_url"]
 
@@ -37,11 +38,16 @@ def hook_url(url: str) -> str:
 
 
 def ask(url: str, body: bytes, token: str | None, timeout: float) -> str:
-    """POST the hook JSON; the server's hook output as text ("" for no output).
+    """POST the hook JSON; the context the server would inject ("" for none).
+
+    `timeout` bounds the whole exchange (connect, send and the complete answer), not each
+    socket call: a server trickling a byte a second is given up on like a silent one. Only
+    `hookSpecificOutput.additionalContext` is taken from the answer; the caller bounds it and
+    writes its own output, so no other key (a "decision": "block", say) ever reaches Claude Code.
 
     Raises:
-        RemoteFailed: a bad URL, connection refused, timeout, a status other than 200, or an
-            answer that is neither empty nor a JSON object.
+        RemoteFailed: a bad URL, connection refused, past the time, a status other than 200,
+            or an answer that is neither empty nor a JSON object.
     """
     target = hook_url(url)
     found = _URL.match(target)
@@ -52,12 +58,16 @@ def ask(url: str, body: bytes, token: str | None, timeout: float) -> str:
     headers = {"Content-Type": "application/json", "Accept": "application/json"}
     if token:
         headers["Authorization"] = f"Bearer {token}"
-    timeout = max(timeout, 0.05)
+    end = time.monotonic() + max(timeout, 0.05)
     try:
         if scheme == "https":
-            status, answer = _https(host, int(port or 443), path, body, headers, timeout)
+            status, answer = _https(host, int(port or 443), path, body, headers, end)
         else:
-            status, answer = _http(host, int(port or 80), path, body, headers, timeout)
+            status, answer = _http(host, int(port or 80), path, body, headers, end)
+    except TimeoutError:
+        raise RemoteFailed(
+            f"{target} did not answer in full within {max(timeout, 0.05):.2f} s."
+        ) from None
     except (OSError, ValueError) as exc:
         raise RemoteFailed(f"{target} did not answer ({exc}).") from None
     if status != 200:
@@ -71,11 +81,21 @@ def ask(url: str, body: bytes, token: str | None, timeout: float) -> str:
         raise RemoteFailed(f"{target} answered something that is not JSON.") from None
     if not isinstance(parsed, dict):
         raise RemoteFailed(f"{target} answered JSON that is not an object.")
-    return text
+    specific = parsed.get("hookSpecificOutput")
+    context = specific.get("additionalContext") if isinstance(specific, dict) else None
+    return context if isinstance(context, str) else ""
+
+
+def _left(end: float) -> float:
+    """Seconds before `end`; TimeoutError when none are left."""
+    left = end - time.monotonic()
+    if left <= 0:
+        raise TimeoutError
+    return left
 
 
 def _http(
-    host: str, port: int, path: str, body: bytes, headers: dict[str, str], timeout: float
+    host: str, port: int, path: str, body: bytes, headers: dict[str, str], end: float
 ) -> tuple[int, bytes]:
     """One HTTP/1.1 POST with `Connection: close`; (status, body)."""
     lines = [
@@ -86,10 +106,12 @@ def _http(
         *(f"{k}: {v}" for k, v in headers.items()),
     ]
     request = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
-    with socket.create_connection((host, port), timeout=timeout) as conn:
+    with socket.create_connection((host, port), timeout=_left(end)) as conn:
+        conn.settimeout(_left(end))
         conn.sendall(request)
         received = bytearray()
         while len(received) <= MAX_ANSWER + 16_384:
+            conn.settimeout(_left(end))  # what is left of the whole exchange, per read
             chunk = conn.recv(65_536)
             if not chunk:
                 break
@@ -127,15 +149,23 @@ def _unchunk(data: bytes) -> bytes:
 
 
 def _https(
-    host: str, port: int, path: str, body: bytes, headers: dict[str, str], timeout: float
+    host: str, port: int, path: str, body: bytes, headers: dict[str, str], end: float
 ) -> tuple[int, bytes]:
     import http.client
 
-    connection = http.client.HTTPSConnection(host, port, timeout=timeout)
+    connection = http.client.HTTPSConnection(host, port, timeout=_left(end))
     try:
         connection.request("POST", path, body=body, headers=headers)
+        connection.sock.settimeout(_left(end))
         response = connection.getresponse()
-        return response.status, response.read(MAX_ANSWER + 1)
+        received = bytearray()
+        while len(received) <= MAX_ANSWER:
+            connection.sock.settimeout(_left(end))
+            chunk = response.read1(65_536)
+            if not chunk:
+                break
+            received += chunk
+        return response.status, bytes(received[: MAX_ANSWER + 1])
     except http.client.HTTPException as exc:
         raise ValueError(str(exc)) from None
     finally:

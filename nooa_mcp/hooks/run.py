@@ -3,8 +3,13 @@
 A hook runs before every prompt, so it must never block or break it: whatever happens — bad
 input, a locked or missing store, a server that does not answer — it prints either a valid
 hook output or nothing, exits 0, and a failure leaves one line in `<user data dir>/nooa-mcp/
-hooks.log`. Its time is bounded (`NOOA_HOOK_SECONDS`, default 2 s): store queries running past
-it are interrupted, a server past it is given up on.
+hooks.log`. One deadline covers the whole hook (`--deadline SECONDS` or `NOOA_HOOK_SECONDS`,
+default 2 s): SQLite queries past it are interrupted, PostgreSQL gets `connect_timeout` and
+`statement_timeout` from what is left of it, a server's answer must have arrived by then (not
+merely kept trickling). As the console script runs it, a watchdog thread ends the process at
+the deadline whatever it is waiting on: it prints nothing, exits 0 and logs one line. Ending
+mid-write is safe: SQLite rolls back an unfinished transaction, and PostgreSQL aborts one whose
+connection closed (docs/DESIGN.md §12).
 
 Paths, in order: a running server when one is configured (`--url` or `NOOA_URL`; the token in
 `NOOA_TOKEN`), which gives recall with the model; else the keyword path on the SQLite file
@@ -22,12 +27,13 @@ import json
 import os
 import re
 import sys
+import threading
 import time
 from datetime import UTC, datetime
 
 from . import paths
 
-__all__ = ["DEFAULT_OWNER", "EVENTS", "output", "run"]
+__all__ = ["DEFAULT_OWNER", "DEFAULT_SECONDS", "EVENTS", "hard_deadline", "output", "run"]
 
 #: Command name → Claude Code's hook event name.
 EVENTS = {"session-start": "SessionStart", "user-prompt": "UserPromptSubmit"}
@@ -36,6 +42,11 @@ DEFAULT_OWNER = "claude-code"
 #: The hook input is a few kilobytes; a prompt pasted with a whole file is cut here.
 MAX_INPUT = 1024 * 1024
 MAX_LOG = 1024 * 1024
+#: The whole hook's deadline unless --deadline or NOOA_HOOK_SECONDS says otherwise.
+DEFAULT_SECONDS = 2.0
+#: What a cooperative timeout (a query, a socket) keeps back from the deadline, so it reports
+#: its own cause before the watchdog fires.
+MARGIN = 0.15
 #: domain.scope's owner alphabet (checked equal by the tests; that module costs a fresh
 #: process the dataclasses import).
 _OWNER_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]{0,63}$")
@@ -101,13 +112,50 @@ def log(event: str, message: str) -> None:
 
 
 def _store(explicit: str | None, root: str) -> str:
+    """The store this hook reads: the configured one, a trusted project store, or the default.
+
+    Raises:
+        HookFailed: the project holds a store the user never configured. A cloned repository
+            can ship `.nooa/memory.sqlite` with rows written to steer the model, so such a file
+            is neither read nor written, and the default store is not used in its place either
+            (the user would not see why the project's memory is missing).
+    """
     if explicit:
         return os.path.expanduser(explicit)
     if root:
         own = os.path.join(root, paths.PROJECT_STORE)
-        if os.path.isfile(own):
+        if os.path.lexists(own):
+            if not paths.is_trusted(own):
+                raise HookFailed(
+                    f"{own} is a project store you have not configured (a checkout can ship "
+                    "one), so it was not read; to use it, run `nooa-mcp hooks trust "
+                    f"{own}` or pass --store"
+                )
             return own
     return paths.default_store()
+
+
+def _full(
+    event: str,
+    target: str,
+    owner: str,
+    project: str,
+    prompt: str,
+    session: str | None,
+    deadline: float,
+) -> str:
+    """Inject through the full store code (PostgreSQL, or SQLite of another schema)."""
+    from .facade import inject
+
+    try:
+        return inject(event, target, owner, project, prompt, session, deadline)
+    except TimeoutError:
+        raise HookFailed(f"the store {_shown(target)} did not answer before the deadline") from None
+
+
+def _shown(target: str) -> str:
+    """A store for the log: a PostgreSQL URL without its password."""
+    return re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", target)
 
 
 def answer(
@@ -131,19 +179,22 @@ def answer(
         # The server gets the budget but a reserve, so the store can still answer without it.
         left = deadline - time.monotonic()
         try:
-            return ask(url, body, token, left - min(0.5, left / 3))
+            context = ask(url, body, token, left - min(0.5, left / 3))
         except RemoteFailed as exc:
             # The keyword path still gives something; the log says why the server did not.
             log(event, f"server: {exc} Answered from the store without it.")
+        else:
+            from ..domain.injection import bound_context
+
+            # Only the context, under the local bounds, in this hook's own output.
+            return output(event, bound_context(context))
     root, project = paths.find_project(_text(data, "cwd"))
     target = _store(store, root)
     prompt = _text(data, "prompt")
     if event == "user-prompt" and not prompt.strip():
         return ""
     if target.startswith(("postgresql://", "postgres://")):
-        from .facade import inject
-
-        return output(event, inject(event, target, owner, project, prompt, session))
+        return output(event, _full(event, target, owner, project, prompt, session, deadline))
     if os.path.isdir(target):
         raise HookFailed(f"the store {target} is a directory; point --store at a file")
     from ..storage.quick import QuickStore, QuickUnavailable
@@ -155,9 +206,7 @@ def answer(
         if not exc.older:
             raise HookFailed(str(exc).rstrip(".")) from None
         log(event, f"{exc} Answered through the full store code, which migrates it.")
-        from .facade import inject
-
-        return output(event, inject(event, target, owner, project, prompt, session))
+        return output(event, _full(event, target, owner, project, prompt, session, deadline))
     if opened is None:
         return ""  # no store yet: nothing to remember
     from . import local
@@ -172,26 +221,93 @@ def answer(
     return output(event, text)
 
 
+#: Set by the console script (`hard_deadline`): end the process at the deadline.
+_HARD = False
+
+
+def hard_deadline() -> None:
+    """Make `run` end this process at its deadline, whatever it is waiting on.
+
+    Only for a process that exists to answer one hook (the console script): `os._exit` ends
+    it without unwinding, which a library caller (a test, a server) must never get.
+    """
+    global _HARD
+    _HARD = True
+
+
+def seconds(value: str | float | None) -> float:
+    """The hook's deadline in seconds from --deadline / NOOA_HOOK_SECONDS (default 2 s).
+
+    Raises:
+        HookFailed: the value is not a positive number of seconds.
+    """
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return DEFAULT_SECONDS
+    try:
+        number = float(value)
+    except ValueError:
+        number = float("nan")
+    if not 0 < number <= 3600:  # NaN fails too
+        raise HookFailed(
+            f"the hook deadline {value!r} (--deadline / NOOA_HOOK_SECONDS) is not a number of "
+            "seconds between 0 and 3600; fix it in the hook command"
+        )
+    return number
+
+
+class _Watchdog:
+    """Ends the process at the deadline unless the hook finished first (one log line)."""
+
+    def __init__(self, event: str, deadline: float, limit: float) -> None:
+        self.lock = threading.Lock()
+        self.finished = False
+        self.event, self.limit = event, limit
+        self.timer = threading.Timer(max(0.0, deadline - time.monotonic()), self._fire)
+        self.timer.daemon = True
+        self.timer.start()
+
+    def _fire(self) -> None:
+        with self.lock:
+            if self.finished:
+                return
+            log(self.event, f"gave up at the {self.limit:g} s deadline; printed nothing.")
+            os._exit(0)
+
+    def finish(self) -> None:
+        """The hook is done (answered or failed): from here the watchdog does nothing."""
+        with self.lock:
+            self.finished = True
+        self.timer.cancel()
+
+
 def run(
     event: str,
     *,
     store: str | None = None,
     owner: str | None = None,
     url: str | None = None,
+    deadline: str | float | None = None,
     stdin=None,
     stdout=None,
 ) -> int:
-    """Answer one hook: read stdin, print the output (or nothing), return 0 whatever happens."""
+    """Answer one hook: read stdin, print the output (or nothing), return 0 whatever happens.
+
+    `deadline` is the whole hook's time in seconds (else NOOA_HOOK_SECONDS, else 2 s).
+    """
+    started = time.monotonic()
     stdin = sys.stdin if stdin is None else stdin
     stdout = sys.stdout if stdout is None else stdout
     env = os.environ
-    try:
-        seconds = float(env.get("NOOA_HOOK_SECONDS") or 2.0)
-    except ValueError:
-        seconds = 2.0
-    deadline = time.monotonic() + max(seconds, 0.1)
     text = ""
+    watchdog = None
     try:
+        try:
+            limit = seconds(deadline if deadline is not None else env.get("NOOA_HOOK_SECONDS"))
+        except HookFailed as exc:
+            log(event, f"{exc}; used {DEFAULT_SECONDS:g} s.")
+            limit = DEFAULT_SECONDS
+        if _HARD:
+            watchdog = _Watchdog(event, started + limit, limit)
         if event not in EVENTS:
             raise HookFailed(f"{event!r} is not a hook; use session-start or user-prompt")
         raw = _read(stdin)
@@ -202,14 +318,22 @@ def run(
             owner=owner or env.get("NOOA_OWNER") or None,
             url=url or env.get("NOOA_URL") or None,
             token=env.get("NOOA_TOKEN") or None,
-            deadline=deadline,
+            deadline=started + limit - min(MARGIN, limit / 4),
         )
     except HookFailed as exc:
+        _finish(watchdog)
         log(event, f"{exc}.")
     except Exception as exc:  # never break the user's prompt: log it, print nothing
+        _finish(watchdog)
         log(event, f"{type(exc).__name__}: {exc}")
         text = ""
+    _finish(watchdog)
     if text:
         stdout.write(text + "\n")
         stdout.flush()
     return 0
+
+
+def _finish(watchdog: _Watchdog | None) -> None:
+    if watchdog is not None:
+        watchdog.finish()

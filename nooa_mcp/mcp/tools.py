@@ -21,6 +21,14 @@ from ..domain.replies import (
     TodoResult,
     UpdateResult,
 )
+from ..domain.requests import (
+    AuthorRequest,
+    ExplainRequest,
+    IntentRequest,
+    RecallRequest,
+    TodoRequest,
+    UpdateRequest,
+)
 from ..domain.schema import (
     INTENT_ACTIONS,
     REFLECTION_STEPS,
@@ -46,7 +54,7 @@ from .rendering import (
 )
 from .sampling import session_sampler
 
-__all__ = ["register_tools"]
+__all__ = ["MemoryTools", "register_tools"]
 
 
 # --------------------------------------------------------------------------- tool argument types
@@ -70,6 +78,7 @@ Importance = Annotated[
     Field(description="CRITICAL, HIGH, MEDIUM, LOW, TRIVIAL, 0-10."),
 ]
 MemoryId = Annotated[str, Field(description="Id or 8-char prefix.")]
+Step = choice(REFLECTION_STEPS)
 
 
 class TriggerArg(BaseModel):
@@ -93,12 +102,16 @@ DESTRUCTIVE = ToolAnnotations(
 )
 
 
-def register_tools(
-    server: MCPServer, budget: int, subscribers: Subscribers, *, reflect: bool = True
-) -> None:
-    @server.tool(title="Write a memory", annotations=WRITES)
-    @tool_errors
+class MemoryTools:
+    """The tool handlers of one server: each builds the verb's request from its arguments,
+    makes one facade call, tells subscribers what changed and bounds the reply to `budget`."""
+
+    def __init__(self, budget: int, subscribers: Subscribers) -> None:
+        self.budget = budget
+        self.subscribers = subscribers
+
     async def memory_author(
+        self,
         ctx: Context,
         content: Annotated[str, Field(description="One self-contained idea.")],
         type: TypeName = "info",
@@ -133,9 +146,8 @@ def register_tools(
     ) -> Annotated[CallToolResult, AuthorResult]:
         """Remember something for next time. A close match is named in similar_to; for a
         changed fact, link the old one with refines."""
-        memory = await current_memory()
-        result = await memory.author(
-            content,
+        request = AuthorRequest(
+            content=content,
             type=type,
             title=title,
             importance=importance,
@@ -145,18 +157,19 @@ def register_tools(
             entities=entities,
             place_or_task=place_or_task,
             references=references,
-            links=[link.model_dump(exclude_none=True) for link in links] if links else None,
+            links=links or None,
             valid_from=valid_from,
             valid_to=valid_to,
             trigger=trigger.model_dump(exclude_none=True) if trigger else None,
             revive=revive,
         )
-        await subscribers.publish(memory.owner, memory_uri(result.id), "memory://stats")
-        return tool_result(result, render_author(result), budget)
+        memory = await current_memory()
+        result = await memory.author(request)
+        await self.subscribers.publish(memory.owner, memory_uri(result.id), "memory://stats")
+        return tool_result(result, render_author(result), self.budget)
 
-    @server.tool(title="Recall memories", annotations=WRITES)
-    @tool_errors
     async def memory_recall(
+        self,
         query: str,
         k: Annotated[int, Field(ge=1, le=50)] = 5,
         scope: Annotated[
@@ -174,24 +187,20 @@ def register_tools(
     ) -> Annotated[CallToolResult, RecallResult]:
         """Recall what you know about something before acting on it; weak hits are only
         loosely related; a faded one (archived by reflection) is live again once recalled."""
-        memory = await current_memory()
-        result = await memory.recall(
-            query,
+        request = RecallRequest(
+            query=query,
             k=k,
             scope=scope,
             types=types or None,
             hops=hops,
             include_archived=include_archived,
         )
-        bounded = bound_recall(result, budget)
-        return tool_result(bounded, render_recall(bounded), budget)
+        result = await (await current_memory()).recall(request)
+        bounded = bound_recall(result, self.budget)
+        return tool_result(bounded, render_recall(bounded), self.budget)
 
-    @server.tool(
-        title="Explain a recall",
-        annotations=READ_ONLY,
-    )
-    @tool_errors
     async def memory_explain(
+        self,
         query: Annotated[
             str | None,
             Field(description="Dry-run it: every candidate and its score parts."),
@@ -205,17 +214,13 @@ def register_tools(
         hops: Annotated[int | None, Field(ge=0, le=3)] = None,
     ) -> Annotated[CallToolResult, ExplainResult]:
         """Why memories rank where they do; logs nothing."""
-        memory = await current_memory()
-        result = await memory.explain(query=query, memory_id=memory_id, k=k, hops=hops, scope=scope)
-        bounded = bound_explain(result, budget)
-        return tool_result(bounded, render_explain(bounded), budget)
+        request = ExplainRequest(query=query, memory_id=memory_id, k=k, hops=hops, scope=scope)
+        result = await (await current_memory()).explain(request)
+        bounded = bound_explain(result, self.budget)
+        return tool_result(bounded, render_explain(bounded), self.budget)
 
-    @server.tool(
-        title="Update, link or forget a memory",
-        annotations=DESTRUCTIVE,
-    )
-    @tool_errors
     async def memory_update(
+        self,
         ctx: Context,
         memory_id: MemoryId,
         content: str | None = None,
@@ -230,32 +235,29 @@ def register_tools(
         forget: Annotated[bool, Field(description="Forget it: kept, never recalled.")] = False,
     ) -> Annotated[CallToolResult, UpdateResult]:
         """Correct, re-rate, link or archive (forget=true) a memory of yours."""
-        memory = await current_memory()
-        result = await memory.update(
-            memory_id,
+        request = UpdateRequest(
+            memory_id=memory_id,
             content=content,
             title=title,
             importance=importance,
             tags=tags,
             status=status,
-            links=[link.model_dump(exclude_none=True) for link in links] if links else None,
+            links=links or None,
             valid_to=valid_to,
             forget=forget,
         )
+        memory = await current_memory()
+        result = await memory.update(request)
         uris = [memory_uri(result.id), "memory://stats"]
         if result.archived:
             uris.append("memory://archived")
         if status is not None:
             uris.append("memory://todos")
-        await subscribers.publish(memory.owner, *uris)
-        return tool_result(result, render_update(result), budget)
+        await self.subscribers.publish(memory.owner, *uris)
+        return tool_result(result, render_update(result), self.budget)
 
-    @server.tool(
-        title="Todos",
-        annotations=WRITES,
-    )
-    @tool_errors
     async def todo(
+        self,
         ctx: Context,
         action: choice(TODO_ACTIONS),
         content: Annotated[str | None, Field(description="For add.")] = None,
@@ -267,9 +269,8 @@ def register_tools(
         limit: Annotated[int, Field(ge=1, le=100)] = 20,
     ) -> Annotated[CallToolResult, TodoResult]:
         """Commitments: add, list (open first), done, drop, reopen. Open ones are never pruned."""
-        memory = await current_memory()
-        result = await memory.todo(
-            action,
+        request = TodoRequest(
+            action=action,
             content=content,
             memory_id=memory_id,
             title=title,
@@ -278,19 +279,17 @@ def register_tools(
             status=status,
             limit=limit,
         )
+        memory = await current_memory()
+        result = await memory.todo(request)
         if action != "list":
-            await subscribers.publish(
+            await self.subscribers.publish(
                 memory.owner, "memory://todos", "memory://stats", memory_uri(result.id or "")
             )
-        result, omitted = bound_list(result, "todos", budget)
-        return tool_result(result, _render_todos(result, omitted), budget)
+        result, omitted = bound_list(result, "todos", self.budget)
+        return tool_result(result, _render_todos(result, omitted), self.budget)
 
-    @server.tool(
-        title="Intents (prospective memory)",
-        annotations=DESTRUCTIVE,
-    )
-    @tool_errors
     async def intent(
+        self,
         ctx: Context,
         action: choice(INTENT_ACTIONS),
         content: Annotated[str | None, Field(description="For add: what to do.")] = None,
@@ -310,9 +309,8 @@ def register_tools(
         importance: Importance = "MEDIUM",
     ) -> Annotated[CallToolResult, IntentResult]:
         """Do something later, at a time or on a cue. Fired ones come back in reminders."""
-        memory = await current_memory()
-        result = await memory.intent(
-            action,
+        request = IntentRequest(
+            action=action,
             content=content,
             memory_id=memory_id,
             fire_at=fire_at,
@@ -321,29 +319,17 @@ def register_tools(
             text=text,
             importance=importance,
         )
+        memory = await current_memory()
+        result = await memory.intent(request)
         if action in ("add", "cancel"):
-            await subscribers.publish(memory.owner, memory_uri(result.id or ""), "memory://stats")
-        result, omitted = bound_list(result, "intents", budget)
-        return tool_result(result, _render_intents(result, omitted), budget)
+            await self.subscribers.publish(
+                memory.owner, memory_uri(result.id or ""), "memory://stats"
+            )
+        result, omitted = bound_list(result, "intents", self.budget)
+        return tool_result(result, _render_intents(result, omitted), self.budget)
 
-    if reflect:
-        register_reflect_tool(server, budget, subscribers)
-
-
-def register_reflect_tool(server: MCPServer, budget: int, subscribers: Subscribers) -> None:
-    """Register `memory_reflect` (DESIGN.md §8): one consolidation pass with progress.
-
-    The generative steps (reconcile, abstract) ask the client's own model through MCP sampling,
-    only when `generative_reflection` is on and the client offers sampling.
-    """
-    Step = choice(REFLECTION_STEPS)
-
-    @server.tool(
-        title="Consolidate memory",
-        annotations=DESTRUCTIVE,
-    )
-    @tool_errors
     async def memory_reflect(
+        self,
         ctx: Context,
         steps: Annotated[
             list[Step] | None,
@@ -360,9 +346,32 @@ def register_reflect_tool(server: MCPServer, budget: int, subscribers: Subscribe
             await ctx.report_progress(done, total, message)
 
         report = await memory.reflect(steps, sampler=sampler, progress=progress)
-        await subscribers.publish(memory.owner, "memory://stats", "memory://archived")
-        bounded = _bound_report(report, budget)
-        return tool_result(bounded, _render_report(bounded), budget)
+        await self.subscribers.publish(memory.owner, "memory://stats", "memory://archived")
+        bounded = _bound_report(report, self.budget)
+        return tool_result(bounded, _render_report(bounded), self.budget)
+
+
+def register_tools(
+    server: MCPServer, budget: int, subscribers: Subscribers, *, reflect: bool = True
+) -> None:
+    """Register the tools on `server`; `memory_reflect` (DESIGN.md §8) only with `reflect`.
+
+    Reflection's generative steps (reconcile, abstract) ask the client's own model through MCP
+    sampling, only when `generative_reflection` is on and the client offers sampling.
+    """
+    tools = MemoryTools(budget, subscribers)
+    listed = [
+        (tools.memory_author, "Write a memory", WRITES),
+        (tools.memory_recall, "Recall memories", WRITES),
+        (tools.memory_explain, "Explain a recall", READ_ONLY),
+        (tools.memory_update, "Update, link or forget a memory", DESTRUCTIVE),
+        (tools.todo, "Todos", WRITES),
+        (tools.intent, "Intents (prospective memory)", DESTRUCTIVE),
+    ]
+    if reflect:
+        listed.append((tools.memory_reflect, "Consolidate memory", DESTRUCTIVE))
+    for handler, title, annotations in listed:
+        server.tool(title=title, annotations=annotations)(tool_errors(handler))
 
 
 def _bound_report(report: BaseModel, budget: int) -> Any:

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any
-
 from ..domain.inputs import check_situation
 from ..domain.replies import IntentItem, IntentResult
+from ..domain.requests import AuthorRequest, IntentRequest
 from ..domain.schema import INTENT_ACTIONS
 from ..domain.text import a_or_an, choices, head
 from ..errors import InvalidInput
@@ -19,19 +17,7 @@ from .views import get
 __all__ = ["intent"]
 
 
-async def intent(
-    c: Caller,
-    action: str = "list",
-    *,
-    content: str | None = None,
-    memory_id: str | None = None,
-    fire_at: datetime | str | None = None,
-    cue: str | None = None,
-    every_hours: float | None = None,
-    text: str | None = None,
-    importance: Any = "MEDIUM",
-    remind: bool = True,
-) -> IntentResult:
+async def intent(caller: Caller, request: IntentRequest, *, remind: bool = True) -> IntentResult:
     """Add an intent that fires at a time or on a cue, list intents, check now, or cancel one.
 
     A time trigger fires once `fire_at` has passed; a cue fires when a recall query or
@@ -45,6 +31,7 @@ async def intent(
         InvalidInput: unknown action, missing content/trigger/id, or the id is not an intent.
         NotFound: the id does not name a visible memory.
     """
+    action, content, memory_id = request.action, request.content, request.memory_id
     if action not in INTENT_ACTIONS:
         raise InvalidInput(
             "action", f"{action!r} is not an intent action.", f"Use {choices(INTENT_ACTIONS)}."
@@ -57,10 +44,16 @@ async def intent(
     if action == "add":
         if not isinstance(content, str) or not content.strip():
             raise InvalidInput("content", "is empty.", "Say what to do when it fires.")
-        trigger = {"fire_at": fire_at, "cue": cue, "every_hours": every_hours}
-        spec = {"content": content, "type": "intent", "trigger": trigger, "importance": importance}
+        trigger = {
+            "fire_at": request.fire_at,
+            "cue": request.cue,
+            "every_hours": request.every_hours,
+        }
+        added = AuthorRequest(
+            content=content, type="intent", trigger=trigger, importance=request.importance
+        )
         try:
-            written = (await author_many(c, [spec]))[0]
+            written = (await author_many(caller, [added]))[0]
         except InvalidInput as exc:
             # The tool takes fire_at, cue and every_hours as arguments of their own.
             if not exc.field.startswith("trigger."):
@@ -71,34 +64,34 @@ async def intent(
     elif action == "cancel":
         if not memory_id:
             raise InvalidInput("memory_id", "is missing.", "Pass the id of the intent.")
-        found = await get(c, memory_id)
+        found = await get(caller, memory_id)
         if found.type.value != "intent":
             raise InvalidInput(
                 "memory_id",
                 f"{found.id[:8]} is {a_or_an(found.type.value)}, not an intent.",
                 "List intents to find the id.",
             )
-        await forget(c, found.id, reason="intent cancelled")
+        await forget(caller, found.id, reason="intent cancelled")
         result.id, result.outcome = found.id, "cancelled"
         if remind:
-            due = (await reminders.fire(c))[0]
+            due = (await reminders.fire(caller))[0]
             result.reminders, result.reminders_more = due.reminders, due.more
     elif action == "check":
-        text = check_situation(text)
-        vector = await c.engine.query_vector(text) if text else None
-        due = (await reminders.fire(c, [(text or None, vector)]))[0]
+        text = check_situation(request.text)
+        vector = await caller.engine.query_vector(text) if text else None
+        due = (await reminders.fire(caller, [(text or None, vector)]))[0]
         result.reminders, result.reminders_more = due.reminders, due.more
         result.outcome = f"{len(result.reminders)} fired"
     elif remind:
-        due = (await reminders.fire(c))[0]
+        due = (await reminders.fire(caller))[0]
         result.reminders, result.reminders_more = due.reminders, due.more
-    result.intents = await _items(c)
+    result.intents = await _items(caller)
     return result
 
 
-async def _items(c: Caller) -> list[IntentItem]:
+async def _items(caller: Caller) -> list[IntentItem]:
     items = []
-    for m in await c.store.intents(c.role):
+    for m in await caller.store.intents(caller.role):
         trig = m.trigger
         if trig is None:
             continue

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
-
 from ..domain.inputs import parse_status
 from ..domain.replies import Reminder, TodoItem, TodoResult
+from ..domain.requests import AuthorRequest, TodoRequest, UpdateRequest
 from ..domain.schema import IMPORTANCE, TODO_ACTIONS, TODO_STATUSES, now as utc_now
 from ..domain.text import a_or_an, choices, head
 from ..errors import InvalidInput
@@ -21,19 +19,7 @@ __all__ = ["todo"]
 _CLOSE = {"done": "done", "drop": "dropped", "reopen": "open"}
 
 
-async def todo(
-    c: Caller,
-    action: str = "list",
-    *,
-    content: str | None = None,
-    memory_id: str | None = None,
-    title: str = "",
-    importance: Any = "MEDIUM",
-    tags: Sequence[str] | None = None,
-    status: str = "open",
-    limit: int = 50,
-    remind: bool = True,
-) -> TodoResult:
+async def todo(caller: Caller, request: TodoRequest, *, remind: bool = True) -> TodoResult:
     """Add, list, close (done / drop) or reopen a todo; open todos are protected from pruning.
 
     `list` shows open todos first, then by importance, then oldest first; `status` filters
@@ -45,6 +31,8 @@ async def todo(
         InvalidInput: unknown action, missing content or id, or the id is not a todo.
         NotFound: the id does not name a visible memory.
     """
+    action, content, memory_id = request.action, request.content, request.memory_id
+    status, limit = request.status, request.limit
     if action not in TODO_ACTIONS:
         raise InvalidInput(
             "action", f"{action!r} is not a todo action.", f"Use {choices(TODO_ACTIONS)}."
@@ -54,27 +42,21 @@ async def todo(
     if action == "add":
         if not isinstance(content, str) or not content.strip():
             raise InvalidInput("content", "is empty.", "Say what needs doing.")
-        written = (
-            await author_many(
-                c,
-                [
-                    {
-                        "content": content,
-                        "type": "todo",
-                        "title": title,
-                        "importance": importance,
-                        "tags": tags,
-                    }
-                ],
-            )
-        )[0]
+        todo = AuthorRequest(
+            content=content,
+            type="todo",
+            title=request.title,
+            importance=request.importance,
+            tags=request.tags,
+        )
+        written = (await author_many(caller, [todo]))[0]
         result.id, result.outcome, result.status = written.id, written.status, "open"
         fired += written.reminders
         result.reminders_more = written.reminders_more
     elif action in _CLOSE:
         if not memory_id:
             raise InvalidInput("memory_id", "is missing.", f"Pass the id of the todo to {action}.")
-        found = await get(c, memory_id)
+        found = await get(caller, memory_id)
         if found.type.value != "todo":
             raise InvalidInput(
                 "memory_id",
@@ -82,26 +64,28 @@ async def todo(
                 "List todos to find the id.",
             )
         new = _CLOSE[action]
-        updated = await update(c, found.id, status=new)
+        updated = await update(caller, UpdateRequest(memory_id=found.id, status=new))
         result.id, result.status = found.id, new
         result.outcome = new if "status" in updated.changed else f"already {new}"
     else:
         parse_status(status, allowed=(*TODO_STATUSES, "all"))
     if action != "add" and remind:
-        due = (await reminders.fire(c))[0]
+        due = (await reminders.fire(caller))[0]
         fired += due.reminders
         result.reminders_more = due.more
     wanted = status if action == "list" else "open"
     if action == "list":
         result.status = wanted
-    result.todos = await _items(c, None if wanted == "all" else wanted, limit)
-    result.open_count = await c.store.count_memories(c.actor.own, type="todo", status="open")
+    result.todos = await _items(caller, None if wanted == "all" else wanted, limit)
+    result.open_count = await caller.store.count_memories(
+        caller.actor.own, type="todo", status="open"
+    )
     result.reminders = fired
     return result
 
 
-async def _items(c: Caller, status: str | None, limit: int) -> list[TodoItem]:
-    memories = await c.store.todo_rows(c.actor.own, status, max(1, min(limit, 500)))
+async def _items(caller: Caller, status: str | None, limit: int) -> list[TodoItem]:
+    memories = await caller.store.todo_rows(caller.actor.own, status, max(1, min(limit, 500)))
     now = utc_now()
     return [
         TodoItem(

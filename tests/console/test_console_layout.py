@@ -10,9 +10,10 @@ from __future__ import annotations
 import re
 
 import pytest
-from browsing import shot
+from browsing import console_at, shot
 
 from nooa_mcp import Memory
+from nooa_mcp.console import TokenLogin
 
 pytestmark = pytest.mark.anyio
 
@@ -104,6 +105,14 @@ async def test_no_page_is_wider_than_the_window_in_light_or_dark(site, hub):
             if found["scroll"] > found["vw"] or found["wide"]:
                 problems[f"{name}-{scheme}"] = found
             await shot(page, f"layout-{name}-{scheme}")
+        # The page a pass started from the stats page runs on, once it has finished.
+        await page.goto(url + "/stats")
+        await page.click("[data-action=reflect]")
+        await page.wait_for_selector("table[data-report]", timeout=60_000)
+        found = await page.evaluate(OVERFLOW)
+        if found["scroll"] > found["vw"] or found["wide"]:
+            problems[f"reflect-{scheme}"] = found
+        await shot(page, f"layout-reflect-{scheme}")
         await context.close()
     assert problems == {}
 
@@ -216,3 +225,23 @@ async def test_marker_labels_keep_clear_of_the_axes_and_of_each_other(site, hub)
         texts = "text.tick, text.mark-label, text.axis-title"
         assert await page.evaluate(OVERLAPS, ["svg.curve", texts]) == []
         assert await page.evaluate(OVERLAPS, ["svg.timeline", "text"]) == []
+
+
+async def test_the_sign_in_page_fits_the_window_in_light_and_dark(
+    owner_settings, embedder, hub, site
+):
+    _, chromium = site
+    problems = {}
+    async with console_at(owner_settings, embedder, TokenLogin({"a" * 32: "alice@laptop"})) as url:
+        for scheme in ("light", "dark"):
+            context = await chromium.new_context(viewport=VIEWPORT, color_scheme=scheme)
+            page = await context.new_page()
+            await page.goto(url + "/memories")
+            assert "/login" in page.url
+            await page.locator("#token").wait_for()
+            found = await page.evaluate(OVERFLOW)
+            if found["scroll"] > found["vw"] or found["wide"]:
+                problems[scheme] = found
+            await shot(page, f"layout-login-{scheme}")
+            await context.close()
+    assert problems == {}

@@ -1,0 +1,167 @@
+"""Embedders: the real bundled MiniLM offline, and the deterministic test double."""
+
+import os
+
+import numpy as np
+import pytest
+
+from nooa_mcp import Memory
+from nooa_mcp.embeddings import (
+    ONE_BY_ONE_BELOW,
+    TOKENIZER_DIR,
+    Embedder,
+    HashEmbedder,
+    WarmingEmbedder,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+def test_the_tokenizer_files_and_licence_ship_inside_the_package():
+    names = {p.name for p in TOKENIZER_DIR.iterdir()}
+    assert {"tokenizer.json", "tokenizer_config.json", "config.json", "LICENSE", "NOTICE"} <= names
+
+
+def test_hash_embedder_is_deterministic_normalised_and_shares_words():
+    e = HashEmbedder()
+    a, b, c = e.embed(["red apple pie", "red apple tart", "quantum tunnelling"])
+    assert isinstance(e, Embedder)
+    assert np.allclose(e.embed(["red apple pie"])[0], a)
+    assert np.linalg.norm(a) == pytest.approx(1.0, abs=1e-5)
+    assert a @ b > a @ c
+
+
+def test_warming_embedder_reports_a_failed_load():
+    def broken():
+        raise OSError("model file missing")
+
+    warming = WarmingEmbedder(broken, "x", 8)
+    with pytest.raises(RuntimeError, match="model file missing"):
+        warming.wait(5)
+    assert not warming.ready
+
+
+@pytest.mark.real_model
+def test_minilm_runs_offline_with_384_normalised_dimensions(minilm):
+    assert os.environ["HF_HUB_OFFLINE"] == "1"
+    vectors = minilm.embed(["The cat sat on the mat", "A feline rested on a rug", "Tax forms"])
+    assert vectors.shape == (3, 384) and vectors.dtype == np.float32
+    assert np.linalg.norm(vectors, axis=1) == pytest.approx([1, 1, 1], abs=1e-4)
+    assert vectors[0] @ vectors[1] > 0.45
+    assert vectors[0] @ vectors[2] < 0.2
+
+
+@pytest.mark.real_model
+def test_minilm_sessions_do_not_spin_and_other_sessions_keep_the_defaults(minilm):
+    """The model's session waits for work without spinning (SESSION_CONFIG); the option
+    class fastembed was handed is put back, so sessions built later are untouched."""
+    import onnxruntime as ort
+
+    session = minilm._model.model.model
+    assert isinstance(session, ort.InferenceSession)
+    options = session.get_session_options()
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    with pytest.raises(RuntimeError, match="allow_spinning"):
+        ort.SessionOptions().get_session_config_entry("session.intra_op.allow_spinning")
+
+
+@pytest.mark.real_model
+def test_minilm_single_queries_match_batches_and_are_cached(minilm):
+    batch = minilm.embed(["where is the deploy key", "something else"])
+    single = minilm.embed(["where is the deploy key"])
+    assert single[0] @ batch[0] == pytest.approx(1.0, abs=1e-4)
+    assert minilm.embed(["where is the deploy key"]) is not None
+    assert "where is the deploy key" in minilm._cache
+
+
+@pytest.mark.real_model
+def test_a_batch_is_embedded_shortest_first_and_returned_in_the_order_given(minilm):
+    """Batches are sorted by length against padding; each row must still be its own text's."""
+    texts = [
+        "A long note about the deploy pipeline, its nightly builds and the staging database "
+        "that restarts at midnight while the backups run after it.",
+        "Tax forms",
+        "The cat sat on the mat",
+        "Where is the deploy key kept these days, and who rotated it last?",
+    ]
+    batch = minilm.embed(texts)
+    for i, text in enumerate(texts):
+        alone = minilm._model.embed([text], batch_size=1)
+        assert batch[i] @ (v := next(iter(alone))) / np.linalg.norm(v) == pytest.approx(
+            1.0, abs=1e-5
+        )
+    assert batch[1] @ batch[2] < 0.5 and batch[0] @ batch[3] > batch[0] @ batch[1]
+
+
+@pytest.mark.real_model
+def test_a_few_texts_run_one_at_a_time_and_many_in_one_sorted_batch(minilm, monkeypatch):
+    """A batch is padded to its longest text: a few texts of mixed lengths (concurrent
+    writes sharing a batch) ran slower together than one at a time."""
+    runs: list[int] = []
+    model_embed = minilm._model.embed
+
+    def counting(texts, **kwargs):
+        runs.append(len(texts))
+        return model_embed(texts, **kwargs)
+
+    monkeypatch.setattr(minilm._model, "embed", counting)
+    few = [
+        "Tax forms",
+        "A longer note about the nightly deploy pipeline and the staging database behind it",
+        "The cat sat on the mat",
+    ]
+    rows = minilm.embed(few)
+    assert runs == [1, 1, 1]
+    for row, text in zip(rows, few, strict=True):
+        assert np.array_equal(row, minilm._run_one(text))  # each exactly its own text's
+    runs.clear()
+    many = [f"note {i}: " + "more words " * (i % 7) for i in range(ONE_BY_ONE_BELOW)]
+    assert minilm.embed(many).shape == (ONE_BY_ONE_BELOW, 384)
+    assert runs == [ONE_BY_ONE_BELOW]
+
+
+@pytest.mark.real_model
+async def test_real_model_recall_puts_the_relevant_memory_first_among_distractors(
+    store_path, minilm
+):
+    """A paraphrased query, no shared keywords with the target beyond meaning."""
+    async with Memory.open(store_path, owner="coder@laptop", embedder=minilm) as mem:
+        target = (
+            await mem.author(
+                "The production SSH keys are stored in the team vault", importance="HIGH"
+            )
+        ).id
+        for text in [
+            "Lunch orders are due by 11am on Fridays",
+            "The staging cluster has three worker nodes",
+            "Marta prefers code reviews in the morning",
+            "Our logo uses the colour teal",
+            "The CI pipeline caches pip downloads",
+            "Quarterly planning happens in the first week of March",
+        ]:
+            await mem.author(text)
+        result = await mem.recall("where do we keep the credentials for prod servers?")
+        assert result.embeddings == "ready"
+        assert result.hits[0].id == target
+        assert result.hits[0].components.cos > 0.3
+        assert not result.hits[0].flags.weak
+        assert result.hits[-1].flags.weak
+
+
+@pytest.mark.real_model
+async def test_real_model_near_duplicate_is_stored_and_named_with_its_difference(
+    store_path, minilm
+):
+    """DESIGN.md §4.2-4.3 on the real model: a rewording and a changed value are both stored; the
+    reply names the closest memory and what differs."""
+    async with Memory.open(store_path, owner="a", embedder=minilm) as mem:
+        first = await mem.author("The deploy script lives in tools/deploy.sh")
+        again = await mem.author("The deploy script lives in tools/deploy.sh.")
+        limit = await mem.author("The API rate limit is 100 requests per minute")
+        raised = await mem.author("The API rate limit is 500 requests per minute")
+        assert again.status == "created" and again.id != first.id
+        assert again.similar_to.id == first.id and again.similar_to.differs_in == []
+        assert raised.status == "created" and raised.similar_to.id == limit.id
+        assert raised.similar_to.differs_in == ["number"]
+        hits = [h.id for h in (await mem.recall("API rate limit", k=5)).hits]
+        assert {limit.id, raised.id} <= set(hits[:2])

@@ -1,0 +1,187 @@
+"""Recall answers first and logs what it returned right after.
+
+The client waits for the ranking, not for the log: the accesses are written behind the reply,
+in order, and every other verb waits for them, so a caller always reads its own recalls.
+"""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from nooa_mcp import Memory
+from nooa_mcp.engine import WRITE_BEHIND_LIMIT
+from nooa_mcp.errors import StoreConflict
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_recall_replies_before_its_accesses_are_written(mem: Memory) -> None:
+    wanted = (await mem.author("The deploy key lives in the vault.")).id
+    gate = anyio.Event()
+    save = mem.engine.store.save_accesses
+
+    async def held(memories):
+        await gate.wait()
+        await save(memories)
+
+    mem.engine.store.save_accesses = held  # type: ignore[method-assign]
+    with anyio.fail_after(5):
+        result = await mem.recall("where is the deploy key")
+    assert [h.id for h in result.hits] == [wanted]
+    assert (await mem.engine.store.fetch(wanted)).channels.get("recalled", 0) == 0
+    gate.set()
+    log = await mem.access_log(wanted)  # waits for the write behind the reply
+    assert [a.channel.value for _, a in log][:2] == ["recalled", "created"]
+    assert (await mem.engine.store.fetch(wanted)).channels["recalled"] == 1
+
+
+async def test_every_other_verb_sees_the_callers_earlier_recalls(mem: Memory) -> None:
+    wanted = (await mem.author("Backups run at 02:00 on web-01.")).id
+    for _ in range(3):
+        await mem.recall("when do backups run")
+    assert (await mem.get(wanted)).channels.get("recalled") == 3
+    assert [a.channel.value for _, a in await mem.access_log(wanted)].count("recalled") == 3
+
+
+async def test_closing_writes_what_was_answered(settings, embedder) -> None:
+    async with Memory.open(settings=settings, embedder=embedder) as m:
+        wanted = (await m.author("The staging database is db-07.")).id
+        await m.recall("which database is staging")
+    async with Memory.open(settings=settings, embedder=embedder) as m:
+        log = await m.access_log(wanted)
+        assert [a.channel.value for _, a in log][:2] == ["recalled", "created"]
+
+
+async def test_a_backlog_makes_the_next_recall_wait(mem: Memory) -> None:
+    await mem.author("The cache TTL is 300 seconds.")
+    gate = anyio.Event()
+    save = mem.engine.store.save_accesses
+
+    async def held(memories):
+        await gate.wait()
+        await save(memories)
+
+    mem.engine.store.save_accesses = held  # type: ignore[method-assign]
+    flush = mem.engine.flush
+    waiting = anyio.Event()  # a recall waits for the queued logs (or every recall returned)
+
+    async def watched_flush() -> None:
+        waiting.set()
+        await flush()
+
+    mem.engine.flush = watched_flush  # type: ignore[method-assign]
+    done = 0
+
+    async def recall_many() -> None:
+        nonlocal done
+        for _ in range(WRITE_BEHIND_LIMIT + 5):
+            await mem.recall("cache TTL")
+            done += 1
+        waiting.set()
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(recall_many)
+        with anyio.fail_after(60):  # a hung job's guard, not a timing
+            await waiting.wait()
+        # The queue holds at most WRITE_BEHIND_LIMIT logs; the next recall waits for them.
+        assert done == WRITE_BEHIND_LIMIT
+        gate.set()
+    assert done == WRITE_BEHIND_LIMIT + 5
+    await mem.engine.flush()
+    stored = await mem.engine.store.fetch((await mem.recall("cache TTL")).hits[0].id)
+    assert stored is not None
+
+
+async def test_logging_starts_after_the_delay_unless_a_caller_waits_for_it(
+    mem: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The log waits `AFTER_REPLY_DELAY` so the reply leaves first; `flush` does not wait."""
+    monkeypatch.setattr("nooa_mcp.engine.AFTER_REPLY_DELAY", 0.3)
+    started: list[float] = []
+    ran = anyio.Event()
+
+    async def work() -> None:
+        started.append(anyio.current_time())
+        ran.set()
+
+    queued = anyio.current_time()
+    await mem.engine.after_reply(work)
+    assert started == []  # the reply's moment: nothing of the log has run
+    with anyio.fail_after(60):  # a hung job's guard, not a timing
+        await ran.wait()
+    assert len(started) == 1 and started[0] - queued >= 0.3
+
+    # A delay no test run reaches: a log that runs now runs because `flush` asked for it.
+    monkeypatch.setattr("nooa_mcp.engine.AFTER_REPLY_DELAY", 3600)
+    await mem.engine.after_reply(work)
+    with anyio.fail_after(60):
+        await mem.engine.flush()
+    assert len(started) == 2
+    # With nobody waiting any more, the next log waits again.
+    await mem.engine.after_reply(work)
+    await anyio.sleep(0.1)
+    assert len(started) == 2
+    with anyio.fail_after(60):
+        await mem.engine.flush()
+    assert len(started) == 3
+
+
+async def test_a_flush_waits_for_the_logs_queued_before_it_not_after(mem: Memory) -> None:
+    """A client recalling back to back keeps the queue from ever being empty: a write that
+    waited for an empty queue waited for every log queued after it too."""
+    order: list[str] = []
+    gates = [anyio.Event() for _ in range(3)]
+
+    def log(i: int):
+        async def work() -> None:
+            await gates[i].wait()
+            order.append(f"log {i}")
+
+        return work
+
+    await mem.engine.after_reply(log(0))
+
+    flushing, flushed = anyio.Event(), anyio.Event()
+
+    async def writer() -> None:
+        flushing.set()  # flush notes what it waits for before it first yields
+        await mem.engine.flush()
+        order.append("flushed")
+        flushed.set()
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(writer)
+        await flushing.wait()
+        await mem.engine.after_reply(log(1))  # queued after the flush began
+        await mem.engine.after_reply(log(2))
+        gates[0].set()
+        with anyio.fail_after(30):  # a flush that waits for logs 1 and 2 too never ends here
+            await flushed.wait()
+        assert order == ["log 0", "flushed"]
+        gates[1].set()
+        gates[2].set()
+    await mem.engine.flush()
+    assert order == ["log 0", "flushed", "log 1", "log 2"]
+
+
+async def test_an_access_log_the_database_aborted_is_written_again(mem: Memory) -> None:
+    """Written after the reply, no caller is there to retry a log a deadlock aborted."""
+    wanted = (await mem.author("The release train leaves on Thursdays.")).id
+    store = mem.engine.store
+    real = store.fetch_many
+    attempts = 0
+
+    async def conflicted(ids):
+        nonlocal attempts
+        attempts += 1
+        if attempts == 1:
+            raise StoreConflict(store.label, "deadlock detected; nothing was written.")
+        return await real(ids)
+
+    store.fetch_many = conflicted  # type: ignore[method-assign]
+    await mem.recall("when does the release train leave")
+    await mem.engine.flush()
+    store.fetch_many = real  # type: ignore[method-assign]
+    assert attempts == 2
+    assert (await store.fetch(wanted)).channels["recalled"] == 1

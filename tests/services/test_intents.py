@@ -1,0 +1,171 @@
+"""Intents that fire (DESIGN.md §9.2, §9.3): time and cue triggers evaluated on every call that
+carries text, returned as reminders, logged, and marked fired or re-armed."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import anyio
+import pytest
+
+from nooa_mcp.domain.schema import now
+from nooa_mcp.errors import InvalidInput
+from nooa_mcp.services import reminders
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """Move the facade's clock forward without sleeping."""
+
+    class Clock:
+        offset = timedelta(0)
+
+        def advance(self, delta: timedelta) -> None:
+            self.offset += delta
+
+    c = Clock()
+    monkeypatch.setattr(reminders, "utc_now", lambda: now() + c.offset)
+    return c
+
+
+async def test_a_cue_intent_fires_from_a_recall_query(mem):
+    added = await mem.intent("add", content="Bump the version file first", cue="release build")
+    await mem.author("Releases are cut from the main branch")
+    result = await mem.recall("how do I make a release build?")
+    assert [r.intent_id for r in result.reminders] == [added.id]
+    assert result.reminders[0].reason == "cue"
+    assert result.reminders[0].content == "Bump the version file first"
+    # One-shot: it does not fire again.
+    assert (await mem.recall("another release build question")).reminders == []
+    (item,) = (await mem.intent("list")).intents
+    assert (item.armed, item.fired_count) == (False, 1)
+
+
+async def test_a_cue_intent_fires_from_authored_content_but_never_from_itself(mem):
+    added = await mem.intent("add", content="Check the invoice total twice", cue="invoice")
+    assert added.reminders == []
+    written = await mem.author("The ACME invoice arrived today")
+    assert [r.intent_id for r in written.reminders] == [added.id]
+
+
+async def test_a_time_intent_fires_once_due(mem, clock):
+    added = await mem.intent("add", content="Renew the domain", fire_at=now() + timedelta(hours=2))
+    assert (await mem.intent("check")).reminders == []
+    assert (await mem.todo("list")).reminders == []
+    clock.advance(timedelta(hours=3))
+    due = await mem.todo("list")
+    assert [(r.intent_id, r.reason) for r in due.reminders] == [(added.id, "time")]
+    assert (await mem.intent("check")).reminders == []
+
+
+async def test_a_recurring_time_intent_is_rearmed(mem, clock):
+    added = await mem.intent(
+        "add", content="Post the weekly status", fire_at=now() + timedelta(hours=1), every_hours=24
+    )
+    clock.advance(timedelta(hours=2))
+    (first,) = (await mem.intent("check")).reminders
+    assert first.rearmed and first.intent_id == added.id
+    assert (await mem.intent("check")).reminders == []
+    clock.advance(timedelta(hours=24))
+    assert len((await mem.intent("check")).reminders) == 1
+    (item,) = (await mem.intent("list")).intents
+    assert item.fired_count == 2 and item.armed
+
+
+async def test_check_with_text_fires_cues(mem):
+    added = await mem.intent("add", content="Ask about the budget", cue="quarterly planning")
+    fired = await mem.intent("check", text="starting quarterly planning now")
+    assert [r.intent_id for r in fired.reminders] == [added.id]
+
+
+async def test_firings_are_logged_and_counted(mem):
+    await mem.intent("add", content="Water the plants", cue="office plants")
+    await mem.recall("who waters the office plants")
+    stats = await mem.stats()
+    assert stats.extra["intents_fired"] == 1
+    intent_id = (await mem.intent("list")).intents[0].id
+    log = await mem.access_log(intent_id)
+    assert log[0][1].channel.value == "injected"
+
+
+async def test_cancel_archives_the_intent_and_it_never_fires(mem):
+    added = await mem.intent("add", content="Send the reminder email", cue="newsletter")
+    cancelled = await mem.intent("cancel", memory_id=added.id[:8])
+    assert cancelled.outcome == "cancelled" and cancelled.intents == []
+    assert (await mem.recall("the newsletter draft")).reminders == []
+
+
+async def test_intent_errors_name_the_field(mem):
+    with pytest.raises(InvalidInput) as exc:
+        await mem.intent("snooze")
+    assert exc.value.field == "action"
+    with pytest.raises(InvalidInput) as exc:
+        await mem.intent("add", content="no trigger at all")
+    assert exc.value.field == "trigger"
+    fact = await mem.author("plain fact about the office")
+    with pytest.raises(InvalidInput) as exc:
+        await mem.intent("cancel", memory_id=fact.id)
+    assert exc.value.field == "memory_id"
+
+
+async def test_two_facades_never_both_fire_a_one_shot_intent(settings, embedder, store_path):
+    """The firing is decided again on the fresh row inside the write transaction."""
+    from nooa_mcp import Memory
+
+    async with (
+        Memory.open(settings=settings, embedder=embedder) as a,
+        Memory.open(settings=settings, embedder=embedder) as b,
+    ):
+        await a.intent("add", content="Tell the team about the outage", cue="outage report")
+        fired_a = (await a.intent("check", text="writing the outage report")).reminders
+        fired_b = (await b.intent("check", text="writing the outage report")).reminders
+    assert len(fired_a) + len(fired_b) == 1
+
+
+async def test_updated_content_is_a_cue_too(mem):
+    added = await mem.intent("add", content="Tell finance before changing vendors", cue="vendor")
+    note = await mem.author("we buy paper from the usual shop")
+    updated = await mem.update(note.id, content="we switched paper vendor to PaperCo")
+    assert [r.intent_id for r in updated.reminders] == [added.id]
+
+
+async def test_intents_are_read_again_only_after_a_change(store_target) -> None:
+    """Each recall checks the role's intents for a cue; they are kept between calls while no
+    memory changed, and an intent another server adds, fires or cancels is seen at once."""
+    from nooa_mcp import Memory
+    from nooa_mcp.embeddings import HashEmbedder
+
+    async with (
+        Memory.open(store_target, owner="me", embedder=HashEmbedder()) as a,
+        Memory.open(store_target, owner="me", embedder=HashEmbedder()) as b,
+    ):
+        await a.author("Releases are cut from the main branch")
+        store = a.engine.store
+        real = store.intents
+        reads: list[str] = []
+
+        async def counted(role):
+            reads.append(role)
+            return await real(role)
+
+        store.intents = counted  # type: ignore[method-assign]
+        await a.recall("how are releases cut?")
+        await a.engine.flush()
+        await a.recall("which branch do releases come from?")
+        await a.engine.flush()
+        before = len(reads)
+        await a.recall("where do releases come from?")
+        assert len(reads) == before  # nothing changed: kept
+        added = await b.intent("add", content="Bump the version first", cue="release build")
+        await b.engine.flush()
+        if store.kind == "postgresql":
+            await store.wait_listening()
+            for _ in range(100):  # the other server's commit arrives over NOTIFY
+                if await store.change_token() != a.engine.index._token:
+                    break
+                await anyio.sleep(0.05)
+        fired = await a.recall("how do I make a release build?")
+        assert [r.intent_id for r in fired.reminders] == [added.id]
+        assert len(reads) > before
