@@ -160,16 +160,24 @@ class Links:
                 self.into[e.dst].append(e)
 
     async def rows_and_links(
-        self, store: Store, ids: list[str], scope: Scope, *, out: bool
+        self,
+        store: Store,
+        ids: list[str],
+        scope: Scope,
+        *,
+        out: bool,
+        also: list[str] | tuple[str, ...] = (),
     ) -> list[ScoringRow]:
-        """`store.scoring_rows(ids)`, with the links around them read in the same round trip
-        (out-edges only if ranking spreads), so spreading and supersession need not ask."""
-        if not ids:
+        """`store.scoring_rows(ids)`, with the links around them (and around the memories
+        `also`, whose links were not read ahead) read in the same round trip (out-edges only
+        if ranking spreads), so spreading and supersession need not ask."""
+        around = [*also, *(i for i in ids if i not in set(also))]
+        if not around:
             return []
         read = await store.ranking_reads(
-            ids, scope, SUPERSEDING_RELATIONS, rows=True, out=out, into=True
+            ids, scope, SUPERSEDING_RELATIONS, rows=True, out=out, into=True, links=around
         )
-        self.add(read, ids, out=out, into=True)
+        self.add(read, around, out=out, into=True)
         return read.rows
 
     async def out_edges(self, store: Store, sources: list[str], scope: Scope) -> list[EdgeRow]:
@@ -192,6 +200,9 @@ class KeywordRead:
 
     rows: list[ScoringRow]
     links: Links
+    #: Keyword hits whose links were not read ahead (`Store.batches_reads`): `rank` reads
+    #: them with the rows the vector search adds.
+    pending: list[str] = field(default_factory=list)
 
 
 async def rank(
@@ -254,7 +265,9 @@ async def rank(
         have = {r.id for r in read.rows}
         missing = [i for i in wanted if i not in have]
         # The rows the vector search added come with their links: one round trip, not three.
-        added = await links.rows_and_links(store, missing, scope, out=_spreads(s, hops))
+        added = await links.rows_and_links(
+            store, missing, scope, out=_spreads(s, hops), also=read.pending
+        )
         rows = [*read.rows, *added]
     candidates: dict[str, Ranked] = {}
     bm25: dict[str, float] = {}
@@ -443,6 +456,9 @@ async def keyword_candidates(
     )
     hops = settings.hops if hops is None else hops
     ids = [r.id for r in rows if not types or r.type in types]
+    if store.batches_reads:
+        # Their links come in the round trip after the vector search (`Store.batches_reads`).
+        return KeywordRead(rows, Links(), pending=ids)
     links = await Links.read(store, ids, scope, out=_spreads(settings, hops), into=True)
     return KeywordRead(rows, links)
 

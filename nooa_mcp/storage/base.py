@@ -345,6 +345,10 @@ class Store(Protocol):
 
     #: "sqlite" or "postgresql".
     kind: str
+    #: Whether reads made together cost one round trip (PostgreSQL's pipeline): recall then
+    #: reads the keyword hits' links after the vector search, with the rows it adds, instead
+    #: of beside the query's embedding (SQLite reads on the event loop's thread, beside it).
+    batches_reads: bool
     #: What to show people: the file name or the database name, never a secret.
     label: str
     #: False when the store can only be read (a read-only file): reads work, logging is skipped.
@@ -525,10 +529,12 @@ class Store(Protocol):
         rows: bool,
         out: bool,
         into: bool,
+        links: Sequence[str] | None = None,
     ) -> RankingReads:
-        """`scoring_rows(ids)` (if `rows`), `out_edges(ids, scope)` (if `out`) and
-        `successors(ids, relations, scope)` (if `into`) in one round trip: recall reads them
-        for the same memories, and each trip to PostgreSQL costs more than the statement."""
+        """`scoring_rows(ids)` (if `rows`), `out_edges(links, scope)` (if `out`) and
+        `successors(links, relations, scope)` (if `into`) in one round trip, `links` being
+        `ids` unless given: recall reads them for the same memories, and each trip to
+        PostgreSQL costs more than the statement."""
         ...
 
     async def links_of(self, ids: Sequence[str], scope: Scope) -> list[EdgeRow]:

@@ -175,6 +175,7 @@ class PostgresStore:
     """An open PostgreSQL store. Create with `await PostgresStore.open(url)`; `close()` it."""
 
     kind = "postgresql"
+    batches_reads = True
 
     def __init__(self, pool: Any, conninfo: str, label: str, schema: str) -> None:
         self.pool = pool
@@ -986,23 +987,25 @@ class PostgresStore:
         rows: bool,
         out: bool,
         into: bool,
+        links: Sequence[str] | None = None,
     ) -> RankingReads:
         """See `Store.ranking_reads`: the statements go out in one pipeline and their
         answers come back together, one round trip."""
         ids = list(ids)
+        around = ids if links is None else list(links)
         statements = []
         if ids and rows:
             by_id = f"SELECT {SCORING_COLUMNS} FROM memories m WHERE m.id = ANY(%(ids)s)"
             statements.append((by_id, {"ids": ids}))
-        if ids and out:
-            statements.append(_out_edges_sql(ids, scope))
-        if ids and into:
-            statements.append(_successors_sql(ids, relations, scope))
+        if around and out:
+            statements.append(_out_edges_sql(around, scope))
+        if around and into:
+            statements.append(_successors_sql(around, relations, scope))
         answers = iter(await self._pipelined(statements))
         return RankingReads(
             [scoring_from_row(r) for r in next(answers)] if ids and rows else [],
-            [_edge_row(r) for r in next(answers)] if ids and out else [],
-            [_edge_row(r) for r in next(answers)] if ids and into else [],
+            [_edge_row(r) for r in next(answers)] if around and out else [],
+            [_edge_row(r) for r in next(answers)] if around and into else [],
         )
 
     async def _pipelined(self, statements: list[tuple[str, dict[str, Any]]]) -> list[list[dict]]:

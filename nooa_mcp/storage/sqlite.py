@@ -458,6 +458,7 @@ class SQLiteStore:
     """An open store file. Create with `await SQLiteStore.open(path)`; close with `close()`."""
 
     kind = "sqlite"
+    batches_reads = False
 
     def __init__(self, conn: aiosqlite.Connection, path: Path) -> None:
         self.conn = conn
@@ -1344,13 +1345,15 @@ class SQLiteStore:
         rows: bool,
         out: bool,
         into: bool,
+        links: Sequence[str] | None = None,
     ) -> RankingReads:
         """See `Store.ranking_reads`: here three reads, on the event loop's thread
         (`_read_here`), so no trip to make fewer of."""
+        around = ids if links is None else links
         return RankingReads(
             await self.scoring_rows(ids) if rows and ids else [],
-            await self.out_edges(ids, scope) if out and ids else [],
-            await self.successors(ids, relations, scope) if into and ids else [],
+            await self.out_edges(around, scope) if out and around else [],
+            await self.successors(around, relations, scope) if into and around else [],
         )
 
     async def links_of(self, ids: Sequence[str], scope: Scope) -> list[EdgeRow]:

@@ -185,7 +185,16 @@ async def test_ranking_reads_answers_as_each_read_alone_on_both_backends(store_t
         assert (none.rows, none.out, none.into) == ([], [], [])
 
         c = mem._caller
+        trips = _trips(mem)
         ahead = await ranking_for(c, "harbour crane", scope, None, 1)
+        # SQLite reads the keyword hits' links beside the embedding; PostgreSQL, where reads
+        # made together cost one round trip, reads them after the vector search with the
+        # rows it added: one trip, then one for the rows spreading reached.
+        if store.batches_reads:
+            assert trips == ["ranking_reads"] * 2
+        else:
+            assert trips == ["ranking_reads"] * 3
+        trips.clear()
         after = await rank(
             "harbour crane",
             store=c.store,
