@@ -30,7 +30,7 @@ from ..domain.scope import Scope
 from ..domain.text import tokens
 from ..engine import text_of
 from ..storage import Store
-from ..storage.base import EdgeRow, ScoringRow
+from ..storage.base import EdgeRow, RankingReads, ScoringRow
 from ..storage.vectors import VectorIndex
 
 __all__ = ["KeywordRead", "Links", "Ranked", "Ranking", "keyword_candidates", "rank"]
@@ -141,15 +141,44 @@ class Links:
         cls, store: Store, ids: list[str], scope: Scope, *, out: bool, into: bool
     ) -> Links:
         links = cls()
-        if out and ids:
-            links.out = {i: [] for i in ids}
-            for e in await store.out_edges(ids, scope):
-                links.out[e.src].append(e)
-        if into and ids:
-            links.into = {i: [] for i in ids}
-            for e in await store.successors(ids, SUPERSEDING_RELATIONS, scope):
-                links.into[e.dst].append(e)
+        if ids and (out or into):
+            read = await store.ranking_reads(
+                ids, scope, SUPERSEDING_RELATIONS, rows=False, out=out, into=into
+            )
+            links.add(read, ids, out=out, into=into)
         return links
+
+    def add(self, read: RankingReads, ids: list[str], *, out: bool, into: bool) -> None:
+        """Take the links `read` holds for `ids` (`Store.ranking_reads` of them)."""
+        if out:
+            self.out.update({i: [] for i in ids})
+            for e in read.out:
+                self.out[e.src].append(e)
+        if into:
+            self.into.update({i: [] for i in ids})
+            for e in read.into:
+                self.into[e.dst].append(e)
+
+    async def rows_and_links(
+        self,
+        store: Store,
+        ids: list[str],
+        scope: Scope,
+        *,
+        out: bool,
+        also: list[str] | tuple[str, ...] = (),
+    ) -> list[ScoringRow]:
+        """`store.scoring_rows(ids)`, with the links around them (and around the memories
+        `also`, whose links were not read ahead) read in the same round trip (out-edges only
+        if ranking spreads), so spreading and supersession need not ask."""
+        around = [*also, *(i for i in ids if i not in set(also))]
+        if not around:
+            return []
+        read = await store.ranking_reads(
+            ids, scope, SUPERSEDING_RELATIONS, rows=True, out=out, into=True, links=around
+        )
+        self.add(read, around, out=out, into=True)
+        return read.rows
 
     async def out_edges(self, store: Store, sources: list[str], scope: Scope) -> list[EdgeRow]:
         """`store.out_edges(sources, scope)`, reading only the sources not read ahead."""
@@ -171,6 +200,9 @@ class KeywordRead:
 
     rows: list[ScoringRow]
     links: Links
+    #: Keyword hits whose links were not read ahead (`Store.batches_reads`): `rank` reads
+    #: them with the rows the vector search adds.
+    pending: list[str] = field(default_factory=list)
 
 
 async def rank(
@@ -232,7 +264,11 @@ async def rank(
         links = read.links
         have = {r.id for r in read.rows}
         missing = [i for i in wanted if i not in have]
-        rows = [*read.rows, *(await store.scoring_rows(missing) if missing else [])]
+        # The rows the vector search added come with their links: one round trip, not three.
+        added = await links.rows_and_links(
+            store, missing, scope, out=_spreads(s, hops), also=read.pending
+        )
+        rows = [*read.rows, *added]
     candidates: dict[str, Ranked] = {}
     bm25: dict[str, float] = {}
     keyword_rows = sorted((r for r in rows if r.bm25 is not None), key=lambda r: -r.bm25)
@@ -420,6 +456,9 @@ async def keyword_candidates(
     )
     hops = settings.hops if hops is None else hops
     ids = [r.id for r in rows if not types or r.type in types]
+    if store.batches_reads:
+        # Their links come in the round trip after the vector search (`Store.batches_reads`).
+        return KeywordRead(rows, Links(), pending=ids)
     links = await Links.read(store, ids, scope, out=_spreads(settings, hops), into=True)
     return KeywordRead(rows, links)
 
@@ -511,11 +550,9 @@ async def _add_outsiders(run: _Pass, ids: list[str]) -> None:
     wanted = [i for i in ids if i not in run.candidates]
     if not wanted:
         return
-    rows = [
-        Ranked(row, "spread")
-        for row in await run.store.scoring_rows(wanted)
-        if not run.types or row.type in run.types
-    ]
+    # Their superseding links come in the same round trip (`_supersession` asks for them).
+    read = await run.links.rows_and_links(run.store, wanted, run.scope, out=False)
+    rows = [Ranked(row, "spread") for row in read if not run.types or row.type in run.types]
     if run.query_vector is not None:
         for r, cos in zip(
             rows, run.index.cosines([r.id for r in rows], run.query_vector), strict=True

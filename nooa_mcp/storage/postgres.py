@@ -59,6 +59,7 @@ from .base import (
     Counts,
     EdgeRow,
     KpiTotals,
+    RankingReads,
     RowChanges,
     ScoringRow,
     VectorRow,
@@ -169,6 +170,7 @@ class PostgresStore(SqlVerbs):
     """An open PostgreSQL store. Create with `await PostgresStore.open(url)`; `close()` it."""
 
     kind = "postgresql"
+    batches_reads = True
 
     dialect = POSTGRES
 
@@ -819,6 +821,52 @@ class PostgresStore(SqlVerbs):
             ],
         )
 
+    async def ranking_reads(
+        self,
+        ids: Sequence[str],
+        scope: Scope,
+        relations: Sequence[str],
+        *,
+        rows: bool,
+        out: bool,
+        into: bool,
+        links: Sequence[str] | None = None,
+    ) -> RankingReads:
+        """See `Store.ranking_reads`: the statements go out in one pipeline and their
+        answers come back together, one round trip."""
+        ids = list(ids)
+        around = ids if links is None else list(links)
+        statements = []
+        if ids and rows:
+            by_id = f"SELECT {SCORING_COLUMNS} FROM memories m WHERE m.id = ANY(%(ids)s)"
+            statements.append((by_id, {"ids": ids}))
+        if around and out:
+            statements.append(self.out_edges_statement(around, scope))
+        if around and into:
+            statements.append(self.successors_statement(around, relations, scope))
+        answers = iter(await self._pipelined(statements))
+        return RankingReads(
+            [scoring_from_row(r) for r in next(answers)] if ids and rows else [],
+            [_edge_row(r) for r in next(answers)] if around and out else [],
+            [_edge_row(r) for r in next(answers)] if around and into else [],
+        )
+
+    async def _pipelined(self, statements: list[tuple[str, dict[str, Any]]]) -> list[list[dict]]:
+        """Run read statements in one pipeline (one round trip), retried once like `_rows`."""
+        if len(statements) <= 1:
+            return [await self._rows(query, params) for query, params in statements]
+        retries = 0 if self.in_transaction else 1
+        while True:
+            try:
+                async with self._conn() as conn:
+                    async with conn.pipeline():
+                        cursors = [await conn.execute(q, p) for q, p in statements]
+                    return [await cur.fetchall() for cur in cursors]
+            except psycopg.OperationalError as exc:
+                if retries == 0 or isinstance(exc, _CONFLICTS):
+                    raise self._unavailable(exc) from None
+                retries -= 1
+
     async def edges_touching(self, ids: Sequence[str]) -> list[EdgeRow]:
         """Edges with `src` or `dst` among `ids` (each once), through both edge indexes."""
         rows = await self._rows(
@@ -1094,3 +1142,7 @@ async def _migrate(conn: Any, label: str, schema: str) -> None:
             f"this user may not create nooa-mcp's tables in schema {schema} ({_short(exc)}).",
             "Grant CREATE on the schema, or point --store at a schema this user owns.",
         ) from None
+
+
+def _edge_row(r: dict) -> EdgeRow:
+    return EdgeRow(r["src"], r["dst"], r["type"], r["weight"])

@@ -22,7 +22,7 @@ import numpy as np
 from ..domain.reflection import Node
 from ..domain.schema import AccessRecord, Edge, Memory
 from ..domain.scope import Scope
-from .base import EdgeRow, KpiRaw, MaintenanceEntry, ScoringRow, Tombstone
+from .base import EdgeRow, KpiRaw, MaintenanceEntry, RankingReads, ScoringRow, Tombstone
 from .rows import (
     SCORING_COLUMNS,
     TODO_ORDER,
@@ -333,32 +333,62 @@ class SqlVerbs:
             for r in rows
         ]
 
-    async def out_edges(self, sources: Sequence[str], scope: Scope) -> list[EdgeRow]:
-        """Outgoing edges of `sources` whose targets are live and inside `scope`: archived
-        targets and targets outside the reader's scope are dropped here, before spreading
-        ever sees them, so they neither appear nor relay (DESIGN §5.6)."""
+    def out_edges_statement(self, sources: Sequence[str], scope: Scope) -> tuple[str, Any]:
+        """The statement of `out_edges`, for a backend that sends several in one trip."""
         d = self.dialect
         where, params = scope_where(scope, d)
-        rows = await self._rows(
+        return (
             "SELECT e.src, e.dst, e.type, e.weight FROM edges e JOIN memories m ON m.id = e.dst "
             f"WHERE {d.one_of('e.src', 'ids')} AND m.archived = {d.false} AND {where}",
             {**params, "ids": d.values(sources)},
         )
+
+    async def out_edges(self, sources: Sequence[str], scope: Scope) -> list[EdgeRow]:
+        """Outgoing edges of `sources` whose targets are live and inside `scope`: archived
+        targets and targets outside the reader's scope are dropped here, before spreading
+        ever sees them, so they neither appear nor relay (DESIGN §5.6)."""
+        rows = await self._rows(*self.out_edges_statement(sources, scope))
         return [EdgeRow(r["src"], r["dst"], r["type"], r["weight"]) for r in rows]
 
-    async def successors(
+    def successors_statement(
         self, targets: Sequence[str], relations: Sequence[str], scope: Scope
-    ) -> list[EdgeRow]:
-        """Live, visible memories that point at `targets` with one of `relations`."""
+    ) -> tuple[str, Any]:
+        """The statement of `successors`, for a backend that sends several in one trip."""
         d = self.dialect
         where, params = scope_where(scope, d)
-        rows = await self._rows(
+        return (
             "SELECT e.src, e.dst, e.type, e.weight FROM edges e JOIN memories m ON m.id = e.src "
             f"WHERE {d.one_of('e.dst', 'ids')} AND {d.one_of('e.type', 'rel')} "
             f"AND m.archived = {d.false} AND {where}",
             {**params, "ids": d.values(targets), "rel": d.values(relations)},
         )
+
+    async def successors(
+        self, targets: Sequence[str], relations: Sequence[str], scope: Scope
+    ) -> list[EdgeRow]:
+        """Live, visible memories that point at `targets` with one of `relations`."""
+        rows = await self._rows(*self.successors_statement(targets, relations, scope))
         return [EdgeRow(r["src"], r["dst"], r["type"], r["weight"]) for r in rows]
+
+    async def ranking_reads(
+        self,
+        ids: Sequence[str],
+        scope: Scope,
+        relations: Sequence[str],
+        *,
+        rows: bool,
+        out: bool,
+        into: bool,
+        links: Sequence[str] | None = None,
+    ) -> RankingReads:
+        """See `Store.ranking_reads`: one read after another. SQLite reads on the event
+        loop's thread, so there is no trip to save; PostgreSQL pipelines them instead."""
+        around = ids if links is None else links
+        return RankingReads(
+            await self.scoring_rows(ids) if rows and ids else [],
+            await self.out_edges(around, scope) if out and around else [],
+            await self.successors(around, relations, scope) if into and around else [],
+        )
 
     # ------------------------------------------------------------------ meta
 

@@ -264,6 +264,10 @@ CREATE INDEX IF NOT EXISTS memories_kpi ON memories(id, owner, role, archived, t
 #: rows that changed since it last looked, without an extra round trip per write. Writers are
 #: serialised by the file's write lock, so revisions commit in order.
 NEXT_REV = "(SELECT coalesce(max(rev), 0) + 1 FROM memories)"
+#: How long a read on the event loop's thread (`SQLiteStore._read_here`) waits for a busy
+#: file before it goes to the "reads" thread instead: readers of a WAL file wait only in rare
+#: moments (recovery, a log being reset), and this wait holds every other call.
+HERE_BUSY_MS = 20
 
 
 def fts_query(text: str | list[str], max_terms: int = 32) -> str | None:
@@ -447,6 +451,7 @@ class SQLiteStore(SqlVerbs):
     """An open store file. Create with `await SQLiteStore.open(path)`; close with `close()`."""
 
     kind = "sqlite"
+    batches_reads = False
 
     dialect = SQLITE
 
@@ -465,6 +470,9 @@ class SQLiteStore(SqlVerbs):
         #: "bulk" for whole-role reads (`_bulk_rows`).
         self._sides: dict[str, aiosqlite.Connection] = {}
         self._sides_lock = anyio.Lock()
+        #: The "reads" connection's twin run on the event loop's own thread (`_read_here`),
+        #: opened with the side connections; None until then or if it cannot be opened.
+        self._here: sqlite3.Connection | None = None
         #: Set once the store is open and migrated: reads outside a transaction may then
         #: leave the store's connection.
         self._reads_apart = False
@@ -638,6 +646,9 @@ class SQLiteStore(SqlVerbs):
         if checkpointer is not None:
             await anyio.to_thread.run_sync(checkpointer.stop)
         self._reads_apart, self._closed = False, True
+        here, self._here = self._here, None
+        if here is not None:
+            here.close()
         sides, self._sides = self._sides, {}
         for side in sides.values():
             await side.close()
@@ -745,12 +756,60 @@ class SQLiteStore(SqlVerbs):
         return list(await self._read("bulk", sql, params))
 
     async def _read(self, side: str | None, sql: str, params: Any) -> Iterable[sqlite3.Row]:
-        """Run a read on the store's connection (`side` None) or on the side connection."""
+        """Run a read on the store's connection (`side` None) or on the side connection.
+
+        A read apart from the writes ("reads") runs on this thread when it can
+        (`_read_here`): one hop to a connection's thread and back through the event loop
+        cost more than the statement itself, and a recall made about ten of them (DESIGN
+        §15)."""
+        if side == "reads":
+            rows = self._read_here(sql, params)
+            if rows is not None:
+                return rows
         try:
             conn = self.conn if side is None else await self._side(side)
             return await conn.execute_fetchall(sql, params)
         except sqlite3.Error as exc:
             raise unavailable(self.path, exc) from None
+
+    def _read_here(self, sql: str, params: Any) -> list[sqlite3.Row] | None:
+        """A read on the event loop's thread, on a read-only connection of its own that
+        sees what was committed, like "reads"; None when it cannot run here (not open yet,
+        or the file is busy past a short wait: recovery, a checkpoint resetting the log),
+        and the caller goes to the "reads" thread, which waits the full busy timeout.
+
+        SQLite leaves the interpreter lock while a statement runs, so the model's thread
+        embeds the query beside it as it did beside the "reads" thread."""
+        conn = self._here
+        if conn is None:
+            if not self._reads_apart or self._closed:
+                return None
+            conn = self._here = self._open_here()
+            if conn is None:
+                return None
+        try:
+            return conn.execute(sql, params).fetchall()
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+                return None
+            raise unavailable(self.path, exc) from None
+        except sqlite3.Error as exc:
+            raise unavailable(self.path, exc) from None
+
+    def _open_here(self) -> sqlite3.Connection | None:
+        try:
+            conn = sqlite3.connect(
+                f"file:{self.path}?mode=ro",
+                uri=True,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+        except sqlite3.Error:
+            return None
+        conn.row_factory = sqlite3.Row
+        # Short: this wait holds the event loop; a longer one is waited on the "reads" thread.
+        conn.execute(f"PRAGMA busy_timeout = {HERE_BUSY_MS}")
+        return conn
 
     async def _side(self, name: str) -> aiosqlite.Connection:
         """The read-only connection `name`, opened on first use (sqlite3.Error if it cannot).
@@ -780,8 +839,14 @@ class SQLiteStore(SqlVerbs):
         return out
 
     async def change_token(self) -> int:
-        """PRAGMA data_version of the store's connection: changes when another process
-        commits (SPEC §3), not when this one does (its writes mark the caches themselves)."""
+        """PRAGMA data_version of a connection that does not write: changes when another
+        connection commits (DESIGN §15), this process's own included once the store is open
+        (a sync after its writes then finds what they already noted), with no hop to a
+        connection's thread while reads run on the event loop's (`_read_here`)."""
+        if self._reads_apart and id(self) not in _WRITING.get():
+            rows = self._read_here("PRAGMA data_version", ())
+            if rows is not None:
+                return rows[0][0]
         return next(iter(await self._read(None, "PRAGMA data_version", ())))[0]
 
     async def lock_meta(self, key: str) -> str | None:

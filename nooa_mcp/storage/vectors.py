@@ -184,6 +184,10 @@ class VectorIndex:
         self.hashes = np.zeros(0, dtype=np.uint64)
         self.hashed = np.zeros(0, dtype=bool)
         self._sketching = False
+        #: Moves whenever a row may have changed (rows applied, a write of this process, a
+        #: withdrawal): what is derived from rows stays valid while it stands still, once
+        #: `sync` has run (`Engine.intents`).
+        self.generation = 0
         self._roles: dict[str, int] = {"": 0}
         self._owners: dict[str, int] = {"": 0}
         self._types: dict[str, int] = {}
@@ -191,6 +195,7 @@ class VectorIndex:
     def mark_dirty(self) -> None:
         """This process wrote: pull on the next sync even if the change token did not move."""
         self._dirty = True
+        self.generation += 1
 
     async def sync(self, store: Store) -> None:
         """Bring the cache up to date with the store."""
@@ -223,6 +228,7 @@ class VectorIndex:
             release_free_memory()
 
     def _apply(self, rows: list[VectorRow]) -> None:
+        self.generation += 1
         found = self.ids.rows_of([r.id for r in rows])
         self._grow(self.size + int((found < 0).sum()))
         before = self.size
@@ -572,6 +578,7 @@ class VectorIndex:
     def withdraw(self, ids: Sequence[str]) -> None:
         """Rows noted by a write that then rolled back: out of every search. A sync puts a
         row back if the store ever commits one with that id."""
+        self.generation += 1
         for row in self.ids.rows_of(list(ids)).tolist():
             if row >= 0:
                 self.has_vector[row] = False
