@@ -194,6 +194,13 @@ def main(
         click_ctx.invoke(serve)
 
 
+def tokens_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """`--tokens FILE`, the tokens file of a server or the console (`mcp.identity`)."""
+    return click.option(
+        "--tokens", "tokens_file", type=click.Path(path_type=Path, exists=True), help=help
+    )
+
+
 allow_host_option = click.option(
     "--allow-host",
     "allow_host",
@@ -217,12 +224,7 @@ def _with_hosts(settings: Settings, names: tuple[str, ...]) -> Settings:
 )
 @click.option("--host", default="127.0.0.1", show_default=True, help="HTTP bind address.")
 @click.option("--port", default=8765, show_default=True, type=int, help="HTTP port.")
-@click.option(
-    "--tokens",
-    "tokens_file",
-    type=click.Path(path_type=Path, exists=True),
-    help="JSON file mapping bearer token → owner; requests without one are refused.",
-)
+@tokens_option("JSON file mapping bearer token → owner; requests without one are refused.")
 @allow_host_option
 @click.pass_obj
 def serve(
@@ -559,7 +561,7 @@ def _import_lines(file: Any) -> list[tuple[int, Any]]:
     """
     from .domain.imports import MAX_LINE_BYTES
 
-    items = []
+    items: list[tuple[int, Any]] = []
     n = 0
     while True:
         raw = file.readline(MAX_LINE_BYTES + 1)
@@ -1003,12 +1005,7 @@ main.add_command(eval_group)
 @main.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Bind address.")
 @click.option("--port", default=8766, show_default=True, type=int, help="Port.")
-@click.option(
-    "--tokens",
-    "tokens_file",
-    type=click.Path(path_type=Path, exists=True),
-    help="JSON file mapping token → owner: sign in with a token instead of --owner.",
-)
+@tokens_option("JSON file mapping token → owner: sign in with a token instead of --owner.")
 @allow_host_option
 @click.pass_obj
 def ui(

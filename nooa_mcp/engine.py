@@ -116,7 +116,7 @@ class Engine:
         self._first_vectors: asyncio.Task[None] | None = None
         #: Per role, its intents with a trigger and the index generation they were read at.
         self._intents: OrderedDict[str, tuple[int, list[Memory]]] = OrderedDict()
-        self._embeddings = SharedRuns(
+        self._embeddings: SharedRuns[str] = SharedRuns(
             lambda texts: self.embedder.embed(texts),
             lanes=EMBED_LANES,
             batch=EMBED_BATCH,

@@ -18,7 +18,7 @@ import json
 import os
 import socket
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
-from typing import Any
+from typing import Any, cast
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
@@ -184,6 +184,7 @@ def http_app(
         hosts = TrustedHostMiddleware(ui, allowed_hosts=_hostnames(security.allowed_hosts))
         app.router.routes.append(Mount("/ui", app=hosts))
     manager = server._lowlevel_server._session_manager
+    assert manager is not None  # streamable_http_app has just made it
 
     def live() -> set[str]:
         return set(manager._server_instances)
@@ -194,8 +195,9 @@ def http_app(
     # uvicorn would show them (a TLS proxy on this machine), so serve with proxy_headers off.
     from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware  # HTTP only
 
-    forwarded = ProxyHeadersMiddleware(app, trusted_hosts=forwarded_allow_ips())
-    return SessionCap(forwarded, live, max_sessions_per_client, tokens=tokens)
+    # Starlette's and uvicorn's ASGI types are the same protocol spelled differently.
+    forwarded = ProxyHeadersMiddleware(cast(Any, app), trusted_hosts=forwarded_allow_ips())
+    return SessionCap(cast(ASGIApp, forwarded), live, max_sessions_per_client, tokens=tokens)
 
 
 def forwarded_allow_ips() -> str:

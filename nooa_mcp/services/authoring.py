@@ -259,7 +259,7 @@ def _near_duplicate(
         row = caller.index.ids.get(twin) if twin is not None else None
         # Found before the transaction: the twin may have been archived or deleted since.
         still = row is not None and bool(_dedup_mask(caller, type, start=row, stop=row + 1)[0])
-        hits = [(twin, cos)] if still else []
+        hits = [(twin, cos)] if still and twin is not None else []
         # Few rows: `search` multiplies only those it keeps.
         fresh = caller.index.search(vector, _dedup_mask(caller, type, start=since), 1, start=since)
         if fresh and (not hits or fresh[0][1] > hits[0][1]):
@@ -305,7 +305,7 @@ async def import_edges(caller: Caller, edges: Sequence[tuple[str, dict[str, Any]
             if src not in owners or not caller.may_write(owners[src]):
                 continue
             try:
-                relation = EdgeType(edge.get("type"))
+                relation = EdgeType(str(edge.get("type")))
                 weight = EDGE_WEIGHT.parse(edge.get("weight", 1.0), "edges.weight")
                 target = await caller.store.resolve_id(
                     normalise_id(str(edge.get("target"))), "edges.target", scope

@@ -727,7 +727,7 @@ class _Pass:
         episodes = [(i, contents[i]) for i in ids if i in contents]
         reply = await self._sample(abstract_prompt(episodes), 2000)
         insights = parse_abstraction(reply, [i for i, _ in episodes])
-        vectors = await caller.engine.embed([a.content for a in insights]) if insights else []
+        vectors: Any = await caller.engine.embed([a.content for a in insights]) if insights else []
         last = batch[-1]
         async with caller.store.transaction():
             for insight, vector in zip(insights, vectors, strict=True):

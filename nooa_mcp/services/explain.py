@@ -38,6 +38,7 @@ async def explain(caller: Caller, request: ExplainRequest) -> ExplainResult:
         )
     target = await caller.resolve(memory_id, scope_obj) if memory_id is not None else None
     if query is None:
+        assert target is not None  # one of query and memory_id was given
         stream = await caller.store.access_stream(target, limit=100)
         shown = caller.actor.effective()
         memory = await caller.fetch(target)

@@ -67,7 +67,7 @@ async def claim_ids(
     for start in range(0, len(ids), _PAGE):
         owners |= await caller.store.owners_of(ids[start : start + _PAGE])
     mine = [i for i, owner in owners.items() if caller.may_write(owner)]
-    stored = {}
+    stored: dict[str, Any] = {}
     for start in range(0, len(mine), _PAGE):
         stored |= await caller.store.fetch_many(mine[start : start + _PAGE])
     for ident in mine:

@@ -337,7 +337,7 @@ class Planner:
         """
         store = self.caller.store
         state = self.caller.engine.role_state(self.role) if self.role is not None else None
-        if state is not None and state.rows is not None:
+        if state is not None and state.rows is not None and self.role is not None:
             since, kept = state.rows
             pages: list[RowChanges] = []
             while (page := await store.reflection_changes(since, PAGE)) is not None:

@@ -27,7 +27,6 @@ import threading
 import unicodedata
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import Any
 
 from ..domain.text import fts_terms
 
@@ -39,11 +38,12 @@ LONGEST = 100
 _WORD = re.compile(r"[^\W_]+")
 
 
-def _english_stemmer() -> Any:
+def _english_stemmer():
     """snowballstemmer's English stemmer, loaded without the package's `__init__`, which
     imports every language's stemmer (tens of ms): the hooks' prompt path stems its query
     within a budget of ~150 ms. Its own modules are loaded under a private package name, so
-    an `import snowballstemmer` elsewhere is not touched."""
+    an `import snowballstemmer` elsewhere is not touched. (Unannotated: the stemmer has no
+    types, and `typing` is not imported on the hook's path.)"""
     name = "_nooa_snowball"
     if name not in sys.modules:
         found = importlib.util.find_spec("snowballstemmer")
@@ -95,7 +95,7 @@ def query_stems(text: str, max_terms: int = 32) -> list[str]:
     """The stems a query asks for, one per query word (function words dropped as
     `fts_terms` drops them). Two words with one stem give it twice: it counts twice, as it
     does in FTS5's BM25."""
-    out = []
+    out: list[str] = []
     for term in fts_terms(text, max_terms):
         out.extend(stem(w) for w in words(term))
     return out

@@ -91,6 +91,7 @@ from .rows import (
     time_from_epoch,
     tombstone_from_row,
     vector_from_blob,
+    vector_of,
 )
 
 try:
@@ -618,7 +619,7 @@ class PostgresStore:
     async def set_importance(
         self, memory_id: str, importance: float | None = None, authored: float | None = None
     ) -> None:
-        sets, params = [], {"i": memory_id}
+        sets, params = list[str](), dict[str, Any](i=memory_id)
         if importance is not None:
             sets.append("importance = %(imp)s")
             params["imp"] = importance
@@ -652,7 +653,7 @@ class PostgresStore:
             {"ids": list(ids)},
             binary=True,
         )
-        return {r["id"]: vector_from_blob(r["embedding"]) for r in rows}
+        return {r["id"]: vector_of(r["embedding"]) for r in rows}
 
     async def find_by_hash(self, content_hash: str, role: str, type: str) -> str | None:
         """A live memory of this role and type with exactly this content.
@@ -1099,7 +1100,7 @@ class PostgresStore:
         before_seq: int | None = None,
         scope: Scope | None = None,
     ) -> list[tuple[int, str, AccessRecord]]:
-        clauses, params = ["true"], {"limit": limit}
+        clauses, params = ["true"], dict[str, Any](limit=limit)
         if memory_id is not None:
             clauses.append("a.memory_id = %(mid)s")
             params["mid"] = memory_id
@@ -1184,7 +1185,7 @@ class PostgresStore:
     async def maintenance_entries(
         self, kind: str | None = None, limit: int = 20, role: str | None = None
     ) -> list[MaintenanceEntry]:
-        clauses, params = ["true"], {"limit": limit}
+        clauses, params = ["true"], dict[str, Any](limit=limit)
         if kind is not None:
             clauses.append("kind = %(kind)s")
             params["kind"] = kind
@@ -1414,7 +1415,7 @@ class PostgresStore:
         columns, keys = DUMP_COLUMNS[table], DUMP_KEYS[table]
         decode = DUMP_JSON.get(table, frozenset())
         key_sql = sql.SQL(", ").join(map(sql.Identifier, keys))
-        where = sql.SQL("true")
+        where: sql.Composable = sql.SQL("true")
         params: dict[str, Any] = {"limit": limit}
         if after is not None:
             where = sql.SQL("({}) > ({})").format(

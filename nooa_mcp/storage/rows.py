@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 from pydantic import TypeAdapter
@@ -37,10 +37,15 @@ __all__ = [
     "time_or_none",
     "tombstone_from_row",
     "vector_from_blob",
+    "vector_of",
 ]
 
-#: A row as a backend's driver returns it.
-Row = Mapping[str, Any]
+
+class Row(Protocol):
+    """A row as a backend's driver returns it (an `sqlite3.Row`, a dict): read by column."""
+
+    def __getitem__(self, key: str, /) -> Any: ...
+
 
 #: The shortest id prefix a caller may use for a memory.
 MIN_PREFIX = 6
@@ -86,6 +91,11 @@ def time_or_none(value: float | None) -> datetime | None:
 def vector_from_blob(blob: bytes | None) -> np.ndarray | None:
     """A stored embedding (float32 bytes) as an array, or None."""
     return None if blob is None else np.frombuffer(blob, dtype=np.float32)
+
+
+def vector_of(blob: bytes) -> np.ndarray:
+    """A stored embedding (float32 bytes) as an array."""
+    return np.frombuffer(blob, dtype=np.float32)
 
 
 def memory_from_row(row: Row) -> Memory:

@@ -75,6 +75,7 @@ from .rows import (
     time_from_epoch,
     tombstone_from_row,
     vector_from_blob,
+    vector_of,
 )
 
 __all__ = ["SQLiteStore", "copy_store", "fts_query"]
@@ -924,8 +925,11 @@ class SQLiteStore:
         cursor = await self._execute(
             f"INSERT INTO memories ({cols}, rev) VALUES ({marks}, {NEXT_REV})", values
         )
-        memory.seq = cursor.lastrowid
-        return memory.seq
+        seq = cursor.lastrowid
+        if seq is None:  # never after an INSERT; said, not assumed
+            raise RuntimeError("SQLite gave no row id for an inserted memory")
+        memory.seq = seq
+        return seq
 
     async def save(self, memory: Memory, embedding: np.ndarray | None = None) -> None:
         """Rewrite a memory row from its record (inside a transaction).
@@ -995,7 +999,7 @@ class SQLiteStore:
             "SELECT id, embedding FROM memories WHERE id IN ({marks}) AND embedding IS NOT NULL",
             ids,
         )
-        return {r["id"]: vector_from_blob(r["embedding"]) for r in rows}
+        return {r["id"]: vector_of(r["embedding"]) for r in rows}
 
     async def find_by_hash(self, content_hash: str, role: str, type: str) -> str | None:
         """A live memory of this role and type with exactly this content."""
@@ -1448,7 +1452,7 @@ class SQLiteStore:
         scope: Scope | None = None,
     ) -> list[tuple[int, str, AccessRecord]]:
         """Newest-first accesses of one memory, or of every memory in `scope`."""
-        clauses, params = ["1"], []
+        clauses, params = ["1"], list[Any]()
         if memory_id is not None:
             clauses.append("a.memory_id = ?")
             params.append(memory_id)

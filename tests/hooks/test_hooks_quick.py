@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import random
 import sqlite3
 import time
 from datetime import UTC, datetime, timedelta
@@ -380,3 +381,104 @@ def test_a_project_name_with_a_quote_is_a_label_not_a_query(store: Path, tmp_pat
     anyio.run(fill)
     text = _hook("session-start", recorded("session_start", root), store)
     assert "Quoted project notes" in text
+
+
+def test_a_faded_memory_is_shown_after_live_ones_and_noted_faded(
+    store: Path, project: Path
+) -> None:
+    async def fill() -> tuple[str, str]:
+        async with open_memory(store, OWNER) as mem:
+            live = await mem.author("The nightly invoice export writes CSV files to the bucket")
+            faded = await mem.author("The nightly invoice export once wrote CSV files by FTP")
+            return live.id, faded.id
+
+    live, faded = anyio.run(fill)
+    with sqlite3.connect(store) as conn:  # as a reflection pass leaves it (DESIGN.md §5.8)
+        conn.execute("UPDATE memories SET archived = 1, faded = 1 WHERE id = ?", (faded,))
+    prompt = "Where does the nightly invoice export write its CSV files?"
+    text = _hook("user-prompt", recorded("user_prompt", project, prompt=prompt), store)
+    lines = [line for line in text.splitlines() if line.startswith("- [")]
+    assert len(lines) == 2, text
+    assert lines[0].startswith(f"- [{live[:8]} ") and "(faded" not in lines[0]
+    assert lines[1].startswith(f"- [{faded[:8]} ")
+    assert lines[1].endswith("(faded: archived by reflection)")
+
+
+def test_session_start_lines_ranks_and_current_memories(store: Path, project: Path) -> None:
+    """Todos then memories, ranked in the order shown; a memory valid until next week is
+    current; a todo's line is its importance and text, with no note."""
+    later = datetime.now(UTC) + timedelta(days=7)
+
+    async def fill() -> dict[str, str]:
+        async with open_memory(store, OWNER) as mem:
+            todo = await mem.todo("add", content="Renew the TLS certificate", importance="HIGH")
+            fact = await mem.author(
+                "The freeze lasts until next week", importance="CRITICAL", valid_to=later
+            )
+            return {"todo": todo.id, "fact": fact.id}
+
+    ids = anyio.run(fill)
+    text = _hook("session-start", recorded("session_start", project), store)
+    assert f"- [{ids['todo'][:8]} HIGH] Renew the TLS certificate" in text.splitlines()
+    assert f"- [{ids['fact'][:8]} info CRITICAL] The freeze lasts until next week" in (
+        text.splitlines()
+    )
+
+    async def ranks() -> dict[str, int]:
+        async with open_memory(store, OWNER) as mem:
+            out = {}
+            for name, memory_id in ids.items():
+                logged = [r for _, r in await mem.access_log(memory_id)]
+                (record,) = [r for r in logged if r.channel.value == "injected"]
+                out[name] = record.rank
+            return out
+
+    assert anyio.run(ranks) == {"todo": 1, "fact": 2}
+
+
+def test_a_tag_that_only_contains_the_project_name_is_no_label(store: Path) -> None:
+    async def fill() -> None:
+        async with open_memory(store, OWNER) as mem:
+            await mem.author(
+                "Billing reports go out monthly", importance="LOW", tags=["billing-reports"]
+            )
+            await mem.author("Billing deploys on Tuesdays", importance="LOW", tags=["Billing"])
+
+    anyio.run(fill)
+    opened = _opened(store)
+    try:
+        rows = opened.important(OWNER, "billing", 5, time.time(), 6.5)
+    finally:
+        opened.close()
+    assert [r["content"] for r in rows] == ["Billing deploys on Tuesdays"]
+
+
+def test_a_word_in_a_thousand_memories_or_more_is_too_common_to_bring_one_in(
+    store: Path, project: Path
+) -> None:
+    """DESIGN.md §5.1's cut-off, as the server applies it: a term in at least 1,000 rows (or 1 %
+    of them, when that is more) does not rank."""
+    rng = random.Random(7)
+    syllables = [c + v for c in "bcdfghjklmnpqstvxz" for v in "aeiou"]
+    words = sorted({"".join(rng.sample(syllables, 3)) for _ in range(3000)})
+
+    async def fill() -> str:
+        async with open_memory(store, OWNER) as mem:
+            for _ in range(4):
+                await mem.author_many(
+                    [
+                        {"content": "Invoice export " + " ".join(rng.sample(words, 6))}
+                        for _ in range(275)
+                    ]
+                )
+            return (await mem.author("The invoice export run starts at 2am")).id
+
+    rare = anyio.run(fill)
+    prompt = "When does the invoice export run?"
+    text = _hook("user-prompt", recorded("user_prompt", project, prompt=prompt), store)
+    lines = [line for line in text.splitlines() if line.startswith("- [")]
+    # "invoice" and "export" are in 1,101 memories: only "run" ranks, and one memory holds it.
+    assert lines == [f"- [{rare[:8]} info MEDIUM] The invoice export run starts at 2am"], text
+    # A prompt of common words only has nothing to rank by: nothing is brought in.
+    payload = recorded("user_prompt", project, prompt="invoice export")
+    assert _hook("user-prompt", payload, store) == ""

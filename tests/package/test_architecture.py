@@ -18,6 +18,7 @@ import tokenize
 from pathlib import Path
 
 import pytest
+from test_design_doc import design_sections
 
 PACKAGE = Path(__file__).resolve().parents[2] / "nooa_mcp"
 
@@ -339,21 +340,6 @@ def test_no_module_in_storage_or_hooks_cites_a_document_the_repository_lacks() -
     paths = [p for p in package_texts() if p.relative_to(PACKAGE).parts[0] in BEING_REWRITTEN]
     found = foreign_citations_in(paths)
     assert not found, "cite docs/DESIGN.md or say the reason instead:\n" + "\n".join(found)
-
-
-def design_sections() -> set[str]:
-    """Sections of docs/DESIGN.md: numbered headings, and numbered bold items in a section."""
-    sections: set[str] = set()
-    current = None
-    for line in (REPOSITORY / "docs" / "DESIGN.md").read_text(encoding="utf-8").splitlines():
-        heading = re.match(r"^#{2,3} (\d+(?:\.\d+)?)\.? ", line)
-        if heading:
-            sections.add(heading.group(1))
-            current = heading.group(1) if line.startswith("## ") else current
-        item = re.match(r"^(\d+)\. \*\*", line)
-        if item and current:
-            sections.add(f"{current}.{item.group(1)}")
-    return sections
 
 
 def test_a_design_citation_names_a_section_the_design_has() -> None:
