@@ -102,9 +102,9 @@ async def recall_round(
                     times[f"{b} trips"].append(sum(trips.take()))
                     await mems[b].engine.flush()
                     times[f"{b} trips behind"].append(sum(trips.take()))
-            started = time.perf_counter()
-            (matrix @ model.embed([floors[i]])[0]).argmax()
-            times["floor"].append((time.perf_counter() - started) * 1000)
+                started = time.perf_counter()
+                (matrix @ model.embed([floors[i]])[0]).argmax()
+                times["floor"].append((time.perf_counter() - started) * 1000)
     return times
 
 
