@@ -235,16 +235,18 @@ async def rank(
     """
     s = settings
     hops = s.hops if hops is None else hops
-    dense_ready = query_vector is not None and s.use_dense
+    vector = query_vector if s.use_dense else None
+    dense_ready = vector is not None
 
     dense: dict[str, float] = {}
-    if dense_ready:
+    if vector is not None:
+        faded: list[tuple[str, float]] = []
         if whole_archive:
             mask = index.mask(scope, True, types)
-            live, faded = index.search(query_vector, mask, s.n_dense), []
+            live = index.search(vector, mask, s.n_dense)
         else:
             mask = index.mask(scope, types=types, faded=s.n_faded > 0)
-            live, faded = index.search_tiers(query_vector, mask, s.n_dense, s.n_faded)
+            live, faded = index.search_tiers(vector, mask, s.n_dense, s.n_faded)
         for memory_id, cos in [*live, *faded]:
             if cos >= s.min_similarity:
                 dense[memory_id] = cos
@@ -271,13 +273,15 @@ async def rank(
         rows = [*read.rows, *added]
     candidates: dict[str, Ranked] = {}
     bm25: dict[str, float] = {}
-    keyword_rows = sorted((r for r in rows if r.bm25 is not None), key=lambda r: -r.bm25)
+    keyword_rows = sorted(
+        ((r, r.bm25) for r in rows if r.bm25 is not None), key=lambda pair: -pair[1]
+    )
     # Each tier has its own places: live rows up to n_sparse, faded ones up to n_faded.
     places = {False: s.n_sparse, True: s.n_faded}
-    for row in keyword_rows:
+    for row, keyword_score in keyword_rows:
         if types and row.type not in types:
             continue
-        bm25[row.id] = row.bm25
+        bm25[row.id] = keyword_score
         tier = bool(row.archived) and not whole_archive
         places[tier] -= 1
         if row.id in dense:
@@ -297,10 +301,11 @@ async def rank(
         del candidates[memory_id]
     query_tokens = tokens(query)
     top_bm25 = max(bm25.values(), default=0.0)
-    if dense_ready:
+    if vector is not None:
         sparse = [r for r in candidates.values() if r.source == "sparse"]
-        for r, cos in zip(sparse, index.cosines([r.id for r in sparse], query_vector), strict=True):
-            r.cos = cos
+        sims = index.cosines([r.id for r in sparse], vector)
+        for r, sim in zip(sparse, sims, strict=True):
+            r.cos = sim
     for r in candidates.values():
         r.lex = bm25.get(r.id, 0.0) / top_bm25 if top_bm25 > 0 else 0.0
         # Without a query vector, BM25 (scaled by the best hit) stands in for the cosine.
@@ -490,7 +495,9 @@ def _score_parts(rows: list[Ranked], query_tokens: set[str], now: float, s: Reca
         lex=np.array([r.lex for r in rows]),
         mu=s.mu,
     )
-    rec = scoring.sigmoid(scoring.base_levels(ages, counts, firsts, s.decay, s.time_grain))
+    rec = np.asarray(
+        scoring.sigmoid(scoring.base_levels(ages, counts, firsts, s.decay, s.time_grain))
+    )
     for r, rel_i, rec_i in zip(rows, rel, rec, strict=True):
         r.rel = float(rel_i)
         r.rec = float(rec_i)
