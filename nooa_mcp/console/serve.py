@@ -8,9 +8,9 @@ import uvicorn
 
 from .. import InvalidInput, Settings
 from ..engine import Engine
-from ..mcp.http import bind, parse_allowed_hosts
+from ..hosts import bind, is_loopback, parse_allowed_hosts
 from .app import Console, standalone_app
-from .auth import Authenticator, LoopbackOnly, TokenLogin, is_loopback
+from .auth import Authenticator, LoopbackOnly, TokenLogin
 
 
 def allowed_hosts(host: str, extra: Iterable[str] = ()) -> list[str]:
@@ -57,7 +57,8 @@ async def serve(
                 f"nooa-mcp console on http://{shown}:{bound}/ · store {settings.store} · "
                 + ("sign in with a token" if tokens else f"owner {settings.owner or '(shared)'}")
             )
-            config = uvicorn.Config(app, log_level="warning", lifespan="on")
+            # ASGI 3, said outright rather than guessed from the app's __call__.
+            config = uvicorn.Config(app, log_level="warning", lifespan="on", interface="asgi3")
             try:
                 await uvicorn.Server(config).serve(sockets=[sock])
             finally:

@@ -37,10 +37,9 @@ from typing import Any
 
 import numpy as np
 
-from ..domain.reflection import Node, Rows
-from ..domain.schema import AccessRecord, Edge, EdgeType, Memory
+from ..domain.reflection import Rows
+from ..domain.schema import AccessRecord, EdgeType, Memory
 from ..domain.scope import Scope
-from ..domain.text import fts_terms
 from ..errors import (
     AmbiguousId,
     CommitUnknown,
@@ -59,17 +58,14 @@ from .base import (
     REFLECTION_COLUMNS,
     Counts,
     EdgeRow,
-    KpiRaw,
     KpiTotals,
-    MaintenanceEntry,
     RowChanges,
     ScoringRow,
-    Tombstone,
     VectorRow,
 )
-from .pg_schema import MIGRATIONS, SCHEMA_VERSION, notify_channel
+from .keywords import query_stems, row_stems
+from .pg_schema import AFTER, MIGRATIONS, SCHEMA_VERSION, notify_channel
 from .pg_search import (
-    STEMS_SQL,
     CommonTerms,
     DocStats,
     Mark,
@@ -79,19 +75,17 @@ from .pg_search import (
     next_mark,
     tsquery_text,
 )
-from .sqlite import (
+from .rows import (
     MIN_PREFIX,
     SCORING_COLUMNS,
-    TODO_ORDER,
-    _access_from_row,
-    _memory,
-    _row_values,
-    _scoring,
-    _tombstone,
-    _vector,
-    dt,
-    ts,
+    epoch,
+    memory_from_row,
+    memory_values,
+    scoring_from_row,
+    time_from_epoch,
+    vector_from_blob,
 )
+from .sql_core import POSTGRES, SqlVerbs
 
 try:
     import psycopg
@@ -112,8 +106,6 @@ CONNECT_TIMEOUT = 10
 POOL_TIMEOUT = 30.0
 #: Rows per page while this process catches up on BM25's document lengths.
 STATS_PAGE = 20000
-#: Query words whose lexemes a process remembers.
-STEM_CACHE = 50000
 #: Planner statistics are checked when the store first reaches this many rows, then each
 #: time it grows by STATS_GROWTH (see `_keep_statistics`).
 ANALYZE_FROM = 1000
@@ -158,10 +150,7 @@ def scope_sql(scope: Scope, alias: str = "m", name: str = "scope") -> tuple[str,
 
 
 def _pg_values(memory: Memory, embedding: np.ndarray | None) -> dict[str, Any]:
-    values = _row_values(memory, embedding)
-    values["archived"] = bool(values["archived"])
-    values["faded"] = bool(values["faded"])
-    return values
+    return memory_values(memory, embedding, bool)
 
 
 #: What PostgreSQL raises when it aborts a transaction for a concurrent one. psycopg files a
@@ -176,10 +165,12 @@ def _short(exc: BaseException) -> str:
     return text.rstrip(".")
 
 
-class PostgresStore:
+class PostgresStore(SqlVerbs):
     """An open PostgreSQL store. Create with `await PostgresStore.open(url)`; `close()` it."""
 
     kind = "postgresql"
+
+    dialect = POSTGRES
 
     def __init__(self, pool: Any, conninfo: str, label: str, schema: str) -> None:
         self.pool = pool
@@ -192,7 +183,6 @@ class PostgresStore:
         self._stats = DocStats()
         self._stats_seen: Any = None
         self._common = CommonTerms()
-        self._stems: dict[str, tuple[str, ...]] = {}
         # Commits heard on the LISTEN connection (or made here); `_listening` is False while
         # that connection is down, and the change token then always says "look".
         self._changes = 0
@@ -466,6 +456,9 @@ class PostgresStore:
                     raise self._unavailable(exc) from None
                 retries -= 1
 
+    async def _blob_rows(self, query: Any, params: dict[str, Any] | None = None) -> list[dict]:
+        return await self._rows(query, params, binary=True)
+
     async def _scalar(self, query: Any, params: dict[str, Any] | None = None) -> Any:
         rows = await self._rows(query, params)
         return next(iter(rows[0].values())) if rows else None
@@ -499,9 +492,6 @@ class PostgresStore:
 
     # ------------------------------------------------------------------ meta and leases
 
-    async def get_meta(self, key: str) -> str | None:
-        return await self._scalar("SELECT value FROM meta WHERE key = %(k)s", {"k": key})
-
     async def lock_meta(self, key: str) -> str | None:
         """The value, with the key locked until the transaction ends — even a key that does
         not exist yet, so two servers cannot both see "no lease" and both take it."""
@@ -511,13 +501,6 @@ class PostgresStore:
                 {"k": f"{self.schema}/meta/{key}"},
             )
         return await self.get_meta(key)
-
-    async def set_meta(self, key: str, value: str) -> None:
-        await self._exec(
-            "INSERT INTO meta(key, value) VALUES (%(k)s, %(v)s) "
-            "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
-            {"k": key, "v": value},
-        )
 
     # ------------------------------------------------------------------ ids
 
@@ -553,19 +536,6 @@ class PostgresStore:
         if len(matches) > 1:
             raise AmbiguousId(ident, matches, field)
         return matches[0]
-
-    async def owners_of(self, ids: Sequence[str]) -> dict[str, str]:
-        rows = await self._rows(
-            "SELECT id, owner FROM memories WHERE id = ANY(%(ids)s)", {"ids": list(ids)}
-        )
-        return {r["id"]: r["owner"] for r in rows}
-
-    async def live_ids(self, ids: Sequence[str]) -> set[str]:
-        rows = await self._rows(
-            "SELECT id FROM memories WHERE id = ANY(%(ids)s) AND NOT archived",
-            {"ids": list(ids)},
-        )
-        return {r["id"] for r in rows}
 
     # ------------------------------------------------------------------ memories
 
@@ -614,7 +584,7 @@ class PostgresStore:
             "WHERE id = %(i)s",
             {
                 "a": archived,
-                "t": ts(when) if archived else None,
+                "t": epoch(when) if archived else None,
                 "f": archived and faded,
                 "i": memory_id,
             },
@@ -623,7 +593,7 @@ class PostgresStore:
     async def set_importance(
         self, memory_id: str, importance: float | None = None, authored: float | None = None
     ) -> None:
-        sets, params = [], {"i": memory_id}
+        sets, params = list[str](), dict[str, Any](i=memory_id)
         if importance is not None:
             sets.append("importance = %(imp)s")
             params["imp"] = importance
@@ -640,7 +610,7 @@ class PostgresStore:
         rows = await self._rows(
             f"SELECT * FROM memories WHERE id = %(i)s{self._lock()}", {"i": memory_id}
         )
-        return _memory(rows[0]) if rows else None
+        return memory_from_row(rows[0]) if rows else None
 
     async def fetch_many(self, ids: Sequence[str]) -> dict[str, Memory]:
         if not ids:
@@ -649,15 +619,7 @@ class PostgresStore:
             f"SELECT * FROM memories WHERE id = ANY(%(ids)s) ORDER BY id{self._lock()}",
             {"ids": sorted(set(ids))},
         )
-        return {r["id"]: _memory(r) for r in rows}
-
-    async def embeddings_of(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
-        rows = await self._rows(
-            "SELECT id, embedding FROM memories WHERE id = ANY(%(ids)s) AND embedding IS NOT NULL",
-            {"ids": list(ids)},
-            binary=True,
-        )
-        return {r["id"]: _vector(r["embedding"]) for r in rows}
+        return {r["id"]: memory_from_row(r) for r in rows}
 
     async def find_by_hash(self, content_hash: str, role: str, type: str) -> str | None:
         """A live memory of this role and type with exactly this content.
@@ -674,77 +636,6 @@ class PostgresStore:
             "SELECT id FROM memories WHERE content_hash = %(h)s AND role = %(r)s "
             "AND type = %(t)s AND NOT archived ORDER BY created_at, seq LIMIT 1",
             {"h": content_hash, "r": role, "t": type},
-        )
-
-    async def unembedded(self, dim: int, limit: int) -> list[tuple[str, str, str]]:
-        rows = await self._rows(
-            "SELECT id, title, content FROM memories WHERE embedding IS NULL "
-            "OR octet_length(embedding) != %(n)s ORDER BY seq LIMIT %(l)s",
-            {"n": dim * 4, "l": limit},
-        )
-        return [(r["id"], r["title"], r["content"]) for r in rows]
-
-    def _list_where(
-        self,
-        scope: Scope,
-        archived: bool | None,
-        type: str | None,
-        status: str | None,
-        owner: str | None = None,
-        tag: str | None = None,
-    ) -> tuple[list[str], dict[str, Any]]:
-        where, params = scope_sql(scope, "")
-        clauses = [where]
-        if archived is not None:
-            clauses.append("archived = %(archived)s")
-            params["archived"] = archived
-        if type is not None:
-            clauses.append("type = %(type)s")
-            params["type"] = type
-        if status is not None:
-            clauses.append("status = %(status)s")
-            params["status"] = status
-        if owner is not None:
-            clauses.append("owner = %(owner)s")
-            params["owner"] = owner
-        if tag is not None:
-            # Under the C collation lower() folds ASCII only, as SQLite's lower() does.
-            clauses.append(
-                "EXISTS (SELECT 1 FROM jsonb_array_elements_text(tags) t "
-                'WHERE lower(t COLLATE "C") = lower(%(tag)s::text COLLATE "C"))'
-            )
-            params["tag"] = tag
-        return clauses, params
-
-    async def list_memories(
-        self,
-        scope: Scope,
-        *,
-        archived: bool | None = False,
-        type: str | None = None,
-        status: str | None = None,
-        owner: str | None = None,
-        tag: str | None = None,
-        after_seq: int | None = None,
-        limit: int = 50,
-    ) -> list[Memory]:
-        clauses, params = self._list_where(scope, archived, type, status, owner, tag)
-        if after_seq is not None:
-            clauses.append("seq > %(after)s")
-            params["after"] = after_seq
-        params["limit"] = limit
-        rows = await self._rows(
-            f"SELECT * FROM memories WHERE {' AND '.join(clauses)} ORDER BY seq LIMIT %(limit)s",
-            params,
-        )
-        return [_memory(r) for r in rows]
-
-    async def count_memories(
-        self, scope: Scope, *, type: str | None = None, status: str | None = None
-    ) -> int:
-        clauses, params = self._list_where(scope, False, type, status)
-        return await self._scalar(
-            f"SELECT count(*) FROM memories WHERE {' AND '.join(clauses)}", params
         )
 
     async def context_rows(self, scope: Scope, limit: int) -> list[Memory]:
@@ -764,25 +655,6 @@ class PostgresStore:
         order = [r["id"] for r in picked]
         found = await self.fetch_many(order)
         return [found[i] for i in order if i in found]
-
-    async def todo_rows(self, scope: Scope, status: str | None, limit: int) -> list[Memory]:
-        clauses, params = self._list_where(scope, False, "todo", status)
-        picked = await self._rows(
-            f"SELECT id FROM memories WHERE {' AND '.join(clauses)} "
-            f"ORDER BY {TODO_ORDER} LIMIT %(limit)s",
-            {**params, "limit": limit},
-        )
-        order = [r["id"] for r in picked]
-        found = await self.fetch_many(order)
-        return [found[i] for i in order if i in found]
-
-    async def intents(self, role: str) -> list[Memory]:
-        rows = await self._rows(
-            "SELECT * FROM memories WHERE type = 'intent' AND NOT archived AND role = %(r)s "
-            "AND trigger IS NOT NULL ORDER BY seq",
-            {"r": role},
-        )
-        return [_memory(r) for r in rows]
 
     # ------------------------------------------------------------------ recall
 
@@ -808,7 +680,7 @@ class PostgresStore:
                 type=r["type"],
                 archived=r["archived"],
                 faded=r["faded"],
-                embedding=_vector(r["embedding"]),
+                embedding=vector_from_blob(r["embedding"]),
             )
             for r in rows
             if r["seq"] is not None
@@ -883,15 +755,15 @@ class PostgresStore:
         """The BM25 top `limit` of live rows for `text` in scope and the top `faded` of faded
         rows (bm25 set), and the rows `ids`; BM25 exactly as SQLite's FTS5 computes it (see
         pg_search), in one statement."""
-        terms = fts_terms(text)
-        if not terms or limit <= 0:
+        stems = query_stems(text)
+        if not stems or limit <= 0:
             return await self.scoring_rows(ids)
         stats = await self._sync_stats()
         rows = stats.rows
         cap = common_cap(rows, self.common_floor)
         common = set(self._common.known(rows))
         # Words whose lexemes this process already found too common are cut without counting.
-        words = [lex for term in terms for lex in await self._stem(term) if lex not in common]
+        words = [lex for lex in stems if lex not in common]
         lexemes = sorted(set(words))
         if not lexemes:
             return await self.scoring_rows(ids)
@@ -914,27 +786,7 @@ class PostgresStore:
         self._common.learn(
             [lex for lex, n in zip(lexemes, last["counts"], strict=True) if n >= cap]
         )
-        return [_scoring(r, r["bm25"]) for r in ranked]
-
-    async def _stem(self, term: str) -> tuple[str, ...]:
-        """The lexemes of one query word (cached: the stemmer never changes)."""
-        lexemes = self._stems.get(term)
-        if lexemes is None:
-            rows = await self._rows(STEMS_SQL, {"terms": [term]})
-            lexemes = tuple(rows[0]["lexemes"]) if rows else ()
-            if len(self._stems) >= STEM_CACHE:
-                self._stems.clear()
-            self._stems[term] = lexemes
-        return lexemes
-
-    async def scoring_rows(self, ids: Sequence[str]) -> list[ScoringRow]:
-        if not ids:
-            return []
-        rows = await self._rows(
-            f"SELECT {SCORING_COLUMNS} FROM memories m WHERE m.id = ANY(%(ids)s)",
-            {"ids": list(ids)},
-        )
-        return [_scoring(r) for r in rows]
+        return [scoring_from_row(r, r["bm25"]) for r in ranked]
 
     # ------------------------------------------------------------------ edges
 
@@ -966,67 +818,6 @@ class PostgresStore:
                 for src, dst, kind, weight in edges
             ],
         )
-
-    async def edges_of(self, memory_id: str) -> list[Edge]:
-        rows = await self._rows(
-            "SELECT dst, type, weight, created_at FROM edges WHERE src = %(s)s "
-            "ORDER BY created_at, dst, type",
-            {"s": memory_id},
-        )
-        return [
-            Edge(
-                target=r["dst"], type=r["type"], weight=r["weight"], created_at=dt(r["created_at"])
-            )
-            for r in rows
-        ]
-
-    async def out_edges(self, sources: Sequence[str], scope: Scope) -> list[EdgeRow]:
-        """Outgoing edges of `sources` whose targets are live and inside `scope` (SPEC §5)."""
-        where, params = scope_sql(scope)
-        rows = await self._rows(
-            "SELECT e.src, e.dst, e.type, e.weight FROM edges e JOIN memories m ON m.id = e.dst "
-            f"WHERE e.src = ANY(%(ids)s) AND NOT m.archived AND {where}",
-            {**params, "ids": list(sources)},
-        )
-        return [EdgeRow(r["src"], r["dst"], r["type"], r["weight"]) for r in rows]
-
-    async def successors(
-        self, targets: Sequence[str], relations: Sequence[str], scope: Scope
-    ) -> list[EdgeRow]:
-        where, params = scope_sql(scope)
-        rows = await self._rows(
-            "SELECT e.src, e.dst, e.type, e.weight FROM edges e JOIN memories m ON m.id = e.src "
-            "WHERE e.dst = ANY(%(ids)s) AND e.type = ANY(%(rel)s::text[]) "
-            f"AND NOT m.archived AND {where}",
-            {**params, "ids": list(targets), "rel": list(relations)},
-        )
-        return [EdgeRow(r["src"], r["dst"], r["type"], r["weight"]) for r in rows]
-
-    async def links_of(self, ids: Sequence[str], scope: Scope) -> list[EdgeRow]:
-        where, params = scope_sql(scope)
-        rows = await self._rows(
-            "SELECT e.src, e.dst, e.type, e.weight FROM edges e JOIN memories m ON m.id = e.dst "
-            f"WHERE e.src = ANY(%(ids)s) AND {where} "
-            "UNION SELECT e.src, e.dst, e.type, e.weight FROM edges e "
-            f"JOIN memories m ON m.id = e.src WHERE e.dst = ANY(%(ids)s) AND {where}",
-            {**params, "ids": list(ids)},
-        )
-        return [EdgeRow(r["src"], r["dst"], r["type"], r["weight"]) for r in rows]
-
-    async def edge_pairs(self, role: str | None, live_only: bool = True) -> list[EdgeRow]:
-        clauses, params = ["true"], {}
-        if role is not None:
-            clauses.append("a.role = %(role)s")
-            params["role"] = role
-        if live_only:
-            clauses.append("NOT a.archived AND NOT b.archived")
-        rows = await self._rows(
-            "SELECT e.src, e.dst, e.type, e.weight FROM edges e "
-            "JOIN memories a ON a.id = e.src JOIN memories b ON b.id = e.dst "
-            f"WHERE {' AND '.join(clauses)}",
-            params,
-        )
-        return [EdgeRow(r["src"], r["dst"], r["type"], r["weight"]) for r in rows]
 
     async def edges_touching(self, ids: Sequence[str]) -> list[EdgeRow]:
         """Edges with `src` or `dst` among `ids` (each once), through both edge indexes."""
@@ -1070,161 +861,9 @@ class PostgresStore:
             ],
         )
 
-    async def access_stream(
-        self,
-        memory_id: str | None,
-        limit: int,
-        before_seq: int | None = None,
-        scope: Scope | None = None,
-    ) -> list[tuple[int, str, AccessRecord]]:
-        clauses, params = ["true"], {"limit": limit}
-        if memory_id is not None:
-            clauses.append("a.memory_id = %(mid)s")
-            params["mid"] = memory_id
-        if before_seq is not None:
-            clauses.append("a.seq < %(before)s")
-            params["before"] = before_seq
-        join = ""
-        if scope is not None:
-            where, sp = scope_sql(scope)
-            join = "JOIN memories m ON m.id = a.memory_id"
-            clauses.append(where)
-            params.update(sp)
-        rows = await self._rows(
-            f"SELECT a.* FROM accesses a {join} WHERE {' AND '.join(clauses)} "
-            "ORDER BY a.seq DESC LIMIT %(limit)s",
-            params,
-        )
-        return [(r["seq"], r["memory_id"], _access_from_row(r)) for r in rows]
-
-    async def count_accesses(self, memory_id: str) -> int:
-        return await self._scalar(
-            "SELECT count(*) FROM accesses WHERE memory_id = %(m)s", {"m": memory_id}
-        )
-
     # ------------------------------------------------------------------ tombstones
 
-    async def add_tombstone(self, memory_id: str, reason: str, when: datetime) -> None:
-        await self._exec(
-            "INSERT INTO tombstones(memory_id, owner, role, type, content_hash, embedding, "
-            "reason, ts) SELECT id, owner, role, type, content_hash, embedding, %(r)s, %(t)s "
-            "FROM memories WHERE id = %(i)s",
-            {"r": reason, "t": ts(when), "i": memory_id},
-        )
-
-    async def lift_tombstones(self, memory_id: str, when: datetime) -> None:
-        await self._exec(
-            "UPDATE tombstones SET lifted_at = %(t)s WHERE memory_id = %(i)s AND lifted_at IS NULL",
-            {"t": ts(when), "i": memory_id},
-        )
-
-    async def tombstone_by_hash(self, content_hash: str, role: str) -> Tombstone | None:
-        rows = await self._rows(
-            "SELECT t.* FROM tombstones t JOIN memories m ON m.id = t.memory_id "
-            "WHERE t.content_hash = %(h)s AND t.role = %(r)s AND t.lifted_at IS NULL "
-            "AND m.archived ORDER BY t.ts DESC, t.seq DESC LIMIT 1",
-            {"h": content_hash, "r": role},
-        )
-        return _tombstone(rows[0]) if rows else None
-
-    async def tombstones_of(self, memory_ids: Sequence[str]) -> dict[str, Tombstone]:
-        rows = await self._rows(
-            "SELECT t.* FROM tombstones t JOIN memories m ON m.id = t.memory_id "
-            "WHERE t.memory_id = ANY(%(ids)s) AND t.lifted_at IS NULL AND m.archived "
-            "ORDER BY t.ts, t.seq",
-            {"ids": list(memory_ids)},
-        )
-        return {r["memory_id"]: _tombstone(r) for r in rows}
-
-    async def all_tombstones(self, memory_ids: Sequence[str]) -> dict[str, list[Tombstone]]:
-        """Every tombstone (lifted ones too) of these memories, oldest first: for export."""
-        rows = await self._rows(
-            "SELECT * FROM tombstones WHERE memory_id = ANY(%(ids)s) ORDER BY ts, seq",
-            {"ids": list(memory_ids)},
-        )
-        out: dict[str, list[Tombstone]] = {}
-        for r in rows:
-            out.setdefault(r["memory_id"], []).append(_tombstone(r))
-        return out
-
     # ------------------------------------------------------------------ maintenance
-
-    async def log_maintenance(self, kind: str, report: dict[str, Any]) -> None:
-        await self._exec(
-            "INSERT INTO maintenance_log(ts, kind, report) VALUES (%(t)s, %(k)s, %(r)s)",
-            {
-                "t": datetime.now(UTC).timestamp(),
-                "k": kind,
-                "r": json.dumps(report, default=str),
-            },
-        )
-
-    async def maintenance_entries(
-        self, kind: str | None = None, limit: int = 20, role: str | None = None
-    ) -> list[MaintenanceEntry]:
-        clauses, params = ["true"], {"limit": limit}
-        if kind is not None:
-            clauses.append("kind = %(kind)s")
-            params["kind"] = kind
-        if role is not None:
-            clauses.append("report->>'role' = %(role)s")
-            params["role"] = role
-        rows = await self._rows(
-            f"SELECT seq, ts, kind, report FROM maintenance_log WHERE {' AND '.join(clauses)} "
-            "ORDER BY seq DESC LIMIT %(limit)s",
-            params,
-        )
-        return [
-            MaintenanceEntry(r["seq"], dt(r["ts"]), r["kind"], json.loads(r["report"]))
-            for r in rows
-        ]
-
-    async def count_maintenance(self, kind: str, role: str | None = None) -> int:
-        if role is None:
-            return await self._scalar(
-                "SELECT count(*) FROM maintenance_log WHERE kind = %(k)s", {"k": kind}
-            )
-        return await self._scalar(
-            "SELECT count(*) FROM maintenance_log WHERE kind = %(k)s AND report->>'role' = %(r)s",
-            {"k": kind, "r": role},
-        )
-
-    async def reflection_nodes(self, role: str | None) -> tuple[list[Node], np.ndarray]:
-        where, params = ("role = %(role)s", {"role": role}) if role is not None else ("true", {})
-        rows = await self._rows(
-            "SELECT id, type, owner, status, importance, authored_importance, salience, "
-            "confidence, strength, reinforcement_count, created_at, last_accessed_at, archived, "
-            f"embedding FROM memories WHERE NOT archived AND {where} ORDER BY seq",
-            params,
-            binary=True,
-        )
-        dim = next((len(r["embedding"]) // 4 for r in rows if r["embedding"] is not None), 0)
-        vectors = np.zeros((len(rows), dim), dtype=np.float32)
-        nodes = []
-        for i, r in enumerate(rows):
-            blob = r["embedding"]
-            if blob is not None and len(blob) == dim * 4:
-                vectors[i] = np.frombuffer(blob, dtype=np.float32)
-            authored = r["authored_importance"]
-            nodes.append(
-                Node(
-                    id=r["id"],
-                    type=r["type"],
-                    owner=r["owner"],
-                    created_at=dt(r["created_at"]),
-                    last_accessed_at=dt(r["last_accessed_at"]),
-                    importance=r["importance"],
-                    authored_importance=r["importance"] if authored is None else authored,
-                    salience=r["salience"],
-                    confidence=r["confidence"],
-                    strength=r["strength"],
-                    reinforcement_count=r["reinforcement_count"],
-                    status=r["status"],
-                    archived=r["archived"],
-                    row=i,
-                )
-            )
-        return nodes, vectors
 
     async def reflection_changes(self, since: int | None, limit: int) -> RowChanges | None:
         """None: `rev` moves only with what vector caches hold (not status, importance or
@@ -1263,70 +902,6 @@ class PostgresStore:
         by_owner = {r["owner"]: r["live"] for r in rows if r["level"] == 2 and r["live"]}
         overall = next(r for r in rows if r["level"] == 3)
         return Counts(overall["n"], overall["archived"], by_type, by_owner)
-
-    async def kpi_rows(self, scope: Scope, reads: Sequence[str]) -> KpiRaw:
-        where, params = scope_sql(scope)
-        params = {**params, "reads": list(reads)}
-        counts = {
-            r["memory_id"]: r["n"]
-            for r in await self._rows(
-                "SELECT a.memory_id, count(*) AS n FROM accesses a JOIN memories m "
-                "ON m.id = a.memory_id WHERE a.channel = ANY(%(reads)s::text[]) "
-                f"AND NOT m.archived AND {where} GROUP BY a.memory_id",
-                params,
-            )
-        }
-        derived = {
-            r["src"]
-            for r in await self._rows(
-                "SELECT DISTINCT e.src FROM edges e JOIN memories m ON m.id = e.src "
-                f"WHERE e.type = 'derived_from' AND NOT m.archived AND {where}",
-                params,
-            )
-        }
-        per_memory = [
-            (r["id"], r["type"], r["id"] in derived, counts.get(r["id"], 0))
-            for r in await self._rows(
-                f"SELECT m.id, m.type FROM memories m WHERE NOT m.archived AND {where} "
-                "ORDER BY m.seq",
-                params,
-            )
-        ]
-        todos = await self._rows(
-            f"SELECT status, created_at FROM memories m WHERE m.type = 'todo' AND {where} "
-            "AND NOT m.archived ORDER BY m.seq",
-            params,
-        )
-        cross = await self._scalar(
-            "SELECT count(*) FROM accesses a JOIN memories m ON m.id = a.memory_id "
-            "WHERE a.channel = ANY(%(reads)s::text[]) AND m.owner != '' "
-            "AND a.reader_owner != '' AND m.role != split_part(a.reader_owner, '@', 1) "
-            f"AND {where}",
-            params,
-        )
-        tombstones = await self._scalar(
-            "SELECT count(*) FROM tombstones t JOIN memories m ON m.id = t.memory_id "
-            f"WHERE t.lifted_at IS NULL AND {where}",
-            params,
-        )
-        b_where, b_params = scope_sql(scope, "b", "dst")
-        edges = await self._scalar(
-            "SELECT count(*) FROM edges e JOIN memories m ON m.id = e.src "
-            f"JOIN memories b ON b.id = e.dst WHERE {where} AND {b_where}",
-            {**params, **b_params},
-        )
-        accesses = await self._scalar(
-            f"SELECT count(*) FROM accesses a JOIN memories m ON m.id = a.memory_id WHERE {where}",
-            params,
-        )
-        return KpiRaw(
-            per_memory=per_memory,
-            todos=[(r["status"], dt(r["created_at"])) for r in todos],
-            cross_owner_reads=cross,
-            tombstones=tombstones,
-            edges=edges,
-            accesses=accesses,
-        )
 
     async def kpi_totals(self, scope: Scope, reads: Sequence[str]) -> KpiTotals:
         """`kpi_rows` summed here, from `access_counts`: one pass over the scope's memories."""
@@ -1369,7 +944,7 @@ class PostgresStore:
             read_counts=[
                 (r["reflective"], r["reads"], r["memories"]) for r in rows if not r["archived"]
             ],
-            todos=[(r["status"], dt(r["created_at"])) for r in todos],
+            todos=[(r["status"], time_from_epoch(r["created_at"])) for r in todos],
             cross_owner_reads=sum(r["foreign_reads"] for r in rows),
             tombstones=rest["tombstones"],
             edges=rest["edges"],
@@ -1392,7 +967,7 @@ class PostgresStore:
         columns, keys = DUMP_COLUMNS[table], DUMP_KEYS[table]
         decode = DUMP_JSON.get(table, frozenset())
         key_sql = sql.SQL(", ").join(map(sql.Identifier, keys))
-        where = sql.SQL("true")
+        where: sql.Composable = sql.SQL("true")
         params: dict[str, Any] = {"limit": limit}
         if after is not None:
             where = sql.SQL("({}) > ({})").format(
@@ -1422,10 +997,11 @@ class PostgresStore:
         self._moved()
         columns = DUMP_COLUMNS[table]
         encode = DUMP_JSON.get(table, frozenset())
+        names = (*columns, "stems") if table == "memories" else columns
         query = sql.SQL("INSERT INTO {} ({}) VALUES ({})").format(
             sql.Identifier(table),
-            sql.SQL(", ").join(map(sql.Identifier, columns)),
-            sql.SQL(", ").join(sql.Placeholder(c) for c in columns),
+            sql.SQL(", ").join(map(sql.Identifier, names)),
+            sql.SQL(", ").join(sql.Placeholder(c) for c in names),
         )
         if table == "meta":
             query += sql.SQL(" ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value")
@@ -1435,6 +1011,10 @@ class PostgresStore:
             for name in encode:
                 if value[name] is not None:
                     value[name] = json.dumps(value[name])
+            if table == "memories":
+                value["stems"] = row_stems(
+                    row["title"], row["content"], row["tags"], row["entities"]
+                )
             values.append(value)
         await self._many(query, values)
         if "seq" in columns:
@@ -1505,6 +1085,8 @@ async def _migrate(conn: Any, label: str, schema: str) -> None:
                 raise StoreTooNew(label, found, SCHEMA_VERSION, what="database")
             for version in range(found + 1, SCHEMA_VERSION + 1):
                 await conn.execute(MIGRATIONS[version])
+                if version in AFTER and found > 0:
+                    await AFTER[version](conn)
                 await conn.execute("INSERT INTO schema_version VALUES (%s)", (version,))
     except psycopg.errors.InsufficientPrivilege as exc:
         raise StoreUnavailable(

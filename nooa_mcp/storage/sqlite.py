@@ -14,7 +14,6 @@ This module implements `storage.base.Store`; its rows leave it decoded and typed
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import os
@@ -30,22 +29,15 @@ import aiosqlite
 import anyio
 import anyio.to_thread
 import numpy as np
-from pydantic import TypeAdapter
 
-from ..domain.reflection import Node, Rows
+from ..domain.reflection import Rows
 from ..domain.schema import (
     AccessRecord,
-    Components,
-    Edge,
     EdgeType,
     Memory,
-    Reference,
-    Trigger,
     content_hash,
-    cue_set,
 )
 from ..domain.scope import Scope
-from ..domain.text import fts_terms
 from ..errors import AmbiguousId, NotFound, StoreTooNew, StoreUnavailable
 from .base import (
     ACCESS_COLUMNS,
@@ -58,16 +50,25 @@ from .base import (
     REFLECTION_COLUMNS,
     Counts,
     EdgeRow,
-    KpiRaw,
     KpiTotals,
-    MaintenanceEntry,
     RowChanges,
     ScoringRow,
-    Tombstone,
     VectorRow,
     tell_faded_sql,
 )
 from .checkpoints import Checkpointer
+from .keywords import query_stems, row_stems
+from .rows import (
+    MIN_PREFIX,
+    SCORING_COLUMNS,
+    epoch,
+    memory_from_row,
+    memory_values,
+    scoring_from_row,
+    time_from_epoch,
+    vector_from_blob,
+)
+from .sql_core import SQLITE, SqlVerbs
 
 __all__ = ["SQLiteStore", "copy_store", "fts_query"]
 
@@ -80,8 +81,9 @@ logger = logging.getLogger(__name__)
 #: file's counts are taken from its stream when it is opened. 4: `faded`, which tells a memory
 #: maintenance archived (recall still reaches it) from one its user forgot; an older file's
 #: archived rows are told apart by their standing tombstone's reason (`domain.archive`).
-SCHEMA_VERSION = 4
-MIN_PREFIX = 6
+#: 5: keyword search over the stems of `storage.keywords` (`stems`, `_KEYWORDS`), as
+#: PostgreSQL indexes them; an older file's rows are stemmed and indexed anew when opened.
+SCHEMA_VERSION = 5
 
 _SCHEMA = """
 CREATE TABLE memories (
@@ -122,7 +124,9 @@ CREATE TABLE memories (
     rev INTEGER NOT NULL DEFAULT 0,
     -- What the author said, kept apart from `importance`, which rescore may raise: rescore
     -- recomputes from this, so running it twice changes nothing (SPEC §8).
-    authored_importance REAL
+    authored_importance REAL,
+    -- The searchable columns as keyword search indexes them (storage.keywords).
+    stems TEXT NOT NULL DEFAULT '[]'
 );
 CREATE INDEX memories_type ON memories(type, archived);
 CREATE INDEX memories_role ON memories(role, owner);
@@ -185,27 +189,37 @@ CREATE INDEX tombstones_memory ON tombstones(memory_id);
 
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 
-CREATE VIRTUAL TABLE memories_fts USING fts5(
-    title, content, tags, entities,
-    content='memories', content_rowid='seq', tokenize='porter unicode61 remove_diacritics 2'
-);
 CREATE TRIGGER memories_authored AFTER INSERT ON memories
 WHEN new.authored_importance IS NULL BEGIN
     UPDATE memories SET authored_importance = new.importance WHERE seq = new.seq;
 END;
+"""
+
+#: Schema version 5. Keyword search over the stems `storage.keywords` writes in each row (so
+#: PostgreSQL, indexing the same stems, ranks alike): a contentless FTS5 table whose plain
+#: unicode61 tokenizer only splits them at the spaces, kept by triggers on `stems`.
+_KEYWORDS = """
+CREATE VIRTUAL TABLE memories_fts USING fts5(
+    title, content, tags, entities, content='', tokenize='unicode61 remove_diacritics 0'
+);
 CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
     INSERT INTO memories_fts(rowid, title, content, tags, entities)
-    VALUES (new.seq, new.title, new.content, new.tags, new.entities);
+    VALUES (new.seq, json_extract(new.stems, '$[0]'), json_extract(new.stems, '$[1]'),
+            json_extract(new.stems, '$[2]'), json_extract(new.stems, '$[3]'));
 END;
 CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
     INSERT INTO memories_fts(memories_fts, rowid, title, content, tags, entities)
-    VALUES ('delete', old.seq, old.title, old.content, old.tags, old.entities);
+    VALUES ('delete', old.seq, json_extract(old.stems, '$[0]'), json_extract(old.stems, '$[1]'),
+            json_extract(old.stems, '$[2]'), json_extract(old.stems, '$[3]'));
 END;
-CREATE TRIGGER memories_au AFTER UPDATE OF title, content, tags, entities ON memories BEGIN
+CREATE TRIGGER memories_au AFTER UPDATE OF stems ON memories
+WHEN new.stems IS NOT old.stems BEGIN
     INSERT INTO memories_fts(memories_fts, rowid, title, content, tags, entities)
-    VALUES ('delete', old.seq, old.title, old.content, old.tags, old.entities);
+    VALUES ('delete', old.seq, json_extract(old.stems, '$[0]'), json_extract(old.stems, '$[1]'),
+            json_extract(old.stems, '$[2]'), json_extract(old.stems, '$[3]'));
     INSERT INTO memories_fts(rowid, title, content, tags, entities)
-    VALUES (new.seq, new.title, new.content, new.tags, new.entities);
+    VALUES (new.seq, json_extract(new.stems, '$[0]'), json_extract(new.stems, '$[1]'),
+            json_extract(new.stems, '$[2]'), json_extract(new.stems, '$[3]'));
 END;
 """
 
@@ -251,33 +265,14 @@ CREATE INDEX IF NOT EXISTS memories_kpi ON memories(id, owner, role, archived, t
 #: serialised by the file's write lock, so revisions commit in order.
 NEXT_REV = "(SELECT coalesce(max(rev), 0) + 1 FROM memories)"
 
-#: The access ring (newest 64 records) is parsed and written on every logged read: one
-#: adapter call in pydantic-core instead of a json round trip and a model per record.
-RING = TypeAdapter(list[AccessRecord])
-
-#: Columns recall needs for scoring, without the heavy ring and embedding.
-SCORING_COLUMNS = (
-    "m.seq, m.id, m.type, m.owner, m.title, m.content, m.tags, m.entities, m.place_or_task, "
-    "m.importance, m.strength, m.status, m.archived, m.faded, m.created_at, m.last_accessed_at, "
-    "m.valid_from, m.valid_to, m.actr_count, m.first_access_at, m.actr_times, m.refs"
-)
-
-
-def ts(value: datetime | None) -> float | None:
-    return None if value is None else value.timestamp()
-
-
-def dt(value: float | None) -> datetime | None:
-    return None if value is None else datetime.fromtimestamp(value, UTC)
-
 
 def fts_query(text: str | list[str], max_terms: int = 32) -> str | None:
-    """Turn user text (or its terms) into a safe FTS5 query: each word quoted, OR-ed together.
+    """Turn user text (or its stems) into a safe FTS5 query: each stem quoted, OR-ed together.
 
     Quoting every term means FTS5 operators (AND, NEAR, *, ^, :, column filters) and stray
     quotes in the text are matched as words and can never raise a syntax error.
     """
-    terms = fts_terms(text, max_terms) if isinstance(text, str) else text
+    terms = query_stems(text, max_terms) if isinstance(text, str) else text
     if not terms:
         return None
     return " OR ".join(f'"{w}"' for w in terms)
@@ -292,155 +287,6 @@ def scope_sql(scope: Scope, alias: str = "") -> tuple[str, list[Any]]:
         return "1", []
     roles = sorted(scope.roles)
     return f"({p}owner = '' OR {p}role IN ({','.join('?' * len(roles))}))", roles
-
-
-#: `domain.prospective.todo_order` in SQL (ties in insertion order); both backends use it.
-TODO_ORDER = (
-    "CASE coalesce(status, 'open') WHEN 'open' THEN 0 WHEN 'done' THEN 1 "
-    "WHEN 'dropped' THEN 2 ELSE 3 END, importance DESC, created_at, seq"
-)
-
-
-def _memory(row: sqlite3.Row) -> Memory:
-    """A full `memories` row as the domain record."""
-    trigger = row["trigger"]
-    authored = row["authored_importance"]
-    return Memory(
-        id=row["id"],
-        type=row["type"],
-        title=row["title"],
-        content=row["content"],
-        owner=row["owner"],
-        importance=row["importance"],
-        salience=row["salience"],
-        confidence=row["confidence"],
-        strength=row["strength"],
-        reinforcement_count=row["reinforcement_count"],
-        access_count=row["access_count"],
-        tags=json.loads(row["tags"]),
-        entities=json.loads(row["entities"]),
-        place_or_task=row["place_or_task"],
-        created_at=dt(row["created_at"]),
-        last_accessed_at=dt(row["last_accessed_at"]),
-        valid_from=dt(row["valid_from"]),
-        valid_to=dt(row["valid_to"]),
-        references=[Reference.model_validate(r) for r in json.loads(row["refs"])],
-        archived=bool(row["archived"]),
-        faded=bool(row["faded"]),
-        status=row["status"],
-        trigger=Trigger.model_validate_json(trigger) if trigger else None,
-        access_log=RING.validate_json(row["ring"]),
-        channels=json.loads(row["channels"]),
-        actr_count=row["actr_count"],
-        first_access_at=dt(row["first_access_at"]),
-        actr_times=json.loads(row["actr_times"]),
-        authored_importance=row["importance"] if authored is None else authored,
-        seq=row["seq"],
-    )
-
-
-@functools.lru_cache(maxsize=16384)
-def _cues(tags: str, entities: str, place_or_task: str) -> frozenset[str]:
-    """A row's cue words from its stored JSON text; rows share labels, and recall reads ~100
-    rows per query, so each distinct label set is parsed once per process."""
-    return frozenset(cue_set(json.loads(tags), json.loads(entities), place_or_task))
-
-
-def _scoring(row: sqlite3.Row, bm25: float | None = None) -> ScoringRow:
-    return ScoringRow(
-        seq=row["seq"],
-        id=row["id"],
-        type=row["type"],
-        owner=row["owner"],
-        title=row["title"],
-        content=row["content"],
-        cues=_cues(row["tags"], row["entities"], row["place_or_task"]),
-        importance=row["importance"],
-        strength=row["strength"],
-        status=row["status"],
-        archived=bool(row["archived"]),
-        faded=bool(row["faded"]),
-        created_at=row["created_at"],
-        last_accessed_at=row["last_accessed_at"],
-        valid_from=row["valid_from"],
-        valid_to=row["valid_to"],
-        actr_count=row["actr_count"],
-        first_access_at=row["first_access_at"],
-        actr_times=json.loads(row["actr_times"]),
-        bm25=bm25,
-        refs_json=row["refs"],
-    )
-
-
-def _vector(blob: bytes | None) -> np.ndarray | None:
-    return None if blob is None else np.frombuffer(blob, dtype=np.float32)
-
-
-def _tombstone(row: sqlite3.Row) -> Tombstone:
-    return Tombstone(
-        memory_id=row["memory_id"],
-        owner=row["owner"],
-        role=row["role"],
-        type=row["type"],
-        content_hash=row["content_hash"],
-        reason=row["reason"],
-        ts=dt(row["ts"]),
-        lifted_at=dt(row["lifted_at"]),
-        embedding=_vector(row["embedding"]),
-    )
-
-
-def _row_values(m: Memory, embedding: np.ndarray | None) -> dict[str, Any]:
-    return {
-        "id": m.id,
-        "type": m.type.value,
-        "owner": m.owner,
-        "role": m.owner.partition("@")[0],
-        "title": m.title,
-        "content": m.content,
-        "content_hash": m.content_hash,
-        "tags": json.dumps(m.tags),
-        "entities": json.dumps(m.entities),
-        "place_or_task": m.place_or_task,
-        "importance": m.importance,
-        "salience": m.salience,
-        "confidence": m.confidence,
-        "strength": m.strength,
-        "reinforcement_count": m.reinforcement_count,
-        "access_count": m.access_count,
-        "status": m.status,
-        "archived": int(m.archived),
-        "faded": int(m.archived and m.faded),
-        "created_at": ts(m.created_at),
-        "last_accessed_at": ts(m.last_accessed_at),
-        "valid_from": ts(m.valid_from),
-        "valid_to": ts(m.valid_to),
-        "actr_count": m.actr_count,
-        "first_access_at": ts(m.first_access_at),
-        "actr_times": json.dumps([round(t, 3) for t in m.actr_times]),
-        "refs": json.dumps([r.model_dump(mode="json") for r in m.references]),
-        "trigger": m.trigger.model_dump_json() if m.trigger else None,
-        "ring": RING.dump_json(m.access_log, exclude_none=True).decode(),
-        "channels": json.dumps(m.channels),
-        "authored_importance": m.importance
-        if m.authored_importance is None
-        else m.authored_importance,
-        "embedding": None if embedding is None else np.asarray(embedding, np.float32).tobytes(),
-    }
-
-
-def _access_from_row(r: sqlite3.Row) -> AccessRecord:
-    return AccessRecord(
-        ts=dt(r["ts"]),
-        channel=r["channel"],
-        reader_owner=r["reader_owner"],
-        session_ref=r["session_ref"],
-        trace_ref=r["trace_ref"],
-        query=r["query"],
-        score=r["score"],
-        rank=r["rank"],
-        components=Components.model_validate_json(r["components"]) if r["components"] else None,
-    )
 
 
 def _chunks(values: list[Any], size: int) -> Iterable[list[Any]]:
@@ -597,10 +443,12 @@ def _split_sql(script: str) -> list[str]:
 _WRITING: ContextVar[frozenset[int]] = ContextVar("nooa_sqlite_writing", default=frozenset())
 
 
-class SQLiteStore:
+class SQLiteStore(SqlVerbs):
     """An open store file. Create with `await SQLiteStore.open(path)`; close with `close()`."""
 
     kind = "sqlite"
+
+    dialect = SQLITE
 
     def __init__(self, conn: aiosqlite.Connection, path: Path) -> None:
         self.conn = conn
@@ -713,7 +561,7 @@ class SQLiteStore:
             # Re-read under the write lock: another process may have migrated meanwhile.
             version = await self._scalar("PRAGMA user_version")
             if version == 0:
-                for statement in _split_sql(_SCHEMA + _ACCESS_COUNTS):
+                for statement in _split_sql(_SCHEMA + _KEYWORDS + _ACCESS_COUNTS):
                     await self._execute(statement)
             else:
                 if version == 1:
@@ -722,6 +570,8 @@ class SQLiteStore:
                     await self._count_accesses()
                 if version <= 3:
                     await self._tell_faded()
+                if version <= 4:
+                    await self._index_stems()
             await self._execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     async def _rehash(self) -> None:
@@ -745,6 +595,28 @@ class SQLiteStore:
         if "faded" not in columns:
             await self._execute("ALTER TABLE memories ADD COLUMN faded INTEGER NOT NULL DEFAULT 0")
         await self._execute(tell_faded_sql("archived = 1", "1"))
+
+    async def _index_stems(self) -> None:
+        """Version 4 → 5: every row's stems, and the keyword index built from them (the
+        old one, stemmed by FTS5's Porter, is dropped)."""
+        for name in ("memories_ai", "memories_ad", "memories_au"):
+            await self._execute(f"DROP TRIGGER IF EXISTS {name}")
+        await self._execute("DROP TABLE IF EXISTS memories_fts")
+        columns = {r["name"] for r in await self._rows("PRAGMA table_info(memories)")}
+        if "stems" not in columns:
+            await self._execute("ALTER TABLE memories ADD COLUMN stems TEXT NOT NULL DEFAULT '[]'")
+        rows = await self._rows("SELECT seq, title, content, tags, entities FROM memories")
+        await self._execute_many(
+            "UPDATE memories SET stems = ? WHERE seq = ?",
+            [(row_stems(r[1], r[2], json.loads(r[3]), json.loads(r[4])), r[0]) for r in rows],
+        )
+        for statement in _split_sql(_KEYWORDS):
+            await self._execute(statement)
+        await self._execute(
+            "INSERT INTO memories_fts(rowid, title, content, tags, entities) "
+            "SELECT seq, json_extract(stems, '$[0]'), json_extract(stems, '$[1]'), "
+            "json_extract(stems, '$[2]'), json_extract(stems, '$[3]') FROM memories"
+        )
 
     async def _count_accesses(self) -> None:
         """Version 2 → 3: the counts table, its triggers and the scope index; the counts so
@@ -851,6 +723,9 @@ class SQLiteStore:
         except sqlite3.Error as exc:
             raise unavailable(self.path, exc) from None
 
+    async def _exec(self, sql: str, params: Any = ()) -> aiosqlite.Cursor:
+        return await self._execute(sql, params)
+
     async def _execute_many(self, sql: str, rows: Any) -> aiosqlite.Cursor:
         try:
             return await self.conn.executemany(sql, rows)
@@ -909,19 +784,9 @@ class SQLiteStore:
         commits (SPEC §3), not when this one does (its writes mark the caches themselves)."""
         return next(iter(await self._read(None, "PRAGMA data_version", ())))[0]
 
-    async def get_meta(self, key: str) -> str | None:
-        return await self._scalar("SELECT value FROM meta WHERE key = ?", (key,))
-
     async def lock_meta(self, key: str) -> str | None:
         # BEGIN IMMEDIATE already holds the file's write lock for the whole transaction.
         return await self.get_meta(key)
-
-    async def set_meta(self, key: str, value: str) -> None:
-        await self._execute(
-            "INSERT INTO meta(key, value) VALUES (?, ?) "
-            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-            (key, value),
-        )
 
     # ------------------------------------------------------------------ ids
 
@@ -960,30 +825,22 @@ class SQLiteStore:
             raise AmbiguousId(ident, matches, field)
         return matches[0]
 
-    async def owners_of(self, ids: Sequence[str]) -> dict[str, str]:
-        """Owner of each existing memory among `ids`."""
-        rows = await self._rows_in("SELECT id, owner FROM memories WHERE id IN ({marks})", ids)
-        return {r["id"]: r["owner"] for r in rows}
-
-    async def live_ids(self, ids: Sequence[str]) -> set[str]:
-        rows = await self._rows_in(
-            "SELECT id FROM memories WHERE id IN ({marks}) AND archived = 0", ids
-        )
-        return {r["id"] for r in rows}
-
     # ------------------------------------------------------------------ memories
 
     async def insert(self, memory: Memory, embedding: np.ndarray | None) -> int:
         """Insert one memory row (inside a transaction); returns and sets its seq."""
-        values = _row_values(memory, embedding)
+        values = memory_values(memory, embedding)
         cols = ", ".join(values)
         marks = ", ".join(f":{k}" for k in values)
         # The next revision is computed inside the statement: one round trip, not two.
         cursor = await self._execute(
             f"INSERT INTO memories ({cols}, rev) VALUES ({marks}, {NEXT_REV})", values
         )
-        memory.seq = cursor.lastrowid
-        return memory.seq
+        seq = cursor.lastrowid
+        if seq is None:  # never after an INSERT; said, not assumed
+            raise RuntimeError("SQLite gave no row id for an inserted memory")
+        memory.seq = seq
+        return seq
 
     async def save(self, memory: Memory, embedding: np.ndarray | None = None) -> None:
         """Rewrite a memory row from its record (inside a transaction).
@@ -991,7 +848,7 @@ class SQLiteStore:
         The embedding is only written when given, so callers that did not change the
         content never ship 1.5 kB of vector back and forth.
         """
-        values = _row_values(memory, embedding)
+        values = memory_values(memory, embedding)
         if embedding is None:
             values.pop("embedding")
         sets = ", ".join(f"{k} = :{k}" for k in values if k != "id")
@@ -1003,7 +860,7 @@ class SQLiteStore:
             return
         rows = []
         for memory in memories:
-            values = _row_values(memory, None)
+            values = memory_values(memory, None)
             rows.append({k: values[k] for k in ("id", *ACCESS_COLUMNS)})
         sets = ", ".join(f"{k} = :{k}" for k in ACCESS_COLUMNS)
         await self._execute_many(f"UPDATE memories SET {sets} WHERE id = :id", rows)
@@ -1020,7 +877,7 @@ class SQLiteStore:
         await self._execute(
             "UPDATE memories SET archived = ?, archived_at = ?, faded = ?, "
             f"rev = {NEXT_REV} WHERE id = ?",
-            (int(archived), ts(when) if archived else None, int(archived and faded), memory_id),
+            (int(archived), epoch(when) if archived else None, int(archived and faded), memory_id),
         )
 
     async def set_importance(
@@ -1042,18 +899,11 @@ class SQLiteStore:
 
     async def fetch(self, memory_id: str) -> Memory | None:
         rows = await self._rows("SELECT * FROM memories WHERE id = ?", (memory_id,))
-        return _memory(rows[0]) if rows else None
+        return memory_from_row(rows[0]) if rows else None
 
     async def fetch_many(self, ids: Sequence[str]) -> dict[str, Memory]:
         rows = await self._rows_in("SELECT * FROM memories WHERE id IN ({marks})", ids)
-        return {r["id"]: _memory(r) for r in rows}
-
-    async def embeddings_of(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
-        rows = await self._rows_in(
-            "SELECT id, embedding FROM memories WHERE id IN ({marks}) AND embedding IS NOT NULL",
-            ids,
-        )
-        return {r["id"]: _vector(r["embedding"]) for r in rows}
+        return {r["id"]: memory_from_row(r) for r in rows}
 
     async def find_by_hash(self, content_hash: str, role: str, type: str) -> str | None:
         """A live memory of this role and type with exactly this content."""
@@ -1064,74 +914,6 @@ class SQLiteStore:
             "WHERE content_hash = ? AND role = ? AND type = ? "
             "AND archived = 0 ORDER BY created_at LIMIT 1",
             (content_hash, role, type),
-        )
-
-    async def unembedded(self, dim: int, limit: int) -> list[tuple[str, str, str]]:
-        rows = await self._rows(
-            "SELECT id, title, content FROM memories WHERE embedding IS NULL "
-            "OR length(embedding) != ? LIMIT ?",
-            (dim * 4, limit),
-        )
-        return [(r["id"], r["title"], r["content"]) for r in rows]
-
-    def _list_where(
-        self,
-        scope: Scope,
-        archived: bool | None,
-        type: str | None,
-        status: str | None,
-        owner: str | None = None,
-        tag: str | None = None,
-    ) -> tuple[list[str], list[Any]]:
-        where, params = scope_sql(scope)
-        clauses = [where]
-        if archived is not None:
-            clauses.append("archived = ?")
-            params.append(int(archived))
-        if type is not None:
-            clauses.append("type = ?")
-            params.append(type)
-        if status is not None:
-            clauses.append("status = ?")
-            params.append(status)
-        if owner is not None:
-            clauses.append("owner = ?")
-            params.append(owner)
-        if tag is not None:
-            # lower() folds ASCII only, as PostgreSQL's does under the C collation.
-            clauses.append("EXISTS (SELECT 1 FROM json_each(tags) WHERE lower(value) = lower(?))")
-            params.append(tag)
-        return clauses, params
-
-    async def list_memories(
-        self,
-        scope: Scope,
-        *,
-        archived: bool | None = False,
-        type: str | None = None,
-        status: str | None = None,
-        owner: str | None = None,
-        tag: str | None = None,
-        after_seq: int | None = None,
-        limit: int = 50,
-    ) -> list[Memory]:
-        """Memories in insertion order, for listings and exports (cursor = last seq)."""
-        clauses, params = self._list_where(scope, archived, type, status, owner, tag)
-        if after_seq is not None:
-            clauses.append("seq > ?")
-            params.append(after_seq)
-        params.append(limit)
-        rows = await self._rows(
-            f"SELECT * FROM memories WHERE {' AND '.join(clauses)} ORDER BY seq LIMIT ?", params
-        )
-        return [_memory(r) for r in rows]
-
-    async def count_memories(
-        self, scope: Scope, *, type: str | None = None, status: str | None = None
-    ) -> int:
-        clauses, params = self._list_where(scope, False, type, status)
-        return await self._scalar(
-            f"SELECT count(*) FROM memories WHERE {' AND '.join(clauses)}", params
         )
 
     async def context_rows(self, scope: Scope, limit: int) -> list[Memory]:
@@ -1147,27 +929,7 @@ class SQLiteStore:
             "last_accessed_at DESC LIMIT ?",
             [*params, limit],
         )
-        return [_memory(r) for r in rows]
-
-    async def todo_rows(self, scope: Scope, status: str | None, limit: int) -> list[Memory]:
-        """Live todos in todo order: open first, then by importance, then oldest first."""
-        clauses, params = self._list_where(scope, False, "todo", status)
-        # Order the narrow columns and fetch whole rows only for the ones kept.
-        picked = await self._rows(
-            f"SELECT id FROM memories WHERE {' AND '.join(clauses)} ORDER BY {TODO_ORDER} LIMIT ?",
-            [*params, limit],
-        )
-        order = [r["id"] for r in picked]
-        found = await self.fetch_many(order)
-        return [found[i] for i in order if i in found]
-
-    async def intents(self, role: str) -> list[Memory]:
-        rows = await self._rows(
-            "SELECT * FROM memories WHERE type = 'intent' AND archived = 0 AND role = ? "
-            "AND trigger IS NOT NULL ORDER BY seq",
-            (role,),
-        )
-        return [_memory(r) for r in rows]
+        return [memory_from_row(r) for r in rows]
 
     # ------------------------------------------------------------------ recall
 
@@ -1192,7 +954,7 @@ class SQLiteStore:
                 type=r["type"],
                 archived=bool(r["archived"]),
                 faded=bool(r["faded"]),
-                embedding=_vector(r["embedding"]),
+                embedding=vector_from_blob(r["embedding"]),
             )
             for r in rows
         ]
@@ -1241,7 +1003,7 @@ class SQLiteStore:
         Two round trips: the terms' counts (`_selective_terms`), then one statement that
         ranks inside FTS5, joins only the best rows and adds the rows `ids` beside them.
         """
-        query = fts_query(await self._selective_terms(fts_terms(text))) if limit > 0 else None
+        query = fts_query(await self._selective_terms(query_stems(text))) if limit > 0 else None
         where, params = scope_sql(scope, "m")
         # A row its user forgot is never a keyword candidate; a faded one only when asked for.
         states = "AND (m.archived = 0 OR m.faded = 1)" if faded > 0 else "AND m.archived = 0"
@@ -1256,7 +1018,7 @@ class SQLiteStore:
         if query is None:
             if not wanted:
                 return []
-            return [_scoring(r) for r in await self._rows(by_id, wanted)]
+            return [scoring_from_row(r) for r in await self._rows(by_id, wanted)]
         # Each tier (live, faded) keeps its own best rows: faded rows never take a live
         # row's place among the `limit` best.
         tiers = "WHERE tier_rank <= CASE tier WHEN 0 THEN ? ELSE ? END"
@@ -1305,19 +1067,13 @@ class SQLiteStore:
                     [query, *params, limit, faded],
                 )
         hits = sorted(hits, key=lambda r: (r["score"], r["seq"]))
-        out = [_scoring(r, -r["score"]) for r in hits]
+        out = [scoring_from_row(r, -r["score"]) for r in hits]
         seen = {r.id for r in out}
-        out += [_scoring(r) for r in rows if r["score"] is None and r["id"] not in seen]
+        out += [scoring_from_row(r) for r in rows if r["score"] is None and r["id"] not in seen]
         missing = [i for i in dict.fromkeys(ids) if i not in seen and i not in set(wanted)]
         if missing:
             out += await self.scoring_rows(missing)
         return out
-
-    async def scoring_rows(self, ids: Sequence[str]) -> list[ScoringRow]:
-        rows = await self._rows_in(
-            f"SELECT {SCORING_COLUMNS} FROM memories m WHERE m.id IN ({{marks}})", ids
-        )
-        return [_scoring(r) for r in rows]
 
     # ------------------------------------------------------------------ edges
 
@@ -1349,81 +1105,6 @@ class SQLiteStore:
             "ON CONFLICT(src, dst, type) DO UPDATE SET weight = MAX(weight, excluded.weight)",
             [(src, dst, EdgeType(kind).value, weight, when) for src, dst, kind, weight in edges],
         )
-
-    async def edges_of(self, memory_id: str) -> list[Edge]:
-        rows = await self._rows(
-            "SELECT dst, type, weight, created_at FROM edges WHERE src = ? ORDER BY created_at",
-            (memory_id,),
-        )
-        return [
-            Edge(
-                target=r["dst"], type=r["type"], weight=r["weight"], created_at=dt(r["created_at"])
-            )
-            for r in rows
-        ]
-
-    async def out_edges(self, sources: Sequence[str], scope: Scope) -> list[EdgeRow]:
-        """Outgoing edges of `sources` whose targets are live and inside `scope`.
-
-        SPEC §5 fixes 3 and 4: archived targets and targets outside the reader's scope are
-        dropped here, before spreading ever sees them, so they neither appear nor relay.
-        """
-        where, params = scope_sql(scope, "m")
-        rows = await self._rows_in(
-            "SELECT e.src, e.dst, e.type, e.weight FROM edges e JOIN memories m ON m.id = e.dst "
-            f"WHERE e.src IN ({{marks}}) AND m.archived = 0 AND {where}",
-            sources,
-            params,
-        )
-        return [EdgeRow(r["src"], r["dst"], r["type"], r["weight"]) for r in rows]
-
-    async def successors(
-        self, targets: Sequence[str], relations: Sequence[str], scope: Scope
-    ) -> list[EdgeRow]:
-        """Live, visible memories that point at `targets` with one of `relations`."""
-        where, params = scope_sql(scope, "m")
-        rows = await self._rows_in(
-            "SELECT e.src, e.dst, e.type, e.weight FROM edges e JOIN memories m ON m.id = e.src "
-            f"WHERE e.dst IN ({{marks}}) AND e.type IN ({_marks(relations)}) "
-            f"AND m.archived = 0 AND {where}",
-            targets,
-            [*relations, *params],
-        )
-        return [EdgeRow(r["src"], r["dst"], r["type"], r["weight"]) for r in rows]
-
-    async def links_of(self, ids: Sequence[str], scope: Scope) -> list[EdgeRow]:
-        """Edges with either end in `ids` whose other end is inside `scope`, archived or not."""
-        where, params = scope_sql(scope, "m")
-        out: list[EdgeRow] = []
-        for chunk in _chunks(list(ids), 400):
-            marks = _marks(chunk)
-            rows = await self._rows(
-                "SELECT e.src, e.dst, e.type, e.weight FROM edges e "
-                f"JOIN memories m ON m.id = e.dst WHERE e.src IN ({marks}) AND {where} "
-                "UNION SELECT e.src, e.dst, e.type, e.weight FROM edges e "
-                f"JOIN memories m ON m.id = e.src WHERE e.dst IN ({marks}) AND {where}",
-                [*chunk, *params, *chunk, *params],
-            )
-            out += [EdgeRow(r["src"], r["dst"], r["type"], r["weight"]) for r in rows]
-        # An edge between two chunks comes back from both: keep it once.
-        return list({(e.src, e.dst, e.type): e for e in out}.values())
-
-    async def edge_pairs(self, role: str | None, live_only: bool = True) -> list[EdgeRow]:
-        """Edges leaving a role's memories (every role for None), by default only between
-        live memories."""
-        clauses, params = [], []
-        if role is not None:
-            clauses.append("a.role = ?")
-            params.append(role)
-        if live_only:
-            clauses.append("a.archived = 0 AND b.archived = 0")
-        where = " AND ".join(clauses) or "1"
-        rows = await self._rows(
-            "SELECT e.src, e.dst, e.type, e.weight FROM edges e "
-            f"JOIN memories a ON a.id = e.src JOIN memories b ON b.id = e.dst WHERE {where}",
-            params,
-        )
-        return [EdgeRow(r["src"], r["dst"], r["type"], r["weight"]) for r in rows]
 
     async def edges_touching(self, ids: Sequence[str]) -> list[EdgeRow]:
         """Edges with `src` or `dst` among `ids` (each once), through both edge indexes."""
@@ -1475,160 +1156,9 @@ class SQLiteStore:
             ],
         )
 
-    async def access_stream(
-        self,
-        memory_id: str | None,
-        limit: int,
-        before_seq: int | None = None,
-        scope: Scope | None = None,
-    ) -> list[tuple[int, str, AccessRecord]]:
-        """Newest-first accesses of one memory, or of every memory in `scope`."""
-        clauses, params = ["1"], []
-        if memory_id is not None:
-            clauses.append("a.memory_id = ?")
-            params.append(memory_id)
-        if before_seq is not None:
-            clauses.append("a.seq < ?")
-            params.append(before_seq)
-        join = ""
-        if scope is not None:
-            where, sp = scope_sql(scope, "m")
-            join = "JOIN memories m ON m.id = a.memory_id"
-            clauses.append(where)
-            params += sp
-        params.append(limit)
-        rows = await self._rows(
-            f"SELECT a.* FROM accesses a {join} WHERE {' AND '.join(clauses)} "
-            "ORDER BY a.seq DESC LIMIT ?",
-            params,
-        )
-        return [(r["seq"], r["memory_id"], _access_from_row(r)) for r in rows]
-
-    async def count_accesses(self, memory_id: str) -> int:
-        return await self._scalar("SELECT COUNT(*) FROM accesses WHERE memory_id = ?", (memory_id,))
-
     # ------------------------------------------------------------------ tombstones
 
-    async def add_tombstone(self, memory_id: str, reason: str, when: datetime) -> None:
-        """Record what was archived and why, from the memory's own row (SPEC §7)."""
-        await self._execute(
-            "INSERT INTO tombstones(memory_id, owner, role, type, content_hash, embedding, "
-            "reason, ts) SELECT id, owner, role, type, content_hash, embedding, ?, ? "
-            "FROM memories WHERE id = ?",
-            (reason, ts(when), memory_id),
-        )
-
-    async def lift_tombstones(self, memory_id: str, when: datetime) -> None:
-        await self._execute(
-            "UPDATE tombstones SET lifted_at = ? WHERE memory_id = ? AND lifted_at IS NULL",
-            (ts(when), memory_id),
-        )
-
-    async def tombstone_by_hash(self, content_hash: str, role: str) -> Tombstone | None:
-        """The newest standing tombstone of this role with exactly this content."""
-        rows = await self._rows(
-            "SELECT t.* FROM tombstones t JOIN memories m ON m.id = t.memory_id "
-            "WHERE t.content_hash = ? AND t.role = ? AND t.lifted_at IS NULL AND m.archived = 1 "
-            "ORDER BY t.ts DESC LIMIT 1",
-            (content_hash, role),
-        )
-        return _tombstone(rows[0]) if rows else None
-
-    async def tombstones_of(self, memory_ids: Sequence[str]) -> dict[str, Tombstone]:
-        """Standing tombstones (newest per memory) of archived memories among `memory_ids`."""
-        rows = await self._rows_in(
-            "SELECT t.* FROM tombstones t JOIN memories m ON m.id = t.memory_id "
-            "WHERE t.memory_id IN ({marks}) AND t.lifted_at IS NULL AND m.archived = 1 "
-            "ORDER BY t.ts",
-            memory_ids,
-        )
-        return {r["memory_id"]: _tombstone(r) for r in rows}
-
-    async def all_tombstones(self, memory_ids: Sequence[str]) -> dict[str, list[Tombstone]]:
-        """Every tombstone (lifted ones too) of these memories, oldest first: for export."""
-        rows = await self._rows_in(
-            "SELECT * FROM tombstones WHERE memory_id IN ({marks}) ORDER BY ts, seq", memory_ids
-        )
-        out: dict[str, list[Tombstone]] = {}
-        for r in rows:
-            out.setdefault(r["memory_id"], []).append(_tombstone(r))
-        return out
-
     # ------------------------------------------------------------------ maintenance
-
-    async def log_maintenance(self, kind: str, report: dict[str, Any]) -> None:
-        await self._execute(
-            "INSERT INTO maintenance_log(ts, kind, report) VALUES (?, ?, ?)",
-            (datetime.now(UTC).timestamp(), kind, json.dumps(report, default=str)),
-        )
-
-    async def maintenance_entries(
-        self, kind: str | None = None, limit: int = 20, role: str | None = None
-    ) -> list[MaintenanceEntry]:
-        clauses, params = ["1"], []
-        if kind is not None:
-            clauses.append("kind = ?")
-            params.append(kind)
-        if role is not None:
-            clauses.append("json_extract(report, '$.role') = ?")
-            params.append(role)
-        rows = await self._rows(
-            f"SELECT seq, ts, kind, report FROM maintenance_log WHERE {' AND '.join(clauses)} "
-            "ORDER BY seq DESC LIMIT ?",
-            [*params, limit],
-        )
-        return [
-            MaintenanceEntry(r["seq"], dt(r["ts"]), r["kind"], json.loads(r["report"]))
-            for r in rows
-        ]
-
-    async def count_maintenance(self, kind: str, role: str | None = None) -> int:
-        if role is None:
-            return await self._scalar(
-                "SELECT COUNT(*) FROM maintenance_log WHERE kind = ?", (kind,)
-            )
-        return await self._scalar(
-            "SELECT COUNT(*) FROM maintenance_log WHERE kind = ? "
-            "AND json_extract(report, '$.role') = ?",
-            (kind, role),
-        )
-
-    async def reflection_nodes(self, role: str | None) -> tuple[list[Node], np.ndarray]:
-        """Live rows reflection plans over (one role, or every role) and their vectors."""
-        where, params = ("role = ?", [role]) if role is not None else ("1", [])
-        rows = await self._rows(
-            "SELECT id, type, owner, status, importance, authored_importance, salience, "
-            "confidence, strength, reinforcement_count, created_at, last_accessed_at, archived, "
-            f"embedding FROM memories WHERE archived = 0 AND {where} ORDER BY seq",
-            params,
-        )
-        dim = next((len(r["embedding"]) // 4 for r in rows if r["embedding"] is not None), 0)
-        vectors = np.zeros((len(rows), dim), dtype=np.float32)
-        nodes = []
-        for i, r in enumerate(rows):
-            blob = r["embedding"]
-            if blob is not None and len(blob) == dim * 4:
-                vectors[i] = np.frombuffer(blob, dtype=np.float32)
-            authored = r["authored_importance"]
-            nodes.append(
-                Node(
-                    id=r["id"],
-                    type=r["type"],
-                    owner=r["owner"],
-                    created_at=dt(r["created_at"]),
-                    last_accessed_at=dt(r["last_accessed_at"]),
-                    importance=r["importance"],
-                    authored_importance=r["importance"] if authored is None else authored,
-                    salience=r["salience"],
-                    confidence=r["confidence"],
-                    strength=r["strength"],
-                    reinforcement_count=r["reinforcement_count"],
-                    status=r["status"],
-                    archived=bool(r["archived"]),
-                    row=i,
-                )
-            )
-        return nodes, vectors
 
     async def reflection_rows(
         self, role: str | None, after: tuple[str, int] | None, limit: int
@@ -1688,73 +1218,6 @@ class SQLiteStore:
             by_owner=dict(sorted(by_owner.items())),
         )
 
-    async def kpi_rows(self, scope: Scope, reads: Sequence[str]) -> KpiRaw:
-        """Raw numbers for the KPIs in stats, every one of them inside `scope`."""
-        where, params = scope_sql(scope, "m")
-        marks = _marks(reads)
-        counts = {
-            r[0]: r[1]
-            for r in await self._rows(
-                f"SELECT a.memory_id, COUNT(*) FROM accesses a JOIN memories m "
-                f"ON m.id = a.memory_id WHERE a.channel IN ({marks}) AND m.archived = 0 "
-                f"AND {where} GROUP BY a.memory_id",
-                [*reads, *params],
-            )
-        }
-        derived = {
-            r[0]
-            for r in await self._rows(
-                "SELECT DISTINCT e.src FROM edges e JOIN memories m ON m.id = e.src "
-                f"WHERE e.type = 'derived_from' AND m.archived = 0 AND {where}",
-                params,
-            )
-        }
-        per_memory = [
-            (r["id"], r["type"], r["id"] in derived, counts.get(r["id"], 0))
-            for r in await self._rows(
-                f"SELECT m.id, m.type FROM memories m WHERE m.archived = 0 AND {where}", params
-            )
-        ]
-        todos = await self._rows(
-            f"SELECT status, created_at FROM memories m WHERE m.type = 'todo' AND {where} "
-            "AND m.archived = 0",
-            params,
-        )
-        # A read is cross-owner when the reader's role differs from the memory's (shared rows
-        # and unnamed readers never count).
-        cross = await self._scalar(
-            "SELECT COUNT(*) FROM accesses a JOIN memories m ON m.id = a.memory_id "
-            f"WHERE a.channel IN ({marks}) AND m.owner != '' AND a.reader_owner != '' "
-            "AND m.role != CASE WHEN instr(a.reader_owner, '@') > 0 "
-            "THEN substr(a.reader_owner, 1, instr(a.reader_owner, '@') - 1) "
-            f"ELSE a.reader_owner END AND {where}",
-            [*reads, *params],
-        )
-        tombstones = await self._scalar(
-            "SELECT COUNT(*) FROM tombstones t JOIN memories m ON m.id = t.memory_id "
-            f"WHERE t.lifted_at IS NULL AND {where}",
-            params,
-        )
-        # Edges and accesses the scope can see: both ends visible, the accessed memory visible.
-        b_where, b_params = scope_sql(scope, "b")
-        edges = await self._scalar(
-            "SELECT COUNT(*) FROM edges e JOIN memories m ON m.id = e.src "
-            f"JOIN memories b ON b.id = e.dst WHERE {where} AND {b_where}",
-            [*params, *b_params],
-        )
-        accesses = await self._scalar(
-            f"SELECT COUNT(*) FROM accesses a JOIN memories m ON m.id = a.memory_id WHERE {where}",
-            params,
-        )
-        return KpiRaw(
-            per_memory=per_memory,
-            todos=[(r["status"], dt(r["created_at"])) for r in todos],
-            cross_owner_reads=cross,
-            tombstones=tombstones,
-            edges=edges,
-            accesses=accesses,
-        )
-
     async def kpi_totals(self, scope: Scope, reads: Sequence[str]) -> KpiTotals:
         """`kpi_rows` summed here, from `access_counts`: one pass over the scope's memories."""
         where, params = scope_sql(scope, "m")
@@ -1806,7 +1269,7 @@ class SQLiteStore:
                 for r in rows
                 if not r["archived"]
             ],
-            todos=[(r["status"], dt(r["created_at"])) for r in todos],
+            todos=[(r["status"], time_from_epoch(r["created_at"])) for r in todos],
             cross_owner_reads=sum(r["foreign_reads"] for r in rows),
             tombstones=rest["tombstones"],
             edges=rest["edges"],
@@ -1853,7 +1316,7 @@ class SQLiteStore:
         encode = DUMP_JSON.get(table, frozenset())
         names, marks = ", ".join(columns), ", ".join(f":{c}" for c in columns)
         if table == "memories":
-            names, marks = f"{names}, rev", f"{marks}, {NEXT_REV}"
+            names, marks = f"{names}, stems, rev", f"{marks}, :stems, {NEXT_REV}"
         verb = "INSERT OR REPLACE" if table == "meta" else "INSERT"
         values = []
         for row in rows:
@@ -1864,6 +1327,10 @@ class SQLiteStore:
             for flag in ("archived", "faded"):
                 if flag in value:
                     value[flag] = int(bool(value[flag]))
+            if table == "memories":
+                value["stems"] = row_stems(
+                    row["title"], row["content"], row["tags"], row["entities"]
+                )
             values.append(value)
         await self._execute_many(f"{verb} INTO {table} ({names}) VALUES ({marks})", values)
 

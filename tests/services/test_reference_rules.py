@@ -16,6 +16,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from machine import machine_lacks
 
 from nooa_mcp import Memory
 from nooa_mcp.domain.references import (
@@ -356,7 +357,7 @@ def test_a_character_or_block_device_is_refused_as_a_device(root, kind):
     try:
         os.mknod(root / "dev", kind | 0o600, os.makedev(1, 3))
     except (PermissionError, OSError) as exc:
-        pytest.skip(f"cannot make a device node here ({exc})")
+        machine_lacks(f"cannot make a device node here ({exc})")
     exc = refusal(capture, parse_reference("file:dev"), root=root)
     assert exc.problem == "file:dev is a device, not a file or folder."
 
