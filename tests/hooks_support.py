@@ -3,6 +3,7 @@ and the hook run as Claude Code runs it (the installed console script, stdin in,
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -81,3 +82,34 @@ def run_hook(
 
 def open_memory(store: Path, owner: str):
     return Memory.open(store, owner=owner, embedder=HashEmbedder())
+
+
+def run_hook_in_process(
+    event: str,
+    payload: dict | str,
+    env: dict[str, str],
+    *args: str,
+    after: tuple[str, ...] = (),
+    command: str | None = None,
+) -> Answer:
+    """The same invocation as `run_hook`, answered in this process: the console script's own
+    argument reading (`__main__.hook_arguments`), then `hooks.run.run` with `env` as the whole
+    environment, so coverage and mutation testing see the hook path. An invocation only click
+    can read (--help, a mistyped option) still runs as a fresh process."""
+    from nooa_mcp.__main__ import hook_arguments
+    from nooa_mcp.hooks import run
+
+    found = hook_arguments([*args, "hook", event, *after])
+    if found is None or command is not None:
+        return run_hook(event, payload, env, *args, after=after, command=command)
+    text = payload if isinstance(payload, str) else json.dumps(payload)
+    out = io.StringIO()
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        code = run.run(found.pop("event"), **found, stdin=io.StringIO(text), stdout=out)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    return Answer(code, out.getvalue(), "")

@@ -34,7 +34,8 @@ __all__ = ["MARK_HEADER", "SCOPES", "InstallError", "apply", "handlers", "is_our
 #: Which command answers which Claude Code event.
 EVENTS = {"SessionStart": "session-start", "UserPromptSubmit": "user-prompt"}
 SCOPES = ("user", "project", "local")
-#: Claude Code kills a hook after this many seconds; ours bounds itself at 2 s (NOOA_HOOK_SECONDS).
+#: Claude Code kills a hook after this many seconds; ours ends itself at its deadline (2 s unless
+#: --deadline / NOOA_HOOK_SECONDS says otherwise).
 TIMEOUT = 10
 #: The header that marks an http hook as nooa's (the server ignores it).
 MARK_HEADER = "X-Nooa-Hook"
@@ -78,12 +79,14 @@ def handlers(
     url: str | None = None,
     http: bool = False,
     token_env: str | None = None,
+    deadline: float | None = None,
 ) -> dict[str, dict[str, Any]]:
     """The handler nooa installs for each event.
 
     A command hook by default (the keyword path, or the server at `url` when given); with
     `http`, Claude Code posts straight to the server's /hooks route (`url` required), with the
-    bearer token read from the environment variable `token_env` when given.
+    bearer token read from the environment variable `token_env` when given. `deadline` is the
+    command hook's whole-hook deadline in seconds (`--deadline`; without it, 2 s).
     """
     out: dict[str, dict[str, Any]] = {}
     for event, name in EVENTS.items():
@@ -105,6 +108,8 @@ def handlers(
             parts += ["hook", name]
             if url:
                 parts += ["--url", shlex.quote(url)]
+            if deadline is not None:
+                parts += ["--deadline", f"{deadline:g}"]
             handler = {"type": "command", "command": " ".join(parts), "timeout": TIMEOUT}
         out[event] = handler
     return out

@@ -20,7 +20,7 @@ import anyio
 import numpy as np
 
 from ..domain.scope import Scope
-from ..heap import release_free_memory
+from ..malloc_tuning import release_free_memory
 from . import sketch
 from .base import Store, VectorRow
 from .ids import IdTable

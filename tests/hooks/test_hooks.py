@@ -1,7 +1,9 @@
-"""Claude Code hooks (issue 13 items 1–2): recorded hook JSON in, the context to inject out.
+"""Claude Code hooks (DESIGN.md §12): recorded hook JSON in, the context to inject out.
 
-Every test runs the installed `nooa-mcp` console script in a fresh process, as Claude Code runs
-a command hook, on a store written through the Memory facade.
+Every test runs twice on a store written through the Memory facade: the installed `nooa-mcp`
+console script in a fresh process, as Claude Code runs a command hook, and the same invocation
+answered in this process (so coverage and mutation testing see `storage/quick.py` and
+`hooks/local.py`, which a subprocess hides from them).
 """
 
 from __future__ import annotations
@@ -15,14 +17,22 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import anyio
+import hooks_support
 import pytest
 from click.testing import CliRunner
-from hooks_support import hook_env, log_lines, open_memory, recorded, run_hook
+from hooks_support import hook_env, log_lines, open_memory, recorded, run_hook_in_process
 
 from nooa_mcp.cli import main
-from nooa_mcp.domain.injection import CONTEXT_CHARS, ITEM_CHARS
 
 OWNER = "claude-code"
+run_hook = hooks_support.run_hook
+
+
+@pytest.fixture(autouse=True, params=["console script", "in process"])
+def _how(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test once through the console script, once in this process."""
+    if request.param == "in process":
+        monkeypatch.setitem(globals(), "run_hook", run_hook_in_process)
 
 
 @pytest.fixture
@@ -174,7 +184,7 @@ def test_what_session_start_shows_is_logged_injected_and_never_counts_as_use(
         assert newest.reader_owner == OWNER
         assert newest.session_ref == payload["session_id"]
         assert after[memory_id].channels.get("injected") == 1
-        # SPEC §2: injected never reinforces.
+        # DESIGN.md §3.1: injected never reinforces.
         assert after[memory_id].access_count == before[memory_id].access_count
         assert after[memory_id].strength == before[memory_id].strength
         assert after[memory_id].last_accessed_at == before[memory_id].last_accessed_at
@@ -264,8 +274,10 @@ def test_the_injected_block_stays_far_below_what_claude_code_previews(
     anyio.run(crowd)
     for event, name in (("session-start", "session_start"), ("user-prompt", "user_prompt")):
         text = run_hook(event, recorded(name, project), env, "--store", str(store)).context
-        assert 0 < len(text) <= CONTEXT_CHARS
-        assert all(len(line) <= ITEM_CHARS + 40 for line in text.splitlines())
+        # README: under 4,000 characters; an item's text clipped at 300 (its line adds the id,
+        # type and importance, under 40 more). Stated here, not imported from the code.
+        assert 0 < len(text) <= 4_000
+        assert all(len(line) <= 300 + 40 for line in text.splitlines())
 
 
 # --------------------------------------------------------------------------- owner and store

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -21,6 +22,7 @@ from pathlib import Path
 import anyio
 import pytest
 from hooks_support import hook_env, log_lines, open_memory, recorded, run_hook
+from writes_support import console_script
 
 OWNER = "claude-code"
 #: The documented default deadline (README "A hook never breaks a prompt") and the headroom a
@@ -261,3 +263,50 @@ def test_a_servers_answer_gives_only_its_context_bounded_as_the_local_hook_bound
     assert 0 < len(text) <= CONTEXT_CHARS, len(text)
     assert all(len(line) <= LINE_CHARS for line in text.splitlines())
     assert "block" not in answer.stdout
+
+
+# --------------------------------------------------------------------------- whatever it waits on
+
+
+def test_a_hook_whose_input_never_ends_is_ended_at_the_deadline(
+    project: Path, tmp_path: Path
+) -> None:
+    """Nothing cooperative bounds a read of stdin: the watchdog ends the process."""
+    start = time.monotonic()
+    process = subprocess.Popen(
+        [console_script(), "hook", "user-prompt", "--deadline", "1"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=hook_env(tmp_path),
+    )
+    try:
+        process.stdin.write(b'{"prompt": "where do invoices go')  # and never more, never EOF
+        process.stdin.flush()
+        process.wait(timeout=60)  # a guard against a hang, not a measure; stdin stays open
+        out, err = process.stdout.read(), process.stderr.read()
+    finally:
+        if process.poll() is None:
+            process.kill()
+        for stream in (process.stdin, process.stdout, process.stderr):
+            stream.close()
+    took = time.monotonic() - start
+    assert (process.returncode, out, err) == (0, b"", b""), (out, err)
+    assert took < 1 + HEADROOM, took
+    lines = log_lines(tmp_path)
+    assert len(lines) == 1 and "deadline" in lines[0], lines
+
+
+def test_postgresql_urls_get_timeouts_from_what_is_left_and_keep_their_options() -> None:
+    from urllib.parse import parse_qs, urlsplit
+
+    from nooa_mcp.hooks.facade import within
+
+    url = "postgresql://nooa@db:5432/team?options=-csearch_path%3Dalpha&application_name=x"
+    query = parse_qs(urlsplit(within(url, 1.4)).query)
+    assert query["options"] == ["-csearch_path=alpha -c statement_timeout=1400"]
+    assert query["connect_timeout"] == ["2"]  # libpq's least
+    assert query["application_name"] == ["x"]
+    query = parse_qs(urlsplit(within("postgresql://db/t?connect_timeout=30", 7.2)).query)
+    assert query["connect_timeout"] == ["8"]
+    assert query["options"] == ["-c statement_timeout=7200"]

@@ -1,4 +1,4 @@
-"""`nooa-mcp hooks install|uninstall` on scratch Claude Code settings files (issue 13 item 3)."""
+"""`nooa-mcp hooks install|uninstall` on scratch Claude Code settings files."""
 
 from __future__ import annotations
 
@@ -216,10 +216,16 @@ def test_an_installed_hook_answers_the_recorded_hook_json(tmp_path: Path) -> Non
             str(settings),
             "--command",
             console_script(),
+            "--deadline",
+            "5",
         ],
     )
     assert done.exit_code == 0, done.output
     installed = json.loads(settings.read_text())["hooks"]
+    # The deadline is written after the event, where the console script reads it.
+    assert installed["SessionStart"][0]["hooks"][0]["command"].endswith(
+        "hook session-start --deadline 5"
+    )
     env = hook_env(tmp_path)
     answers = {}
     for event, name in (("SessionStart", "session_start"), ("UserPromptSubmit", "user_prompt")):

@@ -1,4 +1,4 @@
-"""The SQLite store (SPEC §3): pragmas, migrations, prefixes, FTS safety, refresh."""
+"""The SQLite store (DESIGN.md §15): pragmas, migrations, prefixes, FTS safety, refresh."""
 
 import random
 import re
