@@ -136,7 +136,11 @@ def run(
     plain_log_lines()
 
     # Forwarded headers are applied inside the app, behind the session cap (see http_app).
-    config = uvicorn.Config(app, log_level="warning", lifespan="on", proxy_headers=False)
+    # The app is ASGI 3; said outright, uvicorn does not guess it from the session cap's
+    # __call__ (a wrapper around it, as mutation testing puts there, made it guess ASGI 2).
+    config = uvicorn.Config(
+        app, log_level="warning", lifespan="on", proxy_headers=False, interface="asgi3"
+    )
     anyio.run(functools.partial(uvicorn.Server(config).serve, sockets=[sock]))
 
 
