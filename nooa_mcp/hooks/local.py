@@ -1,4 +1,4 @@
-"""The hook's keyword path: no server, no model, standard library only (issue 13 item 2).
+"""The hook's keyword path: no server, no model, standard library only (DESIGN.md §12).
 
 It gives what keywords and cue words can: intents whose time has come or whose cue words are
 all in the prompt, memories that share enough words with the prompt (the rule of

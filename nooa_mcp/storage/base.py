@@ -274,7 +274,8 @@ class RankingReads:
 
 @dataclass(slots=True)
 class Tombstone:
-    """What was archived and why (SPEC §7): the value a later write is checked against."""
+    """What was archived and why (DESIGN.md §2.6, §4.4): the value a later write is checked
+    against."""
 
     memory_id: str
     owner: str
@@ -459,7 +460,7 @@ class Store(Protocol):
 
     async def todo_rows(self, scope: Scope, status: str | None, limit: int) -> list[Memory]:
         """At most `limit` live todos inside `scope` (of one status, or any for None) in todo
-        order: open first, then higher importance, then older first (SPEC §9)."""
+        order: open first, then higher importance, then older first (DESIGN.md §9.1)."""
         ...
 
     async def intents(self, role: str) -> list[Memory]:

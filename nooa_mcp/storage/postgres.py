@@ -1,4 +1,4 @@
-"""The PostgreSQL store: one database shared by several nooa-mcp servers (issue 11).
+"""The PostgreSQL store: one database shared by several nooa-mcp servers (DESIGN.md §15).
 
 Selected with `--store postgresql://user@host:5432/database` (or NOOA_STORE). The store lives
 in the connection's schema (`public` unless the URL sets `options=-csearch_path%3D<schema>`),

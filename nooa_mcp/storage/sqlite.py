@@ -1,4 +1,4 @@
-"""The SQLite store: one file is the source of truth on one machine (SPEC §3).
+"""The SQLite store: one file is the source of truth on one machine (DESIGN.md §15).
 
 Several server processes share the file. WAL lets readers run beside one writer;
 `busy_timeout` makes writers wait for each other; every read-then-write transaction takes the
@@ -75,7 +75,7 @@ __all__ = ["SQLiteStore", "copy_store", "fts_query"]
 logger = logging.getLogger(__name__)
 
 #: 1: the first release. 2: content_hash is taken after NFKC and case folding (exact repeats,
-#: SPEC §5 v2); a version-1 file is rehashed in place when opened. 3: the access stream's
+#: DESIGN.md §4.2); a version-1 file is rehashed in place when opened. 3: the access stream's
 #: counts per memory, channel and reader (`access_counts`, kept by triggers) and a covering
 #: index for scans by scope, so stats reads neither the stream nor the wide rows; an older
 #: file's counts are taken from its stream when it is opened. 4: `faded`, which tells a memory
@@ -123,7 +123,7 @@ CREATE TABLE memories (
     embedding BLOB,
     rev INTEGER NOT NULL DEFAULT 0,
     -- What the author said, kept apart from `importance`, which rescore may raise: rescore
-    -- recomputes from this, so running it twice changes nothing (SPEC §8).
+    -- recomputes from this, so running it twice changes nothing (DESIGN.md §8.5).
     authored_importance REAL,
     -- The searchable columns as keyword search indexes them (storage.keywords).
     stems TEXT NOT NULL DEFAULT '[]'
@@ -747,11 +747,10 @@ class SQLiteStore(SqlVerbs):
         """A read over a whole role (a reflection pass's rows, statistics), outside any
         transaction, on a read-only connection of its own ("bulk").
 
-        On the store's one connection such a read held its thread for tens of ms a page (at
-        100k, ~0.45 s for a pass's rows and ~1.4 s for the KPIs), and every statement of the
-        writes clients were waiting on queued behind it (issue 12); on the "reads" connection,
-        every recall would. In WAL mode it reads the last commit while the store's connection
-        writes. Callers are never inside a transaction.
+        On the store's one connection such a read held its thread for tens of ms a page, and
+        every statement of the writes clients were waiting on queued behind it; on the
+        "reads" connection, every recall would. In WAL mode it reads the last commit while the
+        store's connection writes. Callers are never inside a transaction.
         """
         return list(await self._read("bulk", sql, params))
 
@@ -1145,9 +1144,8 @@ class SQLiteStore(SqlVerbs):
     # Adding or copying an edge does not move its memories' revision (`NEXT_REV`), as on
     # PostgreSQL: no cache holds edges (the vector cache holds vectors and masks, a pass's
     # kept rows their columns), and every recall and pass reads edges afresh. Moving it
-    # rewrote each linked row and its entry in the revision index: a first pass at 100k,
-    # 141k links, spent 21 of its 82 s on it (issue 12), and every other process's vector
-    # cache then read those rows again.
+    # rewrote each linked row and its entry in the revision index (a quarter of a first pass
+    # at 100k), and every other process's vector cache then read those rows again.
 
     async def add_edge(
         self, src: str, dst: str, type: EdgeType, weight: float, at: datetime | None = None
