@@ -78,8 +78,14 @@ async def test_a_write_rolled_back_beside_a_recall_hides_no_later_write(mem, set
     async with Memory.open(settings=settings, embedder=HashEmbedder()) as other:
         later = await other.author("The staging database lives in Frankfurt.")
     index = mem.engine.index
-    await index.sync(mem.engine.store)
-    assert index.vector(later.id) is not None
+    # PostgreSQL tells this server of another's commit by NOTIFY, which can arrive after the
+    # commit returns: sync until the row is there (a lost row never comes, and the guard fails).
+    with anyio.fail_after(30):
+        while True:
+            await index.sync(mem.engine.store)
+            if index.vector(later.id) is not None:
+                break
+            await anyio.sleep(0.05)
     hits = await mem.recall("staging database in Frankfurt", k=3)
     assert hits.hits[0].id == later.id
     # The rows never committed are not searchable: every row a search can reach is stored.
