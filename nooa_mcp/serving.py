@@ -1,9 +1,9 @@
 """Serving a process: MCP at /mcp, with the web console at /ui and the hooks' route at /hooks
 beside it over HTTP (DESIGN.md §13).
 
-The front ends never import one another (`tests/test_architecture.py`); this module is where
-they are put together, as the CLI is: `mcp.server.build_server` builds the MCP server alone,
-and the routes and apps that share its engine are added here.
+The front ends never import one another (`tests/package/test_architecture.py`); this module
+is where they are put together, as the CLI is: `mcp.server.build_server` builds the MCP server
+alone, and the routes and apps that share its engine are added here.
 """
 
 from __future__ import annotations

@@ -118,6 +118,12 @@ def test_every_hook_access_moves_the_store_revision(store: Path, project: Path) 
     with sqlite3.connect(store) as conn:
         after = conn.execute("SELECT max(rev) FROM memories").fetchone()[0]
     assert after == before + 1
+    # A second showing counts on the channel's counter (and moves the revision again).
+    assert _hook("user-prompt", recorded("user_prompt", project, prompt=prompt), store)
+    with sqlite3.connect(store) as conn:
+        rev, channels = conn.execute("SELECT rev, channels FROM memories").fetchone()
+    assert rev == before + 2
+    assert json.loads(channels)["injected"] == 2
 
 
 # --------------------------------------------------------------------------- intents
