@@ -125,7 +125,7 @@ def config(package: str, pyproject: str) -> str:
         'source_paths = ["nooa_mcp"]\n'
         f"only_mutate = {_array(mutate)}\n"
         f"do_not_mutate = {_array(skip)}\n"
-        'also_copy = ["prompts"]\n'
+        'also_copy = ["prompts", "docs", "benchmarks", "README.md", "BENCHMARKS.md"]\n'
         "timeout_constant = 3.0\n"
         f"pytest_add_cli_args = {_array(args)}\n"
         f"pytest_add_cli_args_test_selection = {_array(tests)}\n"
