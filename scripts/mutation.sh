@@ -66,9 +66,10 @@ done
 work=".mutation/$package"
 mkdir -p "$work"
 # The sources and tests as they are now; mutmut keeps its mutants/ beside them.
-for dir in nooa_mcp tests prompts; do
+for dir in nooa_mcp tests prompts docs benchmarks; do  # tests/package reads docs, benchmarks
     rsync -a --delete --exclude __pycache__ --exclude artifacts "$dir/" "$work/$dir/"
 done
+cp README.md BENCHMARKS.md "$work/"
 python scripts/mutation_packages.py config "$package" pyproject.toml > "$work/pyproject.toml"
 
 cd "$work"

@@ -10,7 +10,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from nooa_mcp.domain.accesses import History, apply_access, history_record, restore_history
+from nooa_mcp.domain.accesses import (
+    History,
+    apply_access,
+    created_record,
+    history_record,
+    restore_history,
+)
 from nooa_mcp.domain.schema import AccessRecord, Channel, Memory
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -226,3 +232,15 @@ def test_a_restored_history_keeps_16_use_times_and_a_ring_of_64_by_default() -> 
     assert m.actr_times == ts(*range(99, 83, -1))  # the newest 16
     assert len(m.access_log) == 64 and m.access_log[0].ts == T0 + 99 * HOUR
     assert m.actr_count == 100
+
+
+def test_the_created_access_is_when_the_store_learned_it_and_names_who_and_where() -> None:
+    m = fresh()
+    m.last_accessed_at = T0 + 2 * HOUR  # learned two hours after it happened
+    record = created_record(m, "alice@laptop", session_ref="s-1", trace_ref="t-1")
+    assert (record.ts, record.channel) == (T0 + 2 * HOUR, Channel.created)
+    assert (record.reader_owner, record.session_ref, record.trace_ref) == (
+        "alice@laptop",
+        "s-1",
+        "t-1",
+    )

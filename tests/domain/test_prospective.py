@@ -132,3 +132,15 @@ def test_todos_sort_open_first_then_importance_then_oldest():
         "done-high",
         "dropped",
     ]
+
+
+def test_every_hours_of_at_most_a_year_is_taken_and_a_minute_more_is_refused() -> None:
+    """DESIGN §9.2: `every_hours` more than 0, at most a year (366 days: 8,784 hours)."""
+    from nooa_mcp.domain.inputs import parse_trigger
+    from nooa_mcp.errors import InvalidInput
+
+    assert parse_trigger({"cue": "quarterly review", "every_hours": 8_784}).every_hours == 8_784
+    for bad in (8_784 + 1 / 60, 0, -1):
+        with pytest.raises(InvalidInput) as refused:
+            parse_trigger({"cue": "quarterly review", "every_hours": bad})
+        assert str(refused.value).startswith("trigger.every_hours: ")
