@@ -14,6 +14,25 @@ cost it more than its whole time budget. `from nooa_mcp import Memory` works as 
 from __future__ import annotations
 
 import importlib
+import typing
+
+if typing.TYPE_CHECKING:  # what `__getattr__` loads on first use, as the type checker sees it
+    from .config import RecallSettings as RecallSettings, Settings as Settings
+    from .domain.schema import (
+        Channel as Channel,
+        EdgeType as EdgeType,
+        MemoryType as MemoryType,
+    )
+    from .errors import (
+        AmbiguousId as AmbiguousId,
+        InvalidInput as InvalidInput,
+        NooaError as NooaError,
+        NotFound as NotFound,
+        OwnerForbidden as OwnerForbidden,
+        ReferenceOutsideRoot as ReferenceOutsideRoot,
+        StoreTooNew as StoreTooNew,
+    )
+    from .memory import Memory as Memory
 
 #: Public name → the module that defines it.
 _EXPORTS = {

@@ -194,6 +194,13 @@ def main(
         click_ctx.invoke(serve)
 
 
+def tokens_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """`--tokens FILE`, the tokens file of a server or the console (`mcp.identity`)."""
+    return click.option(
+        "--tokens", "tokens_file", type=click.Path(path_type=Path, exists=True), help=help
+    )
+
+
 allow_host_option = click.option(
     "--allow-host",
     "allow_host",
@@ -217,12 +224,7 @@ def _with_hosts(settings: Settings, names: tuple[str, ...]) -> Settings:
 )
 @click.option("--host", default="127.0.0.1", show_default=True, help="HTTP bind address.")
 @click.option("--port", default=8765, show_default=True, type=int, help="HTTP port.")
-@click.option(
-    "--tokens",
-    "tokens_file",
-    type=click.Path(path_type=Path, exists=True),
-    help="JSON file mapping bearer token → owner; requests without one are refused.",
-)
+@tokens_option("JSON file mapping bearer token → owner; requests without one are refused.")
 @allow_host_option
 @click.pass_obj
 def serve(
@@ -234,15 +236,15 @@ def serve(
     allow_host: tuple[str, ...] = (),
 ) -> None:
     """Serve MCP (stdio by default, or streamable HTTP on loopback)."""
-    from .mcp import server
+    from . import serving
 
-    server.single_threaded_blas()
+    serving.single_threaded_blas()
     try:
         settings = _with_hosts(ctx.settings(), allow_host)
         # The server opens its store inside the MCP lifespan, where a wrong URL or a database
         # that is down would end in a traceback: check a PostgreSQL store first.
         anyio.run(_reachable, settings.store)
-        server.run(settings, transport=transport, host=host, port=port, tokens_file=tokens_file)
+        serving.run(settings, transport=transport, host=host, port=port, tokens_file=tokens_file)
     except NooaError as exc:
         raise click.ClickException(str(exc)) from None
 
@@ -559,7 +561,7 @@ def _import_lines(file: Any) -> list[tuple[int, Any]]:
     """
     from .domain.imports import MAX_LINE_BYTES
 
-    items = []
+    items: list[tuple[int, Any]] = []
     n = 0
     while True:
         raw = file.readline(MAX_LINE_BYTES + 1)
@@ -934,7 +936,7 @@ def hooks_trust(path: Path | None, remove: bool) -> None:
 
 
 # ------------------------------------------------------------------------ migrate
-# Owned by the PostgreSQL work; the copying lives in nooa_mcp/storage/migrate.py.
+# The copying between backends lives in nooa_mcp/storage/migrate.py.
 
 
 @main.command()
@@ -990,25 +992,20 @@ async def migrate(source: str, dest: str, as_json: bool) -> None:
 
 
 # --------------------------------------------------------------------------- eval
-# Owned by the evaluation work: the `eval` group lives in nooa_mcp/evaluation/cli.py.
+# The `eval` group lives in nooa_mcp/evaluation/cli.py.
 from .evaluation.cli import eval_group  # noqa: E402
 
 main.add_command(eval_group)
 
 
 # --------------------------------------------------------------------------- ui
-# Owned by the console work: the web front end lives in nooa_mcp/console/.
+# The web front end lives in nooa_mcp/console/.
 
 
 @main.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Bind address.")
 @click.option("--port", default=8766, show_default=True, type=int, help="Port.")
-@click.option(
-    "--tokens",
-    "tokens_file",
-    type=click.Path(path_type=Path, exists=True),
-    help="JSON file mapping token → owner: sign in with a token instead of --owner.",
-)
+@tokens_option("JSON file mapping token → owner: sign in with a token instead of --owner.")
 @allow_host_option
 @click.pass_obj
 def ui(

@@ -22,7 +22,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import platformdirs
 
-from .heap import release_free_memory
+from .malloc_tuning import release_free_memory
 from .model_file import model_file
 
 TOKENIZER_DIR = Path(__file__).parent / "assets" / "minilm"

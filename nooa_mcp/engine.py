@@ -39,10 +39,9 @@ __all__ = ["Engine", "RoleState", "text_of"]
 CUE_CACHE = 4096
 #: Texts embedded together at most when calls arrive while the model is busy.
 EMBED_BATCH = 32
-#: Embedding calls that run side by side on the one model (its session is thread-safe). One
-#: run of a single text leaves part of 2 cores idle: two threads embedding LoCoMo turns one at
-#: a time did 135-150 texts/s against 105-123 for one (issue 12). A call that arrives while
-#: every lane is busy joins the next batch.
+#: Embedding calls that run side by side on the one model (its session is thread-safe): one
+#: run of a single text leaves part of two cores idle (figures in BENCHMARKS.md, ingest). A
+#: call that arrives while every lane is busy joins the next batch.
 EMBED_LANES = 2
 #: Vectors whose nearest rows one product computes at most (scores: 25 MB at 100k rows).
 NEAREST_BATCH = 64
@@ -50,10 +49,9 @@ NEAREST_BATCH = 64
 WRITE_BEHIND_LIMIT = 32
 #: Seconds logging queued by `after_reply` waits before it starts, so that the reply leaves
 #: first: it is queued while the reply is still being rendered, and the transport writes and
-#: flushes it through worker threads, which then wait for the event loop and the interpreter
-#: lock while the log's transaction parses rows on them. Recall through MCP stdio at 10k, 2
-#: runs each: from the ranking's end to the reply flushed 1.37, 1.38 -> 0.73, 0.74 ms; the
-#: client's p50 10.2 -> 9.5-9.7 ms (issue 12). `flush` never waits for it.
+#: flushes it through worker threads, which would otherwise wait for the event loop and the
+#: interpreter lock while the log's transaction parses rows on them. `flush` never waits for
+#: it.
 AFTER_REPLY_DELAY = 0.003
 
 logger = logging.getLogger(__name__)
@@ -104,15 +102,16 @@ class Engine:
         #: The most that callers waiting in `flush` need finished: until then the writer
         #: starts without its delay.
         self._behind_wanted = 0
-        self._behind_wake = asyncio.Event()
+        #: Set when a log is queued; the writer replaces it by a fresh one once woken.
+        self._behind_wake = anyio.Event()
         #: Set, and replaced by a fresh one, each time a log finishes.
-        self._behind_step = asyncio.Event()
+        self._behind_step = anyio.Event()
         #: Set when a caller starts waiting in `flush`: cuts the writer's delay short.
-        self._behind_hurry = asyncio.Event()
+        self._behind_hurry = anyio.Event()
         self._writer: asyncio.Task[None] | None = None
         #: The first read of the stored vectors when it waits for the model (`vectors_later`).
         self._first_vectors: asyncio.Task[None] | None = None
-        self._embeddings = SharedRuns(
+        self._embeddings: SharedRuns[str] = SharedRuns(
             lambda texts: self.embedder.embed(texts),
             lanes=EMBED_LANES,
             batch=EMBED_BATCH,
@@ -226,7 +225,7 @@ class Engine:
         A call starts at once while one of `EMBED_LANES` is free; calls that arrive while
         every lane is busy share the next free lane's batch, so one write per MCP call from
         several clients (or one client with calls in flight) neither waits for each other
-        call's run nor leaves a core idle (issue 12).
+        call's run nor leaves a core idle.
         """
         vectors = await self._embeddings(list(texts))
         await self._ensure_model_matches()
@@ -238,9 +237,9 @@ class Engine:
         """Per vector, the most similar row its mask keeps and the cosine, or (-1, -inf)
         when none is at `floor` or above (`VectorIndex.nearest`).
 
-        In a worker thread, and one run for the writes that wait together: at 100k rows a
-        whole product reads 147 MiB of vectors and held the event loop for ~8 ms a write
-        (issue 12). With a floor, the index's sketch spares most of it (`storage.sketch`).
+        In a worker thread, and one run for the writes that wait together: a whole product
+        reads every stored vector, which would hold the event loop for every write. With a
+        floor, the index's sketch spares most of it (`storage.sketch`).
         """
         await self.index.keep_sketch()
         return await self._nearest([(v, m, floor) for v, m in zip(vectors, masks, strict=True)])
@@ -344,9 +343,8 @@ class Engine:
     async def flush(self) -> None:
         """Wait until the logging queued by `after_reply` before this call is committed.
 
-        Logs queued after it do not hold it up: while one client recalled back to back, a
-        write waiting for the queue to be empty waited for every log queued meanwhile too
-        (4 writes in flight at 10k beside a recalling client: write p50 ~280 ms, issue 12).
+        Logs queued after it do not hold it up: a write waiting for the queue to be empty
+        would wait for every log queued meanwhile by a client recalling back to back.
         """
         target = self._behind_queued
         if self._behind_done >= target:
@@ -359,9 +357,9 @@ class Engine:
     async def _write_behind(self) -> None:
         while True:
             await self._behind_wake.wait()
-            self._behind_wake.clear()
+            self._behind_wake = anyio.Event()
             if self._behind_done >= self._behind_wanted:  # nobody waits for these yet
-                self._behind_hurry.clear()
+                self._behind_hurry = anyio.Event()
                 with anyio.move_on_after(AFTER_REPLY_DELAY):
                     await self._behind_hurry.wait()
             while self._behind:
@@ -377,7 +375,7 @@ class Engine:
                     logger.exception("logging accesses after a reply failed")
                 finally:
                     self._behind_done += 1
-                    step, self._behind_step = self._behind_step, asyncio.Event()
+                    step, self._behind_step = self._behind_step, anyio.Event()
                     step.set()
 
     # ------------------------------------------------------------------ activity

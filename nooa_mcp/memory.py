@@ -45,7 +45,7 @@ from .domain.schema import AccessRecord
 from .domain.scope import Actor, Scope, parse_owner, parse_roles
 from .embeddings import Embedder
 from .engine import Engine
-from .heap import release_free_memory
+from .malloc_tuning import release_free_memory
 from .services import (
     authoring,
     consolidation,

@@ -55,7 +55,8 @@ class SharedRuns(Generic[T]):
     async def _lane(self) -> None:
         """Take what waits, a run at a time, until nothing does."""
         while self._waiting:
-            calls, size = [], 0
+            calls: list[Waiting] = []
+            size = 0
             while self._waiting and (not calls or size < self.batch):
                 call = self._waiting.popleft()
                 calls.append(call)

@@ -1,21 +1,31 @@
 #!/usr/bin/env bash
-# Mutation testing over the core modules (issue 15): scoring, ranking, scope, references,
-# tombstones, dedup and reply bounds. The modules and the tests are in pyproject.toml
-# ([tool.mutmut]); mutmut runs, per mutant, only the tests that call the mutated function.
-# Takes about an hour on two busy cores, so it is not part of .ci/run; its score is quoted in
-# BENCHMARKS.md. Needs mutmut 3 (`pip install "mutmut>=3.8,<4"`) in the active venv.
+# Mutation testing of every module of nooa_mcp/, one package at a time, each against the tests
+# that reach it (scripts/mutation_packages.py says which). mutmut 3 runs, per mutant, only the
+# tests that call the mutated function in the test process, so paths a test reaches only in a
+# subprocess (a server, a hook) count as "no tests": each package's selection drives them in
+# process (MCP tools through an in-memory client, HTTP through the ASGI app, the hook path
+# through its functions, PostgreSQL through the store). Not part of .ci/run: a whole package
+# takes hours on two busy cores. Needs mutmut 3 (`pip install "mutmut>=3.8,<4"`).
 #
-#   scripts/mutation.sh                 # a full run, then the score and the survivors
-#   scripts/mutation.sh 'nooa_mcp.domain.scope*'   # only mutants whose name matches
-#   scripts/mutation.sh --retest        # after adding tests: re-test every mutant not killed
+#   scripts/mutation.sh domain                  # every mutant of nooa_mcp/domain/
+#   scripts/mutation.sh domain --sample 150     # 150 of them drawn with a fixed seed
+#   scripts/mutation.sh domain --retest         # after adding tests: re-test what survived
+#   scripts/mutation.sh all --sample 100        # each package in turn
+#   scripts/mutation.sh core                    # the core modules listed in pyproject.toml
+#                                               # (also with no package named)
+#   scripts/mutation.sh core --only 'nooa_mcp.domain.accesses*'   # mutants whose name matches
+#
+# Packages: domain storage services mcp hooks console evaluation top (the modules directly
+# under nooa_mcp/), or core. Each runs in .mutation/PACKAGE/ (git-ignored), a copy of the
+# sources and tests with its own mutmut state, so packages never invalidate each other's
+# verdicts; mutmut re-tests only what changed there. The score printed at the end is mutmut's
+# (killed or timed out, of all but skipped); a sampled score says how many were drawn.
+# `cd .mutation/PACKAGE && mutmut show NAME` prints one mutant's diff.
 #
 # --retest keeps the kills and timeouts (an added test can only catch more; a changed function
 # is re-mutated by mutmut anyway) and re-tests the survivors and the "no tests". mutmut itself
-# would throw every verdict away when the test selection in pyproject.toml grows, so the
-# stored fingerprint of the selection is brought up to date first.
-#
-# mutmut keeps its results in mutants/ (git-ignored) and re-tests only what changed; delete
-# mutants/ for a run from scratch. `mutmut show <name>` prints one mutant's diff.
+# would throw every verdict away when the test selection grows, so the stored fingerprint of
+# the selection is brought up to date first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1
@@ -23,47 +33,64 @@ if ! python -c "import mutmut" 2>/dev/null; then
     echo "mutmut is not installed in this Python: pip install 'mutmut>=3.8,<4'" >&2
     exit 2
 fi
-if [ "${1:-}" = "--retest" ]; then
-    shift
-    python - <<'PY'
-import json
-from pathlib import Path
+packages="domain storage services mcp hooks console evaluation top core"
+package="${1:-core}"
+if [[ "$package" == -* ]]; then  # no package named: the core modules, as before
+    set -- core "$@"
+    package=core
+fi
+if ! [[ " $packages all " == *" $package "* ]]; then
+    echo "usage: scripts/mutation.sh PACKAGE [--sample N] [--retest]; PACKAGE is one of:" >&2
+    echo "  $packages all" >&2
+    exit 2
+fi
+if [ $# -gt 0 ]; then shift; fi
+if [ "$package" = "all" ]; then
+    for each in domain storage services mcp hooks console evaluation top; do
+        scripts/mutation.sh "$each" "$@" || echo "$each: the run failed" >&2
+    done
+    exit 0
+fi
+sample=""
+retest=""
+only=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --sample) sample="$2"; shift 2 ;;
+        --retest) retest=1; shift ;;
+        --only) only+=("$2"); shift 2 ;;
+        *) echo "unknown option $1" >&2; exit 2 ;;
+    esac
+done
 
-from mutmut.configuration import config
+work=".mutation/$package"
+mkdir -p "$work"
+# The sources and tests as they are now; mutmut keeps its mutants/ beside them.
+for dir in nooa_mcp tests prompts; do
+    rsync -a --delete --exclude __pycache__ --exclude artifacts "$dir/" "$work/$dir/"
+done
+python scripts/mutation_packages.py config "$package" pyproject.toml > "$work/pyproject.toml"
 
-stats_path = Path("mutants/mutmut-stats.json")
-stats = json.loads(stats_path.read_text())
-stats["config_fingerprint"]["test_selection"] = config().config_fingerprint()["test_selection"]
-stats_path.write_text(json.dumps(stats))
-reset = 0
-for meta in Path("mutants").rglob("*.py.meta"):
-    data = json.loads(meta.read_text())
-    codes = data["exit_code_by_key"]
-    for key, code in codes.items():
-        # Killed, timed out (the tests hung on the mutant) or caught by a type check: kept.
-        if code not in (1, 3, 36, 24, -24, 152, 255, 37):
-            codes[key] = None
-            reset += 1
-    meta.write_text(json.dumps(data))
-print(f"re-testing {reset} mutants that were not killed")
-PY
+cd "$work"
+if [ -n "$retest" ] && [ -d mutants ]; then
+    python ../../scripts/mutation_packages.py retest
+fi
+names=("${only[@]}")
+if [ -n "$sample" ]; then
+    if ! ls mutants/nooa_mcp >/dev/null 2>&1 || [ -z "$(find mutants -name '*.py.meta' | head -1)" ]; then
+        # Generate the mutants and the test associations only: no mutant is named so.
+        mutmut run "generate-only-no-such-mutant" >/dev/null 2>&1 || true
+    fi
+    mapfile -t names < <(python ../../scripts/mutation_packages.py sample "$sample")
+    echo "sampled ${#names[@]} mutants (seed 30)"
 fi
 start=$(date +%s)
 uptime
-nice -n 10 mutmut run --max-children "${MUTATION_JOBS:-2}" "$@" || true
+nice -n 10 mutmut run --max-children "${MUTATION_JOBS:-2}" "${names[@]}" || true
 uptime
 echo "wall time: $(( ($(date +%s) - start) / 60 )) min"
-mutmut export-cicd-stats >/dev/null
-python - <<'PY'
-import json
-from pathlib import Path
-
-s = json.loads(Path("mutants/mutmut-cicd-stats.json").read_text())
-# mutmut's own score (as in `mutmut badge`): killed or timed out, of all but skipped mutants.
-# A mutant no selected test reaches ("no tests") or a suspicious one counts as not killed.
-tested = s["total"] - s["skipped"]
-caught = s["killed"] + s["timeout"]
-print(json.dumps(s))
-print(f"mutation score: {caught / max(tested, 1):.1%} ({caught} of {tested} mutants killed)")
-PY
-mutmut results
+if [ ${#only[@]} -gt 0 ]; then
+    python ../../scripts/mutation_packages.py score --match "${only[@]}"
+else
+    python ../../scripts/mutation_packages.py score "${names[@]}"
+fi

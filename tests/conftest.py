@@ -7,6 +7,7 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import pytest
+from suite_marks import needed_marks
 
 from nooa_mcp import Memory, Settings
 from nooa_mcp.embeddings import HashEmbedder, MiniLMEmbedder
@@ -130,3 +131,15 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     reason = _pg_state.get("reason")
     if reason:
         terminalreporter.write_line(f"PostgreSQL tests were skipped: {reason}.", yellow=True)
+
+
+# --------------------------------------------------------------------------- markers
+# One command runs every test; `-m` picks a suite or leaves one out (tests/suite_marks.py says
+# which test gets which marker; pyproject.toml declares them).
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        present = {mark.name for mark in item.iter_markers()}
+        for name in sorted(needed_marks(item) - present):
+            item.add_marker(name)

@@ -30,7 +30,10 @@ async def serving(settings: Settings, tokens: dict[str, str] | None) -> AsyncIte
     host, port = sock.getsockname()
     server = build_server(settings, embedder=HashEmbedder(), tokens=tokens)
     app = http_app(server, host="127.0.0.1", max_sessions_per_client=64)
-    userver = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    # ASGI 3, said outright: uvicorn otherwise guesses from whether the app's __call__ is a
+    # coroutine function, and under mutation testing a wrapper around it is not one.
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", interface="asgi3")
+    userver = uvicorn.Server(config)
     async with anyio.create_task_group() as tg:
         tg.start_soon(userver.serve, [sock])
         try:

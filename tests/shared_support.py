@@ -1,4 +1,4 @@
-"""Helpers for the shared-server safety tests (issue 10): real processes, clients and the CLI.
+"""Helpers for the shared-server tests: real processes, clients and the CLI.
 
 Only the stable entry points are used: the `nooa-mcp` command (`nooa_mcp.cli.main`),
 `build_server`, `Settings`, `Memory` and `HashEmbedder`. A server process announces the port
@@ -235,13 +235,25 @@ async def http_server(
         await stop(process)
 
 
+#: Seconds a process stopped with SIGTERM gets to exit before SIGKILL: a hung job's guard.
+STOP_GRACE = 10
+
+
 async def stop(process: Process) -> None:
-    """Stop a process this test started (SIGKILL: its store's consistency is not under test)."""
+    """Stop a process this test started: SIGTERM, then SIGKILL if it is still there after
+    STOP_GRACE seconds (its store's consistency is not under test). SIGTERM first so that a
+    process measured by coverage (`sigterm = true` in pyproject.toml) writes its data: one
+    killed outright leaves the paths only it ran (a 429, a refusal) shown as never run."""
     with anyio.CancelScope(shield=True):
         if process.returncode is None:
             with suppress(ProcessLookupError):
-                process.send_signal(signal.SIGKILL)
-            await process.wait()
+                process.send_signal(signal.SIGTERM)
+            with anyio.move_on_after(STOP_GRACE):
+                await process.wait()
+            if process.returncode is None:
+                with suppress(ProcessLookupError):
+                    process.send_signal(signal.SIGKILL)
+                await process.wait()
         await process.aclose()
 
 

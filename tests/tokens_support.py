@@ -1,8 +1,8 @@
-"""Reply sizes counted independently of the code under test (issue 15).
+"""Reply sizes counted independently of the code under test.
 
 The product sizes replies at characters / 4; these tests count with a real tokenizer, the
 all-MiniLM-L6-v2 WordPiece tokenizer the package bundles for its model, and compare with the
-numbers SPEC §12 documents, written out here rather than imported from the module they check.
+numbers DESIGN.md §13.4 documents, written out here rather than imported from the module they check.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tokenizers import Tokenizer
 
-#: SPEC §12: "Every reply bounded (default ≤ 8k tokens, hard cap 25k)".
+#: DESIGN.md §13.4: every reply within 8k tokens by default, far below the 25k clients refuse.
 REPLY_BUDGET = 8_000
 CLIENT_CAP = 25_000
 

@@ -1,4 +1,4 @@
-"""Shared material for the write, ranking, evaluation and rough-edge tests (issues 9 and 13).
+"""Shared material for the write, ranking, evaluation and CLI tests.
 
 Only stable entry points are used here: the Memory facade, the click CLI and the console
 script. Nothing from the store, recall or scoring modules.

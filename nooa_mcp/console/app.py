@@ -176,10 +176,10 @@ class Console:
             action=_base(request) + "/login?" + urlencode({"next": target}),
             error=error,
         )
-        response = Response(html, status_code=status, media_type="text/html")
+        page = Response(html, status_code=status, media_type="text/html")
         if csrf.COOKIE not in request.cookies:
-            set_cookie(response, request, csrf.COOKIE, nonce)
-        return response
+            set_cookie(page, request, csrf.COOKIE, nonce)
+        return page
 
     async def _logout(self, request: Request) -> Response:
         viewer = await self.auth.viewer(request)

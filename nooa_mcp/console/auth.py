@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
 import secrets
 import time
 from collections import OrderedDict, deque
@@ -27,6 +26,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from starlette.requests import HTTPConnection
+
+from ..hosts import is_loopback
 
 COOKIE = "nooa_console"
 #: Failed sign-ins an address may make in FAILURE_WINDOW seconds before it must wait.
@@ -46,17 +47,6 @@ class Viewer:
 
     owner: str
     read: frozenset[str] = frozenset()
-
-
-def is_loopback(host: str | None) -> bool:
-    if not host:
-        return False
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 class Authenticator:

@@ -133,6 +133,7 @@ async def why(page: Page) -> Response:
     await ready(page)
     result = await page.memory.explain(query, memory_id=memory_id, k=k)
     answer = result.why_not
+    assert answer is not None  # explain with a query and an id always says why (not)
     gamma = page.memory.settings.recall.gamma
     w = weights(page)
     bars = []

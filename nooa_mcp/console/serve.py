@@ -8,9 +8,9 @@ import uvicorn
 
 from .. import InvalidInput, Settings
 from ..engine import Engine
-from ..mcp.http import bind, parse_allowed_hosts
+from ..hosts import bind, is_loopback, parse_allowed_hosts
 from .app import Console, standalone_app
-from .auth import Authenticator, LoopbackOnly, TokenLogin, is_loopback
+from .auth import Authenticator, LoopbackOnly, TokenLogin
 
 
 def allowed_hosts(host: str, extra: Iterable[str] = ()) -> list[str]:

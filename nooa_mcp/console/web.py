@@ -19,8 +19,8 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from .. import InvalidInput, Memory, NooaError, NotFound, OwnerForbidden
+from ..hosts import is_loopback
 from . import csrf
-from .auth import is_loopback
 
 if TYPE_CHECKING:
     from .app import Console

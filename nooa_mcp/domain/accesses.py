@@ -115,7 +115,7 @@ def history_record(memory: Memory) -> dict[str, Any]:
         "reinforcements": memory.reinforcement_count,
         "channels": dict(memory.channels),
         "accesses": [
-            a.model_dump(mode="json", include=RING_FIELDS, exclude_none=True)
+            a.model_dump(mode="json", include=set(RING_FIELDS), exclude_none=True)
             for a in memory.access_log
         ],
     }

@@ -98,13 +98,20 @@ def should_prune(
 class Prunable(Protocol):
     """What the prune rule reads of a memory: a stored Memory or reflection's Node."""
 
-    type: MemoryType | str
-    importance: float
-    status: str | None
-    archived: bool
-    learned_at: datetime
-    last_accessed_at: datetime
-    strength: int
+    @property
+    def type(self) -> MemoryType | str: ...
+    @property
+    def importance(self) -> float: ...
+    @property
+    def status(self) -> str | None: ...
+    @property
+    def archived(self) -> bool: ...
+    @property
+    def learned_at(self) -> datetime: ...
+    @property
+    def last_accessed_at(self) -> datetime: ...
+    @property
+    def strength(self) -> int: ...
 
 
 def prunable(row: Prunable, now: datetime, policy: ForgettingPolicy | None = None) -> bool:

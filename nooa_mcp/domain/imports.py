@@ -228,7 +228,8 @@ def carried(item: dict[str, Any]) -> Carried:
     """
     raw = item.get("history")
     authored = item.get("authored_importance")
-    trigger = item.get("trigger") if isinstance(item.get("trigger"), dict) else {}
+    given = item.get("trigger")
+    trigger = given if isinstance(given, dict) else {}
     fired = trigger.get("fired_count", 0)
     return Carried(
         history=None if raw is None else _history(raw),

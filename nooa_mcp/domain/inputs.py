@@ -19,6 +19,7 @@ from .schema import (
     TODO_STATUSES,
     Memory,
     MemoryType,
+    TodoStatus,
     Trigger,
     as_utc,
     clean_labels,
@@ -168,8 +169,7 @@ def build_memory(request: AuthorRequest, owner: str) -> Memory:
             f"only todos have a status; this is {a_or_an(kind.value)}.",
             "Leave status out, or use type=todo.",
         )
-    if status is not None:
-        parse_status(status)
+    todo_status: TodoStatus | None = None if status is None else parse_status(status)
     trigger = request.trigger
     if trigger is not None:
         if kind is not MemoryType.intent:
@@ -221,7 +221,7 @@ def build_memory(request: AuthorRequest, owner: str) -> Memory:
         valid_from=valid_from,
         valid_to=valid_to,
         references=parse_references(request.references),
-        status=status,
+        status=todo_status,
         trigger=trigger,
     )
 

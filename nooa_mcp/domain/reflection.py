@@ -187,7 +187,7 @@ class Rows:
         statuses, status_names = coded(columns[4])
         importance = floats(columns[5])
         authored = np.array(columns[6], dtype=object)
-        unset = np.equal(authored, None)
+        unset = np.fromiter((a is None for a in columns[6]), dtype=bool, count=len(columns[6]))
         return cls(
             seq=np.array(columns[0], dtype=np.int64),
             ids=list(columns[1]),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import re
 import uuid
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -317,7 +318,7 @@ def refuse_nul(value: str, field: str) -> str:
     return value
 
 
-def clean_labels(values: list[str] | None, field: str) -> list[str]:
+def clean_labels(values: Sequence[str] | None, field: str) -> list[str]:
     """Strip, de-duplicate and bound a list of tags or entities.
 
     Raises:
@@ -388,4 +389,7 @@ def parse_link(raw: Any, field: str = "links") -> Link:
         raise InvalidInput(
             f"{field}.weight", f"{weight!r} is not a weight.", "Use STRONG, MODERATE, WEAK or 0–1."
         )
-    return Link(target=raw["target"], relation=relation.strip().lower(), weight=weight)
+    # Validated as a whole: pydantic names a bad relation as it names any bad field.
+    return Link.model_validate(
+        {"target": raw["target"], "relation": relation.strip().lower(), "weight": weight}
+    )

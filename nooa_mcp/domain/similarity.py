@@ -211,7 +211,7 @@ def sweep(
         # Let the block go now, not when the next one replaces it: otherwise the two are
         # alive at once, twice the bound.
         del sims
-        if neighbours is not None:
+        if n_low is not None and swanted is not None:  # both set exactly with `neighbours`
             _gather_neighbours(block, hit_b, q, cos, n_low, k_top, swanted, count, top, top_cos)
         sel = cos >= low
         if focus is None:

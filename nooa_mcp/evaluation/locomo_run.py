@@ -40,7 +40,17 @@ from ..storage import copy_store
 from .grep import GrepIndex, write_markdown
 from .locomo import CATEGORY_NAMES, Conversation, load_locomo
 from .metrics import QuestionScore, Summary, score_question, summarise
-from .timeline import CLOCK, HELD_OUT, YEAR, pass_at, plan_clock, run_clock, travel
+from .timeline import (
+    CLOCK,
+    HELD_OUT,
+    YEAR,
+    pass_at,
+    plan_clock,
+    run_clock,
+    structured,
+    tool_error_text,
+    travel,
+)
 from .variants import ASKS, INGESTS, VARIANTS, Variant, rrf_fuse
 
 __all__ = ["ASKS", "INGESTS", "EvalReport", "run_locomo", "total_steps"]
@@ -258,8 +268,8 @@ async def _ingest_tool(
                     "memory_author", {"content": turn.content, "entities": [turn.speaker]}
                 )
                 if result.is_error:
-                    raise RuntimeError(f"memory_author failed: {result.content[0].text}")
-                turns_of.setdefault(result.structured_content["id"], []).append(turn.dia_id)
+                    raise RuntimeError(f"memory_author failed: {tool_error_text(result)}")
+                turns_of.setdefault(structured(result)["id"], []).append(turn.dia_id)
                 tick(1)
             await _settle(engine)
     return turns_of
@@ -328,10 +338,10 @@ async def _ask(
             for q in conv.questions:
                 if ask == "recall":
                     result = await client.call_tool("memory_recall", {"query": q.text, "k": depth})
-                    rows = result.structured_content["hits"]
+                    rows = structured(result)["hits"]
                 else:
                     result = await client.call_tool("memory_explain", {"query": q.text, "k": depth})
-                    rows = result.structured_content["rows"]
+                    rows = structured(result)["rows"]
                 out.append([row["id"] for row in rows])
                 tick(1)
     return out

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = ["QuestionScore", "Summary", "score_question", "summarise"]
 
@@ -42,7 +43,7 @@ class Summary:
     by_category: dict[int, Summary] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
-        out = {
+        out: dict[str, Any] = {
             "n": self.n,
             **{f"R@{k}": round(v, 4) for k, v in self.recall.items()},
             "MRR": round(self.mrr, 4),

@@ -68,6 +68,7 @@ def group_events(stream: Sequence[tuple[int, str, AccessRecord]]) -> list[Recall
         if not same:
             current = RecallEvent(seq, rec.query or "", rec.reader_owner)
             events.append(current)
+        assert current is not None  # `same`, or a new event just made
         current.rows.append((memory_id, rec))
     return events
 
@@ -98,7 +99,8 @@ def used_later(
 
 def rerank(event: RecallEvent, recall: RecallSettings) -> list[str]:
     """The event's memories ordered by score recomputed from their stored components."""
-    comps = [rec.components for _, rec in event.rows]
+    # A recall event holds only records with components (`recall_events`).
+    comps = [rec.components for _, rec in event.rows if rec.components is not None]
     rel = np.array([c.rel for c in comps])
     rec_ = np.array([c.rec for c in comps])
     imp = np.array([c.imp for c in comps])

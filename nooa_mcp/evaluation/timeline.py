@@ -32,7 +32,7 @@ from typing import Any
 
 import time_machine
 from mcp import Client
-from mcp_types import Implementation
+from mcp_types import CallToolResult, Implementation, TextContent
 
 from ..config import Settings
 from ..embeddings import Embedder
@@ -84,7 +84,7 @@ async def pass_at(
 
 def month_starts(first: datetime, last: datetime) -> list[datetime]:
     """The first instant of every month after `first`'s, up to `last`."""
-    out = []
+    out: list[datetime] = []
     year, month = first.year, first.month
     while True:
         year, month = (year + 1, 1) if month == 12 else (year, month + 1)
@@ -126,12 +126,24 @@ def _evidence_date(conv: Conversation, q: Question) -> datetime:
     return max(conv.session_dates[s] for s in sessions)
 
 
+def tool_error_text(result: CallToolResult) -> str:
+    """The text a tool answered with when it refused (its first text block)."""
+    return " ".join(block.text for block in result.content if isinstance(block, TextContent))
+
+
+def structured(result: CallToolResult) -> dict[str, Any]:
+    """A tool's structured reply (every nooa-mcp tool gives one when it succeeds)."""
+    if result.structured_content is None:
+        raise RuntimeError(f"the tool gave no structured reply: {tool_error_text(result)}")
+    return result.structured_content
+
+
 async def recall_ids(client: Client, question: str, depth: int) -> list[str]:
     """The memory ids memory_recall returns for `question`, live (the recall is a use)."""
     result = await client.call_tool("memory_recall", {"query": question, "k": depth})
     if result.is_error:
-        raise RuntimeError(f"memory_recall failed: {result.content[0].text}")
-    return [hit["id"] for hit in result.structured_content["hits"]]
+        raise RuntimeError(f"memory_recall failed: {tool_error_text(result)}")
+    return [hit["id"] for hit in structured(result)["hits"]]
 
 
 async def run_clock(

@@ -33,7 +33,7 @@ from ..domain.injection import (
     render_session,
     shared_words,
 )
-from ..domain.text import fts_terms
+from ..storage.keywords import query_stems
 from ..storage.quick import QuickStore, iso
 
 __all__ = ["prompt_context", "session_context"]
@@ -148,7 +148,7 @@ def prompt_context(store: QuickStore, owner: str, prompt: str, session: str | No
     if not query:
         return ""
     words = content_words(query)
-    rows = store.keyword_candidates(fts_terms(query), role, CANDIDATES)
+    rows = store.keyword_candidates(query_stems(query), role, CANDIDATES)
     best = max((r["bm25"] for r in rows), default=0.0)
     superseded = store.superseded([r["id"] for r in rows], role)
     chosen = []

@@ -7,8 +7,8 @@ registrations produce is the same on every start, so it is generated once into `
 beside this module, and a server answers `tools/list` from it until the first message that
 needs a tool (or the warm-up after the listing) registers them for real.
 
-The file is derived, never edited: `python -m nooa_mcp.mcp.catalog` rewrites it from the
-registered tools, and a test fails when it differs from what registration lists now. A file
+The file is derived, never edited: `python -m nooa_mcp.mcp.write_catalog` rewrites it from
+the registered tools, and a test fails when it differs from what registration lists now. A file
 that is missing or unreadable only costs the time it saves: the server registers at once.
 """
 
@@ -20,7 +20,7 @@ from typing import Any
 
 from mcp_types import Tool
 
-__all__ = ["CATALOG", "listed", "load", "write"]
+__all__ = ["CATALOG", "listed", "load"]
 
 #: The generated listing: every tool, `memory_reflect` included (dropped when it is off).
 CATALOG = Path(__file__).with_name("tools.json")
@@ -41,22 +41,3 @@ def load(reflect: bool, path: Path = CATALOG) -> list[Tool] | None:
     except (OSError, ValueError):
         return None
     return [tool for tool in tools if reflect or tool.name != OPTIONAL]
-
-
-def write(path: Path = CATALOG) -> list[dict[str, Any]]:
-    """Register the tools on a fresh server (reflect on) and write their listing to `path`."""
-    import anyio
-
-    from ..config import Settings
-    from .server import build_server
-
-    server = build_server(Settings(reflect_tool=True))
-    server.register_handlers()  # type: ignore[attr-defined]
-    entries = listed(anyio.run(server.list_tools))
-    path.write_text(json.dumps(entries, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    return entries
-
-
-if __name__ == "__main__":
-    written = write()
-    print(f"{CATALOG}: {len(written)} tools")

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import anyio
 import anyio.to_thread
-from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
@@ -214,7 +214,7 @@ async def current_memory() -> Memory:
 
 def bind_owner(
     configured_owner: str, grants: frozenset[str] = frozenset()
-) -> Callable[..., Awaitable[HandlerResult]]:
+) -> ServerMiddleware[Any]:
     """Server middleware: resolve this message's owner once; handlers read it from `_bound`."""
 
     async def middleware(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:

@@ -13,24 +13,21 @@ capped per client.
 
 from __future__ import annotations
 
-import errno
 import hashlib
-import ipaddress
 import json
 import os
-import re
 import socket
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
-from typing import Any
+from typing import Any, cast
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.routing import Mount
 
-from ..errors import InvalidInput
+from ..hosts import shown
 
-__all__ = ["SessionCap", "bind", "http_app", "is_loopback", "parse_allowed_hosts", "protection"]
+__all__ = ["SessionCap", "http_app", "protection"]
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -40,59 +37,10 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 SESSION_HEADER = b"mcp-session-id"
 
 
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def _shown(host: str) -> str:
-    return f"[{host}]" if ":" in host and not host.startswith("[") else host
-
-
-#: A host name or an IP address as an operator may name one (no port, no wildcard).
-_HOST_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}[A-Za-z0-9])?(?:\.[A-Za-z0-9-]{1,63})*")
-
-
-def parse_allowed_hosts(values: Iterable[str] | str | None, field: str = "allow-host") -> list[str]:
-    """Host names or IP addresses the operator allows in the Host header, besides the bound
-    host and the loopback names (e.g. the machine's address, when serving on 0.0.0.0).
-
-    Raises:
-        InvalidInput: a value is not a host name or an IP address (a port or a wildcard
-            would widen what DNS rebinding could reach).
-    """
-    items = values.split(",") if isinstance(values, str) else list(values or [])
-    out: list[str] = []
-    for item in items:
-        name = item.strip()
-        if not name:
-            continue
-        bare = name.strip("[]")
-        try:
-            ipaddress.ip_address(bare)
-            name = _shown(bare)
-        except ValueError:
-            if not _HOST_NAME.fullmatch(name):
-                raise InvalidInput(
-                    field,
-                    f"{name!r} is not a host name or an IP address.",
-                    "Name the host as clients write it, e.g. 192.0.2.10 or memory.internal "
-                    "(no port, no wildcard).",
-                ) from None
-            name = name.lower()
-        if name not in out:
-            out.append(name)
-    return out
-
-
 def protection(host: str, allowed: Iterable[str] = ()) -> TransportSecuritySettings:
     """DNS-rebinding protection that names the bound host as well as the loopback names, and
     the host names or addresses the operator allowed (`parse_allowed_hosts`)."""
-    names = {_shown(host), "127.0.0.1", "localhost", "[::1]", *allowed}
+    names = {shown(host), "127.0.0.1", "localhost", "[::1]", *allowed}
     if host in ("0.0.0.0", "::"):
         names.add(socket.gethostname())
     return TransportSecuritySettings(
@@ -236,6 +184,7 @@ def http_app(
         hosts = TrustedHostMiddleware(ui, allowed_hosts=_hostnames(security.allowed_hosts))
         app.router.routes.append(Mount("/ui", app=hosts))
     manager = server._lowlevel_server._session_manager
+    assert manager is not None  # streamable_http_app has just made it
 
     def live() -> set[str]:
         return set(manager._server_instances)
@@ -246,36 +195,11 @@ def http_app(
     # uvicorn would show them (a TLS proxy on this machine), so serve with proxy_headers off.
     from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware  # HTTP only
 
-    forwarded = ProxyHeadersMiddleware(app, trusted_hosts=forwarded_allow_ips())
-    return SessionCap(forwarded, live, max_sessions_per_client, tokens=tokens)
+    # Starlette's and uvicorn's ASGI types are the same protocol spelled differently.
+    forwarded = ProxyHeadersMiddleware(cast(Any, app), trusted_hosts=forwarded_allow_ips())
+    return SessionCap(cast(ASGIApp, forwarded), live, max_sessions_per_client, tokens=tokens)
 
 
 def forwarded_allow_ips() -> str:
     """The proxies whose X-Forwarded-* headers are believed: uvicorn's own default."""
     return os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1,::1")
-
-
-def bind(host: str, port: int) -> socket.socket:
-    """A listening socket on host:port, bound before anything starts.
-
-    Raises:
-        InvalidInput: the port is in use, or the address cannot be bound (one sentence).
-    """
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        sock.listen(128)
-    except OSError as exc:
-        sock.close()
-        if exc.errno == errno.EADDRINUSE:
-            raise InvalidInput(
-                "port",
-                f"{port} on {host} is already in use by another process.",
-                "Pass another --port, or stop the process that listens there.",
-            ) from None
-        raise InvalidInput(
-            "host", f"cannot listen on {host}:{port} ({exc.strerror}).", "Check --host."
-        ) from None
-    return sock

@@ -145,6 +145,7 @@ def load_tokens(path: Path) -> dict[str, TokenEntry]:
 
 def _entry(path: Path, value: Any) -> TokenEntry:
     field = "tokens"
+    read: list[Any]
     if isinstance(value, str):
         owner, read = value, []
     elif isinstance(value, dict) and isinstance(value.get("owner"), str):

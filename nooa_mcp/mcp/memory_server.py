@@ -37,6 +37,8 @@ class MemoryServer(MCPServer):
 
     _register: Callable[[], None] | None = None
     _listing: list[Tool] | None = None
+    #: The engine once the lifespan has opened it (None before): for routes beside /mcp.
+    engine_now: Callable[[], Any] = staticmethod(lambda: None)
 
     def register_later(self, register: Callable[[], None], listing: list[Tool] | None) -> None:
         """Run `register` (tools, resources, prompts) when first needed; `listing` answers

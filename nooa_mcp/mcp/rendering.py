@@ -188,6 +188,9 @@ def bound_list(result: M, field: str, budget_tokens: int = REPLY_TOKENS) -> tupl
     return result.model_copy(update={field: items[:shown]}), len(items) - shown
 
 
+_SUMMARY_CLIPPED = "… [summary clipped; the structured result has every field]"
+
+
 def tool_result(model: BaseModel, text: str, budget_tokens: int = REPLY_TOKENS) -> CallToolResult:
     """A CallToolResult with `model` as structured content and `text` as its summary.
 
@@ -198,8 +201,9 @@ def tool_result(model: BaseModel, text: str, budget_tokens: int = REPLY_TOKENS) 
     used = text_tokens(json.dumps(structured), JSON_CHARS_PER_TOKEN)
     room = max(min(budget_tokens, HARD_CAP_TOKENS) - used, 250)
     if text_tokens(text) > room:
-        kept = text[: prefix_within(text, room)].rstrip()
-        text = kept + "… [summary clipped; the structured result has every field]"
+        # The marker is part of the reply: it fits in the room too (DESIGN §13.4).
+        kept = text[: prefix_within(text, room - text_tokens(_SUMMARY_CLIPPED))].rstrip()
+        text = kept + _SUMMARY_CLIPPED
     return CallToolResult(
         content=[TextContent(type="text", text=text)], structured_content=structured
     )

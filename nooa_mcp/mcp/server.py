@@ -1,8 +1,9 @@
 """The MCP server: thin tools, resources and prompts over the Memory facade (DESIGN.md §13).
 
-`build_server(settings)` returns an `MCPServer`; `run(settings, transport=...)` serves it over
-stdio (the default) or streamable HTTP. The lifespan starts the embedding model loading in a
-worker thread and returns at once, so `initialize` is answered before the model is ready.
+`build_server(settings)` returns an `MCPServer`; `nooa_mcp.serving.run` serves it over stdio
+(the default) or streamable HTTP, with the console and the hooks' route beside it. The
+lifespan starts the embedding model loading in a worker thread and returns at once, so
+`initialize` is answered before the model is ready.
 """
 
 from __future__ import annotations
@@ -10,12 +11,9 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import os
-import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from pathlib import Path
-from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 from mcp.server.auth.settings import AuthSettings
@@ -24,23 +22,29 @@ from pydantic import AnyHttpUrl
 
 from ..config import Settings
 from ..domain.scope import parse_roles
-from ..errors import InvalidInput
-from ..hooks.http import hook_route
 from . import catalog
 from .handlers import Owners, bind_owner
-from .http import bind, http_app, is_loopback, parse_allowed_hosts, protection
-from .identity import TokenEntry, TokenFileVerifier, load_tokens
+from .identity import TokenEntry, TokenFileVerifier
 from .memory_server import MemoryServer
 from .notifications import ScopedBus, Subscribers
 from .warmup import Warmup
 
 if TYPE_CHECKING:
-    from ..console.app import Console
     from ..embeddings import Embedder
     from ..engine import Engine
     from ..memory import Memory
 
-__all__ = ["build_server", "run", "single_threaded_blas"]
+__all__ = ["BesideMcp", "build_server", "single_threaded_blas"]
+
+
+class BesideMcp(Protocol):
+    """An app served beside /mcp on the server's engine (the web console at /ui): the lifespan
+    gives it a Memory per viewer and runs it while the server runs."""
+
+    memory_for: Callable[[Any], Memory | Awaitable[Memory]]
+
+    def running(self) -> AbstractAsyncContextManager[object]: ...
+
 
 # --------------------------------------------------------------------------- the server
 
@@ -58,9 +62,9 @@ def build_server(
     tokens: dict[str, TokenEntry] | dict[str, str] | None = None,
     engine: Engine | None = None,
     http_url: str = "http://127.0.0.1:8765",
-    console: Console | None = None,
+    console: BesideMcp | None = None,
     open_when_needed: bool = False,
-) -> MCPServer:
+) -> MemoryServer:
     """Build the nooa-mcp server for `settings`.
 
     Args:
@@ -155,21 +159,13 @@ def build_server(
     )
     # The warm-up (after the listing, or before the first call) builds them for real.
     warmup.on_start(server.register_handlers)
-    # Claude Code's `"type": "http"` hooks POST to /hooks beside /mcp: same tokens, same owner
-    # rules, the same engine (see nooa_mcp/hooks/http.py).
-    host = urlsplit(http_url).hostname or "127.0.0.1"
-    hooks = hook_route(
-        lambda: getattr(running.get("owners"), "engine", None),
-        owner=settings.owner,
-        tokens=bool(tokens),
-        allowed_hosts=protection(host, settings.allowed_hosts).allowed_hosts,
-    )
-    server.custom_route(hooks.path, methods=["POST"], name="hooks")(hooks.endpoint)
+    # Routes served beside /mcp (the hooks' POST /hooks) use the engine the lifespan opened.
+    server.engine_now = lambda: getattr(running.get("owners"), "engine", None)
     return server
 
 
 def _tune_malloc() -> None:
-    from ..heap import tune_malloc
+    from ..malloc_tuning import tune_malloc
 
     tune_malloc()
 
@@ -208,89 +204,3 @@ def single_threaded_blas() -> None:
     engine (numpy) opens after the handshake.
     """
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-
-
-def run(
-    settings: Settings,
-    transport: str = "stdio",
-    host: str = "127.0.0.1",
-    port: int = 8765,
-    tokens_file: Path | None = None,
-) -> None:
-    """Serve nooa-mcp until the client disconnects (stdio) or the process is stopped (http).
-
-    Raises:
-        InvalidInput: unknown transport, --tokens with stdio, a bad tokens file, --owner with
-            --tokens, a non-loopback host without tokens, or a port that is in use.
-    """
-    single_threaded_blas()
-    if transport == "stdio":
-        if tokens_file is not None:
-            raise InvalidInput(
-                "tokens",
-                "--tokens only applies to --transport http (a stdio server has one client, "
-                "the process that started it).",
-                "Drop --tokens, or serve with --transport http.",
-            )
-        anyio.run(build_server(settings, open_when_needed=True).run_stdio_async)
-        return
-    if transport != "http":
-        raise InvalidInput("transport", f"'{transport}' is not a transport.", "Use stdio or http.")
-    settings = settings.model_copy(
-        update={"allowed_hosts": parse_allowed_hosts(settings.allowed_hosts)}
-    )
-    tokens = load_tokens(tokens_file) if tokens_file is not None else None
-    if tokens is not None and settings.owner:
-        raise InvalidInput(
-            "owner",
-            f"--owner/NOOA_OWNER ({settings.owner}) and --tokens ({tokens_file}) both say whose "
-            "memory a request is.",
-            "Drop --owner (each token names its owner), or serve without --tokens.",
-        )
-    if tokens is None and not is_loopback(host):
-        raise InvalidInput(
-            "host",
-            f"{host} is reachable from other machines and no tokens file is configured.",
-            "Pass --tokens FILE (token → owner), or serve on 127.0.0.1.",
-        )
-    sock = bind(host, port)
-    bound = sock.getsockname()[1]
-    base = f"http://{_shown(host)}:{bound}"
-    from ..console.app import Console  # the web console at /ui: only the HTTP transport
-    from ..console.auth import LoopbackOnly, TokenLogin
-
-    login = TokenLogin(tokens) if tokens else LoopbackOnly(settings.owner, settings.read)
-    console = Console(_no_engine, login)
-    server = build_server(settings, tokens=tokens, http_url=base, console=console)
-    app = http_app(
-        server,
-        host=host,
-        max_sessions_per_client=settings.max_sessions_per_client,
-        ui=console.app(),
-        tokens=bool(tokens),
-        allowed_hosts=settings.allowed_hosts,
-    )
-    state = f"tokens on ({len(tokens)} from {tokens_file})" if tokens else "tokens off (loopback)"
-    if settings.allowed_hosts:
-        state += f" · also answers Host {', '.join(settings.allowed_hosts)}"
-    print(
-        f"nooa-mcp serving {base}/mcp (console {base}/ui) · store {settings.store} · {state}",
-        file=sys.stderr,
-    )
-    import uvicorn  # only the HTTP transport needs it; stdio start-up stays lean
-
-    from .memory_server import plain_log_lines
-
-    plain_log_lines()
-
-    # Forwarded headers are applied inside the app, behind the session cap (see http_app).
-    config = uvicorn.Config(app, log_level="warning", lifespan="on", proxy_headers=False)
-    anyio.run(functools.partial(uvicorn.Server(config).serve, sockets=[sock]))
-
-
-def _shown(host: str) -> str:
-    return f"[{host}]" if ":" in host else host
-
-
-def _no_engine(_: object) -> Memory:
-    raise RuntimeError("the console's engine is set when the server's lifespan opens it")

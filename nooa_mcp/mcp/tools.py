@@ -4,7 +4,7 @@ Each tool validates its arguments through its signature, gets the connection's M
 one facade call and returns the reply model as structured content with a text summary.
 """
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -60,25 +60,29 @@ __all__ = ["MemoryTools", "register_tools"]
 # --------------------------------------------------------------------------- tool argument types
 
 
-def choice(values: Sequence[str], description: str = "") -> Any:
-    """A text argument whose schema lists `values` (the model sees them as an enum).
+def one_of(values: Sequence[str], description: str = "") -> Any:
+    """The schema of a text argument that lists `values` (the model sees them as an enum).
 
     The facade checks the value, not the SDK: its refusal names the field and the allowed
     values in one sentence, where the SDK's validation error is pydantic's text with a URL.
     """
-    return Annotated[str, Field(description=description, json_schema_extra={"enum": [*values]})]
+    return Field(description=description, json_schema_extra={"enum": [*values]})
 
 
 # Each list of values is written once (domain.schema); the enums the model sees come from it.
 MEMORY_TYPES = [t.value for t in MemoryType]
-TypeName = choice(MEMORY_TYPES)
+TypeName = Annotated[str, one_of(MEMORY_TYPES)]
+TodoStatus = Annotated[str, one_of(TODO_STATUSES, "Todos only.")]
+TodoAction = Annotated[str, one_of(TODO_ACTIONS)]
+TodoListing = Annotated[str, one_of((*TODO_STATUSES, "all"), "For list.")]
+IntentAction = Annotated[str, one_of(INTENT_ACTIONS)]
+Step = Annotated[str, one_of(REFLECTION_STEPS)]
 
 Importance = Annotated[
     str | float,
     Field(description="CRITICAL, HIGH, MEDIUM, LOW, TRIVIAL, 0-10."),
 ]
 MemoryId = Annotated[str, Field(description="Id or 8-char prefix.")]
-Step = choice(REFLECTION_STEPS)
 
 
 class TriggerArg(BaseModel):
@@ -229,7 +233,7 @@ class MemoryTools:
             str | float | None, Field(description="CRITICAL, HIGH, MEDIUM, LOW, TRIVIAL, 0-10.")
         ] = None,
         tags: list[str] | None = None,
-        status: choice(TODO_STATUSES, "Todos only.") | None = None,
+        status: TodoStatus | None = None,
         links: list[Link] | None = None,
         valid_to: Annotated[datetime | None, Field(description="No longer true from then.")] = None,
         forget: Annotated[bool, Field(description="Forget it: kept, never recalled.")] = False,
@@ -259,13 +263,13 @@ class MemoryTools:
     async def todo(
         self,
         ctx: Context,
-        action: choice(TODO_ACTIONS),
+        action: TodoAction,
         content: Annotated[str | None, Field(description="For add.")] = None,
         memory_id: Annotated[str | None, Field(description="For done, drop, reopen.")] = None,
         title: str = "",
         importance: Importance = "MEDIUM",
         tags: list[str] | None = None,
-        status: choice((*TODO_STATUSES, "all"), "For list.") = "open",
+        status: TodoListing = "open",
         limit: Annotated[int, Field(ge=1, le=100)] = 20,
     ) -> Annotated[CallToolResult, TodoResult]:
         """Commitments: add, list (open first), done, drop, reopen. Open ones are never pruned."""
@@ -291,7 +295,7 @@ class MemoryTools:
     async def intent(
         self,
         ctx: Context,
-        action: choice(INTENT_ACTIONS),
+        action: IntentAction,
         content: Annotated[str | None, Field(description="For add: what to do.")] = None,
         fire_at: Annotated[
             datetime | None,
@@ -360,7 +364,7 @@ def register_tools(
     sampling, only when `generative_reflection` is on and the client offers sampling.
     """
     tools = MemoryTools(budget, subscribers)
-    listed = [
+    listed: list[tuple[Callable[..., Awaitable[CallToolResult]], str, ToolAnnotations]] = [
         (tools.memory_author, "Write a memory", WRITES),
         (tools.memory_recall, "Recall memories", WRITES),
         (tools.memory_explain, "Explain a recall", READ_ONLY),

@@ -16,10 +16,13 @@ A tool call that needs the model while it loads waits for it (bounded; see
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import anyio
+
+if TYPE_CHECKING:
+    from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 
 __all__ = ["Warmup"]
 
@@ -59,10 +62,12 @@ class Warmup:
             await anyio.sleep(AFTER_LISTING_SECONDS)
         self.start()
 
-    def middleware(self) -> Callable[..., Awaitable[Any]]:
+    def middleware(self) -> ServerMiddleware[Any]:
         """Server middleware: start the load before a message that may need the model."""
 
-        async def middleware(ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
+        async def middleware(
+            ctx: ServerRequestContext[Any, Any], call_next: CallNext
+        ) -> HandlerResult:
             method = getattr(ctx, "method", "")
             if method in NEEDS_MODEL:
                 self.start()

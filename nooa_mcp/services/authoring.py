@@ -49,7 +49,9 @@ __all__ = ["author_many", "import_edges", "parse_links"]
 Near = tuple[str | None, float, int]
 
 
-async def parse_links(c: Caller, links: Sequence[Any] | None) -> list[tuple[str, EdgeType, float]]:
+async def parse_links(
+    caller: Caller, links: Sequence[Any] | None
+) -> list[tuple[str, EdgeType, float]]:
     """Validate links and resolve their targets among memories the caller can see.
 
     Raises:
@@ -61,14 +63,14 @@ async def parse_links(c: Caller, links: Sequence[Any] | None) -> list[tuple[str,
         raise InvalidInput("links", f"{links!r} is not a list.", "Pass a list of links.")
     for raw in links or []:
         link = parse_link(raw)
-        target = await c.resolve(link.target, c.actor.own, "links.target")
+        target = await caller.resolve(link.target, caller.actor.own, "links.target")
         weight = EDGE_WEIGHT.parse(link.weight, "links.weight") if link.weight is not None else 1.0
         out.append((target, link.relation, weight))
     return out
 
 
 async def author_many(
-    c: Caller,
+    caller: Caller,
     requests: Sequence[AuthorRequest],
     *,
     remind: bool = True,
@@ -85,49 +87,51 @@ async def author_many(
         InvalidInput: a field is malformed (the message names it and the fix).
         NotFound: a link target does not exist.
     """
-    records = [build_memory(request, c.owner) for request in requests]
+    records = [build_memory(request, caller.owner) for request in requests]
     revive = [request.revive for request in requests]
     # Only an id the caller gave (an import) can be there already; a new one never is.
     given = [request.id is not None for request in requests]
-    links = [await parse_links(c, request.links) for request in requests]
+    links = [await parse_links(caller, request.links) for request in requests]
     extra = list(carried) if carried is not None else [None] * len(records)
-    await capture_all(c, records)
-    vectors = await c.engine.embed([text_of(r.title, r.content) for r in records])
+    await capture_all(caller, records)
+    vectors = await caller.engine.embed([text_of(r.title, r.content) for r in records])
     # Near-duplicates among the rows cached now, for the whole batch in one product, before
     # the transaction and off the event loop (a product per item made a write's cost grow
     # with the store). Rows cached after it (this batch's, other writers') are checked
     # per item in the transaction.
-    prior = await _nearest_existing(c, records, vectors)
+    prior = await _nearest_existing(caller, records, vectors)
     results: list[AuthorResult] = []
     try:
-        async with c.store.transaction():
-            await c.engine.sync_vectors()
+        async with caller.store.transaction():
+            await caller.engine.sync_vectors()
             batch: dict[str, str] = {}
             for record, vector, edges, again, near, named, more in zip(
                 records, vectors, links, revive, prior, given, extra, strict=True
             ):
                 results.append(
-                    await _author_one(c, record, vector, edges, batch, again, near, named, more)
+                    await _author_one(
+                        caller, record, vector, edges, batch, again, near, named, more
+                    )
                 )
     except BaseException:
         # Rolled back (an error, or the caller cancelled): the rows noted in the index for
         # the batch's later items were never stored.
-        c.index.withdraw([r.id for r in results if r.status == "created"])
+        caller.index.withdraw([r.id for r in results if r.status == "created"])
         raise
-    c.index.mark_dirty()
-    c.note_activity(writes=sum(r.status != "exists" for r in results))
+    caller.index.mark_dirty()
+    caller.note_activity(writes=sum(r.status != "exists" for r in results))
     # Authored content is a cue too (DESIGN.md §9.2), but an intent never cues itself.
     if not remind:
         return results
     texts = [(r.content, v) for r, v in zip(records, vectors, strict=True)]
-    fired = await reminders.fire(c, texts, exclude=[r.id for r in results])
+    fired = await reminders.fire(caller, texts, exclude=[r.id for r in results])
     for result, due in zip(results, fired, strict=True):
         result.reminders, result.reminders_more = due.reminders, due.more
     return results
 
 
 async def _author_one(
-    c: Caller,
+    caller: Caller,
     record: Memory,
     vector: np.ndarray,
     edges: list[tuple[str, EdgeType, float]],
@@ -138,16 +142,16 @@ async def _author_one(
     carried: Carried | None = None,
 ) -> AuthorResult:
     key = f"{record.type.value}:{record.content_hash}"
-    existing = batch.get(key) or await c.store.find_by_hash(
-        record.content_hash, c.role, record.type.value
+    existing = batch.get(key) or await caller.store.find_by_hash(
+        record.content_hash, caller.role, record.type.value
     )
     if existing is None and named:
-        stored = await c.store.fetch(record.id)
+        stored = await caller.store.fetch(record.id)
         if stored is not None:
             # A re-import of the caller's own memory is that memory again; an id that names
             # another owner's memory, or other content, is never taken as this one.
             again = (stored.type, stored.content_hash) == (record.type, record.content_hash)
-            if not (again and c.may_write(stored.owner)):
+            if not (again and caller.may_write(stored.owner)):
                 raise InvalidInput(
                     "id",
                     f"{record.id} already names another memory.",
@@ -158,16 +162,16 @@ async def _author_one(
         # The same memory imported again (its own id) is a restore, not the author saying it
         # again: it changes nothing, so importing one file twice leaves what the first did.
         if not (named and existing == record.id):
-            await _repeat(c, existing, record, edges)
+            await _repeat(caller, existing, record, edges)
         return AuthorResult(id=existing, status="exists", similarity=1.0)
-    stone = await tombstone_match(c, record, vector)
+    stone = await tombstone_match(caller, record, vector)
     if stone is not None:
-        return await blocked_or_revived(c, *stone, revive)
-    twin, similarity = _near_duplicate(c, record.type.value, vector, near)
+        return await blocked_or_revived(caller, *stone, revive)
+    twin, similarity = _near_duplicate(caller, record.type.value, vector, near)
     # The index also holds rows noted by writes still open on other connections (PostgreSQL
     # runs a process's transactions side by side) or rolled back since: such a twin is not
     # there for this transaction, and this write goes ahead without the link.
-    original = None if twin is None else await c.store.fetch(twin)
+    original = None if twin is None else await caller.store.fetch(twin)
     similar = None
     if original is not None and twin is not None:
         similar = SimilarTo(
@@ -177,18 +181,20 @@ async def _author_one(
         )
         if twin not in {target for target, _, _ in edges}:
             edges = [*edges, (twin, EdgeType.related, round(min(similarity, 1.0), 4))]
-    stream = _first_accesses(c, record, carried)
-    seq = await c.store.insert(record, vector)
-    await c.store.append_accesses([(record.id, access) for access in stream])
+    stream = _first_accesses(caller, record, carried)
+    seq = await caller.store.insert(record, vector)
+    await caller.store.append_accesses([(record.id, access) for access in stream])
     for target, relation, weight in edges:
-        await c.store.add_edge(record.id, target, relation, weight)
+        await caller.store.add_edge(record.id, target, relation, weight)
     # Later items of the same batch must see this one, for dedup.
     batch[key] = record.id
-    c.index.note(VectorRow(seq, record.id, c.role, c.owner, record.type.value, False, vector))
+    caller.index.note(
+        VectorRow(seq, record.id, caller.role, caller.owner, record.type.value, False, vector)
+    )
     return AuthorResult(id=record.id, status="created", similar_to=similar)
 
 
-def _first_accesses(c: Caller, record: Memory, carried: Carried | None) -> list[AccessRecord]:
+def _first_accesses(caller: Caller, record: Memory, carried: Carried | None) -> list[AccessRecord]:
     """A new memory's first accesses, oldest first: learned now (`created`), or, for an
     imported one, the use history and state its export line carried."""
     if carried is not None:
@@ -202,71 +208,73 @@ def _first_accesses(c: Caller, record: Memory, carried: Carried | None) -> list[
                 record,
                 carried.history,
                 now=utc_now(),
-                exact_k=c.settings.recall.exact_accesses,
-                ring_size=c.settings.ring_size,
+                exact_k=caller.settings.recall.exact_accesses,
+                ring_size=caller.settings.ring_size,
             )
     apply_access(
         record,
-        created_record(record, c.owner, *provenance.access_refs()),
-        ring_size=c.settings.ring_size,
-        exact_k=c.settings.recall.exact_accesses,
+        created_record(record, caller.owner, *provenance.access_refs()),
+        ring_size=caller.settings.ring_size,
+        exact_k=caller.settings.recall.exact_accesses,
     )
     return [record.access_log[0]]
 
 
-def _dedup_mask(c: Caller, type: str, start: int = 0, stop: int | None = None) -> np.ndarray:
+def _dedup_mask(caller: Caller, type: str, start: int = 0, stop: int | None = None) -> np.ndarray:
     """Rows `start`…`stop` that a new memory of `type` may be a near-duplicate of."""
-    stop = c.index.size if stop is None else stop
-    mask = c.index.mask(c.actor.own, types={type}, start=start, stop=stop)
-    if c.role:
+    stop = caller.index.size if stop is None else stop
+    mask = caller.index.mask(caller.actor.own, types={type}, start=start, stop=stop)
+    if caller.role:
         # Same owner role only: shared rows are not this owner's to link as its own repeats.
-        mask &= c.index.owner_code[start:stop] != 0
+        mask &= caller.index.owner_code[start:stop] != 0
     return mask
 
 
 async def _nearest_existing(
-    c: Caller, records: Sequence[Memory], vectors: np.ndarray
+    caller: Caller, records: Sequence[Memory], vectors: np.ndarray
 ) -> list[Near]:
     """Per record: the most similar dedup candidate among the cached rows, if at the
     near-duplicate threshold, its cosine, and how many rows were cached then (rows after
     that are checked one by one)."""
-    masks = {kind: _dedup_mask(c, kind) for kind in {r.type.value for r in records}}
-    n = c.index.size
+    masks = {kind: _dedup_mask(caller, kind) for kind in {r.type.value for r in records}}
+    n = caller.index.size
     if n == 0 or not any(mask.any() for mask in masks.values()):
         return [(None, -1.0, n)] * len(records)
-    found = await c.engine.nearest(
-        vectors, [masks[r.type.value] for r in records], c.settings.dedup_similarity
+    found = await caller.engine.nearest(
+        vectors, [masks[r.type.value] for r in records], caller.settings.dedup_similarity
     )
-    return [(c.index.ids[row] if row >= 0 else None, cos, n) for row, cos in found]
+    return [(caller.index.ids[row] if row >= 0 else None, cos, n) for row, cos in found]
 
 
 def _near_duplicate(
-    c: Caller, type: str, vector: np.ndarray, near: Near | None = None
+    caller: Caller, type: str, vector: np.ndarray, near: Near | None = None
 ) -> tuple[str | None, float]:
     if near is None:
-        hits = c.index.search(vector, _dedup_mask(c, type), 1, floor=c.settings.dedup_similarity)
+        hits = caller.index.search(
+            vector, _dedup_mask(caller, type), 1, floor=caller.settings.dedup_similarity
+        )
     else:
         # `near` covers rows [0, since); only rows written after it are searched here.
         twin, cos, since = near
-        row = c.index.ids.get(twin) if twin is not None else None
+        row = caller.index.ids.get(twin) if twin is not None else None
         # Found before the transaction: the twin may have been archived or deleted since.
-        still = row is not None and bool(_dedup_mask(c, type, start=row, stop=row + 1)[0])
-        hits = [(twin, cos)] if still else []
+        still = row is not None and bool(_dedup_mask(caller, type, start=row, stop=row + 1)[0])
+        hits = [(twin, cos)] if still and twin is not None else []
         # Few rows: `search` multiplies only those it keeps.
-        fresh = c.index.search(vector, _dedup_mask(c, type, start=since), 1, start=since)
+        fresh = caller.index.search(vector, _dedup_mask(caller, type, start=since), 1, start=since)
         if fresh and (not hits or fresh[0][1] > hits[0][1]):
             hits = fresh
-    if hits and hits[0][1] >= c.settings.dedup_similarity:
+    if hits and hits[0][1] >= caller.settings.dedup_similarity:
         return hits[0][0], hits[0][1]
     return None, 0.0
 
 
 async def _repeat(
-    c: Caller, memory_id: str, record: Memory, edges: list[tuple[str, EdgeType, float]]
+    caller: Caller, memory_id: str, record: Memory, edges: list[tuple[str, EdgeType, float]]
 ) -> None:
     """An exact repeat: the author said it again. Reinforce the memory and keep what the
     repeat adds (a higher importance, new tags, entities and links); the text is the same."""
-    memory = await c.fetch(memory_id)
+    memory = await caller.fetch(memory_id)
     memory.reinforcement_count += 1
     memory.importance = max(memory.importance, record.importance)
     memory.authored_importance = max(memory.authored, record.importance)
@@ -274,37 +282,37 @@ async def _repeat(
     memory.confidence = max(memory.confidence, record.confidence)
     memory.tags = clean_labels(memory.tags + record.tags, "tags")
     memory.entities = clean_labels(memory.entities + record.entities, "entities")
-    access = c.access(Channel.reinforced)
-    c.apply(memory, access)
-    await c.store.save(memory)
-    await c.store.append_accesses([(memory_id, access)])
+    access = caller.access(Channel.reinforced)
+    caller.apply(memory, access)
+    await caller.store.save(memory)
+    await caller.store.append_accesses([(memory_id, access)])
     for target, relation, weight in edges:
         if target != memory_id:
-            await c.store.add_edge(memory_id, target, relation, weight)
+            await caller.store.add_edge(memory_id, target, relation, weight)
 
 
-async def import_edges(c: Caller, edges: Sequence[tuple[str, dict[str, Any]]]) -> int:
+async def import_edges(caller: Caller, edges: Sequence[tuple[str, dict[str, Any]]]) -> int:
     """Recreate exported edges whose both ends exist here; returns how many were added.
 
     Both ends must be the caller's to link, as a tool's link is: the source one of its own
     memories, the target among its own role's and shared memories.
     """
     added = 0
-    scope = c.actor.own
-    async with c.store.transaction():
-        owners = await c.store.owners_of(list({src for src, _ in edges}))
+    scope = caller.actor.own
+    async with caller.store.transaction():
+        owners = await caller.store.owners_of(list({src for src, _ in edges}))
         for src, edge in edges:
-            if src not in owners or not c.may_write(owners[src]):
+            if src not in owners or not caller.may_write(owners[src]):
                 continue
             try:
-                relation = EdgeType(edge.get("type"))
+                relation = EdgeType(str(edge.get("type")))
                 weight = EDGE_WEIGHT.parse(edge.get("weight", 1.0), "edges.weight")
-                target = await c.store.resolve_id(
+                target = await caller.store.resolve_id(
                     normalise_id(str(edge.get("target"))), "edges.target", scope
                 )
             except (ValueError, NotFound):
                 continue
             if target != src:
-                await c.store.add_edge(src, target, relation, weight)
+                await caller.store.add_edge(src, target, relation, weight)
                 added += 1
     return added

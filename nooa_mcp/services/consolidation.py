@@ -72,7 +72,7 @@ from ..domain.scope import Actor, owner_role
 from ..domain.text import choices
 from ..engine import Engine, RoleState, text_of
 from ..errors import InvalidInput, NooaError
-from ..heap import release_free_memory
+from ..malloc_tuning import release_free_memory
 from . import provenance, views
 from .caller import Caller
 from .planning import PAIR_STEPS, Planner, edges_around
@@ -145,7 +145,7 @@ def _zombie(pid: int) -> bool:
 
 
 async def reflect(
-    c: Caller,
+    caller: Caller,
     steps: Sequence[str] | None = None,
     *,
     sampler: Sampler | None = None,
@@ -173,21 +173,21 @@ async def reflect(
             raise InvalidInput(
                 "steps", f"{step!r} is not a step.", f"Use {choices(REFLECTION_STEPS)}."
             )
-    state = c.engine.role_state(c.role)
+    state = caller.engine.role_state(caller.role)
     report = ReflectReport(status="already-running", trigger=trigger, started_at=utc_now())
     if state.reflect_lock.locked():
         return report
     async with state.reflect_lock:
-        if not await _take_lease(c):
+        if not await _take_lease(caller):
             return report
         report.status = "interrupted"
         try:
-            pass_ = _Pass(c, report, sampler, progress, now)
+            pass_ = _Pass(caller, report, sampler, progress, now)
             failed: Exception | None = None
             async with anyio.create_task_group() as tg:
                 # A full sweep of a large role plans for minutes: the lease is renewed beside
                 # the pass, not by its items.
-                tg.start_soon(_keep_lease, c)
+                tg.start_soon(_keep_lease, caller)
                 try:
                     await pass_.run([s for s in REFLECTION_STEPS if s in wanted])
                 except Exception as exc:  # re-raised as it is, not in an exception group
@@ -201,15 +201,15 @@ async def reflect(
             with anyio.CancelScope(shield=True):
                 report.finished_at = utc_now()
                 report.applied = sum(s.applied for s in report.steps)
-                entry = {**report.model_dump(mode="json"), "role": c.role}
-                kpis = await _kpi_snapshot(c) if _kpis_due(state, trigger) else None
+                entry = {**report.model_dump(mode="json"), "role": caller.role}
+                kpis = await _kpi_snapshot(caller) if _kpis_due(state, trigger) else None
                 if kpis is not None:
                     entry["kpis"] = kpis
                     state.kpis_at = anyio.current_time()
-                async with c.store.transaction():
-                    await c.store.log_maintenance("reflection", entry)
-                    await _release_lease(c)
-                c.index.mark_dirty()
+                async with caller.store.transaction():
+                    await caller.store.log_maintenance("reflection", entry)
+                    await _release_lease(caller)
+                caller.index.mark_dirty()
                 state.last_report = report
                 state.pass_done.set()
                 state.pass_done = anyio.Event()
@@ -223,7 +223,7 @@ def _kpis_due(state: RoleState, trigger: str) -> bool:
     return anyio.current_time() - state.kpis_at >= KPI_EVERY
 
 
-async def _kpi_snapshot(c: Caller) -> dict[str, float | int] | None:
+async def _kpi_snapshot(caller: Caller) -> dict[str, float | int] | None:
     """The role's KPIs as the pass leaves them, for the console's chart over passes.
 
     Read outside the log's transaction (no write lock held for it) and never the pass's
@@ -231,50 +231,50 @@ async def _kpi_snapshot(c: Caller) -> dict[str, float | int] | None:
     """
     with anyio.move_on_after(KPI_SECONDS):
         try:
-            return await views.kpi_snapshot(c)
+            return await views.kpi_snapshot(caller)
         except Exception:
-            logger.warning("the KPI snapshot of %r's pass failed", c.role, exc_info=True)
+            logger.warning("the KPI snapshot of %r's pass failed", caller.role, exc_info=True)
             return None
-    logger.warning("the KPI snapshot of %r's pass took over %ss", c.role, KPI_SECONDS)
+    logger.warning("the KPI snapshot of %r's pass took over %ss", caller.role, KPI_SECONDS)
     return None
 
 
-async def _take_lease(c: Caller) -> bool:
-    async with c.store.transaction():
-        raw = await c.store.lock_meta(_lease_key(c.role))
+async def _take_lease(caller: Caller) -> bool:
+    async with caller.store.transaction():
+        raw = await caller.store.lock_meta(_lease_key(caller.role))
         now = utc_now().timestamp()
         if raw:
             lease = json.loads(raw)
-            held = lease["holder"] and lease["holder"] != c.engine.holder
+            held = lease["holder"] and lease["holder"] != caller.engine.holder
             if held and lease["until"] > now and _holder_alive(lease["holder"]):
                 return False
-        await _write_lease(c)
+        await _write_lease(caller)
     return True
 
 
-async def _write_lease(c: Caller) -> None:
+async def _write_lease(caller: Caller) -> None:
     # Inside a transaction: the lease outlives a pass only by LEASE_SECONDS.
     until = utc_now().timestamp() + LEASE_SECONDS
-    await c.store.set_meta(
-        _lease_key(c.role), json.dumps({"holder": c.engine.holder, "until": until})
+    await caller.store.set_meta(
+        _lease_key(caller.role), json.dumps({"holder": caller.engine.holder, "until": until})
     )
 
 
-async def _keep_lease(c: Caller) -> None:
+async def _keep_lease(caller: Caller) -> None:
     """Renew the lease while a pass runs (a failed renewal is retried; the pass goes on)."""
     while True:
         await anyio.sleep(LEASE_SECONDS / 5)
         try:
-            async with c.store.transaction():
-                await _write_lease(c)
+            async with caller.store.transaction():
+                await _write_lease(caller)
         except Exception:
-            logger.warning("renewing the reflection lease of %r failed", c.role, exc_info=True)
+            logger.warning("renewing the reflection lease of %r failed", caller.role, exc_info=True)
 
 
-async def _release_lease(c: Caller) -> None:
-    raw = await c.store.lock_meta(_lease_key(c.role))
-    if raw and json.loads(raw)["holder"] == c.engine.holder:
-        await c.store.set_meta(_lease_key(c.role), json.dumps({"holder": "", "until": 0}))
+async def _release_lease(caller: Caller) -> None:
+    raw = await caller.store.lock_meta(_lease_key(caller.role))
+    if raw and json.loads(raw)["holder"] == caller.engine.holder:
+        await caller.store.set_meta(_lease_key(caller.role), json.dumps({"holder": "", "until": 0}))
 
 
 class _Pass:
@@ -289,21 +289,21 @@ class _Pass:
 
     def __init__(
         self,
-        c: Caller,
+        caller: Caller,
         report: ReflectReport,
         sampler: Sampler | None,
         progress: Progress | None,
         now: datetime | None,
     ) -> None:
-        self.c = c
+        self.caller = caller
         self.report = report
         self.sampler = sampler
         self.progress = progress
         self.now = now
         self.done = 0
         self.total = 0
-        self.role = c.role if c.owner else None
-        self.planner = Planner(c, self.role, [], False)
+        self.role = caller.role if caller.owner else None
+        self.planner = Planner(caller, self.role, [], False)
         #: Ids of items skipped because a row vanished meanwhile: the next pass looks again.
         self.unsettled: set[str] = set()
 
@@ -315,7 +315,7 @@ class _Pass:
     async def run(self, steps: list[str]) -> None:
         runs = [s for s in steps if not (s in GENERATIVE and self.sampler is None)]
         self.planner = Planner(
-            self.c, self.role, [s for s in runs if s in PAIR_STEPS], "reconcile" in runs
+            self.caller, self.role, [s for s in runs if s in PAIR_STEPS], "reconcile" in runs
         )
         await self.planner.start()
         self._count()
@@ -360,7 +360,7 @@ class _Pass:
             outcomes: list[str] = []
             tried = 0
             try:
-                async with self.c.store.transaction():
+                async with self.caller.store.transaction():
                     began = time.perf_counter()
                     if many is not None:
                         chunk = plan[start : start + APPLY_BATCH]
@@ -392,7 +392,7 @@ class _Pass:
         """Apply items one transaction each: the fallback for a batch that failed, so one
         failing item loses none of the others before it."""
         for item in plan:
-            async with self.c.store.transaction():
+            async with self.caller.store.transaction():
                 outcome = await apply(item)
             self._record(step, outcome)
             await self._tick_step(step)
@@ -448,7 +448,9 @@ class _Pass:
             return await anyio.to_thread.run_sync(rescore_rows, rows), self._rescore
         if name == "prune":
             at = self.now or utc_now()
-            plan = await anyio.to_thread.run_sync(prune_rows, rows, at, self.c.settings.forgetting)
+            plan = await anyio.to_thread.run_sync(
+                prune_rows, rows, at, self.caller.settings.forgetting
+            )
             return plan, functools.partial(self._prune, at=at)
         if name == "reconcile":
             return await self._reconcile_plan(rows), self._reconcile
@@ -463,14 +465,14 @@ class _Pass:
             return []
         # A memory and what it refines, contradicts or was derived from are versions.
         ends = np.unique(np.concatenate([a, b]))
-        facts = await edges_around(self.c, rows, ends, SUPERSEDING_OR_DERIVED)
+        facts = await edges_around(self.caller, rows, ends, SUPERSEDING_OR_DERIVED)
         keep = ~facts.joins(a, b, len(rows))
         a, b, cos = a[keep], b[keep], cos[keep]
         if not a.size:
             return []
         # Only two memories that say the same thing in the same words are one memory; any
         # other changed word ("three" / "four", "low" / "high", a place) keeps both.
-        texts = await _texts(self.c, [rows.ids[p] for p in np.unique(np.concatenate([a, b]))])
+        texts = await _texts(self.caller, [rows.ids[p] for p in np.unique(np.concatenate([a, b]))])
         same = await anyio.to_thread.run_sync(_same_pairs, rows, a, b, texts)
         a, b, cos = a[same], b[same], cos[same]
         # Off the event loop: a full plan can name much of a large role.
@@ -486,7 +488,7 @@ class _Pass:
         ends = np.unique(np.concatenate([a, b]))
         # The link budget counts related edges to archived memories too, so pruning after
         # linking frees no budget and a second pass adds nothing.
-        facts = await edges_around(self.c, rows, ends)
+        facts = await edges_around(self.caller, rows, ends)
         keep = ~facts.joins(a, b, len(rows))
         a, b, cos = a[keep], b[keep], cos[keep]
         # Ties break by id: the ends' order among themselves is all links_greedy reads, and
@@ -511,7 +513,7 @@ class _Pass:
         # memories) is consolidated: a cluster of those only is not asked about again.
         derived = []
         for start in range(0, len(ids), 2000):
-            edges = await self.c.store.edges_touching(ids[start : start + 2000])
+            edges = await self.caller.store.edges_touching(ids[start : start + 2000])
             derived += [e for e in edges if e.type == "derived_from"]
         ends = sorted({x for e in derived for x in (e.src, e.dst)})
         live = set(ends).intersection(rows.ids)
@@ -533,15 +535,15 @@ class _Pass:
     # by `_keep_lease`.
 
     async def _merge(self, item: Any) -> str:
-        c = self.c
-        got = await c.store.fetch_many([item.anchor, item.dup])
+        caller = self.caller
+        got = await caller.store.fetch_many([item.anchor, item.dup])
         if len(got) < 2 or got[item.anchor].archived or got[item.dup].archived:
             self.unsettled.update((item.anchor, item.dup))
             return ""
         anchor, dup = got[item.anchor], got[item.dup]
         if anchor.type != dup.type:
             return ""
-        vecs = await c.store.embeddings_of([anchor.id, dup.id])
+        vecs = await caller.store.embeddings_of([anchor.id, dup.id])
         if len(vecs) < 2 or float(vecs[anchor.id] @ vecs[dup.id]) < MERGE_SIMILARITY:
             return ""
         # Never fold two different statements into one, however close their embeddings
@@ -558,13 +560,13 @@ class _Pass:
         anchor.authored_importance = float(fields["authored_importance"])
         anchor.salience = float(fields["salience"])
         anchor.confidence = float(fields["confidence"])
-        access = c.access(Channel.reflected, query=f"merged {dup.id[:8]}")
-        c.apply(anchor, access)
-        await c.store.save(anchor)
-        await c.store.copy_edges(dup.id, anchor.id)
-        await c.store.add_edge(anchor.id, dup.id, EdgeType.refines, 1.0)
-        await fade(c, dup, merged_reason(anchor.id))
-        await c.store.append_accesses([(anchor.id, access)])
+        access = caller.access(Channel.reflected, query=f"merged {dup.id[:8]}")
+        caller.apply(anchor, access)
+        await caller.store.save(anchor)
+        await caller.store.copy_edges(dup.id, anchor.id)
+        await caller.store.add_edge(anchor.id, dup.id, EdgeType.refines, 1.0)
+        await fade(caller, dup, merged_reason(anchor.id))
+        await caller.store.append_accesses([(anchor.id, access)])
         self.planner.archived([dup.id])
         self.planner.revised(
             anchor.id,
@@ -579,21 +581,23 @@ class _Pass:
         return f"{dup.id[:8]} → {anchor.id[:8]}"
 
     async def _link(self, item: Any) -> str:
-        c = self.c
-        got = await c.store.fetch_many([item.a, item.b])
+        caller = self.caller
+        got = await caller.store.fetch_many([item.a, item.b])
         if len(got) < 2 or any(m.archived for m in got.values()):
             self.unsettled.update((item.a, item.b))
             return ""
-        await c.store.add_edge(item.a, item.b, EdgeType.related, item.weight)
-        await c.store.add_edge(item.b, item.a, EdgeType.related, item.weight)
+        await caller.store.add_edge(item.a, item.b, EdgeType.related, item.weight)
+        await caller.store.add_edge(item.b, item.a, EdgeType.related, item.weight)
         return f"{item.a[:8]} ~ {item.b[:8]} ({item.weight:.2f})"
 
     async def _link_many(self, items: list[Any]) -> list[str]:
         """`_link` over several items inside one transaction: one read of which of their
         ends are live (no row parsed) and one write of all their edges. The same outcomes as
         item by item: link items only add edges, so no item changes what a later one reads."""
-        c = self.c
-        live = await c.store.live_ids(list(dict.fromkeys(x for i in items for x in (i.a, i.b))))
+        caller = self.caller
+        live = await caller.store.live_ids(
+            list(dict.fromkeys(x for i in items for x in (i.a, i.b)))
+        )
         outcomes, edges = [], []
         for item in items:
             if item.a not in live or item.b not in live:
@@ -603,31 +607,31 @@ class _Pass:
             edges.append((item.a, item.b, EdgeType.related, item.weight))
             edges.append((item.b, item.a, EdgeType.related, item.weight))
             outcomes.append(f"{item.a[:8]} ~ {item.b[:8]} ({item.weight:.2f})")
-        await c.store.add_edges(edges)
+        await caller.store.add_edges(edges)
         return outcomes
 
     async def _rescore(self, item: Any) -> str:
-        c = self.c
-        memory = await c.store.fetch(item.id)
+        caller = self.caller
+        memory = await caller.store.fetch(item.id)
         if memory is None or memory.archived:
             return ""
         new = rescore(memory.authored, memory.salience, memory.reinforcement_count)
         if abs(new - memory.importance) < 1e-9:
             return ""
-        await c.store.set_importance(item.id, importance=new)
+        await caller.store.set_importance(item.id, importance=new)
         self.planner.revised(item.id, importance=new)
         return f"{item.id[:8]} {memory.importance:g} → {new:g}"
 
     async def _prune(self, item: Any, at: datetime) -> str:
-        c = self.c
-        policy = c.settings.forgetting
-        m = await c.store.fetch(item.id)
+        caller = self.caller
+        policy = caller.settings.forgetting
+        m = await caller.store.fetch(item.id)
         if m is None:
             return ""
         if not prunable(m, at, policy):
             return ""
         r = retention(m.last_accessed_at, m.strength, at, policy.tau_hours)
-        await fade(c, m, pruned_reason(r, policy.prune_below))
+        await fade(caller, m, pruned_reason(r, policy.prune_below))
         self.planner.archived([m.id])
         return f"{item.id[:8]} (retention {r:.4f})"
 
@@ -650,22 +654,22 @@ class _Pass:
         self, record: Memory, sources: Sequence[str], vector: np.ndarray
     ) -> None:
         """Insert a memory written by reflection, with `derived_from` edges to its sources."""
-        c = self.c
+        caller = self.caller
         apply_access(
             record,
-            created_record(record, c.owner, *provenance.access_refs()),
-            ring_size=c.settings.ring_size,
-            exact_k=c.settings.recall.exact_accesses,
+            created_record(record, caller.owner, *provenance.access_refs()),
+            ring_size=caller.settings.ring_size,
+            exact_k=caller.settings.recall.exact_accesses,
         )
-        await c.store.insert(record, vector)
-        await c.store.append_accesses([(record.id, record.access_log[0])])
+        await caller.store.insert(record, vector)
+        await caller.store.append_accesses([(record.id, record.access_log[0])])
         for source in sources:
-            await c.store.add_edge(record.id, source, EdgeType.derived_from, 1.0)
+            await caller.store.add_edge(record.id, source, EdgeType.derived_from, 1.0)
 
     async def _reconcile(self, cluster: list[Node]) -> str:
-        c = self.c
+        caller = self.caller
         ids = [n.id for n in cluster]
-        contents = await visible_contents(c, ids)
+        contents = await visible_contents(caller, ids)
         members = [(i, contents[i]) for i in ids if i in contents]
         if len(members) < 2:
             return ""
@@ -673,10 +677,10 @@ class _Pass:
         result = parse_reconciliation(reply, [i for i, _ in members])
         if result is None:
             return ""
-        vector = (await c.engine.embed([text_of(result.title, result.content)]))[0]
+        vector = (await caller.engine.embed([text_of(result.title, result.content)]))[0]
         seed = cluster[0]
-        async with c.store.transaction():
-            fresh = await c.store.fetch_many([i for i, _ in members])
+        async with caller.store.transaction():
+            fresh = await caller.store.fetch_many([i for i, _ in members])
             live = [i for i, _ in members if i in fresh and not fresh[i].archived]
             if len(live) < 2:
                 return ""
@@ -697,14 +701,14 @@ class _Pass:
             await self._insert_derived(record, live, vector)
             superseded = [i for i in result.supersedes if i in live]
             for old in superseded:
-                await c.store.add_edge(record.id, old, EdgeType.refines, 1.0)
-                await fade(c, fresh[old], superseded_reason(record.id))
-            await _write_lease(c)
+                await caller.store.add_edge(record.id, old, EdgeType.refines, 1.0)
+                await fade(caller, fresh[old], superseded_reason(record.id))
+            await _write_lease(caller)
         ignored = f", ignored ids {result.ignored_ids}" if result.ignored_ids else ""
         return f"{record.id[:8]} from {len(live)}, superseding {len(superseded)}{ignored}"
 
     async def _abstract_plan(self, rows: Rows) -> list[list[Node]]:
-        mark = await self.c.store.get_meta(f"abstract_watermark:{self.c.role}")
+        mark = await self.caller.store.get_meta(f"abstract_watermark:{self.caller.role}")
         pool = rows.mask_types({"episode"})
         ts_mark, id_mark = (-math.inf, "")
         if mark:
@@ -717,15 +721,15 @@ class _Pass:
         return [batch] if len(batch) >= 2 else []
 
     async def _abstract(self, batch: list[Node]) -> str:
-        c = self.c
+        caller = self.caller
         ids = [n.id for n in batch]
-        contents = await visible_contents(c, ids)
+        contents = await visible_contents(caller, ids)
         episodes = [(i, contents[i]) for i in ids if i in contents]
         reply = await self._sample(abstract_prompt(episodes), 2000)
         insights = parse_abstraction(reply, [i for i, _ in episodes])
-        vectors = await c.engine.embed([a.content for a in insights]) if insights else []
+        vectors: Any = await caller.engine.embed([a.content for a in insights]) if insights else []
         last = batch[-1]
-        async with c.store.transaction():
+        async with caller.store.transaction():
             for insight, vector in zip(insights, vectors, strict=True):
                 record = Memory(
                     type="reflection",
@@ -736,19 +740,19 @@ class _Pass:
                     authored_importance=6.0,
                 )
                 await self._insert_derived(record, insight.sources, vector)
-            await c.store.set_meta(
-                f"abstract_watermark:{c.role}",
+            await caller.store.set_meta(
+                f"abstract_watermark:{caller.role}",
                 json.dumps([last.created_at.timestamp(), last.id]),
             )
-            await _write_lease(c)
+            await _write_lease(caller)
         return f"{len(insights)} reflections from {len(episodes)} episodes"
 
 
-async def _texts(c: Caller, ids: list[str]) -> dict[str, str]:
+async def _texts(caller: Caller, ids: list[str]) -> dict[str, str]:
     """Each memory's text as it is embedded (title and content), a chunk of ids at a time."""
     out: dict[str, str] = {}
     for start in range(0, len(ids), 2000):
-        for row in await c.store.scoring_rows(ids[start : start + 2000]):
+        for row in await caller.store.scoring_rows(ids[start : start + 2000]):
             out[row.id] = text_of(row.title, row.content)
     return out
 

@@ -21,7 +21,7 @@ from .tombstones import archive, restore
 __all__ = ["forget", "revive", "update"]
 
 
-async def update(c: Caller, request: UpdateRequest) -> UpdateResult:
+async def update(caller: Caller, request: UpdateRequest) -> UpdateResult:
     """Change, link or archive one of the caller's memories in one transaction.
 
     Raises:
@@ -31,11 +31,11 @@ async def update(c: Caller, request: UpdateRequest) -> UpdateResult:
     """
     content, title, status = request.content, request.title, request.status
     valid_to, forget = request.valid_to, request.forget
-    target = await c.resolve(request.memory_id, c.actor.own)
-    edges = await parse_links(c, request.links)
+    target = await caller.resolve(request.memory_id, caller.actor.own)
+    edges = await parse_links(caller, request.links)
     importance = request.importance
     new_importance = IMPORTANCE.parse(importance) if importance is not None else None
-    new_tags = clean_labels(request.tags, "tags") if request.tags is not None else None
+    new_tags = clean_labels(list(request.tags), "tags") if request.tags is not None else None
     new_valid_to = as_utc(valid_to, "valid_to")
     new_content = None
     if content is not None:
@@ -50,16 +50,16 @@ async def update(c: Caller, request: UpdateRequest) -> UpdateResult:
             m.content if new_content is None else new_content,
         )
 
-    memory = await c.fetch(target)
-    c.writable(memory)
+    memory = await caller.fetch(target)
+    caller.writable(memory)
     # Embed outside the lock; the text is checked again under it (below).
     basis = text_after(memory)
     vector = None
     if basis != text_of(memory.title, memory.content):
-        vector = (await c.engine.embed([basis]))[0]
+        vector = (await caller.engine.embed([basis]))[0]
     changed: list[str] = []
-    async with c.store.transaction():
-        memory = await c.fetch(target)
+    async with caller.store.transaction():
+        memory = await caller.fetch(target)
         if new_content is not None and new_content != memory.content:
             memory.content = new_content
             changed.append("content")
@@ -71,7 +71,7 @@ async def update(c: Caller, request: UpdateRequest) -> UpdateResult:
         elif vector is None or basis != text_of(memory.title, memory.content):
             # A concurrent update changed the other half of the text since it was
             # embedded: the stored vector must be of the text as it is now saved.
-            vector = (await c.engine.embed([text_of(memory.title, memory.content)]))[0]
+            vector = (await caller.engine.embed([text_of(memory.title, memory.content)]))[0]
         if new_importance is not None and new_importance != memory.importance:
             memory.importance = new_importance
             memory.authored_importance = new_importance
@@ -98,47 +98,47 @@ async def update(c: Caller, request: UpdateRequest) -> UpdateResult:
                 raise InvalidInput(
                     "links.target", "a memory cannot link to itself.", "Pick another target."
                 )
-            await c.store.add_edge(target, other, relation, weight)
+            await caller.store.add_edge(target, other, relation, weight)
             changed.append(f"link:{relation.value}->{other[:8]}")
         if changed:
             # An update is not a rehearsal: `reinforced`, without the strength bump.
-            access = c.access(Channel.reinforced)
-            c.apply(memory, access, bump_strength=False)
-            await c.store.save(memory, vector)
-            await c.store.append_accesses([(target, access)])
+            access = caller.access(Channel.reinforced)
+            caller.apply(memory, access, bump_strength=False)
+            await caller.store.save(memory, vector)
+            await caller.store.append_accesses([(target, access)])
         if forget and (not memory.archived or memory.faded):
             # Forgetting a faded memory takes it out of recall's reach for good too.
-            await archive(c, memory, "forgotten")
+            await archive(caller, memory, "forgotten")
             changed.append("archived")
-    c.index.mark_dirty()
+    caller.index.mark_dirty()
     archived = memory.archived or forget
     result = UpdateResult(id=target, changed=changed, archived=archived)
     if "content" in changed:
         # New content is a cue like authored content (an intent never cues itself).
-        due = (await reminders.fire(c, [(memory.content, vector)], exclude=[target]))[0]
+        due = (await reminders.fire(caller, [(memory.content, vector)], exclude=[target]))[0]
         result.reminders, result.reminders_more = due.reminders, due.more
     return result
 
 
-async def forget(c: Caller, memory_id: str, reason: str = "forgotten") -> UpdateResult:
+async def forget(caller: Caller, memory_id: str, reason: str = "forgotten") -> UpdateResult:
     """Archive a memory (never deleted): recall and spreading skip it from now on. A memory
     reflection had faded is forgotten the same way (recall stops reaching it).
 
     Raises:
         NotFound / AmbiguousId / OwnerForbidden: as for `update`.
     """
-    target = await c.resolve(memory_id, c.actor.own)
-    async with c.store.transaction():
-        memory = await c.fetch(target)
-        c.writable(memory)
+    target = await caller.resolve(memory_id, caller.actor.own)
+    async with caller.store.transaction():
+        memory = await caller.fetch(target)
+        caller.writable(memory)
         already = memory.archived and not memory.faded
         if not already:
-            await archive(c, memory, reason)
-    c.index.mark_dirty()
+            await archive(caller, memory, reason)
+    caller.index.mark_dirty()
     return UpdateResult(id=target, changed=[] if already else ["archived"], archived=True)
 
 
-async def revive(c: Caller, memory_id: str) -> UpdateResult:
+async def revive(caller: Caller, memory_id: str) -> UpdateResult:
     """Restore a forgotten memory by id: that very memory, un-archived, its tombstone lifted.
 
     Nothing is written anew: the memory keeps its id, edges and access history, and the revive
@@ -150,12 +150,12 @@ async def revive(c: Caller, memory_id: str) -> UpdateResult:
     Raises:
         NotFound / AmbiguousId / OwnerForbidden: as for `update`.
     """
-    target = await c.resolve(memory_id, c.actor.own)
-    async with c.store.transaction():
-        memory = await c.fetch(target)
-        c.writable(memory)
+    target = await caller.resolve(memory_id, caller.actor.own)
+    async with caller.store.transaction():
+        memory = await caller.fetch(target)
+        caller.writable(memory)
         archived = memory.archived
         if archived:
-            await restore(c, memory)
-    c.index.mark_dirty()
+            await restore(caller, memory)
+    caller.index.mark_dirty()
     return UpdateResult(id=target, changed=["revived"] if archived else [], archived=False)

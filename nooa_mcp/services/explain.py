@@ -23,7 +23,7 @@ from .views import redact
 __all__ = ["explain"]
 
 
-async def explain(c: Caller, request: ExplainRequest) -> ExplainResult:
+async def explain(caller: Caller, request: ExplainRequest) -> ExplainResult:
     """Why things rank: a dry run for a query, a memory's access history, or "why not".
 
     Raises:
@@ -31,34 +31,37 @@ async def explain(c: Caller, request: ExplainRequest) -> ExplainResult:
         NotFound: the memory does not exist in this scope.
     """
     query, memory_id, k, hops = request.query, request.memory_id, request.k, request.hops
-    scope_obj = c.scope(request.scope)
+    scope_obj = caller.scope(request.scope)
     if query is None and memory_id is None:
         raise InvalidInput(
             "query", "is missing, and so is memory_id.", "Pass a query, a memory_id, or both."
         )
-    target = await c.resolve(memory_id, scope_obj) if memory_id is not None else None
+    target = await caller.resolve(memory_id, scope_obj) if memory_id is not None else None
     if query is None:
-        stream = await c.store.access_stream(target, limit=100)
-        shown = c.actor.effective()
-        memory = await c.fetch(target)
+        assert target is not None  # one of query and memory_id was given
+        stream = await caller.store.access_stream(target, limit=100)
+        shown = caller.actor.effective()
+        memory = await caller.fetch(target)
         return ExplainResult(
             mode="replay",
             memory_id=target,
             state=state(memory.archived, memory.faded),
             accesses=[redact(a, shown) for _, _, a in stream],
-            total_accesses=await c.store.count_accesses(target),
-            embeddings=c.engine.embeddings_state,
+            total_accesses=await caller.store.count_accesses(target),
+            embeddings=caller.engine.embeddings_state,
         )
     query, _ = recall_args(query, k, None, hops)
     extra = (target,) if target else ()
     # With a memory asked about, every archived memory is searched, so that one is scored
     # as the query finds it whatever its state (the others found are left out).
-    ranking = await ranking_for(c, query, scope_obj, None, hops, extra=extra, whole_archive=True)
-    rows = [_row(c, i, r) for i, r in enumerate(ranking.rows[:k], 1)]
+    ranking = await ranking_for(
+        caller, query, scope_obj, None, hops, extra=extra, whole_archive=True
+    )
+    rows = [_row(caller, i, r) for i, r in enumerate(ranking.rows[:k], 1)]
     ready = "ready" if ranking.dense_ready else "warming"
     if target is None:
         return ExplainResult(mode="query", query=query, rows=rows, embeddings=ready)
-    why_not = await _why_not(c, target, ranking, k)
+    why_not = await _why_not(caller, target, ranking, k)
     return ExplainResult(
         mode="why_not",
         query=query,
@@ -70,7 +73,7 @@ async def explain(c: Caller, request: ExplainRequest) -> ExplainResult:
     )
 
 
-def _row(c: Caller, position: int, r: Ranked) -> ExplainRow:
+def _row(caller: Caller, position: int, r: Ranked) -> ExplainRow:
     return ExplainRow(
         rank=position,
         id=r.id,
@@ -80,24 +83,24 @@ def _row(c: Caller, position: int, r: Ranked) -> ExplainRow:
         rel=round(r.rel, 4),
         rec=round(r.rec, 4),
         imp=round(r.imp, 4),
-        spread=round(c.settings.recall.gamma * r.spread, 4),
+        spread=round(caller.settings.recall.gamma * r.spread, 4),
         type=r.row.type,
         owner=r.row.owner,
         head=r.head,
         path=r.path,
-        flags=flags(c, r),
+        flags=flags(caller, r),
         forgotten=r.forgotten,
     )
 
 
-async def _why_not(c: Caller, target: str, ranking: Ranking, k: int) -> WhyNot:
-    memory = await c.fetch(target)
+async def _why_not(caller: Caller, target: str, ranking: Ranking, k: int) -> WhyNot:
+    memory = await caller.fetch(target)
     position = ranking.rank_of(target)
     mine = ranking.rows[position - 1] if position else None
     kth = ranking.rows[k - 1] if len(ranking.rows) >= k else None
-    policy = c.settings.forgetting
+    policy = caller.settings.forgetting
     now = utc_now()
-    weak_line = c.settings.recall.weak_relevance
+    weak_line = caller.settings.recall.weak_relevance
     faded = memory.archived and memory.faded
     forgotten = memory.archived and not memory.faded
     relevant = mine is not None and not mine.weak(weak_line)
@@ -127,7 +130,7 @@ async def _why_not(c: Caller, target: str, ranking: Ranking, k: int) -> WhyNot:
                     gaps.append(f"{name} {getattr(mine, name):.3f} < {getattr(kth, name):.3f}")
             if mine.spread < kth.spread:
                 # As the rows show it: the part of the score spreading adds (γ·spread).
-                gamma = c.settings.recall.gamma
+                gamma = caller.settings.recall.gamma
                 gaps.append(f"spread {gamma * mine.spread:.3f} < {gamma * kth.spread:.3f}")
         reason = f"It ranks {position}, below the top {k}" + (
             f": {', '.join(gaps)} against rank {k}." if gaps else "."

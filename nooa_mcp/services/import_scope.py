@@ -36,7 +36,9 @@ __all__ = ["attach_edges", "claim_ids"]
 _PAGE = 500
 
 
-async def claim_ids(c: Caller, lines: Sequence[int], specs: list[dict[str, Any]]) -> dict[str, str]:
+async def claim_ids(
+    caller: Caller, lines: Sequence[int], specs: list[dict[str, Any]]
+) -> dict[str, str]:
     """Decide what each line's id means here; give lines whose id another owner holds a
     fresh id (in `specs`, in place). Returns the ids so replaced: file id → new id.
 
@@ -63,11 +65,11 @@ async def claim_ids(c: Caller, lines: Sequence[int], specs: list[dict[str, Any]]
     ids = list(named)
     owners: dict[str, str] = {}
     for start in range(0, len(ids), _PAGE):
-        owners |= await c.store.owners_of(ids[start : start + _PAGE])
-    mine = [i for i, owner in owners.items() if c.may_write(owner)]
-    stored = {}
+        owners |= await caller.store.owners_of(ids[start : start + _PAGE])
+    mine = [i for i, owner in owners.items() if caller.may_write(owner)]
+    stored: dict[str, Any] = {}
     for start in range(0, len(mine), _PAGE):
-        stored |= await c.store.fetch_many(mine[start : start + _PAGE])
+        stored |= await caller.store.fetch_many(mine[start : start + _PAGE])
     for ident in mine:
         memory = stored.get(ident)
         line, kind, digest = named[ident]
@@ -89,18 +91,18 @@ def _refused(line: int, ident: str, why: str) -> InvalidInput:
 
 
 async def attach_edges(
-    c: Caller, edges: Sequence[tuple[str, int, LineEdge]], renamed: dict[str, str]
+    caller: Caller, edges: Sequence[tuple[str, int, LineEdge]], renamed: dict[str, str]
 ) -> tuple[int, list[str]]:
     """Add each (source memory, line, edge) whose target resolves in the importer's scope,
     following ids the import replaced. Returns how many were added and, per edge not
     added, one sentence naming its line."""
     added, skipped = 0, []
-    scope = c.actor.own
-    async with c.store.transaction():
+    scope = caller.actor.own
+    async with caller.store.transaction():
         for src, line, edge in edges:
             wanted = renamed.get(edge.target, edge.target)
             try:
-                target = await c.store.resolve_id(wanted, "edges.target", scope)
+                target = await caller.store.resolve_id(wanted, "edges.target", scope)
             except (NotFound, AmbiguousId) as exc:
                 why = (
                     "matches several of your memories"
@@ -118,6 +120,6 @@ async def attach_edges(
                     "added: it points at its own memory."
                 )
                 continue
-            await c.store.add_edge(src, target, edge.relation, edge.weight, edge.created_at)
+            await caller.store.add_edge(src, target, edge.relation, edge.weight, edge.created_at)
             added += 1
     return added, skipped

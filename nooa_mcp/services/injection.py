@@ -62,54 +62,55 @@ def _reminder(r: Reminder, importance: float = 5.0) -> Item:
     return (r.intent_id, "intent", importance, r.content, f"fired on its {note}")
 
 
-async def _log(c: Caller, ids: list[str], query: str | None) -> None:
+async def _log(caller: Caller, ids: list[str], query: str | None) -> None:
     """Log `injected` on each memory shown, in the order shown (never use: DESIGN.md §3.1)."""
     if not ids:
         return
-    async with c.store.transaction():
-        fetched = await c.store.fetch_many(ids)
+    async with caller.store.transaction():
+        fetched = await caller.store.fetch_many(ids)
         logged, saved = [], []
         for position, memory_id in enumerate(ids, 1):
             memory = fetched.get(memory_id)
             if memory is None:
                 continue
-            access = c.access(Channel.injected, query=query, rank=position)
-            c.apply(memory, access)
+            access = caller.access(Channel.injected, query=query, rank=position)
+            caller.apply(memory, access)
             saved.append(memory)
             logged.append((memory_id, access))
-        await c.store.save_accesses(saved)
-        await c.store.append_accesses(logged)
+        await caller.store.save_accesses(saved)
+        await caller.store.append_accesses(logged)
 
 
-async def _reminders(c: Caller, text: str | None, vector) -> list[Item]:
-    fired = (await reminders.fire(c, [(text, vector)]))[0].reminders
+async def _reminders(caller: Caller, text: str | None, vector) -> list[Item]:
+    fired = (await reminders.fire(caller, [(text, vector)]))[0].reminders
     if not fired:
         return []
     importance = {
-        i: m.importance for i, m in (await c.store.fetch_many([r.intent_id for r in fired])).items()
+        i: m.importance
+        for i, m in (await caller.store.fetch_many([r.intent_id for r in fired])).items()
     }
     return [_reminder(r, importance.get(r.intent_id, 5.0)) for r in fired]
 
 
-async def for_prompt(c: Caller, prompt: str, *, limit: int = PROMPT_MEMORIES) -> Injected:
+async def for_prompt(caller: Caller, prompt: str, *, limit: int = PROMPT_MEMORIES) -> Injected:
     """The intents a prompt fires and the memories relevant to it, logged `injected`."""
     # A prompt is what the person typed, not a field to refuse: a NUL (which no PostgreSQL
     # text column holds, and the logged query is one) separates words like a space.
     query = " ".join(prompt.replace("\x00", " ").split())[:QUERY_CHARS]
-    out = Injected(embeddings=c.engine.embeddings_state)
+    out = Injected(embeddings=caller.engine.embeddings_state)
     if not query:
         return out
-    settings = c.settings.recall
+    settings = caller.settings.recall
     vector = None
-    if settings.use_dense and c.engine.embeddings_state == "ready":
-        vector = (await c.engine.embed([query]))[0]
-    await c.engine.sync_vectors(for_keywords=vector is None)
+    if settings.use_dense and caller.engine.embeddings_state == "ready":
+        vector = (await caller.engine.embed([query]))[0]
+    await caller.engine.sync_vectors(for_keywords=vector is None)
     ranking = await rank(
         query,
-        store=c.store,
-        index=c.index,
+        store=caller.store,
+        index=caller.index,
         query_vector=vector,
-        scope=c.actor.own,
+        scope=caller.actor.own,
         settings=settings,
         now=utc_now().timestamp(),
         types=PROMPT_TYPES,
@@ -148,44 +149,44 @@ async def for_prompt(c: Caller, prompt: str, *, limit: int = PROMPT_MEMORIES) ->
         )
         for r in chosen
     ]
-    await _log(c, [r.id for r in chosen], query[:200])
-    out.reminders = await _reminders(c, query, vector)
+    await _log(caller, [r.id for r in chosen], query[:200])
+    out.reminders = await _reminders(caller, query, vector)
     return out
 
 
-async def at_session_start(c: Caller, project: str = "") -> Injected:
+async def at_session_start(caller: Caller, project: str = "") -> Injected:
     """Open todos, due intents and the most important memories (the project's first)."""
     project = project.replace("\x00", "")
-    out = Injected(embeddings=c.engine.embeddings_state)
-    own = c.actor.own
-    todos = await c.store.list_memories(
+    out = Injected(embeddings=caller.engine.embeddings_state)
+    own = caller.actor.own
+    todos = await caller.store.list_memories(
         own, archived=False, type="todo", status="open", limit=100_000
     )
     todos.sort(key=lambda m: todo_order(m.status, m.importance, m.created_at))
     out.open_todos = len(todos)
     out.todos = [_item(m) for m in todos[:START_TODOS]]
-    out.reminders = await _reminders(c, None, None)
-    out.memories = [_item(m) for m in await _important(c, project, len(todos))]
-    await _log(c, [t[0] for t in out.todos] + [m[0] for m in out.memories], None)
+    out.reminders = await _reminders(caller, None, None)
+    out.memories = [_item(m) for m in await _important(caller, project, len(todos))]
+    await _log(caller, [t[0] for t in out.todos] + [m[0] for m in out.memories], None)
     return out
 
 
-async def _important(c: Caller, project: str, open_todos: int) -> list[Memory]:
+async def _important(caller: Caller, project: str, open_todos: int) -> list[Memory]:
     """The project's labelled memories, then the HIGH and CRITICAL ones; none superseded."""
-    own = c.actor.own
+    own = caller.actor.own
     now = utc_now()
     labelled: list[str] = []
     if project:
         wanted = project.lower()
-        rows = await c.store.candidates(project, own, limit=200)
+        rows = await caller.store.candidates(project, own, limit=200)
         labelled = [
             r.id
             for r in sorted(rows, key=lambda r: (-r.importance, -r.last_accessed_at))
             if wanted in r.cues and not r.archived
         ]
     # The context rows put open todos first: ask for enough to reach the memories after them.
-    ranked = await c.store.context_rows(own, open_todos + START_MEMORIES * 8)
-    fetched = await c.store.fetch_many(labelled)
+    ranked = await caller.store.context_rows(own, open_todos + START_MEMORIES * 8)
+    fetched = await caller.store.fetch_many(labelled)
     pool = [fetched[i] for i in labelled if i in fetched]
     seen = {m.id for m in pool}
     pool += [m for m in ranked if m.id not in seen and m.importance >= START_IMPORTANCE]
@@ -198,8 +199,8 @@ async def _important(c: Caller, project: str, open_todos: int) -> list[Memory]:
     ]
     if not pool:
         return []
-    links = await c.store.successors([m.id for m in pool], [e.value for e in SUPERSEDING], own)
-    newer = await c.store.fetch_many(list({e.src for e in links}))
+    links = await caller.store.successors([m.id for m in pool], [e.value for e in SUPERSEDING], own)
+    newer = await caller.store.fetch_many(list({e.src for e in links}))
     created = {m.id: m.created_at for m in pool}
     superseded = {
         e.dst

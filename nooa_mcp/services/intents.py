@@ -17,7 +17,7 @@ from .views import get
 __all__ = ["intent"]
 
 
-async def intent(c: Caller, request: IntentRequest, *, remind: bool = True) -> IntentResult:
+async def intent(caller: Caller, request: IntentRequest, *, remind: bool = True) -> IntentResult:
     """Add an intent that fires at a time or on a cue, list intents, check now, or cancel one.
 
     A time trigger fires once `fire_at` has passed; a cue fires when a recall query or
@@ -53,7 +53,7 @@ async def intent(c: Caller, request: IntentRequest, *, remind: bool = True) -> I
             content=content, type="intent", trigger=trigger, importance=request.importance
         )
         try:
-            written = (await author_many(c, [added]))[0]
+            written = (await author_many(caller, [added]))[0]
         except InvalidInput as exc:
             # The tool takes fire_at, cue and every_hours as arguments of their own.
             if not exc.field.startswith("trigger."):
@@ -64,34 +64,34 @@ async def intent(c: Caller, request: IntentRequest, *, remind: bool = True) -> I
     elif action == "cancel":
         if not memory_id:
             raise InvalidInput("memory_id", "is missing.", "Pass the id of the intent.")
-        found = await get(c, memory_id)
+        found = await get(caller, memory_id)
         if found.type.value != "intent":
             raise InvalidInput(
                 "memory_id",
                 f"{found.id[:8]} is {a_or_an(found.type.value)}, not an intent.",
                 "List intents to find the id.",
             )
-        await forget(c, found.id, reason="intent cancelled")
+        await forget(caller, found.id, reason="intent cancelled")
         result.id, result.outcome = found.id, "cancelled"
         if remind:
-            due = (await reminders.fire(c))[0]
+            due = (await reminders.fire(caller))[0]
             result.reminders, result.reminders_more = due.reminders, due.more
     elif action == "check":
         text = check_situation(request.text)
-        vector = await c.engine.query_vector(text) if text else None
-        due = (await reminders.fire(c, [(text or None, vector)]))[0]
+        vector = await caller.engine.query_vector(text) if text else None
+        due = (await reminders.fire(caller, [(text or None, vector)]))[0]
         result.reminders, result.reminders_more = due.reminders, due.more
         result.outcome = f"{len(result.reminders)} fired"
     elif remind:
-        due = (await reminders.fire(c))[0]
+        due = (await reminders.fire(caller))[0]
         result.reminders, result.reminders_more = due.reminders, due.more
-    result.intents = await _items(c)
+    result.intents = await _items(caller)
     return result
 
 
-async def _items(c: Caller) -> list[IntentItem]:
+async def _items(caller: Caller) -> list[IntentItem]:
     items = []
-    for m in await c.store.intents(c.role):
+    for m in await caller.store.intents(caller.role):
         trig = m.trigger
         if trig is None:
             continue

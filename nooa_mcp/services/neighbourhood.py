@@ -20,7 +20,7 @@ MAX_HOPS = 3
 
 
 async def neighbourhood(
-    c: Caller,
+    caller: Caller,
     memory_id: str,
     *,
     hops: int = 2,
@@ -44,8 +44,8 @@ async def neighbourhood(
         raise InvalidInput("fanout", f"{fanout!r} is not a positive count.", "Use 1 or more.")
     if not isinstance(cap, int) or cap < 1:
         raise InvalidInput("cap", f"{cap!r} is not a positive count.", "Use 1 or more.")
-    scope_obj = c.scope(scope)
-    center = await c.resolve(memory_id, scope_obj)
+    scope_obj = caller.scope(scope)
+    center = await caller.resolve(memory_id, scope_obj)
     shown = [center]
     seen = {center}
     kept: dict[tuple[str, str, str], EdgeRow] = {}
@@ -54,7 +54,7 @@ async def neighbourhood(
     frontier = [center]
     for _ in range(hops):
         around: dict[str, list[EdgeRow]] = {node: [] for node in frontier}
-        for edge in await c.store.links_of(frontier, scope_obj):
+        for edge in await caller.store.links_of(frontier, scope_obj):
             for end in {edge.src, edge.dst}:
                 if end in around:
                     around[end].append(edge)
@@ -76,11 +76,11 @@ async def neighbourhood(
         frontier = [node for node, _ in ring]
         if not frontier:
             break
-    found = await c.store.fetch_many(shown)
+    found = await caller.store.fetch_many(shown)
     nodes: dict[str, MemoryView] = {}
     for node in shown:
         if node in found:
-            nodes[node] = await view(c, found[node], scope_obj)
+            nodes[node] = await view(caller, found[node], scope_obj)
     edges = [
         GraphEdge(src=e.src, dst=e.dst, type=e.type, weight=e.weight)
         for e in kept.values()

@@ -231,7 +231,7 @@ class EdgeFacts:
 
 
 async def edges_around(
-    c: Caller, rows: Rows, positions: np.ndarray, types: frozenset[str] | None = None
+    caller: Caller, rows: Rows, positions: np.ndarray, types: frozenset[str] | None = None
 ) -> EdgeFacts:
     """The edges around the rows at `positions`: related-neighbour counts, and which pairs
     among them an edge (of one of `types`; None: any) joins already.
@@ -248,7 +248,7 @@ async def edges_around(
         chunk = ids[start : start + EDGE_CHUNK]
         neighbours: dict[int, set[str]] = {}
         keys = []
-        for e in await c.store.edges_touching(chunk):
+        for e in await caller.store.edges_touching(chunk):
             src, dst = pos_of.get(e.src), pos_of.get(e.dst)
             if e.type == "related":
                 if src is not None:
@@ -280,9 +280,9 @@ class Planner:
     """The rows, vectors and similar pairs of one pass over one role (None: every role)."""
 
     def __init__(
-        self, c: Caller, role: str | None, pair_steps: Sequence[str], reconcile: bool
+        self, caller: Caller, role: str | None, pair_steps: Sequence[str], reconcile: bool
     ) -> None:
-        self.c = c
+        self.caller = caller
         self.role = role
         self.pair_steps = [s for s in PAIR_STEPS if s in pair_steps]
         self.reconcile = reconcile
@@ -295,7 +295,7 @@ class Planner:
         self.changed = 0
         self.compared = 0
         self.unsettled: set[str] = set()
-        self._model = f"{c.engine.embedder.name}:{c.engine.embedder.dim}"
+        self._model = f"{caller.engine.embedder.name}:{caller.engine.embedder.dim}"
         # Pairs by seq (stable while rows are re-read), and what the sweeps covered.
         self._a = np.zeros(0, np.int64)
         self._b = np.zeros(0, np.int64)
@@ -335,9 +335,9 @@ class Planner:
         access log does not move the revision): only pruning reads them, and an older
         access time only makes a row a suspect that `_prune` then judges on the row itself.
         """
-        store = self.c.store
-        state = self.c.engine.role_state(self.role) if self.role is not None else None
-        if state is not None and state.rows is not None:
+        store = self.caller.store
+        state = self.caller.engine.role_state(self.role) if self.role is not None else None
+        if state is not None and state.rows is not None and self.role is not None:
             since, kept = state.rows
             pages: list[RowChanges] = []
             while (page := await store.reflection_changes(since, PAGE)) is not None:
@@ -365,9 +365,9 @@ class Planner:
     async def _vectors(self, rows: Rows) -> tuple[np.ndarray, np.ndarray]:
         """The index matrix and each row's row in it (−1: none yet), after a sync, so every
         row read so far is there."""
-        index = self.c.index
+        index = self.caller.index
         index.mark_dirty()
-        await self.c.engine.sync_vectors()
+        await self.caller.engine.sync_vectors()
         seqs = index.seqs[: index.size]
         if self._by_seq is None or self._by_seq.size != seqs.size:
             self._by_seq = np.argsort(seqs, kind="stable")
@@ -387,7 +387,7 @@ class Planner:
         """Read the rows, decide full or changed-only, and run the pass's one sweep."""
         if not self.pair_steps and not self.reconcile:
             return
-        store = self.c.store
+        store = self.caller.store
         text = await store.get_meta(record_key(self.role))
         record = await anyio.to_thread.run_sync(Record.decode, text)
         if record is not None and record.basis != basis(self._model):
@@ -395,7 +395,7 @@ class Planner:
         rows = await self.rows()
         matrix, at = await self._vectors(rows)
         positions = self._sweepable(rows, at)
-        hashes = await self.c.index.row_hashes(at[positions])
+        hashes = await self.caller.index.row_hashes(at[positions])
         prints = await anyio.to_thread.run_sync(fingerprints, rows, positions, hashes)
         full = record is None or self.reconcile or not set(self.pair_steps) <= record.steps
         focus = None
@@ -474,7 +474,7 @@ class Planner:
         focus = np.flatnonzero(new)
         self.changed += int(focus.size)
         await self._sweep(rows, positions, matrix, at, focus, neighbours=False)
-        hashes = await self.c.index.row_hashes(at[positions[focus]])
+        hashes = await self.caller.index.row_hashes(at[positions[focus]])
         prints = fingerprints(rows, positions[focus], hashes)
         self._covered = np.concatenate([self._covered, rows.seq[positions[focus]]])
         self._prints = np.concatenate([self._prints, prints])
@@ -511,7 +511,7 @@ class Planner:
             extra = await anyio.to_thread.run_sync(
                 functools.partial(
                     sweep,
-                    self.c.index.matrix,
+                    self.caller.index.matrix,
                     rows_at,
                     CLUSTER_SIMILARITY,
                     focus=gone,
@@ -544,5 +544,5 @@ class Planner:
             frozenset(self.unsettled | unsettled),
         )
         text = await anyio.to_thread.run_sync(record.encode)
-        async with self.c.store.transaction():
-            await self.c.store.set_meta(record_key(self.role), text)
+        async with self.caller.store.transaction():
+            await self.caller.store.set_meta(record_key(self.role), text)

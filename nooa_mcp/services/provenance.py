@@ -14,7 +14,7 @@ from contextvars import ContextVar
 try:
     from opentelemetry import trace as _trace
 except ImportError:  # pragma: no cover - opentelemetry-api comes with mcp
-    _trace = None
+    _trace = None  # type: ignore[assignment]
 
 _session_ref: ContextVar[str | None] = ContextVar("nooa_session_ref", default=None)
 

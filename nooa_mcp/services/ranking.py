@@ -1,4 +1,4 @@
-"""Ranking: candidates → ACT-R scoring → spreading → supersession, with reasons (SPEC §5, §6).
+"""Ranking: candidates → ACT-R scoring → spreading → supersession, with reasons (DESIGN.md §5, §6).
 
 Gathers numbers from the store (one call for the candidates) and the vector index and hands
 them to `domain.scoring`; it writes nothing. The recall verb logs the accesses of what it
@@ -59,7 +59,7 @@ class Ranked:
     stale: bool = False
     superseded_by: str | None = None
     #: Replaces a relevant memory: it is relevant as that memory's current version, even when
-    #: its own words miss the query (SPEC §5 fix 7 over fix 8).
+    #: its own words miss the query (DESIGN.md §16.7 over §16.8).
     succeeds_relevant: bool = False
     #: Relevance the ranking takes off (a faded memory's `faded_penalty`); `rel` stays as it
     #: is for the weak line and the reply.
@@ -126,9 +126,9 @@ class Links:
 
     The keyword candidates are known while the query is still being embedded; the links
     around them are read then too, on the store's otherwise idle connection, and spreading and
-    supersession ask the store only about the memories the vector search added (issue 12: at
-    100k, their two reads took 2.4 ms of recall after the search). Every edge of a memory
-    comes from one read, in the store's order, as it would without them.
+    supersession ask the store only about the memories the vector search added, instead of
+    reading all their edges after the search. Every edge of a memory comes from one read, in
+    the store's order, as it would without them.
     """
 
     #: Source → its out-edges to live targets in scope, for every source read (even none).
@@ -311,11 +311,11 @@ async def rank(
         if r.superseded_by is not None:
             r.score -= s.superseded_penalty
             successor = candidates.get(r.superseded_by)
-            # SPEC §5 fix 7: a replaced memory ranks below what replaced it.
+            # DESIGN.md §16.7: a replaced memory ranks below what replaced it.
             if successor is not None and r.score >= successor.score:
                 r.score = successor.score - 1e-6
     _versions(index, query, candidates, s)
-    # SPEC §5 fix 8: a weakly related memory never ranks above a relevant one, whatever its
+    # DESIGN.md §16.8: a weakly related memory never ranks above a relevant one, whatever its
     # recency, importance or spreading.
     ordered = sorted(candidates.values(), key=lambda r: (r.weak(s.weak_relevance), -r.score, r.id))
     return Ranking(query, ordered, dense_ready, ranges, query_vector)
@@ -559,7 +559,7 @@ async def _spread(run: _Pass, seeds: list[Ranked], hops: int) -> None:
     received: dict[str, float] = {}
     paths: dict[str, list[str]] = {}
     for _ in range(hops):
-        # SPEC §5 fixes 3 and 4: the store returns only live targets inside the scope, so an
+        # DESIGN.md §16.3, §16.4: the store returns only live targets inside the scope, so an
         # archived or foreign memory is never written into the frontier and relays nothing.
         found = await run.links.out_edges(run.store, list(frontier), run.scope)
         novelty = _novelty(run.index, [(e.src, e.dst) for e in found])

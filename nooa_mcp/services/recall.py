@@ -1,4 +1,4 @@
-"""Recall: rank memories for a query and log why each returned one ranked where it did (SPEC §5).
+"""Recall: rank memories for a query and log why each returned one ranked there (DESIGN.md §5).
 
 Every returned memory gets an access record (query, score, rank, components) on its ring and in
 the stream; references are resolved for the reader's scope and `deref` is logged on memories
@@ -30,7 +30,7 @@ __all__ = ["flags", "log_accesses", "ranking_for", "recall", "revive"]
 
 
 async def ranking_for(
-    c: Caller,
+    caller: Caller,
     query: str,
     scope: Scope,
     kinds: set[str] | None,
@@ -43,31 +43,31 @@ async def ranking_for(
     (`include_archived` and `whole_archive` as for `ranking.rank`).
 
     The keyword candidates are read while the query is embedded: the two take about as long
-    as each other, and neither needs the other (issue 12: recall's fixed cost).
+    as each other, and neither needs the other, so recall's fixed cost is the longer one.
     """
     keyword = asyncio.get_running_loop().create_task(
         keyword_candidates(
             query,
-            store=c.store,
+            store=caller.store,
             scope=scope,
-            settings=c.settings.recall,
+            settings=caller.settings.recall,
             types=kinds,
             hops=hops,
             whole_archive=whole_archive,
         )
     )
     try:
-        query_vector = await c.engine.query_vector(query)
-        await c.engine.sync_vectors(for_keywords=query_vector is None)
+        query_vector = await caller.engine.query_vector(query)
+        await caller.engine.sync_vectors(for_keywords=query_vector is None)
         # `rank` searches the vectors before it waits for the keyword rows: at 100k the
         # matrix product (~8 ms) runs beside the full-text search (~8 ms) too.
         return await rank(
             query,
-            store=c.store,
-            index=c.index,
+            store=caller.store,
+            index=caller.index,
             query_vector=query_vector,
             scope=scope,
-            settings=c.settings.recall,
+            settings=caller.settings.recall,
             now=utc_now().timestamp(),
             types=kinds,
             hops=hops,
@@ -84,12 +84,12 @@ async def ranking_for(
         raise
 
 
-def flags(c: Caller, r: Ranked) -> Flags:
-    weak = r.weak(c.settings.recall.weak_relevance)
+def flags(caller: Caller, r: Ranked) -> Flags:
+    weak = r.weak(caller.settings.recall.weak_relevance)
     return Flags(weak=weak, stale=r.stale, superseded_by=r.superseded_by, faded=r.faded)
 
 
-async def recall(c: Caller, request: RecallRequest) -> RecallResult:
+async def recall(caller: Caller, request: RecallRequest) -> RecallResult:
     """Rank memories for a query and log why each returned one ranked where it did.
 
     A faded memory returned without the weak flag was used: it is live again (`revived`).
@@ -101,21 +101,21 @@ async def recall(c: Caller, request: RecallRequest) -> RecallResult:
     """
     k, hops, scope = request.k, request.hops, request.scope
     query, kinds = recall_args(request.query, k, request.types, hops)
-    scope_obj = c.scope(scope)
-    ranking = await ranking_for(c, query, scope_obj, kinds, hops, request.include_archived)
+    scope_obj = caller.scope(scope)
+    ranking = await ranking_for(caller, query, scope_obj, kinds, hops, request.include_archived)
     top = ranking.rows[:k]
     channel = Channel.searched if hops == 0 else Channel.recalled
     stored_refs = {r.id: r.row.references() for r in top}
     # Retrieved by a cue strong enough to clear the weak line: a use, which revives it.
-    revived = [r.id for r in top if r.faded and not flags(c, r).weak]
-    if top and c.store.writable:
-        # SPEC §5 fix 9: only what the reader could have used counts as use. A weak hit is
+    revived = [r.id for r in top if r.faded and not flags(caller, r).weak]
+    if top and caller.store.writable:
+        # DESIGN.md §16.9: only what the reader could have used counts as use. A weak hit is
         # logged as `shown`: no base-level, no strength, no rehearsal.
         accesses = [
             (
                 r.id,
-                c.access(
-                    Channel.shown if flags(c, r).weak else channel,
+                caller.access(
+                    Channel.shown if flags(caller, r).weak else channel,
                     query=query[:200],
                     score=round(r.score, 4),
                     rank=position,
@@ -124,31 +124,31 @@ async def recall(c: Caller, request: RecallRequest) -> RecallResult:
             )
             for position, r in enumerate(top, 1)
         ]
-        await c.engine.after_reply(lambda: log_accesses(c, accesses))
-    if revived and c.store.writable:
+        await caller.engine.after_reply(lambda: log_accesses(caller, accesses))
+    if revived and caller.store.writable:
         # At once, not with the log after the reply: the next recall sees them live.
-        await revive(c, revived)
-    hits = [_hit(c, position, r) for position, r in enumerate(top, 1)]
-    await _attach_references(c, hits, stored_refs, scope_obj)
-    c.note_activity()
-    due = (await reminders.fire(c, [(query, ranking.query_vector)]))[0]
+        await revive(caller, revived)
+    hits = [_hit(caller, position, r) for position, r in enumerate(top, 1)]
+    await _attach_references(caller, hits, stored_refs, scope_obj)
+    caller.note_activity()
+    due = (await reminders.fire(caller, [(query, ranking.query_vector)]))[0]
     nothing = all(h.flags.weak for h in hits)
     note = ""
     if not hits:
         note = "Nothing stored matches this query."
     elif nothing:
         note = "Nothing relevant: every result is only weakly related to the query."
-    if revived and c.store.writable:
+    if revived and caller.store.writable:
         note = (note + " " if note else "") + (
             f"{len(revived)} result(s) had faded (archived by reflection, flagged faded); "
             "this recall used them, so they are live again."
         )
-    use_dense = c.settings.recall.use_dense
+    use_dense = caller.settings.recall.use_dense
     if ranking.dense_ready is False and use_dense:
         note = (note + " " if note else "") + "Embeddings are warming: keyword matches only."
-    if not c.store.writable:
+    if not caller.store.writable:
         note = (note + " " if note else "") + (
-            f"The store ({c.store.label}) is read-only: this recall was not logged and no "
+            f"The store ({caller.store.label}) is read-only: this recall was not logged and no "
             "reminders fired."
         )
     if due.more:
@@ -157,10 +157,10 @@ async def recall(c: Caller, request: RecallRequest) -> RecallResult:
             "with action=check to see them."
         )
     asked = (scope or "mine").strip()
-    if asked not in ("mine", "instance", c.role) and scope_obj == c.actor.own:
-        # SPEC §10: the model's scope word cannot widen what this connection may read.
+    if asked not in ("mine", "instance", caller.role) and scope_obj == caller.actor.own:
+        # DESIGN.md §10: the model's scope word cannot widen what this connection may read.
         note = (note + " " if note else "") + (
-            f"Searched only {c.role or 'shared'} and shared memories: this connection has no "
+            f"Searched only {caller.role or 'shared'} and shared memories: this connection has no "
             f"read grant for {asked!r}."
         )
     return RecallResult(
@@ -176,10 +176,10 @@ async def recall(c: Caller, request: RecallRequest) -> RecallResult:
     )
 
 
-def _hit(c: Caller, position: int, r: Ranked) -> RecallHit:
+def _hit(caller: Caller, position: int, r: Ranked) -> RecallHit:
     row = r.row
     last = datetime.fromtimestamp(row.last_accessed_at, tz=UTC)
-    policy = c.settings.forgetting
+    policy = caller.settings.forgetting
     return RecallHit(
         rank=position,
         id=r.id,
@@ -190,7 +190,7 @@ def _hit(c: Caller, position: int, r: Ranked) -> RecallHit:
         content=row.content,
         score=round(r.score, 4),
         components=r.components,
-        flags=flags(c, r),
+        flags=flags(caller, r),
         status=row.status,
         importance=row.importance,
         created_at=datetime.fromtimestamp(row.created_at, tz=UTC),
@@ -207,16 +207,16 @@ def _hit(c: Caller, position: int, r: Ranked) -> RecallHit:
 LOG_ATTEMPTS = 3
 
 
-async def revive(c: Caller, ids: Sequence[str]) -> None:
+async def revive(caller: Caller, ids: Sequence[str]) -> None:
     """Make the faded memories among `ids`, which a recall just used, live again (one
     transaction; a memory forgotten or revived meanwhile is left as it is)."""
-    async with c.store.transaction():
-        for memory in (await c.store.fetch_many(list(dict.fromkeys(ids)))).values():
-            await revive_by_use(c, memory)
-    c.index.mark_dirty()
+    async with caller.store.transaction():
+        for memory in (await caller.store.fetch_many(list(dict.fromkeys(ids)))).values():
+            await revive_by_use(caller, memory)
+    caller.index.mark_dirty()
 
 
-async def log_accesses(c: Caller, accesses: list[tuple[str, AccessRecord]]) -> None:
+async def log_accesses(caller: Caller, accesses: list[tuple[str, AccessRecord]]) -> None:
     """Apply and store accesses (memory id, record) in one transaction, on fresh rows.
 
     A deadlock on PostgreSQL (two servers logging and reflecting over the same rows) aborts
@@ -224,18 +224,18 @@ async def log_accesses(c: Caller, accesses: list[tuple[str, AccessRecord]]) -> N
     """
     for attempt in range(1, LOG_ATTEMPTS + 1):
         try:
-            async with c.store.transaction():
-                fetched = await c.store.fetch_many(list(dict.fromkeys(i for i, _ in accesses)))
+            async with caller.store.transaction():
+                fetched = await caller.store.fetch_many(list(dict.fromkeys(i for i, _ in accesses)))
                 logged = []
                 for memory_id, access in accesses:
                     memory = fetched.get(memory_id)
                     if memory is None:
                         continue
-                    c.apply(memory, access)
+                    caller.apply(memory, access)
                     logged.append((memory_id, access))
                 ids = dict.fromkeys(i for i, _ in logged)
-                await c.store.save_accesses([fetched[i] for i in ids])
-                await c.store.append_accesses(logged)
+                await caller.store.save_accesses([fetched[i] for i in ids])
+                await caller.store.append_accesses(logged)
             return
         except StoreConflict:
             if attempt == LOG_ATTEMPTS:
@@ -244,7 +244,7 @@ async def log_accesses(c: Caller, accesses: list[tuple[str, AccessRecord]]) -> N
 
 
 async def _attach_references(
-    c: Caller, hits: list[RecallHit], by_id: dict[str, list[Reference]], scope: Scope
+    caller: Caller, hits: list[RecallHit], by_id: dict[str, list[Reference]], scope: Scope
 ) -> None:
     """Fill each hit's references, and log `deref` on every memory a reference reached."""
     derefs: list[tuple[str, str]] = []
@@ -252,12 +252,12 @@ async def _attach_references(
         stored = by_id.get(hit.id) or []
         if not stored:
             continue
-        hit.references, live = await resolve_all(c, stored, scope)
+        hit.references, live = await resolve_all(caller, stored, scope)
         derefs += [(hit.id, target) for target in live]
-    if not derefs or not c.store.writable:
+    if not derefs or not caller.store.writable:
         return
     accesses = [
-        (target, c.access(Channel.deref, query=f"memory:{target[:8]} from {source[:8]}"))
+        (target, caller.access(Channel.deref, query=f"memory:{target[:8]} from {source[:8]}"))
         for source, target in derefs
     ]
-    await c.engine.after_reply(lambda: log_accesses(c, accesses))
+    await caller.engine.after_reply(lambda: log_accesses(caller, accesses))

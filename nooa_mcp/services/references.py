@@ -241,14 +241,14 @@ async def _off_loop(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     raise TimeoutError
 
 
-async def visible_contents(c: Caller, ids: Sequence[str], scope: Scope | None = None) -> dict:
+async def visible_contents(caller: Caller, ids: Sequence[str], scope: Scope | None = None) -> dict:
     """Content of live memories among `ids` that `scope` may read (default: the caller's own)."""
-    scope = scope or c.actor.own
-    fetched = await c.store.fetch_many(list(ids))
+    scope = scope or caller.actor.own
+    fetched = await caller.store.fetch_many(list(ids))
     return {i: m.content for i, m in fetched.items() if not m.archived and scope.allows(m.owner)}
 
 
-async def capture_all(c: Caller, records: Sequence[Memory]) -> None:
+async def capture_all(caller: Caller, records: Sequence[Memory]) -> None:
     """Resolve memory prefixes to full ids and capture every preview (write time).
 
     A reference that arrives with a preview (an import) keeps its snapshot untouched.
@@ -265,10 +265,10 @@ async def capture_all(c: Caller, records: Sequence[Memory]) -> None:
                 captured.append(ref)  # imported with its snapshot: keep it as it was
                 continue
             if ref.kind == "memory":
-                full = await c.resolve(ref.target, c.actor.own, "references")
+                full = await caller.resolve(ref.target, caller.actor.own, "references")
                 ref = ref.model_copy(update={"target": full})
-            contents = await visible_contents(c, memory_targets([ref]))
-            root = c.settings.reference_root
+            contents = await visible_contents(caller, memory_targets([ref]))
+            root = caller.settings.reference_root
             if ref.kind != "file":
                 captured.append(capture(ref, root=root, lookup=contents.get))
                 continue
@@ -284,7 +284,7 @@ async def capture_all(c: Caller, records: Sequence[Memory]) -> None:
 
 
 async def resolve_all(
-    c: Caller, references: Sequence[Reference], scope: Scope
+    caller: Caller, references: Sequence[Reference], scope: Scope
 ) -> tuple[list[ResolvedReference], list[str]]:
     """Resolve references now; also return the memory ids that resolved LIVE (for deref).
 
@@ -292,17 +292,17 @@ async def resolve_all(
     snapshot captured at write time: a reference must not relay what the scope gates.
     """
     targets = memory_targets(references)
-    contents = await visible_contents(c, targets, scope)
-    owners = await c.store.owners_of(targets)
+    contents = await visible_contents(caller, targets, scope)
+    owners = await caller.store.owners_of(targets)
     resolved = []
     for r in references:
         if r.kind == "memory" and r.target in owners and not scope.allows(owners[r.target]):
             resolved.append(ResolvedReference(uri="memory:(hidden)", state="HIDDEN"))
         elif r.kind != "file":
-            resolved.append(resolve(r, root=c.settings.reference_root, lookup=contents.get))
+            resolved.append(resolve(r, root=caller.settings.reference_root, lookup=contents.get))
         else:
             try:
-                resolved.append(await _off_loop(resolve, r, root=c.settings.reference_root))
+                resolved.append(await _off_loop(resolve, r, root=caller.settings.reference_root))
             except TimeoutError:
                 resolved.append(
                     ResolvedReference(

@@ -39,21 +39,21 @@ class Fired:
 
 
 async def fire(
-    c: Caller,
+    caller: Caller,
     texts: Sequence[tuple[str | None, np.ndarray | None]] = ((None, None),),
     exclude: Sequence[str] = (),
 ) -> list[Fired]:
     """Fire the caller's intents due now or cued by each text; one `Fired` per text."""
     out = [Fired() for _ in texts]
-    if not c.store.writable:
+    if not caller.store.writable:
         return out  # firing marks the intent: nothing fires where nothing can be written
     skip = set(exclude)
-    intents = {m.id: m for m in await c.store.intents(c.role) if m.id not in skip}
+    intents = {m.id: m for m in await caller.store.intents(caller.role) if m.id not in skip}
     if not intents:
         return out
     now = utc_now()
     triggers = {i: m.trigger for i, m in intents.items() if m.trigger is not None}
-    cues = await c.engine.cue_vectors_for([t.cue for t in triggers.values() if t.cue])
+    cues = await caller.engine.cue_vectors_for([t.cue for t in triggers.values() if t.cue])
     cue_vecs = {i: cues[t.cue] for i, t in triggers.items() if t.cue and t.cue in cues}
     chosen: list[tuple[int, list[Firing]]] = []
     for position, (text, vector) in enumerate(texts):
@@ -71,29 +71,29 @@ async def fire(
         return out
     # What was logged behind earlier replies (a recall's hits, this call's too) happened
     # first: it is written first, so the access stream keeps the order things happened in.
-    await c.engine.flush()
-    async with c.store.transaction():
+    await caller.engine.flush()
+    async with caller.store.transaction():
         for position, group in chosen:
             text, vector = texts[position]
             fired_ids: list[str] = []
             reason = None
             for firing in group:
-                memory = await c.store.fetch(firing.intent_id)
+                memory = await caller.store.fetch(firing.intent_id)
                 if memory is None or memory.archived or memory.trigger is None:
                     continue
                 again = evaluate([(memory.id, memory.trigger)], now, text, vector, cue_vecs)
                 if not again:
                     continue
                 memory.trigger = again[0].trigger
-                access = c.access(Channel.injected, query=(text or "")[:200] or None)
-                c.apply(memory, access)
-                await c.store.save(memory)
-                await c.store.append_accesses([(memory.id, access)])
-                await c.store.log_maintenance(
+                access = caller.access(Channel.injected, query=(text or "")[:200] or None)
+                caller.apply(memory, access)
+                await caller.store.save(memory)
+                await caller.store.append_accesses([(memory.id, access)])
+                await caller.store.log_maintenance(
                     "intent",
                     {
                         "intent_id": memory.id,
-                        "role": c.role,
+                        "role": caller.role,
                         "reason": again[0].reason,
                         "rearmed": again[0].rearmed,
                         "text": (text or "")[:200],
@@ -115,5 +115,5 @@ async def fire(
                     rearmed=reason.rearmed,
                 )
             )
-    c.index.mark_dirty()
+    caller.index.mark_dirty()
     return out

@@ -19,7 +19,7 @@ __all__ = ["todo"]
 _CLOSE = {"done": "done", "drop": "dropped", "reopen": "open"}
 
 
-async def todo(c: Caller, request: TodoRequest, *, remind: bool = True) -> TodoResult:
+async def todo(caller: Caller, request: TodoRequest, *, remind: bool = True) -> TodoResult:
     """Add, list, close (done / drop) or reopen a todo; open todos are protected from pruning.
 
     `list` shows open todos first, then by importance, then oldest first; `status` filters
@@ -49,14 +49,14 @@ async def todo(c: Caller, request: TodoRequest, *, remind: bool = True) -> TodoR
             importance=request.importance,
             tags=request.tags,
         )
-        written = (await author_many(c, [todo]))[0]
+        written = (await author_many(caller, [todo]))[0]
         result.id, result.outcome, result.status = written.id, written.status, "open"
         fired += written.reminders
         result.reminders_more = written.reminders_more
     elif action in _CLOSE:
         if not memory_id:
             raise InvalidInput("memory_id", "is missing.", f"Pass the id of the todo to {action}.")
-        found = await get(c, memory_id)
+        found = await get(caller, memory_id)
         if found.type.value != "todo":
             raise InvalidInput(
                 "memory_id",
@@ -64,26 +64,28 @@ async def todo(c: Caller, request: TodoRequest, *, remind: bool = True) -> TodoR
                 "List todos to find the id.",
             )
         new = _CLOSE[action]
-        updated = await update(c, UpdateRequest(memory_id=found.id, status=new))
+        updated = await update(caller, UpdateRequest(memory_id=found.id, status=new))
         result.id, result.status = found.id, new
         result.outcome = new if "status" in updated.changed else f"already {new}"
     else:
         parse_status(status, allowed=(*TODO_STATUSES, "all"))
     if action != "add" and remind:
-        due = (await reminders.fire(c))[0]
+        due = (await reminders.fire(caller))[0]
         fired += due.reminders
         result.reminders_more = due.more
     wanted = status if action == "list" else "open"
     if action == "list":
         result.status = wanted
-    result.todos = await _items(c, None if wanted == "all" else wanted, limit)
-    result.open_count = await c.store.count_memories(c.actor.own, type="todo", status="open")
+    result.todos = await _items(caller, None if wanted == "all" else wanted, limit)
+    result.open_count = await caller.store.count_memories(
+        caller.actor.own, type="todo", status="open"
+    )
     result.reminders = fired
     return result
 
 
-async def _items(c: Caller, status: str | None, limit: int) -> list[TodoItem]:
-    memories = await c.store.todo_rows(c.actor.own, status, max(1, min(limit, 500)))
+async def _items(caller: Caller, status: str | None, limit: int) -> list[TodoItem]:
+    memories = await caller.store.todo_rows(caller.actor.own, status, max(1, min(limit, 500)))
     now = utc_now()
     return [
         TodoItem(

@@ -37,60 +37,60 @@ __all__ = [
 TOMBSTONE_SIMILARITY = 0.95
 
 
-async def archive(c: Caller, memory: Memory, reason: str) -> None:
+async def archive(caller: Caller, memory: Memory, reason: str) -> None:
     """A user's forget, inside an open transaction: archived, out of recall for good (a faded
     memory becomes forgotten too), with a tombstone.
 
     The duplicates reflection merged into it say the same thing in the same words: they are
     forgotten with it, or recall would still bring the forgotten statement back through them.
     """
-    await _archive(c, memory, reason, faded=False)
-    edges = await c.store.edges_touching([memory.id])
+    await _archive(caller, memory, reason, faded=False)
+    edges = await caller.store.edges_touching([memory.id])
     merged = [e.dst for e in edges if e.src == memory.id and e.type == EdgeType.refines.value]
     if not merged:
         return
-    stones = await c.store.tombstones_of(merged)
+    stones = await caller.store.tombstones_of(merged)
     twins = [i for i, t in stones.items() if t.reason == merged_reason(memory.id)]
-    for twin in (await c.store.fetch_many(twins)).values():
+    for twin in (await caller.store.fetch_many(twins)).values():
         if twin.archived and twin.faded:
-            await _archive(c, twin, f"forgotten with {memory.id[:8]}", faded=False)
+            await _archive(caller, twin, f"forgotten with {memory.id[:8]}", faded=False)
 
 
-async def fade(c: Caller, memory: Memory, reason: str) -> None:
+async def fade(caller: Caller, memory: Memory, reason: str) -> None:
     """Maintenance's archive, inside an open transaction: out of the live tier, with a
     tombstone, but still within recall's reach (see `domain.archive`)."""
-    await _archive(c, memory, reason, faded=True)
+    await _archive(caller, memory, reason, faded=True)
 
 
-async def _archive(c: Caller, memory: Memory, reason: str, *, faded: bool) -> None:
+async def _archive(caller: Caller, memory: Memory, reason: str, *, faded: bool) -> None:
     memory.archived, memory.faded = True, faded
     when = utc_now()
-    await c.store.set_archived(memory.id, True, when, faded=faded)
-    await c.store.add_tombstone(memory.id, reason, when)
+    await caller.store.set_archived(memory.id, True, when, faded=faded)
+    await caller.store.add_tombstone(memory.id, reason, when)
 
 
 async def tombstone_match(
-    c: Caller, memory: Memory, vector: np.ndarray | None
+    caller: Caller, memory: Memory, vector: np.ndarray | None
 ) -> tuple[Tombstone, float] | None:
     """A standing tombstone of the caller's role for the same content (hash), or for a memory
     at cosine ≥ 0.95 stating the same values (a changed value is a new fact, never blocked)."""
-    stone = await c.store.tombstone_by_hash(memory.content_hash, c.role)
+    stone = await caller.store.tombstone_by_hash(memory.content_hash, caller.role)
     if stone is not None:
         return stone, 1.0
-    n = c.index.size
+    n = caller.index.size
     # Most writes meet no archived row at all: skip the matrix product then.
-    if vector is None or n == 0 or not c.index.archived[:n].any():
+    if vector is None or n == 0 or not caller.index.archived[:n].any():
         return None
-    mask = c.index.mask(c.actor.own, include_archived=True)
-    mask &= c.index.archived[:n]
-    hits = c.index.search(vector, mask, 5, floor=TOMBSTONE_SIMILARITY)
+    mask = caller.index.mask(caller.actor.own, include_archived=True)
+    mask &= caller.index.archived[:n]
+    hits = caller.index.search(vector, mask, 5, floor=TOMBSTONE_SIMILARITY)
     if not hits:
         return None
-    stones = await c.store.tombstones_of([i for i, _ in hits])
-    forgotten = await c.store.fetch_many([i for i, _ in hits if i in stones])
+    stones = await caller.store.tombstones_of([i for i, _ in hits])
+    forgotten = await caller.store.fetch_many([i for i, _ in hits if i in stones])
     for memory_id, similarity in hits:
         stone = stones.get(memory_id)
-        if stone is None or stone.role != c.role or memory_id not in forgotten:
+        if stone is None or stone.role != caller.role or memory_id not in forgotten:
             continue
         if not differs_in(forgotten[memory_id].content, memory.content):
             return stone, similarity
@@ -98,7 +98,7 @@ async def tombstone_match(
 
 
 async def blocked_or_revived(
-    c: Caller, stone: Tombstone, similarity: float, revive: bool
+    caller: Caller, stone: Tombstone, similarity: float, revive: bool
 ) -> AuthorResult:
     """Inside the author transaction: refuse a forgotten value, or restore it on revive.
 
@@ -111,7 +111,7 @@ async def blocked_or_revived(
         archived_at=stone.ts,
         similarity=round(similarity, 4),
     )
-    memory = await c.fetch(stone.memory_id)
+    memory = await caller.fetch(stone.memory_id)
     if not revive and not memory.faded:
         return AuthorResult(
             id=stone.memory_id,
@@ -119,33 +119,33 @@ async def blocked_or_revived(
             similarity=info.similarity,
             tombstone=info,
         )
-    await restore(c, memory)
-    c.index.mark_dirty()
+    await restore(caller, memory)
+    caller.index.mark_dirty()
     return AuthorResult(id=memory.id, status="revived", similarity=info.similarity, tombstone=info)
 
 
-async def restore(c: Caller, memory: Memory) -> None:
+async def restore(caller: Caller, memory: Memory) -> None:
     """Inside an open transaction: un-archive the memory and lift its tombstones.
 
     Reviving is the author writing the value again: a reinforcing access, history kept.
     """
-    await _unarchive(c, memory)
-    access = c.access(Channel.reinforced, query="revive")
-    c.apply(memory, access)
-    await c.store.save(memory)
-    await c.store.append_accesses([(memory.id, access)])
+    await _unarchive(caller, memory)
+    access = caller.access(Channel.reinforced, query="revive")
+    caller.apply(memory, access)
+    await caller.store.save(memory)
+    await caller.store.append_accesses([(memory.id, access)])
 
 
-async def revive_by_use(c: Caller, memory: Memory) -> None:
+async def revive_by_use(caller: Caller, memory: Memory) -> None:
     """Inside an open transaction: a faded memory that a recall returned, and so used, is live
     again: un-archived, its tombstones lifted. The recall's own access is the use (logged by
     the caller); nothing else is added. A memory its user forgot is never revived here."""
     if memory.archived and memory.faded:
-        await _unarchive(c, memory)
+        await _unarchive(caller, memory)
 
 
-async def _unarchive(c: Caller, memory: Memory) -> None:
+async def _unarchive(caller: Caller, memory: Memory) -> None:
     now = utc_now()
     memory.archived, memory.faded = False, False
-    await c.store.set_archived(memory.id, False, now)
-    await c.store.lift_tombstones(memory.id, now)
+    await caller.store.set_archived(memory.id, False, now)
+    await caller.store.lift_tombstones(memory.id, now)

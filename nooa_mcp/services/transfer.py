@@ -96,16 +96,16 @@ class Imported:
 
 
 async def import_records(
-    c: Caller, items: Sequence[tuple[int, Any]], tick: Tick | None = None
+    caller: Caller, items: Sequence[tuple[int, Any]], tick: Tick | None = None
 ) -> Imported:
     """Import (line number, decoded JSON) items, in order.
 
     Raises:
         InvalidInput: a line is malformed ("line N: ..."); nothing was written.
     """
-    checked = [(line, _check(item, line, c.owner)) for line, item in items]
+    checked = [(line, _check(item, line, caller.owner)) for line, item in items]
     specs = [import_spec(item) for _, item in checked]
-    renamed = await claim_ids(c, [line for line, _ in checked], specs)
+    renamed = await claim_ids(caller, [line for line, _ in checked], specs)
     report = Imported()
     counts = report.counts
     edges: list[tuple[str, int, LineEdge]] = []
@@ -113,7 +113,7 @@ async def import_records(
     for start in range(0, len(checked), BATCH):
         chunk = checked[start : start + BATCH]
         results = await author_many(
-            c,
+            caller,
             [request_of(AuthorRequest, spec) for spec in specs[start : start + BATCH]],
             remind=False,
             carried=[carried(item) for _, item in chunk],
@@ -128,52 +128,52 @@ async def import_records(
             done = tick(len(chunk))
             if done is not None:
                 await done
-    counts["edges"], report.skipped_edges = await attach_edges(c, edges, renamed)
+    counts["edges"], report.skipped_edges = await attach_edges(caller, edges, renamed)
     if report.skipped_edges:
         counts["edges_skipped"] = len(report.skipped_edges)
     if renamed:
         counts["new_ids"] = len(renamed)
     if archived:
-        counts["archived"] = await _restore_archived(c, archived)
+        counts["archived"] = await _restore_archived(caller, archived)
     return report
 
 
-async def _restore_archived(c: Caller, items: list[tuple[str, dict[str, Any]]]) -> int:
+async def _restore_archived(caller: Caller, items: list[tuple[str, dict[str, Any]]]) -> int:
     """Archive imported memories again, with the tombstones they were exported with."""
-    async with c.store.transaction():
+    async with caller.store.transaction():
         for memory_id, item in items:
             stones = item.get("tombstones") or [{"reason": "archived before export"}]
             when: datetime = utc_now()
             for stone in stones:
                 when = as_utc(stone.get("ts"), "tombstones.ts") or utc_now()
-                await c.store.add_tombstone(memory_id, stone["reason"], when)
+                await caller.store.add_tombstone(memory_id, stone["reason"], when)
                 lifted = as_utc(stone.get("lifted_at"), "tombstones.lifted_at")
                 if lifted is not None:
-                    await c.store.lift_tombstones(memory_id, lifted)
+                    await caller.store.lift_tombstones(memory_id, lifted)
             # Faded (maintenance archived it) or forgotten (its user did), as the exporting
             # store said by the standing tombstone's reason (`domain.archive`).
             standing = [s["reason"] for s in stones if not s.get("lifted_at")]
             faded = bool(standing) and reason_fades(standing[-1])
-            await c.store.set_archived(memory_id, True, when, faded=faded)
-    c.index.mark_dirty()
+            await caller.store.set_archived(memory_id, True, when, faded=faded)
+    caller.index.mark_dirty()
     return len(items)
 
 
-async def export_records(c: Caller, *, include_archived: bool = False) -> AsyncIterator[dict]:
+async def export_records(caller: Caller, *, include_archived: bool = False) -> AsyncIterator[dict]:
     """Every memory of the caller's scope as an export record, in insertion order."""
-    await c.engine.flush()  # with the accesses of recalls already answered
-    scope = c.scope("mine")
+    await caller.engine.flush()  # with the accesses of recalls already answered
+    scope = caller.scope("mine")
     after = None
     while True:
-        page = await c.store.list_memories(
+        page = await caller.store.list_memories(
             scope, archived=None if include_archived else False, after_seq=after, limit=500
         )
         if not page:
             return
-        stones = await c.store.all_tombstones([m.id for m in page if m.archived])
+        stones = await caller.store.all_tombstones([m.id for m in page if m.archived])
         for memory in page:
             after = memory.seq
-            shown = await view(c, memory, scope, edge_limit=None)
+            shown = await view(caller, memory, scope, edge_limit=None)
             record = shown.model_dump(mode="json", include={*IMPORT_FIELDS, "owner", "archived"})
             record["edges"] = [
                 {k: e[k] for k in ("target", "type", "weight", "created_at")} for e in shown.edges

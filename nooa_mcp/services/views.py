@@ -67,19 +67,19 @@ def redact(record: AccessRecord, scope: Scope) -> AccessRecord:
     return record.model_copy(update={"query": None, "session_ref": None, "trace_ref": None})
 
 
-async def get(c: Caller, memory_id: str, *, scope: str = "mine") -> MemoryView:
+async def get(caller: Caller, memory_id: str, *, scope: str = "mine") -> MemoryView:
     """One memory with everything derived from it now (no access is logged).
 
     Raises:
         NotFound / AmbiguousId: the id does not name one memory in the scope.
     """
-    scope_obj = c.scope(scope)
-    target = await c.resolve(memory_id, scope_obj)
-    return await view(c, await c.fetch(target), scope_obj)
+    scope_obj = caller.scope(scope)
+    target = await caller.resolve(memory_id, scope_obj)
+    return await view(caller, await caller.fetch(target), scope_obj)
 
 
 async def view(
-    c: Caller, memory: Memory, scope: Scope, *, edge_limit: int | None = VIEW_EDGES
+    caller: Caller, memory: Memory, scope: Scope, *, edge_limit: int | None = VIEW_EDGES
 ) -> MemoryView:
     """A memory as a reader in `scope` sees it: only edges and references the scope shows.
 
@@ -87,16 +87,16 @@ async def view(
     A reply shows the `edge_limit` strongest edges; an export asks for all of them (None),
     since a copy that kept only some would lose links its user made.
     """
-    edges = await c.store.edges_of(memory.id)
-    owners = await c.store.owners_of([e.target for e in edges]) if edges else {}
+    edges = await caller.store.edges_of(memory.id)
+    owners = await caller.store.owners_of([e.target for e in edges]) if edges else {}
     visible = [e for e in edges if e.target in owners and scope.allows(owners[e.target])]
     # A view is bounded like every reply: the strongest edges, and how many there are.
     strongest = sorted(visible, key=lambda e: (-e.weight, e.created_at))
     shown_edges = [e.model_dump(mode="json") for e in strongest[:edge_limit]]
-    policy = c.settings.forgetting
+    policy = caller.settings.forgetting
     now = utc_now()
     stale = memory.valid_to is not None and memory.valid_to < now
-    references, _ = await resolve_all(c, memory.references, scope)
+    references, _ = await resolve_all(caller, memory.references, scope)
     return MemoryView(
         id=memory.id,
         type=memory.type,
@@ -134,13 +134,13 @@ async def view(
         else prune_eta(memory.last_accessed_at, memory.strength, policy, now),
         stability_hours=stability_hours(memory.strength, policy.tau_hours),
         protected=protection(memory.type, memory.importance, memory.status, policy),
-        writable=c.may_write(memory.owner),
+        writable=caller.may_write(memory.owner),
         flags=Flags(stale=stale, faded=memory.archived and memory.faded),
     )
 
 
 async def list_memories(
-    c: Caller,
+    caller: Caller,
     *,
     archived: bool | None = False,
     limit: int = 50,
@@ -160,14 +160,14 @@ async def list_memories(
     Raises:
         InvalidInput: the scope word, the owner or the tag is malformed.
     """
-    scope_obj = c.scope(scope)
+    scope_obj = caller.scope(scope)
     if owner is not None:
         parse_owner(owner)
     if tag is not None:
         if not isinstance(tag, str) or not tag.split():
             raise InvalidInput("tag", "is empty.", "Pass a tag, or leave it out.")
         tag = " ".join(tag.split())
-    memories = await c.store.list_memories(
+    memories = await caller.store.list_memories(
         scope_obj,
         archived=archived,
         type=type,
@@ -177,51 +177,56 @@ async def list_memories(
         after_seq=after,
         limit=max(1, min(limit, 500)),
     )
-    return [(m.seq or 0, await view(c, m, scope_obj)) for m in memories]
+    return [(m.seq or 0, await view(caller, m, scope_obj)) for m in memories]
 
 
 async def access_log(
-    c: Caller, memory_id: str, *, limit: int = 50, before: int | None = None, scope: str = "mine"
+    caller: Caller,
+    memory_id: str,
+    *,
+    limit: int = 50,
+    before: int | None = None,
+    scope: str = "mine",
 ) -> list[tuple[int, AccessRecord]]:
     """A memory's accesses from the stream, newest first, with their cursor."""
-    target = await c.resolve(memory_id, c.scope(scope))
-    stream = await c.store.access_stream(target, max(1, min(limit, 500)), before)
-    shown = c.actor.effective()
+    target = await caller.resolve(memory_id, caller.scope(scope))
+    stream = await caller.store.access_stream(target, max(1, min(limit, 500)), before)
+    shown = caller.actor.effective()
     return [(seq, redact(record, shown)) for seq, _, record in stream]
 
 
 async def recent_accesses(
-    c: Caller, *, limit: int = 50, before: int | None = None, scope: str = "mine"
+    caller: Caller, *, limit: int = 50, before: int | None = None, scope: str = "mine"
 ) -> list[tuple[int, str, AccessRecord]]:
     """Store-wide accesses to memories in the scope, newest first."""
-    stream = await c.store.access_stream(
-        None, max(1, min(limit, 500)), before, scope=c.scope(scope)
+    stream = await caller.store.access_stream(
+        None, max(1, min(limit, 500)), before, scope=caller.scope(scope)
     )
-    shown = c.actor.effective()
+    shown = caller.actor.effective()
     return [(seq, mid, redact(record, shown)) for seq, mid, record in stream]
 
 
-async def context(c: Caller, *, limit: int = 10) -> str:
+async def context(caller: Caller, *, limit: int = 10) -> str:
     """The injection block: open todos, then the most important and most used memories.
 
     Reading it logs `injected` on each memory shown, which never reinforces (DESIGN.md §3.1).
     """
     limit = max(1, min(limit, 50))
-    if not c.store.writable:
-        shown = await c.store.context_rows(c.actor.own, limit)
+    if not caller.store.writable:
+        shown = await caller.store.context_rows(caller.actor.own, limit)
         return _context_block(shown)
     # Read the rows inside the write transaction: their access state is saved back, and a
     # row read before the lock would write a concurrent access's old values back over it.
-    async with c.store.transaction():
-        shown = await c.store.context_rows(c.actor.own, limit)
+    async with caller.store.transaction():
+        shown = await caller.store.context_rows(caller.actor.own, limit)
         logged = []
         for memory in shown:
-            access = c.access(Channel.injected)
-            c.apply(memory, access)
+            access = caller.access(Channel.injected)
+            caller.apply(memory, access)
             logged.append((memory.id, access))
         if shown:
-            await c.store.save_accesses(shown)
-            await c.store.append_accesses(logged)
+            await caller.store.save_accesses(shown)
+            await caller.store.append_accesses(logged)
     return _context_block(shown)
 
 
@@ -263,38 +268,38 @@ def kpi_shares(counts: Counts, raw: KpiTotals) -> dict[str, float | int]:
     }
 
 
-async def kpi_snapshot(c: Caller, *, scope: str = "mine") -> dict[str, float | int]:
+async def kpi_snapshot(caller: Caller, *, scope: str = "mine") -> dict[str, float | int]:
     """The charted KPI shares (`KPI_SHARES`) of a scope and its live memories, as of now.
 
     Nothing stores KPIs over time, so a reflection pass logs this with its report; the
     console draws the shares over the passes. Two store reads, the ones `stats` makes.
     """
-    scope_obj = c.scope(scope)
-    counts = await c.store.counts(scope_obj)
-    shares = kpi_shares(counts, await c.store.kpi_totals(scope_obj, READ_CHANNELS))
+    scope_obj = caller.scope(scope)
+    counts = await caller.store.counts(scope_obj)
+    shares = kpi_shares(counts, await caller.store.kpi_totals(scope_obj, READ_CHANNELS))
     return {**{k: shares[k] for k in KPI_SHARES}, "active": counts.total - counts.archived}
 
 
-async def stats(c: Caller, *, scope: str = "mine", show_path: bool = False) -> Stats:
+async def stats(caller: Caller, *, scope: str = "mine", show_path: bool = False) -> Stats:
     """Counts of memories, edges and accesses in the scope, and the KPIs (DESIGN.md §8.10)."""
-    scope_obj = c.scope(scope)
-    counts = await c.store.counts(scope_obj)
-    raw = await c.store.kpi_totals(scope_obj, READ_CHANNELS)
+    scope_obj = caller.scope(scope)
+    counts = await caller.store.counts(scope_obj)
+    raw = await caller.store.kpi_totals(scope_obj, READ_CHANNELS)
     now = utc_now()
     open_ages = [(now - created).total_seconds() / 3600 for s, created in raw.todos if s == "open"]
-    last = await c.store.maintenance_entries("reflection", limit=1, role=c.role)
+    last = await caller.store.maintenance_entries("reflection", limit=1, role=caller.role)
     extra = {
         **kpi_shares(counts, raw),
         "tombstones": raw.tombstones,
         "todos_open": len(open_ages),
         "todos_closed": sum(1 for s, _ in raw.todos if s in ("done", "dropped")),
         "todo_open_median_age_hours": round(statistics.median(open_ages), 1) if open_ages else None,
-        "intents_fired": await c.store.count_maintenance("intent", role=c.role),
+        "intents_fired": await caller.store.count_maintenance("intent", role=caller.role),
         "cross_owner_reads": raw.cross_owner_reads,
-        "reflection_passes": await c.store.count_maintenance("reflection", role=c.role),
+        "reflection_passes": await caller.store.count_maintenance("reflection", role=caller.role),
         "last_reflection_at": last[0].ts.isoformat() if last else None,
     }
-    store = c.store
+    store = caller.store
     where = str(getattr(store, "path", store.label)) if show_path else store.label
     return Stats(
         total=counts.total,
@@ -304,13 +309,13 @@ async def stats(c: Caller, *, scope: str = "mine", show_path: bool = False) -> S
         by_owner=counts.by_owner,
         edges=raw.edges,
         accesses=raw.accesses,
-        embeddings=c.engine.embeddings_state,
+        embeddings=caller.engine.embeddings_state,
         store=f"{store.kind}:{where}",
         extra=extra,
     )
 
 
-async def other_roles(c: Caller) -> dict[str, int]:
+async def other_roles(caller: Caller) -> dict[str, int]:
     """Live memories per role that the caller cannot read, when the caller can read none.
 
     Without it, a store whose memories all belong to roles the caller was not started as
@@ -321,10 +326,10 @@ async def other_roles(c: Caller) -> dict[str, int]:
     or a token's owner is never told that other roles exist. Empty when the caller sees at
     least one live memory.
     """
-    mine = await c.store.counts(c.scope("mine"))
+    mine = await caller.store.counts(caller.scope("mine"))
     if mine.total - mine.archived > 0:
         return {}
-    everyone = await c.store.counts(Scope(roles=None))
+    everyone = await caller.store.counts(Scope(roles=None))
     hidden: dict[str, int] = {}
     # The caller sees no live memory, so every live one of a named owner is outside its
     # scope (shared ones, owner "", are inside every scope).
@@ -335,7 +340,7 @@ async def other_roles(c: Caller) -> dict[str, int]:
 
 
 async def maintenance_log(
-    c: Caller, kind: str = "reflection", *, limit: int = 20
+    caller: Caller, kind: str = "reflection", *, limit: int = 20
 ) -> list[MaintenanceRecord]:
     """The caller's role's latest maintenance-log entries of one kind, newest first.
 
@@ -349,7 +354,9 @@ async def maintenance_log(
         raise InvalidInput(
             "kind", f"{kind!r} is not a maintenance-log kind.", f"Use {choices(MAINTENANCE_KINDS)}."
         )
-    entries = await c.store.maintenance_entries(kind, max(1, min(limit, 500)), role=c.role)
+    entries = await caller.store.maintenance_entries(
+        kind, max(1, min(limit, 500)), role=caller.role
+    )
     return [MaintenanceRecord(seq=e.seq, ts=e.ts, kind=e.kind, report=e.report) for e in entries]
 
 

@@ -8,12 +8,11 @@ column for column. What PostgreSQL adds for several servers on one database:
   whose transaction it has not seen (see `pg_search.VECTOR_CHANGES`); unlike a counter, this
   never misses a row whose transaction commits late. A trigger stamps it, so no write can
   forget it; writes that only log accesses leave it alone.
-- `fts tsvector` and `doc_len` are kept by a trigger, so every writer (author, import,
-  migrate) indexes the same way: title weight A, tags and entities B, content D — BM25 column
-  weights 2.0, 1.5 and 1.0 as in SQLite's FTS5 — in the `nooa_english` configuration: the
-  English Snowball stemmer without a stopword list (FTS5's porter tokenizer keeps every word;
-  nooa drops stopwords from queries only), hyphenated words indexed as their parts as FTS5's
-  unicode61 splits them.
+- `tf`, `fts` and `doc_len` are kept by a trigger from `stems`, the row's searchable columns
+  as `storage.keywords` cuts and stems them for both backends: `tf` each stem's frequency
+  weighted as FTS5 weighs the columns (title 2.0, tags and entities 1.5, content 1.0), `fts`
+  the stems for the GIN index, `doc_len` their count. (Until version 4 PostgreSQL's own
+  parser and stemmer built `fts`: the `nooa_english` configuration is left from then.)
 - A notification on `nooa_<hash of the schema>` when a transaction changed what vector caches
   hold: other servers wake and pull. Delivered at commit, collapsed per transaction.
 
@@ -25,16 +24,23 @@ them, so a copy between backends is lossless.
 from __future__ import annotations
 
 import hashlib
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from .base import tell_faded_sql
+from .keywords import row_stems
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "TS_CONFIG", "notify_channel"]
+__all__ = ["AFTER", "MIGRATIONS", "SCHEMA_VERSION", "TS_CONFIG", "notify_channel", "restem"]
 
 #: 1: the first release. 2: the access stream's counts per memory, channel and reader
 #: (`access_counts`, kept by triggers), taken from the stream of an existing store. 3: `faded`,
 #: as `storage/sqlite.py`'s version 4 (a memory maintenance archived, which recall still
-#: reaches, told from one its user forgot), and the revision moving when it changes.
-SCHEMA_VERSION = 3
+#: reaches, told from one its user forgot), and the revision moving when it changes. 4: keyword
+#: search over the stems of `storage.keywords` (`stems`, written by every writer, and `tf` and
+#: `fts` built from them), as `storage/sqlite.py`'s version 5; an older store's rows are
+#: stemmed anew when it is opened (`restem`).
+SCHEMA_VERSION = 4
 
 #: The text search configuration every search and generated column uses.
 TS_CONFIG = "nooa_english"
@@ -258,9 +264,74 @@ CREATE TRIGGER memories_rev BEFORE UPDATE ON memories FOR EACH ROW
     EXECUTE FUNCTION nooa_index_text();
 """
 
+#: Version 4: the index is built from `stems` (`storage.keywords`), no longer by PostgreSQL's
+#: parser and stemmer: `tf` maps each stem to its weighted frequency in the row (title 2.0,
+#: content 1.0, tags and entities 1.5, as FTS5 weighs its columns), `doc_len` counts every
+#: stem, and `fts` holds the stems (no positions) for the GIN index to find rows by.
+_STEMS = """
+ALTER TABLE memories ADD COLUMN IF NOT EXISTS stems text NOT NULL DEFAULT '[]';
+ALTER TABLE memories ADD COLUMN IF NOT EXISTS tf jsonb NOT NULL DEFAULT '{}';
+CREATE OR REPLACE FUNCTION nooa_index_text() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'INSERT' OR NEW.stems <> OLD.stems THEN
+        SELECT coalesce(jsonb_object_agg(t.w, t.f), '{}'::jsonb), coalesce(sum(t.n), 0)
+        INTO NEW.tf, NEW.doc_len
+        FROM (SELECT w, sum(c.weight) AS f, count(*) AS n
+              FROM (VALUES (0, 2.0), (1, 1.0), (2, 1.5), (3, 1.5)) AS c(i, weight),
+                   unnest(string_to_array(NEW.stems::json ->> c.i, ' ')) AS w
+              WHERE w <> ''
+              GROUP BY w) t;
+        NEW.fts := array_to_tsvector(ARRAY(SELECT jsonb_object_keys(NEW.tf)));
+    END IF;
+    IF TG_OP = 'UPDATE' THEN
+        NEW.rev := pg_current_xact_id();
+    END IF;
+    RETURN NEW;
+END $$;
+DROP TRIGGER IF EXISTS memories_rev ON memories;
+CREATE TRIGGER memories_rev BEFORE UPDATE ON memories FOR EACH ROW
+    WHEN (OLD.embedding IS DISTINCT FROM NEW.embedding OR OLD.archived <> NEW.archived
+          OR OLD.faded <> NEW.faded
+          OR OLD.owner <> NEW.owner OR OLD.role <> NEW.role OR OLD.type <> NEW.type
+          OR OLD.title <> NEW.title OR OLD.content <> NEW.content
+          OR OLD.tags <> NEW.tags OR OLD.entities <> NEW.entities OR OLD.stems <> NEW.stems)
+    EXECUTE FUNCTION nooa_index_text();
+"""
+
+#: Version 4's rows, a page at a time: their text, to be stemmed in Python.
+RESTEM_PAGE = 1000
+
+
+async def restem(conn: Any) -> None:
+    """Write every row's `stems` (the trigger rebuilds `tf`, `fts` and `doc_len` from them)."""
+    after = 0
+    while True:
+        cur = await conn.execute(
+            "SELECT seq, title, content, tags::text, entities::text FROM memories "
+            "WHERE seq > %s ORDER BY seq LIMIT %s",
+            (after, RESTEM_PAGE),
+        )
+        rows = await cur.fetchall()
+        if not rows:
+            return
+        async with conn.cursor() as cur:
+            await cur.executemany(
+                "UPDATE memories SET stems = %s WHERE seq = %s",
+                [
+                    (row_stems(title, content, json.loads(tags), json.loads(entities)), seq)
+                    for seq, title, content, tags, entities in rows
+                ],
+            )
+        after = rows[-1][0]
+
+
 #: version -> the DDL that brings a store from version - 1 to it (one transaction each).
 MIGRATIONS: dict[int, str] = {
     1: _TEXT_SEARCH + _FUNCTIONS + _MEMORIES + _REST,
     2: _ACCESS_COUNTS,
     3: _FADED,
+    4: _STEMS,
 }
+
+#: version -> what Python does after that version's DDL, in the same transaction.
+AFTER: dict[int, Callable[[Any], Awaitable[None]]] = {4: restem}

@@ -3,7 +3,7 @@
 **BM25, as SQLite's FTS5 computes it** (fts5_aux.c), so both backends rank alike:
 
 - per query word i, `f_i` = Σ over its hits in a row of the hit column's weight (title 2.0,
-  tags and entities 1.5, content 1.0 — read from the tsvector's weight labels A, B, D);
+  tags and entities 1.5, content 1.0 — the row's `tf`, see `pg_schema`);
 - `|D|` = every token of the row, unweighted (`doc_len`); `avgdl` = tokens / rows over the
   whole table, archived rows and every owner included;
 - `idf_i = max(ln((N − n_i + 0.5) / (n_i + 0.5)), 1e-6)`, `n_i` = rows holding word i;
@@ -14,8 +14,8 @@ search needs no count over the table. Each word's `n_i` is counted through the G
 stopped at the "too common" cap (`storage.base.COMMON_FLOOR`/`COMMON_SHARE`): the same number
 is the exact `n_i` of a selective word and the cut-off test of a common one. Words found too
 common are remembered per process (`CommonTerms`) and not counted again: a count costs about
-one heap visit per matching row. With the same tokens, the scores equal FTS5's to 1e-14; the
-stemmers differ slightly (Snowball here, Porter there).
+one heap visit per matching row. Both backends index the stems of `storage.keywords`, so the
+tokens are the same and the scores equal FTS5's to about 1e-14.
 
 **Change tracking.** A row's `rev` is the id of the transaction that last changed it. A reader
 takes, in the same statement as its rows, the snapshot it read under (xmax, and the xids still
@@ -34,7 +34,6 @@ import numpy as np
 from .base import COMMON_SHARE
 
 __all__ = [
-    "STEMS_SQL",
     "CommonTerms",
     "DocStats",
     "Mark",
@@ -181,14 +180,6 @@ def idf(rows: int, n: int) -> float:
     return max(math.log((rows - n + 0.5) / (n + 0.5)), 1e-6)
 
 
-#: Query words → lexemes (cached per process: the stemmer never changes).
-STEMS_SQL = """
-SELECT t.term, ARRAY(SELECT l.lexeme FROM unnest(to_tsvector('nooa_english'::regconfig, t.term))
-                     AS l ORDER BY l.lexeme) AS lexemes
-FROM unnest(%(terms)s::text[]) AS t(term)
-"""
-
-
 def bm25_sql(
     columns: str, scope: str, faded: bool, lexemes: int, include_archived: bool = False
 ) -> str:
@@ -213,7 +204,7 @@ def bm25_sql(
         for i in range(lexemes)
     )
     scans = "\n        UNION ALL\n        ".join(
-        f"SELECT m.seq, m.doc_len, m.archived, m.fts FROM memories m "
+        f"SELECT m.seq, m.doc_len, m.archived, m.tf FROM memories m "
         f"WHERE m.fts @@ %(q{i})s::tsquery "
         f"AND {scope} {archived} AND (SELECT keep FROM df WHERE i = {i})"
         for i in range(lexemes)
@@ -249,17 +240,15 @@ sel AS (
     WHERE d.keep
 ),
 hit AS (
-    SELECT DISTINCT ON (seq) seq, doc_len, archived, fts FROM (
+    SELECT DISTINCT ON (seq) seq, doc_len, archived, tf FROM (
         {scans}
     ) AS x ORDER BY seq
 ),
 tfs AS (
-    -- Weighted frequency from the positions' labels: A = 2, B = 1.5, D = 1.
-    SELECT h.seq, h.doc_len, h.archived, u.lexeme,
-           (cardinality(u.weights) + cardinality(array_positions(u.weights, 'A'))
-            + 0.5 * cardinality(array_positions(u.weights, 'B')))::float8 AS f
-    FROM hit h, unnest(h.fts) AS u
-    WHERE u.lexeme = ANY(ARRAY(SELECT lex FROM sel))
+    -- Each stem's frequency in the row, weighted by column as FTS5 weighs it (pg_schema).
+    SELECT h.seq, h.doc_len, h.archived, l.lex AS lexeme, (h.tf ->> l.lex)::float8 AS f
+    FROM hit h CROSS JOIN (SELECT DISTINCT lex FROM sel) l
+    WHERE h.tf ->> l.lex IS NOT NULL
 ),
 {sparse},
 picked AS (

@@ -40,7 +40,6 @@ import numpy as np
 from ..domain.reflection import Node, Rows
 from ..domain.schema import AccessRecord, Edge, EdgeType, Memory
 from ..domain.scope import Scope
-from ..domain.text import fts_terms
 from ..errors import (
     AmbiguousId,
     CommitUnknown,
@@ -67,9 +66,9 @@ from .base import (
     Tombstone,
     VectorRow,
 )
-from .pg_schema import MIGRATIONS, SCHEMA_VERSION, notify_channel
+from .keywords import query_stems, row_stems
+from .pg_schema import AFTER, MIGRATIONS, SCHEMA_VERSION, notify_channel
 from .pg_search import (
-    STEMS_SQL,
     CommonTerms,
     DocStats,
     Mark,
@@ -79,18 +78,19 @@ from .pg_search import (
     next_mark,
     tsquery_text,
 )
-from .sqlite import (
+from .rows import (
     MIN_PREFIX,
     SCORING_COLUMNS,
     TODO_ORDER,
-    _access_from_row,
-    _memory,
-    _row_values,
-    _scoring,
-    _tombstone,
-    _vector,
-    dt,
-    ts,
+    access_from_row,
+    epoch,
+    memory_from_row,
+    memory_values,
+    scoring_from_row,
+    time_from_epoch,
+    tombstone_from_row,
+    vector_from_blob,
+    vector_of,
 )
 
 try:
@@ -112,8 +112,6 @@ CONNECT_TIMEOUT = 10
 POOL_TIMEOUT = 30.0
 #: Rows per page while this process catches up on BM25's document lengths.
 STATS_PAGE = 20000
-#: Query words whose lexemes a process remembers.
-STEM_CACHE = 50000
 #: Planner statistics are checked when the store first reaches this many rows, then each
 #: time it grows by STATS_GROWTH (see `_keep_statistics`).
 ANALYZE_FROM = 1000
@@ -158,10 +156,7 @@ def scope_sql(scope: Scope, alias: str = "m", name: str = "scope") -> tuple[str,
 
 
 def _pg_values(memory: Memory, embedding: np.ndarray | None) -> dict[str, Any]:
-    values = _row_values(memory, embedding)
-    values["archived"] = bool(values["archived"])
-    values["faded"] = bool(values["faded"])
-    return values
+    return memory_values(memory, embedding, bool)
 
 
 #: What PostgreSQL raises when it aborts a transaction for a concurrent one. psycopg files a
@@ -192,7 +187,6 @@ class PostgresStore:
         self._stats = DocStats()
         self._stats_seen: Any = None
         self._common = CommonTerms()
-        self._stems: dict[str, tuple[str, ...]] = {}
         # Commits heard on the LISTEN connection (or made here); `_listening` is False while
         # that connection is down, and the change token then always says "look".
         self._changes = 0
@@ -614,7 +608,7 @@ class PostgresStore:
             "WHERE id = %(i)s",
             {
                 "a": archived,
-                "t": ts(when) if archived else None,
+                "t": epoch(when) if archived else None,
                 "f": archived and faded,
                 "i": memory_id,
             },
@@ -623,7 +617,7 @@ class PostgresStore:
     async def set_importance(
         self, memory_id: str, importance: float | None = None, authored: float | None = None
     ) -> None:
-        sets, params = [], {"i": memory_id}
+        sets, params = list[str](), dict[str, Any](i=memory_id)
         if importance is not None:
             sets.append("importance = %(imp)s")
             params["imp"] = importance
@@ -640,7 +634,7 @@ class PostgresStore:
         rows = await self._rows(
             f"SELECT * FROM memories WHERE id = %(i)s{self._lock()}", {"i": memory_id}
         )
-        return _memory(rows[0]) if rows else None
+        return memory_from_row(rows[0]) if rows else None
 
     async def fetch_many(self, ids: Sequence[str]) -> dict[str, Memory]:
         if not ids:
@@ -649,7 +643,7 @@ class PostgresStore:
             f"SELECT * FROM memories WHERE id = ANY(%(ids)s) ORDER BY id{self._lock()}",
             {"ids": sorted(set(ids))},
         )
-        return {r["id"]: _memory(r) for r in rows}
+        return {r["id"]: memory_from_row(r) for r in rows}
 
     async def embeddings_of(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         rows = await self._rows(
@@ -657,7 +651,7 @@ class PostgresStore:
             {"ids": list(ids)},
             binary=True,
         )
-        return {r["id"]: _vector(r["embedding"]) for r in rows}
+        return {r["id"]: vector_of(r["embedding"]) for r in rows}
 
     async def find_by_hash(self, content_hash: str, role: str, type: str) -> str | None:
         """A live memory of this role and type with exactly this content.
@@ -737,7 +731,7 @@ class PostgresStore:
             f"SELECT * FROM memories WHERE {' AND '.join(clauses)} ORDER BY seq LIMIT %(limit)s",
             params,
         )
-        return [_memory(r) for r in rows]
+        return [memory_from_row(r) for r in rows]
 
     async def count_memories(
         self, scope: Scope, *, type: str | None = None, status: str | None = None
@@ -782,7 +776,7 @@ class PostgresStore:
             "AND trigger IS NOT NULL ORDER BY seq",
             {"r": role},
         )
-        return [_memory(r) for r in rows]
+        return [memory_from_row(r) for r in rows]
 
     # ------------------------------------------------------------------ recall
 
@@ -808,7 +802,7 @@ class PostgresStore:
                 type=r["type"],
                 archived=r["archived"],
                 faded=r["faded"],
-                embedding=_vector(r["embedding"]),
+                embedding=vector_from_blob(r["embedding"]),
             )
             for r in rows
             if r["seq"] is not None
@@ -883,15 +877,15 @@ class PostgresStore:
         """The BM25 top `limit` of live rows for `text` in scope and the top `faded` of faded
         rows (bm25 set), and the rows `ids`; BM25 exactly as SQLite's FTS5 computes it (see
         pg_search), in one statement."""
-        terms = fts_terms(text)
-        if not terms or limit <= 0:
+        stems = query_stems(text)
+        if not stems or limit <= 0:
             return await self.scoring_rows(ids)
         stats = await self._sync_stats()
         rows = stats.rows
         cap = common_cap(rows, self.common_floor)
         common = set(self._common.known(rows))
         # Words whose lexemes this process already found too common are cut without counting.
-        words = [lex for term in terms for lex in await self._stem(term) if lex not in common]
+        words = [lex for lex in stems if lex not in common]
         lexemes = sorted(set(words))
         if not lexemes:
             return await self.scoring_rows(ids)
@@ -914,18 +908,7 @@ class PostgresStore:
         self._common.learn(
             [lex for lex, n in zip(lexemes, last["counts"], strict=True) if n >= cap]
         )
-        return [_scoring(r, r["bm25"]) for r in ranked]
-
-    async def _stem(self, term: str) -> tuple[str, ...]:
-        """The lexemes of one query word (cached: the stemmer never changes)."""
-        lexemes = self._stems.get(term)
-        if lexemes is None:
-            rows = await self._rows(STEMS_SQL, {"terms": [term]})
-            lexemes = tuple(rows[0]["lexemes"]) if rows else ()
-            if len(self._stems) >= STEM_CACHE:
-                self._stems.clear()
-            self._stems[term] = lexemes
-        return lexemes
+        return [scoring_from_row(r, r["bm25"]) for r in ranked]
 
     async def scoring_rows(self, ids: Sequence[str]) -> list[ScoringRow]:
         if not ids:
@@ -934,7 +917,7 @@ class PostgresStore:
             f"SELECT {SCORING_COLUMNS} FROM memories m WHERE m.id = ANY(%(ids)s)",
             {"ids": list(ids)},
         )
-        return [_scoring(r) for r in rows]
+        return [scoring_from_row(r) for r in rows]
 
     # ------------------------------------------------------------------ edges
 
@@ -975,7 +958,10 @@ class PostgresStore:
         )
         return [
             Edge(
-                target=r["dst"], type=r["type"], weight=r["weight"], created_at=dt(r["created_at"])
+                target=r["dst"],
+                type=r["type"],
+                weight=r["weight"],
+                created_at=time_from_epoch(r["created_at"]),
             )
             for r in rows
         ]
@@ -1077,7 +1063,7 @@ class PostgresStore:
         before_seq: int | None = None,
         scope: Scope | None = None,
     ) -> list[tuple[int, str, AccessRecord]]:
-        clauses, params = ["true"], {"limit": limit}
+        clauses, params = ["true"], dict[str, Any](limit=limit)
         if memory_id is not None:
             clauses.append("a.memory_id = %(mid)s")
             params["mid"] = memory_id
@@ -1095,7 +1081,7 @@ class PostgresStore:
             "ORDER BY a.seq DESC LIMIT %(limit)s",
             params,
         )
-        return [(r["seq"], r["memory_id"], _access_from_row(r)) for r in rows]
+        return [(r["seq"], r["memory_id"], access_from_row(r)) for r in rows]
 
     async def count_accesses(self, memory_id: str) -> int:
         return await self._scalar(
@@ -1109,13 +1095,13 @@ class PostgresStore:
             "INSERT INTO tombstones(memory_id, owner, role, type, content_hash, embedding, "
             "reason, ts) SELECT id, owner, role, type, content_hash, embedding, %(r)s, %(t)s "
             "FROM memories WHERE id = %(i)s",
-            {"r": reason, "t": ts(when), "i": memory_id},
+            {"r": reason, "t": epoch(when), "i": memory_id},
         )
 
     async def lift_tombstones(self, memory_id: str, when: datetime) -> None:
         await self._exec(
             "UPDATE tombstones SET lifted_at = %(t)s WHERE memory_id = %(i)s AND lifted_at IS NULL",
-            {"t": ts(when), "i": memory_id},
+            {"t": epoch(when), "i": memory_id},
         )
 
     async def tombstone_by_hash(self, content_hash: str, role: str) -> Tombstone | None:
@@ -1125,7 +1111,7 @@ class PostgresStore:
             "AND m.archived ORDER BY t.ts DESC, t.seq DESC LIMIT 1",
             {"h": content_hash, "r": role},
         )
-        return _tombstone(rows[0]) if rows else None
+        return tombstone_from_row(rows[0]) if rows else None
 
     async def tombstones_of(self, memory_ids: Sequence[str]) -> dict[str, Tombstone]:
         rows = await self._rows(
@@ -1134,7 +1120,7 @@ class PostgresStore:
             "ORDER BY t.ts, t.seq",
             {"ids": list(memory_ids)},
         )
-        return {r["memory_id"]: _tombstone(r) for r in rows}
+        return {r["memory_id"]: tombstone_from_row(r) for r in rows}
 
     async def all_tombstones(self, memory_ids: Sequence[str]) -> dict[str, list[Tombstone]]:
         """Every tombstone (lifted ones too) of these memories, oldest first: for export."""
@@ -1144,7 +1130,7 @@ class PostgresStore:
         )
         out: dict[str, list[Tombstone]] = {}
         for r in rows:
-            out.setdefault(r["memory_id"], []).append(_tombstone(r))
+            out.setdefault(r["memory_id"], []).append(tombstone_from_row(r))
         return out
 
     # ------------------------------------------------------------------ maintenance
@@ -1162,7 +1148,7 @@ class PostgresStore:
     async def maintenance_entries(
         self, kind: str | None = None, limit: int = 20, role: str | None = None
     ) -> list[MaintenanceEntry]:
-        clauses, params = ["true"], {"limit": limit}
+        clauses, params = ["true"], dict[str, Any](limit=limit)
         if kind is not None:
             clauses.append("kind = %(kind)s")
             params["kind"] = kind
@@ -1175,7 +1161,7 @@ class PostgresStore:
             params,
         )
         return [
-            MaintenanceEntry(r["seq"], dt(r["ts"]), r["kind"], json.loads(r["report"]))
+            MaintenanceEntry(r["seq"], time_from_epoch(r["ts"]), r["kind"], json.loads(r["report"]))
             for r in rows
         ]
 
@@ -1211,8 +1197,8 @@ class PostgresStore:
                     id=r["id"],
                     type=r["type"],
                     owner=r["owner"],
-                    created_at=dt(r["created_at"]),
-                    last_accessed_at=dt(r["last_accessed_at"]),
+                    created_at=time_from_epoch(r["created_at"]),
+                    last_accessed_at=time_from_epoch(r["last_accessed_at"]),
                     importance=r["importance"],
                     authored_importance=r["importance"] if authored is None else authored,
                     salience=r["salience"],
@@ -1321,7 +1307,7 @@ class PostgresStore:
         )
         return KpiRaw(
             per_memory=per_memory,
-            todos=[(r["status"], dt(r["created_at"])) for r in todos],
+            todos=[(r["status"], time_from_epoch(r["created_at"])) for r in todos],
             cross_owner_reads=cross,
             tombstones=tombstones,
             edges=edges,
@@ -1369,7 +1355,7 @@ class PostgresStore:
             read_counts=[
                 (r["reflective"], r["reads"], r["memories"]) for r in rows if not r["archived"]
             ],
-            todos=[(r["status"], dt(r["created_at"])) for r in todos],
+            todos=[(r["status"], time_from_epoch(r["created_at"])) for r in todos],
             cross_owner_reads=sum(r["foreign_reads"] for r in rows),
             tombstones=rest["tombstones"],
             edges=rest["edges"],
@@ -1392,7 +1378,7 @@ class PostgresStore:
         columns, keys = DUMP_COLUMNS[table], DUMP_KEYS[table]
         decode = DUMP_JSON.get(table, frozenset())
         key_sql = sql.SQL(", ").join(map(sql.Identifier, keys))
-        where = sql.SQL("true")
+        where: sql.Composable = sql.SQL("true")
         params: dict[str, Any] = {"limit": limit}
         if after is not None:
             where = sql.SQL("({}) > ({})").format(
@@ -1422,10 +1408,11 @@ class PostgresStore:
         self._moved()
         columns = DUMP_COLUMNS[table]
         encode = DUMP_JSON.get(table, frozenset())
+        names = (*columns, "stems") if table == "memories" else columns
         query = sql.SQL("INSERT INTO {} ({}) VALUES ({})").format(
             sql.Identifier(table),
-            sql.SQL(", ").join(map(sql.Identifier, columns)),
-            sql.SQL(", ").join(sql.Placeholder(c) for c in columns),
+            sql.SQL(", ").join(map(sql.Identifier, names)),
+            sql.SQL(", ").join(sql.Placeholder(c) for c in names),
         )
         if table == "meta":
             query += sql.SQL(" ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value")
@@ -1435,6 +1422,10 @@ class PostgresStore:
             for name in encode:
                 if value[name] is not None:
                     value[name] = json.dumps(value[name])
+            if table == "memories":
+                value["stems"] = row_stems(
+                    row["title"], row["content"], row["tags"], row["entities"]
+                )
             values.append(value)
         await self._many(query, values)
         if "seq" in columns:
@@ -1505,6 +1496,8 @@ async def _migrate(conn: Any, label: str, schema: str) -> None:
                 raise StoreTooNew(label, found, SCHEMA_VERSION, what="database")
             for version in range(found + 1, SCHEMA_VERSION + 1):
                 await conn.execute(MIGRATIONS[version])
+                if version in AFTER and found > 0:
+                    await AFTER[version](conn)
                 await conn.execute("INSERT INTO schema_version VALUES (%s)", (version,))
     except psycopg.errors.InsufficientPrivilege as exc:
         raise StoreUnavailable(

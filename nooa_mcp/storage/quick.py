@@ -20,10 +20,12 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
+from .keywords import stemmed
+
 __all__ = ["QuickStore", "QuickUnavailable"]
 
 #: The schema this module reads (sqlite.SCHEMA_VERSION).
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 #: sqlite.NEXT_REV: every write moves the store-wide revision, so vector caches in running
 #: servers pull the changed rows.
 NEXT_REV = "(SELECT coalesce(max(rev), 0) + 1 FROM memories)"
@@ -195,8 +197,9 @@ class QuickStore:
             "AND (m.valid_to IS NULL OR m.valid_to > ?)"
         )
         out: list[dict] = []
-        if project:
-            label = '"' + project.replace('"', '""') + '"'
+        # The index holds stems (storage.keywords): the label is asked for as its stems.
+        label = '"' + stemmed(project) + '"'
+        if label != '""':
             rows = self._rows(
                 f"SELECT {_ROW} FROM memories_fts f JOIN memories m ON m.seq = f.rowid "
                 f"WHERE memories_fts MATCH ? AND {live} "

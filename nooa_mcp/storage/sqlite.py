@@ -14,7 +14,6 @@ This module implements `storage.base.Store`; its rows leave it decoded and typed
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import os
@@ -30,22 +29,16 @@ import aiosqlite
 import anyio
 import anyio.to_thread
 import numpy as np
-from pydantic import TypeAdapter
 
 from ..domain.reflection import Node, Rows
 from ..domain.schema import (
     AccessRecord,
-    Components,
     Edge,
     EdgeType,
     Memory,
-    Reference,
-    Trigger,
     content_hash,
-    cue_set,
 )
 from ..domain.scope import Scope
-from ..domain.text import fts_terms
 from ..errors import AmbiguousId, NotFound, StoreTooNew, StoreUnavailable
 from .base import (
     ACCESS_COLUMNS,
@@ -68,6 +61,21 @@ from .base import (
     tell_faded_sql,
 )
 from .checkpoints import Checkpointer
+from .keywords import query_stems, row_stems
+from .rows import (
+    MIN_PREFIX,
+    SCORING_COLUMNS,
+    TODO_ORDER,
+    access_from_row,
+    epoch,
+    memory_from_row,
+    memory_values,
+    scoring_from_row,
+    time_from_epoch,
+    tombstone_from_row,
+    vector_from_blob,
+    vector_of,
+)
 
 __all__ = ["SQLiteStore", "copy_store", "fts_query"]
 
@@ -80,8 +88,9 @@ logger = logging.getLogger(__name__)
 #: file's counts are taken from its stream when it is opened. 4: `faded`, which tells a memory
 #: maintenance archived (recall still reaches it) from one its user forgot; an older file's
 #: archived rows are told apart by their standing tombstone's reason (`domain.archive`).
-SCHEMA_VERSION = 4
-MIN_PREFIX = 6
+#: 5: keyword search over the stems of `storage.keywords` (`stems`, `_KEYWORDS`), as
+#: PostgreSQL indexes them; an older file's rows are stemmed and indexed anew when opened.
+SCHEMA_VERSION = 5
 
 _SCHEMA = """
 CREATE TABLE memories (
@@ -122,7 +131,9 @@ CREATE TABLE memories (
     rev INTEGER NOT NULL DEFAULT 0,
     -- What the author said, kept apart from `importance`, which rescore may raise: rescore
     -- recomputes from this, so running it twice changes nothing (SPEC §8).
-    authored_importance REAL
+    authored_importance REAL,
+    -- The searchable columns as keyword search indexes them (storage.keywords).
+    stems TEXT NOT NULL DEFAULT '[]'
 );
 CREATE INDEX memories_type ON memories(type, archived);
 CREATE INDEX memories_role ON memories(role, owner);
@@ -185,27 +196,37 @@ CREATE INDEX tombstones_memory ON tombstones(memory_id);
 
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 
-CREATE VIRTUAL TABLE memories_fts USING fts5(
-    title, content, tags, entities,
-    content='memories', content_rowid='seq', tokenize='porter unicode61 remove_diacritics 2'
-);
 CREATE TRIGGER memories_authored AFTER INSERT ON memories
 WHEN new.authored_importance IS NULL BEGIN
     UPDATE memories SET authored_importance = new.importance WHERE seq = new.seq;
 END;
+"""
+
+#: Schema version 5. Keyword search over the stems `storage.keywords` writes in each row (so
+#: PostgreSQL, indexing the same stems, ranks alike): a contentless FTS5 table whose plain
+#: unicode61 tokenizer only splits them at the spaces, kept by triggers on `stems`.
+_KEYWORDS = """
+CREATE VIRTUAL TABLE memories_fts USING fts5(
+    title, content, tags, entities, content='', tokenize='unicode61 remove_diacritics 0'
+);
 CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
     INSERT INTO memories_fts(rowid, title, content, tags, entities)
-    VALUES (new.seq, new.title, new.content, new.tags, new.entities);
+    VALUES (new.seq, json_extract(new.stems, '$[0]'), json_extract(new.stems, '$[1]'),
+            json_extract(new.stems, '$[2]'), json_extract(new.stems, '$[3]'));
 END;
 CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
     INSERT INTO memories_fts(memories_fts, rowid, title, content, tags, entities)
-    VALUES ('delete', old.seq, old.title, old.content, old.tags, old.entities);
+    VALUES ('delete', old.seq, json_extract(old.stems, '$[0]'), json_extract(old.stems, '$[1]'),
+            json_extract(old.stems, '$[2]'), json_extract(old.stems, '$[3]'));
 END;
-CREATE TRIGGER memories_au AFTER UPDATE OF title, content, tags, entities ON memories BEGIN
+CREATE TRIGGER memories_au AFTER UPDATE OF stems ON memories
+WHEN new.stems IS NOT old.stems BEGIN
     INSERT INTO memories_fts(memories_fts, rowid, title, content, tags, entities)
-    VALUES ('delete', old.seq, old.title, old.content, old.tags, old.entities);
+    VALUES ('delete', old.seq, json_extract(old.stems, '$[0]'), json_extract(old.stems, '$[1]'),
+            json_extract(old.stems, '$[2]'), json_extract(old.stems, '$[3]'));
     INSERT INTO memories_fts(rowid, title, content, tags, entities)
-    VALUES (new.seq, new.title, new.content, new.tags, new.entities);
+    VALUES (new.seq, json_extract(new.stems, '$[0]'), json_extract(new.stems, '$[1]'),
+            json_extract(new.stems, '$[2]'), json_extract(new.stems, '$[3]'));
 END;
 """
 
@@ -251,33 +272,14 @@ CREATE INDEX IF NOT EXISTS memories_kpi ON memories(id, owner, role, archived, t
 #: serialised by the file's write lock, so revisions commit in order.
 NEXT_REV = "(SELECT coalesce(max(rev), 0) + 1 FROM memories)"
 
-#: The access ring (newest 64 records) is parsed and written on every logged read: one
-#: adapter call in pydantic-core instead of a json round trip and a model per record.
-RING = TypeAdapter(list[AccessRecord])
-
-#: Columns recall needs for scoring, without the heavy ring and embedding.
-SCORING_COLUMNS = (
-    "m.seq, m.id, m.type, m.owner, m.title, m.content, m.tags, m.entities, m.place_or_task, "
-    "m.importance, m.strength, m.status, m.archived, m.faded, m.created_at, m.last_accessed_at, "
-    "m.valid_from, m.valid_to, m.actr_count, m.first_access_at, m.actr_times, m.refs"
-)
-
-
-def ts(value: datetime | None) -> float | None:
-    return None if value is None else value.timestamp()
-
-
-def dt(value: float | None) -> datetime | None:
-    return None if value is None else datetime.fromtimestamp(value, UTC)
-
 
 def fts_query(text: str | list[str], max_terms: int = 32) -> str | None:
-    """Turn user text (or its terms) into a safe FTS5 query: each word quoted, OR-ed together.
+    """Turn user text (or its stems) into a safe FTS5 query: each stem quoted, OR-ed together.
 
     Quoting every term means FTS5 operators (AND, NEAR, *, ^, :, column filters) and stray
     quotes in the text are matched as words and can never raise a syntax error.
     """
-    terms = fts_terms(text, max_terms) if isinstance(text, str) else text
+    terms = query_stems(text, max_terms) if isinstance(text, str) else text
     if not terms:
         return None
     return " OR ".join(f'"{w}"' for w in terms)
@@ -292,155 +294,6 @@ def scope_sql(scope: Scope, alias: str = "") -> tuple[str, list[Any]]:
         return "1", []
     roles = sorted(scope.roles)
     return f"({p}owner = '' OR {p}role IN ({','.join('?' * len(roles))}))", roles
-
-
-#: `domain.prospective.todo_order` in SQL (ties in insertion order); both backends use it.
-TODO_ORDER = (
-    "CASE coalesce(status, 'open') WHEN 'open' THEN 0 WHEN 'done' THEN 1 "
-    "WHEN 'dropped' THEN 2 ELSE 3 END, importance DESC, created_at, seq"
-)
-
-
-def _memory(row: sqlite3.Row) -> Memory:
-    """A full `memories` row as the domain record."""
-    trigger = row["trigger"]
-    authored = row["authored_importance"]
-    return Memory(
-        id=row["id"],
-        type=row["type"],
-        title=row["title"],
-        content=row["content"],
-        owner=row["owner"],
-        importance=row["importance"],
-        salience=row["salience"],
-        confidence=row["confidence"],
-        strength=row["strength"],
-        reinforcement_count=row["reinforcement_count"],
-        access_count=row["access_count"],
-        tags=json.loads(row["tags"]),
-        entities=json.loads(row["entities"]),
-        place_or_task=row["place_or_task"],
-        created_at=dt(row["created_at"]),
-        last_accessed_at=dt(row["last_accessed_at"]),
-        valid_from=dt(row["valid_from"]),
-        valid_to=dt(row["valid_to"]),
-        references=[Reference.model_validate(r) for r in json.loads(row["refs"])],
-        archived=bool(row["archived"]),
-        faded=bool(row["faded"]),
-        status=row["status"],
-        trigger=Trigger.model_validate_json(trigger) if trigger else None,
-        access_log=RING.validate_json(row["ring"]),
-        channels=json.loads(row["channels"]),
-        actr_count=row["actr_count"],
-        first_access_at=dt(row["first_access_at"]),
-        actr_times=json.loads(row["actr_times"]),
-        authored_importance=row["importance"] if authored is None else authored,
-        seq=row["seq"],
-    )
-
-
-@functools.lru_cache(maxsize=16384)
-def _cues(tags: str, entities: str, place_or_task: str) -> frozenset[str]:
-    """A row's cue words from its stored JSON text; rows share labels, and recall reads ~100
-    rows per query, so each distinct label set is parsed once per process."""
-    return frozenset(cue_set(json.loads(tags), json.loads(entities), place_or_task))
-
-
-def _scoring(row: sqlite3.Row, bm25: float | None = None) -> ScoringRow:
-    return ScoringRow(
-        seq=row["seq"],
-        id=row["id"],
-        type=row["type"],
-        owner=row["owner"],
-        title=row["title"],
-        content=row["content"],
-        cues=_cues(row["tags"], row["entities"], row["place_or_task"]),
-        importance=row["importance"],
-        strength=row["strength"],
-        status=row["status"],
-        archived=bool(row["archived"]),
-        faded=bool(row["faded"]),
-        created_at=row["created_at"],
-        last_accessed_at=row["last_accessed_at"],
-        valid_from=row["valid_from"],
-        valid_to=row["valid_to"],
-        actr_count=row["actr_count"],
-        first_access_at=row["first_access_at"],
-        actr_times=json.loads(row["actr_times"]),
-        bm25=bm25,
-        refs_json=row["refs"],
-    )
-
-
-def _vector(blob: bytes | None) -> np.ndarray | None:
-    return None if blob is None else np.frombuffer(blob, dtype=np.float32)
-
-
-def _tombstone(row: sqlite3.Row) -> Tombstone:
-    return Tombstone(
-        memory_id=row["memory_id"],
-        owner=row["owner"],
-        role=row["role"],
-        type=row["type"],
-        content_hash=row["content_hash"],
-        reason=row["reason"],
-        ts=dt(row["ts"]),
-        lifted_at=dt(row["lifted_at"]),
-        embedding=_vector(row["embedding"]),
-    )
-
-
-def _row_values(m: Memory, embedding: np.ndarray | None) -> dict[str, Any]:
-    return {
-        "id": m.id,
-        "type": m.type.value,
-        "owner": m.owner,
-        "role": m.owner.partition("@")[0],
-        "title": m.title,
-        "content": m.content,
-        "content_hash": m.content_hash,
-        "tags": json.dumps(m.tags),
-        "entities": json.dumps(m.entities),
-        "place_or_task": m.place_or_task,
-        "importance": m.importance,
-        "salience": m.salience,
-        "confidence": m.confidence,
-        "strength": m.strength,
-        "reinforcement_count": m.reinforcement_count,
-        "access_count": m.access_count,
-        "status": m.status,
-        "archived": int(m.archived),
-        "faded": int(m.archived and m.faded),
-        "created_at": ts(m.created_at),
-        "last_accessed_at": ts(m.last_accessed_at),
-        "valid_from": ts(m.valid_from),
-        "valid_to": ts(m.valid_to),
-        "actr_count": m.actr_count,
-        "first_access_at": ts(m.first_access_at),
-        "actr_times": json.dumps([round(t, 3) for t in m.actr_times]),
-        "refs": json.dumps([r.model_dump(mode="json") for r in m.references]),
-        "trigger": m.trigger.model_dump_json() if m.trigger else None,
-        "ring": RING.dump_json(m.access_log, exclude_none=True).decode(),
-        "channels": json.dumps(m.channels),
-        "authored_importance": m.importance
-        if m.authored_importance is None
-        else m.authored_importance,
-        "embedding": None if embedding is None else np.asarray(embedding, np.float32).tobytes(),
-    }
-
-
-def _access_from_row(r: sqlite3.Row) -> AccessRecord:
-    return AccessRecord(
-        ts=dt(r["ts"]),
-        channel=r["channel"],
-        reader_owner=r["reader_owner"],
-        session_ref=r["session_ref"],
-        trace_ref=r["trace_ref"],
-        query=r["query"],
-        score=r["score"],
-        rank=r["rank"],
-        components=Components.model_validate_json(r["components"]) if r["components"] else None,
-    )
 
 
 def _chunks(values: list[Any], size: int) -> Iterable[list[Any]]:
@@ -713,7 +566,7 @@ class SQLiteStore:
             # Re-read under the write lock: another process may have migrated meanwhile.
             version = await self._scalar("PRAGMA user_version")
             if version == 0:
-                for statement in _split_sql(_SCHEMA + _ACCESS_COUNTS):
+                for statement in _split_sql(_SCHEMA + _KEYWORDS + _ACCESS_COUNTS):
                     await self._execute(statement)
             else:
                 if version == 1:
@@ -722,6 +575,8 @@ class SQLiteStore:
                     await self._count_accesses()
                 if version <= 3:
                     await self._tell_faded()
+                if version <= 4:
+                    await self._index_stems()
             await self._execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     async def _rehash(self) -> None:
@@ -745,6 +600,28 @@ class SQLiteStore:
         if "faded" not in columns:
             await self._execute("ALTER TABLE memories ADD COLUMN faded INTEGER NOT NULL DEFAULT 0")
         await self._execute(tell_faded_sql("archived = 1", "1"))
+
+    async def _index_stems(self) -> None:
+        """Version 4 → 5: every row's stems, and the keyword index built from them (the
+        old one, stemmed by FTS5's Porter, is dropped)."""
+        for name in ("memories_ai", "memories_ad", "memories_au"):
+            await self._execute(f"DROP TRIGGER IF EXISTS {name}")
+        await self._execute("DROP TABLE IF EXISTS memories_fts")
+        columns = {r["name"] for r in await self._rows("PRAGMA table_info(memories)")}
+        if "stems" not in columns:
+            await self._execute("ALTER TABLE memories ADD COLUMN stems TEXT NOT NULL DEFAULT '[]'")
+        rows = await self._rows("SELECT seq, title, content, tags, entities FROM memories")
+        await self._execute_many(
+            "UPDATE memories SET stems = ? WHERE seq = ?",
+            [(row_stems(r[1], r[2], json.loads(r[3]), json.loads(r[4])), r[0]) for r in rows],
+        )
+        for statement in _split_sql(_KEYWORDS):
+            await self._execute(statement)
+        await self._execute(
+            "INSERT INTO memories_fts(rowid, title, content, tags, entities) "
+            "SELECT seq, json_extract(stems, '$[0]'), json_extract(stems, '$[1]'), "
+            "json_extract(stems, '$[2]'), json_extract(stems, '$[3]') FROM memories"
+        )
 
     async def _count_accesses(self) -> None:
         """Version 2 → 3: the counts table, its triggers and the scope index; the counts so
@@ -975,15 +852,18 @@ class SQLiteStore:
 
     async def insert(self, memory: Memory, embedding: np.ndarray | None) -> int:
         """Insert one memory row (inside a transaction); returns and sets its seq."""
-        values = _row_values(memory, embedding)
+        values = memory_values(memory, embedding)
         cols = ", ".join(values)
         marks = ", ".join(f":{k}" for k in values)
         # The next revision is computed inside the statement: one round trip, not two.
         cursor = await self._execute(
             f"INSERT INTO memories ({cols}, rev) VALUES ({marks}, {NEXT_REV})", values
         )
-        memory.seq = cursor.lastrowid
-        return memory.seq
+        seq = cursor.lastrowid
+        if seq is None:  # never after an INSERT; said, not assumed
+            raise RuntimeError("SQLite gave no row id for an inserted memory")
+        memory.seq = seq
+        return seq
 
     async def save(self, memory: Memory, embedding: np.ndarray | None = None) -> None:
         """Rewrite a memory row from its record (inside a transaction).
@@ -991,7 +871,7 @@ class SQLiteStore:
         The embedding is only written when given, so callers that did not change the
         content never ship 1.5 kB of vector back and forth.
         """
-        values = _row_values(memory, embedding)
+        values = memory_values(memory, embedding)
         if embedding is None:
             values.pop("embedding")
         sets = ", ".join(f"{k} = :{k}" for k in values if k != "id")
@@ -1003,7 +883,7 @@ class SQLiteStore:
             return
         rows = []
         for memory in memories:
-            values = _row_values(memory, None)
+            values = memory_values(memory, None)
             rows.append({k: values[k] for k in ("id", *ACCESS_COLUMNS)})
         sets = ", ".join(f"{k} = :{k}" for k in ACCESS_COLUMNS)
         await self._execute_many(f"UPDATE memories SET {sets} WHERE id = :id", rows)
@@ -1020,7 +900,7 @@ class SQLiteStore:
         await self._execute(
             "UPDATE memories SET archived = ?, archived_at = ?, faded = ?, "
             f"rev = {NEXT_REV} WHERE id = ?",
-            (int(archived), ts(when) if archived else None, int(archived and faded), memory_id),
+            (int(archived), epoch(when) if archived else None, int(archived and faded), memory_id),
         )
 
     async def set_importance(
@@ -1042,18 +922,18 @@ class SQLiteStore:
 
     async def fetch(self, memory_id: str) -> Memory | None:
         rows = await self._rows("SELECT * FROM memories WHERE id = ?", (memory_id,))
-        return _memory(rows[0]) if rows else None
+        return memory_from_row(rows[0]) if rows else None
 
     async def fetch_many(self, ids: Sequence[str]) -> dict[str, Memory]:
         rows = await self._rows_in("SELECT * FROM memories WHERE id IN ({marks})", ids)
-        return {r["id"]: _memory(r) for r in rows}
+        return {r["id"]: memory_from_row(r) for r in rows}
 
     async def embeddings_of(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         rows = await self._rows_in(
             "SELECT id, embedding FROM memories WHERE id IN ({marks}) AND embedding IS NOT NULL",
             ids,
         )
-        return {r["id"]: _vector(r["embedding"]) for r in rows}
+        return {r["id"]: vector_of(r["embedding"]) for r in rows}
 
     async def find_by_hash(self, content_hash: str, role: str, type: str) -> str | None:
         """A live memory of this role and type with exactly this content."""
@@ -1124,7 +1004,7 @@ class SQLiteStore:
         rows = await self._rows(
             f"SELECT * FROM memories WHERE {' AND '.join(clauses)} ORDER BY seq LIMIT ?", params
         )
-        return [_memory(r) for r in rows]
+        return [memory_from_row(r) for r in rows]
 
     async def count_memories(
         self, scope: Scope, *, type: str | None = None, status: str | None = None
@@ -1147,7 +1027,7 @@ class SQLiteStore:
             "last_accessed_at DESC LIMIT ?",
             [*params, limit],
         )
-        return [_memory(r) for r in rows]
+        return [memory_from_row(r) for r in rows]
 
     async def todo_rows(self, scope: Scope, status: str | None, limit: int) -> list[Memory]:
         """Live todos in todo order: open first, then by importance, then oldest first."""
@@ -1167,7 +1047,7 @@ class SQLiteStore:
             "AND trigger IS NOT NULL ORDER BY seq",
             (role,),
         )
-        return [_memory(r) for r in rows]
+        return [memory_from_row(r) for r in rows]
 
     # ------------------------------------------------------------------ recall
 
@@ -1192,7 +1072,7 @@ class SQLiteStore:
                 type=r["type"],
                 archived=bool(r["archived"]),
                 faded=bool(r["faded"]),
-                embedding=_vector(r["embedding"]),
+                embedding=vector_from_blob(r["embedding"]),
             )
             for r in rows
         ]
@@ -1241,7 +1121,7 @@ class SQLiteStore:
         Two round trips: the terms' counts (`_selective_terms`), then one statement that
         ranks inside FTS5, joins only the best rows and adds the rows `ids` beside them.
         """
-        query = fts_query(await self._selective_terms(fts_terms(text))) if limit > 0 else None
+        query = fts_query(await self._selective_terms(query_stems(text))) if limit > 0 else None
         where, params = scope_sql(scope, "m")
         # A row its user forgot is never a keyword candidate; a faded one only when asked for.
         states = "AND (m.archived = 0 OR m.faded = 1)" if faded > 0 else "AND m.archived = 0"
@@ -1256,7 +1136,7 @@ class SQLiteStore:
         if query is None:
             if not wanted:
                 return []
-            return [_scoring(r) for r in await self._rows(by_id, wanted)]
+            return [scoring_from_row(r) for r in await self._rows(by_id, wanted)]
         # Each tier (live, faded) keeps its own best rows: faded rows never take a live
         # row's place among the `limit` best.
         tiers = "WHERE tier_rank <= CASE tier WHEN 0 THEN ? ELSE ? END"
@@ -1305,9 +1185,9 @@ class SQLiteStore:
                     [query, *params, limit, faded],
                 )
         hits = sorted(hits, key=lambda r: (r["score"], r["seq"]))
-        out = [_scoring(r, -r["score"]) for r in hits]
+        out = [scoring_from_row(r, -r["score"]) for r in hits]
         seen = {r.id for r in out}
-        out += [_scoring(r) for r in rows if r["score"] is None and r["id"] not in seen]
+        out += [scoring_from_row(r) for r in rows if r["score"] is None and r["id"] not in seen]
         missing = [i for i in dict.fromkeys(ids) if i not in seen and i not in set(wanted)]
         if missing:
             out += await self.scoring_rows(missing)
@@ -1317,7 +1197,7 @@ class SQLiteStore:
         rows = await self._rows_in(
             f"SELECT {SCORING_COLUMNS} FROM memories m WHERE m.id IN ({{marks}})", ids
         )
-        return [_scoring(r) for r in rows]
+        return [scoring_from_row(r) for r in rows]
 
     # ------------------------------------------------------------------ edges
 
@@ -1357,7 +1237,10 @@ class SQLiteStore:
         )
         return [
             Edge(
-                target=r["dst"], type=r["type"], weight=r["weight"], created_at=dt(r["created_at"])
+                target=r["dst"],
+                type=r["type"],
+                weight=r["weight"],
+                created_at=time_from_epoch(r["created_at"]),
             )
             for r in rows
         ]
@@ -1483,7 +1366,7 @@ class SQLiteStore:
         scope: Scope | None = None,
     ) -> list[tuple[int, str, AccessRecord]]:
         """Newest-first accesses of one memory, or of every memory in `scope`."""
-        clauses, params = ["1"], []
+        clauses, params = ["1"], list[Any]()
         if memory_id is not None:
             clauses.append("a.memory_id = ?")
             params.append(memory_id)
@@ -1502,7 +1385,7 @@ class SQLiteStore:
             "ORDER BY a.seq DESC LIMIT ?",
             params,
         )
-        return [(r["seq"], r["memory_id"], _access_from_row(r)) for r in rows]
+        return [(r["seq"], r["memory_id"], access_from_row(r)) for r in rows]
 
     async def count_accesses(self, memory_id: str) -> int:
         return await self._scalar("SELECT COUNT(*) FROM accesses WHERE memory_id = ?", (memory_id,))
@@ -1515,13 +1398,13 @@ class SQLiteStore:
             "INSERT INTO tombstones(memory_id, owner, role, type, content_hash, embedding, "
             "reason, ts) SELECT id, owner, role, type, content_hash, embedding, ?, ? "
             "FROM memories WHERE id = ?",
-            (reason, ts(when), memory_id),
+            (reason, epoch(when), memory_id),
         )
 
     async def lift_tombstones(self, memory_id: str, when: datetime) -> None:
         await self._execute(
             "UPDATE tombstones SET lifted_at = ? WHERE memory_id = ? AND lifted_at IS NULL",
-            (ts(when), memory_id),
+            (epoch(when), memory_id),
         )
 
     async def tombstone_by_hash(self, content_hash: str, role: str) -> Tombstone | None:
@@ -1532,7 +1415,7 @@ class SQLiteStore:
             "ORDER BY t.ts DESC LIMIT 1",
             (content_hash, role),
         )
-        return _tombstone(rows[0]) if rows else None
+        return tombstone_from_row(rows[0]) if rows else None
 
     async def tombstones_of(self, memory_ids: Sequence[str]) -> dict[str, Tombstone]:
         """Standing tombstones (newest per memory) of archived memories among `memory_ids`."""
@@ -1542,7 +1425,7 @@ class SQLiteStore:
             "ORDER BY t.ts",
             memory_ids,
         )
-        return {r["memory_id"]: _tombstone(r) for r in rows}
+        return {r["memory_id"]: tombstone_from_row(r) for r in rows}
 
     async def all_tombstones(self, memory_ids: Sequence[str]) -> dict[str, list[Tombstone]]:
         """Every tombstone (lifted ones too) of these memories, oldest first: for export."""
@@ -1551,7 +1434,7 @@ class SQLiteStore:
         )
         out: dict[str, list[Tombstone]] = {}
         for r in rows:
-            out.setdefault(r["memory_id"], []).append(_tombstone(r))
+            out.setdefault(r["memory_id"], []).append(tombstone_from_row(r))
         return out
 
     # ------------------------------------------------------------------ maintenance
@@ -1578,7 +1461,7 @@ class SQLiteStore:
             [*params, limit],
         )
         return [
-            MaintenanceEntry(r["seq"], dt(r["ts"]), r["kind"], json.loads(r["report"]))
+            MaintenanceEntry(r["seq"], time_from_epoch(r["ts"]), r["kind"], json.loads(r["report"]))
             for r in rows
         ]
 
@@ -1615,8 +1498,8 @@ class SQLiteStore:
                     id=r["id"],
                     type=r["type"],
                     owner=r["owner"],
-                    created_at=dt(r["created_at"]),
-                    last_accessed_at=dt(r["last_accessed_at"]),
+                    created_at=time_from_epoch(r["created_at"]),
+                    last_accessed_at=time_from_epoch(r["last_accessed_at"]),
                     importance=r["importance"],
                     authored_importance=r["importance"] if authored is None else authored,
                     salience=r["salience"],
@@ -1748,7 +1631,7 @@ class SQLiteStore:
         )
         return KpiRaw(
             per_memory=per_memory,
-            todos=[(r["status"], dt(r["created_at"])) for r in todos],
+            todos=[(r["status"], time_from_epoch(r["created_at"])) for r in todos],
             cross_owner_reads=cross,
             tombstones=tombstones,
             edges=edges,
@@ -1806,7 +1689,7 @@ class SQLiteStore:
                 for r in rows
                 if not r["archived"]
             ],
-            todos=[(r["status"], dt(r["created_at"])) for r in todos],
+            todos=[(r["status"], time_from_epoch(r["created_at"])) for r in todos],
             cross_owner_reads=sum(r["foreign_reads"] for r in rows),
             tombstones=rest["tombstones"],
             edges=rest["edges"],
@@ -1853,7 +1736,7 @@ class SQLiteStore:
         encode = DUMP_JSON.get(table, frozenset())
         names, marks = ", ".join(columns), ", ".join(f":{c}" for c in columns)
         if table == "memories":
-            names, marks = f"{names}, rev", f"{marks}, {NEXT_REV}"
+            names, marks = f"{names}, stems, rev", f"{marks}, :stems, {NEXT_REV}"
         verb = "INSERT OR REPLACE" if table == "meta" else "INSERT"
         values = []
         for row in rows:
@@ -1864,6 +1747,10 @@ class SQLiteStore:
             for flag in ("archived", "faded"):
                 if flag in value:
                     value[flag] = int(bool(value[flag]))
+            if table == "memories":
+                value["stems"] = row_stems(
+                    row["title"], row["content"], row["tags"], row["entities"]
+                )
             values.append(value)
         await self._execute_many(f"{verb} INTO {table} ({names}) VALUES ({marks})", values)
 

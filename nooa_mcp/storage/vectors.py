@@ -20,7 +20,7 @@ import anyio
 import numpy as np
 
 from ..domain.scope import Scope
-from ..heap import release_free_memory
+from ..malloc_tuning import release_free_memory
 from . import sketch
 from .base import Store, VectorRow
 from .ids import IdTable
@@ -206,8 +206,8 @@ class VectorIndex:
             # kernel maps only when touched, so they cost nothing, while growing right after
             # opening copied the whole matrix (old and new resident at once: +150 MB at 100k,
             # a server's peak RSS 641 MB against 491 MB once open).
-            rows = await store.row_count()
-            self._grow(rows + rows // 4)
+            stored = await store.row_count()
+            self._grow(stored + stored // 4)
         pages = 0
         while True:
             # Paged, so the float32 blobs of a large store are never all in memory at once.
@@ -441,7 +441,7 @@ class VectorIndex:
         n = max((len(mask) for mask in masks), default=0)
         queries = np.asarray(queries, dtype=np.float32)
         reach = self._reachable(queries, floor, n) if floor is not None and n else None
-        if reach is not None:
+        if reach is not None and floor is not None:
             out = []
             for query, mask, near in zip(queries, masks, reach, strict=True):
                 rows, sims = self._above(query, near, mask, floor)
@@ -500,10 +500,10 @@ class VectorIndex:
                 (self.ids[r], s)
                 for r, s in zip(rows[top].tolist(), sims[top].tolist(), strict=True)
             ]
-        rows = None
+        picked: np.ndarray | None = None
         if kept * SPARSE_SHARE < mask.shape[0]:
-            rows = np.flatnonzero(mask) + start
-            sims = product(self.matrix[rows], query)
+            picked = np.flatnonzero(mask) + start
+            sims = product(self.matrix[picked], query)
         elif start == 0 and mask.shape[0] == self.size:
             sims = np.where(mask, self.similarities(query), -np.inf)
         else:
@@ -511,7 +511,7 @@ class VectorIndex:
             sims = np.where(mask, product(part, query), -np.inf)
         top = np.argpartition(-sims, n - 1)[:n]
         top = top[np.argsort(-sims[top], kind="stable")]
-        at = top + start if rows is None else rows[top]
+        at = top + start if picked is None else picked[top]
         found = zip(at.tolist(), sims[top].tolist(), strict=True)
         return [(self.ids[r], s) for r, s in found if floor is None or s >= floor]
 

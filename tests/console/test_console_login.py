@@ -16,6 +16,7 @@ from pathlib import Path
 
 import httpx2
 import pytest
+from machine import machine_lacks
 from shared_support import created_store, http_server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.processes]
@@ -111,7 +112,7 @@ def _machine_address() -> str:
                 continue
             if not address.startswith("127."):
                 return address
-    pytest.skip("this machine has no address besides loopback")
+    machine_lacks("this machine has no address besides loopback")
 
 
 async def test_no_token_is_taken_over_plain_http_from_another_machine(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""Forgetting (SPEC §7): retention, prune ETA, a prune rule that spares every protected class."""
+"""Forgetting (DESIGN.md §7): retention, prune ETA, a prune rule that spares every protected
+class."""
 
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ def test_retention_is_an_e_folding_curve_stretched_by_strength():
 
 
 def test_prune_eta_with_strength_one_is_about_93_days():
-    """SPEC §7: with strength 1 the prune threshold is reached after ≈ 93 idle days."""
+    """DESIGN.md §7.2: with strength 1 the prune threshold is reached after ≈ 93 idle days."""
     eta = prune_eta(T0, 1)
     assert (eta - T0).days == 92
     assert retention(T0, 1, eta) == pytest.approx(0.02)

@@ -1,4 +1,5 @@
-"""Generative reflection (SPEC §8 steps 2 and 5): cluster planning and untrusted-reply parsing."""
+"""Generative reflection (DESIGN.md §8.3 reconcile, §8.6 abstract): cluster planning and
+untrusted-reply parsing."""
 
 from __future__ import annotations
 

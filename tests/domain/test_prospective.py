@@ -1,4 +1,4 @@
-"""Trigger matching, recurrence and todo ordering (SPEC §9); pure functions, no store."""
+"""Trigger matching, recurrence and todo ordering (DESIGN.md §9); pure functions, no store."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def test_a_cue_matches_when_every_keyword_is_present_even_inflected():
 
 
 def test_a_cue_matches_on_cosine_at_or_above_055():
-    """SPEC §9: cosine ≥ 0.55 fires even when the words differ."""
+    """DESIGN.md §9.2: cosine ≥ 0.55 fires even when the words differ."""
     cue, close, far = unit(1, 0), unit(0.55, (1 - 0.55**2) ** 0.5), unit(0.5, 0.866)
     assert cue_matches("release", "shipping the build", cue, close) == (True, pytest.approx(0.55))
     assert cue_matches("release", "shipping the build", cue, far)[0] is False

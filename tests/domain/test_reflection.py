@@ -1,4 +1,5 @@
-"""Reflection planning (SPEC §8): merge, link, rescore and prune plans over vectors, no store."""
+"""Reflection planning (DESIGN.md §8): merge, link, rescore and prune plans over vectors, no
+store."""
 
 from __future__ import annotations
 
@@ -156,7 +157,7 @@ def test_links_use_the_band_weight_cosine_and_skip_linked_pairs():
 
 
 def test_links_cap_new_related_edges_per_node_counting_existing_ones():
-    """SPEC §8: ≤ 5 new edges per node per pass; the hub takes its 5 strongest neighbours."""
+    """DESIGN.md §8.4: ≤ 5 new edges per node per pass; the hub takes its 5 strongest neighbours."""
     e = basis()
     hub = e[0]
     spokes = [at_cos(hub, e[i + 1], 0.80 + i / 100) for i in range(8)]
@@ -188,7 +189,7 @@ def test_a_resumed_link_plan_adds_exactly_the_rest():
 
 
 def test_rescore_is_idempotent_and_never_promotes_what_the_author_set():
-    """SPEC §8 (stable, unlike NOOA) and issue 9: HIGH and CRITICAL stay as authored; anything
+    """DESIGN.md §8.5, §16.12 (stable, unlike NOOA): HIGH and CRITICAL stay as authored; anything
     else moves with salience and deliberate repeats, never past 7 (below HIGH)."""
     assert rescore(5, 0.3, 0) == 5.0
     assert rescore(5, 1.0, 0) == 6.4
@@ -359,7 +360,7 @@ async def test_a_pass_merges_links_rescores_and_prunes(base_store):
 async def test_an_interrupted_pass_converges_to_the_uninterrupted_store(
     base_store, tmp_path, stop_after, batch, monkeypatch
 ):
-    """SPEC §8: stopped between transactions, a later full pass reaches the same store.
+    """DESIGN.md §8.1: stopped between transactions, a later full pass reaches the same store.
 
     Progress goes out after each commit, so the stop lands after the transaction holding
     item `stop_after`: with one item per transaction that is between any two items."""

@@ -1,4 +1,4 @@
-"""Pure types and validators of SPEC §2 and §10."""
+"""Pure types and validators: the data of DESIGN.md §2 and the owners and scopes of §10."""
 
 import pytest
 
@@ -89,7 +89,7 @@ def test_client_names_become_valid_owners():
 
 
 def test_content_hash_ignores_whitespace_case_and_compatibility_forms_only():
-    """SPEC §5 v2: an exact repeat is equal after NFKC, case folding and whitespace collapse."""
+    """DESIGN.md §4.2: an exact repeat is equal after NFKC, case folding and whitespace collapse."""
     assert content_hash("a  b\n c") == content_hash("a b c")
     assert content_hash("a b c") == content_hash("A B C")
     assert content_hash("ﬁle Ｘ") == content_hash("file x")  # ligature and full-width X
@@ -120,7 +120,7 @@ def test_link_with_an_unknown_relation_lists_the_relations():
 
 @pytest.mark.parametrize("owner", ["alice\n", "alice@x\n", "\nalice", "alice\r"])
 def test_an_owner_with_a_line_break_is_refused(owner):
-    """Issue 10 item 6: `$` matched before a trailing newline, so "alice\\n" passed as an owner
+    """`$` matched before a trailing newline, so "alice\\n" passed as an owner
     (found by the hook's owner-rule property)."""
     with pytest.raises(InvalidInput):
         parse_owner(owner)

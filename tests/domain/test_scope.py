@@ -1,4 +1,4 @@
-"""Tests that kill surviving mutants (issue 15): owners, grants and read scopes (SPEC §10).
+"""Owners, grants and read scopes (DESIGN.md §10), each refusal pinned to its sentence.
 
 What a reader may see is decided by `Scope.allows` and `Actor.scope`; these tests check them
 on owners inside and outside the scope (present and absent, so over-filtering fails too), and

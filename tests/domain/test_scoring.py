@@ -1,4 +1,4 @@
-"""ACT-R maths of SPEC §5, on plain numbers."""
+"""The ACT-R maths of recall (DESIGN.md §5.3-5.7), on plain numbers."""
 
 import math
 
@@ -25,7 +25,7 @@ def test_ages_under_one_second_count_as_one_second():
 
 @pytest.mark.parametrize("pattern", ["random", "evenly-spaced", "daily-for-three-years"])
 def test_petrov_tail_stays_within_a_few_percent_of_the_exact_sum_over_1000_accesses(pattern):
-    """SPEC §5 fix 1: 16 exact terms plus the closed-form tail for the other 984.
+    """DESIGN.md §16.1: 16 exact terms plus the closed-form tail for the other 984.
 
     Petrov's tail assumes the older accesses are spread evenly between the k-th newest and
     the first; these are the usage patterns where that holds (a burst of old accesses is
@@ -69,7 +69,7 @@ def test_minmax_spreads_values_over_zero_to_one():
 
 
 def test_minmax_of_identical_values_keeps_the_raw_values():
-    """SPEC §5 fix 5: one candidate, or all equal, must not all collapse to 0."""
+    """DESIGN.md §16.5: one candidate, or all equal, must not all collapse to 0."""
     assert scoring.minmax(np.array([0.7])).tolist() == [0.7]
     assert scoring.minmax(np.array([0.3, 0.3])).tolist() == [0.3, 0.3]
 
@@ -86,7 +86,7 @@ def test_tokens_drop_stopwords_and_jaccard_measures_overlap():
 
 
 def test_spread_multiplies_by_delta_once_per_hop():
-    """SPEC §5 fix 2: two hops give act·δ²·w·tw products, not δ applied to δ²."""
+    """DESIGN.md §16.2: two hops give act·δ²·w·tw products, not δ applied to δ²."""
     edges = {
         "a": [OutEdge("b", 1.0, 1.0, "causes")],
         "b": [OutEdge("c", 1.0, 1.0, "causes")],

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# End-to-end check of `nooa-mcp` over stdio with the MCP Inspector CLI (issue 3).
+# End-to-end check of `nooa-mcp` over stdio with the MCP Inspector CLI.
 #
 # Runs tools/list, memory_author, memory_recall, memory_explain (dry run and replay), a resource
 # read and prompts/list against a fresh store, and asserts on the JSON each one prints.

@@ -3,8 +3,8 @@
 The hash embedder puts unrelated texts as high as cosine 0.50 and ignores wording, so tests on
 it prove lexical behaviour. Here the bundled int8 all-MiniLM-L6-v2 meets the weak line and
 "nothing relevant" (recall settings: weak below rel 0.18, i.e. below cosine 0.36 on meaning
-alone), value-level tombstones (SPEC §7: cosine ≥ 0.95), near-duplicate writes (SPEC §5 v2:
-cosine ≥ 0.92, linked and named, never folded) and reflection's merge (SPEC §8: cosine ≥ 0.95
+alone), value-level tombstones (DESIGN.md §4.4: cosine ≥ 0.95), near-duplicate writes (§4.3:
+cosine ≥ 0.92, linked and named, never folded) and reflection's merge (§8.2: cosine ≥ 0.95
 with the same values). Each test first asserts the cosine its texts really have, so a model
 change that moves them says so here instead of silently testing something else.
 """
@@ -118,7 +118,7 @@ FORGOTTEN = "The staging database password rotates on the first Monday of each m
 
 
 async def test_a_real_rewording_of_a_forgotten_memory_is_blocked(tmp_path, minilm) -> None:
-    """SPEC §7 at real cosines: two rewordings (cosine 0.97–0.98, same values) are recognised
+    """DESIGN.md §4.4 at real cosines: two rewordings (cosine 0.97–0.98, same values) are recognised
     as the forgotten value; the reply names the tombstone."""
     rewordings = [
         "On the first Monday of every month the staging database password is rotated",
@@ -158,7 +158,7 @@ async def test_topical_and_unrelated_texts_are_not_blocked_by_a_tombstone(tmp_pa
 
 async def test_a_changed_value_after_forgetting_the_old_one_is_stored(tmp_path, minilm) -> None:
     """A forgotten "rate limit 100" must not block "rate limit 500" (cosine 0.96): a changed
-    value is a different fact (SPEC §5 v2). Before the fix it was blocked, and revive=true
+    value is a different fact (DESIGN.md §4.4). Before the fix it was blocked, and revive=true
     restored the 100 instead of storing the 500."""
     old, new = (
         "The API rate limit is 100 requests per minute",
@@ -183,7 +183,7 @@ async def test_a_changed_value_after_forgetting_the_old_one_is_stored(tmp_path, 
 async def test_a_real_rewording_is_stored_and_linked_and_a_value_change_named(
     tmp_path, minilm
 ) -> None:
-    """SPEC §5 v2 at real cosines: an exact repeat (case and spacing aside) is `exists`; a
+    """DESIGN.md §4.2-4.3 at real cosines: an exact repeat (case and spacing aside) is `exists`; a
     rewording (cosine 0.975, ≥ 0.92) is stored, linked `related` and named with no value
     difference; a value change (cosine 0.96) is stored separately and named with `number`;
     a topical neighbour (cosine 0.34) is not named at all."""
@@ -218,7 +218,7 @@ async def test_a_real_rewording_is_stored_and_linked_and_a_value_change_named(
 async def test_reflection_merges_a_real_rewording_but_never_a_value_change(
     tmp_path, minilm
 ) -> None:
-    """SPEC §8 merge at real cosines: the rewording (the same content words and values) is
+    """DESIGN.md §8.2 merge at real cosines: the rewording (the same content words and values) is
     folded into the older memory and archived; the changed value (0.96) stays a live memory
     of its own."""
     original = "The API rate limit is 100 requests per minute"

@@ -1,4 +1,5 @@
-"""Calls that arrive while the model is busy share its next batch (issue 12)."""
+"""Calls that arrive while the model is busy share its next batch, so a
+burst of writes costs about one model run, not one each."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Embedders (SPEC §4): the real bundled MiniLM offline, and the deterministic test double."""
+"""Embedders: the real bundled MiniLM offline, and the deterministic test double."""
 
 import os
 
@@ -96,7 +96,7 @@ def test_a_batch_is_embedded_shortest_first_and_returned_in_the_order_given(mini
 @pytest.mark.real_model
 def test_a_few_texts_run_one_at_a_time_and_many_in_one_sorted_batch(minilm, monkeypatch):
     """A batch is padded to its longest text: a few texts of mixed lengths (concurrent
-    writes sharing a batch) ran slower together than one at a time (issue 12)."""
+    writes sharing a batch) ran slower together than one at a time."""
     runs: list[int] = []
     model_embed = minilm._model.embed
 
@@ -124,7 +124,7 @@ def test_a_few_texts_run_one_at_a_time_and_many_in_one_sorted_batch(minilm, monk
 async def test_real_model_recall_puts_the_relevant_memory_first_among_distractors(
     store_path, minilm
 ):
-    """Issue 2: paraphrased query, no shared keywords with the target beyond meaning."""
+    """A paraphrased query, no shared keywords with the target beyond meaning."""
     async with Memory.open(store_path, owner="coder@laptop", embedder=minilm) as mem:
         target = (
             await mem.author(
@@ -152,7 +152,7 @@ async def test_real_model_recall_puts_the_relevant_memory_first_among_distractor
 async def test_real_model_near_duplicate_is_stored_and_named_with_its_difference(
     store_path, minilm
 ):
-    """SPEC §5 v2 on the real model: a rewording and a changed value are both stored; the
+    """DESIGN.md §4.2-4.3 on the real model: a rewording and a changed value are both stored; the
     reply names the closest memory and what differs."""
     async with Memory.open(store_path, owner="a", embedder=minilm) as mem:
         first = await mem.author("The deploy script lives in tools/deploy.sh")

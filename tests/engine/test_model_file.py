@@ -1,4 +1,5 @@
-"""The model file with its word table kept int8 (nooa_mcp/model_file.py, issue 12 RSS).
+"""The model file with its word table kept int8 (nooa_mcp/model_file.py): less
+resident memory, the same vectors.
 
 The rewrite must change memory, never a vector: the embeddings of the rewritten graph are
 compared bit for bit with the wheel's, and a graph the rule does not fit is used as shipped.

@@ -1,4 +1,4 @@
-"""Near-duplicate checks of concurrent writes: one product, off the event loop (issue 12).
+"""Near-duplicate checks of concurrent writes: one product, off the event loop.
 
 Each write's product over every cached vector ran on the event loop inside its transaction
 (~8 ms a write at 100k rows). It now runs before the transaction, in a worker thread, shared

@@ -1,4 +1,4 @@
-"""SharedRuns: calls that wait together are computed in one run (issue 12)."""
+"""SharedRuns: calls that wait together are computed in one run."""
 
 from __future__ import annotations
 

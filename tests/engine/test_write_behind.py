@@ -1,4 +1,4 @@
-"""Recall answers first and logs what it returned right after (issue 12).
+"""Recall answers first and logs what it returned right after.
 
 The client waits for the ranking, not for the log: the accesses are written behind the reply,
 in order, and every other verb waits for them, so a caller always reads its own recalls.

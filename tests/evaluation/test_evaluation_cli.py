@@ -1,63 +1,13 @@
-"""`nooa-mcp eval locomo` end to end on a one-conversation slice built here (SPEC §13)."""
+"""`nooa-mcp eval locomo` end to end on a one-conversation slice built here."""
 
 from __future__ import annotations
 
 import json
 
 from click.testing import CliRunner
+from locomo_slice import conversation
 
 from nooa_mcp.cli import main
-
-
-def conversation() -> dict:
-    """Two sessions of small talk with facts to find, and three questions."""
-    turns1 = [
-        ("Ann", "I adopted a cat named Miso from the shelter last week."),
-        ("Bo", "That is lovely! What colour is Miso?"),
-        ("Ann", "She is grey with white paws."),
-        ("Bo", "I started a pottery class on Tuesdays."),
-    ]
-    turns2 = [
-        ("Ann", "Miso learned to open the kitchen doors."),
-        ("Bo", "My pottery teacher praised my first bowl."),
-        ("Ann", "We are going camping at Lake Tahoe in July."),
-    ]
-    return {
-        "sample_id": "conv-t",
-        "conversation": {
-            "speaker_a": "Ann",
-            "speaker_b": "Bo",
-            "session_1_date_time": "10:00 am on 1 May, 2023",
-            "session_1": [
-                {"speaker": s, "dia_id": f"D1:{i}", "text": t} for i, (s, t) in enumerate(turns1, 1)
-            ],
-            "session_2_date_time": "6:30 pm on 20 June, 2023",
-            "session_2": [
-                {"speaker": s, "dia_id": f"D2:{i}", "text": t} for i, (s, t) in enumerate(turns2, 1)
-            ],
-        },
-        "qa": [
-            {
-                "question": "What is the name of Ann's cat?",
-                "answer": "Miso",
-                "evidence": ["D1:1"],
-                "category": 4,
-            },
-            {
-                "question": "Where is Ann going camping?",
-                "answer": "Lake Tahoe",
-                "evidence": ["D2:3"],
-                "category": 4,
-            },
-            {
-                "question": "What class does Bo take?",
-                "answer": "pottery",
-                "evidence": ["D1:4", "D2:2"],
-                "category": 1,
-            },
-            {"question": "What did Bo's cat learn?", "evidence": ["D2:1"], "category": 5},
-        ],
-    }
 
 
 def test_eval_locomo_prints_every_variant_and_json(tmp_path):

@@ -1,4 +1,4 @@
-"""LoCoMo parsing, metrics and the grep baseline on tiny synthetic conversations (SPEC §13)."""
+"""LoCoMo parsing, metrics and the grep baseline on tiny synthetic conversations."""
 
 from __future__ import annotations
 

@@ -59,7 +59,8 @@ def test_minmax_min_span_keeps_tiny_differences_tiny():
 
 
 def test_fts_query_drops_function_words_but_keeps_an_all_function_query():
-    assert fts_query("What did Caroline research?") == '"caroline" OR "research"'
+    # Each kept word is asked for by its stem, as the index holds it (storage.keywords).
+    assert fts_query("What did Caroline research?") == '"carolin" OR "research"'
     assert fts_query("who was it") is not None
 
 

@@ -1,4 +1,4 @@
-"""Replay of recorded recalls under other weights, on streams built here (SPEC §13)."""
+"""Replay of recorded recalls under other weights, on streams built here."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Claude Code hooks (issue 13 items 1–2): recorded hook JSON in, the context to inject out.
+"""Claude Code hooks (DESIGN.md §12): recorded hook JSON in, the context to inject out.
 
 Every test runs twice on a store written through the Memory facade: the installed `nooa-mcp`
 console script in a fresh process, as Claude Code runs a command hook, and the same invocation
@@ -184,7 +184,7 @@ def test_what_session_start_shows_is_logged_injected_and_never_counts_as_use(
         assert newest.reader_owner == OWNER
         assert newest.session_ref == payload["session_id"]
         assert after[memory_id].channels.get("injected") == 1
-        # SPEC §2: injected never reinforces.
+        # DESIGN.md §3.1: injected never reinforces.
         assert after[memory_id].access_count == before[memory_id].access_count
         assert after[memory_id].strength == before[memory_id].strength
         assert after[memory_id].last_accessed_at == before[memory_id].last_accessed_at

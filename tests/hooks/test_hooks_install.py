@@ -1,4 +1,4 @@
-"""`nooa-mcp hooks install|uninstall` on scratch Claude Code settings files (issue 13 item 3)."""
+"""`nooa-mcp hooks install|uninstall` on scratch Claude Code settings files."""
 
 from __future__ import annotations
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import httpx2
 import pytest
+from machine import machine_lacks
 from shared_support import (
     MCP_HEADERS,
     REFUSE_GUARD,
@@ -42,7 +43,7 @@ def _machine_address() -> str:
             except OSError:
                 continue
     if address.startswith("127."):
-        pytest.skip("this machine has no address besides loopback")
+        machine_lacks("this machine has no address besides loopback")
     return address
 
 

@@ -1,7 +1,7 @@
-"""Bounded replies whatever the store holds (issue 6 §7; SPEC §12, §14).
+"""Bounded replies whatever the store holds (DESIGN.md §13.4).
 
 A store of large memories (100k characters each, long titles, many todos and intents) is read
-through every tool, resource and prompt; no reply passes SPEC §12's hard cap of 25k tokens,
+through every tool, resource and prompt; no reply passes the 25k tokens clients refuse,
 counted with the bundled MiniLM tokenizer (tests/tokens_support.py), not with the product's
 own estimate.
 """

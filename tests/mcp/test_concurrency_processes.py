@@ -1,4 +1,4 @@
-"""Real `nooa-mcp` processes on one store file (issue 6 §1, §2, §8; SPEC §3, §14).
+"""Real `nooa-mcp` processes on one store file (DESIGN.md §15).
 
 Claude Desktop, Claude Code and Codex each start their own server on the same file. These tests
 start real server processes (the console script's entry point, the real embedding model) and
@@ -47,7 +47,7 @@ async def test_four_processes_lose_no_acknowledged_write(tmp_path: Path) -> None
             await run_workers(procs, WRITES, WORKERS, ledger, seed=6, reflect_on=procs[0])
             seen = await check_cross_visibility(procs, ledger, per_pair=2)
 
-            # Issue 6 §8: a retry after a timeout may land on any process, at the same moment.
+            # A retry after a timeout may land on any process, at the same moment.
             async def retry(proc: ServerProcess) -> None:
                 assert proc.client is not None
                 for _ in range(3):

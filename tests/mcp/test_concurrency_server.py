@@ -1,4 +1,4 @@
-"""Concurrency inside one server: no half-writes, no lost updates (issue 6 §3, §8; SPEC §3).
+"""Concurrency inside one server: no half-writes, no lost updates (DESIGN.md §15).
 
 Many tool calls run at once on one connection (the in-memory client) and across HTTP clients
 (uvicorn on a loopback socket). Afterwards the store must read as if the calls had run one at a

@@ -1,5 +1,5 @@
 """Containment: references stay inside the root; HTTP stays on loopback and behind tokens
-(issue 6 §6; SPEC §10, §11)."""
+(DESIGN.md §10, §11)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from nooa_mcp import Memory, Settings
 from nooa_mcp.cli import serve
 from nooa_mcp.embeddings import HashEmbedder
 from nooa_mcp.errors import InvalidInput
-from nooa_mcp.mcp.server import build_server, run
+from nooa_mcp.mcp.server import build_server
+from nooa_mcp.serving import run
 
 pytestmark = pytest.mark.anyio
 

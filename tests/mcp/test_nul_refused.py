@@ -25,6 +25,7 @@ from nooa_mcp.domain.scope import Scope
 from nooa_mcp.embeddings import HashEmbedder
 from nooa_mcp.mcp.http import http_app
 from nooa_mcp.mcp.server import build_server
+from nooa_mcp.serving import build_http_server
 from nooa_mcp.storage import open_store
 
 pytestmark = pytest.mark.anyio
@@ -95,7 +96,7 @@ async def test_a_hook_prompt_holding_a_nul_is_answered_on_postgres(postgres) -> 
         await client.call_tool(
             "memory_author", {"content": "Deploy the billing service with the release script."}
         )
-    server = build_server(settings, embedder=HashEmbedder())
+    server = build_http_server(settings, embedder=HashEmbedder())
     app = http_app(server, host="127.0.0.1", max_sessions_per_client=64)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))

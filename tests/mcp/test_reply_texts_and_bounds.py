@@ -1,10 +1,10 @@
-"""What the model reads back: reply texts and reply bounds, pinned (issue 15, mutation testing).
+"""What the model reads back: reply texts and reply bounds (DESIGN.md §13.4), pinned.
 
-The mutation run over `nooa_mcp/mcp/rendering.py` found the explain and update texts and the
-explain bound reached by no library-level test (only through a server, which the run leaves
-out), and a listing bound that counted its own items twice. These tests call the renderers
-and bounds directly, assert the exact lines a model reads, and count reply sizes with the
-bundled MiniLM tokenizer (tests/tokens_support.py), never with the module's own estimate.
+The renderers and bounds of `nooa_mcp/mcp/rendering.py` are called directly (so mutation
+testing reaches them without a server), the exact lines a model reads are asserted, and reply
+sizes are counted with the bundled MiniLM tokenizer (tests/tokens_support.py), never with the
+module's own estimate. A k=50 recall through a server must fit the 8k budget, and the hard cap
+holds whatever budget a caller passes.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 from mcp import Client
-from tokens_support import REPLY_BUDGET, real_tokens
+from tokens_support import CLIENT_CAP, REPLY_BUDGET, real_tokens
 
+from nooa_mcp import Memory
 from nooa_mcp.config import Settings
 from nooa_mcp.domain.replies import (
     AuthorResult,
@@ -97,7 +98,7 @@ def test_an_author_reply_says_what_happened_to_the_write() -> None:
 
 
 def test_an_author_reply_names_the_close_match_and_what_differs() -> None:
-    """Issue 9: the close match is kept beside the new one; the text a model reads names it,
+    """The close match is kept beside the new one; the text a model reads names it,
     says what differs and how to mark a successor (before, only structured content did)."""
     near = SimilarTo(id=B, similarity=0.9412, differs_in=["number", "date"])
     text = render_author(AuthorResult(id=A, status="created", similar_to=near))
@@ -280,7 +281,7 @@ def test_many_rows_are_cut_from_the_bottom_and_one_always_stays() -> None:
 
 
 async def test_a_todo_list_shows_as_many_todos_as_fit_and_counts_the_rest(tmp_path: Path) -> None:
-    """Kills: the listing bound counted its own items in "the rest of the reply".
+    """Catches: the listing bound counted its own items in "the rest of the reply".
 
     With 40 open todos the list showed none of them ("40 open todo(s): No open todos.").
     """
@@ -594,3 +595,64 @@ def test_contents_are_halved_before_hits_are_left_out_and_the_note_says_so_once(
     assert real_tokens(dropped.model_dump_json()) <= REPLY_BUDGET // 2
     one = bound_recall(_long_recall(3, 2_000), budget_tokens=10)
     assert len(one.hits) == 1
+
+
+# ------------------------------------------------------------------ reply budget, through a server
+
+
+async def _k50_recall_of_long_memories(tmp_path: Path) -> tuple[str, str, dict]:
+    """A k=50 recall over sixty long memories that all match: even with every content clipped
+    the hits do not fit one reply. Returns its text, its structured content as JSON, and that
+    content."""
+    settings = Settings(store=tmp_path / "m.sqlite", owner="coder@laptop")
+    async with Memory.open(settings=settings, embedder=HashEmbedder()) as mem:
+        specs = [
+            {"content": f"deploy note {i} " + " ".join(f"harbor{i} crane{j}" for j in range(600))}
+            for i in range(60)
+        ]
+        await mem.author_many(specs)
+    async with Client(build_server(settings, embedder=HashEmbedder()), cache=None) as client:
+        result = await client.call_tool("memory_recall", {"query": "deploy note", "k": 50})
+    assert not result.is_error
+    structured = result.structured_content
+    return result.content[0].text, json.dumps(structured), structured
+
+
+async def test_a_k50_recall_reply_drops_its_lowest_hits_to_fit_the_8k_budget(
+    tmp_path: Path,
+) -> None:
+    """Catches: recall never drops hits to fit the reply budget (a k=50 reply ran to 13.2k).
+
+    Measured in the documented unit (tokens ≈ characters / 4) against DESIGN.md §13.4's 8k,
+    text and structured content together: the lowest-ranked hits are left out, the ranks stay
+    1..n and the note says why.
+    """
+    text, structured, content = await _k50_recall_of_long_memories(tmp_path)
+    assert (len(text) + len(structured)) / 4 <= REPLY_BUDGET
+    hits = content["hits"]
+    assert 1 < len(hits) < 50
+    assert [h["rank"] for h in hits] == list(range(1, len(hits) + 1))
+    assert content["note"].count("left out to stay within the reply budget") == 1
+
+
+async def test_a_k50_recall_reply_fits_the_8k_budget_in_real_tokens(tmp_path: Path) -> None:
+    """The same reply counted with the bundled MiniLM tokenizer against DESIGN.md §13.4's 8k."""
+    text, structured, _ = await _k50_recall_of_long_memories(tmp_path)
+    assert real_tokens(text) + real_tokens(structured) <= REPLY_BUDGET
+
+
+def test_the_hard_cap_holds_whatever_budget_a_caller_passes() -> None:
+    """Catches: hard reply cap ×10 (the bound tests imported the cap from the module they check).
+
+    A caller passing a budget far above the cap still gets a summary clipped under the 25k
+    tokens clients enforce (DESIGN.md §13.4), counted with the real tokenizer. The text is plain
+    prose, about a word per token.
+    """
+    prose = "The staging database restarts at midnight and the backups run after it. " * 8_000
+    assert real_tokens(prose) > 4 * CLIENT_CAP
+    reply = tool_result(UpdateResult(id="0" * 32, changed=[]), prose, budget_tokens=10**7)
+    text = reply.content[0].text
+    used = real_tokens(text) + real_tokens(json.dumps(reply.structured_content))
+    assert used <= CLIENT_CAP, used
+    assert text.endswith("… [summary clipped; the structured result has every field]")
+    assert used > CLIENT_CAP // 2  # the cap clips; it does not empty the reply

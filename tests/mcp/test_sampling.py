@@ -1,6 +1,7 @@
-"""Generative reflection through MCP sampling (SPEC §8): a round trip with a client that implements
-a sampling callback, over the SDK's in-memory client. The server here is a minimal one built in the
-test: only the wiring from a request's session to `Memory.reflect` is under test."""
+"""Generative reflection through MCP sampling (DESIGN.md §8.3): a round trip with a client that
+implements a sampling callback, over the SDK's in-memory client. The server here is a minimal
+one built in the test: only the wiring from a request's session to `Memory.reflect` is under test.
+"""
 
 from __future__ import annotations
 

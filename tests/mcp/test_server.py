@@ -1,4 +1,4 @@
-"""Wiring of the MCP server, driven through the SDK's in-memory Client (SPEC §10, §12).
+"""Wiring of the MCP server, driven through the SDK's in-memory Client (DESIGN.md §13).
 
 Behaviour of recall, explain and the store is tested on the facade; here each test checks one
 thing the server adds: schemas, annotations, structured replies, bounds, errors, resources,
@@ -77,7 +77,7 @@ async def test_tools_list_offers_the_memory_tools(client: Client) -> None:
 
 
 async def test_memory_reflect_can_be_switched_off_by_configuration(settings: Settings) -> None:
-    """SPEC §12: memory_reflect is optional, "off by config if unwanted"."""
+    """DESIGN.md §13.1: memory_reflect is optional, off by configuration if unwanted."""
     settings = settings.model_copy(update={"reflect_tool": False})
     async with Client(build_server(settings, embedder=HashEmbedder()), cache=None) as c:
         names = {t.name for t in (await c.list_tools()).tools}
@@ -85,7 +85,7 @@ async def test_memory_reflect_can_be_switched_off_by_configuration(settings: Set
 
 
 async def test_no_tool_takes_an_owner_argument(client: Client) -> None:
-    # SPEC §10: the owner comes from configuration or the client, never from the model.
+    # DESIGN.md §10: the owner comes from configuration or the client, never from the model.
     for tool in (await client.list_tools()).tools:
         assert not any("owner" in name for name in tool.input_schema["properties"]), tool.name
 
@@ -222,7 +222,7 @@ async def test_recall_logs_an_access_on_the_returned_memory(client: Client) -> N
 
 
 async def test_explain_query_logs_nothing(client: Client) -> None:
-    # SPEC §6: explain is a dry run.
+    # DESIGN.md §6: explain is a dry run.
     wanted = await author(client, "The deploy key lives in the team vault.")
     await client.call_tool("memory_explain", {"query": "deploy key"})
     page = await read_json(client, f"memory://memories/{wanted}/access-log")
@@ -411,7 +411,7 @@ async def test_context_resource_logs_injected(client: Client) -> None:
 
 
 async def test_context_resource_never_reinforces(client: Client) -> None:
-    # SPEC §2: injected never counts toward strength or base-level.
+    # DESIGN.md §3.1: injected never counts toward strength or base-level.
     wanted = await author(client, "The deploy key lives in the team vault.")
     before = (await read_json(client, f"memory://memories/{wanted}"))["strength"]
     await read_text(client, "memory://context")
@@ -637,7 +637,7 @@ async def test_the_handshake_advertises_resource_subscriptions(settings: Setting
 
 
 async def test_recall_answers_while_the_model_loads_and_says_so(settings: Settings) -> None:
-    # SPEC §4: the server answers at once; until the model is ready recall uses FTS only.
+    # DESIGN.md §5.11: the server answers at once; until the model is ready recall uses FTS only.
     gate = threading.Event()
 
     def slow_model() -> HashEmbedder:
@@ -672,7 +672,7 @@ async def test_prompt_text_drops_the_description_header(client: Client) -> None:
 async def test_author_of_forgotten_content_is_blocked_and_says_how_to_revive(
     client: Client,
 ) -> None:
-    # SPEC §7 tombstones: the reply says it was forgotten and that revive=true restores it.
+    # DESIGN.md §4.4: the reply says it was forgotten and that revive=true restores it.
     wanted = await author(client, "The deploy key lives in the vault.")
     await client.call_tool("memory_update", {"memory_id": wanted, "forget": True})
     again = await client.call_tool(
@@ -695,7 +695,7 @@ async def test_author_with_revive_restores_the_forgotten_memory(client: Client) 
 
 
 async def test_model_load_waits_until_the_client_has_its_tool_list(settings: Settings) -> None:
-    # Issue 12: loading the model beside the handshake made tools/list ~1.5x slower than on
+    # Loading the model beside the handshake made tools/list ~1.5x slower than on
     # a bare server. The load begins after the listing, or before a call that needs it.
     warming = WarmingEmbedder(HashEmbedder, "hash-384", 384, start=False)
     async with Client(build_server(settings, embedder=warming), cache=None) as c:
@@ -723,7 +723,7 @@ async def test_model_load_begins_after_the_listing_on_its_own(settings: Settings
 async def test_a_stdio_server_opens_its_store_when_first_needed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Issue 12: `nooa-mcp serve` answers the handshake before it opens the store (numpy,
+    # `nooa-mcp serve` answers the handshake before it opens the store (numpy,
     # the vector cache); the first call that needs a Memory opens it.
     from nooa_mcp.mcp.handlers import Owners
     from nooa_mcp.mcp.identity import Identity

@@ -1,4 +1,4 @@
-"""The HTTP transport serves the web console at /ui beside /mcp (issue 14), behind the same
+"""The HTTP transport serves the web console at /ui beside /mcp, behind the same
 Host check and, with a tokens file, the same tokens: a token sees only its owner's memories."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Streamable HTTP with a tokens file: tokens decide who you are and whether you get in (SPEC §10).
+"""Streamable HTTP with a tokens file: tokens decide who you are and whether you get in
+(DESIGN.md §10).
 
 The app is the one `run(transport="http")` serves, run by uvicorn on a socket bound before the
 server starts, so clients can connect at once and no test waits on a timer.

@@ -1,4 +1,4 @@
-"""memory_reflect over the in-memory client (SPEC §8, §12)."""
+"""memory_reflect over the in-memory client (DESIGN.md §8, §13.1)."""
 
 from pathlib import Path
 

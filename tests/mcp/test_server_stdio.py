@@ -1,4 +1,4 @@
-"""The installed `nooa-mcp` console script speaks MCP over stdio (SPEC §1, §12).
+"""The installed `nooa-mcp` console script speaks MCP over stdio (DESIGN.md §13).
 
 This runs the real command as a subprocess, with the real embedding model, the way Claude
 Desktop, Claude Code and Codex start it. It needs `pip install -e .` (the console script).
@@ -52,7 +52,7 @@ async def test_console_script_serves_author_and_recall_over_stdio(tmp_path: Path
             )
     assert "memory_recall" in tools
     assert recalled.structured_content["hits"][0]["id"] == authored.structured_content["id"]
-    # No --owner: the owner is derived from the client's name (SPEC §10).
+    # No --owner: the owner is derived from the client's name (DESIGN.md §10).
     assert json.loads(record.contents[0].text)["owner"] == "stdio-test"
 
 

@@ -1,6 +1,6 @@
-"""A shared server keeps owners apart: cross-role reads only by a server-side grant (issue 10 §1–7).
+"""A shared server keeps owners apart: cross-role reads only by a server-side grant.
 
-SPEC §10 as amended: a scope is a model-filled argument, so it may narrow what a connection
+DESIGN.md §10: a scope is a model-filled argument, so it may narrow what a connection
 reads, never widen it. Reading another role needs a grant from the server's configuration
 (`--read`, `NOOA_READ`, or a `read` list on a token's entry). Redaction, notifications and
 statistics follow what the caller may read, not the scope word it sent. The owner comes from

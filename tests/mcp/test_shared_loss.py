@@ -1,4 +1,4 @@
-"""Nothing is lost silently, and a broken store gets one clear sentence (issue 10 §13–16).
+"""Nothing is lost silently, and a broken store gets one clear sentence.
 
 A write is acknowledged only when it is stored: a store file deleted or replaced under a
 running server refuses writes. Export and import carry archived state and tombstones, and an
@@ -20,6 +20,7 @@ from pathlib import Path
 import anyio
 import anyio.to_thread
 import pytest
+from machine import machine_lacks
 from mcp import Client
 from shared_support import (
     HANG_GUARD,
@@ -265,7 +266,7 @@ def read_only_store(tmp_path: Path) -> Iterator[tuple[Path, str]]:
     target = tmp_path / "ro"
     why = mount_read_only(source, target)
     if why is not None:
-        pytest.skip(f"a read-only bind mount is not possible here: {why}")
+        machine_lacks(f"a read-only bind mount is not possible here: {why}")
     try:
         yield target / "ro.sqlite", json.loads(authored.stdout)["id"]
     finally:
@@ -328,7 +329,7 @@ def test_a_read_only_store_of_the_previous_schema_is_refused_naming_the_upgrade(
     target = tmp_path / "ro"
     why = mount_read_only(source, target)
     if why is not None:
-        pytest.skip(f"a read-only bind mount is not possible here: {why}")
+        machine_lacks(f"a read-only bind mount is not possible here: {why}")
     try:
         result = cli(["--store", str(target / "old.sqlite"), "--owner", "alice", "stats"])
     finally:
@@ -345,7 +346,7 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
     disk = tmp_path / "disk"
     why = mount_tmpfs(disk, "1m")
     if why is not None:
-        pytest.skip(f"a small tmpfs (a full disk) cannot be mounted here: {why}")
+        machine_lacks(f"a small tmpfs (a full disk) cannot be mounted here: {why}")
     try:
         yield disk
     finally:

@@ -1,4 +1,5 @@
-"""The tool list generated ahead of time (nooa_mcp/mcp/catalog.py, issue 12 start-up).
+"""The tool list generated ahead of time (nooa_mcp/mcp/catalog.py), so that a
+stdio server answers its first calls before it has registered anything.
 
 A stdio server answers `tools/list` from `nooa_mcp/mcp/tools.json` and registers its tools
 when something first needs them. These tests keep the file equal to what registration lists,
@@ -16,13 +17,15 @@ from mcp import Client
 
 from nooa_mcp.config import Settings
 from nooa_mcp.embeddings import HashEmbedder
-from nooa_mcp.mcp import catalog
+from nooa_mcp.mcp import catalog, write_catalog
 from nooa_mcp.mcp.memory_server import MemoryServer
 from nooa_mcp.mcp.server import build_server
 
 pytestmark = pytest.mark.anyio
 
-REGENERATE = "the tool list changed: run `python -m nooa_mcp.mcp.catalog` and commit tools.json"
+REGENERATE = (
+    "the tool list changed: run `python -m nooa_mcp.mcp.write_catalog` and commit tools.json"
+)
 
 
 @pytest.fixture
@@ -123,7 +126,7 @@ def test_the_handshake_imports_neither_numpy_nor_the_tools(tmp_path: Path) -> No
 
 async def test_the_writer_regenerates_the_committed_file(tmp_path: Path) -> None:
     written = tmp_path / "tools.json"
-    entries = await anyio.to_thread.run_sync(catalog.write, written)
+    entries = await anyio.to_thread.run_sync(write_catalog.write, written)
     assert written.read_text(encoding="utf-8") == catalog.CATALOG.read_text(encoding="utf-8"), (
         REGENERATE
     )

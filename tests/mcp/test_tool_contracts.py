@@ -1,9 +1,9 @@
-"""Each tool's parameters, pinned in one place (SPEC §12).
+"""Each tool's parameters, pinned in one place (DESIGN.md §13.1).
 
 A tool's parameters are spelled once (its signature) and validated once (pydantic); this test
 is the one place that says what the model is offered. Changing a tool's surface means changing
 this table, the tool description, prompts/ and the README together. No tool takes an owner
-(SPEC §10: the owner comes from configuration, a token or the client's name).
+(DESIGN.md §10: the owner comes from configuration, a token or the client's name).
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ async def test_each_tool_takes_exactly_its_pinned_parameters(tools, name):
 
 
 async def test_the_tool_list_stays_under_6_kb_with_no_refs(tools):
-    """Issue 12: every client puts name + description + inputSchema of every tool in the
+    """Every client puts name + description + inputSchema of every tool in the
     model's context on every turn; some clients reject $ref/$defs."""
     import json
 

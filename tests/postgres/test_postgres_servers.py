@@ -1,4 +1,4 @@
-"""Several servers, one database (issue 11 item 3): real `nooa-mcp serve --transport http`
+"""Several servers, one database (DESIGN.md §15): real `nooa-mcp serve --transport http`
 processes on one PostgreSQL schema, clients writing through all of them at once.
 
 Checked: no acknowledged write is lost or stored twice, ids never collide, a write acknowledged

@@ -1,4 +1,4 @@
-"""Property-based fuzzing of every tool, resource and prompt through mcp.Client (issue 6 §4).
+"""Property-based fuzzing of every tool, resource and prompt through mcp.Client.
 
 Hypothesis builds argument dicts for each tool from valid values, hostile values (FTS5 syntax,
 huge strings, unicode, lone surrogates, NUL bytes, negative/NaN/huge numbers, unknown ids and
@@ -10,7 +10,8 @@ logged by the server) and no reply may carry a stack trace or a library's intern
 Two oracles do not depend on refusals: every third example per tool is followed by valid calls
 (on a memory the harness writes itself) that must all succeed, and the share of fuzzed calls
 answered per tool must stay above a measured floor; a server refusing everything fails both.
-Reply sizes are counted with the bundled MiniLM tokenizer against SPEC §12's 25k cap.
+Reply sizes are counted with the bundled MiniLM tokenizer against the 25k clients refuse
+(DESIGN.md §13.4).
 
 Profiles (NOOA_FUZZ_PROFILE): `ci` (default, ~10,300 calls), `long` (~114,000) and `smoke`.
 """
@@ -125,8 +126,8 @@ def judge_tool(tool: str, args: dict[str, Any], result: CallToolResult, fields: 
         return
     TALLY.ok += 1
     structured = json.dumps(result.structured_content or {}, ensure_ascii=False)
-    # Counted with the real tokenizer against SPEC §12's cap. Short replies skip the count: no
-    # character makes more than three tokens (a Hangul syllable splits into three jamo).
+    # Counted with the real tokenizer against the 25k cap clients enforce. Short replies skip the
+    # count: no character makes more than three tokens (a Hangul syllable splits into three jamo).
     if 3 * (len(text) + len(structured)) > CLIENT_CAP:
         size = real_tokens(text) + real_tokens(structured)
         if size > CLIENT_CAP:

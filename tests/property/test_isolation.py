@@ -1,4 +1,4 @@
-"""Owner isolation as a property (issue 6 §5; SPEC §10, §11).
+"""Owner isolation as a property (DESIGN.md §10, §11).
 
 Hypothesis draws graphs of memories spread over owners of two roles plus shared rows, with
 random typed edges (added straight into the store, so edges that cross roles exist too, as after
@@ -45,7 +45,7 @@ EXAMPLES = {"ci": 50, "long": 200}.get(os.environ.get("NOOA_FUZZ_PROFILE", "ci")
 
 
 def visible(reader: str, scope: str, owner: str) -> bool:
-    """SPEC §10 (amended), written out independently of the code under test: no reader here
+    """DESIGN.md §10, written out independently of the code under test: no reader here
     has a read grant, so `*` and another role's name narrow to the reader's own role."""
     role = reader.partition("@")[0]
     if owner == "":

@@ -1,7 +1,7 @@
-"""The facade verbs the console stands on (issue 14): revive by id, the reader's write rule and
+"""The facade verbs the console stands on: revive by id, the reader's write rule and
 forgetting curve on a view, listing by owner and tag, the neighbourhood either way, the
 maintenance log, and todo and intent listings that fire no reminder. Owner rules are the tools'
-(SPEC §10): what one role may not change through a tool it may not change here."""
+(DESIGN.md §10): what one role may not change through a tool it may not change here."""
 
 from __future__ import annotations
 
@@ -143,7 +143,7 @@ async def test_a_view_says_whether_this_reader_may_change_it(store_path, embedde
 
 
 async def test_a_views_stability_reproduces_its_retention_and_prune_eta(mem):
-    """R = exp(−Δt/S) and ETA = last access + S·ln(1/threshold) (SPEC §7), S from the view."""
+    """R = exp(−Δt/S) and ETA = last access + S·ln(1/threshold) (DESIGN.md §7), S from the view."""
     written = await mem.author(FACT, created_at=datetime.now(UTC) - timedelta(days=20))
     view = await mem.get(written.id)
     hours = (datetime.now(UTC) - view.last_accessed_at).total_seconds() / 3600

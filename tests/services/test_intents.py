@@ -1,5 +1,5 @@
-"""Intents that fire (SPEC §9): time and cue triggers evaluated on every call that carries text,
-returned as reminders, logged, and marked fired or re-armed."""
+"""Intents that fire (DESIGN.md §9.2, §9.3): time and cue triggers evaluated on every call that
+carries text, returned as reminders, logged, and marked fired or re-armed."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""KPIs in stats (issue 4 §9): never-fetched share, read concentration, reflection rows against
+"""KPIs in stats (DESIGN.md §8.10): never-fetched share, read concentration, reflection rows against
 their reads (the paper's 22% of rows for ~1% of reads), archived share, todos, intents, cross-owner
 reads; and the snapshot of them each reflection pass logs for the console's chart over time."""
 

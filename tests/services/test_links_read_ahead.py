@@ -1,4 +1,4 @@
-"""The links around the keyword candidates are read while the query is embedded (issue 12).
+"""The links around the keyword candidates are read while the query is embedded.
 
 Spreading and supersession then ask the store only about the memories the vector search
 added, and rank exactly as they do when every link is read after the search.

@@ -1,11 +1,14 @@
 """The Memory facade: authoring rules, updates, forgetting, links and owner scoping."""
 
 import re
+from pathlib import Path
 
 import pytest
 
 from nooa_mcp import InvalidInput, Memory, NotFound, OwnerForbidden, Settings
 from nooa_mcp.domain.schema import Channel
+from nooa_mcp.embeddings import HashEmbedder
+from nooa_mcp.services import provenance
 
 pytestmark = pytest.mark.anyio
 
@@ -46,7 +49,7 @@ async def test_authoring_stores_the_memory_with_its_ladder_values(mem):
 
 async def test_an_exact_repeat_is_idempotent_and_logs_a_reinforcement(mem):
     """A client retrying after a timeout must not create a second memory; the repeat is the
-    author saying it again (SPEC §5 v2: `exists`, logged `reinforced`), and what it adds (a
+    author saying it again (DESIGN.md §4.2: `exists`, logged `reinforced`), and what it adds (a
     higher importance, new tags) is kept."""
     first = await mem.author("the build cache lives in /var/cache/build", importance="LOW")
     again = await mem.author(
@@ -62,7 +65,7 @@ async def test_an_exact_repeat_is_idempotent_and_logs_a_reinforcement(mem):
 
 
 async def test_a_near_duplicate_is_stored_and_linked_to_the_closest_memory(mem):
-    """SPEC §5 v2: a near-duplicate is its own memory, linked `related` to the closest one,
+    """DESIGN.md §4.3: a near-duplicate is its own memory, linked `related` to the closest one,
     and the reply says which (the earlier rule reinforced the original and dropped the new)."""
     first = await mem.author("deploys run from the ci runner named atlas", importance="LOW")
     twin = await mem.author(
@@ -219,7 +222,7 @@ async def test_cross_role_writes_are_refused_and_foreign_rows_stay_invisible(set
             await theirs.get(own)
         with pytest.raises(NotFound):
             await theirs.update(own, content="hijacked")
-        # SPEC §10 (amended): without a read grant, * narrows to the caller's own role.
+        # DESIGN.md §10: without a read grant, * narrows to the caller's own role.
         with pytest.raises(NotFound):
             await theirs.get(own, scope="*")
     granted = Settings(store=settings.store, owner="reviewer@desk", read=["coder"])
@@ -359,3 +362,34 @@ async def test_stats_count_by_type_and_owner(mem):
     assert (stats.total, stats.active, stats.archived) == (3, 2, 1)
     assert stats.by_type == {"info": 1, "todo": 1}
     assert stats.by_owner == {"coder@laptop": 2}
+
+
+# --------------------------------------------------------------------------- access-log redaction
+
+
+async def test_another_readers_query_on_a_shared_memory_is_redacted(tmp_path: Path) -> None:
+    """Catches: access-log redaction disabled (another role's query showed on a shared memory).
+
+    Both sides: Alice sees that Bob read the shared memory (when, how) but neither his query
+    nor his session; she does see her own query and session.
+    """
+    store = tmp_path / "m.sqlite"
+    embedder = HashEmbedder()
+    async with Memory.open(store, owner="", embedder=embedder) as shared:
+        fact = (await shared.author("The quarterly ledger is kept in the finance share.")).id
+    async with Memory.open(store, owner="bob@ci", embedder=embedder) as bob:
+        with provenance.session("bobsession77"):
+            await bob.recall("quarterly ledger bobsprivatequestion")
+    async with Memory.open(store, owner="alice@laptop", embedder=embedder) as alice:
+        with provenance.session("alicesession42"):
+            await alice.recall("quarterly ledger alicequestion")
+        stream = [a for _, a in await alice.access_log(fact)]
+        recent = [a for _, mid, a in await alice.recent_accesses() if mid == fact]
+    for records in (stream, recent):
+        by_reader = {a.reader_owner: a for a in records if a.channel.value == "recalled"}
+        assert set(by_reader) == {"bob@ci", "alice@laptop"}
+        bob_read, alice_read = by_reader["bob@ci"], by_reader["alice@laptop"]
+        assert (bob_read.query, bob_read.session_ref) == (None, None)
+        assert alice_read.query == "quarterly ledger alicequestion"
+        assert alice_read.session_ref == "alicesession42"
+        assert "bobsprivatequestion" not in str([a.model_dump() for a in records])

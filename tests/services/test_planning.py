@@ -198,7 +198,7 @@ async def test_a_record_round_trips_and_names_what_changed():
 
 
 async def test_the_pass_every_n_writes_compares_only_those_writes(store_path):
-    """Issue 12: a pass triggered by writes costs (writes × memories), not memories²."""
+    """A pass triggered by writes costs (writes × memories), not memories²."""
     async with opened(store_path, reflect_every_writes=3, reflect_idle_seconds=0) as mem:
         await mem.reflect(now=NOW)
         state = mem.engine.role_state(mem.role)

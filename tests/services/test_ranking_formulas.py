@@ -1,6 +1,6 @@
-"""Tests that kill surviving mutants (issue 15): the scoring maths and the ranking built on it.
+"""The scoring maths and the ranking built on it, on numbers worked out by hand.
 
-The formulas of SPEC §5 are checked on numbers worked out by hand here, and the vectorised
+The formulas of DESIGN.md §5 are checked on numbers worked out by hand here, and the vectorised
 base-level against the scalar one it must equal row for row, on rows of every shape (no
 accesses, fewer accesses than logged, a first access at the newest one, ages under the grain).
 """
@@ -217,7 +217,7 @@ def test_the_first_of_two_equally_strong_parents_is_kept():
 
 # --------------------------------------------------------------------------- ranking, end to end
 #
-# The oracle below is SPEC §5 written out again: min-max over the candidates (rec and imp
+# The oracle below is DESIGN.md §5 written out again: min-max over the candidates (rec and imp
 # over a span of at least 0.1), the relevance gate, the weights 1 / 0.5 / 0.5, γ·spread, and
 # the stale and superseded drops of 1. It is fed the components explain reports (rounded to
 # 4 places), so it checks how the ranking combines them, whatever produced them.
@@ -502,7 +502,7 @@ async def test_a_keyword_only_candidate_is_scored_with_its_real_cosine(tmp_path)
 
 @pytest.mark.anyio
 async def test_a_replaced_memory_sits_just_below_its_successor_whatever_the_penalty(tmp_path):
-    """SPEC §5 fix 7 with no penalty: the old memory, more relevant than its successor, is
+    """DESIGN.md §16.7 with no penalty: the old memory, more relevant than its successor, is
     placed just under it (by a millionth), not a whole point lower among unrelated hits."""
     settings = Settings(
         store=tmp_path / "sp.sqlite",

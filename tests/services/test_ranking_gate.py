@@ -1,4 +1,4 @@
-"""Relevance gates usage, and time and model state never fake a score (SPEC §5 fixes 8–9, issue 9).
+"""Relevance gates usage, and time and model state never fake a score (DESIGN.md §16.8-16.9).
 
 - a hit flagged weak never ranks above one that is not, whatever importance and recency;
 - a time in the future counts as now: no recency bonus, no negative age, retention ≤ 1;

@@ -1,4 +1,4 @@
-"""Recall and its deliberate fixes over the NOOA source (SPEC §5), each under its own test."""
+"""Recall (DESIGN.md §5) and its departures from NOOA (§16.1-16.7), each under its own test."""
 
 import threading
 from datetime import UTC, datetime, timedelta
@@ -86,7 +86,7 @@ async def backdate(mem, memory_id, ages_seconds, channel=Channel.recalled):
 
 
 async def test_a_memory_read_20_times_a_week_ago_and_one_read_once_an_hour_ago_differ(mem):
-    """SPEC §5 fix 1 and issue 2: base-level sums every past access, explainably."""
+    """DESIGN.md §16.1: base-level sums every past access, explainably."""
     week = 7 * 86400
     busy = await ids(mem, "kappa notes from the planning week")
     fresh = await ids(mem, "kappa notes from this morning")
@@ -100,7 +100,7 @@ async def test_a_memory_read_20_times_a_week_ago_and_one_read_once_an_hour_ago_d
 
 
 async def test_accesses_beyond_the_ring_still_count_toward_base_level(mem):
-    """SPEC §5 fix 1: 1,000 accesses raise base-level far above what the 64-entry ring shows."""
+    """DESIGN.md §16.1: 1,000 accesses raise base-level far above what the 64-entry ring shows."""
     many = await ids(mem, "lambda calculus notes")
     few = await ids(mem, "lambda expressions notes")
     ages = [3600 + i * 600 for i in range(1000)]
@@ -139,7 +139,7 @@ async def test_spreading_brings_in_a_linked_memory_the_query_does_not_match(mem)
 
 
 async def test_two_hops_apply_delta_once_per_hop(mem):
-    """SPEC §5 fix 2: the second hop receives act·δ² (times weights), not δ³."""
+    """DESIGN.md §16.2: the second hop receives act·δ² (times weights), not δ³."""
     mem.settings.recall.gamma = 1.0
     a = await ids(mem, "sigma origin node text")
     b = await ids(mem, "blue marble harbour")
@@ -154,7 +154,7 @@ async def test_two_hops_apply_delta_once_per_hop(mem):
 
 
 async def test_spreading_relays_nothing_between_near_identical_memories(mem):
-    """Issue 9: what similarity already explains is in each memory's own relevance, so an
+    """DESIGN.md §16.14: what similarity already explains is in each memory's own relevance, so an
     edge between near-duplicates relays no activation (their 1 - cos novelty is 0), while the
     same edge to a dissimilar memory relays in full."""
     mem.settings.recall.gamma = 1.0
@@ -169,7 +169,7 @@ async def test_spreading_relays_nothing_between_near_identical_memories(mem):
 
 
 async def test_spreading_never_reaches_an_archived_memory(mem):
-    """SPEC §5 fix 3: merge leaves refines edges to archived duplicates; they stay out."""
+    """DESIGN.md §16.3: merge leaves refines edges to archived duplicates; they stay out."""
     seed = await ids(mem, "tau pipeline notes")
     archived = await ids(mem, "old copy of something else")
     beyond = await ids(mem, "another different thing")
@@ -182,7 +182,7 @@ async def test_spreading_never_reaches_an_archived_memory(mem):
 
 
 async def test_a_foreign_memory_neither_appears_nor_relays_activation(mem):
-    """SPEC §5 fix 4: own → foreign → own; the foreign node is gated before the frontier."""
+    """DESIGN.md §16.4: own → foreign → own; the foreign node is gated before the frontier."""
     own_a = await ids(mem, "rho incident summary")
     foreign = await ids(mem, "someone else's private note")
     own_c = await ids(mem, "unrelated own follow up")
@@ -199,7 +199,7 @@ async def test_a_foreign_memory_neither_appears_nor_relays_activation(mem):
 
 
 async def test_a_single_candidate_keeps_its_raw_values_instead_of_zero(mem):
-    """SPEC §5 fix 5: with one candidate, min-max would zero everything."""
+    """DESIGN.md §16.5: with one candidate, min-max would zero everything."""
     only = await ids(mem, "upsilon lone memory")
     result = await mem.recall("upsilon lone memory")
     hit = result.hits[0]
@@ -210,7 +210,7 @@ async def test_a_single_candidate_keeps_its_raw_values_instead_of_zero(mem):
 
 
 async def test_unrelated_results_are_marked_weak_and_the_reply_says_nothing_relevant(mem):
-    """SPEC §5 fix 6: the tool's reply must not pass noise off as an answer."""
+    """DESIGN.md §16.6: the tool's reply must not pass noise off as an answer."""
     await mem.author("chi squared test assumptions")
     result = await mem.recall("volcano eruption lava")
     assert result.hits and all(h.flags.weak for h in result.hits)
@@ -228,7 +228,7 @@ async def test_the_scorer_floor_returns_fewer_than_k(settings, embedder):
 
 
 async def test_a_memory_past_its_valid_to_is_flagged_stale_and_ranked_lower(mem):
-    """SPEC §5 fix 7: the drop (a_rec + a_imp) outweighs a higher importance.
+    """DESIGN.md §16.7: the drop (a_rec + a_imp) outweighs a higher importance.
 
     Min-max over two candidates stretches any difference to the full weight, so the store
     holds a few other memories, as a real one does.
@@ -252,7 +252,7 @@ async def test_a_memory_past_its_valid_to_is_flagged_stale_and_ranked_lower(mem)
 
 
 async def test_a_memory_replaced_via_refines_ranks_below_its_successor(mem):
-    """SPEC §5 fix 7: a correction outranks what it corrects, even a more important original."""
+    """DESIGN.md §16.7: a correction outranks what it corrects, even a more important original."""
     old = (await mem.author("the wifi password is tulip", importance="CRITICAL")).id
     new = (
         await mem.author(
@@ -317,7 +317,7 @@ async def test_scope_gates_candidates(settings, embedder):
         theirs = await ids(other, "nu shared topic from reviewer")
         seen = {h.id for h in (await other.recall("nu shared topic")).hits}
         assert seen == {theirs}
-        # SPEC §10 (amended): the model's scope word cannot widen what it reads.
+        # DESIGN.md §10: the model's scope word cannot widen what it reads.
         for word in ("*", "coder", "coder@laptop"):
             hits = {h.id for h in (await other.recall("nu shared topic", scope=word)).hits}
             assert hits == {theirs}
@@ -392,3 +392,23 @@ async def test_an_embedding_failure_beside_the_keyword_read_reaches_the_caller_a
         assert (await mem.recall("staging database password")).hits
     finally:
         await mem_cm.__aexit__(None, None, None)
+
+
+# --------------------------------------------------------------------------- type filter
+
+
+async def test_a_type_filter_also_holds_for_memories_reached_by_spreading(mem: Memory) -> None:
+    """Catches: the type filter skipped for memories reached by spreading (`types=["todo"]`
+    returned an info memory through an edge)."""
+    todo = (await mem.todo("add", content="Rotate the harbor crane keys.")).id
+    info = (await mem.author("Quarterly tax filing needs the blue folder.")).id
+    assert todo is not None
+    await mem.link(todo, info, "causes")
+    everything = await mem.recall("harbor crane keys", k=10, hops=1)
+    only_todos = await mem.recall("harbor crane keys", k=10, hops=1, types=["todo"])
+    # Without the filter, spreading does reach the info memory through the edge...
+    reached = {h.id: h.components.source for h in everything.hits}
+    assert reached.get(info) == "spread"
+    # ...and with it, nothing but todos comes back, by any route.
+    assert [h.id for h in only_todos.hits] == [todo]
+    assert {h.type.value for h in only_todos.hits} == {"todo"}

@@ -1,4 +1,4 @@
-"""References: parsing, root confinement, preview capture and live resolution (SPEC §11)."""
+"""References: parsing, root confinement, preview capture and live resolution (DESIGN.md §11)."""
 
 from __future__ import annotations
 
@@ -84,7 +84,7 @@ def test_parse_references_drops_repeats_and_caps_the_count():
 
 
 def test_a_symlink_escaping_the_root_is_refused(root, tmp_path):
-    """SPEC §11: no symlink escape; the real path is checked, not the text."""
+    """DESIGN.md §11: no symlink escape; the real path is checked, not the text."""
     os.symlink(tmp_path / "secret.txt", root / "docs" / "innocent.md")
     os.symlink(tmp_path, root / "up")
     with pytest.raises(ReferenceOutsideRoot):

@@ -1,4 +1,4 @@
-"""Tests that kill surviving mutants (issue 15): repeats, near-duplicates and tombstones.
+"""Repeats, near-duplicates and tombstones on write (DESIGN.md §4.2-4.4), value by value.
 
 A write must keep what it is told: an exact repeat is folded into the memory it repeats, a
 near-duplicate is stored and linked, and a forgotten value is not silently re-made. These

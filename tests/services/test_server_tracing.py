@@ -1,4 +1,4 @@
-"""Session and span references that front ends hand to access records (SPEC §2 AccessRecord)."""
+"""Session and span references that front ends hand to access records (DESIGN.md §3.3)."""
 
 import pytest
 from opentelemetry import trace
@@ -26,7 +26,7 @@ def test_session_ref_holds_inside_the_session_block_only() -> None:
 
 
 async def test_accesses_carry_the_span_and_session_they_happened_in(tmp_path) -> None:
-    """Issue 3: with a tracer active, each access record's trace_ref is the current span id."""
+    """With a tracer active, each access record's trace_ref is the current span id."""
     from nooa_mcp import Memory
     from nooa_mcp.embeddings import HashEmbedder
 

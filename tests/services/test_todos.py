@@ -1,4 +1,5 @@
-"""Todos (SPEC §9): add, list, done, drop and reopen through the facade; open ones are protected."""
+"""Todos (DESIGN.md §9.1): add, list, done, drop and reopen through the facade; open ones are
+protected."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ from datetime import timedelta
 
 import pytest
 
+from nooa_mcp import Memory
+from nooa_mcp.domain.replies import UpdateResult
 from nooa_mcp.domain.schema import now
 from nooa_mcp.errors import InvalidInput
 
@@ -64,7 +67,7 @@ async def test_bad_actions_and_ids_name_the_field(mem):
 
 
 async def test_open_todos_survive_a_prune_and_closed_ones_do_not(mem):
-    """SPEC §7/§9: an open todo is protected; once done it ages out like anything else."""
+    """DESIGN.md §7.2, §9.1: an open todo is protected; once done it ages out like anything else."""
     keep = await mem.todo("add", content="migrate the billing cron")
     close = await mem.todo("add", content="order new laptops", importance="LOW")
     await mem.todo("done", memory_id=close.id)
@@ -79,3 +82,16 @@ async def test_open_todos_lead_the_session_context(mem):
     todo = await mem.todo("add", content="call the bank back", importance="LOW")
     block = await mem.context()
     assert block.splitlines()[0].startswith(f"- [{todo.id[:8]} todo:open")
+
+
+async def test_update_refuses_a_status_that_is_not_a_todo_status(mem: Memory) -> None:
+    """Catches: todo status not validated in `Memory.update` (`status="finished"` was stored)."""
+    added = await mem.todo("add", content="Rotate the API keys.")
+    assert added.id is not None
+    with pytest.raises(InvalidInput) as refused:
+        await mem.update(added.id, status="finished")
+    assert refused.value.field == "status"
+    assert "open" in str(refused.value) and "done" in str(refused.value)
+    assert (await mem.get(added.id)).status == "open"
+    closed: UpdateResult = await mem.update(added.id, status="done")
+    assert closed.changed == ["status"] and (await mem.get(added.id)).status == "done"

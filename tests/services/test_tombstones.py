@@ -1,5 +1,5 @@
-"""Value-level tombstones (SPEC §7): archiving leaves one; authoring the value again is blocked
-unless `revive=True`, which restores the original with its history."""
+"""Value-level tombstones (DESIGN.md §2.6, §4.4): archiving leaves one; authoring the value
+again is blocked unless `revive=True`, which restores the original with its history."""
 
 from __future__ import annotations
 

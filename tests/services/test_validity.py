@@ -1,4 +1,4 @@
-"""Bi-temporal validity (SPEC §5 fix 7): `update(valid_to=...)` closes a fact, which is then
+"""Bi-temporal validity (DESIGN.md §16.7): `update(valid_to=...)` closes a fact, which is then
 flagged stale and ranked below the fact that holds now."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Writes keep what they are told (SPEC §5 v2, issue 9 cause 1).
+"""Writes keep what they are told (DESIGN.md §4.2, §4.3, §16.10).
 
 An exact repeat (after NFKC, case folding and whitespace collapsing) is idempotent; anything
 else is stored, a near-duplicate with `similar_to` and a `related` edge to the closest memory;
@@ -44,7 +44,7 @@ def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Cli:
     return hash_cli(tmp_path, monkeypatch)
 
 
-NEAR = 0.92  # the near-duplicate line of SPEC §5 (v2)
+NEAR = 0.92  # the near-duplicate line of DESIGN.md §4.3
 MARGIN = 0.005  # the product may embed a text slightly differently (e.g. with its title)
 
 DISTRACTORS = (

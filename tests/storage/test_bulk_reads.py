@@ -1,4 +1,4 @@
-"""Whole-role reads on SQLite run on a connection of their own (issue 12): a reflection pass's
+"""Whole-role reads on SQLite run on a connection of their own: a reflection pass's
 rows and the KPI statistics read every memory, and on the store's one connection every
 statement of a client's write queued behind them."""
 

@@ -1,4 +1,4 @@
-"""One store file, several connections, many coroutines per connection (SPEC §3; issue 6 §1, §3).
+"""One store file, several connections, many coroutines per connection (DESIGN.md §15).
 
 A server process shares one aiosqlite connection between every request it serves, while other
 processes commit to the same file. A read left half-done on that connection holds an old WAL

@@ -1,4 +1,4 @@
-"""The sketch that bounds cosines from above (issue 12, ingest at 100k): searches above a floor
+"""The sketch that bounds cosines from above (ingest at 100k memories): searches above a floor
 multiply only the rows that can reach it, and answer exactly as the whole product does."""
 
 from __future__ import annotations

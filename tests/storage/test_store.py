@@ -1,4 +1,4 @@
-"""The SQLite store (SPEC §3): pragmas, migrations, prefixes, FTS safety, refresh."""
+"""The SQLite store (DESIGN.md §15): pragmas, migrations, prefixes, FTS safety, refresh."""
 
 import random
 import re
@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from nooa_mcp import AmbiguousId, Memory, NotFound, StoreTooNew
 from nooa_mcp.domain.scope import Scope
-from nooa_mcp.storage.sqlite import SQLiteStore as Store, fts_query
+from nooa_mcp.storage.sqlite import SCHEMA_VERSION, SQLiteStore as Store, fts_query
 
 pytestmark = pytest.mark.anyio
 
@@ -19,7 +19,7 @@ async def test_a_new_store_is_wal_with_a_busy_timeout_and_the_current_version(st
     try:
         assert await store._scalar("PRAGMA journal_mode") == "wal"
         assert await store._scalar("PRAGMA busy_timeout") >= 5000
-        assert await store._scalar("PRAGMA user_version") == 4
+        assert await store._scalar("PRAGMA user_version") == SCHEMA_VERSION == 5
         tables = {r[0] for r in await store._rows("SELECT name FROM sqlite_master")}
         assert {"memories", "edges", "accesses", "maintenance_log", "tombstones"} <= tables
         assert "memories_fts" in tables

@@ -1,5 +1,5 @@
-"""The vector index's memory (issue 12, RSS ≤ 400 MB at 100k): growth without a second copy of
-the matrix, answers identical to an index built in one go, and freed memory handed back."""
+"""The vector index's memory (resident set ≤ 400 MB at 100k memories): growth without a second
+copy of the matrix, answers identical to an index built in one go, and freed memory handed back."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ import sys
 import anyio
 import numpy as np
 import pytest
+from machine import machine_lacks
 
 from nooa_mcp.domain.scope import Scope
-from nooa_mcp.heap import release_free_memory, tune_malloc
+from nooa_mcp.malloc_tuning import release_free_memory, tune_malloc
 from nooa_mcp.storage import vectors
 from nooa_mcp.storage.base import VectorRow
 from nooa_mcp.storage.vectors import GROW_STEP, VectorIndex
@@ -118,16 +119,22 @@ def test_a_search_from_a_start_row_reads_only_the_rows_after_it(monkeypatch):
             assert found and all(index.ids.get(i) >= since for i, _ in found)
 
 
-def test_the_matrix_grows_in_place_when_nobody_else_holds_it():
+def test_the_matrix_grows_keeping_its_rows_and_in_place_when_nobody_else_holds_it():
     index = _filled(GROW_STEP, GROW_STEP)
-    ident, capacity = id(index.matrix), index.matrix.shape[0]
+    capacity = index.matrix.shape[0]
+    ident = id(index.matrix)  # not a reference: holding one would make the index copy
     index._apply(_rows(GROW_STEP, capacity + 1, _vectors(capacity + 1)))
-    # The same array object resized (realloc, mremap for a large block), not a new matrix
-    # filled beside the old one: the old and the new were resident at once (+150 MB at 100k).
-    assert id(index.matrix) == ident and index.matrix.shape[0] > capacity
+    assert index.matrix.shape[0] >= capacity + GROW_STEP
     expected = _vectors(index.size) * _has(index.size)
     assert np.array_equal(index.matrix[: index.size], expected)
     assert not index.matrix[index.size :].any()
+    # The same array resized (realloc, mremap for a large block), not a new matrix filled
+    # beside the old one: both were resident at once (+150 MB at 100k). Under a tracer
+    # (coverage, a debugger) the traced frames hold one more reference to the array, numpy's
+    # resize refuses as it does for a reader's, and the index rightly copies (as the next
+    # test checks), so only the rows are asserted there.
+    if sys.gettrace() is None:
+        assert id(index.matrix) == ident
 
 
 def _has(n: int) -> np.ndarray:
@@ -154,12 +161,21 @@ def test_a_cold_open_allocates_fresh_zeros_for_its_headroom():
 
 GLIBC = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
 
+
+@pytest.fixture
+def needs_glibc_fixture() -> None:
+    if not GLIBC:
+        machine_lacks("malloc arenas and malloc_trim are glibc's, and this C library is not glibc")
+
+
+needs_glibc = pytest.mark.usefixtures("needs_glibc_fixture")
+
 #: Four threads allocate at once, then glibc reports its arenas (malloc_info's <heap> entries).
 ARENAS = """
 import ctypes, sys, threading
-from nooa_mcp import heap
+from nooa_mcp import malloc_tuning
 if sys.argv[1] == "capped":
-    assert heap.tune_malloc(2)
+    assert malloc_tuning.tune_malloc(2)
 barrier = threading.Barrier(4)
 def work():
     held = [bytearray(60_000) for _ in range(20)]
@@ -179,14 +195,14 @@ libc.fclose(fp)
 """
 
 
-@pytest.mark.skipif(not GLIBC, reason="malloc arenas and malloc_trim are glibc's")
+@needs_glibc
 def test_release_free_memory_trims_on_glibc():
     garbage = [bytes(2000) for _ in range(5000)]
     del garbage
     assert release_free_memory() is True
 
 
-@pytest.mark.skipif(not GLIBC, reason="malloc arenas and malloc_trim are glibc's")
+@needs_glibc
 @pytest.mark.parametrize(("mode", "most"), [("capped", 2), ("default", 5)])
 def test_a_server_process_keeps_at_most_two_malloc_arenas(tmp_path, mode, most):
     report = tmp_path / "malloc.xml"
@@ -199,7 +215,7 @@ def test_a_server_process_keeps_at_most_two_malloc_arenas(tmp_path, mode, most):
     assert heaps == most
 
 
-@pytest.mark.skipif(not GLIBC, reason="malloc arenas and malloc_trim are glibc's")
+@needs_glibc
 @pytest.mark.parametrize("variable", ["MALLOC_ARENA_MAX", "MALLOC_MMAP_THRESHOLD_"])
 def test_what_the_user_set_for_malloc_is_left_alone(monkeypatch, variable):
     monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
@@ -280,7 +296,7 @@ def test_the_product_uses_blas_only_when_it_runs_one_thread(blas_threads, kernel
     """BLAS with worker threads would wake them for every query (they spin on after it);
     with one thread, as in a server process, it is the faster kernel."""
     if int(blas_threads) > (os.cpu_count() or 1):
-        pytest.skip("OpenBLAS runs at most one thread per core")
+        machine_lacks("OpenBLAS runs at most one thread per core, and this machine has one")
     code = "from nooa_mcp.storage import vectors\nprint(vectors._kernel().__name__)\n"
     env = {**os.environ, "OPENBLAS_NUM_THREADS": blas_threads}
     done = subprocess.run(

@@ -1,1 +1,1 @@
-"""Long profiles of the robustness tests (issue 6); the harness is shared with the short ones."""
+"""Long profiles of the multi-process tests; the harness is shared with the short ones."""

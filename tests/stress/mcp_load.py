@@ -1,4 +1,4 @@
-"""Real `nooa-mcp` server processes on one store, a write ledger, and the checks (issue 6).
+"""Real `nooa-mcp` server processes on one store, a write ledger, and the checks.
 
 `ServerProcess` launches the CLI's console entry point (`nooa_mcp.cli:main`, what the installed
 `nooa-mcp` script runs) with this checkout on PYTHONPATH, so the test exercises this tree even when
@@ -37,7 +37,7 @@ _BOOT = (
     "main(prog_name='nooa-mcp')\n"
 )
 
-# `refines` and `contradicts` are left out: they mark their target superseded (SPEC §5).
+# `refines` and `contradicts` are left out: they mark their target superseded (DESIGN.md §5.7).
 RELATIONS = ("related", "supports", "precedes", "part_of", "causes", "triggers")
 
 _VOCABULARY = (

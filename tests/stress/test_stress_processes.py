@@ -1,4 +1,4 @@
-"""The long profile of the multi-process tests (issue 6 §1, §2): NOOA_STRESS=1 to run.
+"""The long profile of the multi-process tests: NOOA_STRESS=1 to run.
 
 NOOA_STRESS_WRITES (default 4000) writes through 4 real server processes with reflection
 running, then the same checks as tests/mcp/test_concurrency_processes.py; and a kill -9 of one

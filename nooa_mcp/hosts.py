@@ -1,0 +1,97 @@
+"""Hosts and listening sockets, shared by the HTTP front ends (the MCP server, the console).
+
+Which addresses are this machine only, which host names an operator may allow in the Host
+header (never a port or a wildcard: those would widen what DNS rebinding can reach), and a
+socket bound before anything starts, so a port in use is one sentence, not a traceback.
+"""
+
+from __future__ import annotations
+
+import errno
+import ipaddress
+import re
+import socket
+from collections.abc import Iterable
+
+from .errors import InvalidInput
+
+__all__ = ["bind", "is_loopback", "parse_allowed_hosts", "shown"]
+
+
+def is_loopback(host: str | None) -> bool:
+    """Whether `host` (a name or an address) is this machine only."""
+    if not host:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def shown(host: str) -> str:
+    """An address as a Host header writes it (IPv6 in brackets)."""
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+#: A host name or an IP address as an operator may name one (no port, no wildcard).
+_HOST_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}[A-Za-z0-9])?(?:\.[A-Za-z0-9-]{1,63})*")
+
+
+def parse_allowed_hosts(values: Iterable[str] | str | None, field: str = "allow-host") -> list[str]:
+    """Host names or IP addresses the operator allows in the Host header, besides the bound
+    host and the loopback names (e.g. the machine's address, when serving on 0.0.0.0).
+
+    Raises:
+        InvalidInput: a value is not a host name or an IP address (a port or a wildcard
+            would widen what DNS rebinding could reach).
+    """
+    items = values.split(",") if isinstance(values, str) else list(values or [])
+    out: list[str] = []
+    for item in items:
+        name = item.strip()
+        if not name:
+            continue
+        bare = name.strip("[]")
+        try:
+            ipaddress.ip_address(bare)
+            name = shown(bare)
+        except ValueError:
+            if not _HOST_NAME.fullmatch(name):
+                raise InvalidInput(
+                    field,
+                    f"{name!r} is not a host name or an IP address.",
+                    "Name the host as clients write it, e.g. 192.0.2.10 or memory.internal "
+                    "(no port, no wildcard).",
+                ) from None
+            name = name.lower()
+        if name not in out:
+            out.append(name)
+    return out
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket on host:port, bound before anything starts.
+
+    Raises:
+        InvalidInput: the port is in use, or the address cannot be bound (one sentence).
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise InvalidInput(
+                "port",
+                f"{port} on {host} is already in use by another process.",
+                "Pass another --port, or stop the process that listens there.",
+            ) from None
+        raise InvalidInput(
+            "host", f"cannot listen on {host}:{port} ({exc.strerror}).", "Check --host."
+        ) from None
+    return sock

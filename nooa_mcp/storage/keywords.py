@@ -1,0 +1,101 @@
+"""What keyword search indexes and asks for, word for word the same on both backends (DESIGN §15).
+
+Both backends rank with FTS5's BM25, so they rank alike only if they see the same words.
+Their own tokenizers and stemmers differ (FTS5's Porter, PostgreSQL's Snowball and its
+parser, which reads `5e2x` as a number and a word), so neither is used: the words are cut and
+stemmed here, once, and each backend indexes the result as it is.
+
+- A word is a run of letters and digits after case folding and removing diacritics (what
+  FTS5's unicode61 with remove_diacritics 2 keeps); `_` and every other mark separate words.
+- Each word is stemmed with the English Snowball stemmer; longer than `LONGEST` characters,
+  it is not indexed (a hash or an encoded blob, never a word anyone asks for).
+- A row's searchable text is `stems`: a JSON list of its four columns' stems (title, content,
+  tags, entities), each a space-separated string. SQLite's FTS5 table indexes these strings
+  with a plain unicode61 tokenizer (which splits them at the spaces and changes nothing
+  else); PostgreSQL builds its tsvector and term frequencies from the same strings.
+- A query word goes through the same steps, so it meets its stem.
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import json
+import re
+import sys
+import threading
+import unicodedata
+from collections.abc import Sequence
+from functools import lru_cache
+
+from ..domain.text import fts_terms
+
+__all__ = ["LONGEST", "query_stems", "row_stems", "stem", "stemmed", "words"]
+
+#: Words longer than this are not indexed (nor asked for).
+LONGEST = 100
+
+_WORD = re.compile(r"[^\W_]+")
+
+
+def _english_stemmer():
+    """snowballstemmer's English stemmer, loaded without the package's `__init__`, which
+    imports every language's stemmer (tens of ms): the hooks' prompt path stems its query
+    within a budget of ~150 ms. Its own modules are loaded under a private package name, so
+    an `import snowballstemmer` elsewhere is not touched. (Unannotated: the stemmer has no
+    types, and `typing` is not imported on the hook's path.)"""
+    name = "_nooa_snowball"
+    if name not in sys.modules:
+        found = importlib.util.find_spec("snowballstemmer")
+        if found is None or not found.submodule_search_locations:
+            raise ImportError("snowballstemmer is not installed (pip install nooa-mcp again)")
+        spec = importlib.machinery.ModuleSpec(name, None, is_package=True)
+        package = importlib.util.module_from_spec(spec)
+        package.__path__ = list(found.submodule_search_locations)
+        sys.modules[name] = package
+    module = importlib.import_module(f"{name}.english_stemmer")
+    return module.EnglishStemmer()
+
+
+_STEMMER = _english_stemmer()
+#: The stemmer keeps its state on itself: one word at a time.
+_STEMMING = threading.Lock()
+
+
+def words(text: str) -> list[str]:
+    """The words of a text: lower-cased, diacritics removed, `_` and marks as separators."""
+    folded = text.lower()
+    if not folded.isascii():
+        decomposed = unicodedata.normalize("NFKD", folded)
+        folded = "".join(c for c in decomposed if not unicodedata.combining(c)).lower()
+    return [w for w in _WORD.findall(folded) if len(w) <= LONGEST]
+
+
+@lru_cache(maxsize=65536)
+def stem(word: str) -> str:
+    """One word's stem (a word of `words`)."""
+    with _STEMMING:
+        return _STEMMER.stemWord(word) or word
+
+
+def stemmed(text: str) -> str:
+    """A text as the index holds it: its words' stems, space-separated."""
+    return " ".join(stem(w) for w in words(text))
+
+
+def row_stems(title: str, content: str, tags: Sequence[str], entities: Sequence[str]) -> str:
+    """The `stems` column of a row: its four searchable columns, stemmed (JSON)."""
+    return json.dumps(
+        [stemmed(title), stemmed(content), stemmed(" ".join(tags)), stemmed(" ".join(entities))],
+        ensure_ascii=False,
+    )
+
+
+def query_stems(text: str, max_terms: int = 32) -> list[str]:
+    """The stems a query asks for, one per query word (function words dropped as
+    `fts_terms` drops them). Two words with one stem give it twice: it counts twice, as it
+    does in FTS5's BM25."""
+    out: list[str] = []
+    for term in fts_terms(text, max_terms):
+        out.extend(stem(w) for w in words(term))
+    return out

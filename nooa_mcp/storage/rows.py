@@ -1,0 +1,245 @@
+"""Rows to domain records and back, for both backends (no backend owns them).
+
+Both store the same columns the same way: times as epoch seconds, JSON columns as their text
+(PostgreSQL's loaders hand JSON back as text too), embeddings as float32 bytes. What differs
+is how a flag is stored (SQLite's 0/1, PostgreSQL's boolean): `memory_values` takes the
+backend's `flag`. A row is anything indexable by column name: an `sqlite3.Row`, a dict.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+import numpy as np
+from pydantic import TypeAdapter
+
+from ..domain.schema import AccessRecord, Components, Memory, Reference, Trigger, cue_set
+from .base import ScoringRow, Tombstone
+from .keywords import row_stems
+
+__all__ = [
+    "MIN_PREFIX",
+    "RING",
+    "SCORING_COLUMNS",
+    "TODO_ORDER",
+    "Row",
+    "access_from_row",
+    "epoch",
+    "epoch_or_none",
+    "memory_from_row",
+    "memory_values",
+    "scoring_from_row",
+    "time_from_epoch",
+    "time_or_none",
+    "tombstone_from_row",
+    "vector_from_blob",
+    "vector_of",
+]
+
+
+class Row(Protocol):
+    """A row as a backend's driver returns it (an `sqlite3.Row`, a dict): read by column."""
+
+    def __getitem__(self, key: str, /) -> Any: ...
+
+
+#: The shortest id prefix a caller may use for a memory.
+MIN_PREFIX = 6
+
+#: The access ring (newest 64 records) is parsed and written on every logged read: one
+#: adapter call in pydantic-core instead of a json round trip and a model per record.
+RING = TypeAdapter(list[AccessRecord])
+
+#: Columns recall needs for scoring, without the heavy ring and embedding.
+SCORING_COLUMNS = (
+    "m.seq, m.id, m.type, m.owner, m.title, m.content, m.tags, m.entities, m.place_or_task, "
+    "m.importance, m.strength, m.status, m.archived, m.faded, m.created_at, m.last_accessed_at, "
+    "m.valid_from, m.valid_to, m.actr_count, m.first_access_at, m.actr_times, m.refs"
+)
+
+#: `domain.prospective.todo_order` in SQL (ties in insertion order); both backends use it.
+TODO_ORDER = (
+    "CASE coalesce(status, 'open') WHEN 'open' THEN 0 WHEN 'done' THEN 1 "
+    "WHEN 'dropped' THEN 2 ELSE 3 END, importance DESC, created_at, seq"
+)
+
+
+def epoch(value: datetime) -> float:
+    """A time as the stores keep it: epoch seconds."""
+    return value.timestamp()
+
+
+def epoch_or_none(value: datetime | None) -> float | None:
+    """`epoch` of an optional time."""
+    return None if value is None else value.timestamp()
+
+
+def time_from_epoch(value: float) -> datetime:
+    """A stored time (epoch seconds) as an aware UTC datetime."""
+    return datetime.fromtimestamp(value, UTC)
+
+
+def time_or_none(value: float | None) -> datetime | None:
+    """`time_from_epoch` of an optional stored time."""
+    return None if value is None else datetime.fromtimestamp(value, UTC)
+
+
+def vector_from_blob(blob: bytes | None) -> np.ndarray | None:
+    """A stored embedding (float32 bytes) as an array, or None."""
+    return None if blob is None else np.frombuffer(blob, dtype=np.float32)
+
+
+def vector_of(blob: bytes) -> np.ndarray:
+    """A stored embedding (float32 bytes) as an array."""
+    return np.frombuffer(blob, dtype=np.float32)
+
+
+def memory_from_row(row: Row) -> Memory:
+    """A full `memories` row as the domain record."""
+    trigger = row["trigger"]
+    authored = row["authored_importance"]
+    return Memory(
+        id=row["id"],
+        type=row["type"],
+        title=row["title"],
+        content=row["content"],
+        owner=row["owner"],
+        importance=row["importance"],
+        salience=row["salience"],
+        confidence=row["confidence"],
+        strength=row["strength"],
+        reinforcement_count=row["reinforcement_count"],
+        access_count=row["access_count"],
+        tags=json.loads(row["tags"]),
+        entities=json.loads(row["entities"]),
+        place_or_task=row["place_or_task"],
+        created_at=time_from_epoch(row["created_at"]),
+        last_accessed_at=time_from_epoch(row["last_accessed_at"]),
+        valid_from=time_or_none(row["valid_from"]),
+        valid_to=time_or_none(row["valid_to"]),
+        references=[Reference.model_validate(r) for r in json.loads(row["refs"])],
+        archived=bool(row["archived"]),
+        faded=bool(row["faded"]),
+        status=row["status"],
+        trigger=Trigger.model_validate_json(trigger) if trigger else None,
+        access_log=RING.validate_json(row["ring"]),
+        channels=json.loads(row["channels"]),
+        actr_count=row["actr_count"],
+        first_access_at=time_or_none(row["first_access_at"]),
+        actr_times=json.loads(row["actr_times"]),
+        authored_importance=row["importance"] if authored is None else authored,
+        seq=row["seq"],
+    )
+
+
+@functools.lru_cache(maxsize=16384)
+def _cues(tags: str, entities: str, place_or_task: str) -> frozenset[str]:
+    """A row's cue words from its stored JSON text; rows share labels, and recall reads ~100
+    rows per query, so each distinct label set is parsed once per process."""
+    return frozenset(cue_set(json.loads(tags), json.loads(entities), place_or_task))
+
+
+def scoring_from_row(row: Row, bm25: float | None = None) -> ScoringRow:
+    """The `SCORING_COLUMNS` of a row (and its keyword score) as recall scores them."""
+    return ScoringRow(
+        seq=row["seq"],
+        id=row["id"],
+        type=row["type"],
+        owner=row["owner"],
+        title=row["title"],
+        content=row["content"],
+        cues=_cues(row["tags"], row["entities"], row["place_or_task"]),
+        importance=row["importance"],
+        strength=row["strength"],
+        status=row["status"],
+        archived=bool(row["archived"]),
+        faded=bool(row["faded"]),
+        created_at=row["created_at"],
+        last_accessed_at=row["last_accessed_at"],
+        valid_from=row["valid_from"],
+        valid_to=row["valid_to"],
+        actr_count=row["actr_count"],
+        first_access_at=row["first_access_at"],
+        actr_times=json.loads(row["actr_times"]),
+        bm25=bm25,
+        refs_json=row["refs"],
+    )
+
+
+def tombstone_from_row(row: Row) -> Tombstone:
+    """A `tombstones` row as the record a later write is checked against."""
+    return Tombstone(
+        memory_id=row["memory_id"],
+        owner=row["owner"],
+        role=row["role"],
+        type=row["type"],
+        content_hash=row["content_hash"],
+        reason=row["reason"],
+        ts=time_from_epoch(row["ts"]),
+        lifted_at=time_or_none(row["lifted_at"]),
+        embedding=vector_from_blob(row["embedding"]),
+    )
+
+
+def memory_values(
+    m: Memory, embedding: np.ndarray | None, flag: Callable[[bool], Any] = int
+) -> dict[str, Any]:
+    """The `memories` columns of a record, flags stored by `flag` (int for SQLite's 0/1,
+    bool for PostgreSQL); `stems` is what keyword search indexes (`storage.keywords`)."""
+    return {
+        "id": m.id,
+        "type": m.type.value,
+        "owner": m.owner,
+        "role": m.owner.partition("@")[0],
+        "title": m.title,
+        "content": m.content,
+        "content_hash": m.content_hash,
+        "tags": json.dumps(m.tags),
+        "entities": json.dumps(m.entities),
+        "place_or_task": m.place_or_task,
+        "importance": m.importance,
+        "salience": m.salience,
+        "confidence": m.confidence,
+        "strength": m.strength,
+        "reinforcement_count": m.reinforcement_count,
+        "access_count": m.access_count,
+        "status": m.status,
+        "archived": flag(m.archived),
+        "faded": flag(m.archived and m.faded),
+        "created_at": epoch(m.created_at),
+        "last_accessed_at": epoch(m.last_accessed_at),
+        "valid_from": epoch_or_none(m.valid_from),
+        "valid_to": epoch_or_none(m.valid_to),
+        "actr_count": m.actr_count,
+        "first_access_at": epoch_or_none(m.first_access_at),
+        "actr_times": json.dumps([round(t, 3) for t in m.actr_times]),
+        "refs": json.dumps([r.model_dump(mode="json") for r in m.references]),
+        "trigger": m.trigger.model_dump_json() if m.trigger else None,
+        "ring": RING.dump_json(m.access_log, exclude_none=True).decode(),
+        "channels": json.dumps(m.channels),
+        "authored_importance": m.importance
+        if m.authored_importance is None
+        else m.authored_importance,
+        "embedding": None if embedding is None else np.asarray(embedding, np.float32).tobytes(),
+        "stems": row_stems(m.title, m.content, m.tags, m.entities),
+    }
+
+
+def access_from_row(row: Row) -> AccessRecord:
+    """An `accesses` row as the record."""
+    components = row["components"]
+    return AccessRecord(
+        ts=time_from_epoch(row["ts"]),
+        channel=row["channel"],
+        reader_owner=row["reader_owner"],
+        session_ref=row["session_ref"],
+        trace_ref=row["trace_ref"],
+        query=row["query"],
+        score=row["score"],
+        rank=row["rank"],
+        components=Components.model_validate_json(components) if components else None,
+    )

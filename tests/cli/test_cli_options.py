@@ -1,0 +1,151 @@
+"""The CLI's options and input as a new user meets them: `--reference-root` named in the error
+and working, `--store` and NOOA_STORE for `eval replay`, `author -` reading stdin, `--json`
+before or after the command on every memory command, an intent refused without a trigger,
+`stats` never saying the model is warming, `explain` on an empty store answering a sentence.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from writes_support import Cli, hash_cli, model_cli
+
+
+@pytest.fixture
+def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Cli:
+    return hash_cli(tmp_path, monkeypatch)
+
+
+# --------------------------------------------------------------------------- reference root
+
+
+def test_the_reference_root_error_names_an_option_that_exists_and_the_option_works(
+    cli: Cli, tmp_path: Path
+) -> None:
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "runbook.md").write_text("Restart the queue workers before the database.\n")
+    missing = cli("author", "How to restart the stack", "--ref", "file:runbook.md")
+    assert missing.exit_code == 1, missing.output
+    assert "--reference-root" in missing.output and "NOOA_REFERENCE_ROOT" in missing.output
+    assert "Traceback" not in missing.output
+    written = cli(
+        "--reference-root",
+        str(root),
+        "author",
+        "How to restart the stack",
+        "--ref",
+        "file:runbook.md",
+    )
+    assert written.exit_code == 0, written.output
+    recalled = cli.json("--reference-root", str(root), "recall", "restart the stack", "--json")
+    refs = recalled["hits"][0]["references"]
+    assert [(r["uri"], r["state"]) for r in refs] == [("file:runbook.md", "LIVE")]
+    assert "Restart the queue workers" in refs[0]["value"]
+
+
+# --------------------------------------------------------------------------- eval replay
+
+
+def _store_with_three_recalls(cli: Cli, path: Path) -> None:
+    for text in (
+        "The deploy key lives in the 1Password vault",
+        "The staging database restarts at midnight",
+        "Team lunch is on Fridays at noon",
+    ):
+        assert cli("--store", str(path), "author", text).exit_code == 0
+    for query in ("deploy key", "staging database", "team lunch"):
+        assert cli("--store", str(path), "recall", query, "-k", "2").exit_code == 0
+
+
+def test_eval_replay_replays_the_store_named_by_the_global_option_or_the_environment(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mine = tmp_path / "mine.sqlite"
+    _store_with_three_recalls(cli, mine)
+    by_option = cli.json("--store", str(mine), "eval", "replay", "--json")
+    assert by_option["events"] == 3, by_option
+    monkeypatch.setenv("NOOA_STORE", str(mine))
+    by_env = cli.json("eval", "replay", "--json")
+    assert by_env["events"] == 3
+
+
+def test_the_synthetic_replay_workload_needs_the_synthetic_flag(cli: Cli) -> None:
+    synthetic = cli.json(
+        "eval", "replay", "--synthetic", "--sessions", "2", "--embedder", "hash", "--json"
+    )
+    assert synthetic["events"] > 0
+
+
+# --------------------------------------------------------------------------- author from stdin
+
+
+def test_author_dash_reads_long_text_from_stdin(cli: Cli) -> None:
+    text = "\n".join(f"Line {i}: the release checklist step number {i}." for i in range(120))
+    written = cli("author", "-", input=text + "\n")
+    assert written.exit_code == 0, written.output
+    exported = [json.loads(line) for line in cli("export").stdout.splitlines()]
+    assert [m["content"] for m in exported] == [text]
+
+
+# --------------------------------------------------------------------------- --json everywhere
+
+
+def test_json_is_accepted_as_a_global_option(cli: Cli) -> None:
+    assert cli("author", "The backup runs at 3am").exit_code == 0
+    stats = cli.json("--json", "stats")
+    assert stats["total"] == 1
+    recalled = cli.json("--json", "recall", "backup")
+    assert recalled["hits"][0]["content"] == "The backup runs at 3am"
+
+
+def test_export_json_prints_one_json_array(cli: Cli) -> None:
+    for text in ("first memory to move", "second memory to move"):
+        assert cli("author", text).exit_code == 0
+    exported = cli.json("export", "--json")
+    assert isinstance(exported, list)
+    assert [m["content"] for m in exported] == ["first memory to move", "second memory to move"]
+
+
+def test_every_memory_command_takes_json(cli: Cli) -> None:
+    commands = ["author", "recall", "explain", "stats", "import", "export", "reflect"]
+    without = [c for c in commands if "--json" not in cli(c, "--help").output]
+    assert without == []
+
+
+# --------------------------------------------------------------------------- intents need triggers
+
+
+def test_the_cli_refuses_an_intent_without_a_trigger(cli: Cli) -> None:
+    out = cli("author", "Call the landlord about the heating", "--type", "intent")
+    assert out.exit_code != 0
+    assert "trigger" in out.output and re.search(r"fire[_-]at", out.output), out.output
+    assert "cue" in out.output and "Traceback" not in out.output
+    assert cli.json("stats", "--json")["total"] == 0
+
+
+# --------------------------------------------------------------------------- stats and explain
+
+
+@pytest.mark.real_model
+def test_cli_stats_never_says_the_model_is_warming(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cli = model_cli(tmp_path, monkeypatch)
+    assert cli("reflect").exit_code == 0  # a write: creates the store, empty
+    table = cli("stats")
+    assert table.exit_code == 0, table.output
+    assert "warming" not in table.output
+    assert "warming" not in json.dumps(cli.json("stats", "--json"))
+
+
+def test_explain_on_an_empty_store_prints_a_sentence(cli: Cli) -> None:
+    assert cli("reflect").exit_code == 0  # a write: creates the store, empty
+    out = cli("explain", "x")
+    assert out.exit_code == 0, out.output
+    text = out.output.strip()
+    assert text and text.endswith("."), repr(out.output)
+    assert "score" not in text

@@ -1,0 +1,175 @@
+"""Tool arguments a tool or the SDK refuses, each told in one sentence that names the field
+and the fix: a bad choice lists the allowed values, a malformed argument says what it must
+be, a missing reference root names the option and the variable, an intent without a trigger
+names `fire_at` and `cue`; never pydantic's report or a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from mcp import Client
+
+from nooa_mcp import Settings
+from nooa_mcp.cli import main
+from nooa_mcp.embeddings import HashEmbedder
+from nooa_mcp.mcp.server import build_server
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return Settings(store=tmp_path / "mcp.sqlite", owner="tester")
+
+
+@pytest.fixture
+async def client(settings: Settings):
+    async with Client(build_server(settings, embedder=HashEmbedder()), cache=None) as c:
+        yield c
+
+
+async def call(client: Client, tool: str, args: dict) -> tuple[bool, str, dict | None]:
+    result = await client.call_tool(tool, args)
+    return result.is_error, result.content[0].text, result.structured_content
+
+
+async def refused(client: Client, tool: str, args: dict) -> str:
+    is_error, text, _ = await call(client, tool, args)
+    assert is_error, text
+    return text
+
+
+# --------------------------------------------------------------------------- reference root
+
+
+@pytest.mark.anyio
+async def test_the_mcp_reference_root_error_names_the_global_option_and_the_variable(
+    client: Client,
+) -> None:
+    text = await refused(
+        client, "memory_author", {"content": "See notes", "references": ["file:notes.txt"]}
+    )
+    assert "--reference-root" in text and "NOOA_REFERENCE_ROOT" in text
+    # The option it names is a real one.
+    assert "--reference-root" in CliRunner().invoke(main, ["--help"]).output
+
+
+# --------------------------------------------------------------------------- intents need triggers
+
+
+@pytest.mark.anyio
+async def test_memory_author_refuses_an_intent_without_a_trigger(client: Client) -> None:
+    intent = {"content": "Call the landlord about the heating", "type": "intent"}
+    text = await refused(client, "memory_author", intent)
+    assert "trigger" in text and "fire_at" in text and "cue" in text
+    _, _, listed = await call(client, "intent", {"action": "list"})
+    assert listed["intents"] == []
+    stats = json.loads((await client.read_resource("memory://stats")).contents[0].text)
+    assert stats["total"] == 0
+
+
+@pytest.mark.anyio
+async def test_an_intent_without_a_time_or_cue_names_the_tool_arguments(client: Client) -> None:
+    text = await refused(client, "intent", {"action": "add", "content": "Water the plants"})
+    assert "fire_at" in text and "cue" in text
+    assert "{" not in text, text
+
+
+# --------------------------------------------------------------------------- error wording
+
+
+@pytest.mark.anyio
+async def test_errors_say_an_info_not_a_info(client: Client) -> None:
+    _, _, info = await call(client, "memory_author", {"content": "Paris is the capital of France"})
+    status = await refused(client, "memory_update", {"memory_id": info["id"], "status": "done"})
+    closing = await refused(client, "todo", {"action": "done", "memory_id": info["id"]})
+    for text in (status, closing):
+        assert "an info" in text and "a info" not in text, text
+
+
+@pytest.mark.anyio
+async def test_explain_without_arguments_names_both_fields_in_a_sentence(client: Client) -> None:
+    text = await refused(client, "memory_explain", {})
+    assert "query: and memory_id" not in text
+    assert "query" in text and "memory_id" in text
+
+
+BAD_ENUMS = [
+    ("todo", {"action": "frobnicate"}, "action", ["add", "list", "done", "drop", "reopen"]),
+    (
+        "todo",
+        {"action": "list", "status": "frobnicate"},
+        "status",
+        ["open", "done", "dropped", "all"],
+    ),
+    ("intent", {"action": "frobnicate"}, "action", ["add", "list", "check", "cancel"]),
+    (
+        "memory_author",
+        {"content": "x", "type": "frobnicate"},
+        "type",
+        ["info", "skill", "episode", "intent", "todo", "reflection", "scratch"],
+    ),
+    (
+        "memory_recall",
+        {"query": "x", "types": ["frobnicate"]},
+        "types",
+        ["info", "skill", "episode", "intent", "todo", "reflection", "scratch"],
+    ),
+    (
+        "memory_update",
+        {"memory_id": "<a todo>", "status": "frobnicate"},
+        "status",
+        ["open", "done", "dropped"],
+    ),
+    (
+        "memory_reflect",
+        {"steps": ["frobnicate"]},
+        "steps",
+        ["merge", "reconcile", "link", "rescore", "abstract", "prune"],
+    ),
+]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("tool", "args", "field", "allowed"), BAD_ENUMS)
+async def test_a_bad_choice_names_the_field_and_the_allowed_values_without_pydantic_text(
+    client: Client, tool: str, args: dict, field: str, allowed: list[str]
+) -> None:
+    if args.get("memory_id") == "<a todo>":
+        _, _, todo = await call(client, "todo", {"action": "add", "content": "Water the plants"})
+        args = {**args, "memory_id": todo["id"]}
+    text = await refused(client, tool, args)
+    assert re.search(rf"\b{field}\b", text), text
+    for value in allowed:
+        assert re.search(rf"\b{value}\b", text), (value, text)
+    for noise in ("http", "pydantic", "validation error", "input_value", "literal_error"):
+        assert noise not in text.lower(), text
+
+
+BAD_SHAPES = [
+    ("memory_recall", {"query": "x", "k": 500}, "k: must be at most 50; got 500."),
+    ("memory_recall", {"query": "x", "k": "many"}, "k: must be a whole number; got 'many'."),
+    ("memory_recall", {"query": "x", "hops": -1}, "hops: must be at least 0; got -1."),
+    ("memory_recall", {"k": 3}, "query: is required. Pass it."),
+    ("memory_author", {"content": "x", "salience": [1]}, "salience: must be text or a number"),
+    ("memory_author", {"content": "x", "links": [{"relation": "related"}]}, "links.0.target:"),
+    ("memory_author", {"content": "x", "valid_from": "yesterday"}, "valid_from: must be an ISO"),
+    ("intent", {"action": "add", "every_hours": -1}, "every_hours: must be above 0"),
+]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("tool", "args", "sentence"), BAD_SHAPES)
+async def test_an_argument_the_schema_refuses_is_told_in_one_sentence_naming_it(
+    client: Client, tool: str, args: dict, sentence: str
+) -> None:
+    """The SDK refuses these before a tool runs; its report was pydantic's, four lines a
+    field with a documentation link. Now one line: the field, what it must be, the fix."""
+    text = await refused(client, tool, args)
+    assert sentence in text, text
+    assert len(text.splitlines()) == 1, text
+    for noise in ("http", "pydantic", "validation error", "input_value", "type="):
+        assert noise not in text.lower(), text

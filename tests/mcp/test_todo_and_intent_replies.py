@@ -1,0 +1,97 @@
+"""What the todo and intent tools say back: a listing names the status it lists, done todos
+stay out of the session start and the context block, `memory://todos` lists open todos before
+done ones, and no reply has a double space.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from mcp import Client
+
+from nooa_mcp import Settings
+from nooa_mcp.embeddings import HashEmbedder
+from nooa_mcp.mcp.server import build_server
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return Settings(store=tmp_path / "mcp.sqlite", owner="tester")
+
+
+@pytest.fixture
+async def client(settings: Settings):
+    async with Client(build_server(settings, embedder=HashEmbedder()), cache=None) as c:
+        yield c
+
+
+async def call(client: Client, tool: str, args: dict) -> tuple[bool, str, dict | None]:
+    result = await client.call_tool(tool, args)
+    return result.is_error, result.content[0].text, result.structured_content
+
+
+async def _todos(client: Client) -> None:
+    """One todo written first and then done, two open ones written after it."""
+    ids = []
+    for content in (
+        "Renew the TLS certificate",
+        "Write the quarterly report",
+        "Book the team offsite venue",
+    ):
+        _, _, added = await call(client, "todo", {"action": "add", "content": content})
+        ids.append(added["id"])
+    is_error, text, _ = await call(client, "todo", {"action": "done", "memory_id": ids[0]})
+    assert not is_error, text
+
+
+@pytest.mark.anyio
+async def test_todo_list_names_the_status_it_lists(client: Client) -> None:
+    await _todos(client)
+    _, done_text, done_list = await call(client, "todo", {"action": "list", "status": "done"})
+    assert [t["content"] for t in done_list["todos"]] == ["Renew the TLS certificate"]
+    assert "1 done todo(s):" in done_text
+    assert "open todo(s):" not in done_text
+    _, open_text, _ = await call(client, "todo", {"action": "list"})
+    assert "2 open todo(s):" in open_text
+
+
+@pytest.mark.anyio
+async def test_done_todos_stay_out_of_session_start_and_the_context_block(client: Client) -> None:
+    await _todos(client)
+    prompt = await client.get_prompt("session_start")
+    start = "\n".join(m.content.text for m in prompt.messages)
+    context = (await client.read_resource("memory://context")).contents[0].text
+    for shown in (start, context):
+        assert "Write the quarterly report" in shown
+        assert "Renew the TLS certificate" not in shown
+
+
+@pytest.mark.anyio
+async def test_memory_todos_lists_open_todos_before_done_ones(client: Client) -> None:
+    await _todos(client)
+    page = json.loads((await client.read_resource("memory://todos")).contents[0].text)
+    statuses = [item["status"] for item in page["items"]]
+    assert sorted(statuses) == ["done", "open", "open"]
+    assert statuses == ["open", "open", "done"]
+
+
+@pytest.mark.anyio
+async def test_todo_and_intent_replies_have_no_double_spaces(client: Client) -> None:
+    texts = []
+    for tool, args in (
+        ("intent", {"action": "add", "content": "Mention the RFC", "cue": "database migration"}),
+        ("intent", {"action": "check"}),
+        ("intent", {"action": "check", "text": "planning the database migration"}),
+        ("intent", {"action": "list"}),
+        ("todo", {"action": "add", "content": "Write the quarterly report"}),
+        ("todo", {"action": "list"}),
+        ("todo", {"action": "list", "status": "done"}),
+    ):
+        is_error, text, _ = await call(client, tool, args)
+        assert not is_error, text
+        texts.append(text)
+    assert "1 fired" in texts[2]
+    for text in texts:
+        assert "  " not in text, repr(text)
