@@ -9,7 +9,10 @@ size are open in one process with one MiniLM model, and every measurement altern
 them (SQLite first on even rounds, PostgreSQL first on odd ones), beside the floor:
 
 - recall: `Memory.recall(q, k=5)` of a never-seen question (each backend its own questions,
-  so the model's query cache never answers), after 20 warm-up questions each;
+  so the model's query cache never answers), after 20 warm-up questions each; with the
+  store's round trips per recall (`round_trips.py`: hops to SQLite's connection threads,
+  statements sent to PostgreSQL), those of the call and those of the access log written
+  behind its reply, as medians;
 - floor: embedding a never-seen question + one matrix-vector product over the SQLite
   store's vectors (the least any dense recall costs; the same for both backends);
 - author: `Memory.author_many` of 100 fresh memories per batch into a copy of each store
@@ -38,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import anyio
 from bench_recall import drop_pg_schema, fill, pct, pg_schema_target, queries, row_count
+from round_trips import RoundTrips
 
 from nooa_mcp.config import Settings
 from nooa_mcp.embeddings import HashEmbedder, MiniLMEmbedder
@@ -71,7 +75,10 @@ def opened(stack: AsyncExitStack, target: Path | str, model: MiniLMEmbedder):
 async def recall_round(
     stores: dict[str, Path | str], model: MiniLMEmbedder, size: int, n: int
 ) -> dict[str, list[float]]:
-    times: dict[str, list[float]] = {"sqlite": [], "postgres": [], "floor": []}
+    times: dict[str, list[float]] = {
+        key: [] for b in BACKENDS for key in (b, f"{b} trips", f"{b} trips behind")
+    }
+    times["floor"] = []
     async with AsyncExitStack() as stack:
         mems = {b: await opened(stack, stores[b], model) for b in BACKENDS}
         asked = {b: queries(n + 20, f"{b}-backends-{size}") for b in BACKENDS}
@@ -82,15 +89,22 @@ async def recall_round(
         await index.sync(mems["sqlite"].engine.store)
         matrix = index.matrix[: index.size]
         floors = queries(n, f"floor-backends-{size}")
-        for i in range(n):
-            order = BACKENDS if i % 2 == 0 else BACKENDS[::-1]
-            for b in order:
+        for b in BACKENDS:
+            await mems[b].engine.flush()
+        with RoundTrips() as trips:
+            for i in range(n):
+                order = BACKENDS if i % 2 == 0 else BACKENDS[::-1]
+                for b in order:
+                    trips.take()
+                    started = time.perf_counter()
+                    await mems[b].recall(asked[b][20 + i], k=5)
+                    times[b].append((time.perf_counter() - started) * 1000)
+                    times[f"{b} trips"].append(sum(trips.take()))
+                    await mems[b].engine.flush()
+                    times[f"{b} trips behind"].append(sum(trips.take()))
                 started = time.perf_counter()
-                await mems[b].recall(asked[b][20 + i], k=5)
-                times[b].append((time.perf_counter() - started) * 1000)
-            started = time.perf_counter()
-            (matrix @ model.embed([floors[i]])[0]).argmax()
-            times["floor"].append((time.perf_counter() - started) * 1000)
+                (matrix @ model.embed([floors[i]])[0]).argmax()
+                times["floor"].append((time.perf_counter() - started) * 1000)
     return times
 
 
@@ -148,7 +162,10 @@ async def main() -> None:
         print(
             f"{size:>7} recall p50/p99 ms: sqlite {row['sqlite'][0]:.1f}/{row['sqlite'][1]:.1f}"
             f"  postgres {row['postgres'][0]:.1f}/{row['postgres'][1]:.1f}"
-            f"  floor {row['floor'][0]:.1f}/{row['floor'][1]:.1f}  (load {row['load']})",
+            f"  floor {row['floor'][0]:.1f}/{row['floor'][1]:.1f}  (load {row['load']})\n"
+            f"        round trips per recall, in the call + behind it: sqlite "
+            f"{row['sqlite trips'][0]:.0f} + {row['sqlite trips behind'][0]:.0f}  postgres "
+            f"{row['postgres trips'][0]:.0f} + {row['postgres trips behind'][0]:.0f}",
             flush=True,
         )
     for size in [] if args.no_author else [0, *sizes]:
@@ -182,14 +199,18 @@ async def main() -> None:
     print(f"\n{time.strftime('%H:%M:%S')} load average {load()}\n")
     print(
         "| memories | SQLite p50 | SQLite p99 | PostgreSQL p50 | PostgreSQL p99 | floor p50 "
-        "| PG p50 / SQLite p50 | load average |"
+        "| PG p50 / SQLite p50 | round trips SQLite / PG (call + behind) | load average |"
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|---|")
+    print("|---:|---:|---:|---:|---:|---:|---:|---|---|")
     for r in recall_rows:
+        trips = (
+            f"{r['sqlite trips'][0]:.0f} + {r['sqlite trips behind'][0]:.0f} / "
+            f"{r['postgres trips'][0]:.0f} + {r['postgres trips behind'][0]:.0f}"
+        )
         print(
             f"| {r['size']:,} | {r['sqlite'][0]:.1f} | {r['sqlite'][1]:.1f} | "
             f"{r['postgres'][0]:.1f} | {r['postgres'][1]:.1f} | {r['floor'][0]:.1f} | "
-            f"{r['postgres'][0] / r['sqlite'][0]:.2f} | {r['load']} |"
+            f"{r['postgres'][0] / r['sqlite'][0]:.2f} | {trips} | {r['load']} |"
         )
     if author_rows:
         print(

@@ -27,6 +27,7 @@ import numpy as np
 from .config import Settings
 from .domain.reflection import Rows
 from .domain.replies import ReflectReport
+from .domain.schema import Memory
 from .embeddings import Embedder, WarmingEmbedder, default_embedder
 from .errors import NooaError
 from .shared_runs import SharedRuns
@@ -37,6 +38,8 @@ __all__ = ["Engine", "RoleState", "text_of"]
 
 #: Cue embeddings kept per process (intents are few; a bound keeps a hostile store finite).
 CUE_CACHE = 4096
+#: Roles whose intents are kept between calls (`Engine.intents`).
+INTENT_ROLES = 256
 #: Texts embedded together at most when calls arrive while the model is busy.
 EMBED_BATCH = 32
 #: Embedding calls that run side by side on the one model (its session is thread-safe): one
@@ -111,6 +114,8 @@ class Engine:
         self._writer: asyncio.Task[None] | None = None
         #: The first read of the stored vectors when it waits for the model (`vectors_later`).
         self._first_vectors: asyncio.Task[None] | None = None
+        #: Per role, its intents with a trigger and the index generation they were read at.
+        self._intents: OrderedDict[str, tuple[int, list[Memory]]] = OrderedDict()
         self._embeddings: SharedRuns[str] = SharedRuns(
             lambda texts: self.embedder.embed(texts),
             lanes=EMBED_LANES,
@@ -218,6 +223,28 @@ class Engine:
             with contextlib.suppress(Exception):  # a failed read is retried just below
                 await asyncio.shield(first)
         await self.index.sync(self.store)
+
+    async def intents(self, role: str) -> list[Memory]:
+        """`store.intents(role)`, kept while no memory changed: every recall checks them for
+        a cue (DESIGN §9.2), and an intent is a memory, so any change to one moves the vector
+        index's generation (a write here, or a row another connection committed, which the
+        sync just below pulls in)."""
+        first = self._first_vectors
+        if first is not None and not first.done():
+            return await self.store.intents(role)
+        await self.index.sync(self.store)
+        generation = self.index.generation
+        kept = self._intents.get(role)
+        if kept is not None and kept[0] == generation:
+            self._intents.move_to_end(role)
+            return list(kept[1])
+        found = await self.store.intents(role)
+        if self.index.generation == generation:  # nothing written while it was read
+            self._intents[role] = (generation, found)
+            self._intents.move_to_end(role)
+            while len(self._intents) > INTENT_ROLES:
+                self._intents.popitem(last=False)
+        return list(found)
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed `texts` in a worker thread.

@@ -1,9 +1,9 @@
 """Serving a process: MCP at /mcp, with the web console at /ui and the hooks' route at /hooks
 beside it over HTTP (DESIGN.md §13).
 
-The front ends never import one another (`tests/test_architecture.py`); this module is where
-they are put together, as the CLI is: `mcp.server.build_server` builds the MCP server alone,
-and the routes and apps that share its engine are added here.
+The front ends never import one another (`tests/package/test_architecture.py`); this module
+is where they are put together, as the CLI is: `mcp.server.build_server` builds the MCP server
+alone, and the routes and apps that share its engine are added here.
 """
 
 from __future__ import annotations
@@ -136,7 +136,11 @@ def run(
     plain_log_lines()
 
     # Forwarded headers are applied inside the app, behind the session cap (see http_app).
-    config = uvicorn.Config(app, log_level="warning", lifespan="on", proxy_headers=False)
+    # The app is ASGI 3; said outright, uvicorn does not guess it from the session cap's
+    # __call__ (a wrapper around it, as mutation testing puts there, made it guess ASGI 2).
+    config = uvicorn.Config(
+        app, log_level="warning", lifespan="on", proxy_headers=False, interface="asgi3"
+    )
     anyio.run(functools.partial(uvicorn.Server(config).serve, sockets=[sock]))
 
 

@@ -83,8 +83,21 @@ PACKAGES: dict[str, tuple[list[str], list[str], str]] = {
 }
 
 
+#: Tests that fail under mutmut's function wrappers whatever the mutant (a clean run fails):
+#: uvicorn's lifespan start-up found a coroutine where it calls the app's lifespan. Left out
+#: until that is understood; the same writes are checked in process without HTTP.
+BROKEN_UNDER_MUTMUT = {
+    "mcp": ["tests/mcp/test_concurrency_server.py::test_concurrent_http_clients_never_mix_writes"],
+}
+
+
 def _array(items: list[str]) -> str:
     return "[\n" + "".join(f"    {json.dumps(i)},\n" for i in items) + "]"
+
+
+def _uses_hypothesis(tests: list[str]) -> bool:
+    files = [f for t in tests for f in (Path(t).rglob("*.py") if Path(t).is_dir() else [Path(t)])]
+    return any("hypothesis" in f.read_text() for f in files if f.exists())
 
 
 def config(package: str, pyproject: str) -> str:
@@ -95,8 +108,17 @@ def config(package: str, pyproject: str) -> str:
         return text
     mutate, tests, marks = PACKAGES[package]
     skip = [f"nooa_mcp/{sub}/*" for sub in SUBPACKAGES] if package == "top" else []
+    # A mutant's wrapper can leave a coroutine or socket to the garbage collector; the
+    # project's filterwarnings=error would turn that, reported after the last test, into a
+    # failed session and stop the run, though every test's own verdict stands.
     args = ["-p", "no:cacheprovider", "-m", marks]
-    for test in SLOW:
+    args += ["-W", "ignore::pytest.PytestUnraisableExceptionWarning"]
+    if not _uses_hypothesis(tests):
+        # Its pytest plugin imports hypothesis in the terminal summary, deep in mutmut's
+        # harness, where Python 3.11.7's parser failed ("AST constructor recursion depth
+        # mismatch") and took the run down with it.
+        args += ["-p", "no:hypothesispytest"]
+    for test in SLOW + BROKEN_UNDER_MUTMUT.get(package, []):
         args += ["--deselect", test]
     table = (
         "[tool.mutmut]\n"

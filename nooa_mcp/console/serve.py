@@ -57,7 +57,8 @@ async def serve(
                 f"nooa-mcp console on http://{shown}:{bound}/ · store {settings.store} · "
                 + ("sign in with a token" if tokens else f"owner {settings.owner or '(shared)'}")
             )
-            config = uvicorn.Config(app, log_level="warning", lifespan="on")
+            # ASGI 3, said outright rather than guessed from the app's __call__.
+            config = uvicorn.Config(app, log_level="warning", lifespan="on", interface="asgi3")
             try:
                 await uvicorn.Server(config).serve(sockets=[sock])
             finally:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import anyio
 import click
@@ -13,6 +15,17 @@ from ..errors import NooaError
 from .variants import ASKS, INGESTS
 
 __all__ = ["eval_group"]
+
+
+def embedder_option(help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """`--embedder minilm|hash`: the bundled model, or the hash stand-in for smoke tests."""
+    return click.option(
+        "--embedder",
+        type=click.Choice(["minilm", "hash"]),
+        default="minilm",
+        show_default=True,
+        help=help,
+    )
 
 
 def _embedder(name: str):
@@ -59,13 +72,7 @@ def eval_group() -> None:
     help="Also let time pass: a pass of the shipped maintenance years after the dated turns, "
     "one a year later with nothing asked, and a simulated clock with monthly passes.",
 )
-@click.option(
-    "--embedder",
-    type=click.Choice(["minilm", "hash"]),
-    default="minilm",
-    show_default=True,
-    help="hash is a deterministic stand-in for smoke tests, not a model.",
-)
+@embedder_option("hash is a deterministic stand-in for smoke tests, not a model.")
 def locomo(
     file: Path,
     as_json: bool,
@@ -111,10 +118,7 @@ def locomo(
             )
     except NooaError as exc:
         raise click.ClickException(str(exc)) from None
-    if as_json:
-        click.echo(json.dumps(report.as_dict(), indent=2))
-    else:
-        click.echo(report.table())
+    _show(report, as_json)
 
 
 @eval_group.command()
@@ -132,13 +136,7 @@ def locomo(
 @click.option("--sessions", type=int, default=40, show_default=True, help="Synthetic sessions.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Synthetic workload seed.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")
-@click.option(
-    "--embedder",
-    type=click.Choice(["minilm", "hash"]),
-    default="minilm",
-    show_default=True,
-    help="Model for the synthetic workload (replay itself embeds nothing).",
-)
+@embedder_option("Model for the synthetic workload (replay itself embeds nothing).")
 @click.pass_context
 def replay(
     click_ctx: click.Context,
@@ -190,7 +188,9 @@ def replay(
         report = anyio.run(body)
     except NooaError as exc:
         raise click.ClickException(str(exc)) from None
-    if as_json:
-        click.echo(json.dumps(report.as_dict(), indent=2))
-    else:
-        click.echo(report.table())
+    _show(report, as_json)
+
+
+def _show(report: Any, as_json: bool) -> None:
+    """A report as JSON for machines, or as its table."""
+    click.echo(json.dumps(report.as_dict(), indent=2) if as_json else report.table())

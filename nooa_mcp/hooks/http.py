@@ -129,7 +129,7 @@ def hook_route(
         if not isinstance(data, dict):
             return JSONResponse({"error": "the hook input is not a JSON object"}, status_code=400)
         event = _BY_NAME.get(str(data.get("hook_event_name", "")))
-        prompt = data.get("prompt") if isinstance(data.get("prompt"), str) else ""
+        prompt = data["prompt"] if isinstance(data.get("prompt"), str) else ""
         if event is None or (event == "user-prompt" and not prompt.strip()):
             return Response(status_code=200)
         cwd = data.get("cwd") if isinstance(data.get("cwd"), str) else None

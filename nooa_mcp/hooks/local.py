@@ -1,4 +1,4 @@
-"""The hook's keyword path: no server, no model, standard library only (issue 13 item 2).
+"""The hook's keyword path: no server, no model, standard library only (DESIGN.md §12).
 
 It gives what keywords and cue words can: intents whose time has come or whose cue words are
 all in the prompt, memories that share enough words with the prompt (the rule of
@@ -73,8 +73,9 @@ def _reason(trigger: SimpleNamespace, now: datetime, text: str | None) -> str | 
     """Why an intent fires now ("time" or "cue"), or None (prospective.evaluate's rule)."""
     if time_due(trigger, now):
         return "time"
-    cued = text and (trigger.cue or "").strip() and is_armed(trigger, now)
-    return "cue" if cued and keywords_match(trigger.cue, text) else None
+    if not text or not (trigger.cue or "").strip() or not is_armed(trigger, now):
+        return None
+    return "cue" if keywords_match(trigger.cue, text) else None
 
 
 def _record(owner: str, session: str | None, query: str | None, rank: int | None) -> dict:
@@ -94,7 +95,7 @@ def _fire(
 ) -> list[tuple[str, Callable[[str], tuple[str, dict] | None], dict, dict]]:
     """The intents due now or cued by `text` (at most START_REMINDERS; the rest stay armed)."""
     role = owner.partition("@")[0]
-    out = []
+    out: list[tuple[str, Callable[[str], tuple[str, dict] | None], dict, dict]] = []
     for row in store.intents(role):
         trigger = _trigger(row["trigger"])
         reason = _reason(trigger, now, text)

@@ -1,4 +1,4 @@
-"""The hook's server path: ask a running `nooa-mcp serve --transport http` (issue 13 item 2).
+"""The hook's server path: ask a running `nooa-mcp serve --transport http` (DESIGN.md §12).
 
 The server has the model loaded and the vector index warm, so it answers with what recall
 gives — meaning as well as keywords. The command hook POSTs Claude Code's hook JSON to the

@@ -30,7 +30,7 @@ from ..domain.scope import Scope
 from ..domain.text import tokens
 from ..engine import text_of
 from ..storage import Store
-from ..storage.base import EdgeRow, ScoringRow
+from ..storage.base import EdgeRow, RankingReads, ScoringRow
 from ..storage.vectors import VectorIndex
 
 __all__ = ["KeywordRead", "Links", "Ranked", "Ranking", "keyword_candidates", "rank"]
@@ -141,15 +141,44 @@ class Links:
         cls, store: Store, ids: list[str], scope: Scope, *, out: bool, into: bool
     ) -> Links:
         links = cls()
-        if out and ids:
-            links.out = {i: [] for i in ids}
-            for e in await store.out_edges(ids, scope):
-                links.out[e.src].append(e)
-        if into and ids:
-            links.into = {i: [] for i in ids}
-            for e in await store.successors(ids, SUPERSEDING_RELATIONS, scope):
-                links.into[e.dst].append(e)
+        if ids and (out or into):
+            read = await store.ranking_reads(
+                ids, scope, SUPERSEDING_RELATIONS, rows=False, out=out, into=into
+            )
+            links.add(read, ids, out=out, into=into)
         return links
+
+    def add(self, read: RankingReads, ids: list[str], *, out: bool, into: bool) -> None:
+        """Take the links `read` holds for `ids` (`Store.ranking_reads` of them)."""
+        if out:
+            self.out.update({i: [] for i in ids})
+            for e in read.out:
+                self.out[e.src].append(e)
+        if into:
+            self.into.update({i: [] for i in ids})
+            for e in read.into:
+                self.into[e.dst].append(e)
+
+    async def rows_and_links(
+        self,
+        store: Store,
+        ids: list[str],
+        scope: Scope,
+        *,
+        out: bool,
+        also: list[str] | tuple[str, ...] = (),
+    ) -> list[ScoringRow]:
+        """`store.scoring_rows(ids)`, with the links around them (and around the memories
+        `also`, whose links were not read ahead) read in the same round trip (out-edges only
+        if ranking spreads), so spreading and supersession need not ask."""
+        around = [*also, *(i for i in ids if i not in set(also))]
+        if not around:
+            return []
+        read = await store.ranking_reads(
+            ids, scope, SUPERSEDING_RELATIONS, rows=True, out=out, into=True, links=around
+        )
+        self.add(read, around, out=out, into=True)
+        return read.rows
 
     async def out_edges(self, store: Store, sources: list[str], scope: Scope) -> list[EdgeRow]:
         """`store.out_edges(sources, scope)`, reading only the sources not read ahead."""
@@ -171,6 +200,9 @@ class KeywordRead:
 
     rows: list[ScoringRow]
     links: Links
+    #: Keyword hits whose links were not read ahead (`Store.batches_reads`): `rank` reads
+    #: them with the rows the vector search adds.
+    pending: list[str] = field(default_factory=list)
 
 
 async def rank(
@@ -203,16 +235,18 @@ async def rank(
     """
     s = settings
     hops = s.hops if hops is None else hops
-    dense_ready = query_vector is not None and s.use_dense
+    vector = query_vector if s.use_dense else None
+    dense_ready = vector is not None
 
     dense: dict[str, float] = {}
-    if dense_ready:
+    if vector is not None:
+        faded: list[tuple[str, float]] = []
         if whole_archive:
             mask = index.mask(scope, True, types)
-            live, faded = index.search(query_vector, mask, s.n_dense), []
+            live = index.search(vector, mask, s.n_dense)
         else:
             mask = index.mask(scope, types=types, faded=s.n_faded > 0)
-            live, faded = index.search_tiers(query_vector, mask, s.n_dense, s.n_faded)
+            live, faded = index.search_tiers(vector, mask, s.n_dense, s.n_faded)
         for memory_id, cos in [*live, *faded]:
             if cos >= s.min_similarity:
                 dense[memory_id] = cos
@@ -232,16 +266,22 @@ async def rank(
         links = read.links
         have = {r.id for r in read.rows}
         missing = [i for i in wanted if i not in have]
-        rows = [*read.rows, *(await store.scoring_rows(missing) if missing else [])]
+        # The rows the vector search added come with their links: one round trip, not three.
+        added = await links.rows_and_links(
+            store, missing, scope, out=_spreads(s, hops), also=read.pending
+        )
+        rows = [*read.rows, *added]
     candidates: dict[str, Ranked] = {}
     bm25: dict[str, float] = {}
-    keyword_rows = sorted((r for r in rows if r.bm25 is not None), key=lambda r: -r.bm25)
+    keyword_rows = sorted(
+        ((r, r.bm25) for r in rows if r.bm25 is not None), key=lambda pair: -pair[1]
+    )
     # Each tier has its own places: live rows up to n_sparse, faded ones up to n_faded.
     places = {False: s.n_sparse, True: s.n_faded}
-    for row in keyword_rows:
+    for row, keyword_score in keyword_rows:
         if types and row.type not in types:
             continue
-        bm25[row.id] = row.bm25
+        bm25[row.id] = keyword_score
         tier = bool(row.archived) and not whole_archive
         places[tier] -= 1
         if row.id in dense:
@@ -261,10 +301,11 @@ async def rank(
         del candidates[memory_id]
     query_tokens = tokens(query)
     top_bm25 = max(bm25.values(), default=0.0)
-    if dense_ready:
+    if vector is not None:
         sparse = [r for r in candidates.values() if r.source == "sparse"]
-        for r, cos in zip(sparse, index.cosines([r.id for r in sparse], query_vector), strict=True):
-            r.cos = cos
+        sims = index.cosines([r.id for r in sparse], vector)
+        for r, sim in zip(sparse, sims, strict=True):
+            r.cos = sim
     for r in candidates.values():
         r.lex = bm25.get(r.id, 0.0) / top_bm25 if top_bm25 > 0 else 0.0
         # Without a query vector, BM25 (scaled by the best hit) stands in for the cosine.
@@ -420,6 +461,9 @@ async def keyword_candidates(
     )
     hops = settings.hops if hops is None else hops
     ids = [r.id for r in rows if not types or r.type in types]
+    if store.batches_reads:
+        # Their links come in the round trip after the vector search (`Store.batches_reads`).
+        return KeywordRead(rows, Links(), pending=ids)
     links = await Links.read(store, ids, scope, out=_spreads(settings, hops), into=True)
     return KeywordRead(rows, links)
 
@@ -451,7 +495,9 @@ def _score_parts(rows: list[Ranked], query_tokens: set[str], now: float, s: Reca
         lex=np.array([r.lex for r in rows]),
         mu=s.mu,
     )
-    rec = scoring.sigmoid(scoring.base_levels(ages, counts, firsts, s.decay, s.time_grain))
+    rec = np.asarray(
+        scoring.sigmoid(scoring.base_levels(ages, counts, firsts, s.decay, s.time_grain))
+    )
     for r, rel_i, rec_i in zip(rows, rel, rec, strict=True):
         r.rel = float(rel_i)
         r.rec = float(rec_i)
@@ -511,11 +557,9 @@ async def _add_outsiders(run: _Pass, ids: list[str]) -> None:
     wanted = [i for i in ids if i not in run.candidates]
     if not wanted:
         return
-    rows = [
-        Ranked(row, "spread")
-        for row in await run.store.scoring_rows(wanted)
-        if not run.types or row.type in run.types
-    ]
+    # Their superseding links come in the same round trip (`_supersession` asks for them).
+    read = await run.links.rows_and_links(run.store, wanted, run.scope, out=False)
+    rows = [Ranked(row, "spread") for row in read if not run.types or row.type in run.types]
     if run.query_vector is not None:
         for r, cos in zip(
             rows, run.index.cosines([r.id for r in rows], run.query_vector), strict=True

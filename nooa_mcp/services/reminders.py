@@ -48,7 +48,7 @@ async def fire(
     if not caller.store.writable:
         return out  # firing marks the intent: nothing fires where nothing can be written
     skip = set(exclude)
-    intents = {m.id: m for m in await caller.store.intents(caller.role) if m.id not in skip}
+    intents = {m.id: m for m in await caller.engine.intents(caller.role) if m.id not in skip}
     if not intents:
         return out
     now = utc_now()

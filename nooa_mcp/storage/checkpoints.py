@@ -3,9 +3,8 @@
 SQLite copies the write-ahead log back into the database file when a commit finds the log over
 1,000 pages (`wal_autocheckpoint`). That commit then holds the store's one connection for the
 copy and its fsyncs; on a server it is usually the access log written right after a recall's
-reply, so the next call's reads wait behind the copy. Measured at 100k memories (in process,
-300 LoCoMo recalls, issue 12): p99 46 ms and worst 184–202 ms with SQLite's automatic
-checkpoints, p99 29–30 ms and worst 48 ms without them; p50 the same.
+reply, so the next call's reads wait behind the copy: at 100k memories that showed in the
+p99 and worst recall times, not in the median (BENCHMARKS.md).
 
 So a writable store turns the automatic checkpoint off on its connection and a `Checkpointer`
 thread, with a connection of its own, checkpoints once a second. PASSIVE mode never waits for a

@@ -1,7 +1,7 @@
 """Row number ↔ memory id for the vector index, in ~50 bytes per row instead of ~160.
 
 The index kept a list of id strings and a dict from id to row: at 100k rows that was 15 MiB of
-str objects, dict slots and int objects (tracemalloc, issue 12: RSS ≤ 400 MB at 100k). Here the
+str objects, dict slots and int objects, a good part of the memory budget. Here the
 ids are one UTF-8 buffer with end offsets, and lookups go through their hashes, sorted, beside
 a small dict of the rows added since the last sort. Ids are any text (imports keep theirs), so
 nothing assumes a width.

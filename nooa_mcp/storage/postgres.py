@@ -1,4 +1,4 @@
-"""The PostgreSQL store: one database shared by several nooa-mcp servers (issue 11).
+"""The PostgreSQL store: one database shared by several nooa-mcp servers (DESIGN.md §15).
 
 Selected with `--store postgresql://user@host:5432/database` (or NOOA_STORE). The store lives
 in the connection's schema (`public` unless the URL sets `options=-csearch_path%3D<schema>`),
@@ -37,8 +37,8 @@ from typing import Any
 
 import numpy as np
 
-from ..domain.reflection import Node, Rows
-from ..domain.schema import AccessRecord, Edge, EdgeType, Memory
+from ..domain.reflection import Rows
+from ..domain.schema import AccessRecord, EdgeType, Memory
 from ..domain.scope import Scope
 from ..errors import (
     AmbiguousId,
@@ -58,12 +58,10 @@ from .base import (
     REFLECTION_COLUMNS,
     Counts,
     EdgeRow,
-    KpiRaw,
     KpiTotals,
-    MaintenanceEntry,
+    RankingReads,
     RowChanges,
     ScoringRow,
-    Tombstone,
     VectorRow,
 )
 from .keywords import query_stems, row_stems
@@ -81,17 +79,14 @@ from .pg_search import (
 from .rows import (
     MIN_PREFIX,
     SCORING_COLUMNS,
-    TODO_ORDER,
-    access_from_row,
     epoch,
     memory_from_row,
     memory_values,
     scoring_from_row,
     time_from_epoch,
-    tombstone_from_row,
     vector_from_blob,
-    vector_of,
 )
+from .sql_core import POSTGRES, SqlVerbs
 
 try:
     import psycopg
@@ -171,10 +166,13 @@ def _short(exc: BaseException) -> str:
     return text.rstrip(".")
 
 
-class PostgresStore:
+class PostgresStore(SqlVerbs):
     """An open PostgreSQL store. Create with `await PostgresStore.open(url)`; `close()` it."""
 
     kind = "postgresql"
+    batches_reads = True
+
+    dialect = POSTGRES
 
     def __init__(self, pool: Any, conninfo: str, label: str, schema: str) -> None:
         self.pool = pool
@@ -460,6 +458,9 @@ class PostgresStore:
                     raise self._unavailable(exc) from None
                 retries -= 1
 
+    async def _blob_rows(self, query: Any, params: dict[str, Any] | None = None) -> list[dict]:
+        return await self._rows(query, params, binary=True)
+
     async def _scalar(self, query: Any, params: dict[str, Any] | None = None) -> Any:
         rows = await self._rows(query, params)
         return next(iter(rows[0].values())) if rows else None
@@ -493,9 +494,6 @@ class PostgresStore:
 
     # ------------------------------------------------------------------ meta and leases
 
-    async def get_meta(self, key: str) -> str | None:
-        return await self._scalar("SELECT value FROM meta WHERE key = %(k)s", {"k": key})
-
     async def lock_meta(self, key: str) -> str | None:
         """The value, with the key locked until the transaction ends — even a key that does
         not exist yet, so two servers cannot both see "no lease" and both take it."""
@@ -505,13 +503,6 @@ class PostgresStore:
                 {"k": f"{self.schema}/meta/{key}"},
             )
         return await self.get_meta(key)
-
-    async def set_meta(self, key: str, value: str) -> None:
-        await self._exec(
-            "INSERT INTO meta(key, value) VALUES (%(k)s, %(v)s) "
-            "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
-            {"k": key, "v": value},
-        )
 
     # ------------------------------------------------------------------ ids
 
@@ -547,19 +538,6 @@ class PostgresStore:
         if len(matches) > 1:
             raise AmbiguousId(ident, matches, field)
         return matches[0]
-
-    async def owners_of(self, ids: Sequence[str]) -> dict[str, str]:
-        rows = await self._rows(
-            "SELECT id, owner FROM memories WHERE id = ANY(%(ids)s)", {"ids": list(ids)}
-        )
-        return {r["id"]: r["owner"] for r in rows}
-
-    async def live_ids(self, ids: Sequence[str]) -> set[str]:
-        rows = await self._rows(
-            "SELECT id FROM memories WHERE id = ANY(%(ids)s) AND NOT archived",
-            {"ids": list(ids)},
-        )
-        return {r["id"] for r in rows}
 
     # ------------------------------------------------------------------ memories
 
@@ -645,14 +623,6 @@ class PostgresStore:
         )
         return {r["id"]: memory_from_row(r) for r in rows}
 
-    async def embeddings_of(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
-        rows = await self._rows(
-            "SELECT id, embedding FROM memories WHERE id = ANY(%(ids)s) AND embedding IS NOT NULL",
-            {"ids": list(ids)},
-            binary=True,
-        )
-        return {r["id"]: vector_of(r["embedding"]) for r in rows}
-
     async def find_by_hash(self, content_hash: str, role: str, type: str) -> str | None:
         """A live memory of this role and type with exactly this content.
 
@@ -668,77 +638,6 @@ class PostgresStore:
             "SELECT id FROM memories WHERE content_hash = %(h)s AND role = %(r)s "
             "AND type = %(t)s AND NOT archived ORDER BY created_at, seq LIMIT 1",
             {"h": content_hash, "r": role, "t": type},
-        )
-
-    async def unembedded(self, dim: int, limit: int) -> list[tuple[str, str, str]]:
-        rows = await self._rows(
-            "SELECT id, title, content FROM memories WHERE embedding IS NULL "
-            "OR octet_length(embedding) != %(n)s ORDER BY seq LIMIT %(l)s",
-            {"n": dim * 4, "l": limit},
-        )
-        return [(r["id"], r["title"], r["content"]) for r in rows]
-
-    def _list_where(
-        self,
-        scope: Scope,
-        archived: bool | None,
-        type: str | None,
-        status: str | None,
-        owner: str | None = None,
-        tag: str | None = None,
-    ) -> tuple[list[str], dict[str, Any]]:
-        where, params = scope_sql(scope, "")
-        clauses = [where]
-        if archived is not None:
-            clauses.append("archived = %(archived)s")
-            params["archived"] = archived
-        if type is not None:
-            clauses.append("type = %(type)s")
-            params["type"] = type
-        if status is not None:
-            clauses.append("status = %(status)s")
-            params["status"] = status
-        if owner is not None:
-            clauses.append("owner = %(owner)s")
-            params["owner"] = owner
-        if tag is not None:
-            # Under the C collation lower() folds ASCII only, as SQLite's lower() does.
-            clauses.append(
-                "EXISTS (SELECT 1 FROM jsonb_array_elements_text(tags) t "
-                'WHERE lower(t COLLATE "C") = lower(%(tag)s::text COLLATE "C"))'
-            )
-            params["tag"] = tag
-        return clauses, params
-
-    async def list_memories(
-        self,
-        scope: Scope,
-        *,
-        archived: bool | None = False,
-        type: str | None = None,
-        status: str | None = None,
-        owner: str | None = None,
-        tag: str | None = None,
-        after_seq: int | None = None,
-        limit: int = 50,
-    ) -> list[Memory]:
-        clauses, params = self._list_where(scope, archived, type, status, owner, tag)
-        if after_seq is not None:
-            clauses.append("seq > %(after)s")
-            params["after"] = after_seq
-        params["limit"] = limit
-        rows = await self._rows(
-            f"SELECT * FROM memories WHERE {' AND '.join(clauses)} ORDER BY seq LIMIT %(limit)s",
-            params,
-        )
-        return [memory_from_row(r) for r in rows]
-
-    async def count_memories(
-        self, scope: Scope, *, type: str | None = None, status: str | None = None
-    ) -> int:
-        clauses, params = self._list_where(scope, False, type, status)
-        return await self._scalar(
-            f"SELECT count(*) FROM memories WHERE {' AND '.join(clauses)}", params
         )
 
     async def context_rows(self, scope: Scope, limit: int) -> list[Memory]:
@@ -758,25 +657,6 @@ class PostgresStore:
         order = [r["id"] for r in picked]
         found = await self.fetch_many(order)
         return [found[i] for i in order if i in found]
-
-    async def todo_rows(self, scope: Scope, status: str | None, limit: int) -> list[Memory]:
-        clauses, params = self._list_where(scope, False, "todo", status)
-        picked = await self._rows(
-            f"SELECT id FROM memories WHERE {' AND '.join(clauses)} "
-            f"ORDER BY {TODO_ORDER} LIMIT %(limit)s",
-            {**params, "limit": limit},
-        )
-        order = [r["id"] for r in picked]
-        found = await self.fetch_many(order)
-        return [found[i] for i in order if i in found]
-
-    async def intents(self, role: str) -> list[Memory]:
-        rows = await self._rows(
-            "SELECT * FROM memories WHERE type = 'intent' AND NOT archived AND role = %(r)s "
-            "AND trigger IS NOT NULL ORDER BY seq",
-            {"r": role},
-        )
-        return [memory_from_row(r) for r in rows]
 
     # ------------------------------------------------------------------ recall
 
@@ -910,15 +790,6 @@ class PostgresStore:
         )
         return [scoring_from_row(r, r["bm25"]) for r in ranked]
 
-    async def scoring_rows(self, ids: Sequence[str]) -> list[ScoringRow]:
-        if not ids:
-            return []
-        rows = await self._rows(
-            f"SELECT {SCORING_COLUMNS} FROM memories m WHERE m.id = ANY(%(ids)s)",
-            {"ids": list(ids)},
-        )
-        return [scoring_from_row(r) for r in rows]
-
     # ------------------------------------------------------------------ edges
 
     async def add_edge(
@@ -950,69 +821,51 @@ class PostgresStore:
             ],
         )
 
-    async def edges_of(self, memory_id: str) -> list[Edge]:
-        rows = await self._rows(
-            "SELECT dst, type, weight, created_at FROM edges WHERE src = %(s)s "
-            "ORDER BY created_at, dst, type",
-            {"s": memory_id},
+    async def ranking_reads(
+        self,
+        ids: Sequence[str],
+        scope: Scope,
+        relations: Sequence[str],
+        *,
+        rows: bool,
+        out: bool,
+        into: bool,
+        links: Sequence[str] | None = None,
+    ) -> RankingReads:
+        """See `Store.ranking_reads`: the statements go out in one pipeline and their
+        answers come back together, one round trip."""
+        ids = list(ids)
+        around = ids if links is None else list(links)
+        statements = []
+        if ids and rows:
+            by_id = f"SELECT {SCORING_COLUMNS} FROM memories m WHERE m.id = ANY(%(ids)s)"
+            statements.append((by_id, {"ids": ids}))
+        if around and out:
+            statements.append(self.out_edges_statement(around, scope))
+        if around and into:
+            statements.append(self.successors_statement(around, relations, scope))
+        answers = iter(await self._pipelined(statements))
+        return RankingReads(
+            [scoring_from_row(r) for r in next(answers)] if ids and rows else [],
+            [_edge_row(r) for r in next(answers)] if around and out else [],
+            [_edge_row(r) for r in next(answers)] if around and into else [],
         )
-        return [
-            Edge(
-                target=r["dst"],
-                type=r["type"],
-                weight=r["weight"],
-                created_at=time_from_epoch(r["created_at"]),
-            )
-            for r in rows
-        ]
 
-    async def out_edges(self, sources: Sequence[str], scope: Scope) -> list[EdgeRow]:
-        """Outgoing edges of `sources` whose targets are live and inside `scope` (SPEC §5)."""
-        where, params = scope_sql(scope)
-        rows = await self._rows(
-            "SELECT e.src, e.dst, e.type, e.weight FROM edges e JOIN memories m ON m.id = e.dst "
-            f"WHERE e.src = ANY(%(ids)s) AND NOT m.archived AND {where}",
-            {**params, "ids": list(sources)},
-        )
-        return [EdgeRow(r["src"], r["dst"], r["type"], r["weight"]) for r in rows]
-
-    async def successors(
-        self, targets: Sequence[str], relations: Sequence[str], scope: Scope
-    ) -> list[EdgeRow]:
-        where, params = scope_sql(scope)
-        rows = await self._rows(
-            "SELECT e.src, e.dst, e.type, e.weight FROM edges e JOIN memories m ON m.id = e.src "
-            "WHERE e.dst = ANY(%(ids)s) AND e.type = ANY(%(rel)s::text[]) "
-            f"AND NOT m.archived AND {where}",
-            {**params, "ids": list(targets), "rel": list(relations)},
-        )
-        return [EdgeRow(r["src"], r["dst"], r["type"], r["weight"]) for r in rows]
-
-    async def links_of(self, ids: Sequence[str], scope: Scope) -> list[EdgeRow]:
-        where, params = scope_sql(scope)
-        rows = await self._rows(
-            "SELECT e.src, e.dst, e.type, e.weight FROM edges e JOIN memories m ON m.id = e.dst "
-            f"WHERE e.src = ANY(%(ids)s) AND {where} "
-            "UNION SELECT e.src, e.dst, e.type, e.weight FROM edges e "
-            f"JOIN memories m ON m.id = e.src WHERE e.dst = ANY(%(ids)s) AND {where}",
-            {**params, "ids": list(ids)},
-        )
-        return [EdgeRow(r["src"], r["dst"], r["type"], r["weight"]) for r in rows]
-
-    async def edge_pairs(self, role: str | None, live_only: bool = True) -> list[EdgeRow]:
-        clauses, params = ["true"], {}
-        if role is not None:
-            clauses.append("a.role = %(role)s")
-            params["role"] = role
-        if live_only:
-            clauses.append("NOT a.archived AND NOT b.archived")
-        rows = await self._rows(
-            "SELECT e.src, e.dst, e.type, e.weight FROM edges e "
-            "JOIN memories a ON a.id = e.src JOIN memories b ON b.id = e.dst "
-            f"WHERE {' AND '.join(clauses)}",
-            params,
-        )
-        return [EdgeRow(r["src"], r["dst"], r["type"], r["weight"]) for r in rows]
+    async def _pipelined(self, statements: list[tuple[str, dict[str, Any]]]) -> list[list[dict]]:
+        """Run read statements in one pipeline (one round trip), retried once like `_rows`."""
+        if len(statements) <= 1:
+            return [await self._rows(query, params) for query, params in statements]
+        retries = 0 if self.in_transaction else 1
+        while True:
+            try:
+                async with self._conn() as conn:
+                    async with conn.pipeline():
+                        cursors = [await conn.execute(q, p) for q, p in statements]
+                    return [await cur.fetchall() for cur in cursors]
+            except psycopg.OperationalError as exc:
+                if retries == 0 or isinstance(exc, _CONFLICTS):
+                    raise self._unavailable(exc) from None
+                retries -= 1
 
     async def edges_touching(self, ids: Sequence[str]) -> list[EdgeRow]:
         """Edges with `src` or `dst` among `ids` (each once), through both edge indexes."""
@@ -1056,161 +909,9 @@ class PostgresStore:
             ],
         )
 
-    async def access_stream(
-        self,
-        memory_id: str | None,
-        limit: int,
-        before_seq: int | None = None,
-        scope: Scope | None = None,
-    ) -> list[tuple[int, str, AccessRecord]]:
-        clauses, params = ["true"], dict[str, Any](limit=limit)
-        if memory_id is not None:
-            clauses.append("a.memory_id = %(mid)s")
-            params["mid"] = memory_id
-        if before_seq is not None:
-            clauses.append("a.seq < %(before)s")
-            params["before"] = before_seq
-        join = ""
-        if scope is not None:
-            where, sp = scope_sql(scope)
-            join = "JOIN memories m ON m.id = a.memory_id"
-            clauses.append(where)
-            params.update(sp)
-        rows = await self._rows(
-            f"SELECT a.* FROM accesses a {join} WHERE {' AND '.join(clauses)} "
-            "ORDER BY a.seq DESC LIMIT %(limit)s",
-            params,
-        )
-        return [(r["seq"], r["memory_id"], access_from_row(r)) for r in rows]
-
-    async def count_accesses(self, memory_id: str) -> int:
-        return await self._scalar(
-            "SELECT count(*) FROM accesses WHERE memory_id = %(m)s", {"m": memory_id}
-        )
-
     # ------------------------------------------------------------------ tombstones
 
-    async def add_tombstone(self, memory_id: str, reason: str, when: datetime) -> None:
-        await self._exec(
-            "INSERT INTO tombstones(memory_id, owner, role, type, content_hash, embedding, "
-            "reason, ts) SELECT id, owner, role, type, content_hash, embedding, %(r)s, %(t)s "
-            "FROM memories WHERE id = %(i)s",
-            {"r": reason, "t": epoch(when), "i": memory_id},
-        )
-
-    async def lift_tombstones(self, memory_id: str, when: datetime) -> None:
-        await self._exec(
-            "UPDATE tombstones SET lifted_at = %(t)s WHERE memory_id = %(i)s AND lifted_at IS NULL",
-            {"t": epoch(when), "i": memory_id},
-        )
-
-    async def tombstone_by_hash(self, content_hash: str, role: str) -> Tombstone | None:
-        rows = await self._rows(
-            "SELECT t.* FROM tombstones t JOIN memories m ON m.id = t.memory_id "
-            "WHERE t.content_hash = %(h)s AND t.role = %(r)s AND t.lifted_at IS NULL "
-            "AND m.archived ORDER BY t.ts DESC, t.seq DESC LIMIT 1",
-            {"h": content_hash, "r": role},
-        )
-        return tombstone_from_row(rows[0]) if rows else None
-
-    async def tombstones_of(self, memory_ids: Sequence[str]) -> dict[str, Tombstone]:
-        rows = await self._rows(
-            "SELECT t.* FROM tombstones t JOIN memories m ON m.id = t.memory_id "
-            "WHERE t.memory_id = ANY(%(ids)s) AND t.lifted_at IS NULL AND m.archived "
-            "ORDER BY t.ts, t.seq",
-            {"ids": list(memory_ids)},
-        )
-        return {r["memory_id"]: tombstone_from_row(r) for r in rows}
-
-    async def all_tombstones(self, memory_ids: Sequence[str]) -> dict[str, list[Tombstone]]:
-        """Every tombstone (lifted ones too) of these memories, oldest first: for export."""
-        rows = await self._rows(
-            "SELECT * FROM tombstones WHERE memory_id = ANY(%(ids)s) ORDER BY ts, seq",
-            {"ids": list(memory_ids)},
-        )
-        out: dict[str, list[Tombstone]] = {}
-        for r in rows:
-            out.setdefault(r["memory_id"], []).append(tombstone_from_row(r))
-        return out
-
     # ------------------------------------------------------------------ maintenance
-
-    async def log_maintenance(self, kind: str, report: dict[str, Any]) -> None:
-        await self._exec(
-            "INSERT INTO maintenance_log(ts, kind, report) VALUES (%(t)s, %(k)s, %(r)s)",
-            {
-                "t": datetime.now(UTC).timestamp(),
-                "k": kind,
-                "r": json.dumps(report, default=str),
-            },
-        )
-
-    async def maintenance_entries(
-        self, kind: str | None = None, limit: int = 20, role: str | None = None
-    ) -> list[MaintenanceEntry]:
-        clauses, params = ["true"], dict[str, Any](limit=limit)
-        if kind is not None:
-            clauses.append("kind = %(kind)s")
-            params["kind"] = kind
-        if role is not None:
-            clauses.append("report->>'role' = %(role)s")
-            params["role"] = role
-        rows = await self._rows(
-            f"SELECT seq, ts, kind, report FROM maintenance_log WHERE {' AND '.join(clauses)} "
-            "ORDER BY seq DESC LIMIT %(limit)s",
-            params,
-        )
-        return [
-            MaintenanceEntry(r["seq"], time_from_epoch(r["ts"]), r["kind"], json.loads(r["report"]))
-            for r in rows
-        ]
-
-    async def count_maintenance(self, kind: str, role: str | None = None) -> int:
-        if role is None:
-            return await self._scalar(
-                "SELECT count(*) FROM maintenance_log WHERE kind = %(k)s", {"k": kind}
-            )
-        return await self._scalar(
-            "SELECT count(*) FROM maintenance_log WHERE kind = %(k)s AND report->>'role' = %(r)s",
-            {"k": kind, "r": role},
-        )
-
-    async def reflection_nodes(self, role: str | None) -> tuple[list[Node], np.ndarray]:
-        where, params = ("role = %(role)s", {"role": role}) if role is not None else ("true", {})
-        rows = await self._rows(
-            "SELECT id, type, owner, status, importance, authored_importance, salience, "
-            "confidence, strength, reinforcement_count, created_at, last_accessed_at, archived, "
-            f"embedding FROM memories WHERE NOT archived AND {where} ORDER BY seq",
-            params,
-            binary=True,
-        )
-        dim = next((len(r["embedding"]) // 4 for r in rows if r["embedding"] is not None), 0)
-        vectors = np.zeros((len(rows), dim), dtype=np.float32)
-        nodes = []
-        for i, r in enumerate(rows):
-            blob = r["embedding"]
-            if blob is not None and len(blob) == dim * 4:
-                vectors[i] = np.frombuffer(blob, dtype=np.float32)
-            authored = r["authored_importance"]
-            nodes.append(
-                Node(
-                    id=r["id"],
-                    type=r["type"],
-                    owner=r["owner"],
-                    created_at=time_from_epoch(r["created_at"]),
-                    last_accessed_at=time_from_epoch(r["last_accessed_at"]),
-                    importance=r["importance"],
-                    authored_importance=r["importance"] if authored is None else authored,
-                    salience=r["salience"],
-                    confidence=r["confidence"],
-                    strength=r["strength"],
-                    reinforcement_count=r["reinforcement_count"],
-                    status=r["status"],
-                    archived=r["archived"],
-                    row=i,
-                )
-            )
-        return nodes, vectors
 
     async def reflection_changes(self, since: int | None, limit: int) -> RowChanges | None:
         """None: `rev` moves only with what vector caches hold (not status, importance or
@@ -1249,70 +950,6 @@ class PostgresStore:
         by_owner = {r["owner"]: r["live"] for r in rows if r["level"] == 2 and r["live"]}
         overall = next(r for r in rows if r["level"] == 3)
         return Counts(overall["n"], overall["archived"], by_type, by_owner)
-
-    async def kpi_rows(self, scope: Scope, reads: Sequence[str]) -> KpiRaw:
-        where, params = scope_sql(scope)
-        params = {**params, "reads": list(reads)}
-        counts = {
-            r["memory_id"]: r["n"]
-            for r in await self._rows(
-                "SELECT a.memory_id, count(*) AS n FROM accesses a JOIN memories m "
-                "ON m.id = a.memory_id WHERE a.channel = ANY(%(reads)s::text[]) "
-                f"AND NOT m.archived AND {where} GROUP BY a.memory_id",
-                params,
-            )
-        }
-        derived = {
-            r["src"]
-            for r in await self._rows(
-                "SELECT DISTINCT e.src FROM edges e JOIN memories m ON m.id = e.src "
-                f"WHERE e.type = 'derived_from' AND NOT m.archived AND {where}",
-                params,
-            )
-        }
-        per_memory = [
-            (r["id"], r["type"], r["id"] in derived, counts.get(r["id"], 0))
-            for r in await self._rows(
-                f"SELECT m.id, m.type FROM memories m WHERE NOT m.archived AND {where} "
-                "ORDER BY m.seq",
-                params,
-            )
-        ]
-        todos = await self._rows(
-            f"SELECT status, created_at FROM memories m WHERE m.type = 'todo' AND {where} "
-            "AND NOT m.archived ORDER BY m.seq",
-            params,
-        )
-        cross = await self._scalar(
-            "SELECT count(*) FROM accesses a JOIN memories m ON m.id = a.memory_id "
-            "WHERE a.channel = ANY(%(reads)s::text[]) AND m.owner != '' "
-            "AND a.reader_owner != '' AND m.role != split_part(a.reader_owner, '@', 1) "
-            f"AND {where}",
-            params,
-        )
-        tombstones = await self._scalar(
-            "SELECT count(*) FROM tombstones t JOIN memories m ON m.id = t.memory_id "
-            f"WHERE t.lifted_at IS NULL AND {where}",
-            params,
-        )
-        b_where, b_params = scope_sql(scope, "b", "dst")
-        edges = await self._scalar(
-            "SELECT count(*) FROM edges e JOIN memories m ON m.id = e.src "
-            f"JOIN memories b ON b.id = e.dst WHERE {where} AND {b_where}",
-            {**params, **b_params},
-        )
-        accesses = await self._scalar(
-            f"SELECT count(*) FROM accesses a JOIN memories m ON m.id = a.memory_id WHERE {where}",
-            params,
-        )
-        return KpiRaw(
-            per_memory=per_memory,
-            todos=[(r["status"], time_from_epoch(r["created_at"])) for r in todos],
-            cross_owner_reads=cross,
-            tombstones=tombstones,
-            edges=edges,
-            accesses=accesses,
-        )
 
     async def kpi_totals(self, scope: Scope, reads: Sequence[str]) -> KpiTotals:
         """`kpi_rows` summed here, from `access_counts`: one pass over the scope's memories."""
@@ -1505,3 +1142,7 @@ async def _migrate(conn: Any, label: str, schema: str) -> None:
             f"this user may not create nooa-mcp's tables in schema {schema} ({_short(exc)}).",
             "Grant CREATE on the schema, or point --store at a schema this user owns.",
         ) from None
+
+
+def _edge_row(r: dict) -> EdgeRow:
+    return EdgeRow(r["src"], r["dst"], r["type"], r["weight"])

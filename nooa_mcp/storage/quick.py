@@ -1,11 +1,11 @@
-"""A quick, synchronous look into a SQLite store for the Claude Code hook (issue 13).
+"""A quick, synchronous look into a SQLite store for the Claude Code hook (DESIGN.md §12).
 
 A prompt hook is a fresh process before every prompt with a budget of ~150 ms, and importing
 the async store (aiosqlite, numpy, pydantic) costs more than that. This module uses only the
 standard library's sqlite3 and reads and writes the same tables, with the same rules, as
 `storage/sqlite.py`: the keyword search (FTS5, BM25 with the same column weights, the same
 common-word cut-off), owner visibility, and for what it shows an `injected` access (ring,
-channel counter and stream; never base-level, SPEC §2) in one `BEGIN IMMEDIATE` transaction.
+channel counter and stream; never base-level, DESIGN.md §3.1) in one `BEGIN IMMEDIATE` transaction.
 Constants shared with `storage/sqlite.py` are checked equal by the tests.
 
 It never creates a store: a missing file is simply nothing to show.

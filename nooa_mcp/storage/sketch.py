@@ -2,9 +2,8 @@
 
 A write asks whether any stored memory is at cosine ≥ 0.92 (a near-duplicate) or any
 forgotten one at ≥ 0.95 (a tombstone). A product over every row answers that by reading the
-whole matrix: 147 MiB at 100k rows, ~7 ms of one core per write, the largest cost of a write
-at that size after the model (issue 12). Almost no row comes near such a threshold, and this
-sketch says which rows cannot, without reading them.
+whole matrix, at 100k rows the largest cost of a write after the model. Almost no row comes
+near such a threshold, and this sketch says which rows cannot, without reading them.
 
 For an orthonormal basis B (d × dim) and vectors q, x, split each into its part in the
 basis and the rest: q·x = (Bq)·(Bx) + q⊥·x⊥, and by Cauchy–Schwarz q⊥·x⊥ ≤ |q⊥|·|x⊥|. So

@@ -1,4 +1,4 @@
-"""The SQLite store: one file is the source of truth on one machine (SPEC §3).
+"""The SQLite store: one file is the source of truth on one machine (DESIGN.md §15).
 
 Several server processes share the file. WAL lets readers run beside one writer;
 `busy_timeout` makes writers wait for each other; every read-then-write transaction takes the
@@ -30,10 +30,9 @@ import anyio
 import anyio.to_thread
 import numpy as np
 
-from ..domain.reflection import Node, Rows
+from ..domain.reflection import Rows
 from ..domain.schema import (
     AccessRecord,
-    Edge,
     EdgeType,
     Memory,
     content_hash,
@@ -51,12 +50,9 @@ from .base import (
     REFLECTION_COLUMNS,
     Counts,
     EdgeRow,
-    KpiRaw,
     KpiTotals,
-    MaintenanceEntry,
     RowChanges,
     ScoringRow,
-    Tombstone,
     VectorRow,
     tell_faded_sql,
 )
@@ -65,24 +61,21 @@ from .keywords import query_stems, row_stems
 from .rows import (
     MIN_PREFIX,
     SCORING_COLUMNS,
-    TODO_ORDER,
-    access_from_row,
     epoch,
     memory_from_row,
     memory_values,
     scoring_from_row,
     time_from_epoch,
-    tombstone_from_row,
     vector_from_blob,
-    vector_of,
 )
+from .sql_core import SQLITE, SqlVerbs
 
 __all__ = ["SQLiteStore", "copy_store", "fts_query"]
 
 logger = logging.getLogger(__name__)
 
 #: 1: the first release. 2: content_hash is taken after NFKC and case folding (exact repeats,
-#: SPEC §5 v2); a version-1 file is rehashed in place when opened. 3: the access stream's
+#: DESIGN.md §4.2); a version-1 file is rehashed in place when opened. 3: the access stream's
 #: counts per memory, channel and reader (`access_counts`, kept by triggers) and a covering
 #: index for scans by scope, so stats reads neither the stream nor the wide rows; an older
 #: file's counts are taken from its stream when it is opened. 4: `faded`, which tells a memory
@@ -130,7 +123,7 @@ CREATE TABLE memories (
     embedding BLOB,
     rev INTEGER NOT NULL DEFAULT 0,
     -- What the author said, kept apart from `importance`, which rescore may raise: rescore
-    -- recomputes from this, so running it twice changes nothing (SPEC §8).
+    -- recomputes from this, so running it twice changes nothing (DESIGN.md §8.5).
     authored_importance REAL,
     -- The searchable columns as keyword search indexes them (storage.keywords).
     stems TEXT NOT NULL DEFAULT '[]'
@@ -271,6 +264,10 @@ CREATE INDEX IF NOT EXISTS memories_kpi ON memories(id, owner, role, archived, t
 #: rows that changed since it last looked, without an extra round trip per write. Writers are
 #: serialised by the file's write lock, so revisions commit in order.
 NEXT_REV = "(SELECT coalesce(max(rev), 0) + 1 FROM memories)"
+#: How long a read on the event loop's thread (`SQLiteStore._read_here`) waits for a busy
+#: file before it goes to the "reads" thread instead: readers of a WAL file wait only in rare
+#: moments (recovery, a log being reset), and this wait holds every other call.
+HERE_BUSY_MS = 20
 
 
 def fts_query(text: str | list[str], max_terms: int = 32) -> str | None:
@@ -450,10 +447,13 @@ def _split_sql(script: str) -> list[str]:
 _WRITING: ContextVar[frozenset[int]] = ContextVar("nooa_sqlite_writing", default=frozenset())
 
 
-class SQLiteStore:
+class SQLiteStore(SqlVerbs):
     """An open store file. Create with `await SQLiteStore.open(path)`; close with `close()`."""
 
     kind = "sqlite"
+    batches_reads = False
+
+    dialect = SQLITE
 
     def __init__(self, conn: aiosqlite.Connection, path: Path) -> None:
         self.conn = conn
@@ -470,6 +470,9 @@ class SQLiteStore:
         #: "bulk" for whole-role reads (`_bulk_rows`).
         self._sides: dict[str, aiosqlite.Connection] = {}
         self._sides_lock = anyio.Lock()
+        #: The "reads" connection's twin run on the event loop's own thread (`_read_here`),
+        #: opened with the side connections; None until then or if it cannot be opened.
+        self._here: sqlite3.Connection | None = None
         #: Set once the store is open and migrated: reads outside a transaction may then
         #: leave the store's connection.
         self._reads_apart = False
@@ -643,6 +646,9 @@ class SQLiteStore:
         if checkpointer is not None:
             await anyio.to_thread.run_sync(checkpointer.stop)
         self._reads_apart, self._closed = False, True
+        here, self._here = self._here, None
+        if here is not None:
+            here.close()
         sides, self._sides = self._sides, {}
         for side in sides.values():
             await side.close()
@@ -728,6 +734,9 @@ class SQLiteStore:
         except sqlite3.Error as exc:
             raise unavailable(self.path, exc) from None
 
+    async def _exec(self, sql: str, params: Any = ()) -> aiosqlite.Cursor:
+        return await self._execute(sql, params)
+
     async def _execute_many(self, sql: str, rows: Any) -> aiosqlite.Cursor:
         try:
             return await self.conn.executemany(sql, rows)
@@ -738,21 +747,68 @@ class SQLiteStore:
         """A read over a whole role (a reflection pass's rows, statistics), outside any
         transaction, on a read-only connection of its own ("bulk").
 
-        On the store's one connection such a read held its thread for tens of ms a page (at
-        100k, ~0.45 s for a pass's rows and ~1.4 s for the KPIs), and every statement of the
-        writes clients were waiting on queued behind it (issue 12); on the "reads" connection,
-        every recall would. In WAL mode it reads the last commit while the store's connection
-        writes. Callers are never inside a transaction.
+        On the store's one connection such a read held its thread for tens of ms a page, and
+        every statement of the writes clients were waiting on queued behind it; on the
+        "reads" connection, every recall would. In WAL mode it reads the last commit while the
+        store's connection writes. Callers are never inside a transaction.
         """
         return list(await self._read("bulk", sql, params))
 
     async def _read(self, side: str | None, sql: str, params: Any) -> Iterable[sqlite3.Row]:
-        """Run a read on the store's connection (`side` None) or on the side connection."""
+        """Run a read on the store's connection (`side` None) or on the side connection.
+
+        A read apart from the writes ("reads") runs on this thread when it can
+        (`_read_here`): one hop to a connection's thread and back through the event loop
+        cost more than the statement itself, and a recall made about ten of them (DESIGN
+        §15)."""
+        if side == "reads":
+            rows = self._read_here(sql, params)
+            if rows is not None:
+                return rows
         try:
             conn = self.conn if side is None else await self._side(side)
             return await conn.execute_fetchall(sql, params)
         except sqlite3.Error as exc:
             raise unavailable(self.path, exc) from None
+
+    def _read_here(self, sql: str, params: Any) -> list[sqlite3.Row] | None:
+        """A read on the event loop's thread, on a read-only connection of its own that
+        sees what was committed, like "reads"; None when it cannot run here (not open yet,
+        or the file is busy past a short wait: recovery, a checkpoint resetting the log),
+        and the caller goes to the "reads" thread, which waits the full busy timeout.
+
+        SQLite leaves the interpreter lock while a statement runs, so the model's thread
+        embeds the query beside it as it did beside the "reads" thread."""
+        conn = self._here
+        if conn is None:
+            if not self._reads_apart or self._closed:
+                return None
+            conn = self._here = self._open_here()
+            if conn is None:
+                return None
+        try:
+            return conn.execute(sql, params).fetchall()
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+                return None
+            raise unavailable(self.path, exc) from None
+        except sqlite3.Error as exc:
+            raise unavailable(self.path, exc) from None
+
+    def _open_here(self) -> sqlite3.Connection | None:
+        try:
+            conn = sqlite3.connect(
+                f"file:{self.path}?mode=ro",
+                uri=True,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+        except sqlite3.Error:
+            return None
+        conn.row_factory = sqlite3.Row
+        # Short: this wait holds the event loop; a longer one is waited on the "reads" thread.
+        conn.execute(f"PRAGMA busy_timeout = {HERE_BUSY_MS}")
+        return conn
 
     async def _side(self, name: str) -> aiosqlite.Connection:
         """The read-only connection `name`, opened on first use (sqlite3.Error if it cannot).
@@ -782,23 +838,19 @@ class SQLiteStore:
         return out
 
     async def change_token(self) -> int:
-        """PRAGMA data_version of the store's connection: changes when another process
-        commits (SPEC §3), not when this one does (its writes mark the caches themselves)."""
+        """PRAGMA data_version of a connection that does not write: changes when another
+        connection commits (DESIGN §15), this process's own included once the store is open
+        (a sync after its writes then finds what they already noted), with no hop to a
+        connection's thread while reads run on the event loop's (`_read_here`)."""
+        if self._reads_apart and id(self) not in _WRITING.get():
+            rows = self._read_here("PRAGMA data_version", ())
+            if rows is not None:
+                return rows[0][0]
         return next(iter(await self._read(None, "PRAGMA data_version", ())))[0]
-
-    async def get_meta(self, key: str) -> str | None:
-        return await self._scalar("SELECT value FROM meta WHERE key = ?", (key,))
 
     async def lock_meta(self, key: str) -> str | None:
         # BEGIN IMMEDIATE already holds the file's write lock for the whole transaction.
         return await self.get_meta(key)
-
-    async def set_meta(self, key: str, value: str) -> None:
-        await self._execute(
-            "INSERT INTO meta(key, value) VALUES (?, ?) "
-            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-            (key, value),
-        )
 
     # ------------------------------------------------------------------ ids
 
@@ -836,17 +888,6 @@ class SQLiteStore:
         if len(matches) > 1:
             raise AmbiguousId(ident, matches, field)
         return matches[0]
-
-    async def owners_of(self, ids: Sequence[str]) -> dict[str, str]:
-        """Owner of each existing memory among `ids`."""
-        rows = await self._rows_in("SELECT id, owner FROM memories WHERE id IN ({marks})", ids)
-        return {r["id"]: r["owner"] for r in rows}
-
-    async def live_ids(self, ids: Sequence[str]) -> set[str]:
-        rows = await self._rows_in(
-            "SELECT id FROM memories WHERE id IN ({marks}) AND archived = 0", ids
-        )
-        return {r["id"] for r in rows}
 
     # ------------------------------------------------------------------ memories
 
@@ -928,13 +969,6 @@ class SQLiteStore:
         rows = await self._rows_in("SELECT * FROM memories WHERE id IN ({marks})", ids)
         return {r["id"]: memory_from_row(r) for r in rows}
 
-    async def embeddings_of(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
-        rows = await self._rows_in(
-            "SELECT id, embedding FROM memories WHERE id IN ({marks}) AND embedding IS NOT NULL",
-            ids,
-        )
-        return {r["id"]: vector_of(r["embedding"]) for r in rows}
-
     async def find_by_hash(self, content_hash: str, role: str, type: str) -> str | None:
         """A live memory of this role and type with exactly this content."""
         # INDEXED BY: without statistics the planner chose memories_type (type, archived) and
@@ -944,74 +978,6 @@ class SQLiteStore:
             "WHERE content_hash = ? AND role = ? AND type = ? "
             "AND archived = 0 ORDER BY created_at LIMIT 1",
             (content_hash, role, type),
-        )
-
-    async def unembedded(self, dim: int, limit: int) -> list[tuple[str, str, str]]:
-        rows = await self._rows(
-            "SELECT id, title, content FROM memories WHERE embedding IS NULL "
-            "OR length(embedding) != ? LIMIT ?",
-            (dim * 4, limit),
-        )
-        return [(r["id"], r["title"], r["content"]) for r in rows]
-
-    def _list_where(
-        self,
-        scope: Scope,
-        archived: bool | None,
-        type: str | None,
-        status: str | None,
-        owner: str | None = None,
-        tag: str | None = None,
-    ) -> tuple[list[str], list[Any]]:
-        where, params = scope_sql(scope)
-        clauses = [where]
-        if archived is not None:
-            clauses.append("archived = ?")
-            params.append(int(archived))
-        if type is not None:
-            clauses.append("type = ?")
-            params.append(type)
-        if status is not None:
-            clauses.append("status = ?")
-            params.append(status)
-        if owner is not None:
-            clauses.append("owner = ?")
-            params.append(owner)
-        if tag is not None:
-            # lower() folds ASCII only, as PostgreSQL's does under the C collation.
-            clauses.append("EXISTS (SELECT 1 FROM json_each(tags) WHERE lower(value) = lower(?))")
-            params.append(tag)
-        return clauses, params
-
-    async def list_memories(
-        self,
-        scope: Scope,
-        *,
-        archived: bool | None = False,
-        type: str | None = None,
-        status: str | None = None,
-        owner: str | None = None,
-        tag: str | None = None,
-        after_seq: int | None = None,
-        limit: int = 50,
-    ) -> list[Memory]:
-        """Memories in insertion order, for listings and exports (cursor = last seq)."""
-        clauses, params = self._list_where(scope, archived, type, status, owner, tag)
-        if after_seq is not None:
-            clauses.append("seq > ?")
-            params.append(after_seq)
-        params.append(limit)
-        rows = await self._rows(
-            f"SELECT * FROM memories WHERE {' AND '.join(clauses)} ORDER BY seq LIMIT ?", params
-        )
-        return [memory_from_row(r) for r in rows]
-
-    async def count_memories(
-        self, scope: Scope, *, type: str | None = None, status: str | None = None
-    ) -> int:
-        clauses, params = self._list_where(scope, False, type, status)
-        return await self._scalar(
-            f"SELECT count(*) FROM memories WHERE {' AND '.join(clauses)}", params
         )
 
     async def context_rows(self, scope: Scope, limit: int) -> list[Memory]:
@@ -1026,26 +992,6 @@ class SQLiteStore:
             "ORDER BY (type = 'todo' AND status = 'open') DESC, importance DESC, "
             "last_accessed_at DESC LIMIT ?",
             [*params, limit],
-        )
-        return [memory_from_row(r) for r in rows]
-
-    async def todo_rows(self, scope: Scope, status: str | None, limit: int) -> list[Memory]:
-        """Live todos in todo order: open first, then by importance, then oldest first."""
-        clauses, params = self._list_where(scope, False, "todo", status)
-        # Order the narrow columns and fetch whole rows only for the ones kept.
-        picked = await self._rows(
-            f"SELECT id FROM memories WHERE {' AND '.join(clauses)} ORDER BY {TODO_ORDER} LIMIT ?",
-            [*params, limit],
-        )
-        order = [r["id"] for r in picked]
-        found = await self.fetch_many(order)
-        return [found[i] for i in order if i in found]
-
-    async def intents(self, role: str) -> list[Memory]:
-        rows = await self._rows(
-            "SELECT * FROM memories WHERE type = 'intent' AND archived = 0 AND role = ? "
-            "AND trigger IS NOT NULL ORDER BY seq",
-            (role,),
         )
         return [memory_from_row(r) for r in rows]
 
@@ -1193,20 +1139,13 @@ class SQLiteStore:
             out += await self.scoring_rows(missing)
         return out
 
-    async def scoring_rows(self, ids: Sequence[str]) -> list[ScoringRow]:
-        rows = await self._rows_in(
-            f"SELECT {SCORING_COLUMNS} FROM memories m WHERE m.id IN ({{marks}})", ids
-        )
-        return [scoring_from_row(r) for r in rows]
-
     # ------------------------------------------------------------------ edges
 
     # Adding or copying an edge does not move its memories' revision (`NEXT_REV`), as on
     # PostgreSQL: no cache holds edges (the vector cache holds vectors and masks, a pass's
     # kept rows their columns), and every recall and pass reads edges afresh. Moving it
-    # rewrote each linked row and its entry in the revision index: a first pass at 100k,
-    # 141k links, spent 21 of its 82 s on it (issue 12), and every other process's vector
-    # cache then read those rows again.
+    # rewrote each linked row and its entry in the revision index (a quarter of a first pass
+    # at 100k), and every other process's vector cache then read those rows again.
 
     async def add_edge(
         self, src: str, dst: str, type: EdgeType, weight: float, at: datetime | None = None
@@ -1229,84 +1168,6 @@ class SQLiteStore:
             "ON CONFLICT(src, dst, type) DO UPDATE SET weight = MAX(weight, excluded.weight)",
             [(src, dst, EdgeType(kind).value, weight, when) for src, dst, kind, weight in edges],
         )
-
-    async def edges_of(self, memory_id: str) -> list[Edge]:
-        rows = await self._rows(
-            "SELECT dst, type, weight, created_at FROM edges WHERE src = ? ORDER BY created_at",
-            (memory_id,),
-        )
-        return [
-            Edge(
-                target=r["dst"],
-                type=r["type"],
-                weight=r["weight"],
-                created_at=time_from_epoch(r["created_at"]),
-            )
-            for r in rows
-        ]
-
-    async def out_edges(self, sources: Sequence[str], scope: Scope) -> list[EdgeRow]:
-        """Outgoing edges of `sources` whose targets are live and inside `scope`.
-
-        SPEC §5 fixes 3 and 4: archived targets and targets outside the reader's scope are
-        dropped here, before spreading ever sees them, so they neither appear nor relay.
-        """
-        where, params = scope_sql(scope, "m")
-        rows = await self._rows_in(
-            "SELECT e.src, e.dst, e.type, e.weight FROM edges e JOIN memories m ON m.id = e.dst "
-            f"WHERE e.src IN ({{marks}}) AND m.archived = 0 AND {where}",
-            sources,
-            params,
-        )
-        return [EdgeRow(r["src"], r["dst"], r["type"], r["weight"]) for r in rows]
-
-    async def successors(
-        self, targets: Sequence[str], relations: Sequence[str], scope: Scope
-    ) -> list[EdgeRow]:
-        """Live, visible memories that point at `targets` with one of `relations`."""
-        where, params = scope_sql(scope, "m")
-        rows = await self._rows_in(
-            "SELECT e.src, e.dst, e.type, e.weight FROM edges e JOIN memories m ON m.id = e.src "
-            f"WHERE e.dst IN ({{marks}}) AND e.type IN ({_marks(relations)}) "
-            f"AND m.archived = 0 AND {where}",
-            targets,
-            [*relations, *params],
-        )
-        return [EdgeRow(r["src"], r["dst"], r["type"], r["weight"]) for r in rows]
-
-    async def links_of(self, ids: Sequence[str], scope: Scope) -> list[EdgeRow]:
-        """Edges with either end in `ids` whose other end is inside `scope`, archived or not."""
-        where, params = scope_sql(scope, "m")
-        out: list[EdgeRow] = []
-        for chunk in _chunks(list(ids), 400):
-            marks = _marks(chunk)
-            rows = await self._rows(
-                "SELECT e.src, e.dst, e.type, e.weight FROM edges e "
-                f"JOIN memories m ON m.id = e.dst WHERE e.src IN ({marks}) AND {where} "
-                "UNION SELECT e.src, e.dst, e.type, e.weight FROM edges e "
-                f"JOIN memories m ON m.id = e.src WHERE e.dst IN ({marks}) AND {where}",
-                [*chunk, *params, *chunk, *params],
-            )
-            out += [EdgeRow(r["src"], r["dst"], r["type"], r["weight"]) for r in rows]
-        # An edge between two chunks comes back from both: keep it once.
-        return list({(e.src, e.dst, e.type): e for e in out}.values())
-
-    async def edge_pairs(self, role: str | None, live_only: bool = True) -> list[EdgeRow]:
-        """Edges leaving a role's memories (every role for None), by default only between
-        live memories."""
-        clauses, params = [], []
-        if role is not None:
-            clauses.append("a.role = ?")
-            params.append(role)
-        if live_only:
-            clauses.append("a.archived = 0 AND b.archived = 0")
-        where = " AND ".join(clauses) or "1"
-        rows = await self._rows(
-            "SELECT e.src, e.dst, e.type, e.weight FROM edges e "
-            f"JOIN memories a ON a.id = e.src JOIN memories b ON b.id = e.dst WHERE {where}",
-            params,
-        )
-        return [EdgeRow(r["src"], r["dst"], r["type"], r["weight"]) for r in rows]
 
     async def edges_touching(self, ids: Sequence[str]) -> list[EdgeRow]:
         """Edges with `src` or `dst` among `ids` (each once), through both edge indexes."""
@@ -1358,160 +1219,9 @@ class SQLiteStore:
             ],
         )
 
-    async def access_stream(
-        self,
-        memory_id: str | None,
-        limit: int,
-        before_seq: int | None = None,
-        scope: Scope | None = None,
-    ) -> list[tuple[int, str, AccessRecord]]:
-        """Newest-first accesses of one memory, or of every memory in `scope`."""
-        clauses, params = ["1"], list[Any]()
-        if memory_id is not None:
-            clauses.append("a.memory_id = ?")
-            params.append(memory_id)
-        if before_seq is not None:
-            clauses.append("a.seq < ?")
-            params.append(before_seq)
-        join = ""
-        if scope is not None:
-            where, sp = scope_sql(scope, "m")
-            join = "JOIN memories m ON m.id = a.memory_id"
-            clauses.append(where)
-            params += sp
-        params.append(limit)
-        rows = await self._rows(
-            f"SELECT a.* FROM accesses a {join} WHERE {' AND '.join(clauses)} "
-            "ORDER BY a.seq DESC LIMIT ?",
-            params,
-        )
-        return [(r["seq"], r["memory_id"], access_from_row(r)) for r in rows]
-
-    async def count_accesses(self, memory_id: str) -> int:
-        return await self._scalar("SELECT COUNT(*) FROM accesses WHERE memory_id = ?", (memory_id,))
-
     # ------------------------------------------------------------------ tombstones
 
-    async def add_tombstone(self, memory_id: str, reason: str, when: datetime) -> None:
-        """Record what was archived and why, from the memory's own row (SPEC §7)."""
-        await self._execute(
-            "INSERT INTO tombstones(memory_id, owner, role, type, content_hash, embedding, "
-            "reason, ts) SELECT id, owner, role, type, content_hash, embedding, ?, ? "
-            "FROM memories WHERE id = ?",
-            (reason, epoch(when), memory_id),
-        )
-
-    async def lift_tombstones(self, memory_id: str, when: datetime) -> None:
-        await self._execute(
-            "UPDATE tombstones SET lifted_at = ? WHERE memory_id = ? AND lifted_at IS NULL",
-            (epoch(when), memory_id),
-        )
-
-    async def tombstone_by_hash(self, content_hash: str, role: str) -> Tombstone | None:
-        """The newest standing tombstone of this role with exactly this content."""
-        rows = await self._rows(
-            "SELECT t.* FROM tombstones t JOIN memories m ON m.id = t.memory_id "
-            "WHERE t.content_hash = ? AND t.role = ? AND t.lifted_at IS NULL AND m.archived = 1 "
-            "ORDER BY t.ts DESC LIMIT 1",
-            (content_hash, role),
-        )
-        return tombstone_from_row(rows[0]) if rows else None
-
-    async def tombstones_of(self, memory_ids: Sequence[str]) -> dict[str, Tombstone]:
-        """Standing tombstones (newest per memory) of archived memories among `memory_ids`."""
-        rows = await self._rows_in(
-            "SELECT t.* FROM tombstones t JOIN memories m ON m.id = t.memory_id "
-            "WHERE t.memory_id IN ({marks}) AND t.lifted_at IS NULL AND m.archived = 1 "
-            "ORDER BY t.ts",
-            memory_ids,
-        )
-        return {r["memory_id"]: tombstone_from_row(r) for r in rows}
-
-    async def all_tombstones(self, memory_ids: Sequence[str]) -> dict[str, list[Tombstone]]:
-        """Every tombstone (lifted ones too) of these memories, oldest first: for export."""
-        rows = await self._rows_in(
-            "SELECT * FROM tombstones WHERE memory_id IN ({marks}) ORDER BY ts, seq", memory_ids
-        )
-        out: dict[str, list[Tombstone]] = {}
-        for r in rows:
-            out.setdefault(r["memory_id"], []).append(tombstone_from_row(r))
-        return out
-
     # ------------------------------------------------------------------ maintenance
-
-    async def log_maintenance(self, kind: str, report: dict[str, Any]) -> None:
-        await self._execute(
-            "INSERT INTO maintenance_log(ts, kind, report) VALUES (?, ?, ?)",
-            (datetime.now(UTC).timestamp(), kind, json.dumps(report, default=str)),
-        )
-
-    async def maintenance_entries(
-        self, kind: str | None = None, limit: int = 20, role: str | None = None
-    ) -> list[MaintenanceEntry]:
-        clauses, params = ["1"], []
-        if kind is not None:
-            clauses.append("kind = ?")
-            params.append(kind)
-        if role is not None:
-            clauses.append("json_extract(report, '$.role') = ?")
-            params.append(role)
-        rows = await self._rows(
-            f"SELECT seq, ts, kind, report FROM maintenance_log WHERE {' AND '.join(clauses)} "
-            "ORDER BY seq DESC LIMIT ?",
-            [*params, limit],
-        )
-        return [
-            MaintenanceEntry(r["seq"], time_from_epoch(r["ts"]), r["kind"], json.loads(r["report"]))
-            for r in rows
-        ]
-
-    async def count_maintenance(self, kind: str, role: str | None = None) -> int:
-        if role is None:
-            return await self._scalar(
-                "SELECT COUNT(*) FROM maintenance_log WHERE kind = ?", (kind,)
-            )
-        return await self._scalar(
-            "SELECT COUNT(*) FROM maintenance_log WHERE kind = ? "
-            "AND json_extract(report, '$.role') = ?",
-            (kind, role),
-        )
-
-    async def reflection_nodes(self, role: str | None) -> tuple[list[Node], np.ndarray]:
-        """Live rows reflection plans over (one role, or every role) and their vectors."""
-        where, params = ("role = ?", [role]) if role is not None else ("1", [])
-        rows = await self._rows(
-            "SELECT id, type, owner, status, importance, authored_importance, salience, "
-            "confidence, strength, reinforcement_count, created_at, last_accessed_at, archived, "
-            f"embedding FROM memories WHERE archived = 0 AND {where} ORDER BY seq",
-            params,
-        )
-        dim = next((len(r["embedding"]) // 4 for r in rows if r["embedding"] is not None), 0)
-        vectors = np.zeros((len(rows), dim), dtype=np.float32)
-        nodes = []
-        for i, r in enumerate(rows):
-            blob = r["embedding"]
-            if blob is not None and len(blob) == dim * 4:
-                vectors[i] = np.frombuffer(blob, dtype=np.float32)
-            authored = r["authored_importance"]
-            nodes.append(
-                Node(
-                    id=r["id"],
-                    type=r["type"],
-                    owner=r["owner"],
-                    created_at=time_from_epoch(r["created_at"]),
-                    last_accessed_at=time_from_epoch(r["last_accessed_at"]),
-                    importance=r["importance"],
-                    authored_importance=r["importance"] if authored is None else authored,
-                    salience=r["salience"],
-                    confidence=r["confidence"],
-                    strength=r["strength"],
-                    reinforcement_count=r["reinforcement_count"],
-                    status=r["status"],
-                    archived=bool(r["archived"]),
-                    row=i,
-                )
-            )
-        return nodes, vectors
 
     async def reflection_rows(
         self, role: str | None, after: tuple[str, int] | None, limit: int
@@ -1569,73 +1279,6 @@ class SQLiteStore:
             archived=sum(r["n"] for r in rows if r["archived"]),
             by_type=dict(sorted(by_type.items())),
             by_owner=dict(sorted(by_owner.items())),
-        )
-
-    async def kpi_rows(self, scope: Scope, reads: Sequence[str]) -> KpiRaw:
-        """Raw numbers for the KPIs in stats, every one of them inside `scope`."""
-        where, params = scope_sql(scope, "m")
-        marks = _marks(reads)
-        counts = {
-            r[0]: r[1]
-            for r in await self._rows(
-                f"SELECT a.memory_id, COUNT(*) FROM accesses a JOIN memories m "
-                f"ON m.id = a.memory_id WHERE a.channel IN ({marks}) AND m.archived = 0 "
-                f"AND {where} GROUP BY a.memory_id",
-                [*reads, *params],
-            )
-        }
-        derived = {
-            r[0]
-            for r in await self._rows(
-                "SELECT DISTINCT e.src FROM edges e JOIN memories m ON m.id = e.src "
-                f"WHERE e.type = 'derived_from' AND m.archived = 0 AND {where}",
-                params,
-            )
-        }
-        per_memory = [
-            (r["id"], r["type"], r["id"] in derived, counts.get(r["id"], 0))
-            for r in await self._rows(
-                f"SELECT m.id, m.type FROM memories m WHERE m.archived = 0 AND {where}", params
-            )
-        ]
-        todos = await self._rows(
-            f"SELECT status, created_at FROM memories m WHERE m.type = 'todo' AND {where} "
-            "AND m.archived = 0",
-            params,
-        )
-        # A read is cross-owner when the reader's role differs from the memory's (shared rows
-        # and unnamed readers never count).
-        cross = await self._scalar(
-            "SELECT COUNT(*) FROM accesses a JOIN memories m ON m.id = a.memory_id "
-            f"WHERE a.channel IN ({marks}) AND m.owner != '' AND a.reader_owner != '' "
-            "AND m.role != CASE WHEN instr(a.reader_owner, '@') > 0 "
-            "THEN substr(a.reader_owner, 1, instr(a.reader_owner, '@') - 1) "
-            f"ELSE a.reader_owner END AND {where}",
-            [*reads, *params],
-        )
-        tombstones = await self._scalar(
-            "SELECT COUNT(*) FROM tombstones t JOIN memories m ON m.id = t.memory_id "
-            f"WHERE t.lifted_at IS NULL AND {where}",
-            params,
-        )
-        # Edges and accesses the scope can see: both ends visible, the accessed memory visible.
-        b_where, b_params = scope_sql(scope, "b")
-        edges = await self._scalar(
-            "SELECT COUNT(*) FROM edges e JOIN memories m ON m.id = e.src "
-            f"JOIN memories b ON b.id = e.dst WHERE {where} AND {b_where}",
-            [*params, *b_params],
-        )
-        accesses = await self._scalar(
-            f"SELECT COUNT(*) FROM accesses a JOIN memories m ON m.id = a.memory_id WHERE {where}",
-            params,
-        )
-        return KpiRaw(
-            per_memory=per_memory,
-            todos=[(r["status"], time_from_epoch(r["created_at"])) for r in todos],
-            cross_owner_reads=cross,
-            tombstones=tombstones,
-            edges=edges,
-            accesses=accesses,
         )
 
     async def kpi_totals(self, scope: Scope, reads: Sequence[str]) -> KpiTotals:

@@ -1,4 +1,4 @@
-"""The in-process vector matrix: a cache of the store's embeddings (SPEC §3).
+"""The in-process vector matrix: a cache of the store's embeddings (DESIGN.md §15).
 
 Rebuilt on open, then refreshed incrementally: every write moves a store-wide revision, and when
 the store's change token says another connection committed (or this process wrote), the rows
@@ -46,10 +46,8 @@ _PER_ROW = (
 )
 #: One query's product over at least twice this many rows is split across the cores: it reads
 #: the whole matrix (15 MiB at 10k x 384, 147 MiB at 100k), straight from memory after the
-#: model has run, and one core does not saturate the memory bus. On a 2-core machine: 100k,
-#: 11.4 -> 7.9 ms with one BLAS thread per part (17.2 -> 11.0 with einsum); 10k inside a
-#: server, recall's search 2.9-3.4 -> 2.1-2.3 ms and author's near-duplicate check 3.0-3.3 ->
-#: 2.0 ms (issue 12). Smaller matrices are not worth a hand-off to another thread.
+#: model has run, and one core does not saturate the memory bus (BENCHMARKS.md has the
+#: figures). Smaller matrices are not worth a hand-off to another thread.
 SPLIT_ROWS = 4096
 #: A search whose mask keeps under 1 row in this many gathers those rows and multiplies only
 #: them: gathering costs a copy of each kept row, so it pays below a third or so.
@@ -65,9 +63,9 @@ NEAREST_BLOCK = 64
 #: `storage.sketch`); below it, the whole product costs under half a millisecond.
 SKETCH_FROM = 4096
 #: A search above a floor whose mask keeps under 1 row in this many gathers those rows
-#: instead. The sketch costs ~2.5 µs per 1,000 rows of the index, a gathered row ~0.3 µs (a
-#: copy of 1,536 bytes into fresh pages): at 100k rows with 3k archived, the tombstone
-#: check's gather held the event loop ~1 ms a write, the sketch ~0.25 ms (issue 12).
+#: instead: the sketch reads a little of every row of the index, a gather copies each kept
+#: row whole, so gathering pays only when the mask keeps very few (the tombstone check over
+#: the archived rows).
 SKETCH_SHARE = 128
 #: Rows sketched per step while the sketch catches up, the event loop free between steps.
 SKETCH_STEP = 8192
@@ -184,6 +182,10 @@ class VectorIndex:
         self.hashes = np.zeros(0, dtype=np.uint64)
         self.hashed = np.zeros(0, dtype=bool)
         self._sketching = False
+        #: Moves whenever a row may have changed (rows applied, a write of this process, a
+        #: withdrawal): what is derived from rows stays valid while it stands still, once
+        #: `sync` has run (`Engine.intents`).
+        self.generation = 0
         self._roles: dict[str, int] = {"": 0}
         self._owners: dict[str, int] = {"": 0}
         self._types: dict[str, int] = {}
@@ -191,6 +193,7 @@ class VectorIndex:
     def mark_dirty(self) -> None:
         """This process wrote: pull on the next sync even if the change token did not move."""
         self._dirty = True
+        self.generation += 1
 
     async def sync(self, store: Store) -> None:
         """Bring the cache up to date with the store."""
@@ -223,6 +226,7 @@ class VectorIndex:
             release_free_memory()
 
     def _apply(self, rows: list[VectorRow]) -> None:
+        self.generation += 1
         found = self.ids.rows_of([r.id for r in rows])
         self._grow(self.size + int((found < 0).sum()))
         before = self.size
@@ -268,10 +272,10 @@ class VectorIndex:
         """A 64-bit hash of the bytes of each of these rows' vectors (what a reflection pass's
         fingerprints need of a vector), kept until the row is written again.
 
-        A pass hashed every row of the role each time: at 100k, a copy of the whole matrix
-        and ~0.6 s of a pass that runs every 200 writes (issue 12); now only the rows
-        written since. Computed here, on the event loop that is the only writer of rows, a
-        step at a time, so no hash outlives the vector it was taken from.
+        A pass hashed every row of the role each time, a copy of the whole matrix for a
+        pass that runs every 200 writes; now only the rows written since. Computed here, on
+        the event loop that is the only writer of rows, a step at a time, so no hash outlives
+        the vector it was taken from.
         """
         while True:
             missing = rows[~self.hashed[rows]]
@@ -479,8 +483,8 @@ class VectorIndex:
         at that cosine or above, found through the sketch (`storage.sketch`).
 
         A mask that keeps few rows (under 1 in `SPARSE_SHARE`) reads only those: a write's
-        tombstone check looks at the archived rows alone, and over every row it took ~8 ms
-        of the event loop a write at 100k rows once reflection had archived some (issue 12).
+        tombstone check looks at the archived rows alone instead of holding the event loop
+        for a product over every row on each write.
         """
         if self.size == 0 or n <= 0:
             return []
@@ -572,6 +576,7 @@ class VectorIndex:
     def withdraw(self, ids: Sequence[str]) -> None:
         """Rows noted by a write that then rolled back: out of every search. A sync puts a
         row back if the store ever commits one with that id."""
+        self.generation += 1
         for row in self.ids.rows_of(list(ids)).tolist():
             if row >= 0:
                 self.has_vector[row] = False

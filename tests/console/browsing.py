@@ -98,7 +98,9 @@ async def console_at(
             app = Starlette(routes=[Mount(mount, app=console.app())], lifespan=lifespan)
         else:
             app = standalone_app(console, list(hosts))
-        server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+        server = uvicorn.Server(
+            uvicorn.Config(app, log_level="warning", lifespan="on", interface="asgi3")
+        )
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(server.serve, [sock])
             try:

@@ -182,3 +182,47 @@ def test_a_restored_history_naming_no_use_counts_learning_it_as_the_one() -> Non
     )
     assert (m.actr_count, m.actr_times) == (1, ts(1))
     assert m.last_accessed_at == T0 + HOUR
+
+
+def test_the_exported_history_carries_reinforcements_and_only_the_ring_fields() -> None:
+    """The reader, session and trace name things of the exporting store: an export leaves
+    them out of each access (DESIGN §4.7), and keeps the update count under its name."""
+    m = fresh()
+    use(m, T0 + HOUR, Channel.reinforced, bump_strength=False)
+    m.reinforcement_count = 2
+    m.access_log[0] = m.access_log[0].model_copy(
+        update={"reader_owner": "bob@x", "session_ref": "s-1", "trace_ref": "t-1", "query": "q"}
+    )
+    record = history_record(m)
+    assert record["reinforcements"] == 2
+    assert record["accesses"] == [
+        {
+            "ts": (T0 + HOUR).isoformat().replace("+00:00", "Z"),
+            "channel": "reinforced",
+            "query": "q",
+        }
+    ]
+
+
+def test_a_restored_history_keeps_16_use_times_and_a_ring_of_64_by_default() -> None:
+    """DESIGN §17.1: `exact_accesses` 16 and `ring_size` 64."""
+    m = fresh()
+    restore_history(
+        m,
+        History(
+            learned_at=T0,
+            last_used_at=T0 + 99 * HOUR,
+            uses=100,
+            use_times=tuple(ts(*range(100))),
+            strength=100,
+            access_count=100,
+            reinforcements=0,
+            accesses=tuple(
+                AccessRecord(ts=T0 + h * HOUR, channel=Channel.recalled) for h in range(100)
+            ),
+        ),
+        now=T0 + 200 * HOUR,
+    )
+    assert m.actr_times == ts(*range(99, 83, -1))  # the newest 16
+    assert len(m.access_log) == 64 and m.access_log[0].ts == T0 + 99 * HOUR
+    assert m.actr_count == 100

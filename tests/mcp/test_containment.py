@@ -98,7 +98,9 @@ async def test_http_refuses_missing_and_wrong_tokens_and_accepts_the_right_one(
     app = build_server(settings, embedder=HashEmbedder(), tokens=tokens).streamable_http_app(
         host="127.0.0.1"
     )
-    userver = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    userver = uvicorn.Server(
+        uvicorn.Config(app, log_level="warning", lifespan="on", interface="asgi3")
+    )
     body = {
         "jsonrpc": "2.0",
         "id": 1,

@@ -102,7 +102,9 @@ async def test_a_hook_prompt_holding_a_nul_is_answered_on_postgres(postgres) -> 
     sock.bind(("127.0.0.1", 0))
     sock.listen(16)
     port = sock.getsockname()[1]
-    userver = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    userver = uvicorn.Server(
+        uvicorn.Config(app, log_level="warning", lifespan="on", interface="asgi3")
+    )
     body = {
         "hook_event_name": "UserPromptSubmit",
         "prompt": "deploy the\x00 billing service",

@@ -325,20 +325,8 @@ def foreign_citations_in(paths: list[Path]) -> list[str]:
     return found
 
 
-#: Folders whose citations their owners are still rewriting: checked by the xfail test below.
-BEING_REWRITTEN = ("storage", "hooks")
-
-
 def test_no_module_cites_a_document_the_repository_lacks() -> None:
-    paths = [p for p in package_texts() if p.relative_to(PACKAGE).parts[0] not in BEING_REWRITTEN]
-    found = foreign_citations_in(paths)
-    assert not found, "cite docs/DESIGN.md or say the reason instead:\n" + "\n".join(found)
-
-
-@pytest.mark.xfail(strict=False, reason="storage/ and hooks/ are being rewritten")
-def test_no_module_in_storage_or_hooks_cites_a_document_the_repository_lacks() -> None:
-    paths = [p for p in package_texts() if p.relative_to(PACKAGE).parts[0] in BEING_REWRITTEN]
-    found = foreign_citations_in(paths)
+    found = foreign_citations_in(package_texts())
     assert not found, "cite docs/DESIGN.md or say the reason instead:\n" + "\n".join(found)
 
 

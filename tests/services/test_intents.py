@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import anyio
 import pytest
 
 from nooa_mcp.domain.schema import now
@@ -128,3 +129,43 @@ async def test_updated_content_is_a_cue_too(mem):
     note = await mem.author("we buy paper from the usual shop")
     updated = await mem.update(note.id, content="we switched paper vendor to PaperCo")
     assert [r.intent_id for r in updated.reminders] == [added.id]
+
+
+async def test_intents_are_read_again_only_after_a_change(store_target) -> None:
+    """Each recall checks the role's intents for a cue; they are kept between calls while no
+    memory changed, and an intent another server adds, fires or cancels is seen at once."""
+    from nooa_mcp import Memory
+    from nooa_mcp.embeddings import HashEmbedder
+
+    async with (
+        Memory.open(store_target, owner="me", embedder=HashEmbedder()) as a,
+        Memory.open(store_target, owner="me", embedder=HashEmbedder()) as b,
+    ):
+        await a.author("Releases are cut from the main branch")
+        store = a.engine.store
+        real = store.intents
+        reads: list[str] = []
+
+        async def counted(role):
+            reads.append(role)
+            return await real(role)
+
+        store.intents = counted  # type: ignore[method-assign]
+        await a.recall("how are releases cut?")
+        await a.engine.flush()
+        await a.recall("which branch do releases come from?")
+        await a.engine.flush()
+        before = len(reads)
+        await a.recall("where do releases come from?")
+        assert len(reads) == before  # nothing changed: kept
+        added = await b.intent("add", content="Bump the version first", cue="release build")
+        await b.engine.flush()
+        if store.kind == "postgresql":
+            await store.wait_listening()
+            for _ in range(100):  # the other server's commit arrives over NOTIFY
+                if await store.change_token() != a.engine.index._token:
+                    break
+                await anyio.sleep(0.05)
+        fired = await a.recall("how do I make a release build?")
+        assert [r.intent_id for r in fired.reminders] == [added.id]
+        assert len(reads) > before

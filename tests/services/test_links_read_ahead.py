@@ -58,6 +58,33 @@ def _asked(mem: Memory, name: str) -> list[list[str]]:
     return calls
 
 
+def _trips(mem: Memory) -> list[str]:
+    """Record each read ranking makes of rows and links: one `ranking_reads` (one round trip
+    on PostgreSQL, whatever it reads), or one of the single reads called on their own."""
+    store = mem.engine.store
+    trips: list[str] = []
+    inside = [False]
+
+    def recorded(name: str) -> None:
+        real = getattr(store, name)
+
+        async def recording(*args, **kwargs):
+            if inside[0]:
+                return await real(*args, **kwargs)
+            trips.append(name)
+            inside[0] = name == "ranking_reads"
+            try:
+                return await real(*args, **kwargs)
+            finally:
+                inside[0] = False
+
+        setattr(store, name, recording)
+
+    for name in ("ranking_reads", "scoring_rows", "out_edges", "successors"):
+        recorded(name)
+    return trips
+
+
 def _view(ranking) -> list[tuple]:
     return [
         (r.id, r.source, round(r.score, 9), round(r.spread, 9), r.superseded_by, r.path)
@@ -71,6 +98,7 @@ async def test_read_ahead_ranks_as_reading_every_link_after_the_search(mem: Memo
     c = mem._caller
     scope = c.scope("mine")
     out_calls, successor_calls = _asked(mem, "out_edges"), _asked(mem, "successors")
+    trips = _trips(mem)
 
     ahead = await ranking_for(c, "harbour crane", scope, None, hops)
     keyword = {r.row.id for r in ahead.rows if r.row.bm25 is not None}
@@ -78,7 +106,10 @@ async def test_read_ahead_ranks_as_reading_every_link_after_the_search(mem: Memo
     # Read ahead: the keyword hits, each once; after the search: only what it added.
     assert set(out_calls[0]) == keyword and set(successor_calls[0]) == keyword
     assert not keyword & set(out_calls[1]) and not keyword & set(successor_calls[1])
-    assert len(out_calls) == 1 + hops and len(successor_calls) == 2
+    # Rows and links in three trips: the keyword hits' links (beside the embedding), the
+    # rows the vector search added with their links, the rows spreading reached with
+    # theirs (here a second hop reaches nothing unread). Each read on its own took six.
+    assert trips == ["ranking_reads"] * 3
 
     out_calls.clear()
     successor_calls.clear()
@@ -117,3 +148,63 @@ async def test_links_answer_for_what_they_read_and_ask_the_store_for_the_rest(me
     )
     assert await read.out_edges(store, [made["seed"]], scope) == read.out[made["seed"]]
     assert len(out_calls) == 2  # the line above asked nothing more (the check below did)
+
+
+async def test_ranking_reads_answers_as_each_read_alone_on_both_backends(store_target) -> None:
+    """`Store.ranking_reads` (one round trip on PostgreSQL) returns what `scoring_rows`,
+    `out_edges` and `successors` return for the same memories, and recall ranks on it as on
+    the single reads."""
+    from nooa_mcp.embeddings import HashEmbedder
+    from nooa_mcp.services.ranking import SUPERSEDING_RELATIONS
+
+    async with Memory.open(store_target, owner="me", embedder=HashEmbedder()) as mem:
+        made = await _graph(mem)
+        store, scope = mem.engine.store, mem._caller.scope("mine")
+        ids = [made[n] for n in ("seed", "cause", "old", "other", "part")]
+        read = await store.ranking_reads(
+            ids, scope, SUPERSEDING_RELATIONS, rows=True, out=True, into=True
+        )
+
+        def edges(found):
+            return sorted((e.src, e.dst, e.type, e.weight) for e in found)
+
+        assert sorted(r.id for r in read.rows) == sorted(ids)
+        assert sorted(read.rows, key=lambda r: r.id) == sorted(
+            await store.scoring_rows(ids), key=lambda r: r.id
+        )
+        assert edges(read.out) == edges(await store.out_edges(ids, scope))
+        assert edges(read.into) == edges(await store.successors(ids, SUPERSEDING_RELATIONS, scope))
+        assert read.out and read.into
+        only = await store.ranking_reads(
+            ids, scope, SUPERSEDING_RELATIONS, rows=False, out=False, into=True
+        )
+        assert (only.rows, only.out, edges(only.into)) == ([], [], edges(read.into))
+        none = await store.ranking_reads(
+            [], scope, SUPERSEDING_RELATIONS, rows=True, out=True, into=True
+        )
+        assert (none.rows, none.out, none.into) == ([], [], [])
+
+        c = mem._caller
+        trips = _trips(mem)
+        ahead = await ranking_for(c, "harbour crane", scope, None, 1)
+        # SQLite reads the keyword hits' links beside the embedding; PostgreSQL, where reads
+        # made together cost one round trip, reads them after the vector search with the
+        # rows it added: one trip, then one for the rows spreading reached.
+        if store.batches_reads:
+            assert trips == ["ranking_reads"] * 2
+        else:
+            assert trips == ["ranking_reads"] * 3
+        trips.clear()
+        after = await rank(
+            "harbour crane",
+            store=c.store,
+            index=c.index,
+            query_vector=await c.engine.query_vector("harbour crane"),
+            scope=scope,
+            settings=c.settings.recall,
+            now=utc_now().timestamp(),
+            hops=1,
+        )
+        assert _view(ahead) == _view(after)
+        by_id = {r.id: r for r in ahead.rows}
+        assert by_id[made["old"]].superseded_by == made["new"]

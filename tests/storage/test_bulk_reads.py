@@ -92,9 +92,10 @@ async def test_no_read_connection_opens_once_the_store_is_closed(store_path):
     """A connection's thread keeps the process alive: one opened by a read arriving after
     `close` (a late background task) would never be closed."""
     store = await SQLiteStore.open(store_path)
-    await store.get_meta("probe")  # opens the "reads" connection
-    assert set(store._sides) == {"reads"}
+    await store.get_meta("probe")  # opens the read connection on the event loop's thread
+    assert store._here is not None and store._sides == {}
     await store.close()
+    assert store._here is None
     with pytest.raises(StoreUnavailable, match="closed"):
         await store._bulk_rows("SELECT 1")
     assert store._sides == {}
