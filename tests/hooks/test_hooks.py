@@ -28,10 +28,11 @@ OWNER = "claude-code"
 run_hook = hooks_support.run_hook
 
 
-@pytest.fixture(autouse=True, params=["console script", "in process"])
+@pytest.fixture(autouse=True, params=["fresh_process", "this_process"])
 def _how(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each test once through the console script, once in this process."""
-    if request.param == "in process":
+    """Each test once through the console script in a fresh process, once in this process
+    (mutation testing deselects `fresh_process`: a fresh process runs the installed code)."""
+    if request.param == "this_process":
         monkeypatch.setitem(globals(), "run_hook", run_hook_in_process)
 
 

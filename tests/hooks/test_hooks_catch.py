@@ -36,7 +36,7 @@ START_MEMORIES = 5
 PROMPT_MEMORIES = 3
 
 
-@pytest.fixture(params=["in process", "console script", "full store code"])
+@pytest.fixture(params=["this_process", "fresh_process", "full_store_code"])
 def hook(request, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """`hook(event, payload, store)` -> Answer: the hook in this process, the console script in
     a fresh one, or the full store code the server's /hooks route and a PostgreSQL hook use
@@ -64,7 +64,7 @@ def hook(request, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         shown = run.output(event, text)
         return Answer(0, shown + "\n" if shown else "", "")
 
-    return {"in process": in_process, "console script": console, "full store code": full}[
+    return {"this_process": in_process, "fresh_process": console, "full_store_code": full}[
         request.param
     ]
 
