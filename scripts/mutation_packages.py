@@ -113,7 +113,7 @@ def config(package: str, pyproject: str) -> str:
     # A mutant's wrapper can leave a coroutine or socket to the garbage collector; the
     # project's filterwarnings=error would turn that, reported after the last test, into a
     # failed session and stop the run, though every test's own verdict stands.
-    args = ["-p", "no:cacheprovider", "-m", marks]
+    args = ["-p", "no:cacheprovider", "-n", "0", "-m", marks]  # in this process: no xdist
     args += ["-W", "ignore::pytest.PytestUnraisableExceptionWarning"]
     if not _uses_hypothesis(tests):
         # Its pytest plugin imports hypothesis in the terminal summary, deep in mutmut's
