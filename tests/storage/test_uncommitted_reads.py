@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import threading
 
 import anyio
 import pytest
+from held_statement import Held
 
 from nooa_mcp import Memory, Settings
 from nooa_mcp.embeddings import HashEmbedder
@@ -93,28 +93,6 @@ async def test_a_write_rolled_back_beside_a_recall_hides_no_later_write(mem, set
     assert await mem.engine.store.row_count() == 2
     assert len(reachable) == 2
     assert await mem.engine.store.live_ids(list(reachable)) == reachable
-
-
-class Held:
-    """A statement (`SELECT held()`) that stays under way until released: the moment it has
-    started is an event the test waits on, instead of a sleep that assumes it."""
-
-    def __init__(self) -> None:
-        self.started = threading.Event()
-        self.release = threading.Event()
-
-    def _held(self) -> int:
-        self.started.set()
-        self.release.wait(120)  # a hung job's guard: a test that fails still ends
-        return 1
-
-    async def install(self, conn) -> None:
-        await conn.create_function("held", 0, self._held)
-
-    async def wait_started(self) -> None:
-        with anyio.fail_after(60):  # a hung job's guard, not a timing
-            while not self.started.is_set():
-                await anyio.sleep(0.01)
 
 
 async def test_a_read_outside_a_write_does_not_queue_behind_its_statements(store_path) -> None:
