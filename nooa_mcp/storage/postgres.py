@@ -79,6 +79,7 @@ from .pg_search import (
 from .rows import (
     MIN_PREFIX,
     SCORING_COLUMNS,
+    edge_from_row,
     epoch,
     memory_from_row,
     memory_values,
@@ -838,8 +839,7 @@ class PostgresStore(SqlVerbs):
         around = ids if links is None else list(links)
         statements = []
         if ids and rows:
-            by_id = f"SELECT {SCORING_COLUMNS} FROM memories m WHERE m.id = ANY(%(ids)s)"
-            statements.append((by_id, {"ids": ids}))
+            statements.append(self.scoring_rows_statement(ids))
         if around and out:
             statements.append(self.out_edges_statement(around, scope))
         if around and into:
@@ -847,8 +847,8 @@ class PostgresStore(SqlVerbs):
         answers = iter(await self._pipelined(statements))
         return RankingReads(
             [scoring_from_row(r) for r in next(answers)] if ids and rows else [],
-            [_edge_row(r) for r in next(answers)] if around and out else [],
-            [_edge_row(r) for r in next(answers)] if around and into else [],
+            [edge_from_row(r) for r in next(answers)] if around and out else [],
+            [edge_from_row(r) for r in next(answers)] if around and into else [],
         )
 
     async def _pipelined(self, statements: list[tuple[str, dict[str, Any]]]) -> list[list[dict]]:
@@ -874,7 +874,7 @@ class PostgresStore(SqlVerbs):
             "UNION SELECT src, dst, type, weight FROM edges WHERE dst = ANY(%(ids)s)",
             {"ids": list(dict.fromkeys(ids))},
         )
-        return [EdgeRow(r["src"], r["dst"], r["type"], r["weight"]) for r in rows]
+        return [edge_from_row(r) for r in rows]
 
     async def copy_edges(self, src: str, dst: str) -> int:
         return await self._exec(
@@ -1142,7 +1142,3 @@ async def _migrate(conn: Any, label: str, schema: str) -> None:
             f"this user may not create nooa-mcp's tables in schema {schema} ({_short(exc)}).",
             "Grant CREATE on the schema, or point --store at a schema this user owns.",
         ) from None
-
-
-def _edge_row(r: dict) -> EdgeRow:
-    return EdgeRow(r["src"], r["dst"], r["type"], r["weight"])

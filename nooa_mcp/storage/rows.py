@@ -18,7 +18,7 @@ import numpy as np
 from pydantic import TypeAdapter
 
 from ..domain.schema import AccessRecord, Components, Memory, Reference, Trigger, cue_set
-from .base import ScoringRow, Tombstone
+from .base import EdgeRow, ScoringRow, Tombstone
 from .keywords import row_stems
 
 __all__ = [
@@ -141,6 +141,11 @@ def _cues(tags: str, entities: str, place_or_task: str) -> frozenset[str]:
     """A row's cue words from its stored JSON text; rows share labels, and recall reads ~100
     rows per query, so each distinct label set is parsed once per process."""
     return frozenset(cue_set(json.loads(tags), json.loads(entities), place_or_task))
+
+
+def edge_from_row(row: Row) -> EdgeRow:
+    """An edge as the ranking and maintenance reads select it (src, dst, type, weight)."""
+    return EdgeRow(row["src"], row["dst"], row["type"], row["weight"])
 
 
 def scoring_from_row(row: Row, bm25: float | None = None) -> ScoringRow:

@@ -28,6 +28,7 @@ from .rows import (
     TODO_ORDER,
     Row,
     access_from_row,
+    edge_from_row,
     epoch,
     memory_from_row,
     scoring_from_row,
@@ -274,14 +275,18 @@ class SqlVerbs:
         )
         return {r["id"]: vector_of(r["embedding"]) for r in rows}
 
-    async def scoring_rows(self, ids: Sequence[str]) -> list[ScoringRow]:
-        if not ids:
-            return []
+    def scoring_rows_statement(self, ids: Sequence[str]) -> tuple[str, Any]:
+        """The statement of `scoring_rows`, for a backend that sends several in one trip."""
         d = self.dialect
-        rows = await self._rows(
+        return (
             f"SELECT {SCORING_COLUMNS} FROM memories m WHERE {d.one_of('m.id', 'ids')}",
             {"ids": d.values(ids)},
         )
+
+    async def scoring_rows(self, ids: Sequence[str]) -> list[ScoringRow]:
+        if not ids:
+            return []
+        rows = await self._rows(*self.scoring_rows_statement(ids))
         return [scoring_from_row(r) for r in rows]
 
     # ------------------------------------------------------------------ edges
@@ -302,7 +307,7 @@ class SqlVerbs:
             f"WHERE {' AND '.join(clauses)}",
             params,
         )
-        return [EdgeRow(r["src"], r["dst"], r["type"], r["weight"]) for r in rows]
+        return [edge_from_row(r) for r in rows]
 
     async def links_of(self, ids: Sequence[str], scope: Scope) -> list[EdgeRow]:
         """Edges with either end in `ids` whose other end is inside `scope`, archived or not."""
@@ -315,7 +320,7 @@ class SqlVerbs:
             f"JOIN memories m ON m.id = e.src WHERE {d.one_of('e.dst', 'ids')} AND {where}",
             {**params, "ids": d.values(ids)},
         )
-        return [EdgeRow(r["src"], r["dst"], r["type"], r["weight"]) for r in rows]
+        return [edge_from_row(r) for r in rows]
 
     async def edges_of(self, memory_id: str) -> list[Edge]:
         rows = await self._rows(
@@ -348,7 +353,7 @@ class SqlVerbs:
         targets and targets outside the reader's scope are dropped here, before spreading
         ever sees them, so they neither appear nor relay (DESIGN §5.6)."""
         rows = await self._rows(*self.out_edges_statement(sources, scope))
-        return [EdgeRow(r["src"], r["dst"], r["type"], r["weight"]) for r in rows]
+        return [edge_from_row(r) for r in rows]
 
     def successors_statement(
         self, targets: Sequence[str], relations: Sequence[str], scope: Scope
@@ -368,7 +373,7 @@ class SqlVerbs:
     ) -> list[EdgeRow]:
         """Live, visible memories that point at `targets` with one of `relations`."""
         rows = await self._rows(*self.successors_statement(targets, relations, scope))
-        return [EdgeRow(r["src"], r["dst"], r["type"], r["weight"]) for r in rows]
+        return [edge_from_row(r) for r in rows]
 
     async def ranking_reads(
         self,
