@@ -171,7 +171,8 @@ class Links:
         """`store.scoring_rows(ids)`, with the links around them (and around the memories
         `also`, whose links were not read ahead) read in the same round trip (out-edges only
         if ranking spreads), so spreading and supersession need not ask."""
-        around = [*also, *(i for i in ids if i not in set(also))]
+        pending = set(also)
+        around = [*also, *(i for i in ids if i not in pending)]
         if not around:
             return []
         read = await store.ranking_reads(
