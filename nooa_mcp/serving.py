@@ -18,7 +18,7 @@ import anyio
 
 from .config import Settings
 from .errors import InvalidInput
-from .hosts import bind, is_loopback, parse_allowed_hosts, shown
+from .hosts import bind, is_loopback, parse_allowed_hosts, server_config, shown
 from .mcp.identity import TokenEntry, load_tokens
 from .mcp.server import build_server, single_threaded_blas
 
@@ -136,11 +136,7 @@ def run(
     plain_log_lines()
 
     # Forwarded headers are applied inside the app, behind the session cap (see http_app).
-    # The app is ASGI 3; said outright, uvicorn does not guess it from the session cap's
-    # __call__ (a wrapper around it, as mutation testing puts there, made it guess ASGI 2).
-    config = uvicorn.Config(
-        app, log_level="warning", lifespan="on", proxy_headers=False, interface="asgi3"
-    )
+    config = server_config(app, log_level="warning", lifespan="on", proxy_headers=False)
     anyio.run(functools.partial(uvicorn.Server(config).serve, sockets=[sock]))
 
 

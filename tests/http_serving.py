@@ -17,6 +17,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from nooa_mcp.config import Settings
 from nooa_mcp.embeddings import HashEmbedder
+from nooa_mcp.hosts import server_config
 from nooa_mcp.mcp.http import http_app
 from nooa_mcp.mcp.server import build_server
 
@@ -30,9 +31,7 @@ async def serving(settings: Settings, tokens: dict[str, str] | None) -> AsyncIte
     host, port = sock.getsockname()
     server = build_server(settings, embedder=HashEmbedder(), tokens=tokens)
     app = http_app(server, host="127.0.0.1", max_sessions_per_client=64)
-    # ASGI 3, said outright: uvicorn otherwise guesses from whether the app's __call__ is a
-    # coroutine function, and under mutation testing a wrapper around it is not one.
-    config = uvicorn.Config(app, log_level="warning", lifespan="on", interface="asgi3")
+    config = server_config(app, log_level="warning", lifespan="on")
     userver = uvicorn.Server(config)
     async with anyio.create_task_group() as tg:
         tg.start_soon(userver.serve, [sock])

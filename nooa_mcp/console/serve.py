@@ -8,7 +8,7 @@ import uvicorn
 
 from .. import InvalidInput, Settings
 from ..engine import Engine
-from ..hosts import bind, is_loopback, parse_allowed_hosts
+from ..hosts import bind, is_loopback, parse_allowed_hosts, server_config
 from .app import Console, standalone_app
 from .auth import Authenticator, LoopbackOnly, TokenLogin
 
@@ -57,8 +57,7 @@ async def serve(
                 f"nooa-mcp console on http://{shown}:{bound}/ · store {settings.store} · "
                 + ("sign in with a token" if tokens else f"owner {settings.owner or '(shared)'}")
             )
-            # ASGI 3, said outright rather than guessed from the app's __call__.
-            config = uvicorn.Config(app, log_level="warning", lifespan="on", interface="asgi3")
+            config = server_config(app, log_level="warning", lifespan="on")
             try:
                 await uvicorn.Server(config).serve(sockets=[sock])
             finally:

@@ -22,6 +22,7 @@ from starlette.routing import Mount
 from nooa_mcp import Settings
 from nooa_mcp.console import Authenticator, Console, standalone_app
 from nooa_mcp.engine import Engine
+from nooa_mcp.hosts import server_config
 
 CHROMIUM = Path("/usr/bin/chromium")
 FLAGS = [
@@ -98,9 +99,7 @@ async def console_at(
             app = Starlette(routes=[Mount(mount, app=console.app())], lifespan=lifespan)
         else:
             app = standalone_app(console, list(hosts))
-        server = uvicorn.Server(
-            uvicorn.Config(app, log_level="warning", lifespan="on", interface="asgi3")
-        )
+        server = uvicorn.Server(server_config(app, log_level="warning", lifespan="on"))
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(server.serve, [sock])
             try:

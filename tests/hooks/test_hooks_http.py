@@ -24,6 +24,7 @@ from nooa_mcp.embeddings import HashEmbedder
 from nooa_mcp.engine import Engine
 from nooa_mcp.hooks.http import hook_route
 from nooa_mcp.hooks.remote import _unchunk, hook_url
+from nooa_mcp.hosts import server_config
 from nooa_mcp.mcp.identity import TokenFileVerifier
 
 pytestmark = pytest.mark.anyio
@@ -221,7 +222,7 @@ async def serving(app: Starlette) -> AsyncIterator[str]:
     sock.bind(("127.0.0.1", 0))
     sock.listen(64)
     host, port = sock.getsockname()
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    server = uvicorn.Server(server_config(app, log_level="warning", lifespan="off"))
     async with anyio.create_task_group() as tg:
         tg.start_soon(server.serve, [sock])
         try:

@@ -17,6 +17,7 @@ from nooa_mcp import Memory, Settings
 from nooa_mcp.cli import serve
 from nooa_mcp.embeddings import HashEmbedder
 from nooa_mcp.errors import InvalidInput
+from nooa_mcp.hosts import server_config
 from nooa_mcp.mcp.server import build_server
 from nooa_mcp.serving import run
 
@@ -98,9 +99,7 @@ async def test_http_refuses_missing_and_wrong_tokens_and_accepts_the_right_one(
     app = build_server(settings, embedder=HashEmbedder(), tokens=tokens).streamable_http_app(
         host="127.0.0.1"
     )
-    userver = uvicorn.Server(
-        uvicorn.Config(app, log_level="warning", lifespan="on", interface="asgi3")
-    )
+    userver = uvicorn.Server(server_config(app, log_level="warning", lifespan="on"))
     body = {
         "jsonrpc": "2.0",
         "id": 1,

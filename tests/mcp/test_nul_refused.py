@@ -23,6 +23,7 @@ from nooa_mcp import Settings, cli
 from nooa_mcp.domain.schema import Memory as Record
 from nooa_mcp.domain.scope import Scope
 from nooa_mcp.embeddings import HashEmbedder
+from nooa_mcp.hosts import server_config
 from nooa_mcp.mcp.http import http_app
 from nooa_mcp.mcp.server import build_server
 from nooa_mcp.serving import build_http_server
@@ -102,9 +103,7 @@ async def test_a_hook_prompt_holding_a_nul_is_answered_on_postgres(postgres) -> 
     sock.bind(("127.0.0.1", 0))
     sock.listen(16)
     port = sock.getsockname()[1]
-    userver = uvicorn.Server(
-        uvicorn.Config(app, log_level="warning", lifespan="on", interface="asgi3")
-    )
+    userver = uvicorn.Server(server_config(app, log_level="warning", lifespan="on"))
     body = {
         "hook_event_name": "UserPromptSubmit",
         "prompt": "deploy the\x00 billing service",
