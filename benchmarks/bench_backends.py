@@ -17,7 +17,14 @@ them (SQLite first on even rounds, PostgreSQL first on odd ones), beside the flo
   store's vectors (the least any dense recall costs; the same for both backends);
 - author: `Memory.author_many` of 100 fresh memories per batch into a copy of each store
   (SQLite: a file copy; PostgreSQL: a fresh schema filled with the same rows), and raw
-  embedding of 100 fresh texts per round.
+  embedding of 100 fresh texts per round;
+- clients (`--clients 4`): that many clients of one server each authoring one memory per call
+  at the same time (`Memory.author`, the `memory_author` tool's path), into the same copies;
+  memories per second, the backends alternating every 40 writes;
+- reflect (`--reflect N`): the first reflection pass over N LoCoMo turns (MiniLM vectors),
+  on identical copies: the SQLite store is filled once, then copied by file and by
+  `nooa-mcp migrate` into a fresh PostgreSQL schema for each of `--reflect-runs` runs,
+  the backend that goes first alternating.
 
 The stores are those of bench_recall.py (DIR/recall-<size>.sqlite and the schema
 nooa_bench_recall_<size>, filled here with the hash embedder when missing). The author copies
@@ -47,6 +54,7 @@ from nooa_mcp.config import Settings
 from nooa_mcp.embeddings import HashEmbedder, MiniLMEmbedder
 from nooa_mcp.evaluation.workload import generate_memories
 from nooa_mcp.memory import Memory
+from nooa_mcp.storage.migrate import migrate
 
 BACKENDS = ("sqlite", "postgres")
 
@@ -130,6 +138,80 @@ async def author_round(
     return {k: n / v for k, v in spent.items()}
 
 
+async def clients_round(
+    stores: dict[str, Path | str], model: MiniLMEmbedder, size: int, n: int, clients: int
+) -> dict[str, float]:
+    """Memories per second into each backend with `clients` authors writing at once."""
+    spent = dict.fromkeys(BACKENDS, 0.0)
+    specs = {b: list(generate_memories(n, seed=11000 + size + k)) for k, b in enumerate(BACKENDS)}
+    step = 40
+    async with AsyncExitStack() as stack:
+        mems = {b: await opened(stack, stores[b], model) for b in BACKENDS}
+        for b in BACKENDS:
+            await mems[b].engine.index.sync(mems[b].engine.store)
+        for r, i in enumerate(range(0, n, step)):
+            for b in BACKENDS if r % 2 == 0 else BACKENDS[::-1]:
+                chunk = specs[b][i : i + step]
+
+                async def client(c: int, mem: Memory = mems[b], chunk: list = chunk) -> None:
+                    for spec in chunk[c::clients]:
+                        await mem.author(**spec)
+
+                started = time.perf_counter()
+                async with anyio.create_task_group() as tg:
+                    for c in range(clients):
+                        tg.start_soon(client, c)
+                spent[b] += time.perf_counter() - started
+            for b in BACKENDS:
+                await mems[b].engine.flush()
+    return {k: n / v for k, v in spent.items()}
+
+
+async def reflect_round(pg: str, root: Path, size: int, runs: int) -> dict[str, list[float]]:
+    """Seconds of the first reflection pass on identical copies of `size` LoCoMo turns."""
+    from bench_reflect import FILL_END, OWNER, Vectors, insert, texts
+
+    base = root / f"reflect-minilm-{size}.sqlite"
+    vectors = Vectors("minilm", root / "reflect-vectors")
+    if not base.exists():
+        filling = base.with_suffix(".filling")
+        async with Memory.open(filling, owner=OWNER, embedder=vectors.embedder) as mem:
+            await insert(mem, texts(size), vectors, 0, size)
+        filling.rename(base)
+    out: dict[str, list[float]] = {b: [] for b in BACKENDS}
+    for run in range(runs):
+        schema = f"nooa_bench_reflect_{size}"
+        drop_pg_schema(pg, schema)
+        copies: dict[str, Path | str] = {
+            "sqlite": root / f"reflect-{size}.run.sqlite",
+            "postgres": pg_schema_target(pg, schema),
+        }
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{copies['sqlite']}{suffix}").unlink(missing_ok=True)
+        shutil.copy(base, copies["sqlite"])
+        await migrate(base, copies["postgres"])
+        try:
+            for b in BACKENDS if run % 2 == 0 else BACKENDS[::-1]:
+                settings = Settings(
+                    store=copies[b], owner=OWNER, reflect_every_writes=0, reflect_idle_seconds=0
+                )
+                async with Memory.open(
+                    copies[b], owner=OWNER, embedder=vectors.embedder, settings=settings
+                ) as mem:
+                    await mem.engine.index.sync(mem.engine.store)
+                    started = time.perf_counter()
+                    await mem.reflect(now=FILL_END)
+                    out[b].append(time.perf_counter() - started)
+        finally:
+            drop_pg_schema(pg, schema)
+        print(
+            f"  reflect run {run + 1}: sqlite {out['sqlite'][-1]:.1f} s  "
+            f"postgres {out['postgres'][-1]:.1f} s  (load {load()})",
+            flush=True,
+        )
+    return out
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--store", required=True, help="the postgresql:// URL")
@@ -139,6 +221,16 @@ async def main() -> None:
     parser.add_argument("--authors", type=int, default=1000, help="memories authored per size")
     parser.add_argument("--no-author", action="store_true")
     parser.add_argument("--drop", action="store_true", help="drop the recall schemas at the end")
+    parser.add_argument(
+        "--clients", type=int, default=0, help="also: this many authors writing at once"
+    )
+    parser.add_argument(
+        "--reflect", type=int, default=0, help="also: a first reflection pass over N turns"
+    )
+    parser.add_argument("--reflect-runs", type=int, default=3)
+    parser.add_argument(
+        "--no-recall", action="store_true", help="skip the recall rounds (and their fills)"
+    )
     args = parser.parse_args()
     pg = args.store
     sizes = [int(x) for x in args.sizes.split(",")]
@@ -146,8 +238,8 @@ async def main() -> None:
     print(f"{time.strftime('%H:%M:%S')} load average {load()}", flush=True)
     model = MiniLMEmbedder()
     model.embed([s["content"] for s in generate_memories(64, seed=5)])
-    recall_rows, author_rows = [], []
-    for size in sizes:
+    recall_rows, author_rows, client_rows = [], [], []
+    for size in [] if args.no_recall else sizes:
         stores: dict[str, Path | str] = {
             "sqlite": args.dir / f"recall-{size}.sqlite",
             "postgres": pg_schema_target(pg, f"nooa_bench_recall_{size}"),
@@ -179,12 +271,22 @@ async def main() -> None:
             try:
                 if size:
                     source = args.dir / f"recall-{size}.sqlite"
+                    await ensure_filled(source, size, None, pg)
                     for suffix in ("", "-wal", "-shm"):
                         if Path(f"{source}{suffix}").exists():
                             shutil.copy(f"{source}{suffix}", f"{copies['sqlite']}{suffix}")
                     seconds = await fill(copies["postgres"], size, HashEmbedder(384))
                     print(f"  filled {schema}: {size} in {seconds:.0f} s", flush=True)
                 rates = await author_round(copies, model, size, args.authors)
+                if args.clients:
+                    many = await clients_round(copies, model, size, args.authors, args.clients)
+                    client_rows.append({"size": size, "load": load(), **many})
+                    print(
+                        f"{size:>7} {args.clients} clients, memories/s: sqlite "
+                        f"{many['sqlite']:.1f}  postgres {many['postgres']:.1f}  "
+                        f"PG / SQLite {many['postgres'] / many['sqlite']:.2f}  (load {load()})",
+                        flush=True,
+                    )
             finally:
                 drop_pg_schema(pg, schema)
         author_rows.append({"size": size, "load": load(), **rates})
@@ -193,6 +295,9 @@ async def main() -> None:
             f"  raw embedding {rates['raw']:.1f}  (load {load()})",
             flush=True,
         )
+    reflected = None
+    if args.reflect:
+        reflected = await reflect_round(pg, args.dir, args.reflect, args.reflect_runs)
     if args.drop:
         for size in sizes:
             drop_pg_schema(pg, f"nooa_bench_recall_{size}")
@@ -223,6 +328,25 @@ async def main() -> None:
                 f"| {r['size']:,} | {r['sqlite']:.1f} | {r['postgres']:.1f} | {r['raw']:.1f} | "
                 f"{r['sqlite'] / r['raw']:.2f} | {r['postgres'] / r['raw']:.2f} | {r['load']} |"
             )
+
+    if client_rows:
+        print(
+            f"\n| store size | SQLite memories/s, {args.clients} clients | PostgreSQL memories/s "
+            "| PG / SQLite | load average |"
+        )
+        print("|---:|---:|---:|---:|---|")
+        for r in client_rows:
+            print(
+                f"| {r['size']:,} | {r['sqlite']:.1f} | {r['postgres']:.1f} | "
+                f"{r['postgres'] / r['sqlite']:.2f} | {r['load']} |"
+            )
+    if reflected:
+        sq, pq = statistics.median(reflected["sqlite"]), statistics.median(reflected["postgres"])
+        print(
+            f"\nfirst reflection pass over {args.reflect:,} LoCoMo turns, median of "
+            f"{len(reflected['sqlite'])}: SQLite {sq:.1f} s, PostgreSQL {pq:.1f} s, "
+            f"PG / SQLite {pq / sq:.2f} (load {load()})"
+        )
 
 
 if __name__ == "__main__":

@@ -43,6 +43,7 @@ from bench_recall import pct, queries
 from nooa_mcp.config import Settings
 from nooa_mcp.domain.accesses import apply_access, created_record
 from nooa_mcp.domain.inputs import build_memory
+from nooa_mcp.domain.requests import AuthorRequest, request_of
 from nooa_mcp.embeddings import HashEmbedder
 from nooa_mcp.evaluation.workload import generate_memories
 from nooa_mcp.memory import Memory
@@ -89,7 +90,9 @@ async def fill(path: Path, n: int) -> float:
     async with Memory.open(path, embedder=embedder, settings=settings) as mem:
         specs = list(generate_memories(n, seed=n))
         for i in range(0, n, 1000):
-            records = [build_memory(dict(spec), OWNER) for spec in specs[i : i + 1000]]
+            records = [
+                build_memory(request_of(AuthorRequest, spec), OWNER) for spec in specs[i : i + 1000]
+            ]
             vectors = embedder.embed([r.content for r in records])
             store = mem.engine.store
             async with store.transaction():

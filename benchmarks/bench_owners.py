@@ -56,6 +56,7 @@ from http_process import (
 from nooa_mcp.config import Settings
 from nooa_mcp.domain.accesses import apply_access, created_record
 from nooa_mcp.domain.inputs import build_memory
+from nooa_mcp.domain.requests import AuthorRequest, request_of
 from nooa_mcp.embeddings import MiniLMEmbedder
 from nooa_mcp.evaluation.workload import generate_memories
 from nooa_mcp.memory import Memory
@@ -101,7 +102,7 @@ class Filler:
             store = mem.engine.store
             async with store.transaction():
                 for spec, owner, vector in zip(self.specs, self.owners, self.vectors, strict=True):
-                    record = build_memory(dict(spec), owner)
+                    record = build_memory(request_of(AuthorRequest, spec), owner)
                     access = created_record(record, owner)
                     apply_access(record, access, exact_k=settings.recall.exact_accesses)
                     await store.insert(record, np.asarray(vector))

@@ -43,6 +43,7 @@ import numpy as np
 from nooa_mcp.config import Settings
 from nooa_mcp.domain.accesses import apply_access, created_record
 from nooa_mcp.domain.inputs import build_memory
+from nooa_mcp.domain.requests import AuthorRequest, request_of
 from nooa_mcp.embeddings import HashEmbedder, MiniLMEmbedder
 from nooa_mcp.evaluation.workload import generate_memories
 from nooa_mcp.memory import Memory
@@ -132,7 +133,7 @@ async def fill(path: Path | str, n: int, embedder, batch: int = 1000, bulk: bool
             if not bulk:
                 await mem.author_many(chunk)
                 continue
-            records = [build_memory(dict(spec), mem.owner) for spec in chunk]
+            records = [build_memory(request_of(AuthorRequest, spec), mem.owner) for spec in chunk]
             vectors = embedder.embed([r.content for r in records])
             store = mem.engine.store
             async with store.transaction():

@@ -57,6 +57,7 @@ from stdio_workload import LOCOMO, items
 from nooa_mcp.config import Settings
 from nooa_mcp.domain.accesses import apply_access, created_record
 from nooa_mcp.domain.inputs import build_memory
+from nooa_mcp.domain.requests import AuthorRequest
 from nooa_mcp.embeddings import HashEmbedder
 from nooa_mcp.memory import Memory
 
@@ -124,7 +125,7 @@ async def insert(mem: Memory, all_texts: list[str], vectors: Vectors, start: int
         vecs = vectors.of(all_texts, lo, hi)
         async with store.transaction():
             for i, vector in zip(range(lo, hi), vecs, strict=True):
-                record = build_memory({"content": all_texts[i]}, mem.owner)
+                record = build_memory(AuthorRequest(content=all_texts[i]), mem.owner)
                 record.created_at = record.last_accessed_at = first + i * step
                 access = created_record(record, mem.owner)
                 apply_access(record, access, exact_k=mem.settings.recall.exact_accesses)

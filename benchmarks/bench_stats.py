@@ -47,6 +47,7 @@ import anyio
 from nooa_mcp.config import Settings
 from nooa_mcp.domain.accesses import apply_access, created_record
 from nooa_mcp.domain.inputs import build_memory
+from nooa_mcp.domain.requests import AuthorRequest, request_of
 from nooa_mcp.domain.schema import AccessRecord, Channel, EdgeType
 from nooa_mcp.embeddings import HashEmbedder
 from nooa_mcp.evaluation.workload import generate_memories
@@ -110,7 +111,7 @@ async def fill(target: Path | str, n: int, reads: float) -> tuple[float, int]:
                 owner = OTHER if draw < 0.10 else ("" if draw < 0.15 else OWNER)
                 if spec["type"] == "todo":
                     spec["status"] = rng.choice(["open", "open", "done", "dropped"])
-                record = build_memory(dict(spec), owner)
+                record = build_memory(request_of(AuthorRequest, spec), owner)
                 log = [created_record(record, owner)]
                 apply_access(record, log[0], exact_k=settings.recall.exact_accesses)
                 span = (now - record.created_at).total_seconds()
