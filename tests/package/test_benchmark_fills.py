@@ -1,0 +1,57 @@
+"""The benchmarks' store fills still run against the package as it is now.
+
+The benchmarks build records the way the package does (`build_memory`, `Store.insert`) to fill
+large stores fast; when a signature there changed, five of them failed before measuring
+anything and no test noticed. Each fill here writes a handful of memories and is read back.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))
+
+import bench_hooks  # noqa: E402
+import bench_recall  # noqa: E402
+import bench_reflect  # noqa: E402
+import bench_stats  # noqa: E402
+
+from nooa_mcp.embeddings import HashEmbedder  # noqa: E402
+from nooa_mcp.memory import Memory  # noqa: E402
+
+pytestmark = pytest.mark.anyio
+
+
+def count(path: Path) -> int:
+    with sqlite3.connect(path) as conn:
+        return conn.execute("SELECT count(*) FROM memories").fetchone()[0]
+
+
+async def test_bench_recall_fills_a_store(tmp_path: Path) -> None:
+    await bench_recall.fill(tmp_path / "r.sqlite", 30, HashEmbedder(384), batch=10)
+    assert count(tmp_path / "r.sqlite") == 30
+
+
+async def test_bench_hooks_fills_a_store(tmp_path: Path) -> None:
+    await bench_hooks.fill(tmp_path / "h.sqlite", 25)
+    assert count(tmp_path / "h.sqlite") == 25
+
+
+async def test_bench_stats_fills_a_store(tmp_path: Path) -> None:
+    await bench_stats.fill(tmp_path / "s.sqlite", 40, 0.5)
+    assert count(tmp_path / "s.sqlite") == 40
+
+
+async def test_bench_reflect_inserts_turns(tmp_path: Path) -> None:
+    vectors = bench_reflect.Vectors("hash", None)
+    texts = bench_reflect.texts(12)
+    async with Memory.open(
+        tmp_path / "f.sqlite", owner=bench_reflect.OWNER, embedder=vectors.embedder
+    ) as mem:
+        await bench_reflect.insert(mem, texts, vectors, 0, 12)
+    assert count(tmp_path / "f.sqlite") == 12
