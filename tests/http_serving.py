@@ -23,14 +23,17 @@ from nooa_mcp.mcp.server import build_server
 
 
 @asynccontextmanager
-async def serving(settings: Settings, tokens: dict[str, str] | None) -> AsyncIterator[str]:
-    """Serve `settings` over HTTP on 127.0.0.1 with `tokens`; yields the /mcp URL."""
+async def serving(
+    settings: Settings, tokens: dict[str, str] | None, max_sessions: int = 64
+) -> AsyncIterator[str]:
+    """Serve `settings` over HTTP on 127.0.0.1 with `tokens`, at most `max_sessions` open
+    sessions per client; yields the /mcp URL."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     sock.listen(64)
     host, port = sock.getsockname()
     server = build_server(settings, embedder=HashEmbedder(), tokens=tokens)
-    app = http_app(server, host="127.0.0.1", max_sessions_per_client=64)
+    app = http_app(server, host="127.0.0.1", max_sessions_per_client=max_sessions)
     config = server_config(app, log_level="warning", lifespan="on")
     userver = uvicorn.Server(config)
     async with anyio.create_task_group() as tg:

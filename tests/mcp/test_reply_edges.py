@@ -1,0 +1,91 @@
+"""Edges of what the MCP front end says: paging cursors, refusals that name the field, clip
+markers at a zero budget, a memory's state in its access history. Each was a place where a
+changed line went unnoticed by every other test."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+
+from nooa_mcp.config import Settings
+from nooa_mcp.domain.replies import ExplainResult
+from nooa_mcp.embeddings import HashEmbedder
+from nooa_mcp.mcp.rendering import clip, render_explain
+from nooa_mcp.mcp.server import build_server
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+async def client(tmp_path: Path):
+    settings = Settings(store=tmp_path / "memory.sqlite", owner="tester")
+    async with Client(build_server(settings, embedder=HashEmbedder()), cache=None) as c:
+        yield c
+
+
+async def read_json(client: Client, uri: str) -> dict:
+    return json.loads((await client.read_resource(uri)).contents[0].text)  # type: ignore[union-attr]
+
+
+async def test_todo_pages_follow_open_then_done_and_a_plain_cursor_means_open(client) -> None:
+    heads = ["Rotate the deploy key", "Renew the TLS cert", "Archive old logs", "Fix the pager"]
+    ids = []
+    for head in heads:
+        reply = await client.call_tool("todo", {"action": "add", "content": head})
+        ids.append(reply.structured_content["id"])
+    await client.call_tool("todo", {"action": "done", "memory_id": ids[1]})
+
+    pages, uri = [], "memory://todos?limit=2"
+    while uri:
+        page = await read_json(client, uri)
+        pages.append([(i["head"], i["status"]) for i in page["items"]])
+        uri = page["next_uri"] and f"{page['next_uri']}&limit=2"
+    assert pages == [
+        [("Rotate the deploy key", "open"), ("Archive old logs", "open")],
+        [("Fix the pager", "open"), ("Renew the TLS cert", "done")],
+        [],  # a full page always offers a next one
+    ]
+    # A cursor of a bare sequence number continues the open todos after it, then the rest.
+    first = await read_json(client, "memory://todos?limit=1")
+    seq = first["next_cursor"].removeprefix("open.")
+    after = await read_json(client, f"memory://todos?cursor={seq}&limit=10")
+    assert [i["head"] for i in after["items"]] == [
+        "Archive old logs",
+        "Fix the pager",
+        "Renew the TLS cert",
+    ]
+
+
+async def test_an_offset_outside_the_content_is_refused_naming_offset(client) -> None:
+    reply = await client.call_tool("memory_author", {"content": "The VPN gateway is vpn-2."})
+    memory_id = reply.structured_content["id"]
+    with pytest.raises(MCPError) as refused:
+        await client.read_resource(f"memory://memories/{memory_id}?offset=999")
+    assert str(refused.value).startswith("offset: '999' is not a character offset")
+
+
+async def test_an_argument_name_that_is_not_an_identifier_is_quoted_and_cut(client) -> None:
+    odd = "not a name! " * 10
+    reply = await client.call_tool("memory_recall", {"query": "vpn", odd: 1})
+    text = reply.content[0].text
+    assert reply.is_error
+    assert f"{odd[:40]!r}: is not an argument of memory_recall" in text
+    assert odd[:41] not in text
+
+
+def test_a_budget_of_zero_or_less_keeps_nothing_and_says_where_the_rest_is() -> None:
+    marker = "… [clipped: 5 of 5 characters left out; read memory://x]"
+    assert clip("abcde", 0, "memory://x") == marker
+    assert clip("abcde", -3, "memory://x") == marker
+    assert clip("abcde", 2, "memory://x").startswith("ab… [clipped: 3 of 5")
+
+
+@pytest.mark.parametrize(("state", "shown"), [("faded", " (faded)"), ("live", ""), (None, "")])
+def test_an_access_history_names_a_memory_that_is_not_live(state, shown) -> None:
+    result = ExplainResult(mode="replay", memory_id="0123456789abcdef", state=state)
+    first = render_explain(result).splitlines()[0]
+    assert first.startswith(f"Access history of 01234567{shown}: 0 access(es)")
