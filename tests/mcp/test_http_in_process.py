@@ -5,6 +5,7 @@ also tested against a real `nooa-mcp serve` process (test_session_cap, test_serv
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import httpx
@@ -61,3 +62,27 @@ async def test_the_console_mount_answers_its_host_and_refuses_a_foreign_one(
         foreign = await http.get("/ui/", headers={"Host": "evil.example"})
     assert (own.status_code, own.text) == (200, "console page")
     assert foreign.status_code == 400
+
+
+async def test_a_use_over_http_is_logged_with_the_session_the_client_sent(tmp_path: Path) -> None:
+    # A client of a protocol version with sessions (the Inspector, the TypeScript SDK) sends
+    # back the mcp-session-id its initialize was answered with; its uses are logged with it.
+    settings = Settings(store=tmp_path / "s.sqlite")
+    headers = {**MCP_HEADERS, "Authorization": f"Bearer {next(iter(TOKENS))}"}
+    async with serving(settings, TOKENS) as url, httpx.AsyncClient() as http:
+        opened = await http.post(url, json=initialize_body(), headers=headers)
+        session = opened.headers["mcp-session-id"]
+        headers = {**headers, "mcp-session-id": session, "mcp-protocol-version": "2025-06-18"}
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        await http.post(url, json=initialized, headers=headers)
+        call = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "memory_author", "arguments": {"content": "The VPN is vpn-2."}},
+        }
+        answered = await http.post(url, json=call, headers=headers)
+    assert answered.status_code == 200 and '"created"' in answered.text
+    with sqlite3.connect(settings.store) as conn:
+        logged = conn.execute("SELECT channel, session_ref FROM accesses").fetchall()
+    assert logged == [("created", session)]

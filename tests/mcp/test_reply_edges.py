@@ -6,16 +6,20 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from uuid import UUID
 
 import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
+from pydantic import BaseModel, ValidationError
 
+from nooa_mcp import Memory
 from nooa_mcp.config import Settings
 from nooa_mcp.domain.replies import ExplainResult
 from nooa_mcp.embeddings import HashEmbedder
 from nooa_mcp.mcp.rendering import clip, render_explain
 from nooa_mcp.mcp.server import build_server
+from nooa_mcp.mcp.validation import argument_sentence
 
 pytestmark = pytest.mark.anyio
 
@@ -89,3 +93,33 @@ def test_an_access_history_names_a_memory_that_is_not_live(state, shown) -> None
     result = ExplainResult(mode="replay", memory_id="0123456789abcdef", state=state)
     first = render_explain(result).splitlines()[0]
     assert first.startswith(f"Access history of 01234567{shown}: 0 access(es)")
+
+
+async def test_explain_keeps_to_the_scope_it_is_given(tmp_path: Path) -> None:
+    store = tmp_path / "memory.sqlite"
+    async with Memory.open(store, owner="coder@laptop", embedder=HashEmbedder()) as other:
+        await other.author("The staging database password rotates every Monday.")
+    settings = Settings(store=store, owner="coder@desktop")
+    async with Client(build_server(settings, embedder=HashEmbedder()), cache=None) as client:
+        mine = "The staging database lives in eu-west."
+        await client.call_tool("memory_author", {"content": mine})
+        query = {"query": "staging database"}
+        role = await client.call_tool("memory_explain", query)
+        instance = await client.call_tool("memory_explain", {**query, "scope": "instance"})
+    assert len(role.structured_content["rows"]) == 2
+    assert [r["head"] for r in instance.structured_content["rows"]] == [mine]
+
+
+async def test_a_listing_of_every_todo_says_how_many_without_a_status(client) -> None:
+    await client.call_tool("todo", {"action": "add", "content": "Rotate the deploy key"})
+    listing = await client.call_tool("todo", {"action": "list", "status": "all"})
+    assert listing.content[0].text.splitlines()[0] == "1 todo(s):"
+
+
+def test_a_validation_problem_without_a_sentence_of_ours_drops_pydantics_input() -> None:
+    class Arguments(BaseModel):
+        ticket: UUID
+
+    with pytest.raises(ValidationError) as refused:
+        Arguments(ticket="not-a-uuid")  # type: ignore[arg-type]
+    assert argument_sentence(refused.value).startswith("ticket: should be a valid UUID")

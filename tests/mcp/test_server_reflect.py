@@ -53,13 +53,13 @@ async def test_reflect_reports_progress_to_the_caller(client: Client) -> None:
         "The billing service deploys from the release branch every Monday.",
     ):
         await client.call_tool("memory_author", {"content": content})
-    seen: list[float] = []
+    seen: list[tuple[float, float | None, str | None]] = []
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
-        seen.append(progress)
+        seen.append((progress, total, message))
 
     await client.call_tool("memory_reflect", {"steps": ["link"]}, progress_callback=on_progress)
-    assert seen == [1]
+    assert seen == [(1, 1, "link 1/1")]  # the step and how far it is, for the client to show
 
 
 async def test_a_second_reflect_says_it_compared_only_what_changed(client: Client) -> None:
