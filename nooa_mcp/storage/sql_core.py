@@ -13,17 +13,34 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 
-from ..domain.reflection import Node
-from ..domain.schema import AccessRecord, Edge, Memory
+from ..domain.reflection import Node, Rows
+from ..domain.schema import AccessRecord, Edge, EdgeType, Memory
 from ..domain.scope import Scope
-from .base import EdgeRow, KpiRaw, MaintenanceEntry, RankingReads, ScoringRow, Tombstone
+from ..errors import AmbiguousId, NotFound
+from .base import (
+    ACCESS_COLUMNS,
+    DUMP_COLUMNS,
+    DUMP_JSON,
+    DUMP_KEYS,
+    DUMP_TABLES,
+    REFLECTION_COLUMNS,
+    EdgeRow,
+    KpiRaw,
+    KpiTotals,
+    MaintenanceEntry,
+    RankingReads,
+    ScoringRow,
+    Tombstone,
+)
+from .dialect import POSTGRES, SQLITE, Dialect, intents_sql, scope_where
+from .keywords import row_stems
 from .rows import (
+    MIN_PREFIX,
     SCORING_COLUMNS,
     TODO_ORDER,
     Row,
@@ -31,99 +48,15 @@ from .rows import (
     edge_from_row,
     epoch,
     memory_from_row,
+    memory_values,
     scoring_from_row,
     time_from_epoch,
     tombstone_from_row,
+    values_of,
     vector_of,
 )
 
 __all__ = ["POSTGRES", "SQLITE", "Dialect", "SqlVerbs", "scope_where"]
-
-
-@dataclass(frozen=True)
-class Dialect:
-    """How one backend spells what the shared verbs need."""
-
-    name: str
-    #: The boolean literals.
-    true: str
-    false: str
-    #: A named placeholder, with `{}` for the name.
-    placeholder: str
-    #: A JSON object column's text field, with `{column}` and `{key}`.
-    json_text: str
-    #: "`{column}` is one of the list parameter `{name}`" (see `values`).
-    member: str
-    #: The byte length of a blob.
-    blob_length: str
-    #: The role of an owner column `{c}`: the part before the `@`.
-    role_of: str
-    #: "the JSON array `tags` holds the text `{name}`, ASCII case folded" (both fold ASCII
-    #: only: SQLite's lower(), PostgreSQL's under the C collation).
-    has_tag: str
-
-    def p(self, name: str) -> str:
-        """The placeholder of the parameter `name`."""
-        return self.placeholder.format(name)
-
-    def field(self, column: str, key: str) -> str:
-        """The text of `key` in the JSON object of `column`."""
-        return self.json_text.format(column=column, key=key)
-
-    def one_of(self, column: str, name: str) -> str:
-        """The condition "`column` is in the list parameter `name`"."""
-        return self.member.format(column=column, name=self.p(name))
-
-    def values(self, values: Sequence[Any]) -> Any:
-        """A list parameter as the backend takes it (see `one_of`): SQLite reads a JSON
-        array with json_each (one parameter, however long the list); PostgreSQL an array."""
-        return json.dumps(list(values)) if self.name == "sqlite" else list(values)
-
-
-SQLITE = Dialect(
-    name="sqlite",
-    true="1",
-    false="0",
-    placeholder=":{}",
-    json_text="json_extract({column}, '$.{key}')",
-    member="{column} IN (SELECT value FROM json_each({name}))",
-    blob_length="length",
-    role_of="CASE WHEN instr({c}, '@') > 0 THEN substr({c}, 1, instr({c}, '@') - 1) ELSE {c} END",
-    has_tag="EXISTS (SELECT 1 FROM json_each(tags) WHERE lower(value) = lower({name}))",
-)
-POSTGRES = Dialect(
-    name="postgresql",
-    true="true",
-    false="false",
-    placeholder="%({})s",
-    json_text="{column}->>'{key}'",
-    member="{column} = ANY({name})",
-    blob_length="octet_length",
-    role_of="split_part({c}, '@', 1)",
-    has_tag=(
-        "EXISTS (SELECT 1 FROM jsonb_array_elements_text(tags) t "
-        'WHERE lower(t COLLATE "C") = lower({name}::text COLLATE "C"))'
-    ),
-)
-
-
-def scope_where(
-    scope: Scope, d: Dialect, alias: str = "m", name: str = "scope"
-) -> tuple[str, dict[str, Any]]:
-    """The visibility rule of `Scope.allows` as an SQL condition and its named parameters
-    (`name` prefixes them, so one statement can hold two scopes)."""
-    p = f"{alias}." if alias else ""
-    if scope.owner is not None:
-        return f"({p}owner = '' OR {p}owner = {d.p(name + '_owner')})", {
-            f"{name}_owner": scope.owner
-        }
-    if scope.roles is None:
-        return d.true, {}
-    roles = f"{name}_roles"
-    return (
-        f"({p}owner = '' OR {d.one_of(p + 'role', roles)})",
-        {roles: d.values(sorted(scope.roles))},
-    )
 
 
 class SqlVerbs:
@@ -138,17 +71,219 @@ class SqlVerbs:
     async def _scalar(self, sql: str, params: Any = ()) -> Any:
         raise NotImplementedError
 
-    async def _exec(self, sql: str, params: Any = ()) -> Any:
+    async def _exec(self, sql: str, params: Any = ()) -> int:
+        """Run a write; how many rows it changed."""
         raise NotImplementedError
 
-    async def fetch_many(self, ids: Sequence[str]) -> dict[str, Memory]:
+    async def _exec_many(self, sql: str, rows: Sequence[dict[str, Any]]) -> None:
+        """Run a write once per parameter set, in one hop (SQLite) or one pipeline."""
+        raise NotImplementedError
+
+    async def _insert_row(self, sql: str, params: dict[str, Any]) -> int:
+        """Run an INSERT of one memory row; the row's new seq."""
         raise NotImplementedError
 
     async def _blob_rows(self, sql: str, params: Any = ()) -> Sequence[Row]:
         """`_rows` for a read that returns embeddings (PostgreSQL fetches them in binary)."""
         return await self._rows(sql, params)
 
+    async def _bulk_rows(self, sql: str, params: Any = ()) -> Sequence[Row]:
+        """`_rows` for a read over a whole role or scope (SQLite runs it on a connection of
+        its own, apart from the recalls and writes)."""
+        return await self._rows(sql, params)
+
+    def _moved(self) -> None:
+        """This write changes what vector caches hold (PostgreSQL moves its change token
+        at commit; SQLite's statements move the revision themselves, `Dialect.rev`)."""
+
+    def _lock(self) -> str:
+        """What a read of rows about to be rewritten adds to lock them (PostgreSQL's
+        `FOR UPDATE` inside a transaction); SQLite's write lock covers the whole file."""
+        return ""
+
+    async def _lock_key(self, key: str) -> None:
+        """Hold `key` until the transaction ends, whether a row exists or not (PostgreSQL's
+        advisory locks); SQLite's BEGIN IMMEDIATE already holds the whole file."""
+
+    async def _after_load(self, table: str) -> None:
+        """What a backend does once rows with their own seqs were copied into `table`."""
+
     # ------------------------------------------------------------------ memories by id
+
+    async def resolve_id(
+        self, ident: str, field: str = "memory_id", scope: Scope | None = None
+    ) -> str:
+        """Full id of an id or unique prefix (≥ 6 characters) among the memories `scope`
+        sees (every memory when None): a prefix is never ambiguous with, nor names, a
+        memory outside it.
+
+        Raises:
+            NotFound: nothing matches, or the prefix is shorter than 6 characters.
+            AmbiguousId: several memories share the prefix.
+        """
+        d = self.dialect
+        where, params = scope_where(scope, d, "") if scope is not None else (d.true, {})
+        if len(ident) == 32:
+            found = await self._scalar(
+                f"SELECT id FROM memories WHERE id = {d.p('lo')} AND {where}",
+                {**params, "lo": ident},
+            )
+            if found is None:
+                raise NotFound(ident, field)
+            return found
+        if len(ident) < MIN_PREFIX:
+            raise NotFound(ident, field)
+        upper = ident[:-1] + chr(ord(ident[-1]) + 1)
+        rows = await self._rows(
+            f"SELECT id FROM memories WHERE id >= {d.p('lo')} AND id < {d.p('hi')} "
+            f"AND {where} ORDER BY id LIMIT 6",
+            {**params, "lo": ident, "hi": upper},
+        )
+        matches = [r["id"] for r in rows]
+        if not matches:
+            raise NotFound(ident, field)
+        if len(matches) > 1:
+            raise AmbiguousId(ident, matches, field)
+        return matches[0]
+
+    async def insert(self, memory: Memory, embedding: np.ndarray | None) -> int:
+        """Insert one memory row (inside a transaction); returns and sets its seq. The next
+        revision, where statements set it, is computed inside the statement: one trip."""
+        d = self.dialect
+        self._moved()
+        values = memory_values(memory, embedding, d.flag)
+        cols = ", ".join(values)
+        marks = ", ".join(d.p(k) for k in values)
+        if d.rev is not None:
+            cols, marks = f"{cols}, rev", f"{marks}, {d.rev}"
+        memory.seq = await self._insert_row(
+            f"INSERT INTO memories ({cols}) VALUES ({marks})", values
+        )
+        return memory.seq
+
+    async def save(self, memory: Memory, embedding: np.ndarray | None = None) -> None:
+        """Rewrite a memory row from its record (inside a transaction).
+
+        The embedding is only written when given, so callers that did not change the
+        content never ship 1.5 kB of vector back and forth.
+        """
+        d = self.dialect
+        self._moved()
+        values = memory_values(memory, embedding, d.flag)
+        if embedding is None:
+            values.pop("embedding")
+        sets = ", ".join(f"{k} = {d.p(k)}" for k in values if k != "id")
+        await self._exec(f"UPDATE memories SET {sets}{d.set_rev()} WHERE id = {d.p('id')}", values)
+
+    async def save_accesses(self, memories: Sequence[Memory]) -> None:
+        """See `Store.save_accesses`: access columns only, revision unchanged."""
+        if not memories:
+            return
+        d = self.dialect
+        rows = []
+        for memory in memories:
+            values = memory_values(memory, None, d.flag)
+            rows.append({k: values[k] for k in ("id", *ACCESS_COLUMNS)})
+        sets = ", ".join(f"{k} = {d.p(k)}" for k in ACCESS_COLUMNS)
+        await self._exec_many(f"UPDATE memories SET {sets} WHERE id = {d.p('id')}", rows)
+
+    async def set_embedding(self, memory_id: str, vector: np.ndarray) -> None:
+        d = self.dialect
+        self._moved()
+        await self._exec(
+            f"UPDATE memories SET embedding = {d.p('e')}{d.set_rev()} WHERE id = {d.p('i')}",
+            {"e": np.asarray(vector, np.float32).tobytes(), "i": memory_id},
+        )
+
+    async def set_archived(
+        self, memory_id: str, archived: bool, when: datetime, *, faded: bool = False
+    ) -> None:
+        d = self.dialect
+        self._moved()
+        await self._exec(
+            f"UPDATE memories SET archived = {d.p('a')}, archived_at = {d.p('t')}, "
+            f"faded = {d.p('f')}{d.set_rev()} WHERE id = {d.p('i')}",
+            {
+                "a": d.flag(archived),
+                "t": epoch(when) if archived else None,
+                "f": d.flag(archived and faded),
+                "i": memory_id,
+            },
+        )
+
+    async def set_importance(
+        self, memory_id: str, importance: float | None = None, authored: float | None = None
+    ) -> None:
+        """Set importance (rescore) and/or the authored importance of one row."""
+        d = self.dialect
+        sets, params = list[str](), dict[str, Any](i=memory_id)
+        if importance is not None:
+            sets.append(f"importance = {d.p('imp')}")
+            params["imp"] = importance
+        if authored is not None:
+            sets.append(f"authored_importance = {d.p('auth')}")
+            params["auth"] = authored
+        if sets:
+            await self._exec(
+                f"UPDATE memories SET {', '.join(sets)}{d.set_rev()} WHERE id = {d.p('i')}",
+                params,
+            )
+
+    async def fetch(self, memory_id: str) -> Memory | None:
+        rows = await self._rows(
+            f"SELECT * FROM memories WHERE id = {self.dialect.p('i')}{self._lock()}",
+            {"i": memory_id},
+        )
+        return memory_from_row(rows[0]) if rows else None
+
+    async def fetch_many(self, ids: Sequence[str]) -> dict[str, Memory]:
+        """The rows of `ids` that exist, read (and, to be rewritten, locked) in id order,
+        so two transactions cannot deadlock on the rows of one call."""
+        if not ids:
+            return {}
+        d = self.dialect
+        rows = await self._rows(
+            f"SELECT * FROM memories WHERE {d.one_of('id', 'ids')} ORDER BY id{self._lock()}",
+            {"ids": d.values(sorted(set(ids)))},
+        )
+        return {r["id"]: memory_from_row(r) for r in rows}
+
+    async def find_by_hash(self, content_hash: str, role: str, type: str) -> str | None:
+        """A live memory of this role and type with exactly this content.
+
+        Inside a transaction the (role, type, content) is held first, until the transaction
+        ends (`_lock_key`): a second server authoring the same text waits, then finds this
+        row. The index hint: without statistics SQLite's planner chose memories_type (type,
+        archived) and scanned every live row of the type — 68 ms per write at 100k rows.
+        """
+        d = self.dialect
+        await self._lock_key(f"hash/{role}/{type}/{content_hash}")
+        return await self._scalar(
+            f"SELECT id FROM memories{d.indexed('memories_hash')} "
+            f"WHERE content_hash = {d.p('h')} AND role = {d.p('r')} AND type = {d.p('t')} "
+            f"AND archived = {d.false} ORDER BY created_at, seq LIMIT 1",
+            {"h": content_hash, "r": role, "t": type},
+        )
+
+    async def context_rows(self, scope: Scope, limit: int) -> list[Memory]:
+        """What the context block shows: open todos first, then by importance and recency.
+        Scratch notes and closed todos never appear (they are not worth the reader's context).
+
+        The ids are picked first and their rows read by `fetch_many` (locked in id order
+        inside a transaction, so this cannot deadlock with a recall logging the same rows).
+        """
+        d = self.dialect
+        where, params = scope_where(scope, d, "")
+        picked = await self._rows(
+            f"SELECT id FROM memories WHERE {where} AND archived = {d.false} "
+            "AND type != 'scratch' AND NOT (type = 'todo' AND status != 'open') "
+            "ORDER BY (type = 'todo' AND status = 'open') DESC, importance DESC, "
+            f"last_accessed_at DESC, seq LIMIT {d.p('limit')}",
+            {**params, "limit": limit},
+        )
+        order = [r["id"] for r in picked]
+        found = await self.fetch_many(order)
+        return [found[i] for i in order if i in found]
 
     async def owners_of(self, ids: Sequence[str]) -> dict[str, str]:
         """Owner of each existing memory among `ids`."""
@@ -252,12 +387,7 @@ class SqlVerbs:
         return [found[i] for i in order if i in found]
 
     async def intents(self, role: str) -> list[Memory]:
-        d = self.dialect
-        rows = await self._rows(
-            f"SELECT * FROM memories WHERE type = 'intent' AND archived = {d.false} "
-            f"AND role = {d.p('r')} AND trigger IS NOT NULL ORDER BY seq",
-            {"r": role},
-        )
+        rows = await self._rows(intents_sql(self.dialect), {"role": role})
         return [memory_from_row(r) for r in rows]
 
     async def count_accesses(self, memory_id: str) -> int:
@@ -290,6 +420,67 @@ class SqlVerbs:
         return [scoring_from_row(r) for r in rows]
 
     # ------------------------------------------------------------------ edges
+
+    # Adding or copying an edge does not move its memories' revision: no cache holds edges
+    # (the vector cache holds vectors and masks, a pass's kept rows their columns), and every
+    # recall and pass reads edges afresh. Moving it rewrote each linked row and its entry in
+    # SQLite's revision index (a quarter of a first pass at 100k), and every other process's
+    # vector cache then read those rows again.
+
+    def _edge_upsert(self) -> str:
+        """Insert an edge; an existing (src, dst, type) keeps the larger weight and its
+        created_at."""
+        d = self.dialect
+        return (
+            "INSERT INTO edges(src, dst, type, weight, created_at) "
+            f"VALUES ({d.p('s')}, {d.p('d')}, {d.p('t')}, {d.p('w')}, {d.p('c')}) "
+            "ON CONFLICT (src, dst, type) "
+            f"DO UPDATE SET weight = {d.greatest}(edges.weight, excluded.weight)"
+        )
+
+    async def add_edge(
+        self, src: str, dst: str, type: EdgeType, weight: float, at: datetime | None = None
+    ) -> None:
+        """Add an edge (made `at`, an import's, else now)."""
+        when = (at or datetime.now(UTC)).timestamp()
+        await self._exec(
+            self._edge_upsert(),
+            {"s": src, "d": dst, "t": EdgeType(type).value, "w": weight, "c": when},
+        )
+
+    async def add_edges(self, edges: Sequence[tuple[str, str, EdgeType, float]]) -> None:
+        """`add_edge` for each edge, in order: one statement run many times, in one hop."""
+        if not edges:
+            return
+        when = datetime.now(UTC).timestamp()
+        await self._exec_many(
+            self._edge_upsert(),
+            [
+                {"s": src, "d": dst, "t": EdgeType(kind).value, "w": weight, "c": when}
+                for src, dst, kind, weight in edges
+            ],
+        )
+
+    async def edges_touching(self, ids: Sequence[str]) -> list[EdgeRow]:
+        """Edges with `src` or `dst` among `ids` (each once), through both edge indexes."""
+        d = self.dialect
+        rows = await self._rows(
+            f"SELECT src, dst, type, weight FROM edges WHERE {d.one_of('src', 'ids')} "
+            f"UNION SELECT src, dst, type, weight FROM edges WHERE {d.one_of('dst', 'ids')}",
+            {"ids": d.values(list(dict.fromkeys(ids)))},
+        )
+        return [edge_from_row(r) for r in rows]
+
+    async def copy_edges(self, src: str, dst: str) -> int:
+        """Copy `src`'s outgoing edges onto `dst` (larger weight wins); returns how many."""
+        d = self.dialect
+        return await self._exec(
+            "INSERT INTO edges(src, dst, type, weight, created_at) "
+            f"SELECT {d.p('d')}, dst, type, weight, created_at FROM edges "
+            f"WHERE src = {d.p('s')} AND dst != {d.p('d')} ON CONFLICT (src, dst, type) "
+            f"DO UPDATE SET weight = {d.greatest}(edges.weight, excluded.weight)",
+            {"s": src, "d": dst},
+        )
 
     async def edge_pairs(self, role: str | None, live_only: bool = True) -> list[EdgeRow]:
         """Edges leaving a role's memories (every role for None), by default only between
@@ -396,6 +587,12 @@ class SqlVerbs:
         )
 
     # ------------------------------------------------------------------ meta
+
+    async def lock_meta(self, key: str) -> str | None:
+        """The value, with the key held until the transaction ends — even a key that does
+        not exist yet, so two servers cannot both see "no lease" and both take it."""
+        await self._lock_key(f"meta/{key}")
+        return await self.get_meta(key)
 
     async def get_meta(self, key: str) -> str | None:
         p = self.dialect.p
@@ -645,3 +842,173 @@ class SqlVerbs:
             edges=edges,
             accesses=accesses,
         )
+
+    # ------------------------------------------------------------------ accesses
+
+    async def append_accesses(self, records: Sequence[tuple[str, AccessRecord]]) -> None:
+        """Append to the access stream (inside a transaction); the stream is never rewritten."""
+        p = self.dialect.p
+        await self._exec_many(
+            "INSERT INTO accesses(memory_id, ts, channel, reader_owner, session_ref, trace_ref, "
+            f"query, score, rank, components) VALUES ({p('m')}, {p('ts')}, {p('ch')}, "
+            f"{p('ro')}, {p('sr')}, {p('tr')}, {p('q')}, {p('sc')}, {p('rk')}, {p('co')})",
+            [
+                {
+                    "m": mid,
+                    "ts": r.ts.timestamp(),
+                    "ch": r.channel.value,
+                    "ro": r.reader_owner,
+                    "sr": r.session_ref,
+                    "tr": r.trace_ref,
+                    "q": r.query,
+                    "sc": r.score,
+                    "rk": r.rank,
+                    "co": r.components.model_dump_json() if r.components else None,
+                }
+                for mid, r in records
+            ],
+        )
+
+    async def reflection_rows(
+        self, role: str | None, after: tuple[str, int] | None, limit: int
+    ) -> Rows:
+        """A page of live rows after (owner, seq), no vectors. The key follows the role index
+        (role, owner, seq): each page is one index range, no sort (paging by seq alone
+        sorted the whole role for every page)."""
+        d = self.dialect
+        where = f"role = {d.p('role')}" if role is not None else d.true
+        owner, seq = after or ("", 0)
+        rows = await self._bulk_rows(
+            f"SELECT {REFLECTION_COLUMNS} FROM memories WHERE {where} "
+            f"AND (owner, seq) > ({d.p('owner')}, {d.p('seq')}) AND archived = {d.false} "
+            f"ORDER BY owner, seq LIMIT {d.p('limit')}",
+            {"role": role, "owner": owner, "seq": seq, "limit": limit},
+        )
+        return Rows.from_records(values_of(r) for r in rows)
+
+    async def kpi_totals(self, scope: Scope, reads: Sequence[str]) -> KpiTotals:
+        """`kpi_rows` summed here, from `access_counts`: one pass over the scope's memories."""
+        d = self.dialect
+        where, params = scope_where(scope, d)
+        params = {**params, "reads": d.values(reads)}
+        # SQLite's planner looks ids up in the unique index and reads each wide row for its
+        # owner and role; memories_kpi holds both (3x faster at 10k).
+        kpi = d.indexed("memories_kpi")
+        # Per memory in the scope: is it a reflection (or derived by one), its accesses, its
+        # deliberate reads, and those by a reader of another role (shared rows and unnamed
+        # readers never count). Then memories are counted per (archived, reflective, reads).
+        read = d.one_of("c.channel", "reads")
+        per_memory = (
+            "SELECT m.archived AS archived, (m.type = 'reflection' OR m.id IN "
+            "(SELECT src FROM edges WHERE type = 'derived_from')) AS reflective, "
+            "coalesce(sum(c.n), 0) AS accesses, "
+            f"coalesce(sum(CASE WHEN {read} THEN c.n END), 0) AS reads, "
+            f"coalesce(sum(CASE WHEN {read} AND m.owner != '' AND c.reader_owner != '' "
+            f"AND m.role != {d.role_of.format(c='c.reader_owner')} THEN c.n END), 0) "
+            "AS foreign_reads FROM memories m LEFT JOIN access_counts c ON c.memory_id = m.id "
+            f"WHERE {where} GROUP BY m.id, m.owner, m.role, m.archived, m.type"
+        )
+        rows = await self._bulk_rows(
+            "SELECT archived, reflective, CAST(reads AS BIGINT) AS reads, count(*) AS memories, "
+            "CAST(sum(accesses) AS BIGINT) AS accesses, "
+            "CAST(sum(foreign_reads) AS BIGINT) AS foreign_reads "
+            f"FROM ({per_memory}) per GROUP BY archived, reflective, reads",
+            params,
+        )
+        todos = await self._bulk_rows(
+            f"SELECT status, created_at FROM memories m WHERE m.type = 'todo' AND {where} "
+            f"AND m.archived = {d.false} ORDER BY m.seq",
+            params,
+        )
+        # Tombstones not lifted, and edges with both ends visible, in one round trip.
+        b_where, b_params = scope_where(scope, d, "b", "dst")
+        rest = (
+            await self._bulk_rows(
+                f"SELECT (SELECT count(*) FROM tombstones t JOIN memories m{kpi} "
+                f"ON m.id = t.memory_id WHERE t.lifted_at IS NULL AND {where}) AS tombstones, "
+                f"(SELECT count(*) FROM edges e JOIN memories m{kpi} ON m.id = e.src "
+                f"JOIN memories b{kpi} ON b.id = e.dst WHERE {where} AND {b_where}) AS edges",
+                {**params, **b_params},
+            )
+        )[0]
+        return KpiTotals(
+            read_counts=[
+                (bool(r["reflective"]), r["reads"], r["memories"])
+                for r in rows
+                if not r["archived"]
+            ],
+            todos=[(r["status"], time_from_epoch(r["created_at"])) for r in todos],
+            cross_owner_reads=sum(r["foreign_reads"] for r in rows),
+            tombstones=rest["tombstones"],
+            edges=rest["edges"],
+            accesses=sum(r["accesses"] for r in rows),
+        )
+
+    # ------------------------------------------------------------------ whole-store copies
+
+    async def table_sizes(self) -> dict[str, int]:
+        return {t: await self._scalar(f"SELECT count(*) FROM {t}") for t in DUMP_TABLES}
+
+    async def dump(
+        self, table: str, after: tuple[Any, ...] | None, limit: int
+    ) -> tuple[list[dict[str, Any]], tuple[Any, ...] | None]:
+        """A page of `table` in key order, JSON decoded, `archived` a bool (see DUMP_COLUMNS).
+        Table and column names come from DUMP_COLUMNS, never from a caller."""
+        d = self.dialect
+        columns, keys = DUMP_COLUMNS[table], DUMP_KEYS[table]
+        decode = DUMP_JSON.get(table, frozenset())
+        where, params = d.true, dict[str, Any](limit=limit)
+        if after is not None:
+            marks = ", ".join(d.p(f"k{i}") for i in range(len(keys)))
+            where = f"({', '.join(keys)}) > ({marks})"
+            params.update({f"k{i}": v for i, v in enumerate(after)})
+        rows = await self._rows(
+            f"SELECT {', '.join(columns)} FROM {table} WHERE {where} "
+            f"ORDER BY {', '.join(keys)} LIMIT {d.p('limit')}",
+            params,
+        )
+        out = []
+        for r in rows:
+            row = {c: r[c] for c in columns}
+            for name in decode:
+                if row[name] is not None:
+                    row[name] = json.loads(row[name])
+            for flag in ("archived", "faded"):
+                if flag in row:
+                    row[flag] = bool(row[flag])
+            out.append(row)
+        return out, (tuple(out[-1][k] for k in keys) if len(out) >= limit else None)
+
+    async def load(self, table: str, rows: Sequence[dict[str, Any]]) -> None:
+        """Insert dumped rows as they are (inside a transaction); memories get fresh
+        revisions and their stems, which a dump does not carry."""
+        if not rows:
+            return
+        d = self.dialect
+        self._moved()
+        columns = DUMP_COLUMNS[table]
+        encode = DUMP_JSON.get(table, frozenset())
+        names, marks = ", ".join(columns), ", ".join(d.p(c) for c in columns)
+        if table == "memories":
+            names, marks = f"{names}, stems", f"{marks}, {d.p('stems')}"
+            if d.rev is not None:
+                names, marks = f"{names}, rev", f"{marks}, {d.rev}"
+        upsert = ""
+        if table == "meta":
+            upsert = " ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+        values = []
+        for row in rows:
+            value = {c: row.get(c) for c in columns}
+            for name in encode:
+                if value[name] is not None:
+                    value[name] = json.dumps(value[name])
+            for flag in ("archived", "faded"):
+                if flag in value:
+                    value[flag] = d.flag(bool(value[flag]))
+            if table == "memories":
+                value["stems"] = row_stems(
+                    row["title"], row["content"], row["tags"], row["entities"]
+                )
+            values.append(value)
+        await self._exec_many(f"INSERT INTO {table} ({names}) VALUES ({marks}){upsert}", values)
+        await self._after_load(table)
