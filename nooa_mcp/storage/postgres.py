@@ -44,13 +44,11 @@ from .base import (
     COMMON_FLOOR,
     DUMP_COLUMNS,
     Counts,
-    RankingReads,
     RowChanges,
     ScoringRow,
     VectorRow,
 )
 from .dialect import POSTGRES, scope_where
-from .keywords import query_stems
 from .pg_schema import AFTER, MIGRATIONS, SCHEMA_VERSION, notify_channel
 from .pg_search import (
     CommonTerms,
@@ -62,7 +60,7 @@ from .pg_search import (
     next_mark,
     tsquery_text,
 )
-from .rows import SCORING_COLUMNS, edge_from_row, scoring_from_row, vector_row_from
+from .rows import SCORING_COLUMNS, Row, scoring_from_row, vector_row_from
 from .sql_core import SqlVerbs
 
 try:
@@ -549,22 +547,12 @@ class PostgresStore(SqlVerbs):
         finally:
             self._analyzing = None
 
-    async def candidates(
-        self,
-        text: str,
-        scope: Scope,
-        *,
-        limit: int,
-        ids: Sequence[str] = (),
-        faded: int = 0,
-        include_archived: bool = False,
+    async def _keyword_candidates(
+        self, stems: list[str], scope: Scope, limit: int, ids: Sequence[str], faded: int, wide: bool
     ) -> list[ScoringRow]:
-        """The BM25 top `limit` of live rows for `text` in scope and the top `faded` of faded
+        """The BM25 top `limit` of live rows for `stems` in scope and the top `faded` of faded
         rows (bm25 set), and the rows `ids`; BM25 exactly as SQLite's FTS5 computes it (see
         pg_search), in one statement."""
-        stems = query_stems(text)
-        if not stems or limit <= 0:
-            return await self.scoring_rows(ids)
         stats = await self._sync_stats()
         rows = stats.rows
         cap = common_cap(rows, self.common_floor)
@@ -587,7 +575,7 @@ class PostgresStore(SqlVerbs):
             ids=list(ids),
         )
         found = await self._rows(
-            bm25_sql(SCORING_COLUMNS, where, faded > 0, len(lexemes), include_archived), params
+            bm25_sql(SCORING_COLUMNS, where, faded > 0, len(lexemes), wide), params
         )
         *ranked, last = found
         self._common.learn(
@@ -597,36 +585,7 @@ class PostgresStore(SqlVerbs):
 
     # ------------------------------------------------------------------ edges
 
-    async def ranking_reads(
-        self,
-        ids: Sequence[str],
-        scope: Scope,
-        relations: Sequence[str],
-        *,
-        rows: bool,
-        out: bool,
-        into: bool,
-        links: Sequence[str] | None = None,
-    ) -> RankingReads:
-        """See `Store.ranking_reads`: the statements go out in one pipeline and their
-        answers come back together, one round trip."""
-        ids = list(ids)
-        around = ids if links is None else list(links)
-        statements = []
-        if ids and rows:
-            statements.append(self.scoring_rows_statement(ids))
-        if around and out:
-            statements.append(self.out_edges_statement(around, scope))
-        if around and into:
-            statements.append(self.successors_statement(around, relations, scope))
-        answers = iter(await self._pipelined(statements))
-        return RankingReads(
-            [scoring_from_row(r) for r in next(answers)] if ids and rows else [],
-            [edge_from_row(r) for r in next(answers)] if around and out else [],
-            [edge_from_row(r) for r in next(answers)] if around and into else [],
-        )
-
-    async def _pipelined(self, statements: list[tuple[str, dict[str, Any]]]) -> list[list[dict]]:
+    async def _reads(self, statements: Sequence[tuple[str, Any]]) -> list[Sequence[Row]]:
         """Run read statements in one pipeline (one round trip), retried once like `_rows`."""
         if len(statements) <= 1:
             return [await self._rows(query, params) for query, params in statements]

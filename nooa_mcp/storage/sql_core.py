@@ -38,7 +38,7 @@ from .base import (
     Tombstone,
 )
 from .dialect import POSTGRES, SQLITE, Dialect, intents_sql, scope_where
-from .keywords import row_stems
+from .keywords import query_stems, row_stems
 from .rows import (
     MIN_PREFIX,
     SCORING_COLUMNS,
@@ -82,6 +82,10 @@ class SqlVerbs:
     async def _insert_row(self, sql: str, params: dict[str, Any]) -> int:
         """Run an INSERT of one memory row; the row's new seq."""
         raise NotImplementedError
+
+    async def _reads(self, statements: Sequence[tuple[str, Any]]) -> list[Sequence[Row]]:
+        """Run read statements, answers in order (PostgreSQL sends them in one pipeline)."""
+        return [await self._rows(sql, params) for sql, params in statements]
 
     async def _blob_rows(self, sql: str, params: Any = ()) -> Sequence[Row]:
         """`_rows` for a read that returns embeddings (PostgreSQL fetches them in binary)."""
@@ -577,14 +581,51 @@ class SqlVerbs:
         into: bool,
         links: Sequence[str] | None = None,
     ) -> RankingReads:
-        """See `Store.ranking_reads`: one read after another. SQLite reads on the event
-        loop's thread, so there is no trip to save; PostgreSQL pipelines them instead."""
-        around = ids if links is None else links
+        """See `Store.ranking_reads`: the statements go to `_reads` together (SQLite reads
+        on the event loop's thread, one after another: there is no trip to save; PostgreSQL
+        pipelines them, one round trip)."""
+        ids = list(ids)
+        around = ids if links is None else list(links)
+        statements = []
+        if ids and rows:
+            statements.append(self.scoring_rows_statement(ids))
+        if around and out:
+            statements.append(self.out_edges_statement(around, scope))
+        if around and into:
+            statements.append(self.successors_statement(around, relations, scope))
+        answers = iter(await self._reads(statements))
         return RankingReads(
-            await self.scoring_rows(ids) if rows and ids else [],
-            await self.out_edges(around, scope) if out and around else [],
-            await self.successors(around, relations, scope) if into and around else [],
+            [scoring_from_row(r) for r in next(answers)] if ids and rows else [],
+            [edge_from_row(r) for r in next(answers)] if around and out else [],
+            [edge_from_row(r) for r in next(answers)] if around and into else [],
         )
+
+    # ------------------------------------------------------------------ keyword candidates
+
+    async def candidates(
+        self,
+        text: str,
+        scope: Scope,
+        *,
+        limit: int,
+        ids: Sequence[str] = (),
+        faded: int = 0,
+        include_archived: bool = False,
+    ) -> list[ScoringRow]:
+        """See `Store.candidates`: with no words to search for (or no keyword places), the
+        rows `ids` alone; else the backend's keyword search (FTS5 in SQLite, the SQL BM25 in
+        PostgreSQL: both rank the stems of `storage.keywords` alike)."""
+        stems = query_stems(text) if limit > 0 else []
+        if not stems:
+            return await self.scoring_rows(ids)
+        return await self._keyword_candidates(stems, scope, limit, ids, faded, include_archived)
+
+    async def _keyword_candidates(
+        self, stems: list[str], scope: Scope, limit: int, ids: Sequence[str], faded: int, wide: bool
+    ) -> list[ScoringRow]:
+        """`candidates` for the query's stems; `wide` is `include_archived` (every row,
+        archived or not, in one tier)."""
+        raise NotImplementedError
 
     # ------------------------------------------------------------------ meta
 

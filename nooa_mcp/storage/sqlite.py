@@ -46,7 +46,7 @@ from .base import (
 )
 from .checkpoints import Checkpointer
 from .dialect import NEXT_REV, SQLITE, scope_where
-from .keywords import query_stems, row_stems
+from .keywords import row_stems
 from .rows import SCORING_COLUMNS, scoring_from_row, vector_row_from
 from .sql_core import SqlVerbs
 from .sqlite_schema import ACCESS_COUNTS, KEYWORDS, SCHEMA, SCHEMA_VERSION, split_sql
@@ -619,28 +619,21 @@ class SQLiteStore(SqlVerbs):
             return terms
         return selective(terms, (await self._rows(*selective_sql(terms, self.common_floor)))[0])
 
-    async def candidates(
-        self,
-        text: str,
-        scope: Scope,
-        *,
-        limit: int,
-        ids: Sequence[str] = (),
-        faded: int = 0,
-        include_archived: bool = False,
+    async def _keyword_candidates(
+        self, stems: list[str], scope: Scope, limit: int, ids: Sequence[str], faded: int, wide: bool
     ) -> list[ScoringRow]:
-        """The keyword top `limit` of live rows and top `faded` of faded rows for `text`, and
+        """The keyword top `limit` of live rows and top `faded` of faded rows for `stems`, and
         the rows `ids`, with what scoring needs (see `Store.candidates`).
 
         Two round trips: the terms' counts (`_selective_terms`), then one statement that
         ranks inside FTS5, joins only the best rows and adds the rows `ids` beside them.
         """
-        query = fts_query(await self._selective_terms(query_stems(text))) if limit > 0 else None
+        query = fts_query(await self._selective_terms(stems))
         where, params = scope_where(scope, SQLITE)
         # A row its user forgot is never a keyword candidate; a faded one only when asked for.
         states = "AND (m.archived = 0 OR m.faded = 1)" if faded > 0 else "AND m.archived = 0"
         tier = "m.archived"
-        if include_archived:
+        if wide:
             states, tier = "", "0"
         wanted = list(dict.fromkeys(ids))[:500]
         by_id = (
@@ -686,7 +679,7 @@ class SQLiteStore(SqlVerbs):
                     "FROM memories_fts JOIN memories m ON m.seq = memories_fts.rowid "
                     f"WHERE memories_fts MATCH :query AND {where} {states}"
                 )
-                outer = "0" if include_archived else "archived"
+                outer = "0" if wide else "archived"
                 hits = await self._rows(
                     f"SELECT * FROM (SELECT s.*, {outer} AS tier, row_number() OVER "
                     f"(PARTITION BY {outer} ORDER BY score) AS tier_rank FROM ({scored}) s) "
