@@ -1,12 +1,15 @@
 """The Store verbs that are the same SQL on both backends, written once over a dialect.
 
-SQLite and PostgreSQL differ here only in spelling: placeholders (`:name`, `%(name)s`),
-booleans (0/1, false/true), reading a JSON field, and a list parameter (`json_each` over a
-JSON array, `= ANY` over an array). `Dialect` spells those; `SqlVerbs` holds the verbs and
-runs them through three primitives each backend has (`_rows`, `_scalar`, `_exec`, all with
-named parameters). What a backend does its own way — keyword search (FTS5 against the SQL
-BM25), change tracking (WAL and revisions against snapshots and LISTEN), locks, connections
-— stays in its module.
+SQLite and PostgreSQL differ in these only in spelling (`storage.dialect`: placeholders,
+booleans, JSON fields, list parameters, the larger of two values, index hints, how a row's
+revision moves). `SqlVerbs` holds the verbs and runs them through a few primitives each
+backend has, all with named parameters: `_rows`, `_scalar`, `_exec`, `_exec_many`,
+`_insert_row`, and, where a backend does better than the default, `_bulk_rows`,
+`_blob_rows`, `_reads`. What a backend does its own way stays in its module behind hooks
+the verbs call: keyword search (`_keyword_candidates`: FTS5 against the SQL BM25), change
+tracking (WAL and revisions against snapshots and LISTEN: `_moved`), locks (`_lock`,
+`_lock_key`: SQLite's file-wide write lock against row and advisory locks), connections.
+No backend imports the other.
 """
 
 from __future__ import annotations
