@@ -583,7 +583,7 @@ class PostgresStore(SqlVerbs):
         )
         return [scoring_from_row(r, r["bm25"]) for r in ranked]
 
-    # ------------------------------------------------------------------ edges
+    # ------------------------------------------------------------------ several reads, one trip
 
     async def _reads(self, statements: Sequence[tuple[str, Any]]) -> list[Sequence[Row]]:
         """Run read statements in one pipeline (one round trip), retried once like `_rows`."""
@@ -600,10 +600,6 @@ class PostgresStore(SqlVerbs):
                 if retries == 0 or isinstance(exc, _CONFLICTS):
                     raise self._unavailable(exc) from None
                 retries -= 1
-
-    # ------------------------------------------------------------------ accesses
-
-    # ------------------------------------------------------------------ tombstones
 
     # ------------------------------------------------------------------ maintenance
 
@@ -630,8 +626,6 @@ class PostgresStore(SqlVerbs):
         by_owner = {r["owner"]: r["live"] for r in rows if r["level"] == 2 and r["live"]}
         overall = next(r for r in rows if r["level"] == 3)
         return Counts(overall["n"], overall["archived"], by_type, by_owner)
-
-    # ------------------------------------------------------------------ whole-store copies
 
 
 # ---------------------------------------------------------------------------- opening

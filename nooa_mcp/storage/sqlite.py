@@ -593,10 +593,6 @@ class SQLiteStore(SqlVerbs):
                 return rows[0][0]
         return next(iter(await self._read(None, "PRAGMA data_version", ())))[0]
 
-    # ------------------------------------------------------------------ ids
-
-    # ------------------------------------------------------------------ memories
-
     # ------------------------------------------------------------------ recall
 
     async def row_count(self) -> int:
@@ -694,8 +690,6 @@ class SQLiteStore(SqlVerbs):
         if missing:
             out += await self.scoring_rows(missing)
         return out
-
-    # ------------------------------------------------------------------ edges
 
     # ------------------------------------------------------------------ maintenance
 
