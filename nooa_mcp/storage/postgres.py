@@ -62,6 +62,7 @@ from .pg_search import (
 )
 from .rows import SCORING_COLUMNS, Row, scoring_from_row, vector_row_from
 from .sql_core import SqlVerbs
+from .sql_reports import SqlReports
 
 try:
     import psycopg
@@ -123,7 +124,7 @@ def _short(exc: BaseException) -> str:
     return text.rstrip(".")
 
 
-class PostgresStore(SqlVerbs):
+class PostgresStore(SqlVerbs, SqlReports):
     """An open PostgreSQL store. Create with `await PostgresStore.open(url)`; `close()` it."""
 
     kind = "postgresql"

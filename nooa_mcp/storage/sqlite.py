@@ -49,6 +49,7 @@ from .dialect import NEXT_REV, SQLITE, scope_where
 from .keywords import row_stems
 from .rows import SCORING_COLUMNS, scoring_from_row, vector_row_from
 from .sql_core import SqlVerbs
+from .sql_reports import SqlReports
 from .sqlite_schema import ACCESS_COUNTS, KEYWORDS, SCHEMA, SCHEMA_VERSION, split_sql
 from .sqlite_search import BM25, KEYWORD_POOL, fts_query, selective, selective_sql
 
@@ -192,7 +193,7 @@ def unavailable(path: Path, exc: sqlite3.Error) -> StoreUnavailable:
 _WRITING: ContextVar[frozenset[int]] = ContextVar("nooa_sqlite_writing", default=frozenset())
 
 
-class SQLiteStore(SqlVerbs):
+class SQLiteStore(SqlVerbs, SqlReports):
     """An open store file. Create with `await SQLiteStore.open(path)`; close with `close()`."""
 
     kind = "sqlite"
