@@ -29,6 +29,7 @@ from ..domain.reflection import Node, Rows
 from ..domain.schema import AccessRecord, Edge, EdgeType, Memory, Reference
 from ..domain.scope import Scope
 from ..domain.text import head
+from .dialect import COMMON_FLOOR, COMMON_SHARE
 
 __all__ = [
     "ACCESS_COLUMNS",
@@ -65,12 +66,6 @@ ACCESS_COLUMNS = (
     "ring",
     "channels",
 )
-
-#: A keyword in at least max(COMMON_FLOOR, COMMON_SHARE·rows) memories is too common to
-#: generate candidates: its IDF is near zero, so it hardly moves the ranking, and ranking it
-#: costs as much as the rows it matches (a "max_df" cut-off). Both backends apply it.
-COMMON_FLOOR = 1000
-COMMON_SHARE = 0.01
 
 #: The columns `reflection_rows` reads, in the order `Rows.from_records` takes them.
 REFLECTION_COLUMNS = (

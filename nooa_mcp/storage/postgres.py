@@ -28,43 +28,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import json
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
-import numpy as np
-
-from ..domain.reflection import Rows
-from ..domain.schema import AccessRecord, EdgeType, Memory
 from ..domain.scope import Scope
 from ..errors import (
-    AmbiguousId,
     CommitUnknown,
-    NotFound,
     StoreConflict,
     StoreTooNew,
     StoreUnavailable,
 )
 from .base import (
-    ACCESS_COLUMNS,
     COMMON_FLOOR,
     DUMP_COLUMNS,
-    DUMP_JSON,
-    DUMP_KEYS,
-    DUMP_TABLES,
-    REFLECTION_COLUMNS,
     Counts,
-    EdgeRow,
-    KpiTotals,
-    RankingReads,
     RowChanges,
     ScoringRow,
     VectorRow,
 )
-from .keywords import query_stems, row_stems
+from .dialect import POSTGRES, scope_where
 from .pg_schema import AFTER, MIGRATIONS, SCHEMA_VERSION, notify_channel
 from .pg_search import (
     CommonTerms,
@@ -76,18 +60,9 @@ from .pg_search import (
     next_mark,
     tsquery_text,
 )
-from .rows import (
-    MIN_PREFIX,
-    SCORING_COLUMNS,
-    edge_from_row,
-    epoch,
-    memory_from_row,
-    memory_values,
-    scoring_from_row,
-    time_from_epoch,
-    vector_from_blob,
-)
-from .sql_core import POSTGRES, SqlVerbs
+from .rows import SCORING_COLUMNS, Row, scoring_from_row, vector_row_from
+from .sql_core import SqlVerbs
+from .sql_reports import SqlReports
 
 try:
     import psycopg
@@ -137,24 +112,6 @@ def _label(params: dict[str, Any]) -> str:
     return f"postgresql://{user + '@' if user else ''}{host}:{port}/{database}"
 
 
-def scope_sql(scope: Scope, alias: str = "m", name: str = "scope") -> tuple[str, dict[str, Any]]:
-    """The visibility rule of `Scope.allows` as an SQL condition and its named parameters
-    (`name` prefixes the parameters, so one statement can hold two scopes)."""
-    p = f"{alias}." if alias else ""
-    if scope.owner is not None:
-        return f"({p}owner = '' OR {p}owner = %({name}_owner)s)", {f"{name}_owner": scope.owner}
-    if scope.roles is None:
-        return "true", {}
-    return (
-        f"({p}owner = '' OR {p}role = ANY(%({name}_roles)s::text[]))",
-        {f"{name}_roles": sorted(scope.roles)},
-    )
-
-
-def _pg_values(memory: Memory, embedding: np.ndarray | None) -> dict[str, Any]:
-    return memory_values(memory, embedding, bool)
-
-
 #: What PostgreSQL raises when it aborts a transaction for a concurrent one. psycopg files a
 #: deadlock (40P01) under OperationalError, not TransactionRollback: it read as a lost
 #: connection ("check that PostgreSQL is up") and was retried like one.
@@ -167,7 +124,7 @@ def _short(exc: BaseException) -> str:
     return text.rstrip(".")
 
 
-class PostgresStore(SqlVerbs):
+class PostgresStore(SqlVerbs, SqlReports):
     """An open PostgreSQL store. Create with `await PostgresStore.open(url)`; `close()` it."""
 
     kind = "postgresql"
@@ -474,7 +431,7 @@ class PostgresStore(SqlVerbs):
         except psycopg.OperationalError as exc:
             raise self._unavailable(exc) from None
 
-    async def _many(self, query: Any, rows: Sequence[dict[str, Any]]) -> None:
+    async def _exec_many(self, query: Any, rows: Sequence[dict[str, Any]]) -> None:
         if not rows:
             return
         try:
@@ -482,6 +439,28 @@ class PostgresStore(SqlVerbs):
                 await cur.executemany(query, rows)
         except psycopg.OperationalError as exc:
             raise self._unavailable(exc) from None
+
+    async def _insert_row(self, query: str, params: dict[str, Any]) -> int:
+        return await self._scalar(f"{query} RETURNING seq", params)
+
+    async def _lock_key(self, key: str) -> None:
+        """Inside a transaction, an advisory lock on `key` in this store's schema, held
+        until it ends (`find_by_hash`, `lock_meta`: see the module's docstring)."""
+        if self.in_transaction:
+            await self._exec(
+                "SELECT pg_advisory_xact_lock(hashtextextended(%(k)s, 0))",
+                {"k": f"{self.schema}/{key}"},
+            )
+
+    async def _after_load(self, table: str) -> None:
+        """Keep the identity ahead of the copied seqs, so the next insert gets a fresh one."""
+        if "seq" in DUMP_COLUMNS[table]:
+            await self._exec(
+                sql.SQL(
+                    "SELECT setval(pg_get_serial_sequence({t}, 'seq'), "
+                    "(SELECT coalesce(max(seq), 0) + 1 FROM {i}), false)"
+                ).format(t=sql.Literal(table), i=sql.Identifier(table))
+            )
 
     async def change_token(self) -> Any:
         """Moves when any server commits to this store (heard over LISTEN, no round trip).
@@ -493,171 +472,8 @@ class PostgresStore(SqlVerbs):
             return object()
         return (self._generation, self._changes)
 
-    # ------------------------------------------------------------------ meta and leases
-
-    async def lock_meta(self, key: str) -> str | None:
-        """The value, with the key locked until the transaction ends — even a key that does
-        not exist yet, so two servers cannot both see "no lease" and both take it."""
-        if self.in_transaction:
-            await self._exec(
-                "SELECT pg_advisory_xact_lock(hashtextextended(%(k)s, 0))",
-                {"k": f"{self.schema}/meta/{key}"},
-            )
-        return await self.get_meta(key)
-
-    # ------------------------------------------------------------------ ids
-
-    async def resolve_id(
-        self, ident: str, field: str = "memory_id", scope: Scope | None = None
-    ) -> str:
-        """Full id of an id or unique prefix (≥ 6 characters) among the memories `scope`
-        sees (every memory when None).
-
-        Raises:
-            NotFound: nothing matches, or the prefix is shorter than 6 characters.
-            AmbiguousId: several memories share the prefix.
-        """
-        where, params = scope_sql(scope, alias="") if scope is not None else ("true", {})
-        if len(ident) == 32:
-            found = await self._scalar(
-                f"SELECT id FROM memories WHERE id = %(i)s AND {where}", {"i": ident, **params}
-            )
-            if found is None:
-                raise NotFound(ident, field)
-            return found
-        if len(ident) < MIN_PREFIX:
-            raise NotFound(ident, field)
-        upper = ident[:-1] + chr(ord(ident[-1]) + 1)
-        rows = await self._rows(
-            f"SELECT id FROM memories WHERE id >= %(lo)s AND id < %(hi)s AND {where} "
-            "ORDER BY id LIMIT 6",
-            {"lo": ident, "hi": upper, **params},
-        )
-        matches = [r["id"] for r in rows]
-        if not matches:
-            raise NotFound(ident, field)
-        if len(matches) > 1:
-            raise AmbiguousId(ident, matches, field)
-        return matches[0]
-
-    # ------------------------------------------------------------------ memories
-
-    async def insert(self, memory: Memory, embedding: np.ndarray | None) -> int:
-        self._moved()
-        values = _pg_values(memory, embedding)
-        cols = ", ".join(values)
-        marks = ", ".join(f"%({k})s" for k in values)
-        memory.seq = await self._scalar(
-            f"INSERT INTO memories ({cols}) VALUES ({marks}) RETURNING seq", values
-        )
-        return memory.seq
-
-    async def save(self, memory: Memory, embedding: np.ndarray | None = None) -> None:
-        self._moved()
-        values = _pg_values(memory, embedding)
-        if embedding is None:
-            values.pop("embedding")
-        sets = ", ".join(f"{k} = %({k})s" for k in values if k != "id")
-        await self._exec(f"UPDATE memories SET {sets} WHERE id = %(id)s", values)
-
-    async def save_accesses(self, memories: Sequence[Memory]) -> None:
-        """See `Store.save_accesses`: access columns only (the rev trigger does not fire)."""
-        if not memories:
-            return
-        rows = []
-        for memory in memories:
-            values = _pg_values(memory, None)
-            rows.append({k: values[k] for k in ("id", *ACCESS_COLUMNS)})
-        sets = ", ".join(f"{k} = %({k})s" for k in ACCESS_COLUMNS)
-        await self._many(f"UPDATE memories SET {sets} WHERE id = %(id)s", rows)
-
-    async def set_embedding(self, memory_id: str, vector: np.ndarray) -> None:
-        self._moved()
-        await self._exec(
-            "UPDATE memories SET embedding = %(e)s WHERE id = %(i)s",
-            {"e": np.asarray(vector, np.float32).tobytes(), "i": memory_id},
-        )
-
-    async def set_archived(
-        self, memory_id: str, archived: bool, when: datetime, *, faded: bool = False
-    ) -> None:
-        self._moved()
-        await self._exec(
-            "UPDATE memories SET archived = %(a)s, archived_at = %(t)s, faded = %(f)s "
-            "WHERE id = %(i)s",
-            {
-                "a": archived,
-                "t": epoch(when) if archived else None,
-                "f": archived and faded,
-                "i": memory_id,
-            },
-        )
-
-    async def set_importance(
-        self, memory_id: str, importance: float | None = None, authored: float | None = None
-    ) -> None:
-        sets, params = list[str](), dict[str, Any](i=memory_id)
-        if importance is not None:
-            sets.append("importance = %(imp)s")
-            params["imp"] = importance
-        if authored is not None:
-            sets.append("authored_importance = %(auth)s")
-            params["auth"] = authored
-        if sets:
-            await self._exec(f"UPDATE memories SET {', '.join(sets)} WHERE id = %(i)s", params)
-
     def _lock(self) -> str:
         return " FOR UPDATE" if self.in_transaction else ""
-
-    async def fetch(self, memory_id: str) -> Memory | None:
-        rows = await self._rows(
-            f"SELECT * FROM memories WHERE id = %(i)s{self._lock()}", {"i": memory_id}
-        )
-        return memory_from_row(rows[0]) if rows else None
-
-    async def fetch_many(self, ids: Sequence[str]) -> dict[str, Memory]:
-        if not ids:
-            return {}
-        rows = await self._rows(
-            f"SELECT * FROM memories WHERE id = ANY(%(ids)s) ORDER BY id{self._lock()}",
-            {"ids": sorted(set(ids))},
-        )
-        return {r["id"]: memory_from_row(r) for r in rows}
-
-    async def find_by_hash(self, content_hash: str, role: str, type: str) -> str | None:
-        """A live memory of this role and type with exactly this content.
-
-        Inside a transaction the (role, type, content) is locked first, until the transaction
-        ends: a second server authoring the same text waits here, then finds this row.
-        """
-        if self.in_transaction:
-            await self._exec(
-                "SELECT pg_advisory_xact_lock(hashtextextended(%(k)s, 0))",
-                {"k": f"{self.schema}/hash/{role}/{type}/{content_hash}"},
-            )
-        return await self._scalar(
-            "SELECT id FROM memories WHERE content_hash = %(h)s AND role = %(r)s "
-            "AND type = %(t)s AND NOT archived ORDER BY created_at, seq LIMIT 1",
-            {"h": content_hash, "r": role, "t": type},
-        )
-
-    async def context_rows(self, scope: Scope, limit: int) -> list[Memory]:
-        """Open todos first, then by importance and recency; scratch and closed todos never.
-
-        Inside a transaction the rows are locked in id order (then returned in context order),
-        so this cannot deadlock with a recall logging the same rows.
-        """
-        where, params = scope_sql(scope, "")
-        picked = await self._rows(
-            f"SELECT id FROM memories WHERE {where} AND NOT archived AND type != 'scratch' "
-            "AND NOT (type = 'todo' AND status != 'open') "
-            "ORDER BY (type = 'todo' AND status = 'open') DESC, importance DESC, "
-            "last_accessed_at DESC, seq LIMIT %(limit)s",
-            {**params, "limit": limit},
-        )
-        order = [r["id"] for r in picked]
-        found = await self.fetch_many(order)
-        return [found[i] for i in order if i in found]
 
     # ------------------------------------------------------------------ recall
 
@@ -674,20 +490,7 @@ class PostgresStore(SqlVerbs):
         rows = await self._changes_since(
             mark, "m.seq, m.id, m.role, m.owner, m.type, m.archived, m.faded, m.embedding", limit
         )
-        out = [
-            VectorRow(
-                seq=r["seq"],
-                id=r["id"],
-                role=r["role"],
-                owner=r["owner"],
-                type=r["type"],
-                archived=r["archived"],
-                faded=r["faded"],
-                embedding=vector_from_blob(r["embedding"]),
-            )
-            for r in rows
-            if r["seq"] is not None
-        ]
+        out = [vector_row_from(r) for r in rows if r["seq"] is not None]
         full = len(out) >= limit
         new = next_mark(mark, rows[0]["xmax"], rows[0]["xip"], out[-1].seq if out else None, full)
         if new.after is None:
@@ -745,22 +548,12 @@ class PostgresStore(SqlVerbs):
         finally:
             self._analyzing = None
 
-    async def candidates(
-        self,
-        text: str,
-        scope: Scope,
-        *,
-        limit: int,
-        ids: Sequence[str] = (),
-        faded: int = 0,
-        include_archived: bool = False,
+    async def _keyword_candidates(
+        self, stems: list[str], scope: Scope, limit: int, ids: Sequence[str], faded: int, wide: bool
     ) -> list[ScoringRow]:
-        """The BM25 top `limit` of live rows for `text` in scope and the top `faded` of faded
+        """The BM25 top `limit` of live rows for `stems` in scope and the top `faded` of faded
         rows (bm25 set), and the rows `ids`; BM25 exactly as SQLite's FTS5 computes it (see
         pg_search), in one statement."""
-        stems = query_stems(text)
-        if not stems or limit <= 0:
-            return await self.scoring_rows(ids)
         stats = await self._sync_stats()
         rows = stats.rows
         cap = common_cap(rows, self.common_floor)
@@ -770,7 +563,7 @@ class PostgresStore(SqlVerbs):
         lexemes = sorted(set(words))
         if not lexemes:
             return await self.scoring_rows(ids)
-        where, params = scope_sql(scope)
+        where, params = scope_where(scope, POSTGRES)
         params.update(
             {f"q{i}": tsquery_text([lex]) for i, lex in enumerate(lexemes)},
             cap=cap,
@@ -783,7 +576,7 @@ class PostgresStore(SqlVerbs):
             ids=list(ids),
         )
         found = await self._rows(
-            bm25_sql(SCORING_COLUMNS, where, faded > 0, len(lexemes), include_archived), params
+            bm25_sql(SCORING_COLUMNS, where, faded > 0, len(lexemes), wide), params
         )
         *ranked, last = found
         self._common.learn(
@@ -791,67 +584,9 @@ class PostgresStore(SqlVerbs):
         )
         return [scoring_from_row(r, r["bm25"]) for r in ranked]
 
-    # ------------------------------------------------------------------ edges
+    # ------------------------------------------------------------------ several reads, one trip
 
-    async def add_edge(
-        self, src: str, dst: str, type: EdgeType, weight: float, at: datetime | None = None
-    ) -> None:
-        await self._exec(
-            "INSERT INTO edges(src, dst, type, weight, created_at) "
-            "VALUES (%(s)s, %(d)s, %(t)s, %(w)s, %(c)s) ON CONFLICT (src, dst, type) "
-            "DO UPDATE SET weight = greatest(edges.weight, EXCLUDED.weight)",
-            {
-                "s": src,
-                "d": dst,
-                "t": EdgeType(type).value,
-                "w": weight,
-                "c": (at or datetime.now(UTC)).timestamp(),
-            },
-        )
-
-    async def add_edges(self, edges: Sequence[tuple[str, str, EdgeType, float]]) -> None:
-        """`add_edge` for each edge, in order, as one executemany (pipelined)."""
-        when = datetime.now(UTC).timestamp()
-        await self._many(
-            "INSERT INTO edges(src, dst, type, weight, created_at) "
-            "VALUES (%(s)s, %(d)s, %(t)s, %(w)s, %(c)s) ON CONFLICT (src, dst, type) "
-            "DO UPDATE SET weight = greatest(edges.weight, EXCLUDED.weight)",
-            [
-                {"s": src, "d": dst, "t": EdgeType(kind).value, "w": weight, "c": when}
-                for src, dst, kind, weight in edges
-            ],
-        )
-
-    async def ranking_reads(
-        self,
-        ids: Sequence[str],
-        scope: Scope,
-        relations: Sequence[str],
-        *,
-        rows: bool,
-        out: bool,
-        into: bool,
-        links: Sequence[str] | None = None,
-    ) -> RankingReads:
-        """See `Store.ranking_reads`: the statements go out in one pipeline and their
-        answers come back together, one round trip."""
-        ids = list(ids)
-        around = ids if links is None else list(links)
-        statements = []
-        if ids and rows:
-            statements.append(self.scoring_rows_statement(ids))
-        if around and out:
-            statements.append(self.out_edges_statement(around, scope))
-        if around and into:
-            statements.append(self.successors_statement(around, relations, scope))
-        answers = iter(await self._pipelined(statements))
-        return RankingReads(
-            [scoring_from_row(r) for r in next(answers)] if ids and rows else [],
-            [edge_from_row(r) for r in next(answers)] if around and out else [],
-            [edge_from_row(r) for r in next(answers)] if around and into else [],
-        )
-
-    async def _pipelined(self, statements: list[tuple[str, dict[str, Any]]]) -> list[list[dict]]:
+    async def _reads(self, statements: Sequence[tuple[str, Any]]) -> list[Sequence[Row]]:
         """Run read statements in one pipeline (one round trip), retried once like `_rows`."""
         if len(statements) <= 1:
             return [await self._rows(query, params) for query, params in statements]
@@ -867,50 +602,6 @@ class PostgresStore(SqlVerbs):
                     raise self._unavailable(exc) from None
                 retries -= 1
 
-    async def edges_touching(self, ids: Sequence[str]) -> list[EdgeRow]:
-        """Edges with `src` or `dst` among `ids` (each once), through both edge indexes."""
-        rows = await self._rows(
-            "SELECT src, dst, type, weight FROM edges WHERE src = ANY(%(ids)s) "
-            "UNION SELECT src, dst, type, weight FROM edges WHERE dst = ANY(%(ids)s)",
-            {"ids": list(dict.fromkeys(ids))},
-        )
-        return [edge_from_row(r) for r in rows]
-
-    async def copy_edges(self, src: str, dst: str) -> int:
-        return await self._exec(
-            "INSERT INTO edges(src, dst, type, weight, created_at) "
-            "SELECT %(d)s, dst, type, weight, created_at FROM edges "
-            "WHERE src = %(s)s AND dst != %(d)s ON CONFLICT (src, dst, type) "
-            "DO UPDATE SET weight = greatest(edges.weight, EXCLUDED.weight)",
-            {"s": src, "d": dst},
-        )
-
-    # ------------------------------------------------------------------ accesses
-
-    async def append_accesses(self, records: Sequence[tuple[str, AccessRecord]]) -> None:
-        await self._many(
-            "INSERT INTO accesses(memory_id, ts, channel, reader_owner, session_ref, trace_ref, "
-            "query, score, rank, components) VALUES (%(m)s, %(ts)s, %(ch)s, %(ro)s, %(sr)s, "
-            "%(tr)s, %(q)s, %(sc)s, %(rk)s, %(co)s)",
-            [
-                {
-                    "m": mid,
-                    "ts": r.ts.timestamp(),
-                    "ch": r.channel.value,
-                    "ro": r.reader_owner,
-                    "sr": r.session_ref,
-                    "tr": r.trace_ref,
-                    "q": r.query,
-                    "sc": r.score,
-                    "rk": r.rank,
-                    "co": r.components.model_dump_json() if r.components else None,
-                }
-                for mid, r in records
-            ],
-        )
-
-    # ------------------------------------------------------------------ tombstones
-
     # ------------------------------------------------------------------ maintenance
 
     async def reflection_changes(self, since: int | None, limit: int) -> RowChanges | None:
@@ -918,24 +609,10 @@ class PostgresStore(SqlVerbs):
         the counters rescore reads), so a pass here reads every row (`reflection_rows`)."""
         return None
 
-    async def reflection_rows(
-        self, role: str | None, after: tuple[str, int] | None, limit: int
-    ) -> Rows:
-        """A page of live rows after (owner, seq), no vectors (the role index's order)."""
-        where = "role = %(role)s" if role is not None else "true"
-        owner, seq = after or ("", 0)
-        rows = await self._rows(
-            f"SELECT {REFLECTION_COLUMNS} FROM memories WHERE {where} "
-            "AND (owner, seq) > (%(owner)s, %(seq)s) AND NOT archived "
-            "ORDER BY owner, seq LIMIT %(limit)s",
-            {"role": role, "owner": owner, "seq": seq, "limit": limit},
-        )
-        return Rows.from_records(tuple(r.values()) for r in rows)
-
     # ------------------------------------------------------------------ statistics
 
     async def counts(self, scope: Scope) -> Counts:
-        where, params = scope_sql(scope, "")
+        where, params = scope_where(scope, POSTGRES, "")
         # One scan for all three: per type, per owner and overall, each set in the database's
         # own order (as ORDER BY type, ORDER BY owner); live counts per type and owner only.
         rows = await self._rows(
@@ -950,129 +627,6 @@ class PostgresStore(SqlVerbs):
         by_owner = {r["owner"]: r["live"] for r in rows if r["level"] == 2 and r["live"]}
         overall = next(r for r in rows if r["level"] == 3)
         return Counts(overall["n"], overall["archived"], by_type, by_owner)
-
-    async def kpi_totals(self, scope: Scope, reads: Sequence[str]) -> KpiTotals:
-        """`kpi_rows` summed here, from `access_counts`: one pass over the scope's memories."""
-        where, params = scope_sql(scope)
-        params = {**params, "reads": list(reads)}
-        # As in SQLite: per memory in the scope, then memories per (archived, reflective, reads).
-        per_memory = (
-            "SELECT m.archived, (m.type = 'reflection' OR m.id IN "
-            "(SELECT src FROM edges WHERE type = 'derived_from')) AS reflective, "
-            "coalesce(sum(c.n), 0) AS accesses, "
-            "coalesce(sum(c.n) FILTER (WHERE c.channel = ANY(%(reads)s::text[])), 0) AS reads, "
-            "coalesce(sum(c.n) FILTER (WHERE c.channel = ANY(%(reads)s::text[]) "
-            "AND m.owner != '' AND c.reader_owner != '' "
-            "AND m.role != split_part(c.reader_owner, '@', 1)), 0) AS foreign_reads "
-            "FROM memories m LEFT JOIN access_counts c ON c.memory_id = m.id "
-            f"WHERE {where} GROUP BY m.seq"
-        )
-        rows = await self._rows(
-            "SELECT archived, reflective, reads::bigint AS reads, count(*) AS memories, "
-            "sum(accesses)::bigint AS accesses, sum(foreign_reads)::bigint AS foreign_reads "
-            f"FROM ({per_memory}) per GROUP BY archived, reflective, reads",
-            params,
-        )
-        todos = await self._rows(
-            f"SELECT status, created_at FROM memories m WHERE m.type = 'todo' AND {where} "
-            "AND NOT m.archived ORDER BY m.seq",
-            params,
-        )
-        b_where, b_params = scope_sql(scope, "b", "dst")
-        rest = (
-            await self._rows(
-                "SELECT (SELECT count(*) FROM tombstones t JOIN memories m "
-                f"ON m.id = t.memory_id WHERE t.lifted_at IS NULL AND {where}) AS tombstones, "
-                "(SELECT count(*) FROM edges e JOIN memories m ON m.id = e.src "
-                f"JOIN memories b ON b.id = e.dst WHERE {where} AND {b_where}) AS edges",
-                {**params, **b_params},
-            )
-        )[0]
-        return KpiTotals(
-            read_counts=[
-                (r["reflective"], r["reads"], r["memories"]) for r in rows if not r["archived"]
-            ],
-            todos=[(r["status"], time_from_epoch(r["created_at"])) for r in todos],
-            cross_owner_reads=sum(r["foreign_reads"] for r in rows),
-            tombstones=rest["tombstones"],
-            edges=rest["edges"],
-            accesses=sum(r["accesses"] for r in rows),
-        )
-
-    # ------------------------------------------------------------------ whole-store copies
-
-    async def table_sizes(self) -> dict[str, int]:
-        return {
-            table: await self._scalar(
-                sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(table))
-            )
-            for table in DUMP_TABLES
-        }
-
-    async def dump(
-        self, table: str, after: tuple[Any, ...] | None, limit: int
-    ) -> tuple[list[dict[str, Any]], tuple[Any, ...] | None]:
-        columns, keys = DUMP_COLUMNS[table], DUMP_KEYS[table]
-        decode = DUMP_JSON.get(table, frozenset())
-        key_sql = sql.SQL(", ").join(map(sql.Identifier, keys))
-        where: sql.Composable = sql.SQL("true")
-        params: dict[str, Any] = {"limit": limit}
-        if after is not None:
-            where = sql.SQL("({}) > ({})").format(
-                key_sql, sql.SQL(", ").join(sql.Placeholder(f"k{i}") for i in range(len(keys)))
-            )
-            params.update({f"k{i}": v for i, v in enumerate(after)})
-        query = sql.SQL("SELECT {} FROM {} WHERE {} ORDER BY {} LIMIT %(limit)s").format(
-            sql.SQL(", ").join(map(sql.Identifier, columns)),
-            sql.Identifier(table),
-            where,
-            key_sql,
-        )
-        rows = await self._rows(query, params)
-        out = []
-        for r in rows:
-            row = dict(r)
-            for name in decode:
-                if row[name] is not None:
-                    row[name] = json.loads(row[name])
-            out.append(row)
-        nxt = tuple(out[-1][k] for k in keys) if len(out) >= limit else None
-        return out, nxt
-
-    async def load(self, table: str, rows: Sequence[dict[str, Any]]) -> None:
-        if not rows:
-            return
-        self._moved()
-        columns = DUMP_COLUMNS[table]
-        encode = DUMP_JSON.get(table, frozenset())
-        names = (*columns, "stems") if table == "memories" else columns
-        query = sql.SQL("INSERT INTO {} ({}) VALUES ({})").format(
-            sql.Identifier(table),
-            sql.SQL(", ").join(map(sql.Identifier, names)),
-            sql.SQL(", ").join(sql.Placeholder(c) for c in names),
-        )
-        if table == "meta":
-            query += sql.SQL(" ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value")
-        values = []
-        for row in rows:
-            value = {c: row.get(c) for c in columns}
-            for name in encode:
-                if value[name] is not None:
-                    value[name] = json.dumps(value[name])
-            if table == "memories":
-                value["stems"] = row_stems(
-                    row["title"], row["content"], row["tags"], row["entities"]
-                )
-            values.append(value)
-        await self._many(query, values)
-        if "seq" in columns:
-            # Keep the identity ahead of the copied seqs, so the next insert gets a fresh one.
-            await self._exec(
-                sql.SQL(
-                    "SELECT setval(pg_get_serial_sequence({t}, 'seq'), "
-                    "(SELECT coalesce(max(seq), 0) + 1 FROM {i}), false)"
-                ).format(t=sql.Literal(table), i=sql.Identifier(table))
-            )
 
 
 # ---------------------------------------------------------------------------- opening

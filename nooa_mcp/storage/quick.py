@@ -6,7 +6,8 @@ standard library's sqlite3 and reads and writes the same tables, with the same r
 `storage/sqlite.py`: the keyword search (FTS5, BM25 with the same column weights, the same
 common-word cut-off), owner visibility, and for what it shows an `injected` access (ring,
 channel counter and stream; never base-level, DESIGN.md §3.1) in one `BEGIN IMMEDIATE` transaction.
-Constants shared with `storage/sqlite.py` are checked equal by the tests.
+Its reads are built by the same light modules the stores build theirs from (`dialect`,
+`sqlite_search`, `sqlite_schema`: standard library only), not written again here.
 
 It never creates a store: a missing file is simply nothing to show.
 """
@@ -20,20 +21,21 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
+from .dialect import COMMON_FLOOR, COMMON_SHARE, NEXT_REV, SQLITE, intents_sql, role_where
 from .keywords import stemmed
+from .sqlite_schema import SCHEMA_VERSION
+from .sqlite_search import BM25, KEYWORD_POOL, fts_query, selective, selective_sql
 
-__all__ = ["QuickStore", "QuickUnavailable"]
+__all__ = [
+    "BM25",
+    "COMMON_FLOOR",
+    "COMMON_SHARE",
+    "NEXT_REV",
+    "SCHEMA_VERSION",
+    "QuickStore",
+    "QuickUnavailable",
+]
 
-#: The schema this module reads (sqlite.SCHEMA_VERSION).
-SCHEMA_VERSION = 5
-#: sqlite.NEXT_REV: every write moves the store-wide revision, so vector caches in running
-#: servers pull the changed rows.
-NEXT_REV = "(SELECT coalesce(max(rev), 0) + 1 FROM memories)"
-#: base.COMMON_FLOOR / COMMON_SHARE: a term in at least this many rows is too common to rank.
-COMMON_FLOOR = 1000
-COMMON_SHARE = 0.01
-#: The BM25 column weights of sqlite.SQLiteStore._keyword_hits (title, content, tags, entities).
-BM25 = "bm25(memories_fts, 2.0, 1.0, 1.5, 1.5)"
 RING_SIZE = 64
 
 _ROW = (
@@ -110,51 +112,31 @@ class QuickStore:
 
     # ------------------------------------------------------------------ reads
 
-    def _rows(self, sql: str, params: Sequence[object] = ()) -> list[sqlite3.Row]:
+    def _rows(self, sql: str, params: Sequence[object] | dict = ()) -> list[sqlite3.Row]:
         return self.conn.execute(sql, params).fetchall()
 
-    @staticmethod
-    def _own(role: str, alias: str = "m") -> tuple[str, list[object]]:
-        """The caller's own role and shared rows (Actor.own; scope_sql of that scope)."""
-        return f"({alias}.owner = '' OR {alias}.role = ?)", [role]
-
     def selective_terms(self, terms: list[str]) -> list[str]:
-        """Terms below the common-word cut-off (sqlite.SQLiteStore._selective_terms)."""
+        """Terms below the common-word cut-off, as the store drops them (`sqlite_search`)."""
         if not terms:
             return terms
-        rows = self._rows("SELECT coalesce(max(seq), 0) FROM memories")[0][0]
-        cap = max(COMMON_FLOOR, int(rows * COMMON_SHARE))
-        if rows < cap:
-            return terms
-        probe = ", ".join(
-            "(SELECT count(*) FROM (SELECT rowid FROM memories_fts "
-            "WHERE memories_fts MATCH ? LIMIT ?))"
-            for _ in terms
-        )
-        params: list[object] = []
-        for term in terms:
-            params += [f'"{term}"', cap]
-        counts = self._rows(f"SELECT {probe}", params)[0]
-        return [term for term, n in zip(terms, counts, strict=True) if n < cap]
+        return selective(terms, self._rows(*selective_sql(terms))[0])
 
     def keyword_candidates(self, terms: list[str], role: str, limit: int) -> list[dict]:
         """BM25 top `limit` over the memories of the caller's role (and shared ones), with
         what the injection rule needs; intents, scratch notes and closed todos left out.
         Live memories come first; faded ones (archived by maintenance, `faded` set) fill the
         places left after them; memories a user forgot never come."""
-        terms = self.selective_terms(terms)
-        if not terms:
+        query = fts_query(self.selective_terms(terms))
+        if query is None:
             return []
-        query = " OR ".join(f'"{t}"' for t in terms)
-        where, params = self._own(role)
+        where, params = role_where(role, SQLITE)
         rows = self._rows(
-            f"SELECT {_ROW}, m.archived AS faded, f.score FROM (SELECT rowid AS seq, "
-            f"{BM25} AS score FROM memories_fts WHERE memories_fts MATCH ? ORDER BY score "
-            f"LIMIT ?) f JOIN memories m ON m.seq = f.seq WHERE {where} "
+            f"SELECT {_ROW}, m.archived AS faded, f.score FROM ({KEYWORD_POOL}) f "
+            f"JOIN memories m ON m.seq = f.seq WHERE {where} "
             "AND (m.archived = 0 OR m.faded = 1) AND m.type NOT IN ('intent', 'scratch') "
             "AND NOT (m.type = 'todo' AND m.status != 'open') "
-            "ORDER BY m.archived, f.score LIMIT ?",
-            [query, max(limit * 4, 200), *params, limit],
+            "ORDER BY m.archived, f.score LIMIT :limit",
+            {**params, "query": query, "pool": max(limit * 4, 200), "limit": limit},
         )
         return [{**_decoded(r), "bm25": -r["score"]} for r in rows]
 
@@ -162,25 +144,24 @@ class QuickStore:
         """Ids that a newer live memory the caller sees refines or contradicts."""
         if not ids:
             return set()
-        where, params = self._own(role, "n")
-        marks = ",".join("?" * len(ids))
+        where, params = role_where(role, SQLITE, "n")
         rows = self._rows(
             "SELECT e.dst FROM edges e JOIN memories n ON n.id = e.src "
             "JOIN memories o ON o.id = e.dst "
-            f"WHERE e.dst IN ({marks}) AND e.type IN ('refines', 'contradicts') "
+            f"WHERE {SQLITE.one_of('e.dst', 'ids')} AND e.type IN ('refines', 'contradicts') "
             f"AND n.archived = 0 AND n.created_at >= o.created_at AND {where}",
-            [*ids, *params],
+            {**params, "ids": SQLITE.values(ids)},
         )
         return {r[0] for r in rows}
 
     def open_todos(self, role: str, limit: int) -> tuple[list[dict], int]:
         """Open todos, most important first, then oldest first; and how many are open."""
-        where, params = self._own(role)
+        where, params = role_where(role, SQLITE)
         base = f"FROM memories m WHERE {where} AND m.archived = 0 AND m.type = 'todo' "
         base += "AND m.status = 'open'"
         rows = self._rows(
-            f"SELECT {_ROW} {base} ORDER BY m.importance DESC, m.created_at ASC LIMIT ?",
-            [*params, limit],
+            f"SELECT {_ROW} {base} ORDER BY m.importance DESC, m.created_at ASC LIMIT :limit",
+            {**params, "limit": limit},
         )
         count = self._rows(f"SELECT count(*) {base}", params)[0][0]
         return [_decoded(r) for r in rows], count
@@ -191,10 +172,11 @@ class QuickStore:
         """Live, current memories for session start: those labelled with the project first
         (tag, entity or place), then those of importance `floor` or more, by importance and
         last use."""
-        where, params = self._own(role)
+        where, params = role_where(role, SQLITE)
+        params.update(now=now, floor=floor, limit=limit * 3)
         live = (
             f"{where} AND m.archived = 0 AND m.type NOT IN ('todo', 'intent', 'scratch') "
-            "AND (m.valid_to IS NULL OR m.valid_to > ?)"
+            "AND (m.valid_to IS NULL OR m.valid_to > :now)"
         )
         out: list[dict] = []
         # The index holds stems (storage.keywords): the label is asked for as its stems.
@@ -202,9 +184,9 @@ class QuickStore:
         if label != '""':
             rows = self._rows(
                 f"SELECT {_ROW} FROM memories_fts f JOIN memories m ON m.seq = f.rowid "
-                f"WHERE memories_fts MATCH ? AND {live} "
+                f"WHERE memories_fts MATCH :label AND {live} "
                 "ORDER BY m.importance DESC, m.last_accessed_at DESC LIMIT 200",
-                [f"{{tags entities}}: {label}", *params, now],
+                {**params, "label": f"{{tags entities}}: {label}"},
             )
             wanted = project.lower()
             for r in rows:
@@ -213,9 +195,9 @@ class QuickStore:
                 if any(str(x).lower() == wanted for x in labels):
                     out.append(item)
         rows = self._rows(
-            f"SELECT {_ROW} FROM memories m WHERE {live} AND m.importance >= ? "
-            "ORDER BY m.importance DESC, m.last_accessed_at DESC LIMIT ?",
-            [*params, now, floor, limit * 3],
+            f"SELECT {_ROW} FROM memories m WHERE {live} AND m.importance >= :floor "
+            "ORDER BY m.importance DESC, m.last_accessed_at DESC LIMIT :limit",
+            params,
         )
         seen = {m["id"] for m in out}
         out += [d for d in map(_decoded, rows) if d["id"] not in seen]
@@ -223,11 +205,7 @@ class QuickStore:
 
     def intents(self, role: str) -> list[dict]:
         """Live intents of the role with their trigger JSON, oldest first (store.intents)."""
-        rows = self._rows(
-            "SELECT id, content, importance, trigger FROM memories WHERE type = 'intent' "
-            "AND archived = 0 AND role = ? AND trigger IS NOT NULL ORDER BY seq",
-            (role,),
-        )
+        rows = self._rows(intents_sql(SQLITE, "id, content, importance, trigger"), {"role": role})
         return [dict(r) for r in rows]
 
     # ------------------------------------------------------------------ the one write

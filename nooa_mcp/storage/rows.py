@@ -18,7 +18,7 @@ import numpy as np
 from pydantic import TypeAdapter
 
 from ..domain.schema import AccessRecord, Components, Memory, Reference, Trigger, cue_set
-from .base import EdgeRow, ScoringRow, Tombstone
+from .base import EdgeRow, ScoringRow, Tombstone, VectorRow
 from .keywords import row_stems
 
 __all__ = [
@@ -36,8 +36,10 @@ __all__ = [
     "time_from_epoch",
     "time_or_none",
     "tombstone_from_row",
+    "values_of",
     "vector_from_blob",
     "vector_of",
+    "vector_row_from",
 ]
 
 
@@ -96,6 +98,25 @@ def vector_from_blob(blob: bytes | None) -> np.ndarray | None:
 def vector_of(blob: bytes) -> np.ndarray:
     """A stored embedding (float32 bytes) as an array."""
     return np.frombuffer(blob, dtype=np.float32)
+
+
+def values_of(row: Any) -> tuple[Any, ...]:
+    """A row's values in column order: an `sqlite3.Row` is a sequence, a dict row a mapping."""
+    return tuple(row.values()) if isinstance(row, dict) else tuple(row)
+
+
+def vector_row_from(row: Row) -> VectorRow:
+    """A row as the vector cache keeps it (seq, id, role, owner, type, flags, embedding)."""
+    return VectorRow(
+        seq=row["seq"],
+        id=row["id"],
+        role=row["role"],
+        owner=row["owner"],
+        type=row["type"],
+        archived=bool(row["archived"]),
+        faded=bool(row["faded"]),
+        embedding=vector_from_blob(row["embedding"]),
+    )
 
 
 def memory_from_row(row: Row) -> Memory:

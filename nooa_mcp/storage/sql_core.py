@@ -1,134 +1,60 @@
 """The Store verbs that are the same SQL on both backends, written once over a dialect.
 
-SQLite and PostgreSQL differ here only in spelling: placeholders (`:name`, `%(name)s`),
-booleans (0/1, false/true), reading a JSON field, and a list parameter (`json_each` over a
-JSON array, `= ANY` over an array). `Dialect` spells those; `SqlVerbs` holds the verbs and
-runs them through three primitives each backend has (`_rows`, `_scalar`, `_exec`, all with
-named parameters). What a backend does its own way — keyword search (FTS5 against the SQL
-BM25), change tracking (WAL and revisions against snapshots and LISTEN), locks, connections
-— stays in its module.
+SQLite and PostgreSQL differ in these only in spelling (`storage.dialect`: placeholders,
+booleans, JSON fields, list parameters, the larger of two values, index hints, how a row's
+revision moves). `SqlVerbs` holds the verbs and runs them through a few primitives each
+backend has, all with named parameters: `_rows`, `_scalar`, `_exec`, `_exec_many`,
+`_insert_row`, and, where a backend does better than the default, `_bulk_rows`,
+`_blob_rows`, `_reads`. What a backend does its own way stays in its module behind hooks
+the verbs call: keyword search (`_keyword_candidates`: FTS5 against the SQL BM25), change
+tracking (WAL and revisions against snapshots and LISTEN: `_moved`), locks (`_lock`,
+`_lock_key`: SQLite's file-wide write lock against row and advisory locks), connections.
+No backend imports the other. The verbs that report on a whole store or role (KPIs, the
+maintenance log, reflection pages, dump and load) are in `sql_reports`, over the same
+primitives.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 
-from ..domain.reflection import Node
-from ..domain.schema import AccessRecord, Edge, Memory
+from ..domain.schema import AccessRecord, Edge, EdgeType, Memory
 from ..domain.scope import Scope
-from .base import EdgeRow, KpiRaw, MaintenanceEntry, RankingReads, ScoringRow, Tombstone
+from ..errors import AmbiguousId, NotFound
+from .base import (
+    ACCESS_COLUMNS,
+    EdgeRow,
+    RankingReads,
+    ScoringRow,
+    Tombstone,
+)
+from .dialect import POSTGRES, SQLITE, Dialect, intents_sql, scope_where
+from .keywords import query_stems
 from .rows import (
+    MIN_PREFIX,
     SCORING_COLUMNS,
     TODO_ORDER,
     Row,
-    access_from_row,
     edge_from_row,
     epoch,
     memory_from_row,
+    memory_values,
     scoring_from_row,
     time_from_epoch,
     tombstone_from_row,
     vector_of,
 )
 
-__all__ = ["POSTGRES", "SQLITE", "Dialect", "SqlVerbs", "scope_where"]
+__all__ = ["POSTGRES", "SQLITE", "Dialect", "SqlPrimitives", "SqlVerbs", "scope_where"]
 
 
-@dataclass(frozen=True)
-class Dialect:
-    """How one backend spells what the shared verbs need."""
-
-    name: str
-    #: The boolean literals.
-    true: str
-    false: str
-    #: A named placeholder, with `{}` for the name.
-    placeholder: str
-    #: A JSON object column's text field, with `{column}` and `{key}`.
-    json_text: str
-    #: "`{column}` is one of the list parameter `{name}`" (see `values`).
-    member: str
-    #: The byte length of a blob.
-    blob_length: str
-    #: The role of an owner column `{c}`: the part before the `@`.
-    role_of: str
-    #: "the JSON array `tags` holds the text `{name}`, ASCII case folded" (both fold ASCII
-    #: only: SQLite's lower(), PostgreSQL's under the C collation).
-    has_tag: str
-
-    def p(self, name: str) -> str:
-        """The placeholder of the parameter `name`."""
-        return self.placeholder.format(name)
-
-    def field(self, column: str, key: str) -> str:
-        """The text of `key` in the JSON object of `column`."""
-        return self.json_text.format(column=column, key=key)
-
-    def one_of(self, column: str, name: str) -> str:
-        """The condition "`column` is in the list parameter `name`"."""
-        return self.member.format(column=column, name=self.p(name))
-
-    def values(self, values: Sequence[Any]) -> Any:
-        """A list parameter as the backend takes it (see `one_of`): SQLite reads a JSON
-        array with json_each (one parameter, however long the list); PostgreSQL an array."""
-        return json.dumps(list(values)) if self.name == "sqlite" else list(values)
-
-
-SQLITE = Dialect(
-    name="sqlite",
-    true="1",
-    false="0",
-    placeholder=":{}",
-    json_text="json_extract({column}, '$.{key}')",
-    member="{column} IN (SELECT value FROM json_each({name}))",
-    blob_length="length",
-    role_of="CASE WHEN instr({c}, '@') > 0 THEN substr({c}, 1, instr({c}, '@') - 1) ELSE {c} END",
-    has_tag="EXISTS (SELECT 1 FROM json_each(tags) WHERE lower(value) = lower({name}))",
-)
-POSTGRES = Dialect(
-    name="postgresql",
-    true="true",
-    false="false",
-    placeholder="%({})s",
-    json_text="{column}->>'{key}'",
-    member="{column} = ANY({name})",
-    blob_length="octet_length",
-    role_of="split_part({c}, '@', 1)",
-    has_tag=(
-        "EXISTS (SELECT 1 FROM jsonb_array_elements_text(tags) t "
-        'WHERE lower(t COLLATE "C") = lower({name}::text COLLATE "C"))'
-    ),
-)
-
-
-def scope_where(
-    scope: Scope, d: Dialect, alias: str = "m", name: str = "scope"
-) -> tuple[str, dict[str, Any]]:
-    """The visibility rule of `Scope.allows` as an SQL condition and its named parameters
-    (`name` prefixes them, so one statement can hold two scopes)."""
-    p = f"{alias}." if alias else ""
-    if scope.owner is not None:
-        return f"({p}owner = '' OR {p}owner = {d.p(name + '_owner')})", {
-            f"{name}_owner": scope.owner
-        }
-    if scope.roles is None:
-        return d.true, {}
-    roles = f"{name}_roles"
-    return (
-        f"({p}owner = '' OR {d.one_of(p + 'role', roles)})",
-        {roles: d.values(sorted(scope.roles))},
-    )
-
-
-class SqlVerbs:
-    """Store verbs written once (see the module's docstring); a backend's store class
-    inherits them and provides `dialect` and the primitives."""
+class SqlPrimitives:
+    """What the shared verbs run through: a backend's store class provides `dialect` and
+    the primitives, and overrides the hooks where it does something of its own."""
 
     dialect: Dialect
 
@@ -138,17 +64,228 @@ class SqlVerbs:
     async def _scalar(self, sql: str, params: Any = ()) -> Any:
         raise NotImplementedError
 
-    async def _exec(self, sql: str, params: Any = ()) -> Any:
+    async def _exec(self, sql: str, params: Any = ()) -> int:
+        """Run a write; how many rows it changed."""
         raise NotImplementedError
 
-    async def fetch_many(self, ids: Sequence[str]) -> dict[str, Memory]:
+    async def _exec_many(self, sql: str, rows: Sequence[dict[str, Any]]) -> None:
+        """Run a write once per parameter set, in one hop (SQLite) or one pipeline."""
         raise NotImplementedError
+
+    async def _insert_row(self, sql: str, params: dict[str, Any]) -> int:
+        """Run an INSERT of one memory row; the row's new seq."""
+        raise NotImplementedError
+
+    async def _reads(self, statements: Sequence[tuple[str, Any]]) -> list[Sequence[Row]]:
+        """Run read statements, answers in order (PostgreSQL sends them in one pipeline)."""
+        return [await self._rows(sql, params) for sql, params in statements]
 
     async def _blob_rows(self, sql: str, params: Any = ()) -> Sequence[Row]:
         """`_rows` for a read that returns embeddings (PostgreSQL fetches them in binary)."""
         return await self._rows(sql, params)
 
+    async def _bulk_rows(self, sql: str, params: Any = ()) -> Sequence[Row]:
+        """`_rows` for a read over a whole role or scope (SQLite runs it on a connection of
+        its own, apart from the recalls and writes)."""
+        return await self._rows(sql, params)
+
+    def _moved(self) -> None:
+        """This write changes what vector caches hold (PostgreSQL moves its change token
+        at commit; SQLite's statements move the revision themselves, `Dialect.rev`)."""
+
+    def _lock(self) -> str:
+        """What a read of rows about to be rewritten adds to lock them (PostgreSQL's
+        `FOR UPDATE` inside a transaction); SQLite's write lock covers the whole file."""
+        return ""
+
+    async def _lock_key(self, key: str) -> None:
+        """Hold `key` until the transaction ends, whether a row exists or not (PostgreSQL's
+        advisory locks); SQLite's BEGIN IMMEDIATE already holds the whole file."""
+
+    async def _after_load(self, table: str) -> None:
+        """What a backend does once rows with their own seqs were copied into `table`."""
+
+
+class SqlVerbs(SqlPrimitives):
+    """Store verbs written once (see the module's docstring): the ones recall, writes and
+    the vector cache use; `sql_reports.SqlReports` holds the rest."""
+
     # ------------------------------------------------------------------ memories by id
+
+    async def resolve_id(
+        self, ident: str, field: str = "memory_id", scope: Scope | None = None
+    ) -> str:
+        """Full id of an id or unique prefix (≥ 6 characters) among the memories `scope`
+        sees (every memory when None): a prefix is never ambiguous with, nor names, a
+        memory outside it.
+
+        Raises:
+            NotFound: nothing matches, or the prefix is shorter than 6 characters.
+            AmbiguousId: several memories share the prefix.
+        """
+        d = self.dialect
+        where, params = scope_where(scope, d, "") if scope is not None else (d.true, {})
+        if len(ident) == 32:
+            found = await self._scalar(
+                f"SELECT id FROM memories WHERE id = {d.p('lo')} AND {where}",
+                {**params, "lo": ident},
+            )
+            if found is None:
+                raise NotFound(ident, field)
+            return found
+        if len(ident) < MIN_PREFIX:
+            raise NotFound(ident, field)
+        upper = ident[:-1] + chr(ord(ident[-1]) + 1)
+        rows = await self._rows(
+            f"SELECT id FROM memories WHERE id >= {d.p('lo')} AND id < {d.p('hi')} "
+            f"AND {where} ORDER BY id LIMIT 6",
+            {**params, "lo": ident, "hi": upper},
+        )
+        matches = [r["id"] for r in rows]
+        if not matches:
+            raise NotFound(ident, field)
+        if len(matches) > 1:
+            raise AmbiguousId(ident, matches, field)
+        return matches[0]
+
+    async def insert(self, memory: Memory, embedding: np.ndarray | None) -> int:
+        """Insert one memory row (inside a transaction); returns and sets its seq. The next
+        revision, where statements set it, is computed inside the statement: one trip."""
+        d = self.dialect
+        self._moved()
+        values = memory_values(memory, embedding, d.flag)
+        cols = ", ".join(values)
+        marks = ", ".join(d.p(k) for k in values)
+        if d.rev is not None:
+            cols, marks = f"{cols}, rev", f"{marks}, {d.rev}"
+        memory.seq = await self._insert_row(
+            f"INSERT INTO memories ({cols}) VALUES ({marks})", values
+        )
+        return memory.seq
+
+    async def save(self, memory: Memory, embedding: np.ndarray | None = None) -> None:
+        """Rewrite a memory row from its record (inside a transaction).
+
+        The embedding is only written when given, so callers that did not change the
+        content never ship 1.5 kB of vector back and forth.
+        """
+        d = self.dialect
+        self._moved()
+        values = memory_values(memory, embedding, d.flag)
+        if embedding is None:
+            values.pop("embedding")
+        sets = ", ".join(f"{k} = {d.p(k)}" for k in values if k != "id")
+        await self._exec(f"UPDATE memories SET {sets}{d.set_rev()} WHERE id = {d.p('id')}", values)
+
+    async def save_accesses(self, memories: Sequence[Memory]) -> None:
+        """See `Store.save_accesses`: access columns only, revision unchanged."""
+        if not memories:
+            return
+        d = self.dialect
+        rows = []
+        for memory in memories:
+            values = memory_values(memory, None, d.flag)
+            rows.append({k: values[k] for k in ("id", *ACCESS_COLUMNS)})
+        sets = ", ".join(f"{k} = {d.p(k)}" for k in ACCESS_COLUMNS)
+        await self._exec_many(f"UPDATE memories SET {sets} WHERE id = {d.p('id')}", rows)
+
+    async def set_embedding(self, memory_id: str, vector: np.ndarray) -> None:
+        d = self.dialect
+        self._moved()
+        await self._exec(
+            f"UPDATE memories SET embedding = {d.p('e')}{d.set_rev()} WHERE id = {d.p('i')}",
+            {"e": np.asarray(vector, np.float32).tobytes(), "i": memory_id},
+        )
+
+    async def set_archived(
+        self, memory_id: str, archived: bool, when: datetime, *, faded: bool = False
+    ) -> None:
+        d = self.dialect
+        self._moved()
+        await self._exec(
+            f"UPDATE memories SET archived = {d.p('a')}, archived_at = {d.p('t')}, "
+            f"faded = {d.p('f')}{d.set_rev()} WHERE id = {d.p('i')}",
+            {
+                "a": d.flag(archived),
+                "t": epoch(when) if archived else None,
+                "f": d.flag(archived and faded),
+                "i": memory_id,
+            },
+        )
+
+    async def set_importance(
+        self, memory_id: str, importance: float | None = None, authored: float | None = None
+    ) -> None:
+        """Set importance (rescore) and/or the authored importance of one row."""
+        d = self.dialect
+        sets, params = list[str](), dict[str, Any](i=memory_id)
+        if importance is not None:
+            sets.append(f"importance = {d.p('imp')}")
+            params["imp"] = importance
+        if authored is not None:
+            sets.append(f"authored_importance = {d.p('auth')}")
+            params["auth"] = authored
+        if sets:
+            await self._exec(
+                f"UPDATE memories SET {', '.join(sets)}{d.set_rev()} WHERE id = {d.p('i')}",
+                params,
+            )
+
+    async def fetch(self, memory_id: str) -> Memory | None:
+        rows = await self._rows(
+            f"SELECT * FROM memories WHERE id = {self.dialect.p('i')}{self._lock()}",
+            {"i": memory_id},
+        )
+        return memory_from_row(rows[0]) if rows else None
+
+    async def fetch_many(self, ids: Sequence[str]) -> dict[str, Memory]:
+        """The rows of `ids` that exist, read (and, to be rewritten, locked) in id order,
+        so two transactions cannot deadlock on the rows of one call."""
+        if not ids:
+            return {}
+        d = self.dialect
+        rows = await self._rows(
+            f"SELECT * FROM memories WHERE {d.one_of('id', 'ids')} ORDER BY id{self._lock()}",
+            {"ids": d.values(sorted(set(ids)))},
+        )
+        return {r["id"]: memory_from_row(r) for r in rows}
+
+    async def find_by_hash(self, content_hash: str, role: str, type: str) -> str | None:
+        """A live memory of this role and type with exactly this content.
+
+        Inside a transaction the (role, type, content) is held first, until the transaction
+        ends (`_lock_key`): a second server authoring the same text waits, then finds this
+        row. The index hint: without statistics SQLite's planner chose memories_type (type,
+        archived) and scanned every live row of the type — 68 ms per write at 100k rows.
+        """
+        d = self.dialect
+        await self._lock_key(f"hash/{role}/{type}/{content_hash}")
+        return await self._scalar(
+            f"SELECT id FROM memories{d.indexed('memories_hash')} "
+            f"WHERE content_hash = {d.p('h')} AND role = {d.p('r')} AND type = {d.p('t')} "
+            f"AND archived = {d.false} ORDER BY created_at, seq LIMIT 1",
+            {"h": content_hash, "r": role, "t": type},
+        )
+
+    async def context_rows(self, scope: Scope, limit: int) -> list[Memory]:
+        """What the context block shows: open todos first, then by importance and recency.
+        Scratch notes and closed todos never appear (they are not worth the reader's context).
+
+        The ids are picked first and their rows read by `fetch_many` (locked in id order
+        inside a transaction, so this cannot deadlock with a recall logging the same rows).
+        """
+        d = self.dialect
+        where, params = scope_where(scope, d, "")
+        picked = await self._rows(
+            f"SELECT id FROM memories WHERE {where} AND archived = {d.false} "
+            "AND type != 'scratch' AND NOT (type = 'todo' AND status != 'open') "
+            "ORDER BY (type = 'todo' AND status = 'open') DESC, importance DESC, "
+            f"last_accessed_at DESC, seq LIMIT {d.p('limit')}",
+            {**params, "limit": limit},
+        )
+        order = [r["id"] for r in picked]
+        found = await self.fetch_many(order)
+        return [found[i] for i in order if i in found]
 
     async def owners_of(self, ids: Sequence[str]) -> dict[str, str]:
         """Owner of each existing memory among `ids`."""
@@ -252,12 +389,7 @@ class SqlVerbs:
         return [found[i] for i in order if i in found]
 
     async def intents(self, role: str) -> list[Memory]:
-        d = self.dialect
-        rows = await self._rows(
-            f"SELECT * FROM memories WHERE type = 'intent' AND archived = {d.false} "
-            f"AND role = {d.p('r')} AND trigger IS NOT NULL ORDER BY seq",
-            {"r": role},
-        )
+        rows = await self._rows(intents_sql(self.dialect), {"role": role})
         return [memory_from_row(r) for r in rows]
 
     async def count_accesses(self, memory_id: str) -> int:
@@ -290,6 +422,67 @@ class SqlVerbs:
         return [scoring_from_row(r) for r in rows]
 
     # ------------------------------------------------------------------ edges
+
+    # Adding or copying an edge does not move its memories' revision: no cache holds edges
+    # (the vector cache holds vectors and masks, a pass's kept rows their columns), and every
+    # recall and pass reads edges afresh. Moving it rewrote each linked row and its entry in
+    # SQLite's revision index (a quarter of a first pass at 100k), and every other process's
+    # vector cache then read those rows again.
+
+    def _edge_upsert(self) -> str:
+        """Insert an edge; an existing (src, dst, type) keeps the larger weight and its
+        created_at."""
+        d = self.dialect
+        return (
+            "INSERT INTO edges(src, dst, type, weight, created_at) "
+            f"VALUES ({d.p('s')}, {d.p('d')}, {d.p('t')}, {d.p('w')}, {d.p('c')}) "
+            "ON CONFLICT (src, dst, type) "
+            f"DO UPDATE SET weight = {d.greatest}(edges.weight, excluded.weight)"
+        )
+
+    async def add_edge(
+        self, src: str, dst: str, type: EdgeType, weight: float, at: datetime | None = None
+    ) -> None:
+        """Add an edge (made `at`, an import's, else now)."""
+        when = (at or datetime.now(UTC)).timestamp()
+        await self._exec(
+            self._edge_upsert(),
+            {"s": src, "d": dst, "t": EdgeType(type).value, "w": weight, "c": when},
+        )
+
+    async def add_edges(self, edges: Sequence[tuple[str, str, EdgeType, float]]) -> None:
+        """`add_edge` for each edge, in order: one statement run many times, in one hop."""
+        if not edges:
+            return
+        when = datetime.now(UTC).timestamp()
+        await self._exec_many(
+            self._edge_upsert(),
+            [
+                {"s": src, "d": dst, "t": EdgeType(kind).value, "w": weight, "c": when}
+                for src, dst, kind, weight in edges
+            ],
+        )
+
+    async def edges_touching(self, ids: Sequence[str]) -> list[EdgeRow]:
+        """Edges with `src` or `dst` among `ids` (each once), through both edge indexes."""
+        d = self.dialect
+        rows = await self._rows(
+            f"SELECT src, dst, type, weight FROM edges WHERE {d.one_of('src', 'ids')} "
+            f"UNION SELECT src, dst, type, weight FROM edges WHERE {d.one_of('dst', 'ids')}",
+            {"ids": d.values(list(dict.fromkeys(ids)))},
+        )
+        return [edge_from_row(r) for r in rows]
+
+    async def copy_edges(self, src: str, dst: str) -> int:
+        """Copy `src`'s outgoing edges onto `dst` (larger weight wins); returns how many."""
+        d = self.dialect
+        return await self._exec(
+            "INSERT INTO edges(src, dst, type, weight, created_at) "
+            f"SELECT {d.p('d')}, dst, type, weight, created_at FROM edges "
+            f"WHERE src = {d.p('s')} AND dst != {d.p('d')} ON CONFLICT (src, dst, type) "
+            f"DO UPDATE SET weight = {d.greatest}(edges.weight, excluded.weight)",
+            {"s": src, "d": dst},
+        )
 
     async def edge_pairs(self, role: str | None, live_only: bool = True) -> list[EdgeRow]:
         """Edges leaving a role's memories (every role for None), by default only between
@@ -386,16 +579,59 @@ class SqlVerbs:
         into: bool,
         links: Sequence[str] | None = None,
     ) -> RankingReads:
-        """See `Store.ranking_reads`: one read after another. SQLite reads on the event
-        loop's thread, so there is no trip to save; PostgreSQL pipelines them instead."""
-        around = ids if links is None else links
+        """See `Store.ranking_reads`: the statements go to `_reads` together (SQLite reads
+        on the event loop's thread, one after another: there is no trip to save; PostgreSQL
+        pipelines them, one round trip)."""
+        ids = list(ids)
+        around = ids if links is None else list(links)
+        statements = []
+        if ids and rows:
+            statements.append(self.scoring_rows_statement(ids))
+        if around and out:
+            statements.append(self.out_edges_statement(around, scope))
+        if around and into:
+            statements.append(self.successors_statement(around, relations, scope))
+        answers = iter(await self._reads(statements))
         return RankingReads(
-            await self.scoring_rows(ids) if rows and ids else [],
-            await self.out_edges(around, scope) if out and around else [],
-            await self.successors(around, relations, scope) if into and around else [],
+            [scoring_from_row(r) for r in next(answers)] if ids and rows else [],
+            [edge_from_row(r) for r in next(answers)] if around and out else [],
+            [edge_from_row(r) for r in next(answers)] if around and into else [],
         )
 
+    # ------------------------------------------------------------------ keyword candidates
+
+    async def candidates(
+        self,
+        text: str,
+        scope: Scope,
+        *,
+        limit: int,
+        ids: Sequence[str] = (),
+        faded: int = 0,
+        include_archived: bool = False,
+    ) -> list[ScoringRow]:
+        """See `Store.candidates`: with no words to search for (or no keyword places), the
+        rows `ids` alone; else the backend's keyword search (FTS5 in SQLite, the SQL BM25 in
+        PostgreSQL: both rank the stems of `storage.keywords` alike)."""
+        stems = query_stems(text) if limit > 0 else []
+        if not stems:
+            return await self.scoring_rows(ids)
+        return await self._keyword_candidates(stems, scope, limit, ids, faded, include_archived)
+
+    async def _keyword_candidates(
+        self, stems: list[str], scope: Scope, limit: int, ids: Sequence[str], faded: int, wide: bool
+    ) -> list[ScoringRow]:
+        """`candidates` for the query's stems; `wide` is `include_archived` (every row,
+        archived or not, in one tier)."""
+        raise NotImplementedError
+
     # ------------------------------------------------------------------ meta
+
+    async def lock_meta(self, key: str) -> str | None:
+        """The value, with the key held until the transaction ends — even a key that does
+        not exist yet, so two servers cannot both see "no lease" and both take it."""
+        await self._lock_key(f"meta/{key}")
+        return await self.get_meta(key)
 
     async def get_meta(self, key: str) -> str | None:
         p = self.dialect.p
@@ -464,184 +700,28 @@ class SqlVerbs:
             out.setdefault(r["memory_id"], []).append(tombstone_from_row(r))
         return out
 
-    # ------------------------------------------------------------------ maintenance log
+    # ------------------------------------------------------------------ accesses
 
-    async def log_maintenance(self, kind: str, report: dict[str, Any]) -> None:
+    async def append_accesses(self, records: Sequence[tuple[str, AccessRecord]]) -> None:
+        """Append to the access stream (inside a transaction); the stream is never rewritten."""
         p = self.dialect.p
-        await self._exec(
-            f"INSERT INTO maintenance_log(ts, kind, report) VALUES ({p('t')}, {p('k')}, {p('r')})",
-            {
-                "t": datetime.now(UTC).timestamp(),
-                "k": kind,
-                "r": json.dumps(report, default=str),
-            },
-        )
-
-    async def maintenance_entries(
-        self, kind: str | None = None, limit: int = 20, role: str | None = None
-    ) -> list[MaintenanceEntry]:
-        d = self.dialect
-        clauses, params = [d.true], dict[str, Any](limit=limit)
-        if kind is not None:
-            clauses.append(f"kind = {d.p('kind')}")
-            params["kind"] = kind
-        if role is not None:
-            clauses.append(f"{d.field('report', 'role')} = {d.p('role')}")
-            params["role"] = role
-        rows = await self._rows(
-            f"SELECT seq, ts, kind, report FROM maintenance_log WHERE {' AND '.join(clauses)} "
-            f"ORDER BY seq DESC LIMIT {d.p('limit')}",
-            params,
-        )
-        return [
-            MaintenanceEntry(r["seq"], time_from_epoch(r["ts"]), r["kind"], json.loads(r["report"]))
-            for r in rows
-        ]
-
-    async def count_maintenance(self, kind: str, role: str | None = None) -> int:
-        d = self.dialect
-        where, params = f"kind = {d.p('k')}", {"k": kind}
-        if role is not None:
-            where += f" AND {d.field('report', 'role')} = {d.p('r')}"
-            params["r"] = role
-        return await self._scalar(f"SELECT count(*) FROM maintenance_log WHERE {where}", params)
-
-    # ------------------------------------------------------------------ reflection, stats
-
-    async def reflection_nodes(self, role: str | None) -> tuple[list[Node], np.ndarray]:
-        """Live rows reflection plans over (one role, or every role) and their vectors."""
-        d = self.dialect
-        where, params = d.true, dict[str, Any]()
-        if role is not None:
-            where, params = f"role = {d.p('role')}", {"role": role}
-        rows = await self._blob_rows(
-            "SELECT id, type, owner, status, importance, authored_importance, salience, "
-            "confidence, strength, reinforcement_count, created_at, last_accessed_at, archived, "
-            f"embedding FROM memories WHERE archived = {d.false} AND {where} ORDER BY seq",
-            params,
-        )
-        dim = next((len(r["embedding"]) // 4 for r in rows if r["embedding"] is not None), 0)
-        vectors = np.zeros((len(rows), dim), dtype=np.float32)
-        nodes = []
-        for i, r in enumerate(rows):
-            blob = r["embedding"]
-            if blob is not None and len(blob) == dim * 4:
-                vectors[i] = np.frombuffer(blob, dtype=np.float32)
-            authored = r["authored_importance"]
-            nodes.append(
-                Node(
-                    id=r["id"],
-                    type=r["type"],
-                    owner=r["owner"],
-                    created_at=time_from_epoch(r["created_at"]),
-                    last_accessed_at=time_from_epoch(r["last_accessed_at"]),
-                    importance=r["importance"],
-                    authored_importance=r["importance"] if authored is None else authored,
-                    salience=r["salience"],
-                    confidence=r["confidence"],
-                    strength=r["strength"],
-                    reinforcement_count=r["reinforcement_count"],
-                    status=r["status"],
-                    archived=bool(r["archived"]),
-                    row=i,
-                )
-            )
-        return nodes, vectors
-
-    async def access_stream(
-        self,
-        memory_id: str | None,
-        limit: int,
-        before_seq: int | None = None,
-        scope: Scope | None = None,
-    ) -> list[tuple[int, str, AccessRecord]]:
-        """Newest-first accesses of one memory, or of every memory in `scope`."""
-        d = self.dialect
-        clauses, params = [d.true], dict[str, Any](limit=limit)
-        if memory_id is not None:
-            clauses.append(f"a.memory_id = {d.p('mid')}")
-            params["mid"] = memory_id
-        if before_seq is not None:
-            clauses.append(f"a.seq < {d.p('before')}")
-            params["before"] = before_seq
-        join = ""
-        if scope is not None:
-            where, visible = scope_where(scope, d)
-            join = "JOIN memories m ON m.id = a.memory_id"
-            clauses.append(where)
-            params.update(visible)
-        rows = await self._rows(
-            f"SELECT a.* FROM accesses a {join} WHERE {' AND '.join(clauses)} "
-            f"ORDER BY a.seq DESC LIMIT {d.p('limit')}",
-            params,
-        )
-        return [(r["seq"], r["memory_id"], access_from_row(r)) for r in rows]
-
-    async def kpi_rows(self, scope: Scope, reads: Sequence[str]) -> KpiRaw:
-        """Raw numbers for the KPIs in stats, every one of them inside `scope`."""
-        d = self.dialect
-        where, params = scope_where(scope, d)
-        params = {**params, "reads": d.values(reads)}
-        live = f"m.archived = {d.false}"
-        counts = {
-            r["memory_id"]: r["n"]
-            for r in await self._rows(
-                "SELECT a.memory_id, count(*) AS n FROM accesses a JOIN memories m "
-                f"ON m.id = a.memory_id WHERE {d.one_of('a.channel', 'reads')} "
-                f"AND {live} AND {where} GROUP BY a.memory_id",
-                params,
-            )
-        }
-        derived = {
-            r["src"]
-            for r in await self._rows(
-                "SELECT DISTINCT e.src FROM edges e JOIN memories m ON m.id = e.src "
-                f"WHERE e.type = 'derived_from' AND {live} AND {where}",
-                params,
-            )
-        }
-        per_memory = [
-            (r["id"], r["type"], r["id"] in derived, counts.get(r["id"], 0))
-            for r in await self._rows(
-                f"SELECT m.id, m.type FROM memories m WHERE {live} AND {where} ORDER BY m.seq",
-                params,
-            )
-        ]
-        todos = await self._rows(
-            f"SELECT status, created_at FROM memories m WHERE m.type = 'todo' AND {where} "
-            f"AND {live} ORDER BY m.seq",
-            params,
-        )
-        # A read is cross-owner when the reader's role differs from the memory's (shared rows
-        # and unnamed readers never count).
-        cross = await self._scalar(
-            "SELECT count(*) FROM accesses a JOIN memories m ON m.id = a.memory_id "
-            f"WHERE {d.one_of('a.channel', 'reads')} AND m.owner != '' "
-            f"AND a.reader_owner != '' AND m.role != {d.role_of.format(c='a.reader_owner')} "
-            f"AND {where}",
-            params,
-        )
-        tombstones = await self._scalar(
-            "SELECT count(*) FROM tombstones t JOIN memories m ON m.id = t.memory_id "
-            f"WHERE t.lifted_at IS NULL AND {where}",
-            params,
-        )
-        # Edges and accesses the scope can see: both ends visible, the accessed memory visible.
-        b_where, b_params = scope_where(scope, d, "b", "dst")
-        edges = await self._scalar(
-            "SELECT count(*) FROM edges e JOIN memories m ON m.id = e.src "
-            f"JOIN memories b ON b.id = e.dst WHERE {where} AND {b_where}",
-            {**params, **b_params},
-        )
-        accesses = await self._scalar(
-            f"SELECT count(*) FROM accesses a JOIN memories m ON m.id = a.memory_id WHERE {where}",
-            params,
-        )
-        return KpiRaw(
-            per_memory=per_memory,
-            todos=[(r["status"], time_from_epoch(r["created_at"])) for r in todos],
-            cross_owner_reads=cross,
-            tombstones=tombstones,
-            edges=edges,
-            accesses=accesses,
+        await self._exec_many(
+            "INSERT INTO accesses(memory_id, ts, channel, reader_owner, session_ref, trace_ref, "
+            f"query, score, rank, components) VALUES ({p('m')}, {p('ts')}, {p('ch')}, "
+            f"{p('ro')}, {p('sr')}, {p('tr')}, {p('q')}, {p('sc')}, {p('rk')}, {p('co')})",
+            [
+                {
+                    "m": mid,
+                    "ts": r.ts.timestamp(),
+                    "ch": r.channel.value,
+                    "ro": r.reader_owner,
+                    "sr": r.session_ref,
+                    "tr": r.trace_ref,
+                    "q": r.query,
+                    "sc": r.score,
+                    "rk": r.rank,
+                    "co": r.components.model_dump_json() if r.components else None,
+                }
+                for mid, r in records
+            ],
         )

@@ -19,10 +19,14 @@ from nooa_mcp.storage import base, quick, sqlite
 
 
 def test_the_quick_store_shares_the_stores_schema_revision_and_keyword_constants() -> None:
+    """The hook's path holds no copies: it takes the store's own objects (a copy of equal
+    value would pass an equality check and drift with the next edit of either)."""
     assert quick.SCHEMA_VERSION == sqlite.SCHEMA_VERSION
-    assert quick.NEXT_REV == sqlite.NEXT_REV
+    assert quick.NEXT_REV is sqlite.NEXT_REV
     assert (quick.COMMON_FLOOR, quick.COMMON_SHARE) == (base.COMMON_FLOOR, base.COMMON_SHARE)
-    assert quick.BM25 in inspect.getsource(sqlite.SQLiteStore.candidates)
+    assert quick.BM25 is sqlite.BM25
+    for verb in (sqlite.SQLiteStore._keyword_candidates, quick.QuickStore.keyword_candidates):
+        assert "KEYWORD_POOL" in inspect.getsource(verb)
 
 
 def test_the_injection_rule_uses_the_shipped_recall_constants() -> None:
