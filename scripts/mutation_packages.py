@@ -61,7 +61,13 @@ PACKAGES: dict[str, tuple[list[str], list[str], str]] = {
         "not processes and not postgres and not real_model",
     ),
     "hooks": (
-        ["nooa_mcp/hooks/*", "nooa_mcp/storage/quick.py"],
+        [
+            "nooa_mcp/hooks/*",
+            # the hook's fast path into a SQLite store and what it shares with the store
+            "nooa_mcp/storage/quick.py",
+            "nooa_mcp/storage/dialect.py",
+            "nooa_mcp/storage/sqlite_search.py",
+        ],
         ["tests/hooks"],
         "not processes and not postgres and not real_model",
     ),
