@@ -52,7 +52,12 @@ PACKAGES: dict[str, tuple[list[str], list[str], str]] = {
     ),
     "services": (
         ["nooa_mcp/services/*"],
-        ["tests/services", "tests/domain", "tests/engine/test_write_behind.py"],
+        [
+            "tests/services",
+            "tests/domain",
+            "tests/engine/test_write_behind.py",
+            "tests/mcp/test_sampling.py",  # the steps that ask the client's model (reconcile)
+        ],
         "not processes and not postgres and not real_model",
     ),
     "mcp": (

@@ -58,7 +58,15 @@ async def clustered(tmp_path):
     # Dedup off: the cluster members are close (cosine 0.79–0.93) but distinct memories.
     settings = Settings(store=tmp_path / "s.sqlite", owner="coder@laptop", dedup_similarity=1.01)
     async with Memory.open(settings=settings, embedder=HashEmbedder()) as mem:
-        ids = [(await mem.author(text)).id for text in CLUSTER]
+        labels = [
+            (["ops"], ["deploy.sh"]),
+            ([], ["deploy.sh", "office network"]),
+            (["ops", "network"], ["vpn"]),
+        ]
+        ids = [
+            (await mem.author(text, tags=tags, entities=entities)).id
+            for text, (tags, entities) in zip(CLUSTER, labels, strict=True)
+        ]
         yield mem, ids
 
 
@@ -86,6 +94,11 @@ async def test_reconcile_round_trip_writes_the_consolidated_memory_with_provenan
     assert "deadbeef" in step["details"][0]
     assert len(callback.seen) == 1
     product = next(v for _, v in await mem.list_memories() if v.title == "Deploy script")
+    # It carries what its sources were labelled with, each label once, in their order.
+    assert (product.tags, product.entities) == (
+        ["ops", "network"],
+        ["deploy.sh", "office network", "vpn"],
+    )
     derived = {e["target"] for e in product.edges if e["type"] == "derived_from"}
     assert derived == set(ids)
     superseded = [e["target"] for e in product.edges if e["type"] == "refines"]
