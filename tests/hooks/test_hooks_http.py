@@ -148,6 +148,10 @@ async def test_bad_bodies_and_web_pages_are_refused_and_nothing_is_logged(
         assert (await post(c, b"[1, 2]")).status_code == 400
         page = await post(c, recorded("session_start", project), Origin="http://evil.example")
         assert page.status_code == 403
+        assert page.json() == {"error": "hooks are not answered to web pages"}
+        over = await post(c, b" " * (1024 * 1024 + 1))
+        assert over.status_code == 413
+        assert over.json() == {"error": "the hook input is over 1 MB; send the hook JSON only"}
         plain = await c.post(
             "/hooks",
             content=json.dumps(recorded("session_start", project)),
@@ -157,6 +161,19 @@ async def test_bad_bodies_and_web_pages_are_refused_and_nothing_is_logged(
     async with open_memory(store, "claude-code") as mem:
         todo = (await mem.todo("list")).todos[0]
         assert [r.channel.value for _, r in await mem.access_log(todo.id)] == ["created"]
+
+
+async def test_an_answer_not_ready_by_the_hooks_deadline_is_an_empty_200(
+    tmp_path: Path, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = tmp_path / "memory.sqlite"
+    await remember(store, "claude-code", WIFI)
+    async with hook_app(store) as app, client(app) as c:
+        prompt = recorded("user_prompt", project, prompt="where is the office wi-fi password")
+        assert "whiteboard" in context(await post(c, prompt))
+        monkeypatch.setattr("nooa_mcp.hooks.http.HOOK_SECONDS", 0)
+        late = await post(c, prompt)
+    assert (late.status_code, late.content) == (200, b"")
 
 
 async def test_a_foreign_host_gets_421_as_on_mcp(tmp_path: Path, project: Path) -> None:
