@@ -5,6 +5,19 @@
     python benchmarks/bench_stdio.py --phases prefill --prefill 100000 --store-dir /tmp/stores
     python benchmarks/bench_stdio.py --json > run.json
 
+The recall targets at 1k, 10k and 100k, nooa beside the floor and the reference server, in one
+command (a summary table at the end; BENCHMARKS.md, "Recall latency", S5):
+
+    npm install --prefix /work/scratch/peers @modelcontextprotocol/server-memory   # once
+    python benchmarks/bench_stdio.py --server nooa --server reference --phases floors,prefill \
+        --prefill 1000,10000,100000 --store-dir /work/scratch/stores --queries 200
+
+The reference server (`@modelcontextprotocol/server-memory`, Node 18+) is looked for under
+$NOOA_BENCH_PEERS (default /work/scratch/peers). Its prefill writes its memory.jsonl directly
+(instant); nooa's runs `nooa-mcp import` (the real model, ~40-100 memories/s on 2 cores: the
+one slow part, paid once, since --store-dir keeps the stores and each size is seeded with the
+smaller one's store).
+
 Phases (`--phases`, default all but prefill; prefill runs when --prefill N is given):
   floors   the machine's raw MiniLM embedding rate (batch of 1, batch of 32) and the time to
            embed one query, in this process; p50 of a trivial tool call on the SDK's bare
@@ -18,7 +31,9 @@ Phases (`--phases`, default all but prefill; prefill runs when --prefill N is gi
            server's CPU, recall p50/p99 over --queries questions, RSS and peak RSS of the
            server's process tree.
   prefill  a store of --prefill memories filled WITHOUT MCP (nooa: `nooa-mcp import`), then
-           recall, RSS and a short write window through MCP. Not the client path: labelled so.
+           recall, RSS and a short write window (--prefill-writes) through MCP. Not the client
+           path: labelled so. Several sizes (--prefill 1000,10000,100000) are measured in turn,
+           each in a store of its own, and summed up in one table beside the floor.
 
 With --recall-during-writes, a client also recalls, one query after another, while the writes
 of each window are in flight: what an agent waits for while other agents write.
@@ -943,7 +958,9 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         for size in args.prefill:
             for server_adapter in servers:
                 log(f"prefill: {server_adapter.name} at {size}")
-                info = await prefilled(server_adapter, args, workdir, size, seeds[server_adapter.name])
+                info = await prefilled(
+                    server_adapter, args, workdir, size, seeds[server_adapter.name]
+                )
                 seeds[server_adapter.name] = Path(info["dir"])
                 result["prefill"].append(info)
     result["load_end"] = load()
