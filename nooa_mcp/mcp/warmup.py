@@ -11,7 +11,11 @@ them. So they start at whichever comes first:
 - `FALLBACK_SECONDS` after the server started, for clients that never list tools.
 
 A recall that arrives while the model loads does not wait for it: it ranks by keywords and
-its reply says so (`Engine.query_vector`).
+its reply says so (`Engine.query_vector`). Over stdio the store opens for the call that woke
+the warm-up, but the model's own load waits until the calls in flight are answered
+(`after_answers`, `WarmingEmbedder.hold`): importing fastembed and onnxruntime beside the
+first recall took the interpreter lock from it, and that first answer came later than it
+needs to. A call that needs the model (a write) releases the load at once.
 
 `nooa-mcp` also pauses Python's garbage collector for its start-up (`startup_gc`); the
 server restarts it once the warm-up is over (`resume_collection_when`), so the imports
