@@ -5,6 +5,19 @@
     python benchmarks/bench_stdio.py --phases prefill --prefill 100000 --store-dir /tmp/stores
     python benchmarks/bench_stdio.py --json > run.json
 
+The recall targets at 1k, 10k and 100k, nooa beside the floor and the reference server, in one
+command (a summary table at the end; BENCHMARKS.md, "Recall latency", S5):
+
+    npm install --prefix /work/scratch/peers @modelcontextprotocol/server-memory   # once
+    python benchmarks/bench_stdio.py --server nooa --server reference --phases floors,prefill \
+        --prefill 1000,10000,100000 --store-dir /work/scratch/stores --queries 200
+
+The reference server (`@modelcontextprotocol/server-memory`, Node 18+) is looked for under
+$NOOA_BENCH_PEERS (default /work/scratch/peers). Its prefill writes its memory.jsonl directly
+(instant); nooa's runs `nooa-mcp import` (the real model, ~40-100 memories/s on 2 cores: the
+one slow part, paid once, since --store-dir keeps the stores and each size is seeded with the
+smaller one's store).
+
 Phases (`--phases`, default all but prefill; prefill runs when --prefill N is given):
   floors   the machine's raw MiniLM embedding rate (batch of 1, batch of 32) and the time to
            embed one query, in this process; p50 of a trivial tool call on the SDK's bare
@@ -18,7 +31,9 @@ Phases (`--phases`, default all but prefill; prefill runs when --prefill N is gi
            server's CPU, recall p50/p99 over --queries questions, RSS and peak RSS of the
            server's process tree.
   prefill  a store of --prefill memories filled WITHOUT MCP (nooa: `nooa-mcp import`), then
-           recall, RSS and a short write window through MCP. Not the client path: labelled so.
+           recall, RSS and a short write window (--prefill-writes) through MCP. Not the client
+           path: labelled so. Several sizes (--prefill 1000,10000,100000) are measured in turn,
+           each in a store of its own, and summed up in one table beside the floor.
 
 With --recall-during-writes, a client also recalls, one query after another, while the writes
 of each window are in flight: what an agent waits for while other agents write.
@@ -153,7 +168,7 @@ def add_ratios(result: dict[str, Any]) -> None:
             row["calls_over_raw1"] = row["calls_per_s"] / embed["batch1_per_s"]
             if "recall" in row:
                 recall_floor(row["recall"], row["stored"])
-    for info in (result.get("prefill") or {}).values():
+    for info in result.get("prefill") or []:
         recall_floor(info["recall"], info["stored"])
         if info.get("writes"):
             info["writes"]["calls_over_raw1"] = (
@@ -426,15 +441,24 @@ async def ingest(server_adapter: Adapter, args: argparse.Namespace, workdir: Pat
     }
 
 
-async def prefilled(server_adapter: Adapter, args: argparse.Namespace, workdir: Path) -> dict:
-    """Fill a store without MCP until it holds --prefill memories, then measure it over MCP.
+async def prefilled(
+    server_adapter: Adapter, args: argparse.Namespace, workdir: Path, size: int, seed: Path | None
+) -> dict:
+    """Fill a store without MCP until it holds `size` memories, then measure it over MCP.
 
     Near-duplicates are not stored, so it takes more texts than memories: texts are written
     in rounds until the count is reached. The store and a note of how far it got stay in
-    --store-dir, so a later run reuses it (or tops it up) instead of filling it again.
+    --store-dir, so a later run reuses it (or tops it up) instead of filling it again. A
+    store not filled yet starts as a copy of `seed`, the next smaller size's store (its
+    writes through MCP included), so 1k, 10k and 100k cost one fill of 100k.
     """
     base = args.store_dir or workdir
-    data_dir = base / f"prefill-{server_adapter.name}-{args.prefill}"
+    data_dir = base / f"prefill-{server_adapter.name}-{size}"
+    reused = (data_dir / "prefilled.json").exists()
+    if not reused and seed is not None:
+        shutil.rmtree(data_dir, ignore_errors=True)
+        shutil.copytree(seed, data_dir, ignore=shutil.ignore_patterns("stderr.log"))
+        log(f"  {server_adapter.name}: {size} starts from a copy of {seed.name}")
     data_dir.mkdir(parents=True, exist_ok=True)
     marker = data_dir / "prefilled.json"
     state = (
@@ -442,12 +466,11 @@ async def prefilled(server_adapter: Adapter, args: argparse.Namespace, workdir: 
         if marker.exists()
         else {"stored": 0, "texts": 0, "fill_s": 0.0}
     )
-    reused = state["stored"] > 0
     stream = items(args.locomo)
     for _ in range(state["texts"]):
         next(stream)
     for _ in range(10):
-        need = args.prefill - state["stored"]
+        need = size - state["stored"]
         if need <= 0:
             break
         log(
@@ -459,7 +482,14 @@ async def prefilled(server_adapter: Adapter, args: argparse.Namespace, workdir: 
         state["texts"] += need
         state["fill_s"] += time.perf_counter() - started
         marker.write_text(json.dumps(state))
-    info: dict[str, Any] = {**state, "reused": reused, "how": server_adapter.prefill_how}
+    info: dict[str, Any] = {
+        **state,
+        "server": server_adapter.name,
+        "size": size,
+        "dir": str(data_dir),
+        "reused": reused,
+        "how": server_adapter.prefill_how,
+    }
     server, info["ready_s"] = await open_server(server_adapter, data_dir)
     try:
         idle = server.stats()
@@ -662,7 +692,8 @@ def render(result: dict[str, Any]) -> str:
                 )
         if run["errors"]:
             out.append(f"  first errors: {run['errors']}")
-    for name, p in (result.get("prefill") or {}).items():
+    for p in result.get("prefill") or []:
+        name = p["server"]
         rc = p["recall"]
         out.append(
             f"\nPrefilled store, {name}: {p['stored']} memories from {p['texts']} texts via "
@@ -724,7 +755,70 @@ def render(result: dict[str, Any]) -> str:
             ]
         )
         out.append(table(["", "", "", "", ""], rows))
+    targets = summary_table(result.get("prefill") or [])
+    if targets:
+        out.append(targets)
     return "\n".join(out)
+
+
+def summary_table(prefill: list[dict[str, Any]]) -> str:
+    """One row per prefilled size and server: recall through MCP beside the floor of the
+    same run and beside the other servers at that size, the write rate, RSS after writes."""
+    if not prefill:
+        return ""
+    rows = []
+    for p in prefill:
+        rc, w = p["recall"], p.get("writes") or {}
+        others = [
+            o["recall"]["p50"]
+            for o in prefill
+            if o["size"] == p["size"] and o["server"] != p["server"]
+        ]
+        rows.append(
+            [
+                p["size"],
+                p["server"],
+                p["stored"],
+                f"{rc['p50']:.2f}",
+                f"{rc['p99']:.2f}",
+                f"{rc['p99_over_p50']:.2f}",
+                _f(rc.get("floor_ms"), 2),
+                _f(rc.get("p50_over_floor"), 2),
+                " ".join(f"{rc['p50'] / o:.2f}" for o in others) or "-",
+                _f(w.get("calls_per_s")),
+                f"{p['rss_mib']:.0f}",
+                f"{p['hwm_mib']:.0f}",
+                p["load"][0],
+            ]
+        )
+    return "\n".join(
+        [
+            "\nSummary: recall through MCP stdio at each size, beside this run's floor and "
+            "the other servers",
+            table(
+                [
+                    "size",
+                    "server",
+                    "stored",
+                    "recall p50",
+                    "p99",
+                    "p99/p50",
+                    "floor ms",
+                    "x floor",
+                    "x other p50",
+                    "writes/s",
+                    "RSS MiB",
+                    "HWM MiB",
+                    "load1",
+                ],
+                rows,
+            ),
+            "  floor = one query embedded + a bare SDK tool call + one matrix-vector product "
+            "at that size (floors phase); x other p50 = this p50 / the other server's p50 at "
+            "that size; writes/s = --prefill-writes through MCP at that size, "
+            "one call at a time unless --concurrency; RSS/HWM after those writes.",
+        ]
+    )
 
 
 # --------------------------------------------------------------------------- main
@@ -779,7 +873,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="also recall, one query after another, while the writes are in flight (the "
         "write rates then include that load)",
     )
-    parser.add_argument("--prefill", type=int, default=0, help="texts for the prefilled store")
+    parser.add_argument(
+        "--prefill",
+        default="",
+        help="memories in the prefilled store; comma-separated for several sizes, smallest "
+        "first (e.g. 1000,10000,100000): each size is a store of its own, measured in turn",
+    )
     parser.add_argument(
         "--prefill-writes",
         type=int,
@@ -805,6 +904,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     unknown = set(args.phases) - set(PHASES)
     if unknown:
         parser.error(f"--phases: {', '.join(sorted(unknown))} unknown; use {','.join(PHASES)}")
+    try:
+        args.prefill = sorted({int(x) for x in str(args.prefill).split(",") if x.strip()})
+    except ValueError:
+        parser.error(f"--prefill {args.prefill!r}: give sizes as numbers, e.g. 1000,10000")
     if "prefill" in args.phases and not args.prefill:
         parser.error("--phases prefill needs --prefill N (how many texts to fill the store with)")
     args.recall_at = [int(x) for x in args.recall_at.split(",")] if args.recall_at else None
@@ -850,10 +953,16 @@ async def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             log(f"ingest: {server_adapter.name}")
             result["ingest"].append(await ingest(server_adapter, args, workdir))
     if "prefill" in args.phases:
-        result["prefill"] = {}
-        for server_adapter in servers:
-            log(f"prefill: {server_adapter.name}")
-            result["prefill"][server_adapter.name] = await prefilled(server_adapter, args, workdir)
+        result["prefill"] = []
+        seeds: dict[str, Path | None] = {a.name: None for a in servers}
+        for size in args.prefill:
+            for server_adapter in servers:
+                log(f"prefill: {server_adapter.name} at {size}")
+                info = await prefilled(
+                    server_adapter, args, workdir, size, seeds[server_adapter.name]
+                )
+                seeds[server_adapter.name] = Path(info["dir"])
+                result["prefill"].append(info)
     result["load_end"] = load()
     add_ratios(result)
     return result

@@ -27,7 +27,9 @@ from typing import Any
 from stdio_client import StdioServer
 from stdio_workload import Item
 
-PEERS = Path("/work/scratch/peers")
+#: Where the reference server is installed (`npm install --prefix $PEERS
+#: @modelcontextprotocol/server-memory`); NOOA_BENCH_PEERS overrides it.
+PEERS = Path(os.environ.get("NOOA_BENCH_PEERS", "/work/scratch/peers"))
 REFERENCE_JS = PEERS / "node_modules/@modelcontextprotocol/server-memory/dist/index.js"
 
 
@@ -120,7 +122,8 @@ class Reference(Adapter):
         if not script.exists():
             raise SystemExit(
                 f"{script} does not exist; install it with "
-                f"`npm install --prefix {PEERS} @modelcontextprotocol/server-memory`."
+                f"`npm install --prefix {PEERS} @modelcontextprotocol/server-memory` "
+                "(or point NOOA_BENCH_PEERS at the folder it is installed in)."
             )
         self.script = script
         self.known: set[str] = set()

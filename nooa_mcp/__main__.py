@@ -101,6 +101,12 @@ def main() -> None:
 
         hard_deadline()
         sys.exit(guarded(argv, event))
+    # Before the CLI and the MCP SDK are imported: collections during a server's start-up
+    # imports cost a third of its time to the first answer (`startup_gc`). A command that
+    # is not a stdio server restarts the collector as soon as it is known (`cli.main`).
+    from . import startup_gc
+
+    startup_gc.pause()
     from .cli import main as cli
 
     cli()

@@ -18,6 +18,7 @@ from typing import Any
 import anyio
 import click
 
+from . import startup_gc
 from .config import Settings, default_store_path
 from .domain.kinds import REFLECTION_STEPS
 from .errors import NooaError
@@ -190,6 +191,10 @@ def main(
 ) -> None:
     """nooa-mcp: long-term memory for agents. With no command, serves MCP over stdio."""
     click_ctx.obj = Context(store, owner, reference_root, as_json, read)
+    if click_ctx.invoked_subcommand not in (None, "serve"):
+        # Paused by `__main__` for a server's start-up; a stdio server restarts it once
+        # warm, an HTTP server before it serves (`serving.run`).
+        startup_gc.resume()
     if click_ctx.invoked_subcommand is None:
         click_ctx.invoke(serve)
 

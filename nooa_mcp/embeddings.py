@@ -215,7 +215,15 @@ class WarmingEmbedder:
     model (`wait`, `embed`): the load thread holds the interpreter lock for most of a second,
     and a server that starts it before answering `tools/list` answers it later than a bare
     server (benchmarks/bench_stdio.py).
+
+    `hold()` goes further: a started load waits for `release()` before it begins, so a stdio
+    server answers the calls it already has (from keywords) before the model's imports take
+    the interpreter lock from them. A caller that must have the model (`embed`, or `wait`
+    with a timeout other than 0) releases it; `HOLD_AT_MOST` bounds the wait in any case.
     """
+
+    #: Seconds a held load waits for `release` at most.
+    HOLD_AT_MOST = 5.0
 
     def __init__(
         self, factory: Callable[[], Embedder], name: str, dim: int, *, start: bool = True
@@ -228,6 +236,8 @@ class WarmingEmbedder:
         self._done = threading.Event()
         self._started = False
         self._start_lock = threading.Lock()
+        self._go = threading.Event()
+        self._go.set()
         self._thread = threading.Thread(target=self._load, name="nooa-embedder", daemon=True)
         if start:
             self.start()
@@ -240,11 +250,20 @@ class WarmingEmbedder:
             self._started = True
         self._thread.start()
 
+    def hold(self) -> None:
+        """Make a load that starts from now on wait for `release` (see the class docstring)."""
+        self._go.clear()
+
+    def release(self) -> None:
+        """Let a held load begin (at once if it has started already)."""
+        self._go.set()
+
     @property
     def started(self) -> bool:
         return self._started
 
     def _load(self) -> None:
+        self._go.wait(self.HOLD_AT_MOST)
         try:
             self._inner = self._factory()
         except BaseException as exc:  # surfaced to the caller by wait()/embed()
@@ -257,7 +276,10 @@ class WarmingEmbedder:
         return self._inner is not None
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Block until the load finished (starting it if need be); re-raise its failure."""
+        """Block until the load finished (starting it if need be); re-raise its failure.
+        A timeout of 0 only looks: it does not release a held load."""
+        if timeout is None or timeout > 0:
+            self.release()
         self.start()
         self._done.wait(timeout)
         if self._error is not None:

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 import anyio
 
+from . import startup_gc
 from .config import Settings
 from .errors import InvalidInput
 from .hosts import bind, is_loopback, parse_allowed_hosts, server_config, shown
@@ -76,6 +77,9 @@ def run(
             --tokens, a non-loopback host without tokens, or a port that is in use.
     """
     single_threaded_blas()
+    if transport != "stdio":
+        # Only a stdio server restarts it once warm (`build_server(open_when_needed=True)`).
+        startup_gc.resume()
     if transport == "stdio":
         if tokens_file is not None:
             raise InvalidInput(

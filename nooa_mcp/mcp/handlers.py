@@ -145,6 +145,12 @@ class Owners:
         """Open the engine now if it opens when needed (see `when_needed`)."""
         self._open.set()
 
+    async def opened(self) -> Engine | None:
+        """The engine once it is open, or None when the store could not be opened. Waiting
+        here does not open it (`open_now` does)."""
+        await self._ready.wait()
+        return self.engine
+
     @classmethod
     @asynccontextmanager
     async def _maintained(cls, engine: Engine) -> AsyncIterator[Owners]:

@@ -27,7 +27,7 @@ from .handlers import Owners, bind_owner
 from .identity import TokenEntry, TokenFileVerifier
 from .memory_server import MemoryServer
 from .notifications import ScopedBus, Subscribers
-from .warmup import Warmup
+from .warmup import Warmup, resume_collection_when
 
 if TYPE_CHECKING:
     from ..embeddings import Embedder
@@ -103,9 +103,21 @@ def build_server(
                 return engine.embedder
             return embedder or default_embedder(settings.model_cache_dir, start=False)
 
+        def held_model() -> Embedder:
+            # Loaded once the calls that opened the store are answered (from keywords), so
+            # the model's imports do not hold the interpreter lock while they run.
+            from ..embeddings import WarmingEmbedder
+
+            chosen = model()
+            if isinstance(chosen, WarmingEmbedder):
+                chosen.hold()
+                warmup.after_answers(chosen.release)
+            return chosen
+
         async with anyio.create_task_group() as tasks:
             if open_when_needed and engine is None:
-                owners_cm = Owners.when_needed(settings, model)
+                tasks.start_soon(warmup.run_after_answers, name="nooa model after answers")
+                owners_cm = Owners.when_needed(settings, held_model)
             else:
                 from ..embeddings import WarmingEmbedder
 
@@ -116,6 +128,11 @@ def build_server(
             async with owners_cm as owners:
                 warmup.on_start(owners.open_now)
                 tasks.start_soon(warmup.run, name="nooa warm-up")
+                tasks.start_soon(
+                    resume_collection_when,
+                    functools.partial(_warm, owners),
+                    name="nooa collector after warm-up",
+                )
                 running["owners"] = owners
                 try:
                     if console is None or owners.engine is None:
@@ -162,6 +179,14 @@ def build_server(
     # Routes served beside /mcp (the hooks' POST /hooks) use the engine the lifespan opened.
     server.engine_now = lambda: getattr(running.get("owners"), "engine", None)
     return server
+
+
+async def _warm(owners: Owners) -> None:
+    """Until the engine is open, its model loaded and the stored vectors read."""
+    engine = await owners.opened()
+    if engine is not None:
+        await engine.wait_ready()
+        await engine.sync_vectors()
 
 
 def _tune_malloc() -> None:

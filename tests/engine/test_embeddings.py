@@ -41,6 +41,34 @@ def test_warming_embedder_reports_a_failed_load():
     assert not warming.ready
 
 
+def test_a_held_load_begins_on_release_or_when_a_caller_needs_the_model():
+    """A stdio server holds the load while it answers the calls that woke it: started and
+    held, the factory is not run; a look (`wait(0)`) does not release it; `release`, or a
+    caller that must have the model (`embed`, `wait()`), does."""
+    import threading
+
+    for let_go in ("release", "embed"):
+        begun = threading.Event()
+
+        def factory(begun: threading.Event = begun) -> HashEmbedder:
+            begun.set()
+            return HashEmbedder(8)
+
+        warming = WarmingEmbedder(factory, "hash-8", 8, start=False)
+        warming.hold()
+        warming.start()
+        assert not warming.wait(0)
+        assert not begun.wait(0.3)
+        assert not warming.ready
+        if let_go == "release":
+            warming.release()
+            assert begun.wait(5)
+            assert warming.wait(5)
+        else:
+            assert warming.embed(["red apple"]).shape == (1, 8)
+        assert warming.ready
+
+
 @pytest.mark.real_model
 def test_minilm_runs_offline_with_384_normalised_dimensions(minilm):
     assert os.environ["HF_HUB_OFFLINE"] == "1"

@@ -7,6 +7,7 @@ Desktop, Claude Code and Codex start it. It needs `pip install -e .` (the consol
 import json
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -88,3 +89,99 @@ async def test_the_first_recall_after_initialize_answers_from_keywords_and_says_
     assert "keyword matches only" in first.content[0].text
     assert later.structured_content["hits"][0]["components"]["source"] == "both"
     assert later.structured_content["hits"][0]["components"]["cos"] > 0.5
+
+
+def _line_reply(proc: subprocess.Popen[bytes], ident: int) -> dict:
+    """The JSON-RPC reply with `ident` (notifications and other replies skipped)."""
+    assert proc.stdout is not None
+    while True:
+        line = proc.stdout.readline()
+        assert line, "the server closed its stdout"
+        message = json.loads(line)
+        if message.get("id") == ident:
+            return message
+
+
+def test_serve_answers_a_recall_sent_right_after_initialize_from_keywords(
+    tmp_path: Path,
+) -> None:
+    """`nooa-mcp serve` spawned the way a client does, on a store of a few memories, and
+    asked at once (no tools/list first): the answer comes from keywords, says so, and finds
+    the memory; the model, held while that call ran, loads behind it and later recalls use it.
+    Raw JSON-RPC lines, so nothing a client library does first (listing tools) hides it."""
+    import anyio as _anyio
+
+    from nooa_mcp import Memory
+
+    store = tmp_path / "memory.sqlite"
+
+    async def fill() -> str:
+        async with Memory.open(store, owner="me") as mem:
+            await mem.wait_ready()
+            await mem.author("Lunch orders are due by 11am on Fridays.")
+            found = (await mem.author("The billing service deploys from the blue cluster.")).id
+            await mem.author("Office plants are watered on Mondays.")
+            return found
+
+    billing = _anyio.run(fill)
+    proc = subprocess.Popen(
+        [console_script(), "--store", str(store), "--owner", "me", "serve"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    assert proc.stdin is not None
+
+    def send(message: dict) -> None:
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps(message).encode() + b"\n")
+        proc.stdin.flush()
+
+    def recall(ident: int) -> dict:
+        send(
+            {
+                "jsonrpc": "2.0",
+                "id": ident,
+                "method": "tools/call",
+                "params": {"name": "memory_recall", "arguments": {"query": "billing deploys"}},
+            }
+        )
+        return _line_reply(proc, ident)["result"]
+
+    try:
+        send(
+            {
+                "jsonrpc": "2.0",
+                "id": 0,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "raw", "version": "1"},
+                },
+            }
+        )
+        assert _line_reply(proc, 0)["result"]["serverInfo"]["name"] == "nooa-mcp"
+        send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        first = recall(1)
+        later, ident = first, 1
+        while later["structuredContent"]["embeddings"] != "ready" and ident < 2000:
+            ident += 1
+            later = recall(ident)
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=60)
+        assert proc.stdout is not None
+        proc.stdout.close()
+    reply = first["structuredContent"]
+    assert not first.get("isError")
+    assert reply["embeddings"] == "warming"
+    assert reply["hits"][0]["id"] == billing
+    assert {h["components"]["source"] for h in reply["hits"]} == {"sparse"}
+    assert all(h["components"]["cos"] is None for h in reply["hits"])
+    assert "keyword matches only" in first["content"][0]["text"]
+    assert later["structuredContent"]["embeddings"] == "ready"
+    assert later["structuredContent"]["hits"][0]["id"] == billing
+    assert later["structuredContent"]["hits"][0]["components"]["cos"] > 0.3
+    assert proc.returncode == 0

@@ -30,6 +30,7 @@ TIERS: dict[str, int] = {
     "storage": 1,
     "embeddings": 1,
     "malloc_tuning": 1,
+    "startup_gc": 1,
     "hosts": 1,
     "model_file": 1,
     "shared_runs": 2,
