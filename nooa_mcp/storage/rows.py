@@ -18,7 +18,7 @@ import numpy as np
 from pydantic import TypeAdapter
 
 from ..domain.schema import AccessRecord, Components, Memory, Reference, Trigger, cue_set
-from .base import EdgeRow, ScoringRow, Tombstone
+from .base import EdgeRow, ScoringRow, Tombstone, VectorRow
 from .keywords import row_stems
 
 __all__ = [
@@ -91,6 +91,21 @@ def time_or_none(value: float | None) -> datetime | None:
 def vector_from_blob(blob: bytes | None) -> np.ndarray | None:
     """A stored embedding (float32 bytes) as an array, or None."""
     return None if blob is None else np.frombuffer(blob, dtype=np.float32)
+
+
+def vector_row_from_row(row: Row) -> VectorRow:
+    """A `memories` row's vector-index columns (seq, id, role, owner, type, archived, faded,
+    embedding) as the index takes them."""
+    return VectorRow(
+        seq=row["seq"],
+        id=row["id"],
+        role=row["role"],
+        owner=row["owner"],
+        type=row["type"],
+        archived=bool(row["archived"]),
+        faded=bool(row["faded"]),
+        embedding=vector_from_blob(row["embedding"]),
+    )
 
 
 def vector_of(blob: bytes) -> np.ndarray:

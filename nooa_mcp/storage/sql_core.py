@@ -22,7 +22,15 @@ import numpy as np
 from ..domain.reflection import Node
 from ..domain.schema import AccessRecord, Edge, Memory
 from ..domain.scope import Scope
-from .base import EdgeRow, KpiRaw, MaintenanceEntry, RankingReads, ScoringRow, Tombstone
+from .base import (
+    EdgeRow,
+    KpiRaw,
+    MaintenanceEntry,
+    RankingReads,
+    ScoringRow,
+    Tombstone,
+    VectorRow,
+)
 from .rows import (
     SCORING_COLUMNS,
     TODO_ORDER,
@@ -35,6 +43,7 @@ from .rows import (
     time_from_epoch,
     tombstone_from_row,
     vector_of,
+    vector_row_from_row,
 )
 
 __all__ = ["POSTGRES", "SQLITE", "Dialect", "SqlVerbs", "scope_where"]
@@ -250,6 +259,18 @@ class SqlVerbs:
         order = [r["id"] for r in picked]
         found = await self.fetch_many(order)
         return [found[i] for i in order if i in found]
+
+    async def vector_rows(self, roles: Sequence[str], after: int, limit: int) -> list[VectorRow]:
+        """The current rows of these roles after seq `after`, in seq order (through the
+        (role, owner) index: one role's rows, not a walk of the table)."""
+        d = self.dialect
+        rows = await self._blob_rows(
+            "SELECT seq, id, role, owner, type, archived, faded, embedding FROM memories "
+            f"WHERE {d.one_of('role', 'roles')} AND seq > {d.p('after')} "
+            f"ORDER BY seq LIMIT {d.p('limit')}",
+            {"roles": d.values(sorted(roles)), "after": after, "limit": limit},
+        )
+        return [vector_row_from_row(r) for r in rows]
 
     async def intents(self, role: str) -> list[Memory]:
         d = self.dialect
