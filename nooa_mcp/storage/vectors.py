@@ -724,5 +724,6 @@ class VectorIndex:
 
     @property
     def nbytes(self) -> int:
-        """The bytes of the per-row arrays (the matrix most of it), as allocated."""
-        return sum(getattr(self, name).nbytes for name in _PER_ROW)
+        """The bytes of the rows held in the per-row arrays (the matrix most of it); rows
+        allocated ahead for growth are zero pages, resident only once written."""
+        return sum(getattr(self, name)[: self.size].nbytes for name in _PER_ROW)
