@@ -116,6 +116,8 @@ class Engine:
         self._writer: asyncio.Task[None] | None = None
         #: The first read of the stored vectors when it waits for the model (`vectors_later`).
         self._first_vectors: asyncio.Task[None] | None = None
+        #: Without a configured owner, hold every role from the start (`open`).
+        self._every_role_first = False
         #: Per role, its intents with a trigger and the index generation they were read at.
         self._intents: OrderedDict[str, tuple[int, list[Memory]]] = OrderedDict()
         self._embeddings: SharedRuns[str] = SharedRuns(
@@ -133,7 +135,12 @@ class Engine:
     @classmethod
     @asynccontextmanager
     async def open(
-        cls, settings: Settings, embedder: Embedder | None = None, *, vectors_later: bool = False
+        cls,
+        settings: Settings,
+        embedder: Embedder | None = None,
+        *,
+        vectors_later: bool = False,
+        every_role_first: bool = False,
     ) -> AsyncIterator[Engine]:
         """Open the configured store and start the embedding model loading beside it.
 
@@ -141,6 +148,10 @@ class Engine:
         model loads in the background and the stored vectors are read only once it has
         loaded (`_load_model_then_vectors`), so the first call of a server that was just
         spawned answers from keywords instead of waiting for both.
+
+        The vectors read first are the configured owner's roles (`_first_roles`); with
+        `every_role_first` and no configured owner, every role's, as a stdio server that
+        learns its owner only from its one client does (roles no call uses go when idle).
 
         Raises:
             StoreTooNew / StoreUnavailable: the store cannot be used (the message says why).
@@ -153,6 +164,7 @@ class Engine:
             residency = Residency(settings.vector_idle_seconds, settings.vector_max_roles)
             index = VectorIndex(embedder.dim, residency)
             engine = cls(store, index, embedder, settings)
+            engine._every_role_first = every_role_first
             if not vectors_later:
                 await engine._first_roles()
             # Tasks of their own, not a task group around the caller's block: an error
@@ -221,6 +233,9 @@ class Engine:
         """Hold the configured owner's roles (its own, its grants, the shared one) from the
         start: a server with one owner loads what it serves once, as it always did; other
         roles are loaded when a caller's scope first reaches them (DESIGN.md §15)."""
+        if self._every_role_first and not self.settings.owner:
+            await self.index.ensure(self.store, None)
+            return
         actor = Actor(self.settings.owner, parse_roles(self.settings.read))
         await self.index.ensure(self.store, actor.readable_roles())
 

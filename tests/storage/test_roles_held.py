@@ -183,3 +183,15 @@ def test_a_release_keeps_every_per_row_array_aligned_with_its_ids():
         assert i % 2 == 1 and index.seqs[r] == i + 1
         assert index.matrix[r, i % 8] == 1.0 and index.matrix[r].sum() == 1.0
         assert index.ids.get(f"m{i}") == r
+
+
+async def test_a_server_without_an_owner_that_serves_one_client_holds_every_role_first(tmp_path):
+    """A stdio server learns its owner from its one client only when it calls: it reads
+    every role up front, as before; with a configured owner, that owner's roles only."""
+    target = tmp_path / "m.sqlite"
+    ids = await _fill(target)
+    async with Engine.open(Settings(store=target), HashEmbedder(), every_role_first=True) as e:
+        assert _held_ids(e) == set(ids.values())
+    settings = Settings(store=target, owner="eve")
+    async with Engine.open(settings, HashEmbedder(), every_role_first=True) as e:
+        assert _held_ids(e) == {ids["eve"], ids[""]}
