@@ -169,7 +169,7 @@ class VectorIndex:
         self.residency = residency
         #: Callers holding row numbers now (`held`): no role is let go meanwhile.
         self._holders = 0
-        self._loads: anyio.Lock | None = None
+        self._lock: anyio.Lock | None = None
         self.size = 0
         self.mark: Any = None
         self._token: Any = None
@@ -216,17 +216,11 @@ class VectorIndex:
             return
         self._dirty = False
         self._token = token
-        roles: list[str] | None = None
         if self.residency is not None:
-            roles = self.residency.filter()
-            if self.mark is None:
-                # Nothing is read on open: each role is read when first searched (`ensure`),
-                # and changes are pulled from here on.
-                self.mark = await store.vector_mark()
-                return
-            if roles == []:
-                return  # no role held: nothing to pull (a role loaded later is read whole)
-        elif self.size == 0:
+            with self.held():  # no role is let go while the pull reads
+                await self._pull(store, self.residency.filter())
+            return
+        if self.size == 0:
             # Size the matrix once on a cold open: growing by doubling while 100k rows stream
             # in held two copies and an oversized one (peak RSS 620 MB at 100k, steady 300).
             # A quarter more for the writes to come: rows not written yet are zero pages the
@@ -235,6 +229,18 @@ class VectorIndex:
             # a server's peak RSS 641 MB against 491 MB once open).
             stored = await store.row_count()
             self._grow(stored + stored // 4)
+        await self._pull(store, None)
+
+    async def _pull(self, store: Store, roles: list[str] | None) -> None:
+        """Apply the rows changed since `mark`, with their vectors for `roles` (None: all)."""
+        if roles is not None:
+            if self.mark is None:
+                # Nothing is read on open: each role is read when first searched (`ensure`),
+                # and changes are pulled from here on.
+                self.mark = await store.vector_mark()
+                return
+            if not roles:
+                return  # no role held: nothing to pull (a role loaded later is read whole)
         pages = 0
         while True:
             # Paged, so the float32 blobs of a large store are never all in memory at once.
@@ -624,9 +630,7 @@ class VectorIndex:
             if residency is None:
                 return
             if residency.missing(roles) != []:
-                if self._loads is None:
-                    self._loads = anyio.Lock()
-                async with self._loads:
+                async with self._reads():
                     need = residency.missing(roles)  # another caller may have loaded them
                     if need != []:
                         await self._load(store, need)
@@ -640,6 +644,9 @@ class VectorIndex:
         assert residency is not None
         residency.loading = None if roles is None else set(roles)
         try:
+            # Changes committed from here on are read again after the load (its catch-up): a
+            # pull that began before the load asked no vector of these roles.
+            since = await store.vector_mark()
             pages = 0
             if roles is None:
                 mark: Any = None
@@ -659,6 +666,14 @@ class VectorIndex:
                     pages += 1
                     if len(rows) < SYNC_PAGE:
                         break
+            wanted = None if roles is None else set(roles)
+            while True:
+                rows, since = await store.vector_changes(since, SYNC_PAGE, roles)
+                mine = [r for r in rows if wanted is None or r.role in wanted]
+                if mine:
+                    self._apply(mine)
+                if len(rows) < SYNC_PAGE:
+                    break
             residency.add(roles)
         finally:
             residency.loading = set()
@@ -666,14 +681,32 @@ class VectorIndex:
         if pages > 1:
             release_free_memory()
 
+    def _reads(self) -> anyio.Lock:
+        """The lock a load of roles holds: two callers never read the same role at once.
+        Pulls of changes take none (a caller in a transaction may pull; a load never runs
+        in one, its caller's roles being held before its transaction begins)."""
+        if self._lock is None:
+            self._lock = anyio.Lock()
+        return self._lock
+
     def _held_rows(self, rows: list[VectorRow], roles: list[str]) -> list[VectorRow]:
         """Of the changed rows a sync pulled, those of the roles held (with their vectors),
         and those of other roles that the index has (without: a row that left a role held
         leaves every search of it)."""
         held = set(roles)
-        known = self.ids.rows_of([r.id for r in rows if r.role not in held]).tolist()
-        others = iter(known)
-        return [r for r in rows if r.role in held or next(others) >= 0]
+        # A role whose load started while this pull read came without its vectors: its
+        # load reads those rows (or its catch-up does, `_load`), so they are left to it.
+        now = None if self.residency is None else self.residency.filter()
+        loaded_since = None if now is None else set(now) - held
+        others = [r for r in rows if r.role not in held]
+        known = iter(self.ids.rows_of([r.id for r in others]).tolist())
+        out = []
+        for r in rows:
+            if r.role in held or (
+                next(known) >= 0 and loaded_since is not None and r.role not in loaded_since
+            ):
+                out.append(r)
+        return out
 
     @contextmanager
     def held(self) -> Iterator[VectorIndex]:
