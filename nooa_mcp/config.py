@@ -117,6 +117,18 @@ class Settings(BaseModel):
     model_wait_seconds: float = Field(
         0.0, ge=0, description="how long a recall waits for a loading model before keywords"
     )
+    vector_idle_seconds: float = Field(
+        600.0,
+        ge=0,
+        description="a role's vectors unused this long are let go (env NOOA_VECTOR_IDLE_SECONDS; "
+        "0 = kept)",
+    )
+    vector_max_roles: int = Field(
+        0,
+        ge=0,
+        description="at most this many roles' vectors held, least recently used go first "
+        "(env NOOA_VECTOR_MAX_ROLES; 0 = no bound)",
+    )
 
     model_config = {"arbitrary_types_allowed": True}
 
@@ -138,6 +150,9 @@ class Settings(BaseModel):
             values["allowed_hosts"] = [
                 h for h in os.environ["NOOA_ALLOWED_HOSTS"].split(",") if h.strip()
             ]
+        for name in ("vector_idle_seconds", "vector_max_roles"):
+            if os.environ.get(f"NOOA_{name.upper()}"):
+                values[name] = os.environ[f"NOOA_{name.upper()}"]
         if os.environ.get("NOOA_REFLECT_TOOL", "").strip().lower() in ("0", "false", "no", "off"):
             values["reflect_tool"] = False
         values.update({k: v for k, v in overrides.items() if v is not None})

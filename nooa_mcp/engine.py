@@ -28,10 +28,12 @@ from .config import Settings
 from .domain.reflection import Rows
 from .domain.replies import ReflectReport
 from .domain.schema import Memory
+from .domain.scope import Actor, parse_roles
 from .embeddings import Embedder, WarmingEmbedder, default_embedder
 from .errors import NooaError
 from .shared_runs import SharedRuns
 from .storage import Store, open_store
+from .storage.residency import Residency
 from .storage.vectors import VectorIndex
 
 __all__ = ["Engine", "RoleState", "text_of"]
@@ -114,6 +116,8 @@ class Engine:
         self._writer: asyncio.Task[None] | None = None
         #: The first read of the stored vectors when it waits for the model (`vectors_later`).
         self._first_vectors: asyncio.Task[None] | None = None
+        #: Without a configured owner, hold every role from the start (`open`).
+        self._every_role_first = False
         #: Per role, its intents with a trigger and the index generation they were read at.
         self._intents: OrderedDict[str, tuple[int, list[Memory]]] = OrderedDict()
         self._embeddings: SharedRuns[str] = SharedRuns(
@@ -131,7 +135,12 @@ class Engine:
     @classmethod
     @asynccontextmanager
     async def open(
-        cls, settings: Settings, embedder: Embedder | None = None, *, vectors_later: bool = False
+        cls,
+        settings: Settings,
+        embedder: Embedder | None = None,
+        *,
+        vectors_later: bool = False,
+        every_role_first: bool = False,
     ) -> AsyncIterator[Engine]:
         """Open the configured store and start the embedding model loading beside it.
 
@@ -139,6 +148,10 @@ class Engine:
         model loads in the background and the stored vectors are read only once it has
         loaded (`_load_model_then_vectors`), so the first call of a server that was just
         spawned answers from keywords instead of waiting for both.
+
+        The vectors read first are the configured owner's roles (`_first_roles`); with
+        `every_role_first` and no configured owner, every role's, as a stdio server that
+        learns its owner only from its one client does (roles no call uses go when idle).
 
         Raises:
             StoreTooNew / StoreUnavailable: the store cannot be used (the message says why).
@@ -148,10 +161,12 @@ class Engine:
         try:
             if embedder is None:
                 embedder = owned = default_embedder(settings.model_cache_dir)
-            index = VectorIndex(embedder.dim)
-            if not vectors_later:
-                await index.sync(store)
+            residency = Residency(settings.vector_idle_seconds, settings.vector_max_roles)
+            index = VectorIndex(embedder.dim, residency)
             engine = cls(store, index, embedder, settings)
+            engine._every_role_first = every_role_first
+            if not vectors_later:
+                await engine._first_roles()
             # Tasks of their own, not a task group around the caller's block: an error
             # raised in that block must reach the caller as itself, not in an ExceptionGroup.
             loop = asyncio.get_running_loop()
@@ -161,6 +176,9 @@ class Engine:
                 engine._first_vectors = loop.create_task(
                     engine._load_model_then_vectors(), name="nooa model and vectors"
                 )
+            releaser = None
+            if settings.vector_idle_seconds > 0:
+                releaser = loop.create_task(engine._release_idle_roles(), name="nooa idle roles")
             try:
                 yield engine
             finally:
@@ -168,6 +186,8 @@ class Engine:
                 with anyio.CancelScope(shield=True), anyio.move_on_after(30):
                     await engine.flush()
                 engine._writer = None
+                if releaser is not None:
+                    releaser.cancel()
                 writer.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await writer
@@ -207,10 +227,30 @@ class Engine:
         if isinstance(self.embedder, WarmingEmbedder):
             self.embedder.start()
             await anyio.to_thread.run_sync(self.embedder.finish)
-        await self.index.sync(self.store)
+        await self._first_roles()
 
-    async def sync_vectors(self, *, for_keywords: bool = False) -> None:
-        """Bring the vector index up to date with the store.
+    async def _first_roles(self) -> None:
+        """Hold the configured owner's roles (its own, its grants, the shared one) from the
+        start: a server with one owner loads what it serves once, as it always did; other
+        roles are loaded when a caller's scope first reaches them (DESIGN.md §15)."""
+        if self._every_role_first and not self.settings.owner:
+            await self.index.ensure(self.store, None)
+            return
+        actor = Actor(self.settings.owner, parse_roles(self.settings.read))
+        await self.index.ensure(self.store, actor.readable_roles())
+
+    async def _release_idle_roles(self) -> None:
+        """Let idle roles' vectors go while no call comes (a call lets them go as it ends)."""
+        period = max(self.settings.vector_idle_seconds / 4, 1.0)
+        while True:
+            await anyio.sleep(period)
+            self.index.release_idle()
+
+    async def sync_vectors(
+        self, roles: frozenset[str] | None = None, *, for_keywords: bool = False
+    ) -> None:
+        """Bring the vector index up to date with the store, holding every role in `roles`
+        (a scope's `visible_roles`; None: every role) and the shared one.
 
         While the first read waits for the model (`vectors_later`), a ranking on keywords
         alone (`for_keywords`) goes on without the vectors; any other caller waits for that
@@ -222,7 +262,17 @@ class Engine:
                 return
             with contextlib.suppress(Exception):  # a failed read is retried just below
                 await asyncio.shield(first)
-        await self.index.sync(self.store)
+        await self.index.ensure(self.store, roles)
+
+    @asynccontextmanager
+    async def vectors(
+        self, roles: frozenset[str] | None, *, for_keywords: bool = False
+    ) -> AsyncIterator[VectorIndex]:
+        """The vector index, up to date and holding `roles` (see `sync_vectors`), with its
+        row numbers kept for the block: no role is let go before it ends."""
+        with self.index.held():
+            await self.sync_vectors(roles, for_keywords=for_keywords)
+            yield self.index
 
     async def intents(self, role: str) -> list[Memory]:
         """`store.intents(role)`, kept while no memory changed: every recall checks them for

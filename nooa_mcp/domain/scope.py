@@ -112,6 +112,14 @@ class Scope:
         return self.roles is None or owner_role(owner) in self.roles
 
     @property
+    def visible_roles(self) -> frozenset[str] | None:
+        """The roles whose rows this scope may see besides the shared ones (None: every
+        role): what a cache holding only some roles must hold before it searches."""
+        if self.owner is not None:
+            return frozenset({owner_role(self.owner)})
+        return self.roles
+
+    @property
     def everyone(self) -> bool:
         return self.owner is None and self.roles is None
 

@@ -79,6 +79,7 @@ class Owners:
         engine: Engine | None = None,
         *,
         vectors_later: bool = False,
+        every_role_first: bool = False,
     ) -> AsyncIterator[Owners]:
         """The engine for the lifetime of a server: maintenance stops before the store closes.
 
@@ -95,7 +96,12 @@ class Owners:
         async with AsyncExitStack() as stack:
             try:
                 opened = await stack.enter_async_context(
-                    Engine.open(settings, embedder, vectors_later=vectors_later)
+                    Engine.open(
+                        settings,
+                        embedder,
+                        vectors_later=vectors_later,
+                        every_role_first=every_role_first,
+                    )
                 )
             except (StoreUnavailable, StoreTooNew) as exc:
                 logger.error("%s", exc)
@@ -136,7 +142,11 @@ class Owners:
         await self._open.wait()
         if stop.is_set():
             return
-        async with Owners.running(settings, embedder(), vectors_later=True) as opened:
+        # One client, whose owner (its name) is known only once it calls: without a
+        # configured owner, the whole store is read behind the first calls, as always.
+        async with Owners.running(
+            settings, embedder(), vectors_later=True, every_role_first=True
+        ) as opened:
             self.engine, self.broken = opened.engine, opened.broken
             self._ready.set()
             await stop.wait()

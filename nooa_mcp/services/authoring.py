@@ -99,25 +99,29 @@ async def author_many(
     # the transaction and off the event loop (a product per item made a write's cost grow
     # with the store). Rows cached after it (this batch's, other writers') are checked
     # per item in the transaction.
-    prior = await _nearest_existing(caller, records, vectors)
+    roles = caller.actor.own.visible_roles
     results: list[AuthorResult] = []
-    try:
-        async with caller.store.transaction():
-            await caller.engine.sync_vectors()
-            batch: dict[str, str] = {}
-            for record, vector, edges, again, near, named, more in zip(
-                records, vectors, links, revive, prior, given, extra, strict=True
-            ):
-                results.append(
-                    await _author_one(
-                        caller, record, vector, edges, batch, again, near, named, more
+    # The role's rows are loaded before the near-duplicate search, and row numbers found
+    # before the transaction stay valid inside it (no role is let go while this holds).
+    async with caller.engine.vectors(roles):
+        prior = await _nearest_existing(caller, records, vectors)
+        try:
+            async with caller.store.transaction():
+                await caller.engine.sync_vectors(roles)
+                batch: dict[str, str] = {}
+                for record, vector, edges, again, near, named, more in zip(
+                    records, vectors, links, revive, prior, given, extra, strict=True
+                ):
+                    results.append(
+                        await _author_one(
+                            caller, record, vector, edges, batch, again, near, named, more
+                        )
                     )
-                )
-    except BaseException:
-        # Rolled back (an error, or the caller cancelled): the rows noted in the index for
-        # the batch's later items were never stored.
-        caller.index.withdraw([r.id for r in results if r.status == "created"])
-        raise
+        except BaseException:
+            # Rolled back (an error, or the caller cancelled): the rows noted in the index
+            # for the batch's later items were never stored.
+            caller.index.withdraw([r.id for r in results if r.status == "created"])
+            raise
     caller.index.mark_dirty()
     caller.note_activity(writes=sum(r.status != "exists" for r in results))
     # Authored content is a cue too (DESIGN.md §9.2), but an intent never cues itself.

@@ -184,18 +184,21 @@ async def reflect(
         try:
             pass_ = _Pass(caller, report, sampler, progress, now)
             failed: Exception | None = None
-            async with anyio.create_task_group() as tg:
-                # A full sweep of a large role plans for minutes: the lease is renewed beside
-                # the pass, not by its items.
-                tg.start_soon(_keep_lease, caller)
-                try:
-                    await pass_.run([s for s in REFLECTION_STEPS if s in wanted])
-                except Exception as exc:  # re-raised as it is, not in an exception group
-                    failed = exc
-                tg.cancel_scope.cancel()
-            if failed is not None:
-                raise failed
-            await pass_.planner.commit(pass_.unsettled)
+            # The pass keeps row numbers of the vector index from its sweep to its last
+            # step: no role is let go before it ends.
+            with caller.index.held():
+                async with anyio.create_task_group() as tg:
+                    # A full sweep of a large role plans for minutes: the lease is renewed
+                    # beside the pass, not by its items.
+                    tg.start_soon(_keep_lease, caller)
+                    try:
+                        await pass_.run([s for s in REFLECTION_STEPS if s in wanted])
+                    except Exception as exc:  # re-raised as it is, not in an exception group
+                        failed = exc
+                    tg.cancel_scope.cancel()
+                if failed is not None:
+                    raise failed
+                await pass_.planner.commit(pass_.unsettled)
             report.status = "completed"
         finally:
             with anyio.CancelScope(shield=True):

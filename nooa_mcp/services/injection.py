@@ -104,18 +104,19 @@ async def for_prompt(caller: Caller, prompt: str, *, limit: int = PROMPT_MEMORIE
     vector = None
     if settings.use_dense and caller.engine.embeddings_state == "ready":
         vector = (await caller.engine.embed([query]))[0]
-    await caller.engine.sync_vectors(for_keywords=vector is None)
-    ranking = await rank(
-        query,
-        store=caller.store,
-        index=caller.index,
-        query_vector=vector,
-        scope=caller.actor.own,
-        settings=settings,
-        now=utc_now().timestamp(),
-        types=PROMPT_TYPES,
-        hops=0,
-    )
+    scope = caller.actor.own
+    async with caller.engine.vectors(scope.visible_roles, for_keywords=vector is None) as index:
+        ranking = await rank(
+            query,
+            store=caller.store,
+            index=index,
+            query_vector=vector,
+            scope=scope,
+            settings=settings,
+            now=utc_now().timestamp(),
+            types=PROMPT_TYPES,
+            hops=0,
+        )
     words = content_words(query)
     chosen = []
     for r in ranking.rows[:CANDIDATES]:

@@ -367,7 +367,8 @@ class Planner:
         row read so far is there."""
         index = self.caller.index
         index.mark_dirty()
-        await self.caller.engine.sync_vectors()
+        # The pass's role (every role for a pass over all of them), held by `reflect`.
+        await self.caller.engine.sync_vectors(None if self.role is None else frozenset({self.role}))
         seqs = index.seqs[: index.size]
         if self._by_seq is None or self._by_seq.size != seqs.size:
             self._by_seq = np.argsort(seqs, kind="stable")

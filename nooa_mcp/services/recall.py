@@ -58,24 +58,28 @@ async def ranking_for(
     )
     try:
         query_vector = await caller.engine.query_vector(query)
-        await caller.engine.sync_vectors(for_keywords=query_vector is None)
-        # `rank` searches the vectors before it waits for the keyword rows: at 100k the
-        # matrix product (~8 ms) runs beside the full-text search (~8 ms) too.
-        return await rank(
-            query,
-            store=caller.store,
-            index=caller.index,
-            query_vector=query_vector,
-            scope=scope,
-            settings=caller.settings.recall,
-            now=utc_now().timestamp(),
-            types=kinds,
-            hops=hops,
-            include_archived=include_archived,
-            extra_ids=extra,
-            keyword=keyword,
-            whole_archive=whole_archive,
-        )
+        # Every role the scope sees is loaded before the search (a cold role's first recall
+        # reads its rows), and none is let go while the ranking holds row numbers.
+        async with caller.engine.vectors(
+            scope.visible_roles, for_keywords=query_vector is None
+        ) as index:
+            # `rank` searches the vectors before it waits for the keyword rows: at 100k the
+            # matrix product (~8 ms) runs beside the full-text search (~8 ms) too.
+            return await rank(
+                query,
+                store=caller.store,
+                index=index,
+                query_vector=query_vector,
+                scope=scope,
+                settings=caller.settings.recall,
+                now=utc_now().timestamp(),
+                types=kinds,
+                hops=hops,
+                include_archived=include_archived,
+                extra_ids=extra,
+                keyword=keyword,
+                whole_archive=whole_archive,
+            )
     except BaseException:
         # Leaving with an error (or cancelled): the read is not wanted any more, and its own
         # error, if any, is collected so it is never reported as unretrieved.

@@ -485,9 +485,24 @@ class Store(Protocol):
 
     async def scoring_rows(self, ids: Sequence[str]) -> list[ScoringRow]: ...
 
-    async def vector_changes(self, mark: Any, limit: int) -> tuple[list[VectorRow], Any]:
+    async def vector_changes(
+        self, mark: Any, limit: int, roles: Sequence[str] | None = None
+    ) -> tuple[list[VectorRow], Any]:
         """Rows changed since `mark` (None: from the start), oldest change first, and the mark
-        to pass next time. Never misses a row, whatever order transactions commit in."""
+        to pass next time. Never misses a row, whatever order transactions commit in. With
+        `roles`, the embedding only of the rows of those roles: a server that holds some
+        roles' vectors reads no other role's, yet learns of a row that left a role it holds
+        (DESIGN.md §15)."""
+        ...
+
+    async def vector_mark(self) -> Any:
+        """A mark as of now, reading no row: `vector_changes` from it returns only what
+        changes after this call (a cache that loads roles on first use starts here)."""
+        ...
+
+    async def vector_rows(self, roles: Sequence[str], after: int, limit: int) -> list[VectorRow]:
+        """The current rows of these roles with a seq above `after`, in seq order, at most
+        `limit` (a role's vectors loaded on first use, a page at a time)."""
         ...
 
     async def change_token(self) -> Any:

@@ -34,6 +34,7 @@ import numpy as np
 from .base import COMMON_SHARE
 
 __all__ = [
+    "SNAPSHOT",
     "CommonTerms",
     "DocStats",
     "Mark",
@@ -44,7 +45,7 @@ __all__ = [
 
 #: The running transactions of the statement's snapshot, plus this transaction's own xid when it
 #: has one (a snapshot never lists its own transaction, whose later writes must be pulled too).
-_SNAPSHOT = """
+SNAPSHOT = """
 snap AS MATERIALIZED (
     SELECT pg_snapshot_xmax(s)::text AS xmax,
            ARRAY(SELECT x::text FROM pg_snapshot_xip(s) AS x
@@ -94,7 +95,7 @@ changed AS (
     WHERE m.seq IN (SELECT seq FROM touched ORDER BY seq LIMIT %(limit)s)
 )"""
     return f"""
-WITH {_SNAPSHOT},{changed}
+WITH {SNAPSHOT},{changed}
 SELECT snap.xmax, snap.xip, c.* FROM snap LEFT JOIN changed c ON true ORDER BY c.seq
 """
 

@@ -51,6 +51,7 @@ from .base import (
 from .dialect import POSTGRES, scope_where
 from .pg_schema import AFTER, MIGRATIONS, SCHEMA_VERSION, notify_channel
 from .pg_search import (
+    SNAPSHOT,
     CommonTerms,
     DocStats,
     Mark,
@@ -480,15 +481,23 @@ class PostgresStore(SqlVerbs, SqlReports):
     async def row_count(self) -> int:
         return await self._scalar("SELECT count(*) FROM memories")
 
-    async def vector_changes(self, mark: Any, limit: int) -> tuple[list[VectorRow], Any]:
+    async def vector_changes(
+        self, mark: Any, limit: int, roles: Sequence[str] | None = None
+    ) -> tuple[list[VectorRow], Any]:
         """Rows changed since `mark` (a pg_search.Mark; None: every row), in seq order."""
         mark = mark if isinstance(mark, Mark) else Mark()
         token = await self.change_token()
         if mark.after is None and mark == self._seen_mark and token == self._seen_token:
             # Nothing committed since this mark was taken (no NOTIFY heard, no own write).
             return [], mark
+        embedding = "m.embedding"
+        if roles is not None:
+            embedding = "CASE WHEN m.role = ANY(%(roles)s) THEN m.embedding END AS embedding"
         rows = await self._changes_since(
-            mark, "m.seq, m.id, m.role, m.owner, m.type, m.archived, m.faded, m.embedding", limit
+            mark,
+            f"m.seq, m.id, m.role, m.owner, m.type, m.archived, m.faded, {embedding}",
+            limit,
+            roles,
         )
         out = [vector_row_from(r) for r in rows if r["seq"] is not None]
         full = len(out) >= limit
@@ -497,7 +506,13 @@ class PostgresStore(SqlVerbs, SqlReports):
             self._seen_mark, self._seen_token = new, token
         return out, new
 
-    async def _changes_since(self, mark: Mark, columns: str, limit: int) -> list[dict]:
+    async def vector_mark(self) -> Any:
+        row = (await self._rows(f"WITH {SNAPSHOT} SELECT xmax, xip FROM snap"))[0]
+        return Mark(int(row["xmax"]), tuple(int(x) for x in row["xip"]))
+
+    async def _changes_since(
+        self, mark: Mark, columns: str, limit: int, roles: Sequence[str] | None = None
+    ) -> list[dict]:
         return await self._rows(
             changes_sql(columns, cold=mark.xmax == 0 and not mark.xip),
             {
@@ -505,6 +520,7 @@ class PostgresStore(SqlVerbs, SqlReports):
                 "xip": [str(x) for x in mark.xip],
                 "after": _FIRST_SEQ if mark.after is None else mark.after,
                 "limit": limit,
+                "roles": sorted(roles or ()),
             },
             binary=True,
         )

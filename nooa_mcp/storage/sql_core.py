@@ -31,6 +31,7 @@ from .base import (
     RankingReads,
     ScoringRow,
     Tombstone,
+    VectorRow,
 )
 from .dialect import POSTGRES, SQLITE, Dialect, intents_sql, scope_where
 from .keywords import query_stems
@@ -47,6 +48,7 @@ from .rows import (
     time_from_epoch,
     tombstone_from_row,
     vector_of,
+    vector_row_from,
 )
 
 __all__ = ["POSTGRES", "SQLITE", "Dialect", "SqlPrimitives", "SqlVerbs", "scope_where"]
@@ -387,6 +389,18 @@ class SqlVerbs(SqlPrimitives):
         order = [r["id"] for r in picked]
         found = await self.fetch_many(order)
         return [found[i] for i in order if i in found]
+
+    async def vector_rows(self, roles: Sequence[str], after: int, limit: int) -> list[VectorRow]:
+        """The current rows of these roles after seq `after`, in seq order (through the
+        (role, owner) index: one role's rows, not a walk of the table)."""
+        d = self.dialect
+        rows = await self._blob_rows(
+            "SELECT seq, id, role, owner, type, archived, faded, embedding FROM memories "
+            f"WHERE {d.one_of('role', 'roles')} AND seq > {d.p('after')} "
+            f"ORDER BY seq LIMIT {d.p('limit')}",
+            {"roles": d.values(sorted(roles)), "after": after, "limit": limit},
+        )
+        return [vector_row_from(r) for r in rows]
 
     async def intents(self, role: str) -> list[Memory]:
         rows = await self._rows(intents_sql(self.dialect), {"role": role})

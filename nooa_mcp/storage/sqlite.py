@@ -600,15 +600,28 @@ class SQLiteStore(SqlVerbs, SqlReports):
         # max(seq) is O(log n) and equals the count until rows are deleted (they never are).
         return await self._scalar("SELECT coalesce(max(seq), 0) FROM memories")
 
-    async def vector_changes(self, mark: Any, limit: int) -> tuple[list[VectorRow], Any]:
+    async def vector_changes(
+        self, mark: Any, limit: int, roles: Sequence[str] | None = None
+    ) -> tuple[list[VectorRow], Any]:
         """Rows with a revision above `mark`, oldest change first (revisions are unique)."""
         since = int(mark or 0)
+        embedding = "embedding"
+        params: tuple[Any, ...] = (since, limit)
+        if roles is not None:
+            embedding = "CASE WHEN role IN (SELECT value FROM json_each(?)) THEN embedding END"
+            params = (json.dumps(list(roles)), since, limit)
         rows = await self._rows(
-            "SELECT seq, id, role, owner, type, archived, faded, embedding, rev FROM memories "
-            "WHERE rev > :since ORDER BY rev LIMIT :limit",
-            {"since": since, "limit": limit},
+            "SELECT seq, id, role, owner, type, archived, faded, "
+            f"{embedding} AS embedding, rev FROM memories WHERE rev > ? ORDER BY rev LIMIT ?",
+            params,
         )
-        return [vector_row_from(r) for r in rows], (rows[-1]["rev"] if rows else since)
+        out = [vector_row_from(r) for r in rows]
+        return out, (rows[-1]["rev"] if rows else since)
+
+    async def vector_mark(self) -> Any:
+        # Writers hold the write lock while they number revisions: the highest committed one
+        # is a mark no later commit falls below.
+        return await self._scalar("SELECT coalesce(max(rev), 0) FROM memories")
 
     async def _selective_terms(self, terms: list[str]) -> list[str]:
         """Drop terms too common to be worth ranking (see COMMON_SHARE); one SQL round trip."""

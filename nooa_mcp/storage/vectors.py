@@ -4,6 +4,13 @@ Rebuilt on open, then refreshed incrementally: every write moves a store-wide re
 the store's change token says another connection committed (or this process wrote), the rows
 changed since the last mark are pulled in. Search is one matrix–vector product over float32
 rows. One index serves every owner of a process; scopes become boolean masks.
+
+Which roles' rows it holds is `residency`'s business (`storage.residency`): a server that
+serves a few roles of a shared database loads each role's rows the first time a scope that
+sees it is searched (`ensure`), pulls changes for those roles only, and lets idle roles go
+(`release_idle`, at a moment no caller holds row numbers: `held`). Without a residency the
+index holds every role, as a whole-store cache. The per-role code is the section "Roles held"
+below; every array of `_PER_ROW` follows it without knowing.
 """
 
 from __future__ import annotations
@@ -12,8 +19,9 @@ import functools
 import itertools
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import Any
 
 import anyio
@@ -24,6 +32,7 @@ from ..malloc_tuning import release_free_memory
 from . import sketch
 from .base import Store, VectorRow
 from .ids import IdTable
+from .residency import Residency
 
 #: Rows read per query while the cache catches up with the store.
 SYNC_PAGE = 5000
@@ -154,8 +163,13 @@ def vector_hashes(rows: np.ndarray) -> np.ndarray:
 class VectorIndex:
     """Embeddings of every memory, with owner, type and archived flags for masking."""
 
-    def __init__(self, dim: int) -> None:
+    def __init__(self, dim: int, residency: Residency | None = None) -> None:
         self.dim = dim
+        #: The roles held (None: every role, the whole store; see `storage.residency`).
+        self.residency = residency
+        #: Callers holding row numbers now (`held`): no role is let go meanwhile.
+        self._holders = 0
+        self._lock: anyio.Lock | None = None
         self.size = 0
         self.mark: Any = None
         self._token: Any = None
@@ -202,6 +216,10 @@ class VectorIndex:
             return
         self._dirty = False
         self._token = token
+        if self.residency is not None:
+            with self.held():  # no role is let go while the pull reads
+                await self._pull(store, self.residency.filter())
+            return
         if self.size == 0:
             # Size the matrix once on a cold open: growing by doubling while 100k rows stream
             # in held two copies and an oversized one (peak RSS 620 MB at 100k, steady 300).
@@ -211,12 +229,25 @@ class VectorIndex:
             # a server's peak RSS 641 MB against 491 MB once open).
             stored = await store.row_count()
             self._grow(stored + stored // 4)
+        await self._pull(store, None)
+
+    async def _pull(self, store: Store, roles: list[str] | None) -> None:
+        """Apply the rows changed since `mark`, with their vectors for `roles` (None: all)."""
+        if roles is not None:
+            if self.mark is None:
+                # Nothing is read on open: each role is read when first searched (`ensure`),
+                # and changes are pulled from here on.
+                self.mark = await store.vector_mark()
+                return
+            if not roles:
+                return  # no role held: nothing to pull (a role loaded later is read whole)
         pages = 0
         while True:
             # Paged, so the float32 blobs of a large store are never all in memory at once.
-            rows, self.mark = await store.vector_changes(self.mark, SYNC_PAGE)
-            if rows:
-                self._apply(rows)
+            rows, self.mark = await store.vector_changes(self.mark, SYNC_PAGE, roles)
+            kept = rows if roles is None else self._held_rows(rows, roles)
+            if kept:
+                self._apply(kept)
             pages += 1
             if len(rows) < SYNC_PAGE:
                 break
@@ -569,8 +600,10 @@ class VectorIndex:
         return out
 
     def note(self, row: VectorRow) -> None:
-        """Record a row this process just wrote, so search sees it before the next sync."""
-        self._apply([row])
+        """Record a row this process just wrote, so search sees it before the next sync (a
+        row of a role not held is left for that role's load: held alone, it would go stale)."""
+        if self.residency is None or self.residency.holds(row.role):
+            self._apply([row])
         self._dirty = True
 
     def withdraw(self, ids: Sequence[str]) -> None:
@@ -582,3 +615,148 @@ class VectorIndex:
                 self.has_vector[row] = False
                 self.archived[row] = True
                 self.faded[row] = False
+
+    # ------------------------------------------------------------------ roles held
+
+    async def ensure(self, store: Store, roles: frozenset[str] | None) -> None:
+        """Bring the cache up to date and hold every role a scope sees (`roles`; None: every
+        role), loading those not held yet: one read of their rows, a page at a time.
+
+        Without a residency every role is held already, and this is `sync`.
+        """
+        with self.held():
+            await self.sync(store)
+            residency = self.residency
+            if residency is None:
+                return
+            if residency.missing(roles) != []:
+                async with self._reads():
+                    need = residency.missing(roles)  # another caller may have loaded them
+                    if need != []:
+                        await self._load(store, need)
+            residency.touch(roles)
+
+    async def _load(self, store: Store, roles: list[str] | None) -> None:
+        """Read these roles' rows (None: every role's) into the index. Their changes are
+        pulled from the moment the load starts (`Residency.loading`), so a change committed
+        while it reads is not missed; rows read twice are applied twice, to the same end."""
+        residency = self.residency
+        assert residency is not None
+        residency.loading = None if roles is None else set(roles)
+        try:
+            # Changes committed from here on are read again after the load (its catch-up): a
+            # pull that began before the load asked no vector of these roles.
+            since = await store.vector_mark()
+            pages = 0
+            if roles is None:
+                mark: Any = None
+                while True:
+                    rows, mark = await store.vector_changes(mark, SYNC_PAGE)
+                    self._apply(rows)
+                    pages += 1
+                    if len(rows) < SYNC_PAGE:
+                        break
+            else:
+                after = 0
+                while True:
+                    rows = await store.vector_rows(roles, after, SYNC_PAGE)
+                    if rows:
+                        self._apply(rows)
+                        after = rows[-1].seq
+                    pages += 1
+                    if len(rows) < SYNC_PAGE:
+                        break
+            wanted = None if roles is None else set(roles)
+            while True:
+                rows, since = await store.vector_changes(since, SYNC_PAGE, roles)
+                mine = [r for r in rows if wanted is None or r.role in wanted]
+                if mine:
+                    self._apply(mine)
+                if len(rows) < SYNC_PAGE:
+                    break
+            residency.add(roles)
+        finally:
+            residency.loading = set()
+        self.ids.settle()
+        if pages > 1:
+            release_free_memory()
+
+    def _reads(self) -> anyio.Lock:
+        """The lock a load of roles holds: two callers never read the same role at once.
+        Pulls of changes take none (a caller in a transaction may pull; a load never runs
+        in one, its caller's roles being held before its transaction begins)."""
+        if self._lock is None:
+            self._lock = anyio.Lock()
+        return self._lock
+
+    def _held_rows(self, rows: list[VectorRow], roles: list[str]) -> list[VectorRow]:
+        """Of the changed rows a sync pulled, those of the roles held (with their vectors),
+        and those of other roles that the index has (without: a row that left a role held
+        leaves every search of it)."""
+        held = set(roles)
+        # A role whose load started while this pull read came without its vectors: its
+        # load reads those rows (or its catch-up does, `_load`), so they are left to it.
+        now = None if self.residency is None else self.residency.filter()
+        loaded_since = None if now is None else set(now) - held
+        others = [r for r in rows if r.role not in held]
+        known = iter(self.ids.rows_of([r.id for r in others]).tolist())
+        out = []
+        for r in rows:
+            if r.role in held or (
+                next(known) >= 0 and loaded_since is not None and r.role not in loaded_since
+            ):
+                out.append(r)
+        return out
+
+    @contextmanager
+    def held(self) -> Iterator[VectorIndex]:
+        """While held, row numbers stay what they are: a caller that keeps row numbers,
+        masks or the matrix across an await (a write's near-duplicate check, a ranking, a
+        reflection pass) holds the index. Idle roles are let go when the last holder leaves."""
+        self._holders += 1
+        try:
+            yield self
+        finally:
+            self._holders -= 1
+            if self._holders == 0:
+                self.release_idle()
+
+    def release_idle(self) -> int:
+        """Let go of the roles `residency` says are due (idle, or beyond its bound), unless
+        a caller holds the index; how many rows went. The kept rows are copied into fresh
+        arrays in their order, so the old ones (and their memory) go at once."""
+        if self.residency is None or self._holders:
+            return 0
+        kept = self.residency.keep()
+        if kept is None:
+            return 0
+        codes = [self._roles[r] for r in kept if r in self._roles]
+        rows = np.flatnonzero(np.isin(self.role_code[: self.size], codes))
+        gone = self.size - int(rows.size)
+        self.residency.keep_only(kept)
+        if gone == 0:
+            return 0
+        self.generation += 1
+        n = int(rows.size)
+        capacity = n + n // 4
+        for name in _PER_ROW:
+            old = getattr(self, name)
+            new = np.zeros((capacity, *old.shape[1:]), dtype=old.dtype)
+            new[:n] = old[rows]
+            setattr(self, name, new)
+        ids = IdTable()
+        for row in rows.tolist():
+            ids.append(self.ids[row])
+        ids.settle()
+        self.ids = ids
+        # Sketched rows are a prefix, and an ordered subset of a prefix is one again.
+        self.sketched = int(np.searchsorted(rows, self.sketched))
+        self.size = n
+        release_free_memory()
+        return gone
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes of the rows held in the per-row arrays (the matrix most of it); rows
+        allocated ahead for growth are zero pages, resident only once written."""
+        return sum(getattr(self, name)[: self.size].nbytes for name in _PER_ROW)
