@@ -45,16 +45,17 @@ async def _graph(mem: Memory) -> dict[str, str]:
 
 
 def _asked(mem: Memory, name: str) -> list[list[str]]:
-    """Record the ids each call of the store's `name` asks about."""
+    """Record the ids each read of the store's `name` asks about, whether it is sent alone
+    (`out_edges`) or with others in one trip (`ranking_reads`): both build its statement."""
     store = mem.engine.store
-    real = getattr(store, name)
+    real = getattr(store, f"{name}_statement")
     calls: list[list[str]] = []
 
-    async def recording(ids, *args, **kwargs):
+    def recording(ids, *args, **kwargs):
         calls.append(list(ids))
-        return await real(ids, *args, **kwargs)
+        return real(ids, *args, **kwargs)
 
-    setattr(store, name, recording)
+    setattr(store, f"{name}_statement", recording)
     return calls
 
 
