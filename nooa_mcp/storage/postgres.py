@@ -20,7 +20,9 @@ Concurrency comes from PostgreSQL, never from a process-local lock:
   existing text or the revival of an archived twin fail where SQLite accepts them.)
 - Revision numbers are transaction ids (`rev xid8`, see pg_search): a vector cache pulls every
   row another server committed, whatever order transactions commit in. A LISTEN connection
-  hears other servers' commits, so `change_token` costs no round trip.
+  hears other servers' commits, so `change_token` costs no round trip. This process's own
+  commits do not move it (`_own_commit`): what they wrote the service noted in the vector
+  cache already, or marked it dirty, so a write is not followed by a pull of itself.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import asyncio
 import contextlib
 import contextvars
 import json
+import weakref
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -62,6 +65,7 @@ from .base import (
     RankingReads,
     RowChanges,
     ScoringRow,
+    Tombstone,
     VectorRow,
 )
 from .keywords import query_stems, row_stems
@@ -85,6 +89,7 @@ from .rows import (
     memory_values,
     scoring_from_row,
     time_from_epoch,
+    tombstone_from_row,
     vector_from_blob,
 )
 from .sql_core import POSTGRES, SqlVerbs
@@ -122,6 +127,9 @@ class _Tx:
 
     conn: Any
     moved: bool = False
+    #: `find_by_hash`'s answer for `tombstone_by_hash` ((hash, role), rows), read in its
+    #: pipeline: served only as the very next statement of the transaction.
+    stone: tuple[tuple[str, str], list[dict]] | None = None
 
 
 #: The open transaction of each store in the running task (store id -> _Tx).
@@ -190,12 +198,18 @@ class PostgresStore(SqlVerbs):
         # that connection is down, and the change token then always says "look".
         self._changes = 0
         self._generation = 0
+        #: Commits of this process that changed what vector caches hold (`_own_commit`), and
+        #: the open connections they were made on, by backend pid: their notifications are
+        #: this process's own, heard again (see `_listen`).
+        self._own = 0
+        self._own_pids: dict[int, weakref.ref[Any]] = {}
         self._listening = False
         self._changed = asyncio.Event()
         self._listener: asyncio.Task[None] | None = None
         self._analyze_at = ANALYZE_FROM
         self._seen_mark: Mark | None = None
         self._seen_token: Any = None
+        self._seen_own = -1
         self._analyzing: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------ lifecycle
@@ -299,7 +313,9 @@ class PostgresStore(SqlVerbs):
                     self._generation += 1
                     self._signal()
                     delay = 0.2
-                    async for _ in conn.notifies():
+                    async for note in conn.notifies():
+                        if self._is_own(note.pid):
+                            continue
                         self._changes += 1
                         self._signal()
             except psycopg.Error:
@@ -309,6 +325,30 @@ class PostgresStore(SqlVerbs):
                 self._signal()
             await asyncio.sleep(delay)  # reconnect back-off, not a wait for a result
             delay = min(delay * 2, 5.0)
+
+    def _is_own(self, pid: int) -> bool:
+        """Whether a notification came from a connection of this process's pool that is still
+        open (so no other server's backend can have that pid) and has committed through
+        `transaction()`, which counted its writes already (`_own_commit`)."""
+        ref = self._own_pids.get(pid)
+        conn = None if ref is None else ref()
+        if conn is None or conn.closed:
+            self._own_pids.pop(pid, None)
+            return False
+        return True
+
+    def _own_commit(self, conn: Any) -> None:
+        """A transaction of this process that changed what vector caches hold has committed.
+
+        The change token stays: the services noted its rows in this process's vector cache
+        (`VectorIndex.note`) or marked the cache dirty, so pulling them back would only cost a
+        round trip per write. `_own` still moves, for what the services do not keep: BM25's
+        document statistics and the "nothing committed since" shortcut of `vector_changes`.
+        """
+        self._own += 1
+        pid = conn.info.backend_pid
+        if pid not in self._own_pids:
+            self._own_pids[pid] = weakref.ref(conn)
 
     def _signal(self) -> None:
         self._changed.set()
@@ -335,12 +375,19 @@ class PostgresStore(SqlVerbs):
         tx = _TX.get().get(id(self))
         return None if tx is None else tx.conn
 
-    def _moved(self) -> None:
-        """This transaction changes what vector caches hold: once it commits, this process's
-        own change token moves at once (other servers hear it over NOTIFY)."""
+    @asynccontextmanager
+    async def _moving(self) -> AsyncIterator[None]:
+        """A write that changes what vector caches hold, in the caller's transaction or, outside
+        one, in a transaction of its own: its commit is then always counted by `_own_commit`,
+        never heard back over NOTIFY as another server's (other servers hear it there)."""
         tx = _TX.get().get(id(self))
         if tx is not None:
             tx.moved = True
+            yield
+            return
+        async with self.transaction():
+            _TX.get()[id(self)].moved = True
+            yield
 
     @property
     def in_transaction(self) -> bool:
@@ -382,8 +429,7 @@ class PostgresStore(SqlVerbs):
                 raise self._commit_unknown(exc) from None
             raise self._unavailable(exc) from None
         if tx.moved:
-            self._changes += 1
-            self._signal()
+            self._own_commit(tx.conn)
 
     async def _begin(self, stack: AsyncExitStack) -> Any:
         """A pooled connection with its transaction begun (one retry on a dead connection)."""
@@ -432,9 +478,10 @@ class PostgresStore(SqlVerbs):
 
     @asynccontextmanager
     async def _conn(self) -> AsyncIterator[Any]:
-        current = self._tx()
-        if current is not None:
-            yield current
+        tx = _TX.get().get(id(self))
+        if tx is not None:
+            tx.stone = None  # any other statement first: a tombstone read ahead is stale
+            yield tx.conn
             return
         try:
             async with self.pool.connection() as conn:
@@ -543,22 +590,22 @@ class PostgresStore(SqlVerbs):
     # ------------------------------------------------------------------ memories
 
     async def insert(self, memory: Memory, embedding: np.ndarray | None) -> int:
-        self._moved()
         values = _pg_values(memory, embedding)
         cols = ", ".join(values)
         marks = ", ".join(f"%({k})s" for k in values)
-        memory.seq = await self._scalar(
-            f"INSERT INTO memories ({cols}) VALUES ({marks}) RETURNING seq", values
-        )
+        async with self._moving():
+            memory.seq = await self._scalar(
+                f"INSERT INTO memories ({cols}) VALUES ({marks}) RETURNING seq", values
+            )
         return memory.seq
 
     async def save(self, memory: Memory, embedding: np.ndarray | None = None) -> None:
-        self._moved()
         values = _pg_values(memory, embedding)
         if embedding is None:
             values.pop("embedding")
         sets = ", ".join(f"{k} = %({k})s" for k in values if k != "id")
-        await self._exec(f"UPDATE memories SET {sets} WHERE id = %(id)s", values)
+        async with self._moving():
+            await self._exec(f"UPDATE memories SET {sets} WHERE id = %(id)s", values)
 
     async def save_accesses(self, memories: Sequence[Memory]) -> None:
         """See `Store.save_accesses`: access columns only (the rev trigger does not fire)."""
@@ -572,26 +619,26 @@ class PostgresStore(SqlVerbs):
         await self._many(f"UPDATE memories SET {sets} WHERE id = %(id)s", rows)
 
     async def set_embedding(self, memory_id: str, vector: np.ndarray) -> None:
-        self._moved()
-        await self._exec(
-            "UPDATE memories SET embedding = %(e)s WHERE id = %(i)s",
-            {"e": np.asarray(vector, np.float32).tobytes(), "i": memory_id},
-        )
+        async with self._moving():
+            await self._exec(
+                "UPDATE memories SET embedding = %(e)s WHERE id = %(i)s",
+                {"e": np.asarray(vector, np.float32).tobytes(), "i": memory_id},
+            )
 
     async def set_archived(
         self, memory_id: str, archived: bool, when: datetime, *, faded: bool = False
     ) -> None:
-        self._moved()
-        await self._exec(
-            "UPDATE memories SET archived = %(a)s, archived_at = %(t)s, faded = %(f)s "
-            "WHERE id = %(i)s",
-            {
-                "a": archived,
-                "t": epoch(when) if archived else None,
-                "f": archived and faded,
-                "i": memory_id,
-            },
-        )
+        async with self._moving():
+            await self._exec(
+                "UPDATE memories SET archived = %(a)s, archived_at = %(t)s, faded = %(f)s "
+                "WHERE id = %(i)s",
+                {
+                    "a": archived,
+                    "t": epoch(when) if archived else None,
+                    "f": archived and faded,
+                    "i": memory_id,
+                },
+            )
 
     async def set_importance(
         self, memory_id: str, importance: float | None = None, authored: float | None = None
@@ -628,18 +675,38 @@ class PostgresStore(SqlVerbs):
         """A live memory of this role and type with exactly this content.
 
         Inside a transaction the (role, type, content) is locked first, until the transaction
-        ends: a second server authoring the same text waits here, then finds this row.
+        ends: a second server authoring the same text waits here, then finds this row. The
+        lock and the lookup go in one pipeline (one round trip) but stay two statements: the
+        lookup takes its snapshot once the lock is held, so it sees a row committed by the
+        transaction that held the lock before (one statement would read a snapshot taken
+        before waiting, and miss it).
         """
-        if self.in_transaction:
-            await self._exec(
-                "SELECT pg_advisory_xact_lock(hashtextextended(%(k)s, 0))",
-                {"k": f"{self.schema}/hash/{role}/{type}/{content_hash}"},
-            )
-        return await self._scalar(
+        lookup = (
             "SELECT id FROM memories WHERE content_hash = %(h)s AND role = %(r)s "
-            "AND type = %(t)s AND NOT archived ORDER BY created_at, seq LIMIT 1",
-            {"h": content_hash, "r": role, "t": type},
+            "AND type = %(t)s AND NOT archived ORDER BY created_at, seq LIMIT 1"
         )
+        params = {"h": content_hash, "r": role, "t": type}
+        if not self.in_transaction:
+            return await self._scalar(lookup, params)
+        lock = "SELECT pg_advisory_xact_lock(hashtextextended(%(k)s, 0))"
+        key = {"k": f"{self.schema}/hash/{role}/{type}/{content_hash}"}
+        # A new text is checked for a tombstone next (authoring): its statement rides along.
+        stone = (self._stone_by_hash_sql(), {"h": content_hash, "r": role})
+        _, found, stones = await self._pipelined([(lock, key), (lookup, params), stone])
+        tx = _TX.get().get(id(self))
+        if tx is not None:
+            tx.stone = ((content_hash, role), stones)
+        return found[0]["id"] if found else None
+
+    async def tombstone_by_hash(self, content_hash: str, role: str) -> Tombstone | None:
+        """The newest standing tombstone of this role with exactly this content (as read by
+        `find_by_hash` just before, when it was this transaction's last statement)."""
+        tx = _TX.get().get(id(self))
+        ahead = None if tx is None else tx.stone
+        if tx is not None and ahead is not None and ahead[0] == (content_hash, role):
+            tx.stone = None
+            return tombstone_from_row(ahead[1][0]) if ahead[1] else None
+        return await super().tombstone_by_hash(content_hash, role)
 
     async def context_rows(self, scope: Scope, limit: int) -> list[Memory]:
         """Open todos first, then by importance and recency; scratch and closed todos never.
@@ -668,7 +735,13 @@ class PostgresStore(SqlVerbs):
         """Rows changed since `mark` (a pg_search.Mark; None: every row), in seq order."""
         mark = mark if isinstance(mark, Mark) else Mark()
         token = await self.change_token()
-        if mark.after is None and mark == self._seen_mark and token == self._seen_token:
+        own = self._own
+        if (
+            mark.after is None
+            and mark == self._seen_mark
+            and token == self._seen_token
+            and own == self._seen_own
+        ):
             # Nothing committed since this mark was taken (no NOTIFY heard, no own write).
             return [], mark
         rows = await self._changes_since(
@@ -691,7 +764,7 @@ class PostgresStore(SqlVerbs):
         full = len(out) >= limit
         new = next_mark(mark, rows[0]["xmax"], rows[0]["xip"], out[-1].seq if out else None, full)
         if new.after is None:
-            self._seen_mark, self._seen_token = new, token
+            self._seen_mark, self._seen_token, self._seen_own = new, token, own
         return out, new
 
     async def _changes_since(self, mark: Mark, columns: str, limit: int) -> list[dict]:
@@ -708,7 +781,7 @@ class PostgresStore(SqlVerbs):
 
     async def _sync_stats(self) -> DocStats:
         """Bring N and the token total up to date (skipped when no commit was heard)."""
-        token = await self.change_token()
+        token = (await self.change_token(), self._own)
         if token == self._stats_seen:
             return self._stats
         self._stats_seen = token
@@ -1042,7 +1115,10 @@ class PostgresStore(SqlVerbs):
     async def load(self, table: str, rows: Sequence[dict[str, Any]]) -> None:
         if not rows:
             return
-        self._moved()
+        async with self._moving():
+            await self._load(table, rows)
+
+    async def _load(self, table: str, rows: Sequence[dict[str, Any]]) -> None:
         columns = DUMP_COLUMNS[table]
         encode = DUMP_JSON.get(table, frozenset())
         names = (*columns, "stems") if table == "memories" else columns

@@ -429,16 +429,20 @@ class SqlVerbs:
             {"t": epoch(when), "i": memory_id},
         )
 
-    async def tombstone_by_hash(self, content_hash: str, role: str) -> Tombstone | None:
-        """The newest standing tombstone of this role with exactly this content."""
+    def _stone_by_hash_sql(self) -> str:
+        """`tombstone_by_hash`'s statement (parameters h, r): PostgreSQL also sends it ahead,
+        in `find_by_hash`'s pipeline."""
         d = self.dialect
-        rows = await self._rows(
+        return (
             "SELECT t.* FROM tombstones t JOIN memories m ON m.id = t.memory_id "
             f"WHERE t.content_hash = {d.p('h')} AND t.role = {d.p('r')} "
             f"AND t.lifted_at IS NULL AND m.archived = {d.true} "
-            "ORDER BY t.ts DESC, t.seq DESC LIMIT 1",
-            {"h": content_hash, "r": role},
+            "ORDER BY t.ts DESC, t.seq DESC LIMIT 1"
         )
+
+    async def tombstone_by_hash(self, content_hash: str, role: str) -> Tombstone | None:
+        """The newest standing tombstone of this role with exactly this content."""
+        rows = await self._rows(self._stone_by_hash_sql(), {"h": content_hash, "r": role})
         return tombstone_from_row(rows[0]) if rows else None
 
     async def tombstones_of(self, memory_ids: Sequence[str]) -> dict[str, Tombstone]:
