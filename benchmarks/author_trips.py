@@ -6,7 +6,9 @@ Hash embedder (no model), a fresh SQLite file and a fresh PostgreSQL schema, `--
 distinct texts each, alternating backends; prints per backend the median round trips per
 author (`round_trips.py`: hops to SQLite's connection thread, statements sent to PostgreSQL)
 and the median milliseconds, with the PostgreSQL/SQLite ratio and the machine's load.
-`--trace` prints the statements of one PostgreSQL author.
+`--trace` prints the statements of one PostgreSQL author. `--clients N` then measures
+memories per second with N clients authoring at once into each backend (the hash embedder
+leaves the store's work: what four clients of bench_backends.py wait on besides the model).
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ async def main() -> None:
     ap.add_argument("--store", required=True, help="postgresql://… URL of a scratch database")
     ap.add_argument("--n", type=int, default=200)
     ap.add_argument("--trace", action="store_true")
+    ap.add_argument("--clients", type=int, default=0)
     args = ap.parse_args()
     drop_pg_schema(args.store, SCHEMA)
     with tempfile.TemporaryDirectory() as tmp:
@@ -98,6 +101,10 @@ async def main() -> None:
                             ms[b].append((time.perf_counter() - started) * 1000)
                             await mems[b].engine.flush()
                             trips[b].append(sum(counter.take()))
+                rates: dict[str, list[float]] = {b: [] for b in mems}
+                for r in range(6 if args.clients else 0):
+                    for b in mems if r % 2 == 0 else reversed(list(mems)):
+                        rates[b].append(await _clients(mems[b], args.clients, args.n, f"{b}{r}"))
         finally:
             drop_pg_schema(args.store, SCHEMA)
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
@@ -109,6 +116,29 @@ async def main() -> None:
         )
     ratio = statistics.median(ms["postgres"]) / statistics.median(ms["sqlite"])
     print(f"  postgres/sqlite ms p50: {ratio:.2f}x")
+    if args.clients:
+        med = {b: statistics.median(v) for b, v in rates.items()}
+        print(
+            f"  {args.clients} clients, memories/s (median of {len(rates['sqlite'])} rounds): "
+            f"sqlite {med['sqlite']:.1f}  postgres {med['postgres']:.1f}  "
+            f"PG / SQLite {med['postgres'] / med['sqlite']:.2f}"
+        )
+
+
+async def _clients(mem: Memory, clients: int, n: int, tag: str) -> float:
+    """Memories per second with `clients` tasks each authoring its share of `n` at once."""
+
+    async def client(c: int) -> None:
+        for i in range(c, n, clients):
+            await mem.author(f"client {c} writes note {i} of round {tag}")
+
+    started = time.perf_counter()
+    async with anyio.create_task_group() as tg:
+        for c in range(clients):
+            tg.start_soon(client, c)
+    spent = time.perf_counter() - started
+    await mem.engine.flush()
+    return n / spent
 
 
 if __name__ == "__main__":
