@@ -122,7 +122,14 @@ async def author_many(
             # for the batch's later items were never stored.
             caller.index.withdraw([r.id for r in results if r.status == "created"])
             raise
-    caller.index.mark_dirty()
+    if any(
+        r.status != "created" or m.type.value == "intent"
+        for r, m in zip(results, records, strict=True)
+    ):
+        # A repeat rewrote an existing row, or an intent was written: what is derived from
+        # rows (the intents) is read again. A new memory that is no intent was noted in the
+        # index as it is now committed, and leaves the intents as they were.
+        caller.index.mark_dirty()
     caller.note_activity(writes=sum(r.status != "exists" for r in results))
     # Authored content is a cue too (DESIGN.md §9.2), but an intent never cues itself.
     if not remind:

@@ -20,7 +20,9 @@ Concurrency comes from PostgreSQL, never from a process-local lock:
   existing text or the revival of an archived twin fail where SQLite accepts them.)
 - Revision numbers are transaction ids (`rev xid8`, see pg_search): a vector cache pulls every
   row another server committed, whatever order transactions commit in. A LISTEN connection
-  hears other servers' commits, so `change_token` costs no round trip.
+  hears other servers' commits, so `change_token` costs no round trip. This process's own
+  commits do not move it (`_own_commit`): what they wrote the service noted in the vector
+  cache already, or marked it dirty, so a write is not followed by a pull of itself.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import weakref
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -98,6 +101,10 @@ class _Tx:
 
     conn: Any
     moved: bool = False
+    #: A read `_locked_read` sent ahead (authoring's tombstone check, in `find_by_hash`'s
+    #: pipeline) and its answer: served by `_read_ahead` only as the very next statement of
+    #: the transaction (`_conn` drops it before any other).
+    ahead: tuple[tuple[str, Any], Sequence[Row]] | None = None
 
 
 #: The open transaction of each store in the running task (store id -> _Tx).
@@ -148,12 +155,18 @@ class PostgresStore(SqlVerbs, SqlReports):
         # that connection is down, and the change token then always says "look".
         self._changes = 0
         self._generation = 0
+        #: Commits of this process that changed what vector caches hold (`_own_commit`), and
+        #: the open connections they were made on, by backend pid: their notifications are
+        #: this process's own, heard again (see `_listen`).
+        self._own = 0
+        self._own_pids: dict[int, weakref.ref[Any]] = {}
         self._listening = False
         self._changed = asyncio.Event()
         self._listener: asyncio.Task[None] | None = None
         self._analyze_at = ANALYZE_FROM
         self._seen_mark: Mark | None = None
         self._seen_token: Any = None
+        self._seen_own = -1
         self._analyzing: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------ lifecycle
@@ -257,7 +270,9 @@ class PostgresStore(SqlVerbs, SqlReports):
                     self._generation += 1
                     self._signal()
                     delay = 0.2
-                    async for _ in conn.notifies():
+                    async for note in conn.notifies():
+                        if self._is_own(note.pid):
+                            continue
                         self._changes += 1
                         self._signal()
             except psycopg.Error:
@@ -267,6 +282,30 @@ class PostgresStore(SqlVerbs, SqlReports):
                 self._signal()
             await asyncio.sleep(delay)  # reconnect back-off, not a wait for a result
             delay = min(delay * 2, 5.0)
+
+    def _is_own(self, pid: int) -> bool:
+        """Whether a notification came from a connection of this process's pool that is still
+        open (so no other server's backend can have that pid) and has committed through
+        `transaction()`, which counted its writes already (`_own_commit`)."""
+        ref = self._own_pids.get(pid)
+        conn = None if ref is None else ref()
+        if conn is None or conn.closed:
+            self._own_pids.pop(pid, None)
+            return False
+        return True
+
+    def _own_commit(self, conn: Any) -> None:
+        """A transaction of this process that changed what vector caches hold has committed.
+
+        The change token stays: the services noted its rows in this process's vector cache
+        (`VectorIndex.note`) or marked the cache dirty, so pulling them back would only cost a
+        round trip per write. `_own` still moves, for what the services do not keep: BM25's
+        document statistics and the "nothing committed since" shortcut of `vector_changes`.
+        """
+        self._own += 1
+        pid = conn.info.backend_pid
+        if pid not in self._own_pids:
+            self._own_pids[pid] = weakref.ref(conn)
 
     def _signal(self) -> None:
         self._changed.set()
@@ -293,12 +332,19 @@ class PostgresStore(SqlVerbs, SqlReports):
         tx = _TX.get().get(id(self))
         return None if tx is None else tx.conn
 
-    def _moved(self) -> None:
-        """This transaction changes what vector caches hold: once it commits, this process's
-        own change token moves at once (other servers hear it over NOTIFY)."""
+    @asynccontextmanager
+    async def _moving(self) -> AsyncIterator[None]:
+        """A write that changes what vector caches hold, in the caller's transaction or, outside
+        one, in a transaction of its own: its commit is then always counted by `_own_commit`,
+        never heard back over NOTIFY as another server's (other servers hear it there)."""
         tx = _TX.get().get(id(self))
         if tx is not None:
             tx.moved = True
+            yield
+            return
+        async with self.transaction():
+            _TX.get()[id(self)].moved = True
+            yield
 
     @property
     def in_transaction(self) -> bool:
@@ -340,8 +386,7 @@ class PostgresStore(SqlVerbs, SqlReports):
                 raise self._commit_unknown(exc) from None
             raise self._unavailable(exc) from None
         if tx.moved:
-            self._changes += 1
-            self._signal()
+            self._own_commit(tx.conn)
 
     async def _begin(self, stack: AsyncExitStack) -> Any:
         """A pooled connection with its transaction begun (one retry on a dead connection)."""
@@ -390,9 +435,10 @@ class PostgresStore(SqlVerbs, SqlReports):
 
     @asynccontextmanager
     async def _conn(self) -> AsyncIterator[Any]:
-        current = self._tx()
-        if current is not None:
-            yield current
+        tx = _TX.get().get(id(self))
+        if tx is not None:
+            tx.ahead = None  # any other statement first: a read sent ahead is stale
+            yield tx.conn
             return
         try:
             async with self.pool.connection() as conn:
@@ -444,14 +490,39 @@ class PostgresStore(SqlVerbs, SqlReports):
     async def _insert_row(self, query: str, params: dict[str, Any]) -> int:
         return await self._scalar(f"{query} RETURNING seq", params)
 
+    def _lock_statement(self, key: str) -> tuple[str, dict[str, Any]]:
+        return (
+            "SELECT pg_advisory_xact_lock(hashtextextended(%(k)s, 0))",
+            {"k": f"{self.schema}/{key}"},
+        )
+
     async def _lock_key(self, key: str) -> None:
         """Inside a transaction, an advisory lock on `key` in this store's schema, held
         until it ends (`find_by_hash`, `lock_meta`: see the module's docstring)."""
         if self.in_transaction:
-            await self._exec(
-                "SELECT pg_advisory_xact_lock(hashtextextended(%(k)s, 0))",
-                {"k": f"{self.schema}/{key}"},
-            )
+            await self._exec(*self._lock_statement(key))
+
+    async def _locked_read(
+        self, key: str, statement: tuple[str, Any], ahead: tuple[str, Any]
+    ) -> Sequence[Row]:
+        """Inside a transaction, the advisory lock on `key`, `statement` and `ahead` in one
+        pipeline (one round trip), `ahead`'s answer kept for `_read_ahead`. Three statements,
+        not one: the read takes its snapshot once the lock is held, so it sees a row
+        committed by the transaction that held the lock before (one statement would read a
+        snapshot taken before waiting, and miss it). Outside one nothing is locked."""
+        tx = _TX.get().get(id(self))
+        if tx is None:
+            return await self._rows(*statement)
+        _, found, after = await self._reads([self._lock_statement(key), statement, ahead])
+        tx.ahead = (ahead, after)
+        return found
+
+    def _read_ahead(self, statement: tuple[str, Any]) -> Sequence[Row] | None:
+        tx = _TX.get().get(id(self))
+        if tx is None or tx.ahead is None or tx.ahead[0] != statement:
+            return None
+        rows, tx.ahead = tx.ahead[1], None
+        return rows
 
     async def _after_load(self, table: str) -> None:
         """Keep the identity ahead of the copied seqs, so the next insert gets a fresh one."""
@@ -487,7 +558,13 @@ class PostgresStore(SqlVerbs, SqlReports):
         """Rows changed since `mark` (a pg_search.Mark; None: every row), in seq order."""
         mark = mark if isinstance(mark, Mark) else Mark()
         token = await self.change_token()
-        if mark.after is None and mark == self._seen_mark and token == self._seen_token:
+        own = self._own
+        if (
+            mark.after is None
+            and mark == self._seen_mark
+            and token == self._seen_token
+            and own == self._seen_own
+        ):
             # Nothing committed since this mark was taken (no NOTIFY heard, no own write).
             return [], mark
         embedding = "m.embedding"
@@ -503,7 +580,7 @@ class PostgresStore(SqlVerbs, SqlReports):
         full = len(out) >= limit
         new = next_mark(mark, rows[0]["xmax"], rows[0]["xip"], out[-1].seq if out else None, full)
         if new.after is None:
-            self._seen_mark, self._seen_token = new, token
+            self._seen_mark, self._seen_token, self._seen_own = new, token, own
         return out, new
 
     async def vector_mark(self) -> Any:
@@ -527,7 +604,7 @@ class PostgresStore(SqlVerbs, SqlReports):
 
     async def _sync_stats(self) -> DocStats:
         """Bring N and the token total up to date (skipped when no commit was heard)."""
-        token = await self.change_token()
+        token = (await self.change_token(), self._own)
         if token == self._stats_seen:
             return self._stats
         self._stats_seen = token

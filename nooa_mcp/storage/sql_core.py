@@ -7,8 +7,10 @@ backend has, all with named parameters: `_rows`, `_scalar`, `_exec`, `_exec_many
 `_insert_row`, and, where a backend does better than the default, `_bulk_rows`,
 `_blob_rows`, `_reads`. What a backend does its own way stays in its module behind hooks
 the verbs call: keyword search (`_keyword_candidates`: FTS5 against the SQL BM25), change
-tracking (WAL and revisions against snapshots and LISTEN: `_moved`), locks (`_lock`,
-`_lock_key`: SQLite's file-wide write lock against row and advisory locks), connections.
+tracking (WAL and revisions against snapshots and LISTEN: `_moving`), locks (`_lock`,
+`_lock_key`: SQLite's file-wide write lock against row and advisory locks; `_locked_read`,
+`_read_ahead`: PostgreSQL sends a lock and the reads behind it in one round trip),
+connections.
 No backend imports the other. The verbs that report on a whole store or role (KPIs, the
 maintenance log, reflection pages, dump and load) are in `sql_reports`, over the same
 primitives.
@@ -16,7 +18,9 @@ primitives.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -91,9 +95,11 @@ class SqlPrimitives:
         its own, apart from the recalls and writes)."""
         return await self._rows(sql, params)
 
-    def _moved(self) -> None:
-        """This write changes what vector caches hold (PostgreSQL moves its change token
-        at commit; SQLite's statements move the revision themselves, `Dialect.rev`)."""
+    def _moving(self) -> AbstractAsyncContextManager[None]:
+        """Around a write that changes what vector caches hold (PostgreSQL runs it in a
+        transaction, the caller's or its own, and counts its commit as this process's own;
+        SQLite's statements move the revision themselves, `Dialect.rev`)."""
+        return contextlib.nullcontext()
 
     def _lock(self) -> str:
         """What a read of rows about to be rewritten adds to lock them (PostgreSQL's
@@ -103,6 +109,21 @@ class SqlPrimitives:
     async def _lock_key(self, key: str) -> None:
         """Hold `key` until the transaction ends, whether a row exists or not (PostgreSQL's
         advisory locks); SQLite's BEGIN IMMEDIATE already holds the whole file."""
+
+    async def _locked_read(
+        self, key: str, statement: tuple[str, Any], ahead: tuple[str, Any]
+    ) -> Sequence[Row]:
+        """`statement`'s rows, read once `key` is held (`_lock_key`). `ahead` is the read
+        the caller is expected to make next: a backend that sends statements in one round
+        trip (PostgreSQL) sends it along and keeps its answer for `_read_ahead`; by default
+        it waits for its turn."""
+        await self._lock_key(key)
+        return await self._rows(*statement)
+
+    def _read_ahead(self, statement: tuple[str, Any]) -> Sequence[Row] | None:
+        """The answer to `statement` if `_locked_read` sent it ahead and nothing else ran
+        since in this transaction; None (read it now) by default."""
+        return None
 
     async def _after_load(self, table: str) -> None:
         """What a backend does once rows with their own seqs were copied into `table`."""
@@ -154,15 +175,15 @@ class SqlVerbs(SqlPrimitives):
         """Insert one memory row (inside a transaction); returns and sets its seq. The next
         revision, where statements set it, is computed inside the statement: one trip."""
         d = self.dialect
-        self._moved()
         values = memory_values(memory, embedding, d.flag)
         cols = ", ".join(values)
         marks = ", ".join(d.p(k) for k in values)
         if d.rev is not None:
             cols, marks = f"{cols}, rev", f"{marks}, {d.rev}"
-        memory.seq = await self._insert_row(
-            f"INSERT INTO memories ({cols}) VALUES ({marks})", values
-        )
+        async with self._moving():
+            memory.seq = await self._insert_row(
+                f"INSERT INTO memories ({cols}) VALUES ({marks})", values
+            )
         return memory.seq
 
     async def save(self, memory: Memory, embedding: np.ndarray | None = None) -> None:
@@ -172,12 +193,14 @@ class SqlVerbs(SqlPrimitives):
         content never ship 1.5 kB of vector back and forth.
         """
         d = self.dialect
-        self._moved()
         values = memory_values(memory, embedding, d.flag)
         if embedding is None:
             values.pop("embedding")
         sets = ", ".join(f"{k} = {d.p(k)}" for k in values if k != "id")
-        await self._exec(f"UPDATE memories SET {sets}{d.set_rev()} WHERE id = {d.p('id')}", values)
+        async with self._moving():
+            await self._exec(
+                f"UPDATE memories SET {sets}{d.set_rev()} WHERE id = {d.p('id')}", values
+            )
 
     async def save_accesses(self, memories: Sequence[Memory]) -> None:
         """See `Store.save_accesses`: access columns only, revision unchanged."""
@@ -193,27 +216,27 @@ class SqlVerbs(SqlPrimitives):
 
     async def set_embedding(self, memory_id: str, vector: np.ndarray) -> None:
         d = self.dialect
-        self._moved()
-        await self._exec(
-            f"UPDATE memories SET embedding = {d.p('e')}{d.set_rev()} WHERE id = {d.p('i')}",
-            {"e": np.asarray(vector, np.float32).tobytes(), "i": memory_id},
-        )
+        async with self._moving():
+            await self._exec(
+                f"UPDATE memories SET embedding = {d.p('e')}{d.set_rev()} WHERE id = {d.p('i')}",
+                {"e": np.asarray(vector, np.float32).tobytes(), "i": memory_id},
+            )
 
     async def set_archived(
         self, memory_id: str, archived: bool, when: datetime, *, faded: bool = False
     ) -> None:
         d = self.dialect
-        self._moved()
-        await self._exec(
-            f"UPDATE memories SET archived = {d.p('a')}, archived_at = {d.p('t')}, "
-            f"faded = {d.p('f')}{d.set_rev()} WHERE id = {d.p('i')}",
-            {
-                "a": d.flag(archived),
-                "t": epoch(when) if archived else None,
-                "f": d.flag(archived and faded),
-                "i": memory_id,
-            },
-        )
+        async with self._moving():
+            await self._exec(
+                f"UPDATE memories SET archived = {d.p('a')}, archived_at = {d.p('t')}, "
+                f"faded = {d.p('f')}{d.set_rev()} WHERE id = {d.p('i')}",
+                {
+                    "a": d.flag(archived),
+                    "t": epoch(when) if archived else None,
+                    "f": d.flag(archived and faded),
+                    "i": memory_id,
+                },
+            )
 
     async def set_importance(
         self, memory_id: str, importance: float | None = None, authored: float | None = None
@@ -256,18 +279,24 @@ class SqlVerbs(SqlPrimitives):
         """A live memory of this role and type with exactly this content.
 
         Inside a transaction the (role, type, content) is held first, until the transaction
-        ends (`_lock_key`): a second server authoring the same text waits, then finds this
-        row. The index hint: without statistics SQLite's planner chose memories_type (type,
-        archived) and scanned every live row of the type — 68 ms per write at 100k rows.
+        ends (`_locked_read`): a second server authoring the same text waits, then finds this
+        row. Authoring checks a new text for a tombstone next: that read goes along ahead
+        (`tombstone_by_hash`). The index hint: without statistics SQLite's planner chose
+        memories_type (type, archived) and scanned every live row of the type — 68 ms per
+        write at 100k rows.
         """
         d = self.dialect
-        await self._lock_key(f"hash/{role}/{type}/{content_hash}")
-        return await self._scalar(
-            f"SELECT id FROM memories{d.indexed('memories_hash')} "
-            f"WHERE content_hash = {d.p('h')} AND role = {d.p('r')} AND type = {d.p('t')} "
-            f"AND archived = {d.false} ORDER BY created_at, seq LIMIT 1",
-            {"h": content_hash, "r": role, "t": type},
+        found = await self._locked_read(
+            f"hash/{role}/{type}/{content_hash}",
+            (
+                f"SELECT id FROM memories{d.indexed('memories_hash')} "
+                f"WHERE content_hash = {d.p('h')} AND role = {d.p('r')} AND type = {d.p('t')} "
+                f"AND archived = {d.false} ORDER BY created_at, seq LIMIT 1",
+                {"h": content_hash, "r": role, "t": type},
+            ),
+            self._stone_by_hash(content_hash, role),
         )
+        return found[0]["id"] if found else None
 
     async def context_rows(self, scope: Scope, limit: int) -> list[Memory]:
         """What the context block shows: open todos first, then by importance and recency.
@@ -679,16 +708,24 @@ class SqlVerbs(SqlPrimitives):
             {"t": epoch(when), "i": memory_id},
         )
 
-    async def tombstone_by_hash(self, content_hash: str, role: str) -> Tombstone | None:
-        """The newest standing tombstone of this role with exactly this content."""
+    def _stone_by_hash(self, content_hash: str, role: str) -> tuple[str, Any]:
+        """`tombstone_by_hash`'s statement, also sent ahead by `find_by_hash`."""
         d = self.dialect
-        rows = await self._rows(
+        return (
             "SELECT t.* FROM tombstones t JOIN memories m ON m.id = t.memory_id "
             f"WHERE t.content_hash = {d.p('h')} AND t.role = {d.p('r')} "
             f"AND t.lifted_at IS NULL AND m.archived = {d.true} "
             "ORDER BY t.ts DESC, t.seq DESC LIMIT 1",
             {"h": content_hash, "r": role},
         )
+
+    async def tombstone_by_hash(self, content_hash: str, role: str) -> Tombstone | None:
+        """The newest standing tombstone of this role with exactly this content (as read
+        along by `find_by_hash` just before, where nothing ran since: `_read_ahead`)."""
+        statement = self._stone_by_hash(content_hash, role)
+        rows = self._read_ahead(statement)
+        if rows is None:
+            rows = await self._rows(*statement)
         return tombstone_from_row(rows[0]) if rows else None
 
     async def tombstones_of(self, memory_ids: Sequence[str]) -> dict[str, Tombstone]:

@@ -340,7 +340,6 @@ class SqlReports(SqlPrimitives):
         if not rows:
             return
         d = self.dialect
-        self._moved()
         columns = DUMP_COLUMNS[table]
         encode = DUMP_JSON.get(table, frozenset())
         names, marks = ", ".join(columns), ", ".join(d.p(c) for c in columns)
@@ -365,5 +364,6 @@ class SqlReports(SqlPrimitives):
                     row["title"], row["content"], row["tags"], row["entities"]
                 )
             values.append(value)
-        await self._exec_many(f"INSERT INTO {table} ({names}) VALUES ({marks}){upsert}", values)
-        await self._after_load(table)
+        async with self._moving():
+            await self._exec_many(f"INSERT INTO {table} ({names}) VALUES ({marks}){upsert}", values)
+            await self._after_load(table)

@@ -197,8 +197,8 @@ class VectorIndex:
         self.hashed = np.zeros(0, dtype=bool)
         self._sketching = False
         #: Moves whenever a row may have changed (rows applied, a write of this process, a
-        #: withdrawal): what is derived from rows stays valid while it stands still, once
-        #: `sync` has run (`Engine.intents`).
+        #: withdrawal) — except a noted row that is no intent (`note`): what is derived from
+        #: rows (`Engine.intents`) stays valid while it stands still, once `sync` has run.
         self.generation = 0
         self._roles: dict[str, int] = {"": 0}
         self._owners: dict[str, int] = {"": 0}
@@ -601,10 +601,23 @@ class VectorIndex:
 
     def note(self, row: VectorRow) -> None:
         """Record a row this process just wrote, so search sees it before the next sync (a
-        row of a role not held is left for that role's load: held alone, it would go stale)."""
-        if self.residency is None or self.residency.holds(row.role):
-            self._apply([row])
-        self._dirty = True
+        row of a role not held is left for that role's load: held alone, it would go stale).
+
+        The noted row is what the write commits, so no sync is asked for to read it back
+        (a rollback withdraws it). A row that neither is nor was an intent leaves
+        `generation` where it was: the intents derived from rows (`Engine.intents`) stay
+        valid across writes of other memories. The writer marks the index dirty once an
+        intent's write has committed.
+        """
+        if self.residency is not None and not self.residency.holds(row.role):
+            return
+        found = int(self.ids.rows_of([row.id])[0])
+        intent = self._types.get("intent")
+        was_intent = found >= 0 and intent is not None and int(self.type_code[found]) == intent
+        generation = self.generation
+        self._apply([row])
+        if row.type != "intent" and not was_intent:
+            self.generation = generation
 
     def withdraw(self, ids: Sequence[str]) -> None:
         """Rows noted by a write that then rolled back: out of every search. A sync puts a

@@ -1,0 +1,95 @@
+"""What one `Memory.author` sends to PostgreSQL: the statements a write needs and no more —
+no pull of the row it just noted, no re-read of the intents it did not touch — while another
+server's commit is still pulled, and an intent written here still reaches the reminders."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import psycopg
+import pytest
+
+from nooa_mcp.config import Settings
+from nooa_mcp.embeddings import HashEmbedder
+from nooa_mcp.memory import Memory
+
+pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
+
+
+class Sent:
+    """Every statement sent by `execute`, and whether it went in a pipeline (BEGIN and
+    COMMIT, sent by psycopg's transaction itself, and executemany are not among them)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.statements: list[tuple[str, bool]] = []
+        original = psycopg.AsyncCursor.execute
+        sent = self.statements
+
+        async def execute(cur: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+            text = " ".join((query if isinstance(query, str) else repr(query)).split())
+            sent.append((text, cur._conn._pipeline is not None))
+            return await original(cur, query, *args, **kwargs)
+
+        monkeypatch.setattr(psycopg.AsyncCursor, "execute", execute)
+
+    def take(self) -> list[tuple[str, bool]]:
+        out = list(self.statements)
+        self.statements.clear()
+        return out
+
+
+async def test_an_author_sends_only_its_write_and_a_foreign_commit_is_still_pulled(
+    postgres, monkeypatch
+) -> None:
+    settings = Settings(store=postgres, owner="coder@laptop", reflect_every_writes=0)
+    async with Memory.open(settings=settings, embedder=HashEmbedder()) as mem:
+        store = mem.engine.store
+        with anyio.fail_after(10):
+            await store.wait_listening()
+        for i in range(3):  # the first writes read the vectors and the intents once
+            await mem.author(f"warm-up note number {i} about the harbour")
+        sent = Sent(monkeypatch)
+        for i in range(4):
+            await mem.author(f"the ferry leaves pier {i} at dawn")
+            await anyio.sleep(0.05)  # its own NOTIFY comes back meanwhile, and is not a change
+            statements = sent.take()
+            texts = [text for text, _ in statements]
+            # The advisory lock, the hash lookup and the tombstone check: three statements,
+            # one pipeline; then the INSERT (the access follows as one executemany).
+            assert [pipelined for _, pipelined in statements[:3]] == [True, True, True]
+            assert "pg_advisory_xact_lock" in texts[0]
+            assert "content_hash" in texts[1] and "tombstones" in texts[2]
+            assert texts[3].startswith("INSERT INTO memories")
+            assert not any("pg_snapshot" in t for t in texts), texts  # no pull of itself
+            assert not any("type = 'intent'" in t for t in texts), texts  # intents kept
+            assert len(statements) == 4, texts
+        # Another server's commit is heard and pulled before the next write checks for twins.
+        before = await store.change_token()
+        async with Memory.open(
+            settings=Settings(store=postgres, owner="coder@desktop"), embedder=HashEmbedder()
+        ) as other:
+            elsewhere = await other.author("a note written by the other server")
+        with anyio.fail_after(10):
+            await store.wait_changed(before)
+        again = await mem.author("a note written by the other server")
+        assert again.status == "exists" and again.id == elsewhere.id
+        assert mem.engine.index.ids.get(elsewhere.id) is not None
+        assert any("pg_snapshot" in t for t, _ in sent.take())
+
+
+async def test_an_intent_authored_here_fires_on_the_next_cue(postgres) -> None:
+    """The intents are cached across writes of other memories: an intent's own write must
+    still reach them (its commit is this process's, heard from no NOTIFY)."""
+    settings = Settings(store=postgres, owner="coder@laptop", reflect_every_writes=0)
+    async with Memory.open(settings=settings, embedder=HashEmbedder()) as mem:
+        await mem.author("an ordinary note about lunch")
+        assert await mem.engine.intents("coder") == []
+        intent = await mem.author(
+            "Remind me to renew the parking permit", type="intent", trigger={"cue": "parking"}
+        )
+        await mem.author("a second ordinary note")
+        cached = await mem.engine.intents("coder")
+        assert [m.id for m in cached] == [intent.id]
+        fired = await mem.author("where is the parking garage")
+        assert [r.intent_id for r in fired.reminders] == [intent.id]
