@@ -111,10 +111,30 @@ def test_load_reads_a_list_of_samples_and_rejects_other_files(tmp_path):
     path.write_text(json.dumps([sample()]))
     assert [c.sample_id for c in load_locomo(path)] == ["conv-x"]
     path.write_text(json.dumps({"not": "a list"}))
-    with pytest.raises(InvalidInput):
+    with pytest.raises(InvalidInput) as refused:
         load_locomo(path)
-    with pytest.raises(InvalidInput):
+    assert str(refused.value) == f"FILE: {path} is not a list of conversations. Pass a LoCoMo file."
+    path.write_text("{not json")
+    with pytest.raises(InvalidInput) as refused:
+        load_locomo(path)
+    assert str(refused.value).startswith(f"FILE: {path} is not JSON (")
+    assert str(refused.value).endswith(". Pass a LoCoMo file.")
+    with pytest.raises(InvalidInput) as refused:
         load_locomo(tmp_path / "missing.json")
+    missing = tmp_path / "missing.json"
+    assert str(refused.value) == f"FILE: {missing} does not exist. Pass the path of locomo10.json."
+
+
+def test_a_month_that_is_not_english_is_refused_with_the_fix():
+    with pytest.raises(InvalidInput) as exc:
+        parse_session_date("1:56 pm on 8 Mai, 2023")
+    assert str(exc.value) == "session date: 'Mai' is not a month. Use an English name."
+
+
+def test_a_conversation_without_a_speaker_name_has_an_empty_one():
+    data = sample()
+    del data["conversation"]["speaker_a"]
+    assert parse_conversation(data).speakers == ("", "Bo")
 
 
 def test_a_question_hits_when_any_evidence_turn_is_in_the_top_k():
