@@ -74,9 +74,12 @@ async def test_a_line_of_exactly_the_limit_is_read_and_one_byte_more_is_not() ->
 
 async def test_a_cancelled_request_frees_its_place() -> None:
     cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}
-    data = request(1) + json.dumps(cancel).encode() + b"\n" + request(2)
-    _, _, in_flight = await read_all(data)
-    assert dict(in_flight.ids) == {2: 1}
+    progress = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"requestId": 2}}
+    # The client's answer to one of the server's own requests (sampling) is no request.
+    answer = {"jsonrpc": "2.0", "id": "s1", "result": {}}
+    lines = [request(1), request(2), *(json.dumps(m).encode() + b"\n" for m in (cancel, progress))]
+    passed, _, in_flight = await read_all(b"".join([*lines, json.dumps(answer).encode() + b"\n"]))
+    assert len(passed) == 5 and dict(in_flight.ids) == {2: 1}
 
 
 async def test_no_line_is_read_past_the_limit_until_a_reply_goes_out() -> None:
@@ -97,4 +100,5 @@ async def test_no_line_is_read_past_the_limit_until_a_reply_goes_out() -> None:
         third = json.loads(await lines.__anext__())["id"]
     assert third == 3 and dict(lines.in_flight.ids) == {2: 1, 3: 1}
     await replies.refuse(JSONRPCError(jsonrpc="2.0", id=None, error={"code": -1, "message": "x"}))
-    assert len(sent) == 2 and dict(lines.in_flight.ids) == {2: 1, 3: 1}  # a refusal frees none
+    assert isinstance(sent[1].message, JSONRPCError) and sent[1].message.error.message == "x"
+    assert dict(lines.in_flight.ids) == {2: 1, 3: 1}  # a refusal frees none
