@@ -88,7 +88,15 @@ PACKAGES: dict[str, tuple[list[str], list[str], str]] = {
     ),
     "top": (
         ["nooa_mcp/*.py"],  # fnmatch's * crosses "/": the subpackages are left out below
-        ["tests/cli", "tests/engine", "tests/services/test_memory.py", "tests/package"],
+        [
+            "tests/cli",
+            "tests/engine",
+            "tests/services/test_memory.py",
+            "tests/package",
+            # the entry point's own reading of a hook invocation, and `hooks install` (CLI)
+            "tests/hooks/test_hooks_rules.py",
+            "tests/hooks/test_hooks_install.py",
+        ],
         "not processes and not postgres and not real_model",
     ),
 }
