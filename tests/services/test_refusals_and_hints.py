@@ -55,3 +55,24 @@ async def test_a_prompt_gets_the_memory_it_is_about_and_not_an_unrelated_one(
         await mem.author("Lunch orders close at eleven on Fridays.")
         injected = await mem.inject_for_prompt("when does the staging database password rotate")
     assert [item[0] for item in injected.memories] == [about]
+
+
+async def test_an_id_that_is_not_hex_a_validity_that_ends_before_it_starts_and_a_todo_without_id(
+    tmp_path: Path,
+) -> None:
+    async with Memory.open(tmp_path / "s.sqlite", owner="me", embedder=HashEmbedder()) as mem:
+        memory_id = (await mem.author("The VPN is vpn-2.", valid_from="2026-06-01T00:00:00Z")).id
+        said = []
+        for refused_call in (
+            lambda: mem.get("zz!zz!zz"),
+            lambda: mem.update(memory_id, valid_to="2026-01-01T00:00:00Z"),
+            lambda: mem.todo("done"),
+        ):
+            with pytest.raises(InvalidInput) as refused:
+                await refused_call()
+            said.append(str(refused.value))
+    assert said == [
+        "memory_id: 'zz!zz!zz' is not a memory id. Ids are hex, e.g. '3f9a2c1d'.",
+        "valid_to: is before valid_from. Pass a later date.",
+        "memory_id: is missing. Pass the id of the todo to done.",
+    ]
