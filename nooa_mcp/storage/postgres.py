@@ -569,7 +569,10 @@ class PostgresStore(SqlVerbs, SqlReports):
             return [], mark
         embedding = "m.embedding"
         if roles is not None:
-            embedding = "CASE WHEN m.role = ANY(%(roles)s) THEN m.embedding END AS embedding"
+            embedding = (
+                f"CASE WHEN {self.dialect.one_of('m.role', 'roles')} THEN m.embedding END "
+                "AS embedding"
+            )
         rows = await self._changes_since(
             mark,
             f"m.seq, m.id, m.role, m.owner, m.type, m.archived, m.faded, {embedding}",

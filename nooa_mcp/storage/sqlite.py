@@ -605,14 +605,17 @@ class SQLiteStore(SqlVerbs, SqlReports):
     ) -> tuple[list[VectorRow], Any]:
         """Rows with a revision above `mark`, oldest change first (revisions are unique)."""
         since = int(mark or 0)
+        d = self.dialect
         embedding = "embedding"
-        params: tuple[Any, ...] = (since, limit)
+        params: dict[str, Any] = {"since": since, "limit": limit}
         if roles is not None:
-            embedding = "CASE WHEN role IN (SELECT value FROM json_each(?)) THEN embedding END"
-            params = (json.dumps(list(roles)), since, limit)
+            # Rows of roles not held come without their vector (see `VectorIndex` residency).
+            embedding = f"CASE WHEN {d.one_of('role', 'roles')} THEN embedding END"
+            params["roles"] = d.values(list(roles))
         rows = await self._rows(
             "SELECT seq, id, role, owner, type, archived, faded, "
-            f"{embedding} AS embedding, rev FROM memories WHERE rev > ? ORDER BY rev LIMIT ?",
+            f"{embedding} AS embedding, rev FROM memories WHERE rev > :since ORDER BY rev "
+            "LIMIT :limit",
             params,
         )
         out = [vector_row_from(r) for r in rows]
