@@ -444,6 +444,22 @@ class VectorIndex:
             keep &= allowed[self.type_code[rows]]
         return keep
 
+    def visible(self, rows: np.ndarray, scope: Scope) -> np.ndarray:
+        """Whether each of `rows` (-1: not held) is live and inside `scope`, vector or not:
+        the store's condition on an edge's other end (`storage.links`). A role the scope sees
+        must be held (`ensure`) first: a row of a role not held reads as not visible."""
+        rows = np.asarray(rows, dtype=np.int64)
+        held = (rows >= 0) & (rows < self.size)
+        at = np.where(held, rows, 0)
+        keep = held & ~self.archived[at]
+        shared = self.owner_code[at] == 0
+        if scope.owner is not None:
+            keep &= (self.owner_code[at] == self._owners.get(scope.owner, -1)) | shared
+        elif scope.roles is not None:
+            codes = [self._roles[r] for r in scope.roles if r in self._roles]
+            keep &= np.isin(self.role_code[at], codes) | shared
+        return keep
+
     def similarities(self, queries: np.ndarray, upto: int | None = None) -> np.ndarray:
         """Cosines of every row (up to `upto`) with each query: shape (size,) for one vector,
         (size, k) for a (k, dim) block.
