@@ -123,7 +123,7 @@ class HeldLinks:
         ids = [self.ends[c] for c in other[at].tolist()]
         keep = index.visible(index.ids.rows_of(ids), scope)
         names = self._kind_names
-        return [
+        rows = [
             EdgeRow(self.ends[s], self.ends[d], names[k], w)
             for s, d, k, w in zip(
                 self.src[at[keep]].tolist(),
@@ -133,6 +133,14 @@ class HeldLinks:
                 strict=True,
             )
         ]
+        # In the order SQLite's indexes give (by source: (src, dst, type); by target: (dst,
+        # type, src)): spreading keeps the first of edges of equal strength, supersession the
+        # first successor, as they did reading the store.
+        if other is self.dst:
+            rows.sort(key=lambda e: (e.src, e.dst, e.type))
+        else:
+            rows.sort(key=lambda e: (e.dst, e.type, e.src))
+        return rows
 
     def _codes(self, ids: list[str]) -> np.ndarray:
         codes = self.ends.rows_of(ids)

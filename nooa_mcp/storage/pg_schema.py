@@ -304,7 +304,8 @@ CREATE TRIGGER memories_rev BEFORE UPDATE ON memories FOR EACH ROW
 #: Version 5: uses and links read against snapshots, as rows are (`pg_search`). Nullable
 #: columns with a default, so adding them rewrites no table (rows written before stay NULL:
 #: a reader of changes starts from a mark taken after it read them). A trigger moves an
-#: edge's `rev` when an upsert changes its weight, so no writer can forget it.
+#: edge's `rev` when an upsert changes its weight, so no writer can forget it; writing edges
+#: notifies, so servers holding them (`storage.links`) pull another's links.
 _RANKING_CHANGES = """
 ALTER TABLE accesses ADD COLUMN IF NOT EXISTS xid xid8;
 ALTER TABLE accesses ALTER COLUMN xid SET DEFAULT pg_current_xact_id();
@@ -320,6 +321,9 @@ END $$;
 DROP TRIGGER IF EXISTS edges_rev ON edges;
 CREATE TRIGGER edges_rev BEFORE UPDATE ON edges FOR EACH ROW
     WHEN (OLD.weight IS DISTINCT FROM NEW.weight) EXECUTE FUNCTION nooa_edge_rev();
+DROP TRIGGER IF EXISTS edges_notify ON edges;
+CREATE TRIGGER edges_notify AFTER INSERT OR UPDATE ON edges
+    FOR EACH STATEMENT EXECUTE FUNCTION nooa_notify();
 """
 
 #: Version 4's rows, a page at a time: their text, to be stemmed in Python.

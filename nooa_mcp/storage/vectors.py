@@ -32,6 +32,7 @@ from ..malloc_tuning import release_free_memory
 from . import sketch
 from .base import Store, VectorRow
 from .ids import IdTable
+from .links import HeldLinks
 from .residency import Residency
 
 #: Rows read per query while the cache catches up with the store.
@@ -200,6 +201,9 @@ class VectorIndex:
         #: withdrawal) — except a noted row that is no intent (`note`): what is derived from
         #: rows (`Engine.intents`) stays valid while it stands still, once `sync` has run.
         self.generation = 0
+        #: Every edge of the store, pulled with the rows (`storage.links`): ranking reads its
+        #: spreading and supersession links here, asking `visible` which ends it may use.
+        self.links = HeldLinks()
         self._roles: dict[str, int] = {"": 0}
         self._owners: dict[str, int] = {"": 0}
         self._types: dict[str, int] = {}
@@ -216,6 +220,9 @@ class VectorIndex:
             return
         self._dirty = False
         self._token = token
+        # The links first: an edge pulled before its end's row is not used until the row is
+        # (`visible`), so no edge of a row pulled below is missing when ranking asks.
+        await self.links.sync(store)
         if self.residency is not None:
             with self.held():  # no role is let go while the pull reads
                 await self._pull(store, self.residency.filter())
