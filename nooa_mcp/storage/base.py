@@ -518,6 +518,14 @@ class Store(Protocol):
         `limit` (a role's vectors loaded on first use, a page at a time)."""
         ...
 
+    #: Calls that wrote edges so far (committed or not; see `storage.links`).
+    edge_writes: int
+
+    @property
+    def in_transaction(self) -> bool:
+        """Whether the caller is inside this store's transaction."""
+        ...
+
     async def ranking_mark(self) -> Any:
         """A mark as of now for `ranking_changes`, reading no row."""
         ...

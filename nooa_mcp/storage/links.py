@@ -45,6 +45,9 @@ class HeldLinks:
         self._kind_names: list[str] = []
         #: Where `sync` reads changes from (None: nothing read yet).
         self.mark: Any = None
+        #: The store's `edge_writes` at the last sync, and whether a sync was skipped since.
+        self._writes = 0
+        self._skipped = False
 
     def __len__(self) -> int:
         return int(self.src.shape[0])
@@ -55,8 +58,23 @@ class HeldLinks:
         arrays = (self.src, self.dst, self.weight, self.kind, self.by_dst)
         return sum(a.nbytes for a in arrays)
 
+    def due(self, store: Store) -> bool:
+        """Whether a sync must read even if the store's change token stands still: nothing
+        read yet, a sync skipped inside a transaction, or edges this process wrote since (its
+        own commits may not move the token)."""
+        return self.mark is None or self._skipped or store.edge_writes != self._writes
+
     async def sync(self, store: Store) -> None:
-        """Read every edge the first time, then the edges added or strengthened since."""
+        """Read every edge the first time, then the edges added or strengthened since.
+
+        Never inside a transaction: its own edges, not committed yet, would be read and kept
+        after a rollback (and, on SQLite, their numbers given again to later edges past the
+        mark). The sync after it reads them (`due`)."""
+        if store.in_transaction:
+            self._skipped = True
+            return
+        self._skipped = False
+        self._writes = store.edge_writes
         if self.mark is None:
             # The mark first: an edge written while the whole read runs comes again next time,
             # and applying an edge twice leaves it as it is.

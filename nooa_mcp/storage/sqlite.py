@@ -208,6 +208,11 @@ class SQLiteStore(SqlVerbs, SqlReports):
     kind = "sqlite"
     batches_reads = False
 
+    @property
+    def in_transaction(self) -> bool:
+        """Whether the caller is inside this store's transaction."""
+        return id(self) in _WRITING.get()
+
     dialect = SQLITE
 
     def __init__(self, conn: aiosqlite.Connection, path: Path) -> None:

@@ -216,7 +216,7 @@ class VectorIndex:
     async def sync(self, store: Store) -> None:
         """Bring the cache up to date with the store."""
         token = await store.change_token()
-        if not self._dirty and token == self._token:
+        if not self._dirty and token == self._token and not self.links.due(store):
             return
         self._dirty = False
         self._token = token
