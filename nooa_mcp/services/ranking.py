@@ -31,7 +31,7 @@ from ..domain.scope import Scope
 from ..domain.text import tokens
 from ..engine import text_of
 from ..storage import Store
-from ..storage.base import ScoringRow
+from ..storage.base import EdgeRow, ScoringRow
 from ..storage.vectors import VectorIndex
 
 __all__ = ["KeywordRead", "Ranked", "Ranking", "keyword_candidates", "rank"]
@@ -459,6 +459,27 @@ class _Pass:
     candidates: dict[str, Ranked]
 
 
+def _held(run: _Pass) -> bool:
+    """Whether the index holds the rows whose edges ranking follows: every role the scope
+    sees is loaded. Not while the first read of the vectors waits for the model (a ranking
+    on keywords alone): the store is asked then, as the held edges' ends cannot be checked."""
+    return run.index.holds(run.scope.visible_roles)
+
+
+async def _out_edges(run: _Pass, sources: list[str]) -> list[EdgeRow]:
+    """Out-edges of `sources` to live targets inside the scope (`storage.links`)."""
+    if not _held(run):
+        return await run.store.out_edges(sources, run.scope)
+    return run.index.links.out_edges(sources, run.scope, run.index)
+
+
+async def _successors(run: _Pass, targets: list[str]) -> list[EdgeRow]:
+    """Superseding links into `targets` from live sources inside the scope, likewise."""
+    if not _held(run):
+        return await run.store.successors(targets, SUPERSEDING_RELATIONS, run.scope)
+    return run.index.links.successors(targets, SUPERSEDING_RELATIONS, run.scope, run.index)
+
+
 async def _add_outsiders(run: _Pass, ids: list[str]) -> None:
     """Score memories reached by an edge rather than by the query, on the candidates' scale."""
     wanted = [i for i in ids if i not in run.candidates]
@@ -511,7 +532,7 @@ async def _spread(run: _Pass, seeds: list[Ranked], hops: int) -> None:
     for _ in range(hops):
         # DESIGN.md §16.3, §16.4: only edges to live targets inside the scope, so an archived
         # or foreign memory is never written into the frontier and relays nothing.
-        found = run.index.links.out_edges(list(frontier), run.scope, run.index)
+        found = await _out_edges(run, list(frontier))
         novelty = _novelty(run.index, [(e.src, e.dst) for e in found])
         edges: dict[str, list[scoring.OutEdge]] = {}
         for e, new in zip(found, novelty, strict=True):
@@ -546,9 +567,7 @@ async def _supersession(run: _Pass) -> None:
     candidates = run.candidates
     if not candidates:
         return
-    links = run.index.links.successors(
-        list(candidates), SUPERSEDING_RELATIONS, run.scope, run.index
-    )
+    links = await _successors(run, list(candidates))
     await _add_outsiders(run, [e.src for e in links if e.src not in candidates])
     for e in links:
         old, new = candidates.get(e.dst), candidates.get(e.src)

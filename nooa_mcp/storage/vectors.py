@@ -451,6 +451,15 @@ class VectorIndex:
             keep &= allowed[self.type_code[rows]]
         return keep
 
+    def holds(self, roles: frozenset[str] | None) -> bool:
+        """Whether the rows of every role in `roles` (None: every role) are loaded, and so
+        its edges' ends can be checked (`visible`) and the held edges read (`links`)."""
+        if self.links.mark is None:
+            return False
+        if self.residency is None:
+            return self.mark is not None
+        return self.residency.missing(roles) == []
+
     def visible(self, rows: np.ndarray, scope: Scope) -> np.ndarray:
         """Whether each of `rows` (-1: not held) is live and inside `scope`, vector or not:
         the store's condition on an edge's other end (`storage.links`). A role the scope sees

@@ -80,6 +80,7 @@ class _StoreReads:
 
     def __init__(self, out: list[EdgeRow], into: list[EdgeRow]) -> None:
         self.out, self.into = out, into
+        self.mark = "read"  # what `VectorIndex.holds` asks of held edges
 
     def out_edges(self, sources: Sequence[str], scope: Scope, index) -> list[EdgeRow]:
         wanted = set(sources)
@@ -157,3 +158,47 @@ async def test_a_link_another_process_writes_changes_the_ranking_after_sync(stor
         by_id = {r.id: r for r in after.rows}
         assert by_id[old.id].superseded_by == new.id
         assert after.rank_of(new.id) < after.rank_of(old.id)
+
+
+async def test_while_the_model_loads_a_keyword_recall_still_sees_supersession(
+    store_path, embedder
+) -> None:
+    """Before the first read of the vectors (it waits for the model) the index cannot check
+    the held edges' ends: a keyword recall then reads its links from the store, and a
+    replaced memory is flagged as it is once the model is ready."""
+    import threading
+
+    from nooa_mcp import Settings
+    from nooa_mcp.embeddings import WarmingEmbedder
+    from nooa_mcp.engine import Engine
+
+    async with Memory.open(store_path, owner="a", embedder=embedder) as mem:
+        old = (await mem.author("the wifi password is tulip")).id
+        new = (
+            await mem.author(
+                "wifi password changed to orchid", links=[{"target": old, "relation": "refines"}]
+            )
+        ).id
+    gate = threading.Event()
+
+    def slow():
+        gate.wait(10)
+        return embedder
+
+    warming = WarmingEmbedder(slow, embedder.name, embedder.dim)
+    impatient = Settings(store=store_path, owner="a", model_wait_seconds=0)
+    try:
+        # As a server opens (`vectors_later`): the vectors are read once the model loaded.
+        async with Engine.open(impatient, warming, vectors_later=True) as engine:
+            mem = Memory(engine, "a")
+            assert engine.index.size == 0
+            result = await mem.recall("wifi password tulip")
+            assert result.embeddings == "warming"
+            by_id = {h.id: h for h in result.hits}
+            assert by_id[old].flags.superseded_by == new
+            gate.set()
+            await mem.wait_ready()
+            ready = {h.id: h for h in (await mem.recall("wifi password tulip")).hits}
+            assert ready[old].flags.superseded_by == new
+    finally:
+        gate.set()
