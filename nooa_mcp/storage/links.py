@@ -29,6 +29,10 @@ if TYPE_CHECKING:
 
 __all__ = ["HeldLinks"]
 
+#: At most this many edges are put in place one by one (each costs a pass over the arrays);
+#: more are merged and sorted whole.
+INSERT_AT_MOST = 3
+
 
 class HeldLinks:
     """The store's edges as arrays, read once and then pulled as they change."""
@@ -86,15 +90,28 @@ class HeldLinks:
         self.apply(changes.edges)
 
     def apply(self, edges: Sequence[EdgeRow]) -> None:
-        """Add these edges, or set their weight where held (the last of a repeated edge wins)."""
+        """Add these edges, or set their weight where held (the last of a repeated edge wins).
+
+        A few edges (what a sync brings) go in place: a weight is rewritten, a new edge is
+        inserted where the two orders put it, with no sort (a sort of 300k edges took 120
+        ms); a read of many is merged and sorted whole."""
         if not edges:
             return
-        src = np.concatenate([self.src, self._codes([e.src for e in edges])])
-        dst = np.concatenate([self.dst, self._codes([e.dst for e in edges])])
-        kind = np.concatenate(
-            [self.kind, np.array([self._kind(e.type) for e in edges], dtype=np.uint8)]
-        )
-        weight = np.concatenate([self.weight, np.array([e.weight for e in edges], np.float64)])
+        src = self._codes([e.src for e in edges])
+        dst = self._codes([e.dst for e in edges])
+        kind = np.array([self._kind(e.type) for e in edges], dtype=np.uint8)
+        weight = np.array([e.weight for e in edges], dtype=np.float64)
+        if len(edges) <= INSERT_AT_MOST < len(self):
+            self._insert(src, dst, kind, weight)
+        else:
+            self._merge(src, dst, kind, weight)
+        self.ends.settle()
+
+    def _merge(self, src: np.ndarray, dst: np.ndarray, kind: np.ndarray, w: np.ndarray) -> None:
+        src = np.concatenate([self.src, src])
+        dst = np.concatenate([self.dst, dst])
+        kind = np.concatenate([self.kind, kind])
+        weight = np.concatenate([self.weight, w])
         n = src.shape[0]
         order = np.lexsort((np.arange(n), kind, dst, src))
         src, dst, kind, weight = src[order], dst[order], kind[order], weight[order]
@@ -102,7 +119,25 @@ class HeldLinks:
         last[:-1] = (src[1:] != src[:-1]) | (dst[1:] != dst[:-1]) | (kind[1:] != kind[:-1])
         self.src, self.dst, self.kind, self.weight = src[last], dst[last], kind[last], weight[last]
         self.by_dst = np.lexsort((self.src, self.kind, self.dst)).astype(np.int32)
-        self.ends.settle()
+
+    def _insert(self, src: np.ndarray, dst: np.ndarray, kind: np.ndarray, w: np.ndarray) -> None:
+        for s, d, k, weight in zip(
+            src.tolist(), dst.tolist(), kind.tolist(), w.tolist(), strict=True
+        ):
+            key = _key(self.src, self.dst, self.kind)
+            at = int(np.searchsorted(key, _key(s, d, k)))
+            if at < len(key) and key[at] == _key(s, d, k):
+                self.weight[at] = weight
+                continue
+            # Every place at or after `at` moves one on; the new edge takes `at`.
+            by_dst = self.by_dst + (self.by_dst >= at)
+            self.src = np.insert(self.src, at, s)
+            self.dst = np.insert(self.dst, at, d)
+            self.kind = np.insert(self.kind, at, k)
+            self.weight = np.insert(self.weight, at, weight)
+            into = _key(self.dst[by_dst], self.src[by_dst], self.kind[by_dst], target=True)
+            place = int(np.searchsorted(into, _key(d, s, k, target=True)))
+            self.by_dst = np.insert(by_dst, place, at).astype(np.int32)
 
     def out_edges(self, sources: Sequence[str], scope: Scope, index: VectorIndex) -> list[EdgeRow]:
         """`Store.out_edges`: the edges of `sources` whose targets are live inside `scope`."""
@@ -161,11 +196,16 @@ class HeldLinks:
         return rows
 
     def _codes(self, ids: list[str]) -> np.ndarray:
-        codes = self.ends.rows_of(ids)
+        """Each id's code, appending the ids not seen yet (one batch lookup: a lookup one id
+        at a time made a cold read of 300k edges take 50 s)."""
+        distinct = list(dict.fromkeys(ids))
+        codes = self.ends.rows_of(distinct)
         for k in np.flatnonzero(codes < 0).tolist():
-            found = self.ends.get(ids[k])  # an id repeated within `ids`
-            codes[k] = found if found is not None else self.ends.append(ids[k])
-        return codes.astype(np.int32)
+            codes[k] = self.ends.append(distinct[k])
+        if len(distinct) == len(ids):
+            return codes.astype(np.int32)
+        code_of = dict(zip(distinct, codes.tolist(), strict=True))
+        return np.fromiter((code_of[i] for i in ids), dtype=np.int32, count=len(ids))
 
     def _kind(self, name: str) -> int:
         code = self._kinds.get(name)
@@ -173,3 +213,14 @@ class HeldLinks:
             code = self._kinds[name] = len(self._kind_names)
             self._kind_names.append(name)
         return code
+
+
+def _key(a: Any, b: Any, kind: Any, *, target: bool = False) -> Any:
+    """One int64 per edge in the order of the arrays: (src, dst, kind), or with `target`
+    (dst, kind, src) given as (dst, src, kind). Ends are codes below 2^29 (29 + 29 + 5 bits)."""
+    a = np.asarray(a, dtype=np.int64)
+    b = np.asarray(b, dtype=np.int64)
+    kind = np.asarray(kind, dtype=np.int64)
+    if target:
+        return (a << 34) | (kind << 29) | b
+    return (a << 34) | (b << 5) | kind

@@ -170,3 +170,36 @@ async def test_an_edge_rolled_back_is_never_held_and_the_next_edge_is(store: Sto
     assert (ids["c2"], ids["w1"], "precedes", 0.4) in found
     assert (ids["c1"], ids["w1"], "precedes", 0.6) not in found
     assert found == key(await store.out_edges([ids["c1"], ids["c2"]], SCOPES["everyone"]))
+
+
+def test_edges_put_in_place_one_by_one_equal_a_sort_of_them_all() -> None:
+    """A sync's few edges are inserted where the two orders put them, without a sort: the
+    arrays must come out as a whole sort of every edge would make them."""
+    rng = np.random.default_rng(1)
+    ends = [f"{i:032x}" for i in range(300)]
+    kinds = ["related", "causes", "refines"]
+
+    def some(n: int) -> list[EdgeRow]:
+        picks = rng.integers(0, 300, (n, 2)).tolist()
+        return [
+            EdgeRow(ends[s], ends[d], kinds[(s + d) % 3], float(rng.random())) for s, d in picks
+        ]
+
+    held, everything = HeldLinks(), some(2000)
+    held.apply(everything)
+    for _ in range(40):
+        batch = [*some(int(rng.integers(0, 3))), everything[int(rng.integers(0, 2000))]]
+        batch[-1] = EdgeRow(batch[-1].src, batch[-1].dst, batch[-1].type, 2.0)
+        held.apply(batch)
+        everything += batch
+    whole = HeldLinks()
+    whole.apply(everything)
+    assert len(held) == len(whole) < len(everything)
+    for name in ("src", "dst", "kind", "weight"):
+        mine = [held.ends[c] for c in getattr(held, name)] if name in ("src", "dst") else None
+        theirs = [whole.ends[c] for c in getattr(whole, name)] if name in ("src", "dst") else None
+        if mine is None:
+            mine, theirs = getattr(held, name).tolist(), getattr(whole, name).tolist()
+        assert mine == theirs, name
+    by_dst = [(held.ends[held.dst[i]], held.ends[held.src[i]]) for i in held.by_dst]
+    assert by_dst == [(whole.ends[whole.dst[i]], whole.ends[whole.src[i]]) for i in whole.by_dst]
