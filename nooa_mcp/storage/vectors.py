@@ -216,13 +216,18 @@ class VectorIndex:
     async def sync(self, store: Store) -> None:
         """Bring the cache up to date with the store."""
         token = await store.change_token()
-        if not self._dirty and token == self._token and not self.links.due(store):
+        # Edges are read when another connection committed or this store wrote edges, not
+        # for this process's other writes (every recall's access log marks the index dirty;
+        # on PostgreSQL a read of the edges is a round trip of its own).
+        links_due = token != self._token or self.links.due(store)
+        if not self._dirty and not links_due:
             return
         self._dirty = False
         self._token = token
-        # The links first: an edge pulled before its end's row is not used until the row is
-        # (`visible`), so no edge of a row pulled below is missing when ranking asks.
-        await self.links.sync(store)
+        if links_due:
+            # The links first: an edge pulled before its end's row is not used until the row
+            # is (`visible`), so no edge of a row pulled below is missing when ranking asks.
+            await self.links.sync(store)
         if self.residency is not None:
             with self.held():  # no role is let go while the pull reads
                 await self._pull(store, self.residency.filter())
