@@ -33,7 +33,7 @@ import contextvars
 import weakref
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..domain.scope import Scope
@@ -52,7 +52,14 @@ from .base import (
     VectorRow,
 )
 from .dialect import POSTGRES, scope_where
-from .pg_schema import AFTER, MIGRATIONS, SCHEMA_VERSION, notify_channel
+from .pg_schema import (
+    AFTER,
+    MIGRATIONS,
+    NOTIFY_AFTER_COMMIT,
+    NOTIFY_OWED,
+    SCHEMA_VERSION,
+    notify_channel,
+)
 from .pg_search import (
     SNAPSHOT,
     CommonTerms,
@@ -72,6 +79,7 @@ try:
     import psycopg
     from psycopg import sql
     from psycopg.conninfo import conninfo_to_dict, make_conninfo
+    from psycopg.pq import TransactionStatus
     from psycopg.rows import dict_row
     from psycopg.types.string import TextLoader
     from psycopg_pool import AsyncConnectionPool, PoolTimeout
@@ -105,6 +113,10 @@ class _Tx:
     #: pipeline) and its answer: served by `_read_ahead` only as the very next statement of
     #: the transaction (`_conn` drops it before any other).
     ahead: tuple[tuple[str, Any], Sequence[Row]] | None = None
+    #: Writes whose answer nobody reads (`_exec_many`: the access log, edges), held back
+    #: and sent ahead of the transaction's next statement, or with its COMMIT (`_commit`):
+    #: an author's access record costs no round trip of its own.
+    pending: list[tuple[str, Sequence[dict[str, Any]]]] = field(default_factory=list)
 
 
 #: The open transaction of each store in the running task (store id -> _Tx).
@@ -363,22 +375,34 @@ class PostgresStore(SqlVerbs, SqlReports):
         have committed before the answer was lost, so CommitUnknown says it may have been
         written and claims neither.
         """
-        current = self._tx()
-        if current is not None:
-            async with current.transaction():
-                yield
+        outer = _TX.get().get(id(self))
+        if outer is not None:
+            # A savepoint: the writes held back so far go before it, its own before it ends.
+            await self._flush(outer)
+            try:
+                async with outer.conn.transaction():
+                    yield
+                    await self._flush(outer)
+            except BaseException:
+                outer.pending.clear()
+                raise
             return
         committing = False
         try:
             async with AsyncExitStack() as stack:
-                tx = _Tx(await self._begin(stack))
+                conn, begun = await self._begin(stack)
+                tx = _Tx(conn)
                 token = _TX.set({**_TX.get(), id(self): tx})
                 try:
                     yield
-                finally:
+                except BaseException as exc:
                     _TX.reset(token)
-                # The block ended without an error: leaving the stack sends COMMIT.
+                    await begun.__aexit__(type(exc), exc, exc.__traceback__)  # ROLLBACK
+                    raise
+                _TX.reset(token)
+                # The block ended without an error: COMMIT, with what it held back.
                 committing = True
+                await self._commit(conn, begun, tx.pending)
         except PoolTimeout as exc:
             raise self._unavailable(exc) from None
         except psycopg.OperationalError as exc:
@@ -388,21 +412,67 @@ class PostgresStore(SqlVerbs, SqlReports):
         if tx.moved:
             self._own_commit(tx.conn)
 
-    async def _begin(self, stack: AsyncExitStack) -> Any:
-        """A pooled connection with its transaction begun (one retry on a dead connection)."""
+    async def _begin(self, stack: AsyncExitStack) -> tuple[Any, Any]:
+        """A pooled connection (on `stack`) and its transaction, begun (one retry on a dead
+        connection); the caller ends the transaction (`_commit`, or its `__aexit__`)."""
         for attempt in (1, 2):
             inner = AsyncExitStack()
             try:
                 conn = await inner.enter_async_context(self.pool.connection())
-                await inner.enter_async_context(conn.transaction())
+                begun = conn.transaction()
+                await begun.__aenter__()
             except psycopg.OperationalError:
                 await inner.aclose()
                 if attempt == 2:
                     raise
                 continue
             stack.push_async_exit(inner)
-            return conn
+            return conn, begun
         raise AssertionError("unreachable")
+
+    def _notify_owed(self) -> list[tuple[str, dict[str, Any] | None]]:
+        return [(NOTIFY_OWED[0], {"ch": notify_channel(self.schema)}), (NOTIFY_OWED[1], None)]
+
+    async def _commit(self, conn: Any, begun: Any, pending: Sequence[tuple[str, Any]]) -> None:
+        """One round trip: the writes held back, COMMIT, then the notification the
+        transaction owes (pg_schema `NOTIFY_OWED`: after the commit, off its WAL flush).
+
+        The answer is awaited before this returns, so a write is acknowledged only once
+        committed. What failed decides the error: a held-back write (the transaction is
+        then aborted and its COMMIT skipped: nothing written; rolled back here, the error
+        raised as it would have been where the write was made); a conflict; otherwise a lost
+        connection or a failure after the writes, where the commit may have happened:
+        CommitUnknown.
+        """
+        try:
+            async with conn.pipeline():
+                for query, rows in pending:
+                    await conn.cursor().executemany(query, rows)
+                await begun.__aexit__(None, None, None)
+                for query, params in self._notify_owed():
+                    await conn.execute(query, params)
+        except psycopg.Error as exc:
+            if conn.info.transaction_status == TransactionStatus.INERROR:
+                with contextlib.suppress(psycopg.Error):
+                    await conn.rollback()
+                if isinstance(exc, psycopg.OperationalError):
+                    raise self._unavailable(exc) from None
+                raise
+            if isinstance(exc, _CONFLICTS):
+                raise self._unavailable(exc) from None
+            raise self._commit_unknown(exc) from None
+
+    async def _flush(self, tx: _Tx) -> None:
+        """Send the writes `tx` held back (one pipeline), before anything else runs on it."""
+        if not tx.pending:
+            return
+        pending, tx.pending = tx.pending, []
+        try:
+            async with tx.conn.pipeline():
+                for query, rows in pending:
+                    await tx.conn.cursor().executemany(query, rows)
+        except psycopg.OperationalError as exc:
+            raise self._unavailable(exc) from None
 
     def _commit_unknown(self, exc: BaseException) -> CommitUnknown:
         return CommitUnknown(
@@ -438,6 +508,7 @@ class PostgresStore(SqlVerbs, SqlReports):
         tx = _TX.get().get(id(self))
         if tx is not None:
             tx.ahead = None  # any other statement first: a read sent ahead is stale
+            await self._flush(tx)
             yield tx.conn
             return
         try:
@@ -473,17 +544,33 @@ class PostgresStore(SqlVerbs, SqlReports):
     async def _exec(self, query: Any, params: dict[str, Any] | None = None) -> int:
         try:
             async with self._conn() as conn:
-                cur = await conn.execute(query, params)
+                if self.in_transaction:
+                    cur = await conn.execute(query, params)
+                    return cur.rowcount
+                # Autocommit: a notification the write owes goes with it (`_commit`).
+                async with conn.pipeline():
+                    cur = await conn.execute(query, params)
+                    for owed, values in self._notify_owed():
+                        await conn.execute(owed, values)
                 return cur.rowcount
         except psycopg.OperationalError as exc:
             raise self._unavailable(exc) from None
 
     async def _exec_many(self, query: Any, rows: Sequence[dict[str, Any]]) -> None:
+        """Inside a transaction the write is held back (`_Tx.pending`); its errors then
+        surface at the transaction's next statement or COMMIT, which it aborts."""
         if not rows:
             return
+        tx = _TX.get().get(id(self))
+        if tx is not None:
+            tx.ahead = None
+            tx.pending.append((query, list(rows)))
+            return
         try:
-            async with self._conn() as conn, conn.cursor() as cur:
-                await cur.executemany(query, rows)
+            async with self._conn() as conn, conn.pipeline():
+                await conn.cursor().executemany(query, rows)
+                for owed, values in self._notify_owed():
+                    await conn.execute(owed, values)
         except psycopg.OperationalError as exc:
             raise self._unavailable(exc) from None
 
@@ -729,9 +816,11 @@ class PostgresStore(SqlVerbs, SqlReports):
 
 
 async def _configure(conn: Any) -> None:
-    """JSON columns come back as their text, decoded by the same code as SQLite's rows."""
+    """JSON columns come back as their text, decoded by the same code as SQLite's rows; a
+    commit's notification is sent after it (pg_schema `_NOTIFY_AFTER`), by `_commit`."""
     conn.adapters.register_loader("json", TextLoader)
     conn.adapters.register_loader("jsonb", TextLoader)
+    await conn.execute(NOTIFY_AFTER_COMMIT)
 
 
 async def _ensure_schema(conn: Any, label: str) -> str:
