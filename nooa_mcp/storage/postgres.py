@@ -8,7 +8,11 @@ Concurrency comes from PostgreSQL, never from a process-local lock:
 
 - `transaction()` borrows one pooled connection for its whole body and binds it to the running
   task (a context variable): every store call inside the block runs on it. Reads outside a
-  transaction borrow a pooled connection per call (autocommit).
+  transaction borrow a pooled connection per call (autocommit). A transaction costs no round
+  trip of its own: BEGIN goes with its first statement, COMMIT with the writes whose answer
+  nobody reads (`_exec_many`: the access log, edges), held back until then, and the
+  notification other servers wait for follows the COMMIT in that same round trip (an author:
+  3 round trips, from 5).
 - Rows read to be rewritten are locked: inside a transaction, `fetch`, `fetch_many` and
   `context_rows` read with `FOR UPDATE` (in id order, so two transactions cannot deadlock on
   the rows of one call). SQLite gets the same guarantee from its file-wide write lock.
@@ -20,7 +24,10 @@ Concurrency comes from PostgreSQL, never from a process-local lock:
   existing text or the revival of an archived twin fail where SQLite accepts them.)
 - Revision numbers are transaction ids (`rev xid8`, see pg_search): a vector cache pulls every
   row another server committed, whatever order transactions commit in. A LISTEN connection
-  hears other servers' commits, so `change_token` costs no round trip. This process's own
+  hears other servers' commits, so `change_token` costs no round trip. The notification is
+  sent after the COMMIT, not inside the transaction (pg_schema `_NOTIFY_AFTER`), so commits
+  of concurrent writers no longer queue on PostgreSQL's notify lock through each other's WAL
+  flush. This process's own
   commits do not move it (`_own_commit`): what they wrote the service noted in the vector
   cache already, or marked it dirty, so a write is not followed by a pull of itself.
 """
@@ -32,7 +39,7 @@ import contextlib
 import contextvars
 import weakref
 from collections.abc import AsyncIterator, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -105,9 +112,19 @@ _FIRST_SEQ = -(2**63)
 
 @dataclass
 class _Tx:
-    """An open transaction: its connection, and whether it changed what vector caches hold."""
+    """An open transaction: its connection, and whether it changed what vector caches hold.
 
+    BEGIN is not sent on its own: it goes in one pipeline with the transaction's first
+    statement (`_conn`), or with its COMMIT if nothing else was sent (`_commit`); a block
+    that sent nothing sends nothing. Until that first round trip succeeds nothing of the
+    transaction reached the database, so a connection found dead there (one that died
+    while pooled) is replaced and the statement sent again (`_reconnect`).
+    """
+
+    lease: Any  # the pool's connection context, held for the whole block
     conn: Any
+    begun: Any  # psycopg's transaction on `conn`, entered with the first round trip
+    started: bool = False
     moved: bool = False
     #: A read `_locked_read` sent ahead (authoring's tombstone check, in `find_by_hash`'s
     #: pipeline) and its answer: served by `_read_ahead` only as the very next statement of
@@ -369,7 +386,8 @@ class PostgresStore(SqlVerbs, SqlReports):
         Nested blocks become savepoints. A conflict PostgreSQL resolves by aborting this
         transaction (a deadlock) or a lost connection rolls everything back and raises
         StoreUnavailable, whose message says to retry. A pooled connection that died while
-        idle (a database restart) is replaced before the block starts.
+        idle (a database restart) is replaced at the block's first round trip, which
+        carries BEGIN and is sent again on a fresh connection (`_Tx`).
 
         A connection lost while the COMMIT is on its way is different: the database may
         have committed before the answer was lost, so CommitUnknown says it may have been
@@ -378,6 +396,7 @@ class PostgresStore(SqlVerbs, SqlReports):
         outer = _TX.get().get(id(self))
         if outer is not None:
             # A savepoint: the writes held back so far go before it, its own before it ends.
+            await self._start(outer)
             await self._flush(outer)
             try:
                 async with outer.conn.transaction():
@@ -389,20 +408,22 @@ class PostgresStore(SqlVerbs, SqlReports):
             return
         committing = False
         try:
-            async with AsyncExitStack() as stack:
-                conn, begun = await self._begin(stack)
-                tx = _Tx(conn)
+            tx = await self._lease()
+            try:
                 token = _TX.set({**_TX.get(), id(self): tx})
                 try:
                     yield
                 except BaseException as exc:
                     _TX.reset(token)
-                    await begun.__aexit__(type(exc), exc, exc.__traceback__)  # ROLLBACK
+                    if tx.started:  # ROLLBACK
+                        await tx.begun.__aexit__(type(exc), exc, exc.__traceback__)
                     raise
                 _TX.reset(token)
                 # The block ended without an error: COMMIT, with what it held back.
                 committing = True
-                await self._commit(conn, begun, tx.pending)
+                await self._commit(tx)
+            finally:
+                await tx.lease.__aexit__(None, None, None)
         except PoolTimeout as exc:
             raise self._unavailable(exc) from None
         except psycopg.OperationalError as exc:
@@ -412,30 +433,45 @@ class PostgresStore(SqlVerbs, SqlReports):
         if tx.moved:
             self._own_commit(tx.conn)
 
-    async def _begin(self, stack: AsyncExitStack) -> tuple[Any, Any]:
-        """A pooled connection (on `stack`) and its transaction, begun (one retry on a dead
-        connection); the caller ends the transaction (`_commit`, or its `__aexit__`)."""
-        for attempt in (1, 2):
-            inner = AsyncExitStack()
-            try:
-                conn = await inner.enter_async_context(self.pool.connection())
-                begun = conn.transaction()
-                await begun.__aenter__()
-            except psycopg.OperationalError:
-                await inner.aclose()
-                if attempt == 2:
-                    raise
-                continue
-            stack.push_async_exit(inner)
-            return conn, begun
-        raise AssertionError("unreachable")
+    async def _lease(self) -> _Tx:
+        """A pooled connection for a transaction, not yet begun (see `_Tx`)."""
+        lease = self.pool.connection()
+        conn = await lease.__aenter__()
+        # psycopg's transaction object itself: `conn.transaction()` entered in a pipeline
+        # would hold the pipeline open until the transaction ends.
+        return _Tx(lease, conn, psycopg.AsyncTransaction(conn))
+
+    async def _reconnect(self, tx: _Tx) -> None:
+        """Replace the connection of a transaction whose first round trip failed on it
+        (nothing of it reached the database): the pool drops the dead one."""
+        await tx.lease.__aexit__(None, None, None)
+        fresh = await self._lease()
+        tx.lease, tx.conn, tx.begun, tx.started = fresh.lease, fresh.conn, fresh.begun, False
+
+    async def _start(self, tx: _Tx) -> None:
+        """BEGIN (with the writes held back) now, in a round trip of its own: before a
+        savepoint, and before a COMMIT that would otherwise be the transaction's first trip
+        (a lost connection there cannot tell "never sent" from "committed")."""
+        token = _TX.set({**_TX.get(), id(self): tx})  # `_commit` runs after the block
+        try:
+            while not tx.started:
+                try:
+                    async with self._conn():
+                        pass
+                except psycopg.OperationalError as exc:
+                    if not self._may_resend(tx, exc):
+                        raise self._unavailable(exc) from None
+                    await self._reconnect(tx)
+        finally:
+            _TX.reset(token)
 
     def _notify_owed(self) -> list[tuple[str, dict[str, Any] | None]]:
         return [(NOTIFY_OWED[0], {"ch": notify_channel(self.schema)}), (NOTIFY_OWED[1], None)]
 
-    async def _commit(self, conn: Any, begun: Any, pending: Sequence[tuple[str, Any]]) -> None:
+    async def _commit(self, tx: _Tx) -> None:
         """One round trip: the writes held back, COMMIT, then the notification the
         transaction owes (pg_schema `NOTIFY_OWED`: after the commit, off its WAL flush).
+        A transaction that sent and held back nothing sends nothing.
 
         The answer is awaited before this returns, so a write is acknowledged only once
         committed. What failed decides the error: a held-back write (the transaction is
@@ -444,11 +480,15 @@ class PostgresStore(SqlVerbs, SqlReports):
         connection or a failure after the writes, where the commit may have happened:
         CommitUnknown.
         """
+        if not tx.started and not tx.pending:
+            return
+        await self._start(tx)
+        conn = tx.conn
         try:
             async with conn.pipeline():
-                for query, rows in pending:
+                for query, rows in tx.pending:
                     await conn.cursor().executemany(query, rows)
-                await begun.__aexit__(None, None, None)
+                await tx.begun.__aexit__(None, None, None)
                 for query, params in self._notify_owed():
                     await conn.execute(query, params)
         except psycopg.Error as exc:
@@ -505,11 +545,28 @@ class PostgresStore(SqlVerbs, SqlReports):
 
     @asynccontextmanager
     async def _conn(self) -> AsyncIterator[Any]:
+        """The connection to send on: the transaction's, or a pooled one. A transaction's
+        first statements go in one pipeline with its BEGIN and the writes it held back: the
+        caller sends inside the block and reads the answers after it (`_rows`)."""
         tx = _TX.get().get(id(self))
         if tx is not None:
             tx.ahead = None  # any other statement first: a read sent ahead is stale
-            await self._flush(tx)
-            yield tx.conn
+            if tx.started:
+                await self._flush(tx)
+                yield tx.conn
+                return
+            try:
+                async with tx.conn.pipeline():
+                    await tx.begun.__aenter__()
+                    for query, rows in tx.pending:
+                        await tx.conn.cursor().executemany(query, rows)
+                    yield tx.conn
+            except BaseException:
+                # BEGIN ran unless the connection is gone (then nothing did: `_reconnect`).
+                tx.started = not tx.conn.broken
+                raise
+            tx.started = True
+            tx.pending = []
             return
         try:
             async with self.pool.connection() as conn:
@@ -523,16 +580,19 @@ class PostgresStore(SqlVerbs, SqlReports):
         """Run one statement; `binary` fetches results in binary (embeddings: no hex text)."""
         # Outside a transaction every call is a read (writes run in transactions), so a read
         # that met a connection which died while pooled is tried once more on a fresh one.
-        retries = 0 if self.in_transaction else 1
+        # So is a transaction's first statement (`_Tx`).
+        retries = 1
         while True:
+            tx = _TX.get().get(id(self))
             try:
                 async with self._conn() as conn:
                     cur = await conn.execute(query, params, binary=binary)
-                    return await cur.fetchall() if cur.description else []
+                return await cur.fetchall() if cur.description else []
             except psycopg.OperationalError as exc:
-                if retries == 0 or isinstance(exc, _CONFLICTS):
+                if retries == 0 or not self._may_resend(tx, exc):
                     raise self._unavailable(exc) from None
                 retries -= 1
+                await self._retry_on(tx)
 
     async def _blob_rows(self, query: Any, params: dict[str, Any] | None = None) -> list[dict]:
         return await self._rows(query, params, binary=True)
@@ -542,19 +602,25 @@ class PostgresStore(SqlVerbs, SqlReports):
         return next(iter(rows[0].values())) if rows else None
 
     async def _exec(self, query: Any, params: dict[str, Any] | None = None) -> int:
-        try:
-            async with self._conn() as conn:
-                if self.in_transaction:
-                    cur = await conn.execute(query, params)
+        tx = _TX.get().get(id(self))
+        retries = 0 if tx is None else 1  # an autocommit write may have happened
+        while True:
+            try:
+                async with self._conn() as conn:
+                    if tx is not None:
+                        cur = await conn.execute(query, params)
+                        return cur.rowcount
+                    # Autocommit: a notification the write owes goes with it (`_commit`).
+                    async with conn.pipeline():
+                        cur = await conn.execute(query, params)
+                        for owed, values in self._notify_owed():
+                            await conn.execute(owed, values)
                     return cur.rowcount
-                # Autocommit: a notification the write owes goes with it (`_commit`).
-                async with conn.pipeline():
-                    cur = await conn.execute(query, params)
-                    for owed, values in self._notify_owed():
-                        await conn.execute(owed, values)
-                return cur.rowcount
-        except psycopg.OperationalError as exc:
-            raise self._unavailable(exc) from None
+            except psycopg.OperationalError as exc:
+                if retries == 0 or not self._may_resend(tx, exc):
+                    raise self._unavailable(exc) from None
+                retries -= 1
+                await self._retry_on(tx)
 
     async def _exec_many(self, query: Any, rows: Sequence[dict[str, Any]]) -> None:
         """Inside a transaction the write is held back (`_Tx.pending`); its errors then
@@ -773,17 +839,38 @@ class PostgresStore(SqlVerbs, SqlReports):
         """Run read statements in one pipeline (one round trip), retried once like `_rows`."""
         if len(statements) <= 1:
             return [await self._rows(query, params) for query, params in statements]
-        retries = 0 if self.in_transaction else 1
+        retries = 1
         while True:
+            tx = _TX.get().get(id(self))
             try:
-                async with self._conn() as conn:
-                    async with conn.pipeline():
-                        cursors = [await conn.execute(q, p) for q, p in statements]
-                    return [await cur.fetchall() for cur in cursors]
+                # A transaction's first statements are in `_conn`'s pipeline already.
+                async with self._conn() as conn, self._pipelined(conn):
+                    cursors = [await conn.execute(q, p) for q, p in statements]
+                return [await cur.fetchall() for cur in cursors]
             except psycopg.OperationalError as exc:
-                if retries == 0 or isinstance(exc, _CONFLICTS):
+                if retries == 0 or not self._may_resend(tx, exc):
                     raise self._unavailable(exc) from None
                 retries -= 1
+                await self._retry_on(tx)
+
+    @staticmethod
+    def _pipelined(conn: Any) -> contextlib.AbstractAsyncContextManager[Any]:
+        """A pipeline on `conn`, unless it is in one (a nested one would sync at once)."""
+        if conn.info.pipeline_status == psycopg.pq.PipelineStatus.OFF:
+            return conn.pipeline()  # type: ignore[no-any-return]
+        return contextlib.nullcontext()
+
+    def _may_resend(self, tx: _Tx | None, exc: BaseException) -> bool:
+        """Whether what failed may be sent again: a read outside a transaction, or a
+        transaction's first round trip on a connection found dead (see `_Tx`); never a
+        conflict."""
+        if isinstance(exc, _CONFLICTS):
+            return False
+        return tx is None or (not tx.started and tx.conn.broken)
+
+    async def _retry_on(self, tx: _Tx | None) -> None:
+        if tx is not None:
+            await self._reconnect(tx)
 
     # ------------------------------------------------------------------ maintenance
 

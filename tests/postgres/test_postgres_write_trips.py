@@ -1,8 +1,8 @@
 """What one `Memory.author` sends to PostgreSQL: the statements a write needs and no more —
-no pull of the row it just noted, no re-read of the intents it did not touch, the access
-record held back to ride with the COMMIT, the notification sent right after the COMMIT in
-the same round trip — while another server's commit is still heard and pulled, and an
-intent written here still reaches the reminders."""
+no pull of the row it just noted, no re-read of the intents it did not touch, BEGIN with the
+first statement, the access record held back to ride with the COMMIT, the notification sent
+right after the COMMIT in the same round trip — while another server's commit is still heard
+and pulled, and an intent written here still reaches the reminders."""
 
 from __future__ import annotations
 
@@ -82,9 +82,9 @@ async def test_an_author_sends_only_its_write_and_a_foreign_commit_is_still_pull
         trips = Trips(monkeypatch)
         for i in range(4):
             await mem.author(f"the ferry leaves pier {i} at dawn")
-            # BEGIN; the lock, lookup and tombstone pipeline; the INSERT; the access record,
-            # COMMIT and the notification in one pipeline.
-            assert trips.take() == 4
+            # BEGIN with the lock, lookup and tombstone; the INSERT; the access record,
+            # COMMIT and the notification: three round trips.
+            assert trips.take() == 3
             await anyio.sleep(0.05)  # its own NOTIFY comes back meanwhile, and is not a change
             statements = sent.take()
             texts = [text for text, _ in statements]
@@ -147,3 +147,60 @@ async def test_an_author_is_acknowledged_only_once_committed(postgres) -> None:
                     "SELECT count(*) FROM accesses WHERE memory_id = %s", (result.id,)
                 ).fetchone()
             assert (found, accesses) == ((1,), (1,))
+
+
+async def test_a_transaction_sends_begin_with_its_first_statement_and_nothing_when_empty(
+    postgres, monkeypatch
+) -> None:
+    from nooa_mcp.domain.accesses import created_record
+    from nooa_mcp.domain.schema import Memory as Record
+    from nooa_mcp.storage import open_store
+
+    store = await open_store(postgres)
+    try:
+        with anyio.fail_after(10):
+            await store.wait_listening()  # its LISTEN is no statement of the transactions
+        await store.get_meta("warm")
+        trips = Trips(monkeypatch)
+        async with store.transaction():
+            pass
+        assert trips.take() == 0  # nothing sent, nothing to commit
+        async with store.transaction():
+            assert await store.get_meta("k") is None
+            await store.set_meta("k", "v")
+        assert trips.take() == 3  # BEGIN + read, write, COMMIT
+        record = Record(content="held back", owner="coder@laptop")
+        async with store.transaction():
+            await store.append_accesses([(record.id, created_record(record, "coder@laptop"))])
+        # Only held-back writes: BEGIN (and them) first, so a lost connection there is
+        # never mistaken for a lost COMMIT; then COMMIT.
+        assert trips.take() == 2
+        assert await store.count_accesses(record.id) == 1
+    finally:
+        await store.close()
+
+
+async def test_a_transaction_whose_pooled_connection_died_begins_on_a_fresh_one(
+    postgres,
+) -> None:
+    """BEGIN rides the first statement, so a connection that died while pooled is found
+    there, not by a BEGIN of its own: that first trip is sent again on a fresh connection."""
+    from nooa_mcp.storage import open_store
+
+    app = "nooa_lazy_begin_test"
+    store = await open_store(f"{postgres}&application_name={app}")
+    try:
+        await store.get_meta("warm")
+        with psycopg.connect(postgres, autocommit=True) as admin:
+            killed = admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE application_name = %s AND query NOT ILIKE 'LISTEN%%'",
+                (app,),
+            ).fetchall()
+        assert killed and all(ok for (ok,) in killed)
+        async with store.transaction():
+            assert await store.get_meta("after") is None
+            await store.set_meta("after", "restart")
+        assert await store.get_meta("after") == "restart"
+    finally:
+        await store.close()
