@@ -41,8 +41,10 @@ import weakref
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
+from ..domain.schema import EdgeType
 from ..domain.scope import Scope
 from ..errors import (
     CommitUnknown,
@@ -609,13 +611,14 @@ class PostgresStore(SqlVerbs, SqlReports):
                 async with self._conn() as conn:
                     if tx is not None:
                         cur = await conn.execute(query, params)
-                        return cur.rowcount
-                    # Autocommit: a notification the write owes goes with it (`_commit`).
-                    async with conn.pipeline():
-                        cur = await conn.execute(query, params)
-                        for owed, values in self._notify_owed():
-                            await conn.execute(owed, values)
-                    return cur.rowcount
+                    else:
+                        # Autocommit: a notification the write owes goes with it (`_commit`).
+                        async with conn.pipeline():
+                            cur = await conn.execute(query, params)
+                            for owed, values in self._notify_owed():
+                                await conn.execute(owed, values)
+                # Read once out of `_conn`: a first statement's pipeline has answered then.
+                return cur.rowcount
             except psycopg.OperationalError as exc:
                 if retries == 0 or not self._may_resend(tx, exc):
                     raise self._unavailable(exc) from None
@@ -873,6 +876,36 @@ class PostgresStore(SqlVerbs, SqlReports):
             await self._reconnect(tx)
 
     # ------------------------------------------------------------------ maintenance
+
+    async def add_edges(self, edges: Sequence[tuple[str, str, EdgeType, float]]) -> None:
+        """`add_edge` for each edge, as one statement over arrays (`unnest`), held back like
+        any `_exec_many`: a reflection pass links hundreds of pairs per transaction, and one
+        statement per edge cost PostgreSQL a parse, bind and execute each (and the driver as
+        much). One statement may not touch a row twice, so repeats of an edge within the
+        call are folded first into their largest weight: what upserting them in order gives
+        (the first one's created_at, the same for all of them)."""
+        if not edges:
+            return
+        best: dict[tuple[str, str, str], float] = {}
+        for src, dst, kind, weight in edges:
+            key = (src, dst, EdgeType(kind).value)
+            best[key] = max(weight, best.get(key, weight))
+        await self._exec_many(
+            "INSERT INTO edges(src, dst, type, weight, created_at) "
+            "SELECT s, d, t, w, %(c)s FROM unnest(%(s)s::text[], %(d)s::text[], %(t)s::text[], "
+            "%(w)s::float8[]) AS e(s, d, t, w) "
+            "ON CONFLICT (src, dst, type) DO UPDATE SET weight = greatest(edges.weight, "
+            "excluded.weight)",
+            [
+                {
+                    "s": [k[0] for k in best],
+                    "d": [k[1] for k in best],
+                    "t": [k[2] for k in best],
+                    "w": list(best.values()),
+                    "c": datetime.now(UTC).timestamp(),
+                }
+            ],
+        )
 
     async def reflection_changes(self, since: int | None, limit: int) -> RowChanges | None:
         """None: `rev` moves only with what vector caches hold (not status, importance or
