@@ -672,6 +672,7 @@ async def test_add_edges_is_add_edge_for_each_in_order(store: Store) -> None:
     """Reflection links a few hundred pairs per transaction with one call."""
     a, b, c = await put(store, "a"), await put(store, "b"), await put(store, "c")
     async with store.transaction():
+        await store.add_edge(b.id, a.id, EdgeType.related, 0.6)  # kept: larger than 0.4
         await store.add_edges([])
         await store.add_edges(
             [
@@ -685,7 +686,7 @@ async def test_add_edges_is_add_edge_for_each_in_order(store: Store) -> None:
     assert sorted((e.target, e.weight) for e in await store.edges_of(a.id)) == sorted(
         [(b.id, 0.9), (c.id, 0.2)]
     )
-    assert [(e.target, e.weight) for e in await store.edges_of(b.id)] == [(a.id, 0.4)]
+    assert [(e.target, e.weight) for e in await store.edges_of(b.id)] == [(a.id, 0.6)]
 
 
 async def test_out_edges_drop_archived_and_hidden_targets(store: Store) -> None:
