@@ -8,7 +8,8 @@ sent to PostgreSQL (BEGIN and COMMIT of a transaction block included), process-w
 aiosqlite runs each operation (an execute, a fetch, a commit) as one job on the connection's
 thread: a hop there and back through the event loop. psycopg (no prepared statements) sends
 each statement outside a pipeline and waits for its answer: one round trip; a pipeline
-(`executemany` runs in one) sends its statements together and syncs once: one round trip.
+(`executemany` runs in one) sends its statements together and syncs once: one round trip
+(a statement or a transaction's BEGIN / COMMIT sent inside one rides it).
 Patching is undone on exit; nested counters are not supported.
 """
 
@@ -48,8 +49,10 @@ class RoundTrips:
             return self
         self._patch(psycopg.AsyncCursor, "execute", "postgres", alone=True)
         self._patch(psycopg.AsyncPipeline, "__aexit__", "postgres")
-        self._patch(psycopg.AsyncTransaction, "__aenter__", "postgres")
-        self._patch(psycopg.AsyncTransaction, "__aexit__", "postgres")
+        # BEGIN and COMMIT: a COMMIT sent in a pipeline (with the writes held back before it
+        # and the notification after it, `PostgresStore._commit`) rides that pipeline's trip.
+        self._patch(psycopg.AsyncTransaction, "__aenter__", "postgres", alone=True)
+        self._patch(psycopg.AsyncTransaction, "__aexit__", "postgres", alone=True)
         return self
 
     def __exit__(

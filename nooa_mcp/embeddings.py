@@ -10,14 +10,13 @@ a server answers at once and recall runs on FTS candidates until the model is re
 from __future__ import annotations
 
 import hashlib
-import os
+import json
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 import platformdirs
@@ -25,9 +24,11 @@ import platformdirs
 from .malloc_tuning import release_free_memory
 from .model_file import model_file
 
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
+
 TOKENIZER_DIR = Path(__file__).parent / "assets" / "minilm"
-MODEL_NAME = "nooa/all-MiniLM-L6-v2-int8"
-#: onnxruntime session settings fastembed has no argument for. Its worker threads spin-wait
+#: onnxruntime session settings. Its worker threads spin-wait
 #: for work between and after runs by default, burning the core the SQLite thread and the
 #: event loop need, while embedding runs no faster.
 SESSION_CONFIG = {"session.intra_op.allow_spinning": "0"}
@@ -85,84 +86,85 @@ class HashEmbedder:
         return _normalise(np.stack([self._vector(t) for t in texts]))
 
 
-_register_lock = threading.Lock()
-_session_lock = threading.Lock()
+def _tokenizer(folder: Path) -> Tokenizer:
+    """The vendored BERT tokenizer, set up as its `tokenizer_config.json` asks: texts cut at
+    `model_max_length` tokens (256) on the right, a batch padded on the right to its longest
+    text with the pad token. (`tokenizer.json` itself says 128 and a fixed length: the model's
+    own card and every library that runs it use the config's 256, padded to the longest.)"""
+    from tokenizers import Tokenizer
 
-
-@contextmanager
-def _session_config(entries: dict[str, str]) -> Iterator[None]:
-    """Sessions built inside this block get `entries` as config entries.
-
-    fastembed creates its own `onnxruntime.SessionOptions` and passes on only the arena
-    switch, so for the length of the load it is handed a subclass that adds the entries.
-    Loads are serialised: only the embedder builds sessions in this process.
-    """
-    import onnxruntime as ort
-
-    base = ort.SessionOptions
-
-    class Options(base):  # type: ignore[misc, valid-type]
-        def __init__(self) -> None:
-            super().__init__()
-            for key, value in entries.items():
-                self.add_session_config_entry(key, value)
-
-    with _session_lock:
-        ort.SessionOptions = Options
-        try:
-            yield
-        finally:
-            ort.SessionOptions = base
-
-
-def _register_model(cache: Path) -> None:
-    """Register the pip-installed model with fastembed once per process (see `model_file`)."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from fastembed import TextEmbedding
-    from fastembed.common.model_description import ModelSource, PoolingType
-
-    with _register_lock:
-        known = {m["model"] for m in TextEmbedding.list_supported_models()}
-        if MODEL_NAME in known:
-            return
-        TextEmbedding.add_custom_model(
-            model=MODEL_NAME,
-            pooling=PoolingType.MEAN,
-            normalization=True,
-            sources=ModelSource(hf="sentence-transformers/all-MiniLM-L6-v2"),
-            dim=384,
-            model_file=str(model_file(cache)),
-        )
+    config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+    tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    tokenizer.enable_truncation(
+        max_length=int(config["model_max_length"]),
+        direction=config.get("truncation_side") or "right",
+    )
+    pad = config["pad_token"]
+    pad_id = tokenizer.token_to_id(pad)
+    if pad_id is None:  # a broken install, not a user's input
+        raise RuntimeError(f"{folder / 'tokenizer.json'} has no id for the pad token {pad!r}")
+    tokenizer.enable_padding(
+        direction=config.get("padding_side") or "right", pad_id=pad_id, pad_token=pad
+    )
+    return tokenizer
 
 
 class MiniLMEmbedder:
-    """all-MiniLM-L6-v2 (int8 ONNX, 384-d) through fastembed, with no network at all."""
+    """all-MiniLM-L6-v2 (int8 ONNX, 384-d) run by onnxruntime, with no network at all.
+
+    The sentence vector is the mean of the token vectors the attention mask marks as real,
+    summed in float64, L2-normalised, then float32: the model's own recipe. It is computed
+    here rather than through an embedding framework because a server holds whatever it
+    imports for its whole life, and the framework's imports (an HTTP stack, a model hub
+    client, an image library, a logger) came to ~35 MB of RSS for two array operations
+    (BENCHMARKS.md, "Resident memory (RSS)"); the vectors are the same bit for bit (tested).
+    """
 
     name = "all-MiniLM-L6-v2-int8"
     dim = 384
 
     def __init__(self, cache_dir: Path | None = None, batch_size: int = 32) -> None:
-        cache = cache_dir or Path(platformdirs.user_cache_dir("nooa-mcp", appauthor=False))
-        _register_model(cache)
-        from fastembed import TextEmbedding
+        import onnxruntime as ort
 
-        # batch_size 32: as fast, at a fraction of the memory fastembed's default 256 peaks at.
+        cache = cache_dir or Path(platformdirs.user_cache_dir("nooa-mcp", appauthor=False))
+        # batch_size 32: as fast as larger batches, at a fraction of their memory peak.
         self.batch_size = batch_size
+        self._tokenizer = _tokenizer(TOKENIZER_DIR)
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         # No onnxruntime arena: it keeps the largest batch's activations for the life of the
         # process, and a query is no slower without it. Same embeddings.
-        with _session_config(SESSION_CONFIG):
-            self._model = TextEmbedding(
-                MODEL_NAME,
-                specific_model_path=str(TOKENIZER_DIR),
-                local_files_only=True,
-                cache_dir=str(cache),
-                enable_cpu_mem_arena=False,
-            )
+        options.enable_cpu_mem_arena = False
+        for key, value in SESSION_CONFIG.items():
+            options.add_session_config_entry(key, value)
+        #: The ONNX file the session runs (`model_file`: the rewritten one when it could be made).
+        self.model_path = model_file(cache)
+        self._session = ort.InferenceSession(
+            str(self.model_path), sess_options=options, providers=["CPUExecutionProvider"]
+        )
+        self._inputs = {node.name for node in self._session.get_inputs()}
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._cache_lock = threading.Lock()
         # Loading parses the protobuf and folds the int8 weights into float32 ones: ~60 MB
         # of what it allocated is free again but still resident.
         release_free_memory()
+
+    def _run(self, texts: Sequence[str]) -> np.ndarray:
+        """One run of the model over `texts` (padded to the longest): their sentence vectors."""
+        encoded = self._tokenizer.encode_batch(list(texts))
+        ids = np.array([e.ids for e in encoded], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encoded], dtype=np.int64)
+        feed = {"input_ids": ids}
+        if "attention_mask" in self._inputs:
+            feed["attention_mask"] = mask
+        if "token_type_ids" in self._inputs:
+            feed["token_type_ids"] = np.zeros_like(ids)
+        tokens = self._session.run(None, feed)[0]  # (texts, tokens, dim)
+        real = mask.astype(bool)[:, :, None]
+        summed = np.sum(tokens, axis=1, where=real, dtype=np.float64)
+        mean = summed / np.maximum(mask.sum(axis=1, keepdims=True), 1e-9)
+        norms = np.maximum(np.linalg.norm(mean, axis=1, keepdims=True), 1e-12)
+        return (mean / norms).astype(tokens.dtype, copy=False)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
@@ -175,8 +177,11 @@ class MiniLMEmbedder:
             # Shortest first: a batch is padded to its longest text, so batches of mixed
             # lengths spent most of their time on padding. The vectors are the same.
             order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-            embedded = np.stack(
-                list(self._model.embed([texts[i] for i in order], batch_size=self.batch_size))
+            embedded = np.concatenate(
+                [
+                    self._run([texts[i] for i in order[at : at + self.batch_size]])
+                    for at in range(0, len(order), self.batch_size)
+                ]
             )
             rows = np.empty_like(embedded)
             rows[order] = embedded
@@ -188,7 +193,7 @@ class MiniLMEmbedder:
         return rows
 
     def _run_one(self, text: str) -> np.ndarray:
-        return _normalise(np.stack(list(self._model.embed([text], batch_size=1))))[0]
+        return _normalise(self._run([text]))[0]
 
     def _embed_one(self, text: str) -> np.ndarray:
         """Single texts are mostly queries and repeat often: keep the last 512 in an LRU."""

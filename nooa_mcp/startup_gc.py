@@ -1,7 +1,7 @@
 """Python's cyclic garbage collector, paused while a server starts and resumed once it is warm.
 
 A stdio server spends its first second importing: the MCP SDK, pydantic models by the
-hundred, numpy, then fastembed and onnxruntime behind the first call. Every import allocates
+hundred, numpy, then onnxruntime and the tokenizer behind the first call. Every import allocates
 container objects, and the collector, triggered every 700 of them, walks the whole growing
 heap again and again: a third of the time to the first answer went to collections that found
 next to nothing (BENCHMARKS.md, "Start-up and first search"). Module objects are not garbage.

@@ -13,7 +13,7 @@ them. So they start at whichever comes first:
 A recall that arrives while the model loads does not wait for it: it ranks by keywords and
 its reply says so (`Engine.query_vector`). Over stdio the store opens for the call that woke
 the warm-up, but the model's own load waits until the calls in flight are answered
-(`after_answers`, `WarmingEmbedder.hold`): importing fastembed and onnxruntime beside the
+(`after_answers`, `WarmingEmbedder.hold`): importing onnxruntime and loading the model beside the
 first recall took the interpreter lock from it, and that first answer came later than it
 needs to. A call that needs the model (a write) releases the load at once.
 

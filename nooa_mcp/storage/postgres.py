@@ -8,7 +8,11 @@ Concurrency comes from PostgreSQL, never from a process-local lock:
 
 - `transaction()` borrows one pooled connection for its whole body and binds it to the running
   task (a context variable): every store call inside the block runs on it. Reads outside a
-  transaction borrow a pooled connection per call (autocommit).
+  transaction borrow a pooled connection per call (autocommit). A transaction costs no round
+  trip of its own: BEGIN goes with its first statement, COMMIT with the writes whose answer
+  nobody reads (`_exec_many`: the access log, edges), held back until then, and the
+  notification other servers wait for follows the COMMIT in that same round trip (an author:
+  3 round trips, from 5).
 - Rows read to be rewritten are locked: inside a transaction, `fetch`, `fetch_many` and
   `context_rows` read with `FOR UPDATE` (in id order, so two transactions cannot deadlock on
   the rows of one call). SQLite gets the same guarantee from its file-wide write lock.
@@ -20,7 +24,10 @@ Concurrency comes from PostgreSQL, never from a process-local lock:
   existing text or the revival of an archived twin fail where SQLite accepts them.)
 - Revision numbers are transaction ids (`rev xid8`, see pg_search): a vector cache pulls every
   row another server committed, whatever order transactions commit in. A LISTEN connection
-  hears other servers' commits, so `change_token` costs no round trip. This process's own
+  hears other servers' commits, so `change_token` costs no round trip. The notification is
+  sent after the COMMIT, not inside the transaction (pg_schema `_NOTIFY_AFTER`), so commits
+  of concurrent writers no longer queue on PostgreSQL's notify lock through each other's WAL
+  flush. This process's own
   commits do not move it (`_own_commit`): what they wrote the service noted in the vector
   cache already, or marked it dirty, so a write is not followed by a pull of itself.
 """
@@ -32,10 +39,12 @@ import contextlib
 import contextvars
 import weakref
 from collections.abc import AsyncIterator, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
+from ..domain.schema import EdgeType
 from ..domain.scope import Scope
 from ..errors import (
     CommitUnknown,
@@ -54,7 +63,14 @@ from .base import (
     VectorRow,
 )
 from .dialect import POSTGRES, scope_where
-from .pg_schema import AFTER, MIGRATIONS, SCHEMA_VERSION, notify_channel
+from .pg_schema import (
+    AFTER,
+    MIGRATIONS,
+    NOTIFY_AFTER_COMMIT,
+    NOTIFY_OWED,
+    SCHEMA_VERSION,
+    notify_channel,
+)
 from .pg_search import (
     SNAPSHOT,
     CommonTerms,
@@ -74,6 +90,7 @@ try:
     import psycopg
     from psycopg import sql
     from psycopg.conninfo import conninfo_to_dict, make_conninfo
+    from psycopg.pq import TransactionStatus
     from psycopg.rows import dict_row
     from psycopg.types.string import TextLoader
     from psycopg_pool import AsyncConnectionPool, PoolTimeout
@@ -99,14 +116,28 @@ _FIRST_SEQ = -(2**63)
 
 @dataclass
 class _Tx:
-    """An open transaction: its connection, and whether it changed what vector caches hold."""
+    """An open transaction: its connection, and whether it changed what vector caches hold.
 
+    BEGIN is not sent on its own: it goes in one pipeline with the transaction's first
+    statement (`_conn`), or with its COMMIT if nothing else was sent (`_commit`); a block
+    that sent nothing sends nothing. Until that first round trip succeeds nothing of the
+    transaction reached the database, so a connection found dead there (one that died
+    while pooled) is replaced and the statement sent again (`_reconnect`).
+    """
+
+    lease: Any  # the pool's connection context, held for the whole block
     conn: Any
+    begun: Any  # psycopg's transaction on `conn`, entered with the first round trip
+    started: bool = False
     moved: bool = False
     #: A read `_locked_read` sent ahead (authoring's tombstone check, in `find_by_hash`'s
     #: pipeline) and its answer: served by `_read_ahead` only as the very next statement of
     #: the transaction (`_conn` drops it before any other).
     ahead: tuple[tuple[str, Any], Sequence[Row]] | None = None
+    #: Writes whose answer nobody reads (`_exec_many`: the access log, edges), held back
+    #: and sent ahead of the transaction's next statement, or with its COMMIT (`_commit`):
+    #: an author's access record costs no round trip of its own.
+    pending: list[tuple[str, Sequence[dict[str, Any]]]] = field(default_factory=list)
 
 
 #: The open transaction of each store in the running task (store id -> _Tx).
@@ -359,28 +390,44 @@ class PostgresStore(SqlVerbs, SqlReports):
         Nested blocks become savepoints. A conflict PostgreSQL resolves by aborting this
         transaction (a deadlock) or a lost connection rolls everything back and raises
         StoreUnavailable, whose message says to retry. A pooled connection that died while
-        idle (a database restart) is replaced before the block starts.
+        idle (a database restart) is replaced at the block's first round trip, which
+        carries BEGIN and is sent again on a fresh connection (`_Tx`).
 
         A connection lost while the COMMIT is on its way is different: the database may
         have committed before the answer was lost, so CommitUnknown says it may have been
         written and claims neither.
         """
-        current = self._tx()
-        if current is not None:
-            async with current.transaction():
-                yield
+        outer = _TX.get().get(id(self))
+        if outer is not None:
+            # A savepoint: the writes held back so far go before it, its own before it ends.
+            await self._start(outer)
+            await self._flush(outer)
+            try:
+                async with outer.conn.transaction():
+                    yield
+                    await self._flush(outer)
+            except BaseException:
+                outer.pending.clear()
+                raise
             return
         committing = False
         try:
-            async with AsyncExitStack() as stack:
-                tx = _Tx(await self._begin(stack))
+            tx = await self._lease()
+            try:
                 token = _TX.set({**_TX.get(), id(self): tx})
                 try:
                     yield
-                finally:
+                except BaseException as exc:
                     _TX.reset(token)
-                # The block ended without an error: leaving the stack sends COMMIT.
+                    if tx.started:  # ROLLBACK
+                        await tx.begun.__aexit__(type(exc), exc, exc.__traceback__)
+                    raise
+                _TX.reset(token)
+                # The block ended without an error: COMMIT, with what it held back.
                 committing = True
+                await self._commit(tx)
+            finally:
+                await tx.lease.__aexit__(None, None, None)
         except PoolTimeout as exc:
             raise self._unavailable(exc) from None
         except psycopg.OperationalError as exc:
@@ -390,21 +437,86 @@ class PostgresStore(SqlVerbs, SqlReports):
         if tx.moved:
             self._own_commit(tx.conn)
 
-    async def _begin(self, stack: AsyncExitStack) -> Any:
-        """A pooled connection with its transaction begun (one retry on a dead connection)."""
-        for attempt in (1, 2):
-            inner = AsyncExitStack()
-            try:
-                conn = await inner.enter_async_context(self.pool.connection())
-                await inner.enter_async_context(conn.transaction())
-            except psycopg.OperationalError:
-                await inner.aclose()
-                if attempt == 2:
-                    raise
-                continue
-            stack.push_async_exit(inner)
-            return conn
-        raise AssertionError("unreachable")
+    async def _lease(self) -> _Tx:
+        """A pooled connection for a transaction, not yet begun (see `_Tx`)."""
+        lease = self.pool.connection()
+        conn = await lease.__aenter__()
+        # psycopg's transaction object itself: `conn.transaction()` entered in a pipeline
+        # would hold the pipeline open until the transaction ends.
+        return _Tx(lease, conn, psycopg.AsyncTransaction(conn))
+
+    async def _reconnect(self, tx: _Tx) -> None:
+        """Replace the connection of a transaction whose first round trip failed on it
+        (nothing of it reached the database): the pool drops the dead one."""
+        await tx.lease.__aexit__(None, None, None)
+        fresh = await self._lease()
+        tx.lease, tx.conn, tx.begun, tx.started = fresh.lease, fresh.conn, fresh.begun, False
+
+    async def _start(self, tx: _Tx) -> None:
+        """BEGIN (with the writes held back) now, in a round trip of its own: before a
+        savepoint, and before a COMMIT that would otherwise be the transaction's first trip
+        (a lost connection there cannot tell "never sent" from "committed")."""
+        token = _TX.set({**_TX.get(), id(self): tx})  # `_commit` runs after the block
+        try:
+            while not tx.started:
+                try:
+                    async with self._conn():
+                        pass
+                except psycopg.OperationalError as exc:
+                    if not self._may_resend(tx, exc):
+                        raise self._unavailable(exc) from None
+                    await self._reconnect(tx)
+        finally:
+            _TX.reset(token)
+
+    def _notify_owed(self) -> list[tuple[str, dict[str, Any] | None]]:
+        return [(NOTIFY_OWED[0], {"ch": notify_channel(self.schema)}), (NOTIFY_OWED[1], None)]
+
+    async def _commit(self, tx: _Tx) -> None:
+        """One round trip: the writes held back, COMMIT, then the notification the
+        transaction owes (pg_schema `NOTIFY_OWED`: after the commit, off its WAL flush).
+        A transaction that sent and held back nothing sends nothing.
+
+        The answer is awaited before this returns, so a write is acknowledged only once
+        committed. What failed decides the error: a held-back write (the transaction is
+        then aborted and its COMMIT skipped: nothing written; rolled back here, the error
+        raised as it would have been where the write was made); a conflict; otherwise a lost
+        connection or a failure after the writes, where the commit may have happened:
+        CommitUnknown.
+        """
+        if not tx.started and not tx.pending:
+            return
+        await self._start(tx)
+        conn = tx.conn
+        try:
+            async with conn.pipeline():
+                for query, rows in tx.pending:
+                    await conn.cursor().executemany(query, rows)
+                await tx.begun.__aexit__(None, None, None)
+                for query, params in self._notify_owed():
+                    await conn.execute(query, params)
+        except psycopg.Error as exc:
+            if conn.info.transaction_status == TransactionStatus.INERROR:
+                with contextlib.suppress(psycopg.Error):
+                    await conn.rollback()
+                if isinstance(exc, psycopg.OperationalError):
+                    raise self._unavailable(exc) from None
+                raise
+            if isinstance(exc, _CONFLICTS):
+                raise self._unavailable(exc) from None
+            raise self._commit_unknown(exc) from None
+
+    async def _flush(self, tx: _Tx) -> None:
+        """Send the writes `tx` held back (one pipeline), before anything else runs on it."""
+        if not tx.pending:
+            return
+        pending, tx.pending = tx.pending, []
+        try:
+            async with tx.conn.pipeline():
+                for query, rows in pending:
+                    await tx.conn.cursor().executemany(query, rows)
+        except psycopg.OperationalError as exc:
+            raise self._unavailable(exc) from None
 
     def _commit_unknown(self, exc: BaseException) -> CommitUnknown:
         return CommitUnknown(
@@ -437,10 +549,28 @@ class PostgresStore(SqlVerbs, SqlReports):
 
     @asynccontextmanager
     async def _conn(self) -> AsyncIterator[Any]:
+        """The connection to send on: the transaction's, or a pooled one. A transaction's
+        first statements go in one pipeline with its BEGIN and the writes it held back: the
+        caller sends inside the block and reads the answers after it (`_rows`)."""
         tx = _TX.get().get(id(self))
         if tx is not None:
             tx.ahead = None  # any other statement first: a read sent ahead is stale
-            yield tx.conn
+            if tx.started:
+                await self._flush(tx)
+                yield tx.conn
+                return
+            try:
+                async with tx.conn.pipeline():
+                    await tx.begun.__aenter__()
+                    for query, rows in tx.pending:
+                        await tx.conn.cursor().executemany(query, rows)
+                    yield tx.conn
+            except BaseException:
+                # BEGIN ran unless the connection is gone (then nothing did: `_reconnect`).
+                tx.started = not tx.conn.broken
+                raise
+            tx.started = True
+            tx.pending = []
             return
         try:
             async with self.pool.connection() as conn:
@@ -454,16 +584,19 @@ class PostgresStore(SqlVerbs, SqlReports):
         """Run one statement; `binary` fetches results in binary (embeddings: no hex text)."""
         # Outside a transaction every call is a read (writes run in transactions), so a read
         # that met a connection which died while pooled is tried once more on a fresh one.
-        retries = 0 if self.in_transaction else 1
+        # So is a transaction's first statement (`_Tx`).
+        retries = 1
         while True:
+            tx = _TX.get().get(id(self))
             try:
                 async with self._conn() as conn:
                     cur = await conn.execute(query, params, binary=binary)
-                    return await cur.fetchall() if cur.description else []
+                return await cur.fetchall() if cur.description else []
             except psycopg.OperationalError as exc:
-                if retries == 0 or isinstance(exc, _CONFLICTS):
+                if retries == 0 or not self._may_resend(tx, exc):
                     raise self._unavailable(exc) from None
                 retries -= 1
+                await self._retry_on(tx)
 
     async def _blob_rows(self, query: Any, params: dict[str, Any] | None = None) -> list[dict]:
         return await self._rows(query, params, binary=True)
@@ -473,19 +606,42 @@ class PostgresStore(SqlVerbs, SqlReports):
         return next(iter(rows[0].values())) if rows else None
 
     async def _exec(self, query: Any, params: dict[str, Any] | None = None) -> int:
-        try:
-            async with self._conn() as conn:
-                cur = await conn.execute(query, params)
+        tx = _TX.get().get(id(self))
+        retries = 0 if tx is None else 1  # an autocommit write may have happened
+        while True:
+            try:
+                async with self._conn() as conn:
+                    if tx is not None:
+                        cur = await conn.execute(query, params)
+                    else:
+                        # Autocommit: a notification the write owes goes with it (`_commit`).
+                        async with conn.pipeline():
+                            cur = await conn.execute(query, params)
+                            for owed, values in self._notify_owed():
+                                await conn.execute(owed, values)
+                # Read once out of `_conn`: a first statement's pipeline has answered then.
                 return cur.rowcount
-        except psycopg.OperationalError as exc:
-            raise self._unavailable(exc) from None
+            except psycopg.OperationalError as exc:
+                if retries == 0 or not self._may_resend(tx, exc):
+                    raise self._unavailable(exc) from None
+                retries -= 1
+                await self._retry_on(tx)
 
     async def _exec_many(self, query: Any, rows: Sequence[dict[str, Any]]) -> None:
+        """Inside a transaction the write is held back (`_Tx.pending`); its errors then
+        surface at the transaction's next statement or COMMIT, which it aborts."""
         if not rows:
             return
+        tx = _TX.get().get(id(self))
+        if tx is not None:
+            tx.ahead = None
+            tx.pending.append((query, list(rows)))
+            return
         try:
-            async with self._conn() as conn, conn.cursor() as cur:
-                await cur.executemany(query, rows)
+            async with self._conn() as conn, conn.pipeline():
+                await conn.cursor().executemany(query, rows)
+                for owed, values in self._notify_owed():
+                    await conn.execute(owed, values)
         except psycopg.OperationalError as exc:
             raise self._unavailable(exc) from None
 
@@ -718,19 +874,70 @@ SELECT snap.xmax, snap.xip, c.* FROM snap LEFT JOIN changed c ON true""",
         """Run read statements in one pipeline (one round trip), retried once like `_rows`."""
         if len(statements) <= 1:
             return [await self._rows(query, params) for query, params in statements]
-        retries = 0 if self.in_transaction else 1
+        retries = 1
         while True:
+            tx = _TX.get().get(id(self))
             try:
-                async with self._conn() as conn:
-                    async with conn.pipeline():
-                        cursors = [await conn.execute(q, p) for q, p in statements]
-                    return [await cur.fetchall() for cur in cursors]
+                # A transaction's first statements are in `_conn`'s pipeline already.
+                async with self._conn() as conn, self._pipelined(conn):
+                    cursors = [await conn.execute(q, p) for q, p in statements]
+                return [await cur.fetchall() for cur in cursors]
             except psycopg.OperationalError as exc:
-                if retries == 0 or isinstance(exc, _CONFLICTS):
+                if retries == 0 or not self._may_resend(tx, exc):
                     raise self._unavailable(exc) from None
                 retries -= 1
+                await self._retry_on(tx)
+
+    @staticmethod
+    def _pipelined(conn: Any) -> contextlib.AbstractAsyncContextManager[Any]:
+        """A pipeline on `conn`, unless it is in one (a nested one would sync at once)."""
+        if conn.info.pipeline_status == psycopg.pq.PipelineStatus.OFF:
+            return conn.pipeline()  # type: ignore[no-any-return]
+        return contextlib.nullcontext()
+
+    def _may_resend(self, tx: _Tx | None, exc: BaseException) -> bool:
+        """Whether what failed may be sent again: a read outside a transaction, or a
+        transaction's first round trip on a connection found dead (see `_Tx`); never a
+        conflict."""
+        if isinstance(exc, _CONFLICTS):
+            return False
+        return tx is None or (not tx.started and tx.conn.broken)
+
+    async def _retry_on(self, tx: _Tx | None) -> None:
+        if tx is not None:
+            await self._reconnect(tx)
 
     # ------------------------------------------------------------------ maintenance
+
+    async def add_edges(self, edges: Sequence[tuple[str, str, EdgeType, float]]) -> None:
+        """`add_edge` for each edge, as one statement over arrays (`unnest`), held back like
+        any `_exec_many`: a reflection pass links hundreds of pairs per transaction, and one
+        statement per edge cost PostgreSQL a parse, bind and execute each (and the driver as
+        much). One statement may not touch a row twice, so repeats of an edge within the
+        call are folded first into their largest weight: what upserting them in order gives
+        (the first one's created_at, the same for all of them)."""
+        if not edges:
+            return
+        best: dict[tuple[str, str, str], float] = {}
+        for src, dst, kind, weight in edges:
+            key = (src, dst, EdgeType(kind).value)
+            best[key] = max(weight, best.get(key, weight))
+        await self._exec_many(
+            "INSERT INTO edges(src, dst, type, weight, created_at) "
+            "SELECT s, d, t, w, %(c)s FROM unnest(%(s)s::text[], %(d)s::text[], %(t)s::text[], "
+            "%(w)s::float8[]) AS e(s, d, t, w) "
+            "ON CONFLICT (src, dst, type) DO UPDATE SET weight = greatest(edges.weight, "
+            "excluded.weight)",
+            [
+                {
+                    "s": [k[0] for k in best],
+                    "d": [k[1] for k in best],
+                    "t": [k[2] for k in best],
+                    "w": list(best.values()),
+                    "c": datetime.now(UTC).timestamp(),
+                }
+            ],
+        )
 
     async def reflection_changes(self, since: int | None, limit: int) -> RowChanges | None:
         """None: `rev` moves only with what vector caches hold (not status, importance or
@@ -761,9 +968,11 @@ SELECT snap.xmax, snap.xip, c.* FROM snap LEFT JOIN changed c ON true""",
 
 
 async def _configure(conn: Any) -> None:
-    """JSON columns come back as their text, decoded by the same code as SQLite's rows."""
+    """JSON columns come back as their text, decoded by the same code as SQLite's rows; a
+    commit's notification is sent after it (pg_schema `_NOTIFY_AFTER`), by `_commit`."""
     conn.adapters.register_loader("json", TextLoader)
     conn.adapters.register_loader("jsonb", TextLoader)
+    await conn.execute(NOTIFY_AFTER_COMMIT)
 
 
 async def _ensure_schema(conn: Any, label: str) -> str:

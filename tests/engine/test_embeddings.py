@@ -81,16 +81,62 @@ def test_minilm_runs_offline_with_384_normalised_dimensions(minilm):
 
 @pytest.mark.real_model
 def test_minilm_sessions_do_not_spin_and_other_sessions_keep_the_defaults(minilm):
-    """The model's session waits for work without spinning (SESSION_CONFIG); the option
-    class fastembed was handed is put back, so sessions built later are untouched."""
+    """The model's session waits for work without spinning (SESSION_CONFIG), fully
+    optimised, without the arena; sessions built elsewhere keep onnxruntime's defaults."""
     import onnxruntime as ort
 
-    session = minilm._model.model.model
+    session = minilm._session
     assert isinstance(session, ort.InferenceSession)
     options = session.get_session_options()
     assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    assert options.graph_optimization_level == ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    assert options.enable_cpu_mem_arena is False
     with pytest.raises(RuntimeError, match="allow_spinning"):
         ort.SessionOptions().get_session_config_entry("session.intra_op.allow_spinning")
+
+
+def _fastembed_vectors(minilm, texts: list[str]) -> np.ndarray:
+    """The same model file through fastembed's pipeline (a test-only dependency): its
+    tokenizer set-up, mean pooling and normalisation, one text a run."""
+    from fastembed import TextEmbedding
+    from fastembed.common.model_description import ModelSource, PoolingType
+
+    name = "nooa-test/all-MiniLM-L6-v2-int8"
+    if name not in {m["model"] for m in TextEmbedding.list_supported_models()}:
+        TextEmbedding.add_custom_model(
+            model=name,
+            pooling=PoolingType.MEAN,
+            normalization=True,
+            sources=ModelSource(hf="sentence-transformers/all-MiniLM-L6-v2"),
+            dim=384,
+            model_file=str(minilm.model_path),
+        )
+    reference = TextEmbedding(
+        name,
+        specific_model_path=str(TOKENIZER_DIR),
+        local_files_only=True,
+        cache_dir=str(minilm.model_path.parent),
+    )
+    return np.stack([next(iter(reference.embed([t], batch_size=1))) for t in texts])
+
+
+@pytest.mark.real_model
+def test_minilm_vectors_are_fastembeds_bit_for_bit(minilm):
+    """The sentence vector computed here (tokenizer from its config, mean over real tokens,
+    float64 normalisation) is the one fastembed computed for the same file, to the last bit:
+    stores embedded before keep their meaning. Texts past 256 tokens are cut as it cuts."""
+    texts = [
+        "The cat sat on the mat",
+        "Caroline: I went to the LGBTQ support group yesterday and it was so powerful.",
+        "",
+        "   ",
+        "deploy " * 400,
+        "Ünïcödé — 東京 🚀 naïve café",
+        "[CLS] [SEP] [PAD] [MASK] tokens in the text",
+    ]
+    ours = np.stack([minilm._run([t])[0] for t in texts])
+    assert ours.dtype == np.float32
+    assert np.array_equal(ours, _fastembed_vectors(minilm, texts))
 
 
 @pytest.mark.real_model
@@ -114,10 +160,8 @@ def test_a_batch_is_embedded_shortest_first_and_returned_in_the_order_given(mini
     ]
     batch = minilm.embed(texts)
     for i, text in enumerate(texts):
-        alone = minilm._model.embed([text], batch_size=1)
-        assert batch[i] @ (v := next(iter(alone))) / np.linalg.norm(v) == pytest.approx(
-            1.0, abs=1e-5
-        )
+        alone = minilm._run([text])[0]
+        assert batch[i] @ alone / np.linalg.norm(alone) == pytest.approx(1.0, abs=1e-5)
     assert batch[1] @ batch[2] < 0.5 and batch[0] @ batch[3] > batch[0] @ batch[1]
 
 
@@ -126,13 +170,13 @@ def test_a_few_texts_run_one_at_a_time_and_many_in_one_sorted_batch(minilm, monk
     """A batch is padded to its longest text: a few texts of mixed lengths (concurrent
     writes sharing a batch) ran slower together than one at a time."""
     runs: list[int] = []
-    model_embed = minilm._model.embed
+    model_run = minilm._run
 
-    def counting(texts, **kwargs):
+    def counting(texts):
         runs.append(len(texts))
-        return model_embed(texts, **kwargs)
+        return model_run(texts)
 
-    monkeypatch.setattr(minilm._model, "embed", counting)
+    monkeypatch.setattr(minilm, "_run", counting)
     few = [
         "Tax forms",
         "A longer note about the nightly deploy pipeline and the staging database behind it",

@@ -89,12 +89,8 @@ def test_the_rewritten_session_holds_at_least_20_mib_less(rewritten):
 
 @pytest.mark.real_model
 def test_the_product_embedder_loads_the_rewritten_file(minilm):
-    from fastembed import TextEmbedding
-
-    from nooa_mcp.embeddings import MODEL_NAME
-
-    entry = next(m for m in TextEmbedding.list_supported_models() if m["model"] == MODEL_NAME)
-    assert entry["model_file"].endswith(f"{mf.REWRITE}.onnx")
+    assert minilm.model_path.name.endswith(f"{mf.REWRITE}.onnx")
+    assert minilm._session._model_path == str(minilm.model_path)
 
 
 def tiny_model(path: Path) -> Path:

@@ -485,7 +485,7 @@ def test_the_keyword_path_never_imports_the_model_numpy_pydantic_or_the_cli(
         "from nooa_mcp.__main__ import main\n"
         f"sys.argv = ['nooa-mcp', '--store', {str(store)!r}, 'hook', 'user-prompt']\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
-        "heavy = ['numpy', 'pydantic', 'onnxruntime', 'fastembed', 'click', 'anyio', "
+        "heavy = ['numpy', 'pydantic', 'onnxruntime', 'tokenizers', 'click', 'anyio', "
         "'aiosqlite', 'mcp', 'nooa_mcp.memory']\n"
         "print(sorted(m for m in heavy if m in sys.modules), file=sys.stderr)\n"
     )

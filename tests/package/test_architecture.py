@@ -56,6 +56,7 @@ IO_LIBRARIES = {
     "psycopg_pool",
     "anyio",
     "fastembed",
+    "tokenizers",
     "onnxruntime",
     "mcp",
     "mcp_types",

@@ -238,3 +238,69 @@ async def test_a_deadlock_is_a_conflict_to_retry_not_a_lost_connection(store) ->
     assert len(failures) == 1  # PostgreSQL aborts one of the two; the other commits
     assert isinstance(failures[0], StoreConflict)
     assert "deadlock detected" in str(failures[0]) and "Retry the call." in str(failures[0])
+
+
+async def test_another_store_hears_a_commit_and_a_rolled_back_write_owes_nothing(
+    store, postgres
+) -> None:
+    """The notification is sent after the COMMIT (pg_schema `NOTIFY_OWED`), not inside the
+    transaction; another server must still hear every commit, including an autocommit write
+    outside a transaction, and a rolled-back write must leave nothing owed."""
+    other = await open_store(postgres)
+    try:
+        with anyio.fail_after(10):
+            await other.wait_listening()
+        memory = Memory(content="heard by the other server", owner="coder@laptop")
+        before = await other.change_token()
+        async with store.transaction():
+            await store.insert(memory, np.ones(4, np.float32))
+        with anyio.fail_after(10):
+            await other.wait_changed(before)
+        assert (await other.vector_changes(None, 100))[0][0].id == memory.id
+        before = await other.change_token()
+        await store._exec("UPDATE memories SET archived = true WHERE id = %(i)s", {"i": memory.id})
+        with anyio.fail_after(10):
+            await other.wait_changed(before)
+    finally:
+        await other.close()
+    with psycopg.connect(postgres, autocommit=True) as conn:
+        conn.execute("SET nooa.notify = 'after commit'")
+        owed = "SELECT current_setting('nooa.notify_owed', true)"
+        with conn.transaction():
+            raw_insert(conn, "announced after its commit")
+            assert conn.execute(owed).fetchone() == ("yes",)  # owed, not sent inside
+        assert conn.execute(owed).fetchone() == ("yes",)  # still owed once committed
+        conn.execute("SELECT set_config('nooa.notify_owed', '', false)")
+        with pytest.raises(psycopg.errors.DivisionByZero), conn.transaction():
+            raw_insert(conn, "rolled back")
+            conn.execute("SELECT 1 / 0")
+        assert conn.execute(owed).fetchone() == ("",)
+
+
+async def test_held_back_writes_are_read_back_and_their_error_aborts_the_commit(
+    store,
+) -> None:
+    """The access log is held back until the next statement or the COMMIT (`_Tx.pending`):
+    a read in the same transaction sees it, and a held-back write that fails rolls back
+    the whole transaction, with the database's own error."""
+    from nooa_mcp.domain.accesses import created_record
+
+    kept = Memory(content="read back in its transaction", owner="coder@laptop")
+    async with store.transaction():
+        await store.insert(kept, np.ones(4, np.float32))
+        record = created_record(kept, "coder@laptop")
+        await store.append_accesses([(kept.id, record), (kept.id, record)])
+        assert await store.count_accesses(kept.id) == 2
+    assert await store.count_accesses(kept.id) == 2
+    lost = Memory(content="never stored", owner="coder@laptop")
+    with pytest.raises(psycopg.errors.NotNullViolation):
+        async with store.transaction():
+            await store.insert(lost, np.ones(4, np.float32))
+            await store._exec_many(
+                "INSERT INTO accesses (memory_id, ts, channel) VALUES (%(m)s, 0, NULL)",
+                [{"m": lost.id}],
+            )
+    assert await store.fetch(lost.id) is None
+    async with store.transaction():  # the connection went back to the pool usable
+        await store.set_meta("after", "the failed commit")
+    assert await store.get_meta("after") == "the failed commit"

@@ -1,6 +1,8 @@
 """What one `Memory.author` sends to PostgreSQL: the statements a write needs and no more —
-no pull of the row it just noted, no re-read of the intents it did not touch — while another
-server's commit is still pulled, and an intent written here still reaches the reminders."""
+no pull of the row it just noted, no re-read of the intents it did not touch, BEGIN with the
+first statement, the access record held back to ride with the COMMIT, the notification sent
+right after the COMMIT in the same round trip — while another server's commit is still heard
+and pulled, and an intent written here still reaches the reminders."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import pytest
 from nooa_mcp.config import Settings
 from nooa_mcp.embeddings import HashEmbedder
 from nooa_mcp.memory import Memory
+from nooa_mcp.storage.pg_schema import NOTIFY_OWED
 
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
 
@@ -39,6 +42,32 @@ class Sent:
         return out
 
 
+class Trips:
+    """Round trips to PostgreSQL: each statement, BEGIN and COMMIT sent outside a pipeline,
+    and each pipeline (its statements, a BEGIN or COMMIT inside it, go together)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.n = 0
+        for owner, name in (
+            (psycopg.AsyncCursor, "execute"),
+            (psycopg.AsyncTransaction, "__aenter__"),
+            (psycopg.AsyncTransaction, "__aexit__"),
+            (psycopg.AsyncPipeline, "__aexit__"),
+        ):
+            original = getattr(owner, name)
+
+            async def counted(obj: Any, *args: Any, _o: Any = original, **kwargs: Any) -> Any:
+                if isinstance(obj, psycopg.AsyncPipeline) or obj._conn._pipeline is None:
+                    self.n += 1
+                return await _o(obj, *args, **kwargs)
+
+            monkeypatch.setattr(owner, name, counted)
+
+    def take(self) -> int:
+        out, self.n = self.n, 0
+        return out
+
+
 async def test_an_author_sends_only_its_write_and_a_foreign_commit_is_still_pulled(
     postgres, monkeypatch
 ) -> None:
@@ -50,8 +79,12 @@ async def test_an_author_sends_only_its_write_and_a_foreign_commit_is_still_pull
         for i in range(3):  # the first writes read the vectors and the intents once
             await mem.author(f"warm-up note number {i} about the harbour")
         sent = Sent(monkeypatch)
+        trips = Trips(monkeypatch)
         for i in range(4):
             await mem.author(f"the ferry leaves pier {i} at dawn")
+            # BEGIN with the lock, lookup and tombstone; the INSERT; the access record,
+            # COMMIT and the notification: three round trips.
+            assert trips.take() == 3
             await anyio.sleep(0.05)  # its own NOTIFY comes back meanwhile, and is not a change
             statements = sent.take()
             texts = [text for text, _ in statements]
@@ -61,9 +94,12 @@ async def test_an_author_sends_only_its_write_and_a_foreign_commit_is_still_pull
             assert "pg_advisory_xact_lock" in texts[0]
             assert "content_hash" in texts[1] and "tombstones" in texts[2]
             assert texts[3].startswith("INSERT INTO memories")
+            # The notification it owes, after the COMMIT, in the COMMIT's pipeline.
+            assert statements[4:] == [(NOTIFY_OWED[0], True), (NOTIFY_OWED[1], True)], texts
             assert not any("pg_snapshot" in t for t in texts), texts  # no pull of itself
             assert not any("type = 'intent'" in t for t in texts), texts  # intents kept
-            assert len(statements) == 4, texts
+            assert len(statements) == 6, texts
+            assert trips.take() == 0  # and nothing behind the reply
         # Another server's commit is heard and pulled before the next write checks for twins.
         before = await store.change_token()
         async with Memory.open(
@@ -93,3 +129,78 @@ async def test_an_intent_authored_here_fires_on_the_next_cue(postgres) -> None:
         assert [m.id for m in cached] == [intent.id]
         fired = await mem.author("where is the parking garage")
         assert [r.intent_id for r in fired.reminders] == [intent.id]
+
+
+async def test_an_author_is_acknowledged_only_once_committed(postgres) -> None:
+    """The COMMIT rides a pipeline with the held-back access record and the notification;
+    the reply still waits for its answer: another connection sees the row at once."""
+    settings = Settings(store=postgres, owner="coder@laptop", reflect_every_writes=0)
+    async with Memory.open(settings=settings, embedder=HashEmbedder()) as mem:
+        for i in range(3):
+            result = await mem.author(f"a note committed before its reply, number {i}")
+            # A blocking connection: nothing of the server runs until it has answered.
+            with psycopg.connect(postgres) as conn:
+                found = conn.execute(
+                    "SELECT count(*) FROM memories WHERE id = %s", (result.id,)
+                ).fetchone()
+                accesses = conn.execute(
+                    "SELECT count(*) FROM accesses WHERE memory_id = %s", (result.id,)
+                ).fetchone()
+            assert (found, accesses) == ((1,), (1,))
+
+
+async def test_a_transaction_sends_begin_with_its_first_statement_and_nothing_when_empty(
+    postgres, monkeypatch
+) -> None:
+    from nooa_mcp.domain.accesses import created_record
+    from nooa_mcp.domain.schema import Memory as Record
+    from nooa_mcp.storage import open_store
+
+    store = await open_store(postgres)
+    try:
+        with anyio.fail_after(10):
+            await store.wait_listening()  # its LISTEN is no statement of the transactions
+        await store.get_meta("warm")
+        trips = Trips(monkeypatch)
+        async with store.transaction():
+            pass
+        assert trips.take() == 0  # nothing sent, nothing to commit
+        async with store.transaction():
+            assert await store.get_meta("k") is None
+            await store.set_meta("k", "v")
+        assert trips.take() == 3  # BEGIN + read, write, COMMIT
+        record = Record(content="held back", owner="coder@laptop")
+        async with store.transaction():
+            await store.append_accesses([(record.id, created_record(record, "coder@laptop"))])
+        # Only held-back writes: BEGIN (and them) first, so a lost connection there is
+        # never mistaken for a lost COMMIT; then COMMIT.
+        assert trips.take() == 2
+        assert await store.count_accesses(record.id) == 1
+    finally:
+        await store.close()
+
+
+async def test_a_transaction_whose_pooled_connection_died_begins_on_a_fresh_one(
+    postgres,
+) -> None:
+    """BEGIN rides the first statement, so a connection that died while pooled is found
+    there, not by a BEGIN of its own: that first trip is sent again on a fresh connection."""
+    from nooa_mcp.storage import open_store
+
+    app = "nooa_lazy_begin_test"
+    store = await open_store(f"{postgres}&application_name={app}")
+    try:
+        await store.get_meta("warm")
+        with psycopg.connect(postgres, autocommit=True) as admin:
+            killed = admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE application_name = %s AND query NOT ILIKE 'LISTEN%%'",
+                (app,),
+            ).fetchall()
+        assert killed and all(ok for (ok,) in killed)
+        async with store.transaction():
+            assert await store.get_meta("after") is None
+            await store.set_meta("after", "restart")
+        assert await store.get_meta("after") == "restart"
+    finally:
+        await store.close()

@@ -226,19 +226,18 @@ def test_what_the_user_set_for_malloc_is_left_alone(monkeypatch, variable):
 
 
 @pytest.mark.real_model
-def test_minilm_runs_without_the_onnxruntime_arena_and_embeds_identically(minilm):
-    from fastembed import TextEmbedding
+def test_minilm_runs_without_the_onnxruntime_arena_and_embeds_identically(minilm, monkeypatch):
+    import onnxruntime as ort
 
-    from nooa_mcp.embeddings import MODEL_NAME, TOKENIZER_DIR
-
-    session = minilm._model.model.model
-    assert session.get_session_options().enable_cpu_mem_arena is False
-    with_arena = TextEmbedding(
-        MODEL_NAME, specific_model_path=str(TOKENIZER_DIR), local_files_only=True
-    )
+    assert minilm._session.get_session_options().enable_cpu_mem_arena is False
     texts = ["where is the deploy key", "the cat sat on the mat", "quarterly tax forms due"]
-    ours = np.stack(list(minilm._model.embed(texts, batch_size=1)))
-    theirs = np.stack(list(with_arena.embed(texts, batch_size=1)))
+    ours = np.stack([minilm._run([t])[0] for t in texts])
+    # The same file in a session with onnxruntime's defaults (arena on) embeds the same.
+    monkeypatch.setattr(
+        minilm, "_session", ort.InferenceSession(str(minilm.model_path), ort.SessionOptions())
+    )
+    assert minilm._session.get_session_options().enable_cpu_mem_arena is True
+    theirs = np.stack([minilm._run([t])[0] for t in texts])
     assert np.array_equal(ours, theirs)
 
 
