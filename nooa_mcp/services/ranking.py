@@ -1,7 +1,8 @@
 """Ranking: candidates → ACT-R scoring → spreading → supersession, with reasons (DESIGN.md §5, §6).
 
-Gathers numbers from the store (one call for the candidates) and the vector index and hands
-them to `domain.scoring`; it writes nothing. The recall verb logs the accesses of what it
+Gathers numbers from the store (the keyword candidates, and the rows the vector search or
+spreading added) and the vector index (vectors, and the edges it holds: `storage.links`) and
+hands them to `domain.scoring`; it writes nothing. The recall verb logs the accesses of what it
 returns; explain shows the whole ranking.
 
 The archive is a tier of its own. Besides the live candidates, the best few *faded* memories
@@ -30,10 +31,10 @@ from ..domain.scope import Scope
 from ..domain.text import tokens
 from ..engine import text_of
 from ..storage import Store
-from ..storage.base import EdgeRow, RankingReads, ScoringRow
+from ..storage.base import EdgeRow, ScoringRow
 from ..storage.vectors import VectorIndex
 
-__all__ = ["KeywordRead", "Links", "Ranked", "Ranking", "keyword_candidates", "rank"]
+__all__ = ["KeywordRead", "Ranked", "Ranking", "keyword_candidates", "rank"]
 
 
 @dataclass
@@ -121,89 +122,10 @@ class Ranking:
 
 
 @dataclass
-class Links:
-    """Edges read ahead for some memories, so that ranking asks the store about the rest only.
-
-    The keyword candidates are known while the query is still being embedded; the links
-    around them are read then too, on the store's otherwise idle connection, and spreading and
-    supersession ask the store only about the memories the vector search added, instead of
-    reading all their edges after the search. Every edge of a memory comes from one read, in
-    the store's order, as it would without them.
-    """
-
-    #: Source → its out-edges to live targets in scope, for every source read (even none).
-    out: dict[str, list[EdgeRow]] = field(default_factory=dict)
-    #: Target → the superseding links into it from live sources in scope, likewise.
-    into: dict[str, list[EdgeRow]] = field(default_factory=dict)
-
-    @classmethod
-    async def read(
-        cls, store: Store, ids: list[str], scope: Scope, *, out: bool, into: bool
-    ) -> Links:
-        links = cls()
-        if ids and (out or into):
-            read = await store.ranking_reads(
-                ids, scope, SUPERSEDING_RELATIONS, rows=False, out=out, into=into
-            )
-            links.add(read, ids, out=out, into=into)
-        return links
-
-    def add(self, read: RankingReads, ids: list[str], *, out: bool, into: bool) -> None:
-        """Take the links `read` holds for `ids` (`Store.ranking_reads` of them)."""
-        if out:
-            self.out.update({i: [] for i in ids})
-            for e in read.out:
-                self.out[e.src].append(e)
-        if into:
-            self.into.update({i: [] for i in ids})
-            for e in read.into:
-                self.into[e.dst].append(e)
-
-    async def rows_and_links(
-        self,
-        store: Store,
-        ids: list[str],
-        scope: Scope,
-        *,
-        out: bool,
-        also: list[str] | tuple[str, ...] = (),
-    ) -> list[ScoringRow]:
-        """`store.scoring_rows(ids)`, with the links around them (and around the memories
-        `also`, whose links were not read ahead) read in the same round trip (out-edges only
-        if ranking spreads), so spreading and supersession need not ask."""
-        pending = set(also)
-        around = [*also, *(i for i in ids if i not in pending)]
-        if not around:
-            return []
-        read = await store.ranking_reads(
-            ids, scope, SUPERSEDING_RELATIONS, rows=True, out=out, into=True, links=around
-        )
-        self.add(read, around, out=out, into=True)
-        return read.rows
-
-    async def out_edges(self, store: Store, sources: list[str], scope: Scope) -> list[EdgeRow]:
-        """`store.out_edges(sources, scope)`, reading only the sources not read ahead."""
-        rest = [i for i in sources if i not in self.out]
-        known = [e for i in sources if i in self.out for e in self.out[i]]
-        return known + (await store.out_edges(rest, scope) if rest else [])
-
-    async def successors(self, store: Store, targets: list[str], scope: Scope) -> list[EdgeRow]:
-        """`store.successors(targets, SUPERSEDING_RELATIONS, scope)`, likewise."""
-        rest = [i for i in targets if i not in self.into]
-        known = [e for i in targets if i in self.into for e in self.into[i]]
-        fresh = await store.successors(rest, SUPERSEDING_RELATIONS, scope) if rest else []
-        return known + fresh
-
-
-@dataclass
 class KeywordRead:
-    """The keyword half of the candidates and the links around them (`keyword_candidates`)."""
+    """The keyword half of the candidates (`keyword_candidates`)."""
 
     rows: list[ScoringRow]
-    links: Links
-    #: Keyword hits whose links were not read ahead (`Store.batches_reads`): `rank` reads
-    #: them with the rows the vector search adds.
-    pending: list[str] = field(default_factory=list)
 
 
 async def rank(
@@ -231,8 +153,8 @@ async def rank(
     `query_vector` is None while the embedding model is still loading: recall then runs on
     keyword candidates alone and BM25 stands in for cosine. `keyword` is `keyword_candidates`
     for the same arguments, already running (a task): it is awaited after the vector search,
-    so the two overlap, and the links it read ahead spare spreading and supersession those
-    reads; without it the keyword rows are fetched here, with the dense rows, in one call.
+    so the two overlap; without it the keyword rows are fetched here, with the dense rows, in
+    one call. Spreading and supersession read the edges the index holds (`storage.links`).
     """
     s = settings
     hops = s.hops if hops is None else hops
@@ -252,7 +174,6 @@ async def rank(
             if cos >= s.min_similarity:
                 dense[memory_id] = cos
     wanted = [*dense, *(i for i in extra_ids if i not in dense)]
-    links = Links()
     if keyword is None:
         rows = await store.candidates(
             query,
@@ -264,14 +185,9 @@ async def rank(
         )
     else:
         read = await keyword
-        links = read.links
         have = {r.id for r in read.rows}
         missing = [i for i in wanted if i not in have]
-        # The rows the vector search added come with their links: one round trip, not three.
-        added = await links.rows_and_links(
-            store, missing, scope, out=_spreads(s, hops), also=read.pending
-        )
-        rows = [*read.rows, *added]
+        rows = [*read.rows, *(await store.scoring_rows(missing) if missing else [])]
     candidates: dict[str, Ranked] = {}
     bm25: dict[str, float] = {}
     keyword_rows = sorted(
@@ -331,9 +247,7 @@ async def rank(
     ranges = _ranges(ranked)
     _base(ranked, ranges, s)
 
-    run = _Pass(
-        store, index, query_vector, query_tokens, scope, s, now, types, ranges, candidates, links
-    )
+    run = _Pass(store, index, query_vector, query_tokens, scope, s, now, types, ranges, candidates)
     # Archived memories relay nothing: spreading starts from live candidates only.
     await _spread(run, [r for r in ranked if not r.row.archived], hops)
     await _supersession(run)
@@ -447,12 +361,11 @@ async def keyword_candidates(
     scope: Scope,
     settings: RecallSettings,
     types: set[str] | None = None,
-    hops: int | None = None,
     whole_archive: bool = False,
 ) -> KeywordRead:
-    """The keyword half of `rank`'s candidates and the links around them (`Links`); it needs
-    no query vector, so a caller runs it while the query is embedded (the two overlap: SQLite
-    and the model each release the GIL)."""
+    """The keyword half of `rank`'s candidates; it needs no query vector, so a caller runs
+    it while the query is embedded (the two overlap: SQLite and the model each release the
+    GIL)."""
     rows = await store.candidates(
         query,
         scope,
@@ -460,13 +373,7 @@ async def keyword_candidates(
         faded=_faded_limit(settings, types),
         include_archived=whole_archive,
     )
-    hops = settings.hops if hops is None else hops
-    ids = [r.id for r in rows if not types or r.type in types]
-    if store.batches_reads:
-        # Their links come in the round trip after the vector search (`Store.batches_reads`).
-        return KeywordRead(rows, Links(), pending=ids)
-    links = await Links.read(store, ids, scope, out=_spreads(settings, hops), into=True)
-    return KeywordRead(rows, links)
+    return KeywordRead(rows)
 
 
 def _spreads(s: RecallSettings, hops: int) -> bool:
@@ -550,7 +457,27 @@ class _Pass:
     types: set[str] | None
     ranges: dict[str, tuple[float, float]]
     candidates: dict[str, Ranked]
-    links: Links
+
+
+def _held(run: _Pass) -> bool:
+    """Whether the index holds the rows whose edges ranking follows: every role the scope
+    sees is loaded. Not while the first read of the vectors waits for the model (a ranking
+    on keywords alone): the store is asked then, as the held edges' ends cannot be checked."""
+    return run.index.holds(run.scope.visible_roles)
+
+
+async def _out_edges(run: _Pass, sources: list[str]) -> list[EdgeRow]:
+    """Out-edges of `sources` to live targets inside the scope (`storage.links`)."""
+    if not _held(run):
+        return await run.store.out_edges(sources, run.scope)
+    return run.index.links.out_edges(sources, run.scope, run.index)
+
+
+async def _successors(run: _Pass, targets: list[str]) -> list[EdgeRow]:
+    """Superseding links into `targets` from live sources inside the scope, likewise."""
+    if not _held(run):
+        return await run.store.successors(targets, SUPERSEDING_RELATIONS, run.scope)
+    return run.index.links.successors(targets, SUPERSEDING_RELATIONS, run.scope, run.index)
 
 
 async def _add_outsiders(run: _Pass, ids: list[str]) -> None:
@@ -558,8 +485,7 @@ async def _add_outsiders(run: _Pass, ids: list[str]) -> None:
     wanted = [i for i in ids if i not in run.candidates]
     if not wanted:
         return
-    # Their superseding links come in the same round trip (`_supersession` asks for them).
-    read = await run.links.rows_and_links(run.store, wanted, run.scope, out=False)
+    read = await run.store.scoring_rows(wanted)
     rows = [Ranked(row, "spread") for row in read if not run.types or row.type in run.types]
     if run.query_vector is not None:
         for r, cos in zip(
@@ -604,9 +530,9 @@ async def _spread(run: _Pass, seeds: list[Ranked], hops: int) -> None:
     received: dict[str, float] = {}
     paths: dict[str, list[str]] = {}
     for _ in range(hops):
-        # DESIGN.md §16.3, §16.4: the store returns only live targets inside the scope, so an
-        # archived or foreign memory is never written into the frontier and relays nothing.
-        found = await run.links.out_edges(run.store, list(frontier), run.scope)
+        # DESIGN.md §16.3, §16.4: only edges to live targets inside the scope, so an archived
+        # or foreign memory is never written into the frontier and relays nothing.
+        found = await _out_edges(run, list(frontier))
         novelty = _novelty(run.index, [(e.src, e.dst) for e in found])
         edges: dict[str, list[scoring.OutEdge]] = {}
         for e, new in zip(found, novelty, strict=True):
@@ -641,7 +567,7 @@ async def _supersession(run: _Pass) -> None:
     candidates = run.candidates
     if not candidates:
         return
-    links = await run.links.successors(run.store, list(candidates), run.scope)
+    links = await _successors(run, list(candidates))
     await _add_outsiders(run, [e.src for e in links if e.src not in candidates])
     for e in links:
         old, new = candidates.get(e.dst), candidates.get(e.src)

@@ -52,7 +52,6 @@ async def ranking_for(
             scope=scope,
             settings=caller.settings.recall,
             types=kinds,
-            hops=hops,
             whole_archive=whole_archive,
         )
     )

@@ -45,6 +45,7 @@ __all__ = [
     "KpiRaw",
     "KpiTotals",
     "MaintenanceEntry",
+    "RankingChanges",
     "RankingReads",
     "RowChanges",
     "ScoringRow",
@@ -254,6 +255,18 @@ class EdgeRow:
     dst: str
     type: str
     weight: float = 1.0
+
+
+@dataclass(slots=True)
+class RankingChanges:
+    """What changed, since a mark, in what ranking reads beside the rows' revisions
+    (`Store.ranking_changes`): uses and links, which move no revision (a recall logs uses on
+    every call, and vector caches must not read those rows again for it)."""
+
+    #: Memories with a use logged since the mark, each once, in no particular order.
+    used: list[str]
+    #: Edges added, or whose weight changed, since the mark, with their weight now.
+    edges: list[EdgeRow]
 
 
 @dataclass(slots=True)
@@ -503,6 +516,25 @@ class Store(Protocol):
     async def vector_rows(self, roles: Sequence[str], after: int, limit: int) -> list[VectorRow]:
         """The current rows of these roles with a seq above `after`, in seq order, at most
         `limit` (a role's vectors loaded on first use, a page at a time)."""
+        ...
+
+    #: Calls that wrote edges so far (committed or not; see `storage.links`).
+    edge_writes: int
+
+    @property
+    def in_transaction(self) -> bool:
+        """Whether the caller is inside this store's transaction."""
+        ...
+
+    async def ranking_mark(self) -> Any:
+        """A mark as of now for `ranking_changes`, reading no row."""
+        ...
+
+    async def ranking_changes(self, mark: Any) -> tuple[RankingChanges, Any]:
+        """The uses logged and the edges added or strengthened since `mark` (`ranking_mark`,
+        or the mark a previous call returned), and the mark to pass next time. Never misses
+        one, whatever order transactions commit in; one may come twice (a use or link of a
+        transaction still running at the mark is read again after it commits)."""
         ...
 
     async def change_token(self) -> Any:

@@ -56,8 +56,11 @@ __all__ = [
 #: search over the stems of `storage.keywords` (`stems`, written by every writer, and `tf` and
 #: `fts` built from them), as `storage/sqlite.py`'s version 5; an older store's rows are
 #: stemmed anew when it is opened (`restem`). 5: the notification of a commit sent after it
-#: by nooa-mcp's own connections (`_NOTIFY_AFTER`), off the commit's WAL flush.
-SCHEMA_VERSION = 5
+#: by nooa-mcp's own connections (`_NOTIFY_AFTER`), off the commit's WAL flush. 6: the id of
+#: the transaction that logged each access (`accesses.xid`) and that last added or
+#: strengthened each edge (`edges.rev`), so a process holding what ranking reads learns of
+#: another's uses and links (`Store.ranking_changes`), as `storage/sqlite.py`'s version 6.
+SCHEMA_VERSION = 6
 
 #: The text search configuration every search and generated column uses.
 TS_CONFIG = "nooa_english"
@@ -344,6 +347,31 @@ NOTIFY_OWED: tuple[str, str] = (
     "SELECT set_config('nooa.notify_owed', '', false)",
 )
 
+#: Version 6: uses and links read against snapshots, as rows are (`pg_search`). Nullable
+#: columns with a default, so adding them rewrites no table (rows written before stay NULL:
+#: a reader of changes starts from a mark taken after it read them). A trigger moves an
+#: edge's `rev` when an upsert changes its weight, so no writer can forget it; writing edges
+#: notifies, so servers holding them (`storage.links`) pull another's links.
+_RANKING_CHANGES = """
+ALTER TABLE accesses ADD COLUMN IF NOT EXISTS xid xid8;
+ALTER TABLE accesses ALTER COLUMN xid SET DEFAULT pg_current_xact_id();
+CREATE INDEX IF NOT EXISTS accesses_xid ON accesses (xid);
+ALTER TABLE edges ADD COLUMN IF NOT EXISTS rev xid8;
+ALTER TABLE edges ALTER COLUMN rev SET DEFAULT pg_current_xact_id();
+CREATE INDEX IF NOT EXISTS edges_rev ON edges (rev);
+CREATE OR REPLACE FUNCTION nooa_edge_rev() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    NEW.rev := pg_current_xact_id();
+    RETURN NEW;
+END $$;
+DROP TRIGGER IF EXISTS edges_rev ON edges;
+CREATE TRIGGER edges_rev BEFORE UPDATE ON edges FOR EACH ROW
+    WHEN (OLD.weight IS DISTINCT FROM NEW.weight) EXECUTE FUNCTION nooa_edge_rev();
+DROP TRIGGER IF EXISTS edges_notify ON edges;
+CREATE TRIGGER edges_notify AFTER INSERT OR UPDATE ON edges
+    FOR EACH STATEMENT EXECUTE FUNCTION nooa_notify();
+"""
+
 #: Version 4's rows, a page at a time: their text, to be stemmed in Python.
 RESTEM_PAGE = 1000
 
@@ -378,6 +406,7 @@ MIGRATIONS: dict[int, str] = {
     3: _FADED,
     4: _STEMS,
     5: _NOTIFY_AFTER,
+    6: _RANKING_CHANGES,
 }
 
 #: version -> what Python does after that version's DDL, in the same transaction.

@@ -56,6 +56,8 @@ from .base import (
     COMMON_FLOOR,
     DUMP_COLUMNS,
     Counts,
+    EdgeRow,
+    RankingChanges,
     RowChanges,
     ScoringRow,
     VectorRow,
@@ -745,6 +747,36 @@ class PostgresStore(SqlVerbs, SqlReports):
     async def vector_mark(self) -> Any:
         row = (await self._rows(f"WITH {SNAPSHOT} SELECT xmax, xip FROM snap"))[0]
         return Mark(int(row["xmax"]), tuple(int(x) for x in row["xip"]))
+
+    async def ranking_mark(self) -> Any:
+        return await self.vector_mark()
+
+    async def ranking_changes(self, mark: Any) -> tuple[RankingChanges, Any]:
+        """Accesses and edges stamped by a transaction `mark`'s snapshot had not seen
+        (`accesses.xid`, `edges.rev`; see `pg_search` on change tracking), with the statement's
+        snapshot as the next mark, in one statement."""
+        rows = await self._rows(
+            f"""WITH {SNAPSHOT},
+changed AS (
+    SELECT 0 AS kind, memory_id AS src, NULL::text AS dst, NULL::text AS type,
+           NULL::double precision AS weight
+    FROM accesses WHERE xid >= %(xmax)s::xid8 OR xid = ANY(%(xip)s::xid8[])
+    GROUP BY memory_id
+    UNION ALL
+    SELECT 1, src, dst, type, weight
+    FROM edges WHERE rev >= %(xmax)s::xid8 OR rev = ANY(%(xip)s::xid8[])
+)
+SELECT snap.xmax, snap.xip, c.* FROM snap LEFT JOIN changed c ON true""",
+            {"xmax": str(mark.xmax), "xip": [str(x) for x in mark.xip]},
+        )
+        changes = RankingChanges([], [])
+        for r in rows:
+            if r["kind"] == 0:
+                changes.used.append(r["src"])
+            elif r["kind"] == 1:
+                changes.edges.append(EdgeRow(r["src"], r["dst"], r["type"], r["weight"]))
+        first = rows[0]
+        return changes, Mark(int(first["xmax"]), tuple(int(x) for x in first["xip"]))
 
     async def _changes_since(
         self, mark: Mark, columns: str, limit: int, roles: Sequence[str] | None = None

@@ -466,11 +466,15 @@ class SqlVerbs(SqlPrimitives):
 
     # ------------------------------------------------------------------ edges
 
-    # Adding or copying an edge does not move its memories' revision: no cache holds edges
-    # (the vector cache holds vectors and masks, a pass's kept rows their columns), and every
-    # recall and pass reads edges afresh. Moving it rewrote each linked row and its entry in
-    # SQLite's revision index (a quarter of a first pass at 100k), and every other process's
-    # vector cache then read those rows again.
+    # Adding or copying an edge does not move its memories' revision: moving it rewrote each
+    # linked row and its entry in SQLite's revision index (a quarter of a first pass at 100k),
+    # and every other process's vector cache then read those rows again. The edges held for
+    # ranking (`storage.links`) learn of edges through `ranking_changes` instead, asked when
+    # another connection committed or this store wrote edges (`edge_writes`).
+
+    #: Calls of this store that wrote edges (committed or not): the held edges sync when it
+    #: moves, as this process's own commits may not move the change token (PostgreSQL).
+    edge_writes = 0
 
     def _edge_upsert(self) -> str:
         """Insert an edge; an existing (src, dst, type) keeps the larger weight and its
@@ -488,6 +492,7 @@ class SqlVerbs(SqlPrimitives):
     ) -> None:
         """Add an edge (made `at`, an import's, else now)."""
         when = (at or datetime.now(UTC)).timestamp()
+        self.edge_writes += 1
         await self._exec(
             self._edge_upsert(),
             {"s": src, "d": dst, "t": EdgeType(type).value, "w": weight, "c": when},
@@ -497,6 +502,7 @@ class SqlVerbs(SqlPrimitives):
         """`add_edge` for each edge, in order: one statement run many times, in one hop."""
         if not edges:
             return
+        self.edge_writes += 1
         when = datetime.now(UTC).timestamp()
         await self._exec_many(
             self._edge_upsert(),
@@ -519,6 +525,7 @@ class SqlVerbs(SqlPrimitives):
     async def copy_edges(self, src: str, dst: str) -> int:
         """Copy `src`'s outgoing edges onto `dst` (larger weight wins); returns how many."""
         d = self.dialect
+        self.edge_writes += 1
         return await self._exec(
             "INSERT INTO edges(src, dst, type, weight, created_at) "
             f"SELECT {d.p('d')}, dst, type, weight, created_at FROM edges "

@@ -39,6 +39,8 @@ from .base import (
     COMMON_FLOOR,
     REFLECTION_COLUMNS,
     Counts,
+    EdgeRow,
+    RankingChanges,
     RowChanges,
     ScoringRow,
     VectorRow,
@@ -50,7 +52,14 @@ from .keywords import row_stems
 from .rows import SCORING_COLUMNS, scoring_from_row, vector_row_from
 from .sql_core import SqlVerbs
 from .sql_reports import SqlReports
-from .sqlite_schema import ACCESS_COUNTS, KEYWORDS, SCHEMA, SCHEMA_VERSION, split_sql
+from .sqlite_schema import (
+    ACCESS_COUNTS,
+    EDGE_REVS,
+    KEYWORDS,
+    SCHEMA,
+    SCHEMA_VERSION,
+    split_sql,
+)
 from .sqlite_search import BM25, KEYWORD_POOL, fts_query, selective, selective_sql
 
 __all__ = ["NEXT_REV", "SCHEMA_VERSION", "SQLiteStore", "copy_store", "fts_query"]
@@ -199,6 +208,11 @@ class SQLiteStore(SqlVerbs, SqlReports):
     kind = "sqlite"
     batches_reads = False
 
+    @property
+    def in_transaction(self) -> bool:
+        """Whether the caller is inside this store's transaction."""
+        return id(self) in _WRITING.get()
+
     dialect = SQLITE
 
     def __init__(self, conn: aiosqlite.Connection, path: Path) -> None:
@@ -315,7 +329,7 @@ class SQLiteStore(SqlVerbs, SqlReports):
             # Re-read under the write lock: another process may have migrated meanwhile.
             version = await self._scalar("PRAGMA user_version")
             if version == 0:
-                for statement in split_sql(SCHEMA + KEYWORDS + ACCESS_COUNTS):
+                for statement in split_sql(SCHEMA + KEYWORDS + ACCESS_COUNTS + EDGE_REVS):
                     await self._execute(statement)
             else:
                 if version == 1:
@@ -326,6 +340,8 @@ class SQLiteStore(SqlVerbs, SqlReports):
                     await self._tell_faded()
                 if version <= 4:
                     await self._index_stems()
+                if version <= 5:
+                    await self._number_edges()
             await self._execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     async def _rehash(self) -> None:
@@ -371,6 +387,15 @@ class SQLiteStore(SqlVerbs, SqlReports):
             "SELECT seq, json_extract(stems, '$[0]'), json_extract(stems, '$[1]'), "
             "json_extract(stems, '$[2]'), json_extract(stems, '$[3]') FROM memories"
         )
+
+    async def _number_edges(self) -> None:
+        """Version 5 → 6: each edge's `rev` and the triggers that move it (edges written
+        before keep 0: a reader of changes starts from a mark taken after it read them all)."""
+        columns = {r["name"] for r in await self._rows("PRAGMA table_info(edges)")}
+        if "rev" not in columns:
+            await self._execute("ALTER TABLE edges ADD COLUMN rev INTEGER NOT NULL DEFAULT 0")
+        for statement in split_sql(EDGE_REVS):
+            await self._execute(statement)
 
     async def _count_accesses(self) -> None:
         """Version 2 → 3: the counts table, its triggers and the scope index; the counts so
@@ -625,6 +650,35 @@ class SQLiteStore(SqlVerbs, SqlReports):
         # Writers hold the write lock while they number revisions: the highest committed one
         # is a mark no later commit falls below.
         return await self._scalar("SELECT coalesce(max(rev), 0) FROM memories")
+
+    async def ranking_mark(self) -> Any:
+        # Writers hold the write lock while they number accesses and edges: the highest
+        # committed numbers are a mark no later commit falls below.
+        rows = await self._rows(
+            "SELECT (SELECT coalesce(max(seq), 0) FROM accesses) AS used, "
+            "(SELECT coalesce(max(rev), 0) FROM edges) AS linked"
+        )
+        return (rows[0]["used"], rows[0]["linked"])
+
+    async def ranking_changes(self, mark: Any) -> tuple[RankingChanges, Any]:
+        """Accesses numbered (seq) and edges numbered (rev, `sqlite_schema.EDGE_REVS`) above
+        `mark`, in one statement."""
+        used, linked = mark
+        rows = await self._rows(
+            "SELECT 0 AS kind, memory_id AS src, NULL AS dst, NULL AS type, NULL AS weight, "
+            "max(seq) AS at FROM accesses WHERE seq > :used GROUP BY memory_id "
+            "UNION ALL SELECT 1, src, dst, type, weight, rev FROM edges WHERE rev > :linked",
+            {"used": used, "linked": linked},
+        )
+        changes = RankingChanges([], [])
+        for r in rows:
+            if r["kind"] == 0:
+                changes.used.append(r["src"])
+                used = max(used, r["at"])
+            else:
+                changes.edges.append(EdgeRow(r["src"], r["dst"], r["type"], r["weight"]))
+                linked = max(linked, r["at"])
+        return changes, (used, linked)
 
     async def _selective_terms(self, terms: list[str]) -> list[str]:
         """Drop terms too common to be worth ranking (see COMMON_SHARE); one SQL round trip."""

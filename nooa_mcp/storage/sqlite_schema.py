@@ -6,7 +6,7 @@ from here, and `storage.sqlite` creates and migrates a file with it.
 
 from __future__ import annotations
 
-__all__ = ["ACCESS_COUNTS", "KEYWORDS", "SCHEMA", "SCHEMA_VERSION", "split_sql"]
+__all__ = ["ACCESS_COUNTS", "EDGE_REVS", "KEYWORDS", "SCHEMA", "SCHEMA_VERSION", "split_sql"]
 
 #: 1: the first release. 2: content_hash is taken after NFKC and case folding (exact repeats,
 #: DESIGN.md §4.2); a version-1 file is rehashed in place when opened. 3: the access stream's
@@ -17,7 +17,9 @@ __all__ = ["ACCESS_COUNTS", "KEYWORDS", "SCHEMA", "SCHEMA_VERSION", "split_sql"]
 #: archived rows are told apart by their standing tombstone's reason (`domain.archive`).
 #: 5: keyword search over the stems of `storage.keywords` (`stems`, `KEYWORDS`), as
 #: PostgreSQL indexes them; an older file's rows are stemmed and indexed anew when opened.
-SCHEMA_VERSION = 5
+#: 6: each edge's `rev`, moved by every write that adds it or changes its weight (`EDGE_REVS`),
+#: so a process holding what ranking reads learns of another's links (`Store.ranking_changes`).
+SCHEMA_VERSION = 6
 
 SCHEMA = """
 CREATE TABLE memories (
@@ -79,6 +81,8 @@ CREATE TABLE edges (
     type TEXT NOT NULL,
     weight REAL NOT NULL,
     created_at REAL NOT NULL,
+    -- Moved by every write that adds an edge or changes its weight (`EDGE_REVS`).
+    rev INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (src, dst, type)
 ) WITHOUT ROWID;
 CREATE INDEX edges_dst ON edges(dst, type);
@@ -191,6 +195,25 @@ AFTER UPDATE OF memory_id, channel, reader_owner ON accesses BEGIN
     ON CONFLICT (memory_id, channel, reader_owner) DO UPDATE SET n = n + 1;
 END;
 CREATE INDEX IF NOT EXISTS memories_kpi ON memories(id, owner, role, archived, type);
+"""
+
+
+#: Schema version 6. Every write that adds an edge or changes its weight numbers it above every
+#: edge written before (writers hold the write lock, so the numbers follow commit order), and
+#: `Store.ranking_changes` reads the edges numbered above a mark. Triggers, so no writer (the
+#: hooks' connection, import, an older server on the file) can forget it; a weight written
+#: unchanged (an upsert that keeps the larger weight) moves nothing.
+EDGE_REVS = """
+CREATE INDEX IF NOT EXISTS edges_rev ON edges(rev);
+CREATE TRIGGER IF NOT EXISTS edges_rev_insert AFTER INSERT ON edges BEGIN
+    UPDATE edges SET rev = (SELECT coalesce(max(rev), 0) + 1 FROM edges)
+    WHERE src = new.src AND dst = new.dst AND type = new.type;
+END;
+CREATE TRIGGER IF NOT EXISTS edges_rev_update AFTER UPDATE OF weight ON edges
+WHEN new.weight IS NOT old.weight BEGIN
+    UPDATE edges SET rev = (SELECT coalesce(max(rev), 0) + 1 FROM edges)
+    WHERE src = new.src AND dst = new.dst AND type = new.type;
+END;
 """
 
 

@@ -32,6 +32,7 @@ from ..malloc_tuning import release_free_memory
 from . import sketch
 from .base import Store, VectorRow
 from .ids import IdTable
+from .links import HeldLinks
 from .residency import Residency
 
 #: Rows read per query while the cache catches up with the store.
@@ -200,6 +201,9 @@ class VectorIndex:
         #: withdrawal) — except a noted row that is no intent (`note`): what is derived from
         #: rows (`Engine.intents`) stays valid while it stands still, once `sync` has run.
         self.generation = 0
+        #: Every edge of the store, pulled with the rows (`storage.links`): ranking reads its
+        #: spreading and supersession links here, asking `visible` which ends it may use.
+        self.links = HeldLinks()
         self._roles: dict[str, int] = {"": 0}
         self._owners: dict[str, int] = {"": 0}
         self._types: dict[str, int] = {}
@@ -212,10 +216,18 @@ class VectorIndex:
     async def sync(self, store: Store) -> None:
         """Bring the cache up to date with the store."""
         token = await store.change_token()
-        if not self._dirty and token == self._token:
+        # Edges are read when another connection committed or this store wrote edges, not
+        # for this process's other writes (every recall's access log marks the index dirty;
+        # on PostgreSQL a read of the edges is a round trip of its own).
+        links_due = token != self._token or self.links.due(store)
+        if not self._dirty and not links_due:
             return
         self._dirty = False
         self._token = token
+        if links_due:
+            # The links first: an edge pulled before its end's row is not used until the row
+            # is (`visible`), so no edge of a row pulled below is missing when ranking asks.
+            await self.links.sync(store)
         if self.residency is not None:
             with self.held():  # no role is let go while the pull reads
                 await self._pull(store, self.residency.filter())
@@ -442,6 +454,31 @@ class VectorIndex:
             allowed = np.zeros(len(self._types) + 1, dtype=bool)
             allowed[[self._types[t] for t in types if t in self._types]] = True
             keep &= allowed[self.type_code[rows]]
+        return keep
+
+    def holds(self, roles: frozenset[str] | None) -> bool:
+        """Whether the rows of every role in `roles` (None: every role) are loaded, and so
+        its edges' ends can be checked (`visible`) and the held edges read (`links`)."""
+        if self.links.mark is None:
+            return False
+        if self.residency is None:
+            return self.mark is not None
+        return self.residency.missing(roles) == []
+
+    def visible(self, rows: np.ndarray, scope: Scope) -> np.ndarray:
+        """Whether each of `rows` (-1: not held) is live and inside `scope`, vector or not:
+        the store's condition on an edge's other end (`storage.links`). A role the scope sees
+        must be held (`ensure`) first: a row of a role not held reads as not visible."""
+        rows = np.asarray(rows, dtype=np.int64)
+        held = (rows >= 0) & (rows < self.size)
+        at = np.where(held, rows, 0)
+        keep = held & ~self.archived[at]
+        shared = self.owner_code[at] == 0
+        if scope.owner is not None:
+            keep &= (self.owner_code[at] == self._owners.get(scope.owner, -1)) | shared
+        elif scope.roles is not None:
+            codes = [self._roles[r] for r in scope.roles if r in self._roles]
+            keep &= np.isin(self.role_code[at], codes) | shared
         return keep
 
     def similarities(self, queries: np.ndarray, upto: int | None = None) -> np.ndarray:

@@ -21,7 +21,7 @@ async def test_a_new_store_is_wal_with_a_busy_timeout_and_the_current_version(st
         # The store's own connection (reads apart, on the event loop's thread, wait less
         # and then go to a thread that waits this long: test_reads_on_the_loop.py).
         assert next(iter(await store._read(None, "PRAGMA busy_timeout", ())))[0] >= 5000
-        assert await store._scalar("PRAGMA user_version") == SCHEMA_VERSION == 5
+        assert await store._scalar("PRAGMA user_version") == SCHEMA_VERSION == 6
         tables = {r[0] for r in await store._rows("SELECT name FROM sqlite_master")}
         assert {"memories", "edges", "accesses", "maintenance_log", "tombstones"} <= tables
         assert "memories_fts" in tables

@@ -642,6 +642,132 @@ async def test_the_change_token_moves_when_another_connection_commits(store_targ
         await b.close()
 
 
+# --------------------------------------------------------------------------- ranking changes
+
+
+async def test_ranking_changes_name_the_uses_and_links_since_the_mark(store: Store) -> None:
+    """Uses and links move no revision (tests above), so a process holding what ranking reads
+    learns of them from this feed: each use or link written after the mark, once, and
+    nothing after the next mark. An upsert that keeps the larger weight changes nothing."""
+    a, b, c = [await put(store, f"fed {i}") for i in range(3)]
+    mark = await store.ranking_mark()
+    changes, mark = await store.ranking_changes(mark)
+    assert (changes.used, changes.edges) == ([], [])
+    async with store.transaction():
+        await store.append_accesses([(a.id, record(Channel.recalled, i)) for i in range(2)])
+        await store.append_accesses([(b.id, record(Channel.searched, 5))])
+        await store.add_edge(a.id, b.id, EdgeType.related, 0.5)
+    changes, mark = await store.ranking_changes(mark)
+    assert sorted(changes.used) == sorted([a.id, b.id])
+    assert [(e.src, e.dst, e.type, e.weight) for e in changes.edges] == [
+        (a.id, b.id, "related", 0.5)
+    ]
+    changes, mark = await store.ranking_changes(mark)
+    assert (changes.used, changes.edges) == ([], [])
+    async with store.transaction():
+        await store.add_edge(a.id, b.id, EdgeType.related, 0.3)
+    changes, mark = await store.ranking_changes(mark)
+    assert changes.edges == []
+    async with store.transaction():
+        await store.add_edges([(a.id, b.id, EdgeType.related, 0.9)])
+        await store.copy_edges(a.id, c.id)
+    changes, mark = await store.ranking_changes(mark)
+    assert sorted((e.src, e.dst, e.weight) for e in changes.edges) == sorted(
+        [(a.id, b.id, 0.9), (c.id, b.id, 0.9)]
+    )
+    assert changes.used == []
+
+
+async def test_ranking_changes_see_another_connections_late_commit(store_target) -> None:
+    """A use and a link written by a transaction still open when the mark is taken are read
+    once it commits: a mark that only looked past the newest finished write (on PostgreSQL,
+    one that ignored the snapshot's running transactions) would miss them.
+    The late writer is a plain connection, so its writes reach the database before it commits
+    (a store's transaction may hold them back until then)."""
+    a, b = await open_store(store_target), await open_store(store_target)
+    try:
+        x, y = await put(a, "written here"), await put(a, "linked here")
+        mark = await b.ranking_mark()
+        use = "INSERT INTO accesses(memory_id, ts, channel) VALUES ({p}, 0, 'recalled')"
+        link = (
+            "INSERT INTO edges(src, dst, type, weight, created_at) "
+            "VALUES ({p}, {p}, 'supports', 0.7, 0)"
+        )
+        if isinstance(store_target, Path):
+            import sqlite3
+
+            late = sqlite3.connect(store_target, isolation_level=None)
+            late.execute("BEGIN IMMEDIATE")
+            late.execute(use.format(p="?"), (x.id,))
+            late.execute(link.format(p="?"), (x.id, y.id))
+        else:
+            import psycopg
+
+            late = psycopg.connect(store_target)
+            late.execute(use.format(p="%s"), (x.id,))
+            late.execute(link.format(p="%s"), (x.id, y.id))
+            # A later transaction commits first: the open one is then below the snapshot's
+            # xmax, among its running transactions.
+            await put(a, "committed meanwhile")
+        try:
+            early = await b.ranking_mark()
+            seen, _ = await b.ranking_changes(early)
+            assert (seen.used, seen.edges) == ([], [])
+            late.commit()
+        finally:
+            late.close()
+        for since in (mark, early):
+            changes, _ = await b.ranking_changes(since)
+            assert changes.used == [x.id]
+            assert [(e.src, e.dst, e.type) for e in changes.edges] == [(x.id, y.id, "supports")]
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_a_store_from_before_ranking_changes_is_upgraded_when_opened(store_target) -> None:
+    """A store of the previous schema (SQLite 5, PostgreSQL 5) has no numbers on its uses and
+    edges; opening it adds them, keeps its edges, and the feed names what is written next."""
+    store = await open_store(store_target)
+    try:
+        a, b = await put(store, "old a"), await put(store, "old b")
+        async with store.transaction():
+            await store.add_edge(a.id, b.id, EdgeType.related, 0.4)
+    finally:
+        await store.close()
+    if isinstance(store_target, Path):
+        import sqlite3
+
+        conn = sqlite3.connect(store_target)
+        with conn:
+            for name in ("edges_rev_insert", "edges_rev_update"):
+                conn.execute(f"DROP TRIGGER {name}")
+            conn.execute("DROP INDEX edges_rev")
+            conn.execute("ALTER TABLE edges DROP COLUMN rev")
+            conn.execute("PRAGMA user_version = 5")
+        conn.close()
+    else:
+        import psycopg
+
+        with psycopg.connect(store_target) as conn:
+            conn.execute("DROP FUNCTION nooa_edge_rev() CASCADE")
+            conn.execute("ALTER TABLE edges DROP COLUMN rev")
+            conn.execute("ALTER TABLE accesses DROP COLUMN xid")
+            conn.execute("DELETE FROM schema_version WHERE version > 5")
+    store = await open_store(store_target)
+    try:
+        mark = await store.ranking_mark()
+        async with store.transaction():
+            await store.add_edge(b.id, a.id, EdgeType.related, 0.6)
+            await store.append_accesses([(a.id, record(Channel.recalled, 1))])
+        changes, _ = await store.ranking_changes(mark)
+        assert changes.used == [a.id]
+        assert [(e.src, e.dst) for e in changes.edges] == [(b.id, a.id)]
+        assert len(await store.edges_touching([a.id])) == 2
+    finally:
+        await store.close()
+
+
 # --------------------------------------------------------------------------- edges
 
 

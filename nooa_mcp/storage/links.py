@@ -1,0 +1,226 @@
+"""Every edge of the store, held in memory for ranking's spreading and supersession (DESIGN.md
+§5.6, §15).
+
+Read whole on first use, then kept current by `Store.ranking_changes` (edges added or
+strengthened since a mark; no edge is ever deleted). Each edge is four numbers — its two ends
+(rows of an `IdTable` of the ends seen), its weight and its relation — in arrays sorted by
+source, with a permutation sorted by target: 21 bytes an edge, where a Python `EdgeRow` took
+about 100. The weight stays float64, as the store returns it, so scores from held edges equal
+scores from the store's to the last bit.
+
+What the store filters in SQL (a live end inside the reader's scope) is asked of the vector
+index (`VectorIndex.visible`), which must hold every role the scope sees (`VectorIndex.ensure`)
+and be synced at least as recently as these edges.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..domain.scope import Scope
+from .base import EdgeRow, Store
+from .ids import IdTable
+
+if TYPE_CHECKING:
+    from .vectors import VectorIndex
+
+__all__ = ["HeldLinks"]
+
+#: At most this many edges are put in place one by one (each costs a pass over the arrays);
+#: more are merged and sorted whole.
+INSERT_AT_MOST = 3
+
+
+class HeldLinks:
+    """The store's edges as arrays, read once and then pulled as they change."""
+
+    def __init__(self) -> None:
+        self.ends = IdTable()
+        self.src = np.zeros(0, dtype=np.int32)
+        self.dst = np.zeros(0, dtype=np.int32)
+        self.weight = np.zeros(0, dtype=np.float64)
+        self.kind = np.zeros(0, dtype=np.uint8)
+        #: Edge positions sorted by (dst, kind, src).
+        self.by_dst = np.zeros(0, dtype=np.int32)
+        self._kinds: dict[str, int] = {}
+        self._kind_names: list[str] = []
+        #: Where `sync` reads changes from (None: nothing read yet).
+        self.mark: Any = None
+        #: The store's `edge_writes` at the last sync, and whether a sync was skipped since.
+        self._writes = 0
+        self._skipped = False
+
+    def __len__(self) -> int:
+        return int(self.src.shape[0])
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes of the edge arrays (the ends' id table besides)."""
+        arrays = (self.src, self.dst, self.weight, self.kind, self.by_dst)
+        return sum(a.nbytes for a in arrays)
+
+    def due(self, store: Store) -> bool:
+        """Whether a sync must read even if the store's change token stands still: nothing
+        read yet, a sync skipped inside a transaction, or edges this process wrote since (its
+        own commits may not move the token)."""
+        return self.mark is None or self._skipped or store.edge_writes != self._writes
+
+    async def sync(self, store: Store) -> None:
+        """Read every edge the first time, then the edges added or strengthened since.
+
+        Never inside a transaction: its own edges, not committed yet, would be read and kept
+        after a rollback (and, on SQLite, their numbers given again to later edges past the
+        mark). The sync after it reads them (`due`)."""
+        if store.in_transaction:
+            self._skipped = True
+            return
+        self._skipped = False
+        self._writes = store.edge_writes
+        if self.mark is None:
+            # The mark first: an edge written while the whole read runs comes again next time,
+            # and applying an edge twice leaves it as it is.
+            mark = await store.ranking_mark()
+            self.apply(await store.edge_pairs(None, live_only=False))
+            self.mark = mark
+            return
+        changes, self.mark = await store.ranking_changes(self.mark)
+        self.apply(changes.edges)
+
+    def apply(self, edges: Sequence[EdgeRow]) -> None:
+        """Add these edges, or set their weight where held (the last of a repeated edge wins).
+
+        A few edges (what a sync brings) go in place: a weight is rewritten, a new edge is
+        inserted where the two orders put it, with no sort (a sort of 300k edges took 120
+        ms); a read of many is merged and sorted whole."""
+        if not edges:
+            return
+        src = self._codes([e.src for e in edges])
+        dst = self._codes([e.dst for e in edges])
+        kind = np.array([self._kind(e.type) for e in edges], dtype=np.uint8)
+        weight = np.array([e.weight for e in edges], dtype=np.float64)
+        if len(edges) <= INSERT_AT_MOST < len(self):
+            self._insert(src, dst, kind, weight)
+        else:
+            self._merge(src, dst, kind, weight)
+        self.ends.settle()
+
+    def _merge(self, src: np.ndarray, dst: np.ndarray, kind: np.ndarray, w: np.ndarray) -> None:
+        src = np.concatenate([self.src, src])
+        dst = np.concatenate([self.dst, dst])
+        kind = np.concatenate([self.kind, kind])
+        weight = np.concatenate([self.weight, w])
+        n = src.shape[0]
+        order = np.lexsort((np.arange(n), kind, dst, src))
+        src, dst, kind, weight = src[order], dst[order], kind[order], weight[order]
+        last = np.ones(n, dtype=bool)
+        last[:-1] = (src[1:] != src[:-1]) | (dst[1:] != dst[:-1]) | (kind[1:] != kind[:-1])
+        self.src, self.dst, self.kind, self.weight = src[last], dst[last], kind[last], weight[last]
+        self.by_dst = np.lexsort((self.src, self.kind, self.dst)).astype(np.int32)
+
+    def _insert(self, src: np.ndarray, dst: np.ndarray, kind: np.ndarray, w: np.ndarray) -> None:
+        for s, d, k, weight in zip(
+            src.tolist(), dst.tolist(), kind.tolist(), w.tolist(), strict=True
+        ):
+            key = _key(self.src, self.dst, self.kind)
+            at = int(np.searchsorted(key, _key(s, d, k)))
+            if at < len(key) and key[at] == _key(s, d, k):
+                self.weight[at] = weight
+                continue
+            # Every place at or after `at` moves one on; the new edge takes `at`.
+            by_dst = self.by_dst + (self.by_dst >= at)
+            self.src = np.insert(self.src, at, s)
+            self.dst = np.insert(self.dst, at, d)
+            self.kind = np.insert(self.kind, at, k)
+            self.weight = np.insert(self.weight, at, weight)
+            into = _key(self.dst[by_dst], self.src[by_dst], self.kind[by_dst], target=True)
+            place = int(np.searchsorted(into, _key(d, s, k, target=True)))
+            self.by_dst = np.insert(by_dst, place, at).astype(np.int32)
+
+    def out_edges(self, sources: Sequence[str], scope: Scope, index: VectorIndex) -> list[EdgeRow]:
+        """`Store.out_edges`: the edges of `sources` whose targets are live inside `scope`."""
+        at = self._spans(self.src, self._known(sources), None)
+        return self._visible(at, self.dst, scope, index)
+
+    def successors(
+        self, targets: Sequence[str], relations: Sequence[str], scope: Scope, index: VectorIndex
+    ) -> list[EdgeRow]:
+        """`Store.successors`: edges with one of `relations` into `targets` from live sources
+        inside `scope`."""
+        at = self._spans(self.dst, self._known(targets), self.by_dst)
+        wanted = [self._kinds[r] for r in relations if r in self._kinds]
+        at = at[np.isin(self.kind[at], wanted)]
+        return self._visible(at, self.src, scope, index)
+
+    def _known(self, ids: Sequence[str]) -> np.ndarray:
+        codes = self.ends.rows_of(list(dict.fromkeys(ids)))
+        return np.sort(codes[codes >= 0])
+
+    def _spans(self, column: np.ndarray, codes: np.ndarray, order: np.ndarray | None) -> np.ndarray:
+        """Positions of the edges whose `column` is one of `codes` (sorted by `order`)."""
+        keys = column if order is None else column[order]
+        lo = np.searchsorted(keys, codes, "left")
+        hi = np.searchsorted(keys, codes, "right")
+        spans = [np.arange(a, b) for a, b in zip(lo.tolist(), hi.tolist(), strict=True) if b > a]
+        at = np.concatenate(spans) if spans else np.zeros(0, dtype=np.int64)
+        return at if order is None else order[at]
+
+    def _visible(
+        self, at: np.ndarray, other: np.ndarray, scope: Scope, index: VectorIndex
+    ) -> list[EdgeRow]:
+        """The edges at `at` whose `other` end is live inside `scope`, as rows."""
+        if not at.size:
+            return []
+        ids = [self.ends[c] for c in other[at].tolist()]
+        keep = index.visible(index.ids.rows_of(ids), scope)
+        names = self._kind_names
+        rows = [
+            EdgeRow(self.ends[s], self.ends[d], names[k], w)
+            for s, d, k, w in zip(
+                self.src[at[keep]].tolist(),
+                self.dst[at[keep]].tolist(),
+                self.kind[at[keep]].tolist(),
+                self.weight[at[keep]].tolist(),
+                strict=True,
+            )
+        ]
+        # In the order SQLite's indexes give (by source: (src, dst, type); by target: (dst,
+        # type, src)): spreading keeps the first of edges of equal strength, supersession the
+        # first successor, as they did reading the store.
+        if other is self.dst:
+            rows.sort(key=lambda e: (e.src, e.dst, e.type))
+        else:
+            rows.sort(key=lambda e: (e.dst, e.type, e.src))
+        return rows
+
+    def _codes(self, ids: list[str]) -> np.ndarray:
+        """Each id's code, appending the ids not seen yet (one batch lookup: a lookup one id
+        at a time made a cold read of 300k edges take 50 s)."""
+        distinct = list(dict.fromkeys(ids))
+        codes = self.ends.rows_of(distinct)
+        for k in np.flatnonzero(codes < 0).tolist():
+            codes[k] = self.ends.append(distinct[k])
+        if len(distinct) == len(ids):
+            return codes.astype(np.int32)
+        code_of = dict(zip(distinct, codes.tolist(), strict=True))
+        return np.fromiter((code_of[i] for i in ids), dtype=np.int32, count=len(ids))
+
+    def _kind(self, name: str) -> int:
+        code = self._kinds.get(name)
+        if code is None:
+            code = self._kinds[name] = len(self._kind_names)
+            self._kind_names.append(name)
+        return code
+
+
+def _key(a: Any, b: Any, kind: Any, *, target: bool = False) -> Any:
+    """One int64 per edge in the order of the arrays: (src, dst, kind), or with `target`
+    (dst, kind, src) given as (dst, src, kind). Ends are codes below 2^29 (29 + 29 + 5 bits)."""
+    a = np.asarray(a, dtype=np.int64)
+    b = np.asarray(b, dtype=np.int64)
+    kind = np.asarray(kind, dtype=np.int64)
+    if target:
+        return (a << 34) | (kind << 29) | b
+    return (a << 34) | (b << 5) | kind
