@@ -46,7 +46,6 @@ __all__ = [
     "KpiTotals",
     "MaintenanceEntry",
     "RankingChanges",
-    "RankingReads",
     "RowChanges",
     "ScoringRow",
     "Store",
@@ -270,17 +269,6 @@ class RankingChanges:
 
 
 @dataclass(slots=True)
-class RankingReads:
-    """What ranking reads about some memories at once (`Store.ranking_reads`): their rows,
-    their out-edges to live targets in scope, and the superseding links into them from live
-    sources in scope, each list as its own store method returns it."""
-
-    rows: list[ScoringRow]
-    out: list[EdgeRow]
-    into: list[EdgeRow]
-
-
-@dataclass(slots=True)
 class Tombstone:
     """What was archived and why (DESIGN.md §2.6, §4.4): the value a later write is checked
     against."""
@@ -354,10 +342,6 @@ class Store(Protocol):
 
     #: "sqlite" or "postgresql".
     kind: str
-    #: Whether reads made together cost one round trip (PostgreSQL's pipeline): recall then
-    #: reads the keyword hits' links after the vector search, with the rows it adds, instead
-    #: of beside the query's embedding (SQLite reads on the event loop's thread, beside it).
-    batches_reads: bool
     #: What to show people: the file name or the database name, never a secret.
     label: str
     #: False when the store can only be read (a read-only file): reads work, logging is skipped.
@@ -562,23 +546,6 @@ class Store(Protocol):
     async def successors(
         self, targets: Sequence[str], relations: Sequence[str], scope: Scope
     ) -> list[EdgeRow]: ...
-
-    async def ranking_reads(
-        self,
-        ids: Sequence[str],
-        scope: Scope,
-        relations: Sequence[str],
-        *,
-        rows: bool,
-        out: bool,
-        into: bool,
-        links: Sequence[str] | None = None,
-    ) -> RankingReads:
-        """`scoring_rows(ids)` (if `rows`), `out_edges(links, scope)` (if `out`) and
-        `successors(links, relations, scope)` (if `into`) in one round trip, `links` being
-        `ids` unless given: recall reads them for the same memories, and each trip to
-        PostgreSQL costs more than the statement."""
-        ...
 
     async def links_of(self, ids: Sequence[str], scope: Scope) -> list[EdgeRow]:
         """Edges with either end in `ids` whose other end is inside `scope`, archived or not

@@ -169,7 +169,6 @@ class PostgresStore(SqlVerbs, SqlReports):
     """An open PostgreSQL store. Create with `await PostgresStore.open(url)`; `close()` it."""
 
     kind = "postgresql"
-    batches_reads = True
 
     dialect = POSTGRES
 

@@ -32,7 +32,6 @@ from ..errors import AmbiguousId, NotFound
 from .base import (
     ACCESS_COLUMNS,
     EdgeRow,
-    RankingReads,
     ScoringRow,
     Tombstone,
     VectorRow,
@@ -617,36 +616,6 @@ class SqlVerbs(SqlPrimitives):
         """Live, visible memories that point at `targets` with one of `relations`."""
         rows = await self._rows(*self.successors_statement(targets, relations, scope))
         return [edge_from_row(r) for r in rows]
-
-    async def ranking_reads(
-        self,
-        ids: Sequence[str],
-        scope: Scope,
-        relations: Sequence[str],
-        *,
-        rows: bool,
-        out: bool,
-        into: bool,
-        links: Sequence[str] | None = None,
-    ) -> RankingReads:
-        """See `Store.ranking_reads`: the statements go to `_reads` together (SQLite reads
-        on the event loop's thread, one after another: there is no trip to save; PostgreSQL
-        pipelines them, one round trip)."""
-        ids = list(ids)
-        around = ids if links is None else list(links)
-        statements = []
-        if ids and rows:
-            statements.append(self.scoring_rows_statement(ids))
-        if around and out:
-            statements.append(self.out_edges_statement(around, scope))
-        if around and into:
-            statements.append(self.successors_statement(around, relations, scope))
-        answers = iter(await self._reads(statements))
-        return RankingReads(
-            [scoring_from_row(r) for r in next(answers)] if ids and rows else [],
-            [edge_from_row(r) for r in next(answers)] if around and out else [],
-            [edge_from_row(r) for r in next(answers)] if around and into else [],
-        )
 
     # ------------------------------------------------------------------ keyword candidates
 

@@ -206,7 +206,6 @@ class SQLiteStore(SqlVerbs, SqlReports):
     """An open store file. Create with `await SQLiteStore.open(path)`; close with `close()`."""
 
     kind = "sqlite"
-    batches_reads = False
 
     @property
     def in_transaction(self) -> bool:

@@ -56,7 +56,7 @@ def _trips(mem: Memory) -> list[str]:
     """Record each read of rows or links ranking makes of the store."""
     store = mem.engine.store
     trips: list[str] = []
-    for name in ("ranking_reads", "scoring_rows", "out_edges", "successors"):
+    for name in ("scoring_rows", "out_edges", "successors"):
         real = getattr(store, name)
 
         def recording(*args, _real=real, _name=name, **kwargs):
