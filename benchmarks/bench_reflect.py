@@ -106,11 +106,14 @@ class Vectors:
         out = []
         for chunk in range(start - start % 1000, stop, 1000):
             path = self.cache / f"{chunk:06d}.npy"
-            if not path.exists():
-                self.cache.mkdir(parents=True, exist_ok=True)
-                np.save(path, self.embedder.embed(all_texts[chunk : chunk + 1000]))
-            block = np.load(path)
             lo, hi = max(start, chunk) - chunk, min(stop, chunk + 1000) - chunk
+            block = np.load(path) if path.exists() else None
+            if block is None or len(block) < hi:
+                # A chunk cached by a shorter workload (2,760 texts end inside chunk 2000)
+                # holds fewer rows than a longer one needs: embed the whole chunk again.
+                self.cache.mkdir(parents=True, exist_ok=True)
+                block = self.embedder.embed(all_texts[chunk : chunk + 1000])
+                np.save(path, block)
             out.append(block[lo:hi])
         return np.concatenate(out)
 

@@ -11,6 +11,7 @@ import sqlite3
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
@@ -55,3 +56,19 @@ async def test_bench_reflect_inserts_turns(tmp_path: Path) -> None:
     ) as mem:
         await bench_reflect.insert(mem, texts, vectors, 0, 12)
     assert count(tmp_path / "f.sqlite") == 12
+
+
+def test_bench_reflect_reembeds_a_chunk_cached_short_by_a_smaller_workload(tmp_path: Path) -> None:
+    """A run over 2,760 turns caches chunk 2000 with 760 rows; a later run over more turns
+    needs that chunk's 1,000 rows, not a zip that runs short."""
+
+    class Cached(bench_reflect.Vectors):
+        @property
+        def embedder(self):
+            return HashEmbedder(8)
+
+    texts = [f"turn {i} about topic {i % 13}" for i in range(2500)]
+    vectors = Cached("minilm", tmp_path / "cache")
+    assert vectors.of(texts[:2300], 2000, 2300).shape == (300, 8)
+    assert vectors.of(texts, 1500, 2500).shape == (1000, 8)
+    assert len(np.load(tmp_path / "cache" / "002000.npy")) == 500
