@@ -127,6 +127,18 @@ def store_target(request, tmp_path):
     return request.getfixturevalue("postgres")
 
 
+@pytest.fixture
+async def store(store_target):
+    """An open store on each backend (`store_target`), closed after the test."""
+    from nooa_mcp.storage import open_store
+
+    s = await open_store(store_target)
+    try:
+        yield s
+    finally:
+        await s.close()
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     reason = _pg_state.get("reason")
     if reason:

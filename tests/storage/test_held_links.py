@@ -81,15 +81,6 @@ async def assert_same(store: Store, held: HeldLinks, index: VectorIndex, ids: li
     return seen
 
 
-@pytest.fixture
-async def store(store_target):
-    s = await open_store(store_target)
-    try:
-        yield s
-    finally:
-        await s.close()
-
-
 async def test_held_edges_answer_as_the_store_for_every_scope(store: Store) -> None:
     ids = await fill(store)
     index, held = VectorIndex(EMBED.dim), HeldLinks()

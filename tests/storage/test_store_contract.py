@@ -39,15 +39,6 @@ T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 EMBED = HashEmbedder()
 
 
-@pytest.fixture
-async def store(store_target):
-    s = await open_store(store_target)
-    try:
-        yield s
-    finally:
-        await s.close()
-
-
 def vec(text: str) -> np.ndarray:
     return EMBED.embed([text])[0]
 
