@@ -28,9 +28,9 @@ if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
 TOKENIZER_DIR = Path(__file__).parent / "assets" / "minilm"
-#: onnxruntime session settings. Its worker threads spin-wait
-#: for work between and after runs by default, burning the core the SQLite thread and the
-#: event loop need, while embedding runs no faster.
+#: onnxruntime session settings: its worker threads spin-wait for work between and after runs
+#: by default, burning the core the SQLite thread and the event loop need, while embedding
+#: runs no faster.
 SESSION_CONFIG = {"session.intra_op.allow_spinning": "0"}
 #: Fewer texts than this are run one at a time. A batch is padded to its longest text, and
 #: the few texts of concurrent MCP writes (the engine lets them share a batch) differ in
@@ -89,8 +89,8 @@ class HashEmbedder:
 def _tokenizer(folder: Path) -> Tokenizer:
     """The vendored BERT tokenizer, set up as its `tokenizer_config.json` asks: texts cut at
     `model_max_length` tokens (256) on the right, a batch padded on the right to its longest
-    text with the pad token. (`tokenizer.json` itself says 128 and a fixed length: the model's
-    own card and every library that runs it use the config's 256, padded to the longest.)"""
+    text with the pad token. (`tokenizer.json` itself says 128 and a fixed length; the vectors
+    stores hold were made with the config's 256, padded to the longest, as fastembed ran it.)"""
     from tokenizers import Tokenizer
 
     config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))

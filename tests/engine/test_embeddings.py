@@ -95,9 +95,9 @@ def test_minilm_sessions_do_not_spin_and_other_sessions_keep_the_defaults(minilm
         ort.SessionOptions().get_session_config_entry("session.intra_op.allow_spinning")
 
 
-def _fastembed_vectors(minilm, texts: list[str]) -> np.ndarray:
+def _fastembed_vectors(minilm, texts: list[str], *, together: bool = False) -> np.ndarray:
     """The same model file through fastembed's pipeline (a test-only dependency): its
-    tokenizer set-up, mean pooling and normalisation, one text a run."""
+    tokenizer set-up, mean pooling and normalisation, one text a run (or all in one batch)."""
     from fastembed import TextEmbedding
     from fastembed.common.model_description import ModelSource, PoolingType
 
@@ -117,6 +117,8 @@ def _fastembed_vectors(minilm, texts: list[str]) -> np.ndarray:
         local_files_only=True,
         cache_dir=str(minilm.model_path.parent),
     )
+    if together:
+        return np.stack(list(reference.embed(texts, batch_size=len(texts))))
     return np.stack([next(iter(reference.embed([t], batch_size=1))) for t in texts])
 
 
@@ -137,6 +139,9 @@ def test_minilm_vectors_are_fastembeds_bit_for_bit(minilm):
     ours = np.stack([minilm._run([t])[0] for t in texts])
     assert ours.dtype == np.float32
     assert np.array_equal(ours, _fastembed_vectors(minilm, texts))
+    # In one padded batch too: the padding's token vectors are left out of the mean.
+    batch = [texts[0], texts[1], texts[5]]
+    assert np.array_equal(minilm._run(batch), _fastembed_vectors(minilm, batch, together=True))
 
 
 @pytest.mark.real_model
