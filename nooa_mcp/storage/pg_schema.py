@@ -19,9 +19,10 @@ column for column. What PostgreSQL adds for several servers on one database:
   (`nooa.notify_owed`, a session setting a rollback undoes) and sends it right after its
   COMMIT, in the same round trip (`NOTIFY_OWED`): a NOTIFY inside a transaction holds
   PostgreSQL's global notify lock from before the commit's WAL flush until after it, so
-  every writer's commit waited for the previous one's flush (measured: four clients 0.76x
-  SQLite's writes per second with it, 0.94x without). Any other connection (a migration, a
-  tool) still notifies at commit.
+  every writer's commit waits for the previous one's flush (once, quiet: four clients 0.76x
+  SQLite's writes per second with NOTIFY inside, 0.94x with no notification at all; after
+  the COMMIT and inside it measured alike on a VM whose flush is cheap, 0.92x / 0.93x,
+  BENCHMARKS.md P8). Any other connection (a migration, a tool) still notifies at commit.
 
 JSON columns are `json` (the text kept as written), except tags and entities (`jsonb`, which
 the text search reads). Times are epoch seconds in `double precision`, exactly as SQLite stores
