@@ -5,7 +5,7 @@ booleans, JSON fields, list parameters, the larger of two values, index hints, h
 revision moves). `SqlVerbs` holds the verbs and runs them through a few primitives each
 backend has, all with named parameters: `_rows`, `_scalar`, `_exec`, `_exec_many`,
 `_insert_row`, and, where a backend does better than the default, `_bulk_rows`,
-`_blob_rows`, `_reads`. What a backend does its own way stays in its module behind hooks
+`_blob_rows`. What a backend does its own way stays in its module behind hooks
 the verbs call: keyword search (`_keyword_candidates`: FTS5 against the SQL BM25), change
 tracking (WAL and revisions against snapshots and LISTEN: `_moving`), locks (`_lock`,
 `_lock_key`: SQLite's file-wide write lock against row and advisory locks; `_locked_read`,
@@ -80,10 +80,6 @@ class SqlPrimitives:
     async def _insert_row(self, sql: str, params: dict[str, Any]) -> int:
         """Run an INSERT of one memory row; the row's new seq."""
         raise NotImplementedError
-
-    async def _reads(self, statements: Sequence[tuple[str, Any]]) -> list[Sequence[Row]]:
-        """Run read statements, answers in order (PostgreSQL sends them in one pipeline)."""
-        return [await self._rows(sql, params) for sql, params in statements]
 
     async def _blob_rows(self, sql: str, params: Any = ()) -> Sequence[Row]:
         """`_rows` for a read that returns embeddings (PostgreSQL fetches them in binary)."""
@@ -449,18 +445,14 @@ class SqlVerbs(SqlPrimitives):
         )
         return {r["id"]: vector_of(r["embedding"]) for r in rows}
 
-    def scoring_rows_statement(self, ids: Sequence[str]) -> tuple[str, Any]:
-        """The statement of `scoring_rows`, for a backend that sends several in one trip."""
-        d = self.dialect
-        return (
-            f"SELECT {SCORING_COLUMNS} FROM memories m WHERE {d.one_of('m.id', 'ids')}",
-            {"ids": d.values(ids)},
-        )
-
     async def scoring_rows(self, ids: Sequence[str]) -> list[ScoringRow]:
         if not ids:
             return []
-        rows = await self._rows(*self.scoring_rows_statement(ids))
+        d = self.dialect
+        rows = await self._rows(
+            f"SELECT {SCORING_COLUMNS} FROM memories m WHERE {d.one_of('m.id', 'ids')}",
+            {"ids": d.values(ids)},
+        )
         return [scoring_from_row(r) for r in rows]
 
     # ------------------------------------------------------------------ edges
@@ -580,41 +572,31 @@ class SqlVerbs(SqlPrimitives):
             for r in rows
         ]
 
-    def out_edges_statement(self, sources: Sequence[str], scope: Scope) -> tuple[str, Any]:
-        """The statement of `out_edges`, for a backend that sends several in one trip."""
-        d = self.dialect
-        where, params = scope_where(scope, d)
-        return (
-            "SELECT e.src, e.dst, e.type, e.weight FROM edges e JOIN memories m ON m.id = e.dst "
-            f"WHERE {d.one_of('e.src', 'ids')} AND m.archived = {d.false} AND {where}",
-            {**params, "ids": d.values(sources)},
-        )
-
     async def out_edges(self, sources: Sequence[str], scope: Scope) -> list[EdgeRow]:
         """Outgoing edges of `sources` whose targets are live and inside `scope`: archived
         targets and targets outside the reader's scope are dropped here, before spreading
         ever sees them, so they neither appear nor relay (DESIGN §5.6)."""
-        rows = await self._rows(*self.out_edges_statement(sources, scope))
-        return [edge_from_row(r) for r in rows]
-
-    def successors_statement(
-        self, targets: Sequence[str], relations: Sequence[str], scope: Scope
-    ) -> tuple[str, Any]:
-        """The statement of `successors`, for a backend that sends several in one trip."""
         d = self.dialect
         where, params = scope_where(scope, d)
-        return (
-            "SELECT e.src, e.dst, e.type, e.weight FROM edges e JOIN memories m ON m.id = e.src "
-            f"WHERE {d.one_of('e.dst', 'ids')} AND {d.one_of('e.type', 'rel')} "
-            f"AND m.archived = {d.false} AND {where}",
-            {**params, "ids": d.values(targets), "rel": d.values(relations)},
+        rows = await self._rows(
+            "SELECT e.src, e.dst, e.type, e.weight FROM edges e JOIN memories m ON m.id = e.dst "
+            f"WHERE {d.one_of('e.src', 'ids')} AND m.archived = {d.false} AND {where}",
+            {**params, "ids": d.values(sources)},
         )
+        return [edge_from_row(r) for r in rows]
 
     async def successors(
         self, targets: Sequence[str], relations: Sequence[str], scope: Scope
     ) -> list[EdgeRow]:
         """Live, visible memories that point at `targets` with one of `relations`."""
-        rows = await self._rows(*self.successors_statement(targets, relations, scope))
+        d = self.dialect
+        where, params = scope_where(scope, d)
+        rows = await self._rows(
+            "SELECT e.src, e.dst, e.type, e.weight FROM edges e JOIN memories m ON m.id = e.src "
+            f"WHERE {d.one_of('e.dst', 'ids')} AND {d.one_of('e.type', 'rel')} "
+            f"AND m.archived = {d.false} AND {where}",
+            {**params, "ids": d.values(targets), "rel": d.values(relations)},
+        )
         return [edge_from_row(r) for r in rows]
 
     # ------------------------------------------------------------------ keyword candidates
