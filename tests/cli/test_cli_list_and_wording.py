@@ -7,12 +7,13 @@ from pathlib import Path
 
 import anyio
 import pytest
+from loading_model import loading
 from mcp import Client
 from writes_support import Cli, hash_cli
 
 from nooa_mcp import Memory
 from nooa_mcp.config import Settings
-from nooa_mcp.embeddings import HashEmbedder, WarmingEmbedder
+from nooa_mcp.embeddings import HashEmbedder
 from nooa_mcp.mcp.server import build_server
 
 
@@ -108,21 +109,10 @@ async def test_an_mcp_recall_says_nothing_once(tmp_path: Path) -> None:
 async def test_an_mcp_recall_while_the_model_loads_says_keyword_only_once(
     tmp_path: Path,
 ) -> None:
-    import threading
-
-    gate = threading.Event()
-
-    def slow() -> HashEmbedder:
-        gate.wait(30)
-        return HashEmbedder()
-
     settings = Settings(store=tmp_path / "mcp.sqlite", owner="tester")
-    warming = WarmingEmbedder(slow, "hash-64", 64)
-    try:
+    with loading(HashEmbedder()) as (warming, gate):
         async with Client(build_server(settings, embedder=warming), cache=None) as client:
             result = await client.call_tool("memory_recall", {"query": "zebra"})
             gate.set()
-    finally:
-        gate.set()
     assert result.structured_content["embeddings"] == "warming"
     assert result.content[0].text.count("keyword matches only") == 1

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from loading_model import loading
 from mcp import Client
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types import Implementation, ResourceUpdatedNotification, TextResourceContents
@@ -638,23 +639,14 @@ async def test_the_handshake_advertises_resource_subscriptions(settings: Setting
 
 async def test_recall_answers_while_the_model_loads_and_says_so(settings: Settings) -> None:
     # DESIGN.md §5.11: the server answers at once; until the model is ready recall uses FTS only.
-    gate = threading.Event()
-
-    def slow_model() -> HashEmbedder:
-        gate.wait()
-        return HashEmbedder()
-
-    warming = WarmingEmbedder(slow_model, "hash-64", 64)
     # Answer at once instead of waiting model_wait_seconds (10 s) for a model that cannot load.
     settings.model_wait_seconds = 0
-    try:
+    with loading(HashEmbedder()) as (warming, gate):
         async with Client(build_server(settings, embedder=warming), cache=None) as c:
             result = await c.call_tool("memory_recall", {"query": "deploy key"})
             # Let the load finish before the server shuts down: shutdown waits up to 15 s for a
             # loading model (onnxruntime aborts a process that exits mid-load).
             gate.set()
-    finally:
-        gate.set()
     assert result.structured_content["embeddings"] == "warming"
     assert "keyword matches only" in result.content[0].text
 

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 import anyio
 import pytest
+from loading_model import loading
 
 from nooa_mcp import Memory
 from nooa_mcp.domain.schema import EdgeType, now as utc_now
@@ -166,10 +167,7 @@ async def test_while_the_model_loads_a_keyword_recall_still_sees_supersession(
     """Before the first read of the vectors (it waits for the model) the index cannot check
     the held edges' ends: a keyword recall then reads its links from the store, and a
     replaced memory is flagged as it is once the model is ready."""
-    import threading
-
     from nooa_mcp import Settings
-    from nooa_mcp.embeddings import WarmingEmbedder
     from nooa_mcp.engine import Engine
 
     async with Memory.open(store_path, owner="a", embedder=embedder) as mem:
@@ -179,15 +177,8 @@ async def test_while_the_model_loads_a_keyword_recall_still_sees_supersession(
                 "wifi password changed to orchid", links=[{"target": old, "relation": "refines"}]
             )
         ).id
-    gate = threading.Event()
-
-    def slow():
-        gate.wait(10)
-        return embedder
-
-    warming = WarmingEmbedder(slow, embedder.name, embedder.dim)
     impatient = Settings(store=store_path, owner="a", model_wait_seconds=0)
-    try:
+    with loading(embedder, wait=10) as (warming, gate):
         # As a server opens (`vectors_later`): the vectors are read once the model loaded.
         async with Engine.open(impatient, warming, vectors_later=True) as engine:
             mem = Memory(engine, "a")
@@ -200,5 +191,3 @@ async def test_while_the_model_loads_a_keyword_recall_still_sees_supersession(
             await mem.wait_ready()
             ready = {h.id: h for h in (await mem.recall("wifi password tulip")).hits}
             assert ready[old].flags.superseded_by == new
-    finally:
-        gate.set()

@@ -4,11 +4,12 @@ import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from loading_model import loading
 
 from nooa_mcp import Memory, RecallSettings, Settings
 from nooa_mcp.domain.accesses import apply_access
 from nooa_mcp.domain.schema import AccessRecord, Channel, EdgeType
-from nooa_mcp.embeddings import HashEmbedder, WarmingEmbedder
+from nooa_mcp.embeddings import HashEmbedder
 
 pytestmark = pytest.mark.anyio
 
@@ -282,19 +283,10 @@ async def test_while_embeddings_warm_recall_runs_on_keywords_and_says_so(store_p
     async with Memory.open(store_path, owner="a", embedder=embedder) as mem:
         target = await ids(mem, "xylophone lessons on tuesday")
         await mem.author("grocery list for the weekend")
-    import threading
-
-    gate = threading.Event()
-
-    def slow():
-        gate.wait(10)
-        return embedder
-
-    warming = WarmingEmbedder(slow, embedder.name, embedder.dim)
     # A recall waits for a loading model at most model_wait_seconds; with none, it answers
     # at once on keywords (what it falls back to when the model cannot load in time).
     impatient = Settings(store=store_path, owner="a", model_wait_seconds=0)
-    try:
+    with loading(embedder, wait=10) as (warming, gate):
         async with Memory.open(settings=impatient, embedder=warming) as mem:
             assert mem.embeddings_state == "warming"
             result = await mem.recall("xylophone lessons")
@@ -305,8 +297,6 @@ async def test_while_embeddings_warm_recall_runs_on_keywords_and_says_so(store_p
             gate.set()
             await mem.wait_ready()
             assert (await mem.recall("xylophone lessons")).embeddings == "ready"
-    finally:
-        gate.set()
 
 
 async def test_scope_gates_candidates(settings, embedder):
