@@ -104,7 +104,9 @@ async def main() -> None:
                 rates: dict[str, list[float]] = {b: [] for b in mems}
                 for r in range(6 if args.clients else 0):
                     for b in mems if r % 2 == 0 else reversed(list(mems)):
-                        rates[b].append(await _clients(mems[b], args.clients, args.n, f"{b}{r}"))
+                        rates[b].append(
+                            await clients_rate(mems[b], args.clients, args.n, f"{b}{r}")
+                        )
         finally:
             drop_pg_schema(args.store, SCHEMA)
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
@@ -125,7 +127,7 @@ async def main() -> None:
         )
 
 
-async def _clients(mem: Memory, clients: int, n: int, tag: str) -> float:
+async def clients_rate(mem: Memory, clients: int, n: int, tag: str) -> float:
     """Memories per second with `clients` tasks each authoring its share of `n` at once."""
 
     async def client(c: int) -> None:

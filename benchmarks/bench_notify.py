@@ -17,33 +17,19 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
 import anyio
+from author_trips import clients_rate
 from bench_recall import drop_pg_schema, pg_schema_target
 
 from nooa_mcp.config import Settings
 from nooa_mcp.embeddings import HashEmbedder
 from nooa_mcp.memory import Memory
 from nooa_mcp.storage import postgres as pgmod
-
-
-async def rate(mem: Memory, clients: int, n: int, tag: str) -> float:
-    async def client(c: int) -> None:
-        for i in range(c, n, clients):
-            await mem.author(f"client {c} writes note {i} of round {tag}")
-
-    t = time.perf_counter()
-    async with anyio.create_task_group() as tg:
-        for c in range(clients):
-            tg.start_soon(client, c)
-    dt = time.perf_counter() - t
-    await mem.engine.flush()
-    return n / dt
 
 
 async def main() -> None:
@@ -80,7 +66,7 @@ async def main() -> None:
                 for r in range(rounds):
                     order = list(mems) if r % 2 == 0 else list(mems)[::-1]
                     for b in order:
-                        out[b].append(await rate(mems[b], 4, 200, f"{b}{r}"))
+                        out[b].append(await clients_rate(mems[b], 4, 200, f"{b}{r}"))
     finally:
         pgmod._configure = good
         for s in ("nooa_exp_after", "nooa_exp_inside"):
