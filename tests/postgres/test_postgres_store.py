@@ -21,12 +21,9 @@ CODER = Scope(roles=frozenset({"coder"}))
 
 
 @pytest.fixture
-async def store(postgres):
-    s = await open_store(postgres)
-    try:
-        yield s
-    finally:
-        await s.close()
+def store_target(postgres):
+    """PostgreSQL only: the `store` fixture (tests/conftest.py) opens a fresh schema."""
+    return postgres
 
 
 def raw_insert(conn: psycopg.Connection, content: str) -> str:
