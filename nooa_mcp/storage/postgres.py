@@ -468,8 +468,11 @@ class PostgresStore(SqlVerbs, SqlReports):
         finally:
             _TX.reset(token)
 
-    def _notify_owed(self) -> list[tuple[str, dict[str, Any] | None]]:
-        return [(NOTIFY_OWED[0], {"ch": notify_channel(self.schema)}), (NOTIFY_OWED[1], None)]
+    async def _send_owed(self, conn: Any) -> None:
+        """Queue, in `conn`'s pipeline after a commit, the notification the committed
+        transaction owes (pg_schema `NOTIFY_OWED`: sent only if the trigger noted it)."""
+        await conn.execute(NOTIFY_OWED[0], {"ch": notify_channel(self.schema)})
+        await conn.execute(NOTIFY_OWED[1])
 
     async def _commit(self, tx: _Tx) -> None:
         """One round trip: the writes held back, COMMIT, then the notification the
@@ -492,8 +495,7 @@ class PostgresStore(SqlVerbs, SqlReports):
                 for query, rows in tx.pending:
                     await conn.cursor().executemany(query, rows)
                 await tx.begun.__aexit__(None, None, None)
-                for query, params in self._notify_owed():
-                    await conn.execute(query, params)
+                await self._send_owed(conn)
         except psycopg.Error as exc:
             if conn.info.transaction_status == TransactionStatus.INERROR:
                 with contextlib.suppress(psycopg.Error):
@@ -616,8 +618,7 @@ class PostgresStore(SqlVerbs, SqlReports):
                         # Autocommit: a notification the write owes goes with it (`_commit`).
                         async with conn.pipeline():
                             cur = await conn.execute(query, params)
-                            for owed, values in self._notify_owed():
-                                await conn.execute(owed, values)
+                            await self._send_owed(conn)
                 # Read once out of `_conn`: a first statement's pipeline has answered then.
                 return cur.rowcount
             except psycopg.OperationalError as exc:
@@ -639,8 +640,7 @@ class PostgresStore(SqlVerbs, SqlReports):
         try:
             async with self._conn() as conn, conn.pipeline():
                 await conn.cursor().executemany(query, rows)
-                for owed, values in self._notify_owed():
-                    await conn.execute(owed, values)
+                await self._send_owed(conn)
         except psycopg.OperationalError as exc:
             raise self._unavailable(exc) from None
 
