@@ -56,7 +56,6 @@ from .base import (
     COMMON_FLOOR,
     DUMP_COLUMNS,
     Counts,
-    EdgeRow,
     RankingChanges,
     RowChanges,
     ScoringRow,
@@ -82,7 +81,7 @@ from .pg_search import (
     next_mark,
     tsquery_text,
 )
-from .rows import SCORING_COLUMNS, Row, scoring_from_row, vector_row_from
+from .rows import SCORING_COLUMNS, Row, edge_from_row, scoring_from_row, vector_row_from
 from .sql_core import SqlVerbs
 from .sql_reports import SqlReports
 
@@ -773,7 +772,7 @@ SELECT snap.xmax, snap.xip, c.* FROM snap LEFT JOIN changed c ON true""",
             if r["kind"] == 0:
                 changes.used.append(r["src"])
             elif r["kind"] == 1:
-                changes.edges.append(EdgeRow(r["src"], r["dst"], r["type"], r["weight"]))
+                changes.edges.append(edge_from_row(r))
         first = rows[0]
         return changes, Mark(int(first["xmax"]), tuple(int(x) for x in first["xip"]))
 

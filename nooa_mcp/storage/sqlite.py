@@ -39,7 +39,6 @@ from .base import (
     COMMON_FLOOR,
     REFLECTION_COLUMNS,
     Counts,
-    EdgeRow,
     RankingChanges,
     RowChanges,
     ScoringRow,
@@ -49,7 +48,7 @@ from .base import (
 from .checkpoints import Checkpointer
 from .dialect import NEXT_REV, SQLITE, scope_where
 from .keywords import row_stems
-from .rows import SCORING_COLUMNS, scoring_from_row, vector_row_from
+from .rows import SCORING_COLUMNS, edge_from_row, scoring_from_row, vector_row_from
 from .sql_core import SqlVerbs
 from .sql_reports import SqlReports
 from .sqlite_schema import (
@@ -675,7 +674,7 @@ class SQLiteStore(SqlVerbs, SqlReports):
                 changes.used.append(r["src"])
                 used = max(used, r["at"])
             else:
-                changes.edges.append(EdgeRow(r["src"], r["dst"], r["type"], r["weight"]))
+                changes.edges.append(edge_from_row(r))
                 linked = max(linked, r["at"])
         return changes, (used, linked)
 
