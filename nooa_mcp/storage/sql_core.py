@@ -543,6 +543,23 @@ class SqlVerbs(SqlPrimitives):
         )
         return [edge_from_row(r) for r in rows]
 
+    async def role_edges(self, roles: Sequence[str], among: Sequence[str]) -> list[EdgeRow]:
+        """Edges with both ends in roles `among` and at least one in `roles`, archived or not
+        (`storage.links`: the edges a role being loaded brings to the roles held), each once:
+        from the memories of `roles` through both edge indexes."""
+        d = self.dialect
+        rows = await self._rows(
+            "SELECT e.src, e.dst, e.type, e.weight FROM memories a "
+            "JOIN edges e ON e.src = a.id JOIN memories b ON b.id = e.dst "
+            f"WHERE {d.one_of('a.role', 'roles')} AND {d.one_of('b.role', 'among')} "
+            "UNION ALL SELECT e.src, e.dst, e.type, e.weight FROM memories b "
+            "JOIN edges e ON e.dst = b.id JOIN memories a ON a.id = e.src "
+            f"WHERE {d.one_of('b.role', 'roles')} AND {d.one_of('a.role', 'among')} "
+            f"AND NOT {d.one_of('a.role', 'roles')}",
+            {"roles": d.values(sorted(set(roles))), "among": d.values(sorted(set(among)))},
+        )
+        return [edge_from_row(r) for r in rows]
+
     async def links_of(self, ids: Sequence[str], scope: Scope) -> list[EdgeRow]:
         """Edges with either end in `ids` whose other end is inside `scope`, archived or not."""
         d = self.dialect
