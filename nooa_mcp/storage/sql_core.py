@@ -546,14 +546,16 @@ class SqlVerbs(SqlPrimitives):
     async def role_edges(self, roles: Sequence[str], among: Sequence[str]) -> list[EdgeRow]:
         """Edges with both ends in roles `among` and at least one in `roles`, archived or not
         (`storage.links`: the edges a role being loaded brings to the roles held), each once:
-        from the memories of `roles` through both edge indexes."""
+        from the memories of `roles` through both edge indexes (SQLite's planner, told
+        nothing of the lists' sizes, went from the memories of `among` into the edges by
+        source: 10 ms for a role of 100 among 6 at 10k, 3 ms by target)."""
         d = self.dialect
         rows = await self._rows(
             "SELECT e.src, e.dst, e.type, e.weight FROM memories a "
             "JOIN edges e ON e.src = a.id JOIN memories b ON b.id = e.dst "
             f"WHERE {d.one_of('a.role', 'roles')} AND {d.one_of('b.role', 'among')} "
             "UNION ALL SELECT e.src, e.dst, e.type, e.weight FROM memories b "
-            "JOIN edges e ON e.dst = b.id JOIN memories a ON a.id = e.src "
+            f"JOIN edges e{d.indexed('edges_dst')} ON e.dst = b.id JOIN memories a ON a.id = e.src "
             f"WHERE {d.one_of('b.role', 'roles')} AND {d.one_of('a.role', 'among')} "
             f"AND NOT {d.one_of('a.role', 'roles')}",
             {"roles": d.values(sorted(set(roles))), "among": d.values(sorted(set(among)))},

@@ -670,7 +670,10 @@ class SQLiteStore(SqlVerbs, SqlReports):
         if roles is not None:
             params["roles"] = SQLITE.values(sorted(set(roles)))
             edges = (
+                # From the edges past the mark (SQLite went from every memory of the roles
+                # into their edges: 9 ms a sync at 10k, 0.06 through edges_rev).
                 "SELECT 1, e.src, e.dst, e.type, e.weight, e.rev FROM edges e "
+                "INDEXED BY edges_rev "
                 "JOIN memories a ON a.id = e.src JOIN memories b ON b.id = e.dst "
                 f"WHERE e.rev > :linked AND {SQLITE.one_of('a.role', 'roles')} "
                 f"AND {SQLITE.one_of('b.role', 'roles')} "
