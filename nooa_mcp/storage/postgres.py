@@ -58,7 +58,6 @@ from .base import (
     Counts,
     RankingChanges,
     RowChanges,
-    ScoringRow,
     VectorRow,
 )
 from .dialect import POSTGRES, scope_where
@@ -81,7 +80,15 @@ from .pg_search import (
     next_mark,
     tsquery_text,
 )
-from .rows import SCORING_COLUMNS, Row, edge_from_row, scoring_from_row, vector_row_from
+from .rows import (
+    FACT_COLUMNS,
+    SCORING_COLUMNS,
+    Decode,
+    Row,
+    edge_from_row,
+    scoring_from_row,
+    vector_row_from,
+)
 from .sql_core import SqlVerbs
 from .sql_reports import SqlReports
 
@@ -364,10 +371,12 @@ class PostgresStore(SqlVerbs, SqlReports):
         return None if tx is None else tx.conn
 
     @asynccontextmanager
-    async def _moving(self) -> AsyncIterator[None]:
+    async def _moving(self, noted: bool = False) -> AsyncIterator[None]:
         """A write that changes what vector caches hold, in the caller's transaction or, outside
         one, in a transaction of its own: its commit is then always counted by `_own_commit`,
         never heard back over NOTIFY as another server's (other servers hear it there)."""
+        if not noted:
+            self.row_writes += 1
         tx = _TX.get().get(id(self))
         if tx is not None:
             tx.moved = True
@@ -731,7 +740,8 @@ class PostgresStore(SqlVerbs, SqlReports):
             )
         rows = await self._changes_since(
             mark,
-            f"m.seq, m.id, m.role, m.owner, m.type, m.archived, m.faded, {embedding}",
+            f"m.seq, m.id, m.role, m.owner, m.type, m.archived, m.faded, {embedding}, "
+            f"{FACT_COLUMNS}",
             limit,
             roles,
         )
@@ -831,11 +841,19 @@ SELECT snap.xmax, snap.xip, c.* FROM snap LEFT JOIN changed c ON true""",
             self._analyzing = None
 
     async def _keyword_candidates(
-        self, stems: list[str], scope: Scope, limit: int, ids: Sequence[str], faded: int, wide: bool
-    ) -> list[ScoringRow]:
+        self,
+        stems: list[str],
+        scope: Scope,
+        limit: int,
+        ids: Sequence[str],
+        faded: int,
+        wide: bool,
+        columns: str = SCORING_COLUMNS,
+        decode: Decode = scoring_from_row,
+    ) -> list[Any]:
         """The BM25 top `limit` of live rows for `stems` in scope and the top `faded` of faded
         rows (bm25 set), and the rows `ids`; BM25 exactly as SQLite's FTS5 computes it (see
-        pg_search), in one statement."""
+        pg_search), in one statement; `columns` of each, made into `decode`'s result."""
         stats = await self._sync_stats()
         rows = stats.rows
         cap = common_cap(rows, self.common_floor)
@@ -844,7 +862,7 @@ SELECT snap.xmax, snap.xip, c.* FROM snap LEFT JOIN changed c ON true""",
         words = [lex for lex in stems if lex not in common]
         lexemes = sorted(set(words))
         if not lexemes:
-            return await self.scoring_rows(ids)
+            return await self.scoring_rows(ids) if ids else []
         where, params = scope_where(scope, POSTGRES)
         params.update(
             {f"q{i}": tsquery_text([lex]) for i, lex in enumerate(lexemes)},
@@ -857,14 +875,12 @@ SELECT snap.xmax, snap.xip, c.* FROM snap LEFT JOIN changed c ON true""",
             faded=faded,
             ids=list(ids),
         )
-        found = await self._rows(
-            bm25_sql(SCORING_COLUMNS, where, faded > 0, len(lexemes), wide), params
-        )
+        found = await self._rows(bm25_sql(columns, where, faded > 0, len(lexemes), wide), params)
         *ranked, last = found
         self._common.learn(
             [lex for lex, n in zip(lexemes, last["counts"], strict=True) if n >= cap]
         )
-        return [scoring_from_row(r, r["bm25"]) for r in ranked]
+        return [decode(r, r["bm25"]) for r in ranked]
 
     # ------------------------------------------------------------------ several reads, one trip
 
