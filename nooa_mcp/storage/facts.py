@@ -123,23 +123,52 @@ class HeldFacts:
             times = [] if np.isnan(newest) else [newest]
         return UseState(int(self.uses[row]), None if np.isnan(first) else first, list(times))
 
-    def row(self, row: int, memory_id: str, type_: str, archived: bool, faded: bool) -> HeldRow:
-        """The candidate at `row` (which must be `known`)."""
-        uses = self.use_state(row, memory_id)
-        valid_to = float(self.valid_to[row])
-        return HeldRow(
-            id=memory_id,
-            type=type_,
-            archived=archived,
-            faded=archived and faded,
-            importance=float(self.importance[row]),
-            created_at=float(self.created[row]),
-            valid_to=None if np.isnan(valid_to) else valid_to,
-            cues=self._cue_sets[int(self.cue_code[row])],
-            actr_count=uses.actr_count,
-            first_access_at=uses.first_access_at,
-            actr_times=uses.actr_times,
+    def rows(
+        self,
+        rows: np.ndarray,
+        ids: list[str],
+        types: list[str],
+        archived: list[bool],
+        faded: list[bool],
+    ) -> list[HeldRow]:
+        """The candidates at `rows` (each `known`), with their ids, type names and flags:
+        every column read for all of them at once (a numpy scalar per field per row cost more
+        than scoring them)."""
+        columns = zip(
+            self.importance[rows].tolist(),
+            self.created[rows].tolist(),
+            self.valid_to[rows].tolist(),
+            self.cue_code[rows].tolist(),
+            self.uses[rows].tolist(),
+            self.first_use[rows].tolist(),
+            self.newest_use[rows].tolist(),
+            strict=True,
         )
+        out = []
+        times_of = self.times
+        cue_sets = self._cue_sets
+        for memory_id, type_, gone, fade, (imp, created, valid_to, cue, uses, first, newest) in zip(
+            ids, types, archived, faded, columns, strict=True
+        ):
+            times = times_of.get(memory_id)
+            if times is None:
+                times = [] if newest != newest else [newest]  # NaN: no use time
+            out.append(
+                HeldRow(
+                    id=memory_id,
+                    type=type_,
+                    archived=gone,
+                    faded=gone and fade,
+                    importance=imp,
+                    created_at=created,
+                    valid_to=None if valid_to != valid_to else valid_to,
+                    cues=cue_sets[cue],
+                    actr_count=uses,
+                    first_access_at=None if first != first else first,
+                    actr_times=list(times),
+                )
+            )
+        return out
 
     def keep_ids(self, held: set[str]) -> None:
         """Forget the use times of memories no longer held (their roles were let go)."""

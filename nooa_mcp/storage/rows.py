@@ -73,8 +73,9 @@ SCORING_COLUMNS = (
     "m.valid_from, m.valid_to, m.actr_count, m.first_access_at, m.actr_times, m.refs"
 )
 
-#: What a keyword search returns when ranking holds the rest (`hit_from_row`).
-HIT_COLUMNS = "m.seq, m.id"
+#: What a keyword search reads when ranking holds the rest (`hit_from_row`; archived for the
+#: search over every match, which ranks each tier by it).
+HIT_COLUMNS = "m.seq, m.id, m.archived"
 
 #: A memory's use history as the base-level reads it (`use_from_row`).
 USE_COLUMNS = "m.actr_count, m.first_access_at, m.actr_times"

@@ -313,19 +313,22 @@ class VectorIndex:
     def held_rows(self, ids: Sequence[str]) -> dict[str, HeldRow]:
         """The candidates among `ids` whose facts are held (`storage.facts`), by id; the
         others are read from the store."""
-        out: dict[str, HeldRow] = {}
-        types = self._type_names()
-        for memory_id, row in zip(ids, self.ids.rows_of(list(ids)).tolist(), strict=True):
-            if row < 0 or row >= self.size or not self.facts.known[row]:
-                continue
-            out[memory_id] = self.facts.row(
-                row,
-                memory_id,
-                types[int(self.type_code[row])],
-                bool(self.archived[row]),
-                bool(self.faded[row]),
-            )
-        return out
+        rows = self.ids.rows_of(list(ids))
+        held = (rows >= 0) & (rows < self.size)
+        held[held] = self.facts.known[rows[held]]
+        at = rows[held]
+        if not at.size:
+            return {}
+        names = self._type_names()
+        found = [i for i, keep in zip(ids, held.tolist(), strict=True) if keep]
+        made = self.facts.rows(
+            at,
+            found,
+            [names[t] for t in self.type_code[at].tolist()],
+            self.archived[at].tolist(),
+            self.faded[at].tolist(),
+        )
+        return dict(zip(found, made, strict=True))
 
     def _type_names(self) -> list[str]:
         names = [""] * len(self._types)
