@@ -10,9 +10,11 @@ Concurrency comes from PostgreSQL, never from a process-local lock:
   task (a context variable): every store call inside the block runs on it. Reads outside a
   transaction borrow a pooled connection per call (autocommit). A transaction costs no round
   trip of its own: BEGIN goes with its first statement, COMMIT with the writes whose answer
-  nobody reads (`_exec_many`: the access log, edges), held back until then, and the
-  notification other servers wait for follows the COMMIT in that same round trip (an author:
-  3 round trips, from 5).
+  nobody reads (`_exec_many`: the access log, edges, a new row whose seq was taken ahead),
+  held back until then, and the notification other servers wait for follows the COMMIT in
+  that same round trip (an author: 2 round trips, from 5). The write path's statements are
+  prepared once per connection (`PREPARE_ONLY_ASKED`); every other statement is planned
+  with its values.
 - Rows read to be rewritten are locked: inside a transaction, `fetch`, `fetch_many` and
   `context_rows` read with `FOR UPDATE` (in id order, so two transactions cannot deadlock on
   the rows of one call). SQLite gets the same guarantee from its file-wide write lock.

@@ -128,6 +128,27 @@ async def test_an_author_sends_only_its_write_and_a_foreign_commit_is_still_pull
         assert any("pg_snapshot" in t for t, _ in sent.take())
 
 
+async def test_a_batch_sends_each_item_with_the_rows_held_back_before_it(
+    postgres, monkeypatch
+) -> None:
+    """In `author_many` each item's INSERT and access record wait for the next item's lookup
+    and go in its pipeline (no round trip of their own); the last ride with the COMMIT."""
+    settings = Settings(store=postgres, owner="coder@laptop", reflect_every_writes=0)
+    async with Memory.open(settings=settings, embedder=HashEmbedder()) as mem:
+        for i in range(3):
+            await mem.author(f"warm-up note number {i} about the harbour")
+        trips = Trips(monkeypatch)
+        results = await mem.author_many([{"content": f"batch note {i} on tides"} for i in range(4)])
+        assert trips.take() == 4 + 1
+        assert [r.status for r in results] == ["created"] * 4
+    with psycopg.connect(postgres) as conn:
+        found = conn.execute(
+            "SELECT count(*) FROM memories m JOIN accesses a ON a.memory_id = m.id "
+            "WHERE m.content LIKE 'batch note %'"
+        ).fetchone()
+    assert found == (4,)
+
+
 async def test_an_intent_authored_here_fires_on_the_next_cue(postgres) -> None:
     """The intents are cached across writes of other memories: an intent's own write must
     still reach them (its commit is this process's, heard from no NOTIFY)."""
