@@ -341,13 +341,14 @@ END $$;
 #: What nooa-mcp's pooled connections set once (see `_NOTIFY_AFTER`).
 NOTIFY_AFTER_COMMIT = "SET nooa.notify = 'after commit'"
 
-#: Sent right after a COMMIT (same pipeline, so no round trip of its own), each statement in
-#: the implicit transaction that follows it: the notification the committed transaction
-#: owes, if any (parameter `ch`: `notify_channel`), then the debt cleared. That transaction
-#: writes no WAL, so its commit waits for no flush while it holds the notify lock.
-NOTIFY_OWED: tuple[str, str] = (
-    "SELECT pg_notify(%(ch)s, '') WHERE current_setting('nooa.notify_owed', true) = 'yes'",
-    "SELECT set_config('nooa.notify_owed', '', false)",
+#: Sent right after a COMMIT (same pipeline, so no round trip of its own), in the implicit
+#: transaction that follows it: the notification the committed transaction owes, if any
+#: (parameter `ch`: `notify_channel`), and the debt cleared, in one statement (the select
+#: list runs only when the WHERE holds). That transaction writes no WAL, so its commit waits
+#: for no flush while it holds the notify lock.
+NOTIFY_OWED = (
+    "SELECT pg_notify(%(ch)s, ''), set_config('nooa.notify_owed', '', false) "
+    "WHERE current_setting('nooa.notify_owed', true) = 'yes'"
 )
 
 #: Version 6: uses and links read against snapshots, as rows are (`pg_search`). Nullable

@@ -86,8 +86,14 @@ class SqlPrimitives:
         raise NotImplementedError
 
     async def _insert_row(self, sql: str, params: dict[str, Any]) -> int:
-        """Run an INSERT of one memory row; the row's new seq."""
+        """Run an INSERT of one memory row; the row's new seq (`params["seq"]` when given)."""
         raise NotImplementedError
+
+    def _reserved_seq(self) -> int | None:
+        """A seq the backend took for the next inserted row ahead of its INSERT (PostgreSQL,
+        in `_locked_read`'s round trip, so the INSERT need not wait for an answer); None:
+        the INSERT numbers the row."""
+        return None
 
     async def _blob_rows(self, sql: str, params: Any = ()) -> Sequence[Row]:
         """`_rows` for a read that returns embeddings (PostgreSQL fetches them in binary)."""
@@ -188,6 +194,9 @@ class SqlVerbs(SqlPrimitives):
         revision, where statements set it, is computed inside the statement: one trip."""
         d = self.dialect
         values = memory_values(memory, embedding, d.flag)
+        seq = self._reserved_seq()
+        if seq is not None:
+            values = {"seq": seq, **values}
         cols = ", ".join(values)
         marks = ", ".join(d.p(k) for k in values)
         if d.rev is not None:
