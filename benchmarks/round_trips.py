@@ -6,8 +6,9 @@ sent to PostgreSQL (BEGIN and COMMIT of a transaction block included), process-w
     trips.sqlite, trips.postgres
 
 aiosqlite runs each operation (an execute, a fetch, a commit) as one job on the connection's
-thread: a hop there and back through the event loop. psycopg (no prepared statements) sends
-each statement outside a pipeline and waits for its answer: one round trip; a pipeline
+thread: a hop there and back through the event loop. psycopg sends each statement outside a
+pipeline and waits for its answer: one round trip (nooa-mcp prepares statements only inside
+pipelines, where the Parse rides too); a pipeline
 (`executemany` runs in one) sends its statements together and syncs once: one round trip
 (a statement or a transaction's BEGIN / COMMIT sent inside one rides it).
 Patching is undone on exit; nested counters are not supported.

@@ -39,6 +39,7 @@ from ..domain.schema import (
 from ..engine import text_of
 from ..errors import InvalidInput, NotFound
 from ..storage.base import VectorRow
+from ..storage.rows import facts_of
 from . import provenance, reminders
 from .caller import Caller
 from .references import capture_all
@@ -200,7 +201,16 @@ async def _author_one(
     # Later items of the same batch must see this one, for dedup.
     batch[key] = record.id
     caller.index.note(
-        VectorRow(seq, record.id, caller.role, caller.owner, record.type.value, False, vector)
+        VectorRow(
+            seq,
+            record.id,
+            caller.role,
+            caller.owner,
+            record.type.value,
+            False,
+            vector,
+            facts=facts_of(record),
+        )
     )
     return AuthorResult(id=record.id, status="created", similar_to=similar)
 

@@ -55,8 +55,9 @@ async def explain(caller: Caller, request: ExplainRequest) -> ExplainResult:
     # With a memory asked about, every archived memory is searched, so that one is scored
     # as the query finds it whatever its state (the others found are left out).
     ranking = await ranking_for(
-        caller, query, scope_obj, None, hops, extra=extra, whole_archive=True
+        caller, query, scope_obj, None, hops, extra=extra, whole_archive=True, shown=k
     )
+    await ranking.fill(caller.store, k)
     rows = [_row(caller, i, r) for i, r in enumerate(ranking.rows[:k], 1)]
     ready = "ready" if ranking.dense_ready else "warming"
     if target is None:
@@ -85,7 +86,7 @@ def _row(caller: Caller, position: int, r: Ranked) -> ExplainRow:
         imp=round(r.imp, 4),
         spread=round(caller.settings.recall.gamma * r.spread, 4),
         type=r.row.type,
-        owner=r.row.owner,
+        owner=r.full.owner,
         head=r.head,
         path=r.path,
         flags=flags(caller, r),

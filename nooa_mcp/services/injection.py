@@ -117,10 +117,11 @@ async def for_prompt(caller: Caller, prompt: str, *, limit: int = PROMPT_MEMORIE
             types=PROMPT_TYPES,
             hops=0,
         )
+    await ranking.fill(caller.store, CANDIDATES)
     words = content_words(query)
     chosen = []
     for r in ranking.rows[:CANDIDATES]:
-        row = r.row
+        row = r.full
         if row.type == "todo" and row.status not in (None, "open"):
             continue
         text = " ".join((row.title, row.content, *row.cues))
@@ -143,9 +144,9 @@ async def for_prompt(caller: Caller, prompt: str, *, limit: int = PROMPT_MEMORIE
     out.memories = [
         (
             r.id,
-            r.row.type,
-            r.row.importance,
-            r.row.title or r.row.content,
+            r.full.type,
+            r.full.importance,
+            r.full.title or r.full.content,
             "faded: archived by reflection" if r.faded else "",
         )
         for r in chosen

@@ -32,6 +32,7 @@ from ..domain.text import tokens
 from ..engine import text_of
 from ..storage import Store
 from ..storage.base import EdgeRow, ScoringRow
+from ..storage.facts import HeldRow
 from ..storage.vectors import VectorIndex
 
 __all__ = ["KeywordRead", "Ranked", "Ranking", "keyword_candidates", "rank"]
@@ -41,7 +42,9 @@ __all__ = ["KeywordRead", "Ranked", "Ranking", "keyword_candidates", "rank"]
 class Ranked:
     """One scored memory and everything that explains its score."""
 
-    row: ScoringRow
+    #: What it was scored on: its row read from the store, or the facts the index holds
+    #: (`storage.facts`) until `Ranking.fill` reads the row of a memory that is shown.
+    row: ScoringRow | HeldRow
     source: str
     #: The cosine with the query; None when it was never computed (no query vector while the
     #: model loads, or no stored vector).
@@ -100,8 +103,15 @@ class Ranked:
         )
 
     @property
+    def full(self) -> ScoringRow:
+        """The memory's row, for what a reply shows of it (after `Ranking.fill`)."""
+        if not isinstance(self.row, ScoringRow):
+            raise RuntimeError(f"{self.id}: the ranking did not read this row (Ranking.fill)")
+        return self.row
+
+    @property
     def head(self) -> str:
-        return self.row.head
+        return self.full.head
 
 
 @dataclass
@@ -120,12 +130,45 @@ class Ranking:
                 return i
         return None
 
+    async def fill(self, store: Store, upto: int | None = None) -> None:
+        """Read the rows of the first `upto` ranked (None: all) that were scored on held
+        facts: what a reply shows of them (text, owner, references, retention) is read only
+        for those it shows, in one read."""
+        while True:
+            shown = self.rows if upto is None else self.rows[:upto]
+            gone = await _read_rows(store, [r for r in shown if not isinstance(r.row, ScoringRow)])
+            if not gone:
+                return
+            # Held but not stored: a write of this process not committed (or rolled back).
+            # Out of the ranking, as a read of the rows would have left it; the next ones
+            # move up and are read in turn.
+            self.rows = [r for r in self.rows if r.id not in gone]
+
+
+async def _read_rows(store: Store, ranked: list[Ranked]) -> set[str]:
+    """Give each of `ranked` its row from the store (one read); the ids of those the store
+    does not have (a write still open on another connection, or rolled back)."""
+    if not ranked:
+        return set()
+    rows = {row.id: row for row in await store.scoring_rows([r.id for r in ranked])}
+    gone = set()
+    for r in ranked:
+        row = rows.get(r.id)
+        if row is None:
+            gone.add(r.id)
+            continue
+        row.bm25 = r.row.bm25
+        r.row = row
+    return gone
+
 
 @dataclass
 class KeywordRead:
-    """The keyword half of the candidates (`keyword_candidates`)."""
+    """The keyword half of the candidates (`keyword_candidates`): their rows, or, when the
+    index holds what ranking scores (`storage.facts`), their ids and keyword scores alone."""
 
     rows: list[ScoringRow]
+    hits: list[tuple[str, float]] | None = None
 
 
 async def rank(
@@ -143,6 +186,7 @@ async def rank(
     extra_ids: tuple[str, ...] = (),
     keyword: Awaitable[KeywordRead] | None = None,
     whole_archive: bool = False,
+    shown: int | None = None,
 ) -> Ranking:
     """Rank every candidate for `query`. `extra_ids` are scored too (for "why not"), in any
     state. Faded memories are ranked when relevant, and with `include_archived` also when
@@ -155,6 +199,10 @@ async def rank(
     for the same arguments, already running (a task): it is awaited after the vector search,
     so the two overlap; without it the keyword rows are fetched here, with the dense rows, in
     one call. Spreading and supersession read the edges the index holds (`storage.links`).
+
+    `shown`: how many of the ranked the caller will show (`Ranking.fill`). When versions of
+    one statement must read their rows to compare words, the rows of the first `shown` are
+    read in the same statement, so a recall reads rows once.
     """
     s = settings
     hops = s.hops if hops is None else hops
@@ -174,20 +222,26 @@ async def rank(
             if cos >= s.min_similarity:
                 dense[memory_id] = cos
     wanted = [*dense, *(i for i in extra_ids if i not in dense)]
+    rows: list[ScoringRow | HeldRow]
     if keyword is None:
-        rows = await store.candidates(
-            query,
-            scope,
-            limit=_keyword_limit(s, types),
-            ids=wanted,
-            faded=_faded_limit(s, types),
-            include_archived=whole_archive,
-        )
+        rows = [
+            *await store.candidates(
+                query,
+                scope,
+                limit=_keyword_limit(s, types),
+                ids=wanted,
+                faded=_faded_limit(s, types),
+                include_archived=whole_archive,
+            )
+        ]
     else:
         read = await keyword
-        have = {r.id for r in read.rows}
-        missing = [i for i in wanted if i not in have]
-        rows = [*read.rows, *(await store.scoring_rows(missing) if missing else [])]
+        if read.hits is not None:
+            rows = await _held_candidates(store, index, scope, read.hits, wanted)
+        else:
+            have = {r.id for r in read.rows}
+            missing = [i for i in wanted if i not in have]
+            rows = [*read.rows, *(await store.scoring_rows(missing) if missing else [])]
     candidates: dict[str, Ranked] = {}
     bm25: dict[str, float] = {}
     keyword_rows = sorted(
@@ -270,7 +324,7 @@ async def rank(
             # DESIGN.md §16.7: a replaced memory ranks below what replaced it.
             if successor is not None and r.score >= successor.score:
                 r.score = successor.score - 1e-6
-    _versions(index, query, candidates, s)
+    await _versions(store, index, query, candidates, s, shown)
     # DESIGN.md §16.8: a weakly related memory never ranks above a relevant one, whatever its
     # recency, importance or spreading.
     ordered = sorted(candidates.values(), key=lambda r: (r.weak(s.weak_relevance), -r.score, r.id))
@@ -279,6 +333,30 @@ async def rank(
 
 #: The relations by which a newer memory replaces an older one, as the store names them.
 SUPERSEDING_RELATIONS = [e.value for e in SUPERSEDING]
+
+
+async def _held_candidates(
+    store: Store,
+    index: VectorIndex,
+    scope: Scope,
+    hits: list[tuple[str, float]],
+    wanted: list[str],
+) -> list[ScoringRow | HeldRow]:
+    """The keyword hits and the rows `wanted` as candidates, from the facts the index holds
+    (`storage.facts`); a memory it holds none for (written by another process since the last
+    sync, or a role not held) is read from the store, in one read."""
+    ids = list(dict.fromkeys([*(i for i, _ in hits), *wanted]))
+    held: dict[str, ScoringRow | HeldRow] = {}
+    if index.holds(scope.visible_roles):
+        held.update(index.held_rows(ids))
+    missing = [i for i in ids if i not in held]
+    if missing:
+        held.update((row.id, row) for row in await store.scoring_rows(missing))
+    for memory_id, bm25 in hits:
+        row = held.get(memory_id)
+        if row is not None:
+            row.bm25 = bm25
+    return [held[i] for i in ids if i in held]
 
 
 def _keyword_limit(s: RecallSettings, types: set[str] | None) -> int:
@@ -295,8 +373,13 @@ def _faded_limit(s: RecallSettings, types: set[str] | None) -> int:
     return s.n_faded * 2 if types else s.n_faded
 
 
-def _versions(
-    index: VectorIndex, query: str, candidates: dict[str, Ranked], s: RecallSettings
+async def _versions(
+    store: Store,
+    index: VectorIndex,
+    query: str,
+    candidates: dict[str, Ranked],
+    s: RecallSettings,
+    shown: int | None = None,
 ) -> None:
     """Order memories that are versions of one statement (cosine at least
     `version_similarity`, both relevant).
@@ -323,12 +406,35 @@ def _versions(
     close = np.argwhere(np.triu(vectors @ vectors.T, 1) >= s.version_similarity)
     if not close.size:
         return
+    # Their words decide: the rows of the pairs' memories scored on held facts are read, and
+    # with them those of the first `shown` as they can rank once this lowers older versions
+    # (at most one place down per memory paired), which `Ranking.fill` then finds read.
+    paired = {int(i) for i in close.ravel().tolist()}
+    wanted = [known[i][0] for i in sorted(paired)]
+    if shown:
+        order = sorted(
+            candidates.values(), key=lambda r: (r.weak(s.weak_relevance), -r.score, r.id)
+        )
+        wanted += order[: shown + len(paired)]
+    gone = await _read_rows(
+        store, list({r.id: r for r in wanted if not isinstance(r.row, ScoringRow)}.values())
+    )
+    for memory_id in gone:  # held, not stored (see `Ranking.fill`): out of the ranking
+        candidates.pop(memory_id, None)
+    close = np.array(
+        [
+            (i, j)
+            for i, j in close.tolist()
+            if known[i][0].id not in gone and known[j][0].id not in gone
+        ],
+        dtype=np.int64,
+    ).reshape(-1, 2)
     asked = content_words(query)
     words: dict[str, frozenset[str]] = {}
 
     def words_of(r: Ranked) -> frozenset[str]:
         if r.id not in words:
-            words[r.id] = content_words(text_of(r.row.title, r.row.content))
+            words[r.id] = content_words(text_of(r.full.title, r.full.content))
         return words[r.id]
 
     pairs = []
@@ -337,8 +443,8 @@ def _versions(
         if a.faded != b.faded:
             faded, live = (a, b) if a.faded else (b, a)
             if same_statement(
-                text_of(faded.row.title, faded.row.content),
-                text_of(live.row.title, live.row.content),
+                text_of(faded.full.title, faded.full.content),
+                text_of(live.full.title, live.full.content),
             ):
                 candidates.pop(faded.id, None)
             continue
@@ -362,10 +468,21 @@ async def keyword_candidates(
     settings: RecallSettings,
     types: set[str] | None = None,
     whole_archive: bool = False,
+    held: bool = False,
 ) -> KeywordRead:
     """The keyword half of `rank`'s candidates; it needs no query vector, so a caller runs
     it while the query is embedded (the two overlap: SQLite and the model each release the
-    GIL)."""
+    GIL). `held`: the index holds what ranking scores for every role of the scope, so only
+    the hits' ids are read (`Store.keyword_hits`)."""
+    if held:
+        hits = await store.keyword_hits(
+            query,
+            scope,
+            limit=_keyword_limit(settings, types),
+            faded=_faded_limit(settings, types),
+            include_archived=whole_archive,
+        )
+        return KeywordRead([], hits)
     rows = await store.candidates(
         query,
         scope,
@@ -481,11 +598,18 @@ async def _successors(run: _Pass, targets: list[str]) -> list[EdgeRow]:
 
 
 async def _add_outsiders(run: _Pass, ids: list[str]) -> None:
-    """Score memories reached by an edge rather than by the query, on the candidates' scale."""
+    """Score memories reached by an edge rather than by the query, on the candidates' scale
+    (from the facts the index holds, `storage.facts`, or rows read from the store)."""
     wanted = [i for i in ids if i not in run.candidates]
     if not wanted:
         return
-    read = await run.store.scoring_rows(wanted)
+    read: list[ScoringRow | HeldRow] = []
+    if _held(run):
+        held = run.index.held_rows(wanted)
+        read = [held[i] for i in wanted if i in held]
+        wanted = [i for i in wanted if i not in held]
+    if wanted:
+        read += await run.store.scoring_rows(wanted)
     rows = [Ranked(row, "spread") for row in read if not run.types or row.type in run.types]
     if run.query_vector is not None:
         for r, cos in zip(

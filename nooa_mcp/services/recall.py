@@ -20,6 +20,7 @@ from ..domain.requests import RecallRequest
 from ..domain.schema import AccessRecord, Channel, Reference, now as utc_now
 from ..domain.scope import Scope
 from ..errors import StoreConflict
+from ..storage.rows import uses_of
 from . import reminders
 from .caller import Caller
 from .ranking import Ranked, Ranking, keyword_candidates, rank
@@ -38,6 +39,7 @@ async def ranking_for(
     include_archived: bool = False,
     extra: tuple[str, ...] = (),
     whole_archive: bool = False,
+    shown: int | None = None,
 ) -> Ranking:
     """The full ranking of `query` for the caller, with the vector cache brought up to date
     (`include_archived` and `whole_archive` as for `ranking.rank`).
@@ -53,6 +55,9 @@ async def ranking_for(
             settings=caller.settings.recall,
             types=kinds,
             whole_archive=whole_archive,
+            # Held (every role of the scope loaded): the search reads ids alone, and ranking
+            # scores on the facts the index holds (`storage.facts`).
+            held=caller.index.holds(scope.visible_roles),
         )
     )
     try:
@@ -78,6 +83,7 @@ async def ranking_for(
                 extra_ids=extra,
                 keyword=keyword,
                 whole_archive=whole_archive,
+                shown=shown,
             )
     except BaseException:
         # Leaving with an error (or cancelled): the read is not wanted any more, and its own
@@ -105,10 +111,13 @@ async def recall(caller: Caller, request: RecallRequest) -> RecallResult:
     k, hops, scope = request.k, request.hops, request.scope
     query, kinds = recall_args(request.query, k, request.types, hops)
     scope_obj = caller.scope(scope)
-    ranking = await ranking_for(caller, query, scope_obj, kinds, hops, request.include_archived)
+    ranking = await ranking_for(
+        caller, query, scope_obj, kinds, hops, request.include_archived, shown=k
+    )
+    await ranking.fill(caller.store, k)
     top = ranking.rows[:k]
     channel = Channel.searched if hops == 0 else Channel.recalled
-    stored_refs = {r.id: r.row.references() for r in top}
+    stored_refs = {r.id: r.full.references() for r in top}
     # Retrieved by a cue strong enough to clear the weak line: a use, which revives it.
     revived = [r.id for r in top if r.faded and not flags(caller, r).weak]
     if top and caller.store.writable:
@@ -180,7 +189,7 @@ async def recall(caller: Caller, request: RecallRequest) -> RecallResult:
 
 
 def _hit(caller: Caller, position: int, r: Ranked) -> RecallHit:
-    row = r.row
+    row = r.full
     last = datetime.fromtimestamp(row.last_accessed_at, tz=UTC)
     policy = caller.settings.forgetting
     return RecallHit(
@@ -239,6 +248,8 @@ async def log_accesses(caller: Caller, accesses: list[tuple[str, AccessRecord]])
                 ids = dict.fromkeys(i for i, _ in logged)
                 await caller.store.save_accesses([fetched[i] for i in ids])
                 await caller.store.append_accesses(logged)
+            # Committed: ranking scores these uses from now on (`storage.facts`).
+            caller.index.note_uses({i: uses_of(fetched[i]) for i in ids})
             return
         except StoreConflict:
             if attempt == LOG_ATTEMPTS:

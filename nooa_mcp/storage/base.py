@@ -45,11 +45,13 @@ __all__ = [
     "KpiRaw",
     "KpiTotals",
     "MaintenanceEntry",
+    "RankFacts",
     "RankingChanges",
     "RowChanges",
     "ScoringRow",
     "Store",
     "Tombstone",
+    "UseState",
     "VectorRow",
     "tell_faded_sql",
 ]
@@ -223,8 +225,37 @@ class ScoringRow:
 
 
 @dataclass(slots=True)
+class UseState:
+    """A memory's use history as the base-level reads it (`domain.scoring.base_levels`): the
+    count of counted uses, the first one and the newest times kept exactly. Uses only add, so
+    of two states of one memory the one with more uses (then the newer newest use) is the
+    later (`VectorIndex.note_uses`)."""
+
+    actr_count: int
+    first_access_at: float | None
+    actr_times: list[float]
+
+    @property
+    def key(self) -> tuple[int, float]:
+        return (self.actr_count, max(self.actr_times, default=float("-inf")))
+
+
+@dataclass(slots=True)
+class RankFacts:
+    """What ranking reads of a row besides its vector (DESIGN.md §5.12): held as columns beside
+    the matrix, so a recall scores its candidates without reading their rows."""
+
+    importance: float
+    created_at: float
+    valid_to: float | None
+    cues: frozenset[str]
+    uses: UseState
+
+
+@dataclass(slots=True)
 class VectorRow:
-    """A row of the in-process vector cache: identity, masks and the embedding."""
+    """A row of the in-process vector cache: identity, masks, the embedding and the columns
+    ranking scores on (`facts`)."""
 
     seq: int
     id: str
@@ -235,6 +266,7 @@ class VectorRow:
     embedding: np.ndarray | None
     #: Archived by maintenance (`domain.archive`): searched as the faded tier.
     faded: bool = False
+    facts: RankFacts | None = None
 
 
 @dataclass(slots=True)
@@ -480,6 +512,18 @@ class Store(Protocol):
         (explain's "why not" of an archived memory)."""
         ...
 
+    async def keyword_hits(
+        self, text: str, scope: Scope, *, limit: int, faded: int = 0, include_archived: bool = False
+    ) -> list[tuple[str, float]]:
+        """`candidates`' keyword search alone, reading no column but the id: (id, keyword
+        score) of each hit, in the order `candidates` gives them. For a ranking that holds
+        what it scores (`VectorIndex`): it reads rows only for what it returns."""
+        ...
+
+    async def use_states(self, ids: Sequence[str]) -> dict[str, UseState]:
+        """The use history of each of these memories that exists (`UseState`), by id."""
+        ...
+
     async def scoring_rows(self, ids: Sequence[str]) -> list[ScoringRow]: ...
 
     async def vector_changes(
@@ -504,6 +548,10 @@ class Store(Protocol):
 
     #: Calls that wrote edges so far (committed or not; see `storage.links`).
     edge_writes: int
+
+    #: Calls that rewrote rows (moved their revision) so far, committed or not: a vector
+    #: cache pulls when it moves (`VectorIndex.sync`).
+    row_writes: int
 
     @property
     def in_transaction(self) -> bool:

@@ -21,6 +21,10 @@ __all__ = ["IdTable"]
 #: Rows kept in the dict before they are merged into the sorted hashes (a sort of 100k int64
 #: is ~5 ms; merging at every write would make each write pay it).
 MERGE_AT = 4096
+#: Ids found lately, kept by `rows_of` (emptied when full): one recall asks for the same ~100
+#: candidates ten times over (their facts, cosines, edges, versions), and the sorted search
+#: hashes and compares every id each time.
+FOUND_AT_MOST = 4096
 
 
 class IdTable:
@@ -33,6 +37,7 @@ class IdTable:
         self._hashes = np.zeros(0, dtype=np.int64)
         self._rows = np.zeros(0, dtype=np.int64)
         self._recent: dict[str, int] = {}
+        self._found: dict[str, int] = {}
 
     def __len__(self) -> int:
         return self._count
@@ -75,13 +80,25 @@ class IdTable:
 
     def rows_of(self, ids: Sequence[str]) -> np.ndarray:
         """The row of each id, -1 where it is not here."""
-        out = self._sorted_find(ids)
-        if self._recent:
-            for k, memory_id in enumerate(ids):
-                row = self._recent.get(memory_id)
-                if row is not None:
-                    out[k] = row
-        return out
+        found = self._found
+        known = [found.get(i, -1) for i in ids]
+        asked = [k for k, row in enumerate(known) if row < 0]
+        if asked:
+            # Ids not found are never kept: one may be appended later.
+            rest = [ids[k] for k in asked]
+            rows = self._sorted_find(rest)
+            if self._recent:
+                for j, memory_id in enumerate(rest):
+                    row = self._recent.get(memory_id)
+                    if row is not None:
+                        rows[j] = row
+            if len(found) + len(rest) > FOUND_AT_MOST:
+                found.clear()
+            for k, memory_id, row in zip(asked, rest, rows.tolist(), strict=True):
+                known[k] = row
+                if row >= 0:
+                    found[memory_id] = row
+        return np.array(known, dtype=np.int64)
 
     def _sorted_find(self, ids: Sequence[str]) -> np.ndarray:
         out = np.full(len(ids), -1, dtype=np.int64)

@@ -60,8 +60,10 @@ __all__ = [
 #: by nooa-mcp's own connections (`_NOTIFY_AFTER`), off the commit's WAL flush. 6: the id of
 #: the transaction that logged each access (`accesses.xid`) and that last added or
 #: strengthened each edge (`edges.rev`), so a process holding what ranking reads learns of
-#: another's uses and links (`Store.ranking_changes`), as `storage/sqlite.py`'s version 6.
-SCHEMA_VERSION = 6
+#: another's uses and links (`Store.ranking_changes`), as `storage/sqlite.py`'s version 6. 7:
+#: the revision also moves when what ranking holds beside the vectors changes, and a use
+#: logged notifies (`_FACTS`).
+SCHEMA_VERSION = 7
 
 #: The text search configuration every search and generated column uses.
 TS_CONFIG = "nooa_english"
@@ -339,13 +341,14 @@ END $$;
 #: What nooa-mcp's pooled connections set once (see `_NOTIFY_AFTER`).
 NOTIFY_AFTER_COMMIT = "SET nooa.notify = 'after commit'"
 
-#: Sent right after a COMMIT (same pipeline, so no round trip of its own), each statement in
-#: the implicit transaction that follows it: the notification the committed transaction
-#: owes, if any (parameter `ch`: `notify_channel`), then the debt cleared. That transaction
-#: writes no WAL, so its commit waits for no flush while it holds the notify lock.
-NOTIFY_OWED: tuple[str, str] = (
-    "SELECT pg_notify(%(ch)s, '') WHERE current_setting('nooa.notify_owed', true) = 'yes'",
-    "SELECT set_config('nooa.notify_owed', '', false)",
+#: Sent right after a COMMIT (same pipeline, so no round trip of its own), in the implicit
+#: transaction that follows it: the notification the committed transaction owes, if any
+#: (parameter `ch`: `notify_channel`), and the debt cleared, in one statement (the select
+#: list runs only when the WHERE holds). That transaction writes no WAL, so its commit waits
+#: for no flush while it holds the notify lock.
+NOTIFY_OWED = (
+    "SELECT pg_notify(%(ch)s, ''), set_config('nooa.notify_owed', '', false) "
+    "WHERE current_setting('nooa.notify_owed', true) = 'yes'"
 )
 
 #: Version 6: uses and links read against snapshots, as rows are (`pg_search`). Nullable
@@ -371,6 +374,29 @@ CREATE TRIGGER edges_rev BEFORE UPDATE ON edges FOR EACH ROW
 DROP TRIGGER IF EXISTS edges_notify ON edges;
 CREATE TRIGGER edges_notify AFTER INSERT OR UPDATE ON edges
     FOR EACH STATEMENT EXECUTE FUNCTION nooa_notify();
+"""
+
+#: Version 7: vector caches hold what ranking scores on (`storage.facts`: importance, when
+#: learned, validity, cue words, uses), so a change of importance, created_at, valid_to or
+#: place_or_task moves the revision too, as every rewrite does on SQLite. A use alone still
+#: does not (a recall logs uses on every call): caches learn of uses from `accesses.xid`,
+#: and logging uses notifies, so another server asks for them on its next sync.
+_FACTS = """
+DROP TRIGGER IF EXISTS accesses_notify ON accesses;
+CREATE TRIGGER accesses_notify AFTER INSERT ON accesses
+    FOR EACH STATEMENT EXECUTE FUNCTION nooa_notify();
+DROP TRIGGER IF EXISTS memories_rev ON memories;
+CREATE TRIGGER memories_rev BEFORE UPDATE ON memories FOR EACH ROW
+    WHEN (OLD.embedding IS DISTINCT FROM NEW.embedding OR OLD.archived <> NEW.archived
+          OR OLD.faded <> NEW.faded
+          OR OLD.owner <> NEW.owner OR OLD.role <> NEW.role OR OLD.type <> NEW.type
+          OR OLD.title <> NEW.title OR OLD.content <> NEW.content
+          OR OLD.tags <> NEW.tags OR OLD.entities <> NEW.entities OR OLD.stems <> NEW.stems
+          OR OLD.importance IS DISTINCT FROM NEW.importance
+          OR OLD.created_at IS DISTINCT FROM NEW.created_at
+          OR OLD.valid_to IS DISTINCT FROM NEW.valid_to
+          OR OLD.place_or_task IS DISTINCT FROM NEW.place_or_task)
+    EXECUTE FUNCTION nooa_index_text();
 """
 
 #: Version 4's rows, a page at a time: their text, to be stemmed in Python.
@@ -408,6 +434,7 @@ MIGRATIONS: dict[int, str] = {
     4: _STEMS,
     5: _NOTIFY_AFTER,
     6: _RANKING_CHANGES,
+    7: _FACTS,
 }
 
 #: version -> what Python does after that version's DDL, in the same transaction.

@@ -10,9 +10,11 @@ Concurrency comes from PostgreSQL, never from a process-local lock:
   task (a context variable): every store call inside the block runs on it. Reads outside a
   transaction borrow a pooled connection per call (autocommit). A transaction costs no round
   trip of its own: BEGIN goes with its first statement, COMMIT with the writes whose answer
-  nobody reads (`_exec_many`: the access log, edges), held back until then, and the
-  notification other servers wait for follows the COMMIT in that same round trip (an author:
-  3 round trips, from 5).
+  nobody reads (`_exec_many`: the access log, edges, a new row whose seq was taken ahead),
+  held back until then, and the notification other servers wait for follows the COMMIT in
+  that same round trip (an author: 2 round trips, from 5). The write path's statements are
+  prepared once per connection (`PREPARE_ONLY_ASKED`); every other statement is planned
+  with its values.
 - Rows read to be rewritten are locked: inside a transaction, `fetch`, `fetch_many` and
   `context_rows` read with `FOR UPDATE` (in id order, so two transactions cannot deadlock on
   the rows of one call). SQLite gets the same guarantee from its file-wide write lock.
@@ -58,7 +60,6 @@ from .base import (
     Counts,
     RankingChanges,
     RowChanges,
-    ScoringRow,
     VectorRow,
 )
 from .dialect import POSTGRES, scope_where
@@ -81,7 +82,15 @@ from .pg_search import (
     next_mark,
     tsquery_text,
 )
-from .rows import SCORING_COLUMNS, Row, edge_from_row, scoring_from_row, vector_row_from
+from .rows import (
+    FACT_COLUMNS,
+    SCORING_COLUMNS,
+    Decode,
+    Row,
+    edge_from_row,
+    scoring_from_row,
+    vector_row_from,
+)
 from .sql_core import SqlVerbs
 from .sql_reports import SqlReports
 
@@ -112,6 +121,20 @@ STATS_GROWTH = 1.2
 
 _FIRST_SEQ = -(2**63)
 
+#: psycopg prepares a statement after this many runs on a connection: never, in effect. A
+#: read whose plan depends on its values (a revision, a tsquery, an id list) must not be
+#: switched to a generic plan after five runs (measured 0.1 -> 8 ms for the change query),
+#: so statements are one-shot and planned with their values, except those sent with
+#: `prepare=True` and those of `executemany` (psycopg always asks there): the write path's
+#: lookups by key and its inserts (`_PREPARED`), whose plan is the same for any value. Each
+#: is parsed and planned once per connection instead of once per write (PostgreSQL's CPU
+#: per author, four clients: 2.0-2.3 ms one-shot, 1.1-1.5 ms prepared).
+PREPARE_ONLY_ASKED = 2**62
+
+#: The next value of `memories.seq`, read in the first round trip of an author
+#: (`_locked_read`), so its INSERT needs no answer and rides with the COMMIT (`_insert_row`).
+_NEXT_SEQ = ("SELECT nextval(pg_get_serial_sequence('memories', 'seq')) AS seq", None)
+
 
 @dataclass
 class _Tx:
@@ -137,6 +160,9 @@ class _Tx:
     #: and sent ahead of the transaction's next statement, or with its COMMIT (`_commit`):
     #: an author's access record costs no round trip of its own.
     pending: list[tuple[str, Sequence[dict[str, Any]]]] = field(default_factory=list)
+    #: A `memories.seq` taken from the sequence for this transaction's next INSERT
+    #: (`_locked_read`, `_insert_row`); one it did not use is a gap, as a rollback leaves.
+    seq: int | None = None
 
 
 #: The open transaction of each store in the running task (store id -> _Tx).
@@ -248,12 +274,12 @@ class PostgresStore(SqlVerbs, SqlReports):
             min_size=1,
             max_size=POOL_MAX,
             timeout=POOL_TIMEOUT,
-            # No server-side prepared statements: after five runs PostgreSQL may switch a prepared
-            # statement to a generic plan, blind to the values that decide between an index and
-            # a scan (a revision, a tsquery, an id list) — measured 0.1 -> 8 ms for the change
-            # query. One-shot statements are planned with their values; this also keeps the
-            # store usable behind pgbouncer in transaction mode.
-            kwargs={"autocommit": True, "row_factory": dict_row, "prepare_threshold": None},
+            # Server-side prepared statements only where asked (`PREPARE_ONLY_ASKED`).
+            kwargs={
+                "autocommit": True,
+                "row_factory": dict_row,
+                "prepare_threshold": PREPARE_ONLY_ASKED,
+            },
             configure=_configure,
             open=False,
             name=f"nooa-{schema}",
@@ -364,10 +390,12 @@ class PostgresStore(SqlVerbs, SqlReports):
         return None if tx is None else tx.conn
 
     @asynccontextmanager
-    async def _moving(self) -> AsyncIterator[None]:
+    async def _moving(self, noted: bool = False) -> AsyncIterator[None]:
         """A write that changes what vector caches hold, in the caller's transaction or, outside
         one, in a transaction of its own: its commit is then always counted by `_own_commit`,
         never heard back over NOTIFY as another server's (other servers hear it there)."""
+        if not noted:
+            self.row_writes += 1
         tx = _TX.get().get(id(self))
         if tx is not None:
             tx.moved = True
@@ -470,8 +498,7 @@ class PostgresStore(SqlVerbs, SqlReports):
     async def _send_owed(self, conn: Any) -> None:
         """Queue, in `conn`'s pipeline after a commit, the notification the committed
         transaction owes (pg_schema `NOTIFY_OWED`: sent only if the trigger noted it)."""
-        await conn.execute(NOTIFY_OWED[0], {"ch": notify_channel(self.schema)})
-        await conn.execute(NOTIFY_OWED[1])
+        await conn.execute(NOTIFY_OWED, {"ch": notify_channel(self.schema)}, prepare=True)
 
     async def _commit(self, tx: _Tx) -> None:
         """One round trip: the writes held back, COMMIT, then the notification the
@@ -484,18 +511,33 @@ class PostgresStore(SqlVerbs, SqlReports):
         raised as it would have been where the write was made); a conflict; otherwise a lost
         connection or a failure after the writes, where the commit may have happened:
         CommitUnknown.
+
+        A held-back write's error may arrive while the writes after it are still being
+        queued (psycopg reads the answers already in), before the COMMIT is: psycopg's
+        transaction is then still open, and is rolled back through it (a plain rollback is
+        refused inside it, and the pool's commit on the way back would be too).
         """
         if not tx.started and not tx.pending:
             return
-        await self._start(tx)
         conn = tx.conn
+        queued = False
         try:
+            await self._start(tx)  # the writes held back go with BEGIN if it is not sent yet
+            conn = tx.conn
             async with conn.pipeline():
                 for query, rows in tx.pending:
                     await conn.cursor().executemany(query, rows)
+                queued = True
                 await tx.begun.__aexit__(None, None, None)
                 await self._send_owed(conn)
         except psycopg.Error as exc:
+            if not queued:  # no COMMIT was sent: nothing of the transaction is written
+                if tx.begun.status == psycopg.AsyncTransaction.Status.ACTIVE:
+                    with contextlib.suppress(psycopg.Error):
+                        await tx.begun.__aexit__(type(exc), exc, exc.__traceback__)
+                if isinstance(exc, psycopg.OperationalError):
+                    raise self._unavailable(exc) from None
+                raise
             if conn.info.transaction_status == TransactionStatus.INERROR:
                 with contextlib.suppress(psycopg.Error):
                     await conn.rollback()
@@ -556,8 +598,16 @@ class PostgresStore(SqlVerbs, SqlReports):
         if tx is not None:
             tx.ahead = None  # any other statement first: a read sent ahead is stale
             if tx.started:
-                await self._flush(tx)
-                yield tx.conn
+                if not tx.pending:
+                    yield tx.conn
+                    return
+                # The writes held back go first, in one pipeline with what the caller sends
+                # (no round trip of their own); their errors surface with its answers.
+                pending, tx.pending = tx.pending, []
+                async with tx.conn.pipeline():
+                    for query, rows in pending:
+                        await tx.conn.cursor().executemany(query, rows)
+                    yield tx.conn
                 return
             try:
                 async with tx.conn.pipeline():
@@ -643,7 +693,20 @@ class PostgresStore(SqlVerbs, SqlReports):
         except psycopg.OperationalError as exc:
             raise self._unavailable(exc) from None
 
+    def _reserved_seq(self) -> int | None:
+        tx = _TX.get().get(id(self))
+        if tx is None or tx.seq is None:
+            return None
+        seq, tx.seq = tx.seq, None
+        return seq
+
     async def _insert_row(self, query: str, params: dict[str, Any]) -> int:
+        """With a seq taken ahead (`_reserved_seq`), the INSERT is held back like any
+        `_exec_many` and rides with the transaction's next statement or its COMMIT; its
+        errors surface there and abort the transaction. Without one it returns the seq."""
+        if "seq" in params:
+            await self._exec_many(query, [params])
+            return int(params["seq"])
         return await self._scalar(f"{query} RETURNING seq", params)
 
     def _lock_statement(self, key: str) -> tuple[str, dict[str, Any]]:
@@ -665,12 +728,22 @@ class PostgresStore(SqlVerbs, SqlReports):
         pipeline (one round trip), `ahead`'s answer kept for `_read_ahead`. Three statements,
         not one: the read takes its snapshot once the lock is held, so it sees a row
         committed by the transaction that held the lock before (one statement would read a
-        snapshot taken before waiting, and miss it). Outside one nothing is locked."""
+        snapshot taken before waiting, and miss it). Outside one nothing is locked.
+
+        A lookup by key before an INSERT (`find_by_hash`) also takes the seq of the row the
+        caller may insert next (`_NEXT_SEQ`, unless one is held already), so that INSERT
+        needs no answer (`_insert_row`). All four are prepared: their plans do not depend
+        on the values."""
         tx = _TX.get().get(id(self))
         if tx is None:
             return await self._rows(*statement)
-        _, found, after = await self._reads([self._lock_statement(key), statement, ahead])
+        statements = [self._lock_statement(key), statement, ahead]
+        if tx.seq is None:
+            statements.append(_NEXT_SEQ)
+        _, found, after, *seq = await self._reads(statements, prepare=True)
         tx.ahead = (ahead, after)
+        if seq:
+            tx.seq = seq[0][0]["seq"]
         return found
 
     def _read_ahead(self, statement: tuple[str, Any]) -> Sequence[Row] | None:
@@ -731,7 +804,8 @@ class PostgresStore(SqlVerbs, SqlReports):
             )
         rows = await self._changes_since(
             mark,
-            f"m.seq, m.id, m.role, m.owner, m.type, m.archived, m.faded, {embedding}",
+            f"m.seq, m.id, m.role, m.owner, m.type, m.archived, m.faded, {embedding}, "
+            f"{FACT_COLUMNS}",
             limit,
             roles,
         )
@@ -844,11 +918,19 @@ SELECT snap.xmax, snap.xip, c.* FROM snap LEFT JOIN changed c ON true""",
             self._analyzing = None
 
     async def _keyword_candidates(
-        self, stems: list[str], scope: Scope, limit: int, ids: Sequence[str], faded: int, wide: bool
-    ) -> list[ScoringRow]:
+        self,
+        stems: list[str],
+        scope: Scope,
+        limit: int,
+        ids: Sequence[str],
+        faded: int,
+        wide: bool,
+        columns: str = SCORING_COLUMNS,
+        decode: Decode = scoring_from_row,
+    ) -> list[Any]:
         """The BM25 top `limit` of live rows for `stems` in scope and the top `faded` of faded
         rows (bm25 set), and the rows `ids`; BM25 exactly as SQLite's FTS5 computes it (see
-        pg_search), in one statement."""
+        pg_search), in one statement; `columns` of each, made into `decode`'s result."""
         stats = await self._sync_stats()
         rows = stats.rows
         cap = common_cap(rows, self.common_floor)
@@ -857,7 +939,7 @@ SELECT snap.xmax, snap.xip, c.* FROM snap LEFT JOIN changed c ON true""",
         words = [lex for lex in stems if lex not in common]
         lexemes = sorted(set(words))
         if not lexemes:
-            return await self.scoring_rows(ids)
+            return await self.scoring_rows(ids) if ids else []
         where, params = scope_where(scope, POSTGRES)
         params.update(
             {f"q{i}": tsquery_text([lex]) for i, lex in enumerate(lexemes)},
@@ -870,19 +952,20 @@ SELECT snap.xmax, snap.xip, c.* FROM snap LEFT JOIN changed c ON true""",
             faded=faded,
             ids=list(ids),
         )
-        found = await self._rows(
-            bm25_sql(SCORING_COLUMNS, where, faded > 0, len(lexemes), wide), params
-        )
+        found = await self._rows(bm25_sql(columns, where, faded > 0, len(lexemes), wide), params)
         *ranked, last = found
         self._common.learn(
             [lex for lex, n in zip(lexemes, last["counts"], strict=True) if n >= cap]
         )
-        return [scoring_from_row(r, r["bm25"]) for r in ranked]
+        return [decode(r, r["bm25"]) for r in ranked]
 
     # ------------------------------------------------------------------ several reads, one trip
 
-    async def _reads(self, statements: Sequence[tuple[str, Any]]) -> list[Sequence[Row]]:
-        """Run read statements in one pipeline (one round trip), retried once like `_rows`."""
+    async def _reads(
+        self, statements: Sequence[tuple[str, Any]], prepare: bool = False
+    ) -> list[Sequence[Row]]:
+        """Run read statements in one pipeline (one round trip), retried once like `_rows`;
+        `prepare`: as server-side prepared statements (see `PREPARE_ONLY_ASKED`)."""
         if len(statements) <= 1:
             return [await self._rows(query, params) for query, params in statements]
         retries = 1
@@ -891,7 +974,7 @@ SELECT snap.xmax, snap.xip, c.* FROM snap LEFT JOIN changed c ON true""",
             try:
                 # A transaction's first statements are in `_conn`'s pipeline already.
                 async with self._conn() as conn, self._pipelined(conn):
-                    cursors = [await conn.execute(q, p) for q, p in statements]
+                    cursors = [await conn.execute(q, p, prepare=prepare) for q, p in statements]
                 return [await cur.fetchall() for cur in cursors]
             except psycopg.OperationalError as exc:
                 if retries == 0 or not self._may_resend(tx, exc):

@@ -18,24 +18,34 @@ import numpy as np
 from pydantic import TypeAdapter
 
 from ..domain.schema import AccessRecord, Components, Memory, Reference, Trigger, cue_set
-from .base import EdgeRow, ScoringRow, Tombstone, VectorRow
+from .base import EdgeRow, RankFacts, ScoringRow, Tombstone, UseState, VectorRow
 from .keywords import row_stems
 
 __all__ = [
+    "FACT_COLUMNS",
+    "HIT_COLUMNS",
     "MIN_PREFIX",
     "RING",
     "SCORING_COLUMNS",
     "TODO_ORDER",
+    "USE_COLUMNS",
+    "Decode",
     "Row",
     "access_from_row",
+    "access_values",
     "epoch",
     "epoch_or_none",
+    "facts_from_row",
+    "facts_of",
+    "hit_from_row",
     "memory_from_row",
     "memory_values",
     "scoring_from_row",
     "time_from_epoch",
     "time_or_none",
     "tombstone_from_row",
+    "use_from_row",
+    "uses_of",
     "values_of",
     "vector_from_blob",
     "vector_of",
@@ -62,6 +72,22 @@ SCORING_COLUMNS = (
     "m.importance, m.strength, m.status, m.archived, m.faded, m.created_at, m.last_accessed_at, "
     "m.valid_from, m.valid_to, m.actr_count, m.first_access_at, m.actr_times, m.refs"
 )
+
+#: What a keyword search reads when ranking holds the rest (`hit_from_row`; archived for the
+#: search over every match, which ranks each tier by it).
+HIT_COLUMNS = "m.seq, m.id, m.archived"
+
+#: A memory's use history as the base-level reads it (`use_from_row`).
+USE_COLUMNS = "m.actr_count, m.first_access_at, m.actr_times"
+
+#: The columns ranking holds beside each vector (`facts_from_row`).
+FACT_COLUMNS = (
+    f"m.importance, m.created_at, m.valid_to, m.tags, m.entities, m.place_or_task, {USE_COLUMNS}"
+)
+
+#: How a keyword search makes its result of a row and the row's keyword score (None: a row
+#: asked for by id that the search did not find).
+Decode = Callable[[Row, "float | None"], Any]
 
 #: `domain.prospective.todo_order` in SQL (ties in insertion order); both backends use it.
 TODO_ORDER = (
@@ -106,7 +132,8 @@ def values_of(row: Any) -> tuple[Any, ...]:
 
 
 def vector_row_from(row: Row) -> VectorRow:
-    """A row as the vector cache keeps it (seq, id, role, owner, type, flags, embedding)."""
+    """A row as the vector cache keeps it (seq, id, role, owner, type, flags, embedding, and
+    the `FACT_COLUMNS` ranking scores on)."""
     return VectorRow(
         seq=row["seq"],
         id=row["id"],
@@ -116,7 +143,60 @@ def vector_row_from(row: Row) -> VectorRow:
         archived=bool(row["archived"]),
         faded=bool(row["faded"]),
         embedding=vector_from_blob(row["embedding"]),
+        facts=facts_from_row(row),
     )
+
+
+def use_from_row(row: Row) -> UseState:
+    """The `USE_COLUMNS` of a row."""
+    return UseState(row["actr_count"], row["first_access_at"], _loaded(row["actr_times"]))
+
+
+def _loaded(value: Any) -> Any:
+    """A JSON column's value: decoded from its text, or as a binary read already hands it."""
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def _text(value: Any) -> str:
+    """A JSON column's text (a binary read hands the value decoded)."""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def facts_from_row(row: Row) -> RankFacts:
+    """The `FACT_COLUMNS` of a row, as ranking holds them."""
+    return RankFacts(
+        importance=row["importance"],
+        created_at=row["created_at"],
+        valid_to=row["valid_to"],
+        cues=_cues(_text(row["tags"]), _text(row["entities"]), row["place_or_task"]),
+        uses=use_from_row(row),
+    )
+
+
+def facts_of(memory: Memory) -> RankFacts:
+    """`facts_from_row` of the row `memory_values` writes for `memory` (a write's own row,
+    held before any sync reads it back)."""
+    return RankFacts(
+        importance=memory.importance,
+        created_at=epoch(memory.created_at),
+        valid_to=epoch_or_none(memory.valid_to),
+        cues=frozenset(memory.cue_set),
+        uses=uses_of(memory),
+    )
+
+
+def uses_of(memory: Memory) -> UseState:
+    """`use_from_row` of the row `memory_values` writes for `memory`."""
+    return UseState(
+        memory.actr_count,
+        epoch_or_none(memory.first_access_at),
+        [round(t, 3) for t in memory.actr_times],
+    )
+
+
+def hit_from_row(row: Row, bm25: float | None) -> tuple[str, float | None]:
+    """A keyword hit as ranking reads it when it holds the rest: (id, keyword score)."""
+    return (row["id"], bm25)
 
 
 def memory_from_row(row: Row) -> Memory:
@@ -252,6 +332,21 @@ def memory_values(
         else m.authored_importance,
         "embedding": None if embedding is None else np.asarray(embedding, np.float32).tobytes(),
         "stems": row_stems(m.title, m.content, m.tags, m.entities),
+    }
+
+
+def access_values(m: Memory) -> dict[str, Any]:
+    """The `ACCESS_COLUMNS` of `memory_values` and the id: what `save_accesses` writes."""
+    return {
+        "id": m.id,
+        "strength": m.strength,
+        "access_count": m.access_count,
+        "last_accessed_at": epoch(m.last_accessed_at),
+        "actr_count": m.actr_count,
+        "first_access_at": epoch_or_none(m.first_access_at),
+        "actr_times": json.dumps([round(t, 3) for t in m.actr_times]),
+        "ring": RING.dump_json(m.access_log, exclude_none=True).decode(),
+        "channels": json.dumps(m.channels),
     }
 
 

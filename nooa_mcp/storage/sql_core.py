@@ -34,22 +34,30 @@ from .base import (
     EdgeRow,
     ScoringRow,
     Tombstone,
+    UseState,
     VectorRow,
 )
 from .dialect import POSTGRES, SQLITE, Dialect, intents_sql, scope_where
 from .keywords import query_stems
 from .rows import (
+    FACT_COLUMNS,
+    HIT_COLUMNS,
     MIN_PREFIX,
     SCORING_COLUMNS,
     TODO_ORDER,
+    USE_COLUMNS,
+    Decode,
     Row,
+    access_values,
     edge_from_row,
     epoch,
+    hit_from_row,
     memory_from_row,
     memory_values,
     scoring_from_row,
     time_from_epoch,
     tombstone_from_row,
+    use_from_row,
     vector_of,
     vector_row_from,
 )
@@ -78,8 +86,14 @@ class SqlPrimitives:
         raise NotImplementedError
 
     async def _insert_row(self, sql: str, params: dict[str, Any]) -> int:
-        """Run an INSERT of one memory row; the row's new seq."""
+        """Run an INSERT of one memory row; the row's new seq (`params["seq"]` when given)."""
         raise NotImplementedError
+
+    def _reserved_seq(self) -> int | None:
+        """A seq the backend took for the next inserted row ahead of its INSERT (PostgreSQL,
+        in `_locked_read`'s round trip, so the INSERT need not wait for an answer); None:
+        the INSERT numbers the row."""
+        return None
 
     async def _blob_rows(self, sql: str, params: Any = ()) -> Sequence[Row]:
         """`_rows` for a read that returns embeddings (PostgreSQL fetches them in binary)."""
@@ -90,10 +104,19 @@ class SqlPrimitives:
         its own, apart from the recalls and writes)."""
         return await self._rows(sql, params)
 
-    def _moving(self) -> AbstractAsyncContextManager[None]:
+    #: Calls of this store that rewrote rows (moved their revision), committed or not: the
+    #: vector cache pulls when it moves (`VectorIndex.sync`), as this process's own commits
+    #: move no change token, and ranking scores on the columns it holds (`storage.facts`).
+    row_writes = 0
+
+    def _moving(self, noted: bool = False) -> AbstractAsyncContextManager[None]:
         """Around a write that changes what vector caches hold (PostgreSQL runs it in a
         transaction, the caller's or its own, and counts its commit as this process's own;
-        SQLite's statements move the revision themselves, `Dialect.rev`)."""
+        SQLite's statements move the revision themselves, `Dialect.rev`). `noted`: a new row
+        its writer notes in this process's cache itself (`VectorIndex.note`), so it moves no
+        `row_writes`."""
+        if not noted:
+            self.row_writes += 1
         return contextlib.nullcontext()
 
     def _lock(self) -> str:
@@ -171,11 +194,14 @@ class SqlVerbs(SqlPrimitives):
         revision, where statements set it, is computed inside the statement: one trip."""
         d = self.dialect
         values = memory_values(memory, embedding, d.flag)
+        seq = self._reserved_seq()
+        if seq is not None:
+            values = {"seq": seq, **values}
         cols = ", ".join(values)
         marks = ", ".join(d.p(k) for k in values)
         if d.rev is not None:
             cols, marks = f"{cols}, rev", f"{marks}, {d.rev}"
-        async with self._moving():
+        async with self._moving(noted=True):
             memory.seq = await self._insert_row(
                 f"INSERT INTO memories ({cols}) VALUES ({marks})", values
             )
@@ -202,10 +228,9 @@ class SqlVerbs(SqlPrimitives):
         if not memories:
             return
         d = self.dialect
-        rows = []
-        for memory in memories:
-            values = memory_values(memory, None, d.flag)
-            rows.append({k: values[k] for k in ("id", *ACCESS_COLUMNS)})
+        # Only what an access moves: `memory_values` would stem the whole text again for
+        # each memory a recall logged, behind every reply.
+        rows = [access_values(memory) for memory in memories]
         sets = ", ".join(f"{k} = {d.p(k)}" for k in ACCESS_COLUMNS)
         await self._exec_many(f"UPDATE memories SET {sets} WHERE id = {d.p('id')}", rows)
 
@@ -419,8 +444,8 @@ class SqlVerbs(SqlPrimitives):
         (role, owner) index: one role's rows, not a walk of the table)."""
         d = self.dialect
         rows = await self._blob_rows(
-            "SELECT seq, id, role, owner, type, archived, faded, embedding FROM memories "
-            f"WHERE {d.one_of('role', 'roles')} AND seq > {d.p('after')} "
+            f"SELECT seq, id, role, owner, type, archived, faded, embedding, {FACT_COLUMNS} "
+            f"FROM memories m WHERE {d.one_of('role', 'roles')} AND seq > {d.p('after')} "
             f"ORDER BY seq LIMIT {d.p('limit')}",
             {"roles": d.values(sorted(roles)), "after": after, "limit": limit},
         )
@@ -643,11 +668,43 @@ class SqlVerbs(SqlPrimitives):
             return await self.scoring_rows(ids)
         return await self._keyword_candidates(stems, scope, limit, ids, faded, include_archived)
 
+    async def keyword_hits(
+        self, text: str, scope: Scope, *, limit: int, faded: int = 0, include_archived: bool = False
+    ) -> list[tuple[str, float]]:
+        """See `Store.keyword_hits`: `candidates`' keyword search, reading only ids."""
+        stems = query_stems(text) if limit > 0 else []
+        if not stems:
+            return []
+        hits = await self._keyword_candidates(
+            stems, scope, limit, (), faded, include_archived, HIT_COLUMNS, hit_from_row
+        )
+        return [(memory_id, bm25) for memory_id, bm25 in hits if bm25 is not None]
+
+    async def use_states(self, ids: Sequence[str]) -> dict[str, UseState]:
+        """See `Store.use_states`."""
+        if not ids:
+            return {}
+        d = self.dialect
+        rows = await self._rows(
+            f"SELECT m.id, {USE_COLUMNS} FROM memories m WHERE {d.one_of('m.id', 'ids')}",
+            {"ids": d.values(list(dict.fromkeys(ids)))},
+        )
+        return {r["id"]: use_from_row(r) for r in rows}
+
     async def _keyword_candidates(
-        self, stems: list[str], scope: Scope, limit: int, ids: Sequence[str], faded: int, wide: bool
-    ) -> list[ScoringRow]:
+        self,
+        stems: list[str],
+        scope: Scope,
+        limit: int,
+        ids: Sequence[str],
+        faded: int,
+        wide: bool,
+        columns: str = SCORING_COLUMNS,
+        decode: Decode = scoring_from_row,
+    ) -> list[Any]:
         """`candidates` for the query's stems; `wide` is `include_archived` (every row,
-        archived or not, in one tier)."""
+        archived or not, in one tier). `columns` (with m.seq and m.id) and `decode` say what
+        is read of each row and made of it (`keyword_hits`: the id alone)."""
         raise NotImplementedError
 
     # ------------------------------------------------------------------ meta

@@ -41,14 +41,20 @@ from .base import (
     Counts,
     RankingChanges,
     RowChanges,
-    ScoringRow,
     VectorRow,
     tell_faded_sql,
 )
 from .checkpoints import Checkpointer
 from .dialect import NEXT_REV, SQLITE, scope_where
 from .keywords import row_stems
-from .rows import SCORING_COLUMNS, edge_from_row, scoring_from_row, vector_row_from
+from .rows import (
+    FACT_COLUMNS,
+    SCORING_COLUMNS,
+    Decode,
+    edge_from_row,
+    scoring_from_row,
+    vector_row_from,
+)
 from .sql_core import SqlVerbs
 from .sql_reports import SqlReports
 from .sqlite_schema import (
@@ -637,8 +643,8 @@ class SQLiteStore(SqlVerbs, SqlReports):
             params["roles"] = d.values(list(roles))
         rows = await self._rows(
             "SELECT seq, id, role, owner, type, archived, faded, "
-            f"{embedding} AS embedding, rev FROM memories WHERE rev > :since ORDER BY rev "
-            "LIMIT :limit",
+            f"{embedding} AS embedding, rev, {FACT_COLUMNS} FROM memories m "
+            "WHERE rev > :since ORDER BY rev LIMIT :limit",
             params,
         )
         out = [vector_row_from(r) for r in rows]
@@ -703,10 +709,19 @@ class SQLiteStore(SqlVerbs, SqlReports):
         return selective(terms, (await self._rows(*selective_sql(terms, self.common_floor)))[0])
 
     async def _keyword_candidates(
-        self, stems: list[str], scope: Scope, limit: int, ids: Sequence[str], faded: int, wide: bool
-    ) -> list[ScoringRow]:
+        self,
+        stems: list[str],
+        scope: Scope,
+        limit: int,
+        ids: Sequence[str],
+        faded: int,
+        wide: bool,
+        columns: str = SCORING_COLUMNS,
+        decode: Decode = scoring_from_row,
+    ) -> list[Any]:
         """The keyword top `limit` of live rows and top `faded` of faded rows for `stems`, and
-        the rows `ids`, with what scoring needs (see `Store.candidates`).
+        the rows `ids`, with what scoring needs (see `Store.candidates`), or only `columns`
+        of each, made into what `decode` makes of a row and its keyword score.
 
         Two round trips: the terms' counts (`_selective_terms`), then one statement that
         ranks inside FTS5, joins only the best rows and adds the rows `ids` beside them.
@@ -720,14 +735,14 @@ class SQLiteStore(SqlVerbs, SqlReports):
             states, tier = "", "0"
         wanted = list(dict.fromkeys(ids))[:500]
         by_id = (
-            f"SELECT {SCORING_COLUMNS}, NULL AS score, 0 AS tier, 0 AS tier_rank FROM memories m "
+            f"SELECT {columns}, NULL AS score, 0 AS tier, 0 AS tier_rank FROM memories m "
             f"WHERE {SQLITE.one_of('m.id', 'ids')}"
         )
         params.update(ids=SQLITE.values(wanted), query=query, limit=limit, faded=faded)
         if query is None:
             if not wanted:
                 return []
-            return [scoring_from_row(r) for r in await self._rows(by_id, params)]
+            return [decode(r, None) for r in await self._rows(by_id, params)]
         # Each tier (live, faded) keeps its own best rows: faded rows never take a live
         # row's place among the `limit` best.
         tiers = "WHERE tier_rank <= CASE tier WHEN 0 THEN :limit ELSE :faded END"
@@ -741,7 +756,7 @@ class SQLiteStore(SqlVerbs, SqlReports):
         # the best keyword matches.
         params["pool"] = max(limit * 4, 200)
         keyword = (
-            f"SELECT {SCORING_COLUMNS}, f.score AS score, {ranked.format(score='f.score')} "
+            f"SELECT {columns}, f.score AS score, {ranked.format(score='f.score')} "
             f"FROM ({KEYWORD_POOL}) f JOIN memories m ON m.seq = f.seq WHERE {where} {states}"
         )
         sql = f"SELECT * FROM ({keyword}) {tiers}"
@@ -758,7 +773,7 @@ class SQLiteStore(SqlVerbs, SqlReports):
             if matched >= params["pool"]:
                 # FTS5's bm25() cannot sit inside a window: rank the scored rows outside it.
                 scored = (
-                    f"SELECT {SCORING_COLUMNS}, {BM25} AS score "
+                    f"SELECT {columns}, {BM25} AS score "
                     "FROM memories_fts JOIN memories m ON m.seq = memories_fts.rowid "
                     f"WHERE memories_fts MATCH :query AND {where} {states}"
                 )
@@ -770,9 +785,9 @@ class SQLiteStore(SqlVerbs, SqlReports):
                     params,
                 )
         hits = sorted(hits, key=lambda r: (r["score"], r["seq"]))
-        out = [scoring_from_row(r, -r["score"]) for r in hits]
-        seen = {r.id for r in out}
-        out += [scoring_from_row(r) for r in rows if r["score"] is None and r["id"] not in seen]
+        out = [decode(r, -r["score"]) for r in hits]
+        seen = {r["id"] for r in hits}
+        out += [decode(r, None) for r in rows if r["score"] is None and r["id"] not in seen]
         missing = [i for i in dict.fromkeys(ids) if i not in seen and i not in set(wanted)]
         if missing:
             out += await self.scoring_rows(missing)

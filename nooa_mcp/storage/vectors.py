@@ -30,7 +30,8 @@ import numpy as np
 from ..domain.scope import Scope
 from ..malloc_tuning import release_free_memory
 from . import sketch
-from .base import Store, VectorRow
+from .base import Store, UseState, VectorRow
+from .facts import FACT_ARRAYS, HeldFacts, HeldRow
 from .ids import IdTable
 from .links import HeldLinks
 from .residency import Residency
@@ -205,6 +206,12 @@ class VectorIndex:
         #: rows (`storage.links`): ranking reads its spreading and supersession links here,
         #: asking `visible` which ends it may use.
         self.links = HeldLinks()
+        #: What ranking scores each row on besides its vector (`storage.facts`), and where
+        #: the uses of other processes are read from (`Store.ranking_changes`).
+        self.facts = HeldFacts()
+        self.use_mark: Any = None
+        self._use_token: Any = None
+        self._row_writes = 0
         self._roles: dict[str, int] = {"": 0}
         self._owners: dict[str, int] = {"": 0}
         self._types: dict[str, int] = {}
@@ -217,6 +224,12 @@ class VectorIndex:
     async def sync(self, store: Store) -> None:
         """Bring the cache up to date with the store."""
         token = await store.change_token()
+        rewrote = store.row_writes != self._row_writes
+        if rewrote:
+            # This process rewrote rows: whatever services noted or not, ranking's columns
+            # (`storage.facts`) must see them (and the uses such a write logged).
+            self._row_writes = store.row_writes
+            self._dirty = True
         # Edges are read when another connection committed or this store wrote edges, not
         # for this process's other writes (every recall's access log marks the index dirty;
         # on PostgreSQL a read of the edges is a round trip of its own).
@@ -230,6 +243,9 @@ class VectorIndex:
             # is (`visible`), so no edge of a row pulled below is missing when ranking asks.
             roles = None if self.residency is None else self.residency.filter()
             await self.links.sync(store, roles)
+        if token != self._use_token or rewrote or self.use_mark is None:
+            await self._pull_uses(store)
+            self._use_token = token
         if self.residency is not None:
             with self.held():  # no role is let go while the pull reads
                 await self._pull(store, self.residency.filter())
@@ -270,6 +286,58 @@ class VectorIndex:
             # A page is ~8 MB of row objects and blobs, freed into the heap and kept there.
             release_free_memory()
 
+    async def _pull_uses(self, store: Store) -> None:
+        """Apply the uses other connections logged since `use_mark` (this process's own are
+        noted as they commit: `note_uses`). The first time, only the mark: every row read
+        after it comes with its uses."""
+        if store.in_transaction:
+            return  # as for the links: a transaction's own uses may yet roll back
+        if self.use_mark is None:
+            self.use_mark = await store.ranking_mark()
+            return
+        changes, self.use_mark = await store.ranking_changes(self.use_mark)
+        held = [
+            i
+            for i, row in zip(changes.used, self.ids.rows_of(changes.used).tolist(), strict=True)
+            if row >= 0
+        ]
+        if held:
+            self.note_uses(await store.use_states(held))
+
+    def note_uses(self, uses: dict[str, UseState]) -> None:
+        """Hold these memories' use histories, committed by this process or read from the
+        store, unless the one held is already as late (`HeldFacts.put_uses`)."""
+        ids = list(uses)
+        for memory_id, row in zip(ids, self.ids.rows_of(ids).tolist(), strict=True):
+            if row >= 0:
+                self.facts.put_uses(row, memory_id, uses[memory_id])
+
+    def held_rows(self, ids: Sequence[str]) -> dict[str, HeldRow]:
+        """The candidates among `ids` whose facts are held (`storage.facts`), by id; the
+        others are read from the store."""
+        rows = self.ids.rows_of(list(ids))
+        held = (rows >= 0) & (rows < self.size)
+        held[held] = self.facts.known[rows[held]]
+        at = rows[held]
+        if not at.size:
+            return {}
+        names = self._type_names()
+        found = [i for i, keep in zip(ids, held.tolist(), strict=True) if keep]
+        made = self.facts.rows(
+            at,
+            found,
+            [names[t] for t in self.type_code[at].tolist()],
+            self.archived[at].tolist(),
+            self.faded[at].tolist(),
+        )
+        return dict(zip(found, made, strict=True))
+
+    def _type_names(self) -> list[str]:
+        names = [""] * len(self._types)
+        for name, code in self._types.items():
+            names[code] = name
+        return names
+
     def _apply(self, rows: list[VectorRow]) -> None:
         self.generation += 1
         found = self.ids.rows_of([r.id for r in rows])
@@ -297,6 +365,7 @@ class VectorIndex:
             self.role_code[row] = self._roles.setdefault(r.role, len(self._roles))
             self.owner_code[row] = self._owners.setdefault(r.owner, len(self._owners))
             self.type_code[row] = self._types.setdefault(r.type, len(self._types))
+            self.facts.put(row, r.id, r.facts)
         if self.basis is not None:
             # Rows rewritten keep their sketch true; rows appended to a complete sketch are
             # sketched here (the sketch first, then `sketched`, for readers in other threads).
@@ -401,27 +470,23 @@ class VectorIndex:
         if self.size == 0:
             # Nothing to keep (a cold open sizes the matrix here): fresh zeros, whose
             # untouched rows cost nothing, where resize would zero-fill (touch) them all.
-            for name in _PER_ROW:
-                old = getattr(self, name)
-                setattr(self, name, np.zeros((capacity, *old.shape[1:]), dtype=old.dtype))
+            for owner, name in self._per_row():
+                old = getattr(owner, name)
+                setattr(owner, name, np.zeros((capacity, *old.shape[1:]), dtype=old.dtype))
             return
-        for name in _PER_ROW:
-            if not self._resize_in_place(name, capacity):
+        for owner, name in self._per_row():
+            if not _resize_in_place(owner, name, capacity):
                 # Someone holds the array (a reflection sweep in a worker thread, a view):
                 # resizing would leave them with freed memory, so copy this one.
-                old = getattr(self, name)
+                old = getattr(owner, name)
                 out = np.zeros((capacity, *old.shape[1:]), dtype=old.dtype)
                 out[: old.shape[0]] = old
-                setattr(self, name, out)
+                setattr(owner, name, out)
 
-    def _resize_in_place(self, name: str, capacity: int) -> bool:
-        """Grow one per-row array to `capacity` rows without copying; False if it is
-        referenced from elsewhere (numpy's refcheck refuses, and nothing changed)."""
-        try:
-            self.__dict__[name].resize((capacity, *self.__dict__[name].shape[1:]), refcheck=True)
-        except ValueError:
-            return False
-        return True
+    def _per_row(self) -> list[tuple[Any, str]]:
+        """Every per-row array, as (the object holding it, its name): the index's own
+        (`_PER_ROW`) and the ranking facts' (`storage.facts`)."""
+        return [(self, n) for n in _PER_ROW] + [(self.facts, n) for n in FACT_ARRAYS]
 
     def mask(
         self,
@@ -667,6 +732,7 @@ class VectorIndex:
                 self.has_vector[row] = False
                 self.archived[row] = True
                 self.faded[row] = False
+                self.facts.known[row] = False
 
     # ------------------------------------------------------------------ roles held
 
@@ -796,16 +862,18 @@ class VectorIndex:
         self.generation += 1
         n = int(rows.size)
         capacity = n + n // 4
-        for name in _PER_ROW:
-            old = getattr(self, name)
+        for owner, name in self._per_row():
+            old = getattr(owner, name)
             new = np.zeros((capacity, *old.shape[1:]), dtype=old.dtype)
             new[:n] = old[rows]
-            setattr(self, name, new)
+            setattr(owner, name, new)
         ids = IdTable()
         for row in rows.tolist():
             ids.append(self.ids[row])
         ids.settle()
         self.ids = ids
+        if self.facts.times:
+            self.facts.keep_ids({i for i in self.facts.times if ids.get(i) is not None})
         # Sketched rows are a prefix, and an ordered subset of a prefix is one again.
         self.sketched = int(np.searchsorted(rows, self.sketched))
         self.size = n
@@ -816,4 +884,16 @@ class VectorIndex:
     def nbytes(self) -> int:
         """The bytes of the rows held in the per-row arrays (the matrix most of it); rows
         allocated ahead for growth are zero pages, resident only once written."""
-        return sum(getattr(self, name)[: self.size].nbytes for name in _PER_ROW)
+        return sum(getattr(owner, name)[: self.size].nbytes for owner, name in self._per_row())
+
+
+def _resize_in_place(owner: Any, name: str, capacity: int) -> bool:
+    """Grow one per-row array to `capacity` rows without copying; False if it is referenced
+    from elsewhere (numpy's refcheck refuses, and nothing changed)."""
+    shape = (capacity, *owner.__dict__[name].shape[1:])
+    try:
+        # No local name for the array: numpy's refcheck would count it as another holder.
+        owner.__dict__[name].resize(shape, refcheck=True)
+    except ValueError:
+        return False
+    return True

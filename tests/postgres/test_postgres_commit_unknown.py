@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from collections.abc import AsyncIterator
 from urllib.parse import urlsplit, urlunsplit
 
@@ -49,10 +50,17 @@ class CommitCutter:
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         up_reader, up_writer = await asyncio.open_connection(*self.target)
         state = {"insert": False, "commit": False}
+        names: set[bytes] = set()
 
         async def upstream() -> None:
             while data := await reader.read(65536):
-                if self.armed and b"INSERT INTO memories" in data:
+                # The INSERT is a prepared statement: its text goes once per connection
+                # (Parse: name, then text); later ones name it (Bind: portal, then name).
+                for name in re.findall(rb"(_pg3_\d+)\x00INSERT INTO memories", data):
+                    names.add(b"\x00" + name + b"\x00")
+                if self.armed and (
+                    b"INSERT INTO memories" in data or any(n in data for n in names)
+                ):
                     state["insert"] = True
                 if state["insert"] and b"COMMIT\x00" in data:
                     state["commit"] = True

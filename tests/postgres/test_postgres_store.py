@@ -274,6 +274,36 @@ async def test_another_store_hears_a_commit_and_a_rolled_back_write_owes_nothing
         assert conn.execute(owed).fetchone() == ("",)
 
 
+async def test_a_held_back_write_refused_before_its_commit_is_queued_rolls_back(
+    store, monkeypatch
+) -> None:
+    """psycopg reads the answers already in while it queues the writes held back for the
+    COMMIT: a refusal can arrive before the COMMIT is queued, with psycopg's transaction still
+    open. The call fails with the database's error, nothing is written and the connection
+    goes back to the pool usable (not refused by the pool's commit on its way back)."""
+    original = psycopg.AsyncCursor.executemany
+
+    async def late(cur, query, *args, **kwargs):
+        await anyio.sleep(0.2)  # the refusal of the write queued before is in by then
+        return await original(cur, query, *args, **kwargs)
+
+    refused = "INSERT INTO accesses (memory_id, ts, channel) VALUES (%(m)s, 0, NULL)"
+    kept = "INSERT INTO accesses (memory_id, ts, channel) VALUES (%(m)s, 0, 'recalled')"
+    for _ in range(3):
+        with pytest.raises(psycopg.errors.NotNullViolation):
+            async with store.transaction():
+                await store.set_meta("begun", "yes")  # BEGIN goes with this
+                await store._exec_many(refused, [{"m": "refused"}])
+                await store._exec_many(kept, [{"m": "queued after the refusal"}])
+                monkeypatch.setattr(psycopg.AsyncCursor, "executemany", late)
+        monkeypatch.setattr(psycopg.AsyncCursor, "executemany", original)
+        assert await store.get_meta("begun") is None
+        assert await store.count_accesses("queued after the refusal") == 0
+    async with store.transaction():
+        await store.set_meta("after", "the refusals")
+    assert await store.get_meta("after") == "the refusals"
+
+
 async def test_held_back_writes_are_read_back_and_their_error_aborts_the_commit(
     store,
 ) -> None:
@@ -298,6 +328,12 @@ async def test_held_back_writes_are_read_back_and_their_error_aborts_the_commit(
                 [{"m": lost.id}],
             )
     assert await store.fetch(lost.id) is None
+    with pytest.raises(psycopg.errors.NotNullViolation):
+        async with store.transaction():  # only held-back writes: they go with BEGIN
+            await store._exec_many(
+                "INSERT INTO accesses (memory_id, ts, channel) VALUES (%(m)s, 0, NULL)",
+                [{"m": lost.id}],
+            )
     async with store.transaction():  # the connection went back to the pool usable
         await store.set_meta("after", "the failed commit")
     assert await store.get_meta("after") == "the failed commit"

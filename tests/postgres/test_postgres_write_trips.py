@@ -1,8 +1,9 @@
 """What one `Memory.author` sends to PostgreSQL: the statements a write needs and no more —
 no pull of the row it just noted, no re-read of the intents it did not touch, BEGIN with the
-first statement, the access record held back to ride with the COMMIT, the notification sent
-right after the COMMIT in the same round trip — while another server's commit is still heard
-and pulled, and an intent written here still reaches the reminders."""
+first statement, the new row's seq taken there so its INSERT and the access record ride with
+the COMMIT, the notification sent right after the COMMIT in the same round trip, the write
+path's statements prepared — while another server's commit is still heard and pulled, and an
+intent written here still reaches the reminders."""
 
 from __future__ import annotations
 
@@ -21,24 +22,35 @@ pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
 
 
 class Sent:
-    """Every statement sent by `execute`, and whether it went in a pipeline (BEGIN and
-    COMMIT, sent by psycopg's transaction itself, and executemany are not among them)."""
+    """Every statement sent by `execute` or `executemany`, whether it went in a pipeline and
+    whether it was sent as a prepared statement (BEGIN and COMMIT, sent by psycopg's
+    transaction itself, are not among them; psycopg prepares every executemany)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.statements: list[tuple[str, bool]] = []
-        original = psycopg.AsyncCursor.execute
-        sent = self.statements
+        self.prepared: list[bool] = []
+        sent, prepared = self.statements, self.prepared
+        for name in ("execute", "executemany"):
+            original = getattr(psycopg.AsyncCursor, name)
 
-        async def execute(cur: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
-            text = " ".join((query if isinstance(query, str) else repr(query)).split())
-            sent.append((text, cur._conn._pipeline is not None))
-            return await original(cur, query, *args, **kwargs)
+            async def send(
+                cur: Any, query: Any, *args: Any, _o: Any = original, _n: str = name, **kw: Any
+            ) -> Any:
+                text = " ".join((query if isinstance(query, str) else repr(query)).split())
+                sent.append((text, cur._conn._pipeline is not None))
+                prepared.append(_n == "executemany" or kw.get("prepare") is True)
+                return await _o(cur, query, *args, **kw)
 
-        monkeypatch.setattr(psycopg.AsyncCursor, "execute", execute)
+            monkeypatch.setattr(psycopg.AsyncCursor, name, send)
 
     def take(self) -> list[tuple[str, bool]]:
         out = list(self.statements)
         self.statements.clear()
+        return out
+
+    def all_prepared(self) -> bool:
+        out = all(self.prepared)
+        self.prepared.clear()
         return out
 
 
@@ -82,23 +94,25 @@ async def test_an_author_sends_only_its_write_and_a_foreign_commit_is_still_pull
         trips = Trips(monkeypatch)
         for i in range(4):
             await mem.author(f"the ferry leaves pier {i} at dawn")
-            # BEGIN with the lock, lookup and tombstone; the INSERT; the access record,
-            # COMMIT and the notification: three round trips.
-            assert trips.take() == 3
+            # BEGIN with the lock, lookup, tombstone check and the new row's seq; the INSERT,
+            # the access record, COMMIT and the notification: two round trips.
+            assert trips.take() == 2
             await anyio.sleep(0.05)  # its own NOTIFY comes back meanwhile, and is not a change
             statements = sent.take()
             texts = [text for text, _ in statements]
-            # The advisory lock, the hash lookup and the tombstone check: three statements,
-            # one pipeline; then the INSERT (the access follows as one executemany).
-            assert [pipelined for _, pipelined in statements[:3]] == [True, True, True]
+            assert all(pipelined for _, pipelined in statements), texts
             assert "pg_advisory_xact_lock" in texts[0]
             assert "content_hash" in texts[1] and "tombstones" in texts[2]
-            assert texts[3].startswith("INSERT INTO memories")
+            assert "nextval" in texts[3]
+            assert texts[4].startswith("INSERT INTO memories (seq,")
+            assert texts[5].startswith("INSERT INTO accesses")
             # The notification it owes, after the COMMIT, in the COMMIT's pipeline.
-            assert statements[4:] == [(NOTIFY_OWED[0], True), (NOTIFY_OWED[1], True)], texts
+            assert texts[6] == NOTIFY_OWED, texts
+            assert len(statements) == 7, texts
+            # Each planned once per connection, not once per write.
+            assert sent.all_prepared()
             assert not any("pg_snapshot" in t for t in texts), texts  # no pull of itself
             assert not any("type = 'intent'" in t for t in texts), texts  # intents kept
-            assert len(statements) == 6, texts
             assert trips.take() == 0  # and nothing behind the reply
         # Another server's commit is heard and pulled before the next write checks for twins.
         before = await store.change_token()
@@ -112,6 +126,27 @@ async def test_an_author_sends_only_its_write_and_a_foreign_commit_is_still_pull
         assert again.status == "exists" and again.id == elsewhere.id
         assert mem.engine.index.ids.get(elsewhere.id) is not None
         assert any("pg_snapshot" in t for t, _ in sent.take())
+
+
+async def test_a_batch_sends_each_item_with_the_rows_held_back_before_it(
+    postgres, monkeypatch
+) -> None:
+    """In `author_many` each item's INSERT and access record wait for the next item's lookup
+    and go in its pipeline (no round trip of their own); the last ride with the COMMIT."""
+    settings = Settings(store=postgres, owner="coder@laptop", reflect_every_writes=0)
+    async with Memory.open(settings=settings, embedder=HashEmbedder()) as mem:
+        for i in range(3):
+            await mem.author(f"warm-up note number {i} about the harbour")
+        trips = Trips(monkeypatch)
+        results = await mem.author_many([{"content": f"batch note {i} on tides"} for i in range(4)])
+        assert trips.take() == 4 + 1
+        assert [r.status for r in results] == ["created"] * 4
+    with psycopg.connect(postgres) as conn:
+        found = conn.execute(
+            "SELECT count(*) FROM memories m JOIN accesses a ON a.memory_id = m.id "
+            "WHERE m.content LIKE 'batch note %'"
+        ).fetchone()
+    assert found == (4,)
 
 
 async def test_an_intent_authored_here_fires_on_the_next_cue(postgres) -> None:
@@ -204,3 +239,50 @@ async def test_a_transaction_whose_pooled_connection_died_begins_on_a_fresh_one(
         assert await store.get_meta("after") == "restart"
     finally:
         await store.close()
+
+
+async def test_an_insert_refused_at_the_commit_writes_nothing_and_the_seq_is_the_rows(
+    postgres,
+) -> None:
+    """The INSERT rides with the COMMIT (its seq was taken in the first round trip), so the
+    database refuses it only there: the call fails with the database's own error, nothing of
+    it or of its batch is stored, the vector cache forgets it, and the next write goes on.
+    A seq taken for a repeat that inserted nothing is a gap, never another row's number."""
+    settings = Settings(store=postgres, owner="coder@laptop", reflect_every_writes=0)
+    async with Memory.open(settings=settings, embedder=HashEmbedder()) as mem:
+        kept = await mem.author("a note that is kept")
+        again = await mem.author("a note that is kept")  # a repeat: its seq goes unused
+        assert (again.status, again.id) == ("exists", kept.id)
+        with psycopg.connect(postgres, autocommit=True) as conn:
+            conn.execute(
+                "ALTER TABLE memories ADD CONSTRAINT no_refusals "
+                "CHECK (content NOT LIKE '%refused%')"
+            )
+        with pytest.raises(psycopg.errors.CheckViolation):
+            await mem.author("a refused note")
+        for i in range(10):  # the refusal reaches this process before or after its COMMIT
+            with pytest.raises(psycopg.errors.CheckViolation):
+                await mem.author_many(
+                    [{"content": f"first of batch {i}"}, {"content": f"refused second {i}"}]
+                )
+        after = await mem.author("a note written after the refusals")
+        with psycopg.connect(postgres) as conn:
+            rows = conn.execute("SELECT seq, id, content FROM memories ORDER BY seq").fetchall()
+            accesses = conn.execute(
+                "SELECT memory_id, count(*) FROM accesses GROUP BY memory_id ORDER BY 1"
+            ).fetchall()
+        assert [content for _, _, content in rows] == [
+            "a note that is kept",
+            "a note written after the refusals",
+        ]
+        written = {memory_id for _, memory_id, _ in rows}
+        assert {memory_id for memory_id, _ in accesses} == written
+        assert dict(accesses)[kept.id] == 2  # created, then reinforced
+        index = mem.engine.index
+        refused = set(index.ids) - written
+        assert len(refused) == 21  # noted while written, then withdrawn from every search
+        assert not any(index.has_vector[index.ids.get(memory_id)] for memory_id in refused)
+        for seq, memory_id, _ in rows:  # the cache numbers each row as the database does
+            assert index.seqs[index.ids.get(memory_id)] == seq
+        assert rows[1][0] > rows[0][0] + 1  # the repeat's seq was not reused: a gap
+        assert after.status == "created"

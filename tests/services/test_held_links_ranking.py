@@ -1,9 +1,9 @@
 """Ranking reads its links from the edges the vector index holds (`storage.links`), not the store.
 
 Spreading and supersession used to read out-edges and superseding links from the store, two or
-three reads per recall. From held edges a recall reads only rows (the keyword search, the rows
-the vector search and spreading add), ranks exactly as from the store's reads, and follows a
-link another process writes once the index syncs — on both backends.
+three reads per recall. From held edges (and the held facts, `storage.facts`) a recall reads
+only the keyword search's ids and the rows it shows, ranks exactly as from the store's reads,
+and follows a link another process writes once the index syncs — on both backends.
 """
 
 from __future__ import annotations
@@ -98,8 +98,12 @@ async def test_a_recall_reads_rows_only_and_spreads_over_held_links(mem: Memory,
     c = mem._caller
     trips = _trips(mem)
     ranking = await ranking_for(c, "harbour crane", c.scope("mine"), None, hops)
-    # The rows the vector search added, then the rows spreading reached: no link is read.
-    assert trips == ["scoring_rows"] * 2
+    # Scored on the facts the index holds (`storage.facts`): no row and no link is read.
+    assert trips == []
+    await ranking.fill(c.store, 5)
+    # Then the rows of the five a reply shows, in one read.
+    assert trips == ["scoring_rows"]
+    assert all(r.full.content for r in ranking.rows[:5])
     by_id = {r.id: r for r in ranking.rows}
     assert by_id[made["cause"]].spread > 0 and by_id[made["part"]].spread > 0
     assert by_id[made["old"]].superseded_by == made["new"]

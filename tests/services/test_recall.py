@@ -344,13 +344,15 @@ async def _gated(settings, embedder):
     mem_cm = Memory.open(settings=settings, embedder=embedder)
     mem = await mem_cm.__aenter__()
     store = mem.engine.store
-    real = store.candidates
+    # The keyword read is `keyword_hits` once the index holds the scope, `candidates` before.
+    for name in ("candidates", "keyword_hits"):
+        real = getattr(store, name)
 
-    async def candidates(*args, **kwargs):
-        embedder.keyword_started.set()
-        return await real(*args, **kwargs)
+        async def read(*args, _real=real, **kwargs):
+            embedder.keyword_started.set()
+            return await _real(*args, **kwargs)
 
-    store.candidates = candidates
+        setattr(store, name, read)
     return mem_cm, mem
 
 

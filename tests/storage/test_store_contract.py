@@ -1373,3 +1373,65 @@ async def test_dump_pages_through_every_table_and_load_copies_it(store, tmp_path
         assert [r.id for r in await copy.candidates("dumped", EVERYONE, limit=5)] == [a.id]
     finally:
         await copy.close()
+
+
+# --------------------------------------------------------------------------- held facts
+
+
+async def test_keyword_hits_are_the_candidates_keyword_rows_read_narrow(store: Store) -> None:
+    """`keyword_hits` gives the ids and scores `candidates` gives its keyword rows, in the
+    same order, in every tier: also when the pool is full of rows the scope or the archive
+    leaves out (the search then ranks every match, the path that once named a column the
+    narrow read did not select)."""
+    store.common_floor = 10_000
+    live = [await put(store, "quartz lantern " + "meadow " * i) for i in range(1, 6)]
+    faded = [await put(store, "quartz lantern faded " + "x " * i) for i in range(3)]
+    gone = [await put(store, "quartz lantern") for _ in range(205)]
+    async with store.transaction():
+        for m in faded:
+            await store.set_archived(m.id, True, T0, faded=True)
+        for m in gone:
+            await store.set_archived(m.id, True, T0)
+    for kwargs in (
+        {"limit": 10},
+        {"limit": 10, "faded": 2},
+        {"limit": 3},
+        {"limit": 10, "include_archived": True},
+    ):
+        rows = await store.candidates("quartz lantern", CODER, **kwargs)
+        hits = await store.keyword_hits("quartz lantern", CODER, **kwargs)
+        assert hits == [(r.id, r.bm25) for r in rows if r.bm25 is not None], kwargs
+        assert hits, kwargs
+    assert {i for i, _ in await store.keyword_hits("quartz lantern", CODER, limit=10)} == {
+        m.id for m in live
+    }
+    assert await store.keyword_hits("", CODER, limit=10) == []
+
+
+async def test_vector_rows_carry_what_ranking_scores_and_uses_read_alike(store: Store) -> None:
+    from nooa_mcp.domain.accesses import apply_access
+    from nooa_mcp.domain.schema import AccessRecord, Channel
+    from nooa_mcp.storage.rows import access_values, facts_of, memory_values, uses_of
+
+    m = await put(
+        store,
+        "the quay lights flicker",
+        tags=["ops"],
+        entities=["Dana"],
+        place_or_task="harbour",
+        importance=7.25,
+        valid_to=T0 + timedelta(days=3),
+    )
+    for age in (3600, 60):
+        apply_access(m, AccessRecord(ts=T0 - timedelta(seconds=age), channel=Channel.recalled))
+    async with store.transaction():
+        await store.save(m)
+    rows, _ = await store.vector_changes(None, 100)
+    (row,) = [r for r in rows if r.id == m.id]
+    assert row.facts == facts_of(m)
+    assert row.facts.cues == frozenset({"ops", "dana", "harbour"})
+    assert row.facts.uses.actr_count == m.actr_count >= 2
+    assert (await store.use_states([m.id, "nope"])) == {m.id: uses_of(m)}
+    # What an access log writes is what a whole row's write would for those columns.
+    whole = memory_values(m, None)
+    assert access_values(m) == {k: whole[k] for k in access_values(m)}

@@ -1,0 +1,165 @@
+"""Ranking scores on the facts the vector index holds (`storage.facts`), not on rows it reads.
+
+A recall reads the keyword search's ids, scores every candidate on the columns held beside
+the vectors (importance, when learned, validity, cue words, use history) and reads rows only
+for what it shows. These tests hold it to the ranking from rows read from the store, to the
+last bit, while uses are logged (by this process and by another), importance and validity
+change, memories are forgotten and time passes — on both backends.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import anyio
+import pytest
+
+from nooa_mcp import Memory
+from nooa_mcp.domain.schema import EdgeType, now as utc_now
+from nooa_mcp.embeddings import HashEmbedder
+from nooa_mcp.services.ranking import keyword_candidates, rank
+
+pytestmark = pytest.mark.anyio
+
+TEXTS = [
+    ("the harbour crane inspection is due on Friday", ["Dana"], ["ops"], 6.0),
+    ("the harbour crane operator is Dana", ["Dana"], [], 5.0),
+    ("a storm bent the crane jib last winter", [], ["weather"], 4.0),
+    ("the jib bolts come from Malmo", ["Malmo"], [], 3.0),
+    ("harbour crane limit was 40 tonnes", [], ["limits"], 7.0),
+    ("harbour crane limit is now 55 tonnes", [], ["limits"], 7.0),
+    ("parking permits for the harbour renew in March", [], [], 2.0),
+    ("Dana prefers the night shift at the harbour", ["Dana"], ["people"], 5.5),
+    ("the quay lights flicker when the crane lifts", [], [], 3.5),
+    ("order new crane cables before the audit", [], ["todo"], 8.0),
+]
+
+QUERIES = ["harbour crane", "who operates the crane", "crane limit tonnes", "Dana shift", "jib"]
+
+
+async def _store(mem: Memory) -> list[str]:
+    ids = []
+    for text, entities, tags, importance in TEXTS:
+        result = await mem.author(text, entities=entities, tags=tags, importance=importance)
+        ids.append(result.id)
+    store = mem.engine.store
+    async with store.transaction():
+        await store.add_edge(ids[5], ids[4], EdgeType.refines, 1.0)
+        await store.add_edge(ids[2], ids[3], EdgeType.causes, 0.8)
+        await store.add_edge(ids[0], ids[8], EdgeType.related, 0.7)
+    mem.engine.index.mark_dirty()
+    return ids
+
+
+async def _both(mem: Memory, query: str, now: float) -> tuple[list[tuple], list[tuple]]:
+    """The ranking of `query` from held facts and from the store's rows, at the same `now`."""
+    c = mem._caller
+    scope = c.scope("mine")
+    settings = c.settings.recall
+    vector = await c.engine.query_vector(query)
+    out = []
+    for held in (True, False):
+        async with c.engine.vectors(scope.visible_roles) as index:
+            assert index.holds(scope.visible_roles)
+            read = await keyword_candidates(
+                query, store=c.store, scope=scope, settings=settings, held=held
+            )
+            assert (read.hits is not None) is held
+
+            async def done(read=read):
+                return read
+
+            ranking = await rank(
+                query,
+                store=c.store,
+                index=index,
+                query_vector=vector,
+                scope=scope,
+                settings=settings,
+                now=now,
+                keyword=done(),
+            )
+        out.append(
+            [
+                (r.id, r.source, r.score, r.rel, r.rec, r.imp, r.spread, r.stale, r.superseded_by)
+                for r in ranking.rows
+            ]
+        )
+    return out[0], out[1]
+
+
+async def _same(mem: Memory, now: float | None = None) -> None:
+    now = utc_now().timestamp() if now is None else now
+    for query in QUERIES:
+        held, read = await _both(mem, query, now)
+        assert held and held == read, query
+
+
+async def test_held_facts_rank_as_the_rows_do_as_uses_and_edits_come(store_target) -> None:
+    async with Memory.open(store_target, owner="me", embedder=HashEmbedder()) as mem:
+        ids = await _store(mem)
+        await _same(mem)
+        # Uses logged by this process's recalls (behind their replies), then counted.
+        for query in QUERIES * 2:
+            await mem.recall(query, k=3)
+        await mem.engine.flush()
+        await _same(mem)
+        held = mem.engine.index
+        row = int(held.ids.rows_of([ids[0]])[0])
+        stored = (await mem.engine.store.use_states([ids[0]]))[ids[0]]
+        # Uses closer than the grain are one use: the newest time moved on, the count did not.
+        assert max(stored.actr_times) > stored.first_access_at + 0.01
+        assert held.facts.use_state(row, ids[0]) == stored
+        # Edits: importance, validity, a forgotten memory.
+        await mem.update(ids[1], importance=9.5)
+        past = datetime.now(UTC) - timedelta(days=1)
+        await mem.update(ids[6], valid_to=past.isoformat())
+        await mem.forget(ids[3])
+        await _same(mem)
+        # Time passes: a month later the same facts rank as the rows do.
+        await _same(mem, utc_now().timestamp() + 30 * 86400)
+
+
+async def test_uses_another_process_logs_reach_the_held_facts(store_target) -> None:
+    async with Memory.open(store_target, owner="me", embedder=HashEmbedder()) as mem:
+        ids = await _store(mem)
+        await _same(mem)
+        async with Memory.open(store_target, owner="me", embedder=HashEmbedder()) as other:
+            for _ in range(3):
+                await other.recall("harbour crane limit", k=2)
+                await other.engine.flush()
+            used = (await other.engine.store.use_states([ids[4]]))[ids[4]]
+        assert max(used.actr_times) > used.first_access_at + 0.01
+        # The first process learns of them on a sync once it has heard of the commit (at
+        # once on SQLite; PostgreSQL's notification comes a moment later) and ranks as the
+        # rows do.
+        index = mem.engine.index
+        row = int(index.ids.rows_of([ids[4]])[0])
+        for _ in range(100):
+            await index.sync(mem.engine.store)
+            if index.facts.use_state(row, ids[4]) == used:
+                break
+            await anyio.sleep(0.05)
+        assert index.facts.use_state(row, ids[4]) == used
+        await _same(mem)
+
+
+async def test_a_recall_reads_the_rows_of_what_it_shows_only(mem: Memory) -> None:
+    await _store(mem)
+    await mem.recall("harbour crane", k=2)  # the index loaded and synced
+    store = mem.engine.store
+    asked: list[list[str]] = []
+    real = store.scoring_rows
+
+    async def recording(ids):
+        asked.append(list(ids))
+        return await real(ids)
+
+    store.scoring_rows = recording  # type: ignore[method-assign]
+    result = await mem.recall("harbour crane", k=2, hops=0)
+    # One read: the rows shown (with, when versions of one statement compare their words,
+    # theirs and the few that may move up past them), never every candidate's.
+    assert len(asked) == 1
+    assert {h.id for h in result.hits} <= set(asked[0])
+    assert len(asked[0]) < len(TEXTS)
+    assert all(h.content for h in result.hits)
