@@ -17,12 +17,18 @@ an engine as a server opens it (no configured owner: the roles come with the cal
 - `latency`: one process with both engines open, their warm recalls alternated query by
   query: the served/whole ratio of warm p50 that a loaded machine does not skew.
 
-Per process: rows held, bytes of the index's arrays, VmRSS and VmHWM; the first recall of each
-cold role (its load included; median and max) and the load alone; warm recall p50/p99 over
-`--queries` recalls (query embedding and access logging included), and the floor: embedding
-the query plus one matrix-vector product over the role's rows. Ratios: served/whole for rows,
-bytes, RSS above the baseline and warm p50. `--model minilm` embeds queries with the real
-model (the store's vectors stay hash vectors: cost, not quality, is measured).
+With `--edges E` the store gets about E random links a memory, each between two memories of
+one role (a store of its own: DIR/roles-N-R-eE.sqlite, schema nooa_bench_roles_N_R_eE), and each
+process reports the edges it holds for ranking (`storage.links`) and their bytes: a server holds
+the edges of the roles it holds, not every edge of the store.
+
+Per process: rows held, bytes of the index's arrays, edges held and their bytes, VmRSS and
+VmHWM; the first recall of each cold role (its load included; median and max) and the load
+alone; warm recall p50/p99 over `--queries` recalls (query embedding and access logging
+included), and the floor: embedding the query plus one matrix-vector product over the role's
+rows. Ratios: served/whole for rows, bytes, RSS above the baseline and warm p50. `--model
+minilm` embeds queries with the real model (the store's vectors stay hash vectors: cost, not
+quality, is measured).
 """
 
 from __future__ import annotations
@@ -93,6 +99,48 @@ async def fill(target: Path | str, n: int, roles: int) -> float:
     return time.perf_counter() - started
 
 
+async def link(target: Path | str, per_memory: float) -> tuple[int, float]:
+    """About `per_memory` random edges a memory, each to another memory of its role (relation
+    and weight random too); how many and the seconds taken."""
+    from nooa_mcp.domain.schema import EdgeType
+    from nooa_mcp.storage import open_store
+
+    started = time.perf_counter()
+    rng = np.random.default_rng(7)
+    kinds = list(EdgeType)
+    store = await open_store(target)
+    try:
+        rows = await store._rows("SELECT id, role FROM memories ORDER BY seq")  # type: ignore[attr-defined]
+        by_role: dict[str, list[str]] = {}
+        for r in rows:
+            by_role.setdefault(r["role"], []).append(r["id"])
+        edges = []
+        for ids in by_role.values():
+            if len(ids) < 2:
+                continue
+            counts = rng.poisson(per_memory, len(ids))
+            for i, k in enumerate(counts.tolist()):
+                for j in rng.integers(0, len(ids) - 1, k).tolist():
+                    dst = ids[j + (j >= i)]  # any other memory of the role
+                    kind = kinds[int(rng.integers(len(kinds)))]
+                    edges.append((ids[i], dst, kind, round(float(rng.uniform(0.3, 1.0)), 3)))
+        for lo in range(0, len(edges), 5000):
+            async with store.transaction():
+                await store.add_edges(edges[lo : lo + 5000])
+        count = len(await store.edge_pairs(None, live_only=False))
+    finally:
+        await store.close()
+    return count, time.perf_counter() - started
+
+
+def links_held(index: Any) -> tuple[int, int, int]:
+    """Edges held for ranking, the bytes of their arrays and of their ends' id table."""
+    links = index.links
+    ends = links.ends
+    table = len(ends._data) + ends._ends.nbytes + ends._hashes.nbytes + ends._rows.nbytes
+    return len(links), int(links.nbytes), int(table)
+
+
 async def child(
     mode: str, target: str, roles: int, served: int, n_queries: int, model: str
 ) -> dict:
@@ -149,6 +197,7 @@ async def child(
             out["floor_ms"] = floor
         out["rows"] = int(index.size)
         out["bytes"] = int(index.nbytes)
+        out["edges"], out["edge_bytes"], out["ends_bytes"] = links_held(index)
         out["rss_mib"], out["hwm_mib"] = rss_mb()
     return out
 
@@ -229,6 +278,15 @@ def report(n: int, args: argparse.Namespace, res: dict[str, dict], alt: dict) ->
     rss_per = (whole["rss_mib"] - base) * 2**20 / whole["rows"]
     print(f"per memory held: {per_memory:.0f} B of index arrays, {rss_per:.0f} B of RSS")
     print(f"whole store loaded in {whole['load_all_ms']:.0f} ms")
+    for name, r in res.items():
+        total = r["edge_bytes"] + r["ends_bytes"]
+        print(
+            f"{name:>8} edges held {r['edges']:>8}, {r['edge_bytes'] / 2**20:.2f} MiB of edge "
+            f"arrays + {r['ends_bytes'] / 2**20:.2f} MiB of their ends = {total / 2**20:.2f} MiB"
+            f" ({total / max(r['edges'], 1):.1f} B an edge)"
+        )
+    if whole["edges"]:
+        print(f"served/whole: edges held {served['edges'] / whole['edges']:.3f}")
     for name in ("served", "whole"):
         r = res[name]
         print(
@@ -261,6 +319,9 @@ async def main() -> None:
     parser.add_argument("--served", type=int, default=5)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--model", choices=["hash", "minilm"], default="hash")
+    parser.add_argument(
+        "--edges", type=float, default=0.0, help="random same-role links a memory (about)"
+    )
     parser.add_argument("--store", help="a postgresql:// URL (default: SQLite files in --dir)")
     parser.add_argument("--dir", type=Path, default=Path("/tmp/nooa-bench-roles"))
     parser.add_argument("--drop", action="store_true", help="drop the PostgreSQL schemas after")
@@ -278,12 +339,13 @@ async def main() -> None:
         print(json.dumps(out))
         return
     for n in [int(x) for x in args.memories.split(",")]:
-        schema = f"nooa_bench_roles_{n}_{args.roles}"
+        linked = f"-e{args.edges:g}" if args.edges else ""
+        schema = f"nooa_bench_roles_{n}_{args.roles}{linked.replace('-', '_').replace('.', '_')}"
         if args.store:
             target: Path | str = pg_schema_target(args.store, schema)
         else:
             args.dir.mkdir(parents=True, exist_ok=True)
-            target = args.dir / f"roles-{n}-{args.roles}.sqlite"
+            target = args.dir / f"roles-{n}-{args.roles}{linked}.sqlite"
         if await row_count(target) < n:
             if args.store:
                 drop_pg_schema(args.store, schema)
@@ -292,6 +354,9 @@ async def main() -> None:
             print(f"filling {n} memories over {args.roles} roles ...", flush=True)
             seconds = await fill(target, n, args.roles)
             print(f"  filled in {seconds:.0f} s", flush=True)
+            if args.edges:
+                count, seconds = await link(target, args.edges)
+                print(f"  {count} edges linked in {seconds:.0f} s", flush=True)
         res = {mode: run_child(mode, target, args) for mode in ("none", "served", "whole")}
         report(n, args, res, run_child("latency", target, args))
         if args.store and args.drop:

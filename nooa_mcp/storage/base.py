@@ -562,11 +562,15 @@ class Store(Protocol):
         """A mark as of now for `ranking_changes`, reading no row."""
         ...
 
-    async def ranking_changes(self, mark: Any) -> tuple[RankingChanges, Any]:
+    async def ranking_changes(
+        self, mark: Any, roles: Sequence[str] | None = None
+    ) -> tuple[RankingChanges, Any]:
         """The uses logged and the edges added or strengthened since `mark` (`ranking_mark`,
         or the mark a previous call returned), and the mark to pass next time. Never misses
         one, whatever order transactions commit in; one may come twice (a use or link of a
-        transaction still running at the mark is read again after it commits)."""
+        transaction still running at the mark is read again after it commits). With `roles`,
+        only the edges whose two ends are memories of those roles (the roles a server holds,
+        `storage.links`); the mark moves past the others all the same."""
         ...
 
     async def change_token(self) -> Any:
@@ -601,6 +605,12 @@ class Store(Protocol):
         ...
 
     async def edge_pairs(self, role: str | None, live_only: bool = True) -> list[EdgeRow]: ...
+
+    async def role_edges(self, roles: Sequence[str], among: Sequence[str]) -> list[EdgeRow]:
+        """Every edge (archived ends too) whose two ends are memories of roles `among`, at
+        least one of them of `roles`: what loading `roles` adds to the edges held for the
+        roles `among` (`storage.links`), in one statement."""
+        ...
 
     async def copy_edges(self, src: str, dst: str) -> int: ...
 

@@ -1,8 +1,13 @@
-"""Every edge of the store, held in memory for ranking's spreading and supersession (DESIGN.md
-§5.6, §15).
+"""The edges of the roles a process holds, in memory for ranking's spreading and supersession
+(DESIGN.md §5.6, §15).
 
-Read whole on first use, then kept current by `Store.ranking_changes` (edges added or
-strengthened since a mark; no edge is ever deleted). Each edge is four numbers — its two ends
+Only an edge whose two ends are memories of roles the vector index holds is ever used
+(`visible` asks the index about the other end, and ranking reads held edges only for scopes
+whose roles are all held), so only those are held: a role's edges are read when the index
+loads the role (`load`), dropped when it lets the role go (`drop`), and kept current by
+`Store.ranking_changes` for the roles held (edges added or strengthened since a mark; no edge
+is ever deleted). An index without a residency holds every role, and so every edge: read whole
+on first use. Each edge is four numbers — its two ends
 (rows of an `IdTable` of the ends seen), its weight and its relation — in arrays sorted by
 source, with a permutation sorted by target: 21 bytes an edge, where a Python `EdgeRow` took
 about 100. The weight stays float64, as the store returns it, so scores from held edges equal
@@ -29,9 +34,9 @@ if TYPE_CHECKING:
 
 __all__ = ["HeldLinks"]
 
-#: At most this many edges are put in place one by one (each costs a pass over the arrays);
-#: more are merged and sorted whole.
-INSERT_AT_MOST = 3
+#: Edges are put in place while they are at most one in this many of the edges held; more are
+#: merged and sorted whole.
+INSERT_SHARE = 4
 
 
 class HeldLinks:
@@ -68,8 +73,10 @@ class HeldLinks:
         own commits may not move the token)."""
         return self.mark is None or self._skipped or store.edge_writes != self._writes
 
-    async def sync(self, store: Store) -> None:
-        """Read every edge the first time, then the edges added or strengthened since.
+    async def sync(self, store: Store, roles: Sequence[str] | None = None) -> None:
+        """Read the edges between memories of `roles` (None: every edge) the first time, then
+        those added or strengthened since. `roles` are the roles held and being loaded: an
+        edge between them may come before its ends' rows, and is used once they come.
 
         Never inside a transaction: its own edges, not committed yet, would be read and kept
         after a rollback (and, on SQLite, their numbers given again to later edges past the
@@ -83,25 +90,71 @@ class HeldLinks:
             # The mark first: an edge written while the whole read runs comes again next time,
             # and applying an edge twice leaves it as it is.
             mark = await store.ranking_mark()
-            self.apply(await store.edge_pairs(None, live_only=False))
+            if roles is None:
+                self.apply(await store.edge_pairs(None, live_only=False))
+            elif roles:
+                self.apply(await store.role_edges(roles, roles))
             self.mark = mark
             return
-        changes, self.mark = await store.ranking_changes(self.mark)
+        changes, self.mark = await store.ranking_changes(self.mark, roles)
         self.apply(changes.edges)
+
+    async def load(self, store: Store, roles: Sequence[str] | None, among: Sequence[str]) -> None:
+        """Add the edges a role being loaded brings: those between `roles` (None: every role)
+        and the roles `among` (held and being loaded, `roles` with them). A sync whose read
+        began before the load may have passed over them (their roles were not asked), so the
+        edges changed since the read's own mark are read again after it (its catch-up)."""
+        mark = await store.ranking_mark()  # before the read: an edge it misses comes next
+        if roles is None:
+            self.apply(await store.edge_pairs(None, live_only=False))
+        else:
+            self.apply(await store.role_edges(roles, among))
+        changes, _ = await store.ranking_changes(mark, None if roles is None else among)
+        self.apply(changes.edges)
+
+    def drop(self, ids: Sequence[str]) -> int:
+        """Let go of every edge with an end among `ids` (the rows of roles let go), and of the
+        ends no edge left uses; how many edges went. An edge whose end is in no role held
+        and not among `ids` (its row not pulled yet) stays."""
+        codes = self.ends.rows_of(list(ids))
+        going = np.zeros(len(self.ends), dtype=bool)
+        going[codes[codes >= 0]] = True
+        keep = ~(going[self.src] | going[self.dst])
+        gone = len(self) - int(keep.sum())
+        if gone == 0:
+            return 0
+        src, dst = self.src[keep], self.dst[keep]
+        # Renumber the ends still used in their order: the arrays stay sorted as they were.
+        used = np.zeros(len(self.ends), dtype=bool)
+        used[src] = True
+        used[dst] = True
+        new_code = np.cumsum(used, dtype=np.int64) - 1
+        ends = IdTable()
+        for code in np.flatnonzero(used).tolist():
+            ends.append(self.ends[code])
+        ends.settle()
+        self.ends = ends
+        self.src = new_code[src].astype(np.int32)
+        self.dst = new_code[dst].astype(np.int32)
+        self.kind, self.weight = self.kind[keep], self.weight[keep]
+        # Kept positions in their old order: the target order is the old one, renumbered.
+        position = np.cumsum(keep, dtype=np.int64) - 1
+        self.by_dst = position[self.by_dst[keep[self.by_dst]]].astype(np.int32)
+        return gone
 
     def apply(self, edges: Sequence[EdgeRow]) -> None:
         """Add these edges, or set their weight where held (the last of a repeated edge wins).
 
-        A few edges (what a sync brings) go in place: a weight is rewritten, a new edge is
-        inserted where the two orders put it, with no sort (a sort of 300k edges took 120
-        ms); a read of many is merged and sorted whole."""
+        Edges fewer than a quarter of those held (what a sync or a role's load brings) go in
+        place, in one pass over the arrays with no sort of them all (a sort of 300k edges took
+        150–190 ms); a read of more is merged and sorted whole."""
         if not edges:
             return
         src = self._codes([e.src for e in edges])
         dst = self._codes([e.dst for e in edges])
         kind = np.array([self._kind(e.type) for e in edges], dtype=np.uint8)
         weight = np.array([e.weight for e in edges], dtype=np.float64)
-        if len(edges) <= INSERT_AT_MOST < len(self):
+        if len(edges) * INSERT_SHARE <= len(self):
             self._insert(src, dst, kind, weight)
         else:
             self._merge(src, dst, kind, weight)
@@ -121,23 +174,39 @@ class HeldLinks:
         self.by_dst = np.lexsort((self.src, self.kind, self.dst)).astype(np.int32)
 
     def _insert(self, src: np.ndarray, dst: np.ndarray, kind: np.ndarray, w: np.ndarray) -> None:
-        for s, d, k, weight in zip(
-            src.tolist(), dst.tolist(), kind.tolist(), w.tolist(), strict=True
-        ):
-            key = _key(self.src, self.dst, self.kind)
-            at = int(np.searchsorted(key, _key(s, d, k)))
-            if at < len(key) and key[at] == _key(s, d, k):
-                self.weight[at] = weight
-                continue
-            # Every place at or after `at` moves one on; the new edge takes `at`.
-            by_dst = self.by_dst + (self.by_dst >= at)
-            self.src = np.insert(self.src, at, s)
-            self.dst = np.insert(self.dst, at, d)
-            self.kind = np.insert(self.kind, at, k)
-            self.weight = np.insert(self.weight, at, weight)
-            into = _key(self.dst[by_dst], self.src[by_dst], self.kind[by_dst], target=True)
-            place = int(np.searchsorted(into, _key(d, s, k, target=True)))
-            self.by_dst = np.insert(by_dst, place, at).astype(np.int32)
+        """Rewrite the weights of the edges held and insert the others where the two orders
+        put them, all at once: a sort of the few new edges, searches and one copy of each
+        array, where inserting one edge at a time copied every array per edge."""
+        new = _key(src, dst, kind)
+        order = np.argsort(new, kind="stable")
+        new, src, dst, kind, w = new[order], src[order], dst[order], kind[order], w[order]
+        last = np.ones(new.size, dtype=bool)  # the last of a repeated edge wins
+        last[:-1] = new[1:] != new[:-1]
+        new, src, dst, kind, w = new[last], src[last], dst[last], kind[last], w[last]
+        key = _key(self.src, self.dst, self.kind)
+        at = np.searchsorted(key, new)
+        held = at < key.size
+        held[held] = key[at[held]] == new[held]
+        self.weight[at[held]] = w[held]
+        fresh = ~held
+        if not fresh.any():
+            return
+        at, src, dst, kind, w = at[fresh], src[fresh], dst[fresh], kind[fresh], w[fresh]
+        # The i-th edge held moves on by the new edges put before it; the j-th new edge takes
+        # place at[j] + j (`np.insert` with sorted places).
+        n = len(self)
+        moved = np.arange(n) + np.searchsorted(at, np.arange(n), side="right")
+        by_dst = moved[self.by_dst]
+        self.src = np.insert(self.src, at, src)
+        self.dst = np.insert(self.dst, at, dst)
+        self.kind = np.insert(self.kind, at, kind)
+        self.weight = np.insert(self.weight, at, w)
+        placed = at + np.arange(at.size)
+        into = _key(self.dst[by_dst], self.src[by_dst], self.kind[by_dst], target=True)
+        targets = _key(dst, src, kind, target=True)
+        order = np.argsort(targets, kind="stable")
+        where = np.searchsorted(into, targets[order])
+        self.by_dst = np.insert(by_dst, where, placed[order]).astype(np.int32)
 
     def out_edges(self, sources: Sequence[str], scope: Scope, index: VectorIndex) -> list[EdgeRow]:
         """`Store.out_edges`: the edges of `sources` whose targets are live inside `scope`."""

@@ -823,10 +823,20 @@ class PostgresStore(SqlVerbs, SqlReports):
     async def ranking_mark(self) -> Any:
         return await self.vector_mark()
 
-    async def ranking_changes(self, mark: Any) -> tuple[RankingChanges, Any]:
+    async def ranking_changes(
+        self, mark: Any, roles: Sequence[str] | None = None
+    ) -> tuple[RankingChanges, Any]:
         """Accesses and edges stamped by a transaction `mark`'s snapshot had not seen
         (`accesses.xid`, `edges.rev`; see `pg_search` on change tracking), with the statement's
-        snapshot as the next mark, in one statement."""
+        snapshot as the next mark, in one statement; with `roles`, the edges between their
+        memories."""
+        edges = "SELECT 1, e.src, e.dst, e.type, e.weight FROM edges e WHERE"
+        if roles is not None:
+            edges = (
+                "SELECT 1, e.src, e.dst, e.type, e.weight FROM edges e "
+                "JOIN memories a ON a.id = e.src JOIN memories b ON b.id = e.dst "
+                "WHERE a.role = ANY(%(roles)s) AND b.role = ANY(%(roles)s) AND"
+            )
         rows = await self._rows(
             f"""WITH {SNAPSHOT},
 changed AS (
@@ -835,11 +845,14 @@ changed AS (
     FROM accesses WHERE xid >= %(xmax)s::xid8 OR xid = ANY(%(xip)s::xid8[])
     GROUP BY memory_id
     UNION ALL
-    SELECT 1, src, dst, type, weight
-    FROM edges WHERE rev >= %(xmax)s::xid8 OR rev = ANY(%(xip)s::xid8[])
+    {edges} (e.rev >= %(xmax)s::xid8 OR e.rev = ANY(%(xip)s::xid8[]))
 )
 SELECT snap.xmax, snap.xip, c.* FROM snap LEFT JOIN changed c ON true""",
-            {"xmax": str(mark.xmax), "xip": [str(x) for x in mark.xip]},
+            {
+                "xmax": str(mark.xmax),
+                "xip": [str(x) for x in mark.xip],
+                "roles": sorted(set(roles or ())),
+            },
         )
         changes = RankingChanges([], [])
         for r in rows:

@@ -568,6 +568,30 @@ class SqlVerbs(SqlPrimitives):
         )
         return [edge_from_row(r) for r in rows]
 
+    async def role_edges(self, roles: Sequence[str], among: Sequence[str]) -> list[EdgeRow]:
+        """Edges with both ends in roles `among` and at least one in `roles`, archived or not
+        (`storage.links`: the edges a role being loaded brings to the roles held), each once:
+        from the memories of `roles` through both edge indexes (SQLite's planner, told
+        nothing of the lists' sizes, went from the memories of `among` into the edges by
+        source: 10 ms for a role of 100 among 6 at 10k, 3 ms by target; at 100k, a role of
+        1,000 memories and ~2,500 edges, 40 ms warm, 28 with the other end's role read from
+        memories_kpi)."""
+        d = self.dialect
+        # The other end's role from memories_kpi (id, owner, role, …), not from its row.
+        kpi = d.indexed("memories_kpi")
+        rows = await self._rows(
+            "SELECT e.src, e.dst, e.type, e.weight FROM memories a "
+            f"JOIN edges e ON e.src = a.id JOIN memories b{kpi} ON b.id = e.dst "
+            f"WHERE {d.one_of('a.role', 'roles')} AND {d.one_of('b.role', 'among')} "
+            "UNION ALL SELECT e.src, e.dst, e.type, e.weight FROM memories b "
+            f"JOIN edges e{d.indexed('edges_dst')} ON e.dst = b.id "
+            f"JOIN memories a{kpi} ON a.id = e.src "
+            f"WHERE {d.one_of('b.role', 'roles')} AND {d.one_of('a.role', 'among')} "
+            f"AND NOT {d.one_of('a.role', 'roles')}",
+            {"roles": d.values(sorted(set(roles))), "among": d.values(sorted(set(among)))},
+        )
+        return [edge_from_row(r) for r in rows]
+
     async def links_of(self, ids: Sequence[str], scope: Scope) -> list[EdgeRow]:
         """Edges with either end in `ids` whose other end is inside `scope`, archived or not."""
         d = self.dialect

@@ -664,23 +664,41 @@ class SQLiteStore(SqlVerbs, SqlReports):
         )
         return (rows[0]["used"], rows[0]["linked"])
 
-    async def ranking_changes(self, mark: Any) -> tuple[RankingChanges, Any]:
+    async def ranking_changes(
+        self, mark: Any, roles: Sequence[str] | None = None
+    ) -> tuple[RankingChanges, Any]:
         """Accesses numbered (seq) and edges numbered (rev, `sqlite_schema.EDGE_REVS`) above
-        `mark`, in one statement."""
+        `mark`, in one statement; with `roles`, the edges between their memories, and the
+        highest number of all (kind 2) for the next mark."""
         used, linked = mark
+        params: dict[str, Any] = {"used": used, "linked": linked}
+        edges = "SELECT 1, src, dst, type, weight, rev FROM edges WHERE rev > :linked"
+        if roles is not None:
+            params["roles"] = SQLITE.values(sorted(set(roles)))
+            edges = (
+                # From the edges past the mark (SQLite went from every memory of the roles
+                # into their edges: 9 ms a sync at 10k, 0.06 through edges_rev).
+                "SELECT 1, e.src, e.dst, e.type, e.weight, e.rev FROM edges e "
+                "INDEXED BY edges_rev "
+                "JOIN memories a ON a.id = e.src JOIN memories b ON b.id = e.dst "
+                f"WHERE e.rev > :linked AND {SQLITE.one_of('a.role', 'roles')} "
+                f"AND {SQLITE.one_of('b.role', 'roles')} "
+                "UNION ALL SELECT 2, NULL, NULL, NULL, NULL, max(rev) FROM edges "
+                "WHERE rev > :linked"
+            )
         rows = await self._rows(
             "SELECT 0 AS kind, memory_id AS src, NULL AS dst, NULL AS type, NULL AS weight, "
-            "max(seq) AS at FROM accesses WHERE seq > :used GROUP BY memory_id "
-            "UNION ALL SELECT 1, src, dst, type, weight, rev FROM edges WHERE rev > :linked",
-            {"used": used, "linked": linked},
+            f"max(seq) AS at FROM accesses WHERE seq > :used GROUP BY memory_id UNION ALL {edges}",
+            params,
         )
         changes = RankingChanges([], [])
         for r in rows:
             if r["kind"] == 0:
                 changes.used.append(r["src"])
                 used = max(used, r["at"])
-            else:
-                changes.edges.append(edge_from_row(r))
+            elif r["at"] is not None:
+                if r["kind"] == 1:
+                    changes.edges.append(edge_from_row(r))
                 linked = max(linked, r["at"])
         return changes, (used, linked)
 

@@ -202,8 +202,9 @@ class VectorIndex:
         #: withdrawal) — except a noted row that is no intent (`note`): what is derived from
         #: rows (`Engine.intents`) stays valid while it stands still, once `sync` has run.
         self.generation = 0
-        #: Every edge of the store, pulled with the rows (`storage.links`): ranking reads its
-        #: spreading and supersession links here, asking `visible` which ends it may use.
+        #: The edges between memories of the roles held, loaded, pulled and let go with their
+        #: rows (`storage.links`): ranking reads its spreading and supersession links here,
+        #: asking `visible` which ends it may use.
         self.links = HeldLinks()
         #: What ranking scores each row on besides its vector (`storage.facts`), and where
         #: the uses of other processes are read from (`Store.ranking_changes`).
@@ -240,7 +241,8 @@ class VectorIndex:
         if links_due:
             # The links first: an edge pulled before its end's row is not used until the row
             # is (`visible`), so no edge of a row pulled below is missing when ranking asks.
-            await self.links.sync(store)
+            roles = None if self.residency is None else self.residency.filter()
+            await self.links.sync(store, roles)
         if token != self._use_token or rewrote or self.use_mark is None:
             await self._pull_uses(store)
             self._use_token = token
@@ -763,6 +765,8 @@ class VectorIndex:
             # Changes committed from here on are read again after the load (its catch-up): a
             # pull that began before the load asked no vector of these roles.
             since = await store.vector_mark()
+            # The roles' edges too (`storage.links`), between them and the roles held.
+            await self.links.load(store, roles, residency.filter() or [])
             pages = 0
             if roles is None:
                 mark: Any = None
@@ -852,6 +856,9 @@ class VectorIndex:
         self.residency.keep_only(kept)
         if gone == 0:
             return 0
+        going = np.ones(self.size, dtype=bool)
+        going[rows] = False
+        self.links.drop([self.ids[row] for row in np.flatnonzero(going).tolist()])
         self.generation += 1
         n = int(rows.size)
         capacity = n + n // 4

@@ -139,6 +139,35 @@ async def test_held_links_rank_as_the_stores_reads_on_both_backends(store_target
         assert sum(r.spread > 0 for r in held.rows) >= 2
 
 
+async def test_a_server_of_one_role_ranks_as_a_server_of_the_whole_store(store_target) -> None:
+    """A server with an owner holds the edges of its roles only; one serving everyone holds
+    every edge. Their rankings for the owner are the same to the last bit."""
+    from nooa_mcp import Settings
+    from nooa_mcp.engine import Engine
+
+    async with Memory.open(store_target, owner="me", embedder=HashEmbedder()) as mem:
+        made = await _graph(mem)
+    async with Memory.open(store_target, owner="them", embedder=HashEmbedder()) as them:
+        theirs = await _graph(them)
+        async with them.engine.store.transaction():
+            await them.engine.store.add_edge(theirs["seed"], made["cause"], EdgeType.causes, 0.8)
+    async with (
+        Memory.open(store_target, owner="me", embedder=HashEmbedder()) as mine,
+        Engine.open(Settings(store=store_target), HashEmbedder(), every_role_first=True) as all_,
+    ):
+        whole = Memory(all_, "me")
+        views = []
+        for mem in (mine, whole):
+            c = mem._caller
+            ranking = await ranking_for(c, "harbour crane", c.scope("mine"), None, 2)
+            assert sum(r.spread > 0 for r in ranking.rows) >= 2
+            assert {r.id: r for r in ranking.rows}[made["old"]].superseded_by == made["new"]
+            views.append(_view(ranking))
+        assert views[0] == views[1]
+        every = len(await all_.store.edge_pairs(None, live_only=False))
+        assert len(mine.engine.index.links) == 6 < len(all_.index.links) == every == 13
+
+
 async def test_a_link_another_process_writes_changes_the_ranking_after_sync(store_target):
     """A refinement linked by another server (no row of either memory changes) marks the
     older memory superseded in this server's next recall."""

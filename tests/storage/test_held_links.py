@@ -164,8 +164,9 @@ async def test_an_edge_rolled_back_is_never_held_and_the_next_edge_is(store: Sto
 
 
 def test_edges_put_in_place_one_by_one_equal_a_sort_of_them_all() -> None:
-    """A sync's few edges are inserted where the two orders put them, without a sort: the
-    arrays must come out as a whole sort of every edge would make them."""
+    """A sync's edges (or a role's, fewer than a quarter of those held) are inserted where the
+    two orders put them, without a sort of them all: the arrays must come out as a whole sort
+    of every edge would make them."""
     rng = np.random.default_rng(1)
     ends = [f"{i:032x}" for i in range(300)]
     kinds = ["related", "causes", "refines"]
@@ -178,9 +179,14 @@ def test_edges_put_in_place_one_by_one_equal_a_sort_of_them_all() -> None:
 
     held, everything = HeldLinks(), some(2000)
     held.apply(everything)
-    for _ in range(40):
-        batch = [*some(int(rng.integers(0, 3))), everything[int(rng.integers(0, 2000))]]
-        batch[-1] = EdgeRow(batch[-1].src, batch[-1].dst, batch[-1].type, 2.0)
+    for i in range(60):
+        # Batches of 0 to 2 new edges, then (every third) of up to 400, beside a rewritten
+        # weight and a repeated edge whose last weight wins.
+        n = int(rng.integers(0, 400 if i % 3 == 0 else 3))
+        batch = [*some(n), everything[int(rng.integers(0, 2000))]]
+        batch[-1] = EdgeRow(batch[-1].src, batch[-1].dst, batch[-1].type, 2.0 + i)
+        if n:
+            batch.append(EdgeRow(batch[0].src, batch[0].dst, batch[0].type, 3.0 + i))
         held.apply(batch)
         everything += batch
     whole = HeldLinks()

@@ -669,6 +669,48 @@ async def test_ranking_changes_name_the_uses_and_links_since_the_mark(store: Sto
     assert changes.used == []
 
 
+async def test_edges_are_read_and_fed_for_the_roles_asked(store: Store) -> None:
+    """A process holding a few roles reads the edges a role brings to them (`role_edges`:
+    both ends in the roles held, one in the role loaded, archived ends too) and is fed the
+    edges between its roles only, its mark moving past the others."""
+    a1, a2 = await put(store, "ann one", "ann"), await put(store, "ann two", "ann")
+    b1, s1 = await put(store, "bo one", "bo@desk"), await put(store, "shared one", "")
+    c1 = await put(store, "cy one", "cy")
+    async with store.transaction():
+        await store.set_archived(a2.id, True, a2.created_at)
+    pairs = [(a1, a2), (a2, a1), (a1, b1), (b1, a1), (b1, s1), (s1, a1), (c1, a1), (c1, b1)]
+    async with store.transaction():
+        await store.add_edges([(x.id, y.id, EdgeType.related, 0.5) for x, y in pairs])
+
+    def ends(edges) -> list[tuple[str, str]]:
+        return sorted((e.src, e.dst) for e in edges)
+
+    def want(*of) -> list[tuple[str, str]]:
+        return sorted((x.id, y.id) for x, y in of)
+
+    assert ends(await store.role_edges(["ann", ""], ["ann", ""])) == want(
+        (a1, a2), (a2, a1), (s1, a1)
+    )
+    # Bo loaded beside ann: bo's edges with ann and the shared role, each once, not cy's.
+    assert ends(await store.role_edges(["bo"], ["ann", "bo", ""])) == want(
+        (a1, b1), (b1, a1), (b1, s1)
+    )
+    assert await store.role_edges(["zed"], ["ann", "zed", ""]) == []
+    mark = await store.ranking_mark()
+    async with store.transaction():
+        await store.add_edges(
+            [(x.id, y.id, EdgeType.causes, 0.7) for x, y in [(a1, a2), (c1, a1), (a1, b1)]]
+        )
+    changes, later = await store.ranking_changes(mark, ["ann", ""])
+    assert ends(changes.edges) == want((a1, a2))
+    changes, _ = await store.ranking_changes(mark, ["ann", "bo", ""])
+    assert ends(changes.edges) == want((a1, a2), (a1, b1))
+    changes, _ = await store.ranking_changes(mark)
+    assert len(changes.edges) == 3
+    changes, _ = await store.ranking_changes(later, ["ann", "bo", "cy", ""])
+    assert changes.edges == []  # the mark moved past the edges of roles not asked
+
+
 async def test_ranking_changes_see_another_connections_late_commit(store_target) -> None:
     """A use and a link written by a transaction still open when the mark is taken are read
     once it commits: a mark that only looked past the newest finished write (on PostgreSQL,
