@@ -520,6 +520,12 @@ class Store(Protocol):
         what it scores (`VectorIndex`): it reads rows only for what it returns."""
         ...
 
+    async def use_changes(self, mark: Any) -> tuple[dict[str, UseState], Any]:
+        """The use history (`UseState`) of each memory with a use logged since `mark` (a
+        `ranking_mark`, or the mark a previous call returned), and the mark to pass next
+        time, in one statement. Never misses one, as `ranking_changes`."""
+        ...
+
     async def use_states(self, ids: Sequence[str]) -> dict[str, UseState]:
         """The use history of each of these memories that exists (`UseState`), by id."""
         ...

@@ -60,6 +60,7 @@ from .base import (
     Counts,
     RankingChanges,
     RowChanges,
+    UseState,
     VectorRow,
 )
 from .dialect import POSTGRES, scope_where
@@ -85,10 +86,12 @@ from .pg_search import (
 from .rows import (
     FACT_COLUMNS,
     SCORING_COLUMNS,
+    USE_COLUMNS,
     Decode,
     Row,
     edge_from_row,
     scoring_from_row,
+    use_from_row,
     vector_row_from,
 )
 from .sql_core import SqlVerbs
@@ -862,6 +865,25 @@ SELECT snap.xmax, snap.xip, c.* FROM snap LEFT JOIN changed c ON true""",
                 changes.edges.append(edge_from_row(r))
         first = rows[0]
         return changes, Mark(int(first["xmax"]), tuple(int(x) for x in first["xip"]))
+
+    async def use_changes(self, mark: Any) -> tuple[dict[str, UseState], Any]:
+        """See `Store.use_changes`: the memories with an access stamped by a transaction
+        `mark`'s snapshot had not seen (`accesses.xid`), with their use columns, and the
+        statement's snapshot as the next mark, in one statement."""
+        rows = await self._rows(
+            f"""WITH {SNAPSHOT},
+used AS (
+    SELECT DISTINCT memory_id FROM accesses
+    WHERE xid >= %(xmax)s::xid8 OR xid = ANY(%(xip)s::xid8[])
+),
+changed AS (SELECT m.id, {USE_COLUMNS} FROM used u JOIN memories m ON m.id = u.memory_id)
+SELECT snap.xmax, snap.xip, c.* FROM snap LEFT JOIN changed c ON true""",
+            {"xmax": str(mark.xmax), "xip": [str(x) for x in mark.xip]},
+        )
+        first = rows[0]
+        return {r["id"]: use_from_row(r) for r in rows if r["id"] is not None}, Mark(
+            int(first["xmax"]), tuple(int(x) for x in first["xip"])
+        )
 
     async def _changes_since(
         self, mark: Mark, columns: str, limit: int, roles: Sequence[str] | None = None

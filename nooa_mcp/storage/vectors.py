@@ -295,14 +295,8 @@ class VectorIndex:
         if self.use_mark is None:
             self.use_mark = await store.ranking_mark()
             return
-        changes, self.use_mark = await store.ranking_changes(self.use_mark)
-        held = [
-            i
-            for i, row in zip(changes.used, self.ids.rows_of(changes.used).tolist(), strict=True)
-            if row >= 0
-        ]
-        if held:
-            self.note_uses(await store.use_states(held))
+        uses, self.use_mark = await store.use_changes(self.use_mark)
+        self.note_uses(uses)
 
     def note_uses(self, uses: dict[str, UseState]) -> None:
         """Hold these memories' use histories, committed by this process or read from the

@@ -1435,3 +1435,23 @@ async def test_vector_rows_carry_what_ranking_scores_and_uses_read_alike(store: 
     # What an access log writes is what a whole row's write would for those columns.
     whole = memory_values(m, None)
     assert access_values(m) == {k: whole[k] for k in access_values(m)}
+
+
+async def test_use_changes_give_each_used_memorys_history_once(store: Store) -> None:
+    from nooa_mcp.domain.accesses import apply_access
+    from nooa_mcp.domain.schema import AccessRecord, Channel
+    from nooa_mcp.storage.rows import uses_of
+
+    used = await put(store, "the quay lights flicker")
+    other = await put(store, "parking permits renew in March")
+    mark = await store.ranking_mark()
+    assert (await store.use_changes(mark))[0] == {}
+    for _ in range(2):
+        access = AccessRecord(ts=T0, channel=Channel.recalled)
+        async with store.transaction():
+            apply_access(used, access)
+            await store.save_accesses([used])
+            await store.append_accesses([(used.id, access)])
+    got, mark = await store.use_changes(mark)
+    assert got == {used.id: uses_of(used)} and other.id not in got
+    assert (await store.use_changes(mark))[0] == {}
