@@ -363,6 +363,10 @@ class PostgresStore(SqlVerbs, SqlReports):
         document statistics and the "nothing committed since" shortcut of `vector_changes`.
         """
         self._own += 1
+        self._own_connection(conn)
+
+    def _own_connection(self, conn: Any) -> None:
+        """Tell this connection's notifications from other servers' (`_is_own`)."""
         pid = conn.info.backend_pid
         if pid not in self._own_pids:
             self._own_pids[pid] = weakref.ref(conn)
@@ -465,6 +469,10 @@ class PostgresStore(SqlVerbs, SqlReports):
             raise self._unavailable(exc) from None
         if tx.moved:
             self._own_commit(tx.conn)
+        else:
+            # Its notification, if any (a use logged: schema 7), is this process's own too:
+            # the uses it logged are noted in the vector cache as they commit (`note_uses`).
+            self._own_connection(tx.conn)
 
     async def _lease(self) -> _Tx:
         """A pooled connection for a transaction, not yet begun (see `_Tx`)."""
