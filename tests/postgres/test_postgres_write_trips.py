@@ -286,3 +286,26 @@ async def test_an_insert_refused_at_the_commit_writes_nothing_and_the_seq_is_the
             assert index.seqs[index.ids.get(memory_id)] == seq
         assert rows[1][0] > rows[0][0] + 1  # the repeat's seq was not reused: a gap
         assert after.status == "created"
+
+
+async def test_a_recall_after_recalls_is_two_round_trips(postgres, monkeypatch) -> None:
+    """The keyword hits, then the rows shown: the previous recall's access log (committed
+    behind its reply, notifying other servers of the uses) is this process's own, and sends
+    its next recall on no sync of the feeds."""
+    settings = Settings(store=postgres, owner="coder@laptop", reflect_every_writes=0)
+    async with Memory.open(settings=settings, embedder=HashEmbedder()) as writer:
+        for i in range(6):
+            await writer.author(f"the ferry leaves pier {i} at dawn")
+    # A server that only recalls: none of its connections ever committed a row.
+    async with Memory.open(settings=settings, embedder=HashEmbedder()) as mem:
+        store = mem.engine.store
+        with anyio.fail_after(10):
+            await store.wait_listening()
+        for _ in range(2):
+            await mem.recall("ferry pier", k=3)
+            await mem.engine.flush()
+        await anyio.sleep(0.2)  # its own notifications come back meanwhile, and are not changes
+        trips = Trips(monkeypatch)
+        result = await mem.recall("ferry dawn", k=3)
+        assert result.hits
+        assert trips.take() == 2
