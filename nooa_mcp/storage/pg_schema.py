@@ -36,6 +36,10 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import psycopg
+from psycopg import sql
+
+from ..errors import StoreTooNew, StoreUnavailable
 from .base import tell_faded_sql
 from .keywords import row_stems
 
@@ -46,8 +50,11 @@ __all__ = [
     "NOTIFY_OWED",
     "SCHEMA_VERSION",
     "TS_CONFIG",
+    "ensure_schema",
+    "migrate_schema",
     "notify_channel",
     "restem",
+    "short_error",
 ]
 
 #: 1: the first release. 2: the access stream's counts per memory, channel and reader
@@ -439,3 +446,72 @@ MIGRATIONS: dict[int, str] = {
 
 #: version -> what Python does after that version's DDL, in the same transaction.
 AFTER: dict[int, Callable[[Any], Awaitable[None]]] = {4: restem}
+
+
+# ---------------------------------------------------------------------------- opening
+
+
+def short_error(exc: BaseException) -> str:
+    """The first line of a driver error, without its trailing period."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return text.rstrip(".")
+
+
+async def ensure_schema(conn: Any, label: str) -> str:
+    """The schema the store lives in: the connection's current one, created when the URL's
+    search_path names one that does not exist yet."""
+    schema = (await (await conn.execute("SELECT current_schema()")).fetchone())[0]
+    if schema is not None:
+        return schema
+    wanted = (await (await conn.execute("SELECT current_setting('search_path')")).fetchone())[0]
+    first = wanted.split(",")[0].strip().strip('"')
+    if not first or first.startswith("$"):
+        raise StoreUnavailable(
+            label,
+            f"the search_path ({wanted}) names no schema nooa-mcp can use.",
+            "Set options=-csearch_path%3D<schema> in the URL.",
+        )
+    try:
+        # IF NOT EXISTS alone races when several servers start on a new schema at once.
+        async with conn.transaction():
+            await conn.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"{first}/schema",)
+            )
+            await conn.execute(
+                sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(first))
+            )
+    except psycopg.Error as exc:
+        raise StoreUnavailable(
+            label,
+            f"schema {first} does not exist and cannot be created ({short_error(exc)}).",
+            f"Create it (CREATE SCHEMA {first}) or grant CREATE on the database.",
+        ) from None
+    return first
+
+
+async def migrate_schema(conn: Any, label: str, schema: str) -> None:
+    """Bring the schema to SCHEMA_VERSION in one transaction (DDL is transactional here);
+    servers starting at once take turns on an advisory lock instead of racing."""
+    try:
+        async with conn.transaction():
+            await conn.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"{schema}/migrate",)
+            )
+            await conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_version (version integer NOT NULL)"
+            )
+            cur = await conn.execute("SELECT coalesce(max(version), 0) FROM schema_version")
+            found = (await cur.fetchone())[0]
+            if found > SCHEMA_VERSION:
+                raise StoreTooNew(label, found, SCHEMA_VERSION, what="database")
+            for version in range(found + 1, SCHEMA_VERSION + 1):
+                await conn.execute(MIGRATIONS[version])
+                if version in AFTER and found > 0:
+                    await AFTER[version](conn)
+                await conn.execute("INSERT INTO schema_version VALUES (%s)", (version,))
+    except psycopg.errors.InsufficientPrivilege as exc:
+        raise StoreUnavailable(
+            label,
+            f"this user may not create nooa-mcp's tables in schema {schema} ({short_error(exc)}).",
+            "Grant CREATE on the schema, or point --store at a schema this user owns.",
+        ) from None

@@ -51,7 +51,6 @@ from ..domain.scope import Scope
 from ..errors import (
     CommitUnknown,
     StoreConflict,
-    StoreTooNew,
     StoreUnavailable,
 )
 from .base import (
@@ -65,12 +64,12 @@ from .base import (
 )
 from .dialect import POSTGRES, scope_where
 from .pg_schema import (
-    AFTER,
-    MIGRATIONS,
     NOTIFY_AFTER_COMMIT,
     NOTIFY_OWED,
-    SCHEMA_VERSION,
+    ensure_schema,
+    migrate_schema,
     notify_channel,
+    short_error,
 )
 from .pg_search import (
     SNAPSHOT,
@@ -187,12 +186,6 @@ def _label(params: dict[str, Any]) -> str:
 _CONFLICTS = (psycopg.errors.TransactionRollback, psycopg.errors.DeadlockDetected)
 
 
-def _short(exc: BaseException) -> str:
-    """The first line of a driver error, without its trailing period."""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return text.rstrip(".")
-
-
 class PostgresStore(SqlVerbs, SqlReports):
     """An open PostgreSQL store. Create with `await PostgresStore.open(url)`; `close()` it."""
 
@@ -251,7 +244,7 @@ class PostgresStore(SqlVerbs, SqlReports):
         except psycopg.ProgrammingError as exc:
             raise StoreUnavailable(
                 "--store",
-                f"this is not a valid PostgreSQL URL ({_short(exc)}).",
+                f"this is not a valid PostgreSQL URL ({short_error(exc)}).",
                 "Use postgresql://USER@HOST:5432/DATABASE.",
             ) from None
         params.setdefault("connect_timeout", CONNECT_TIMEOUT)
@@ -263,13 +256,13 @@ class PostgresStore(SqlVerbs, SqlReports):
         except psycopg.Error as exc:
             raise StoreUnavailable(
                 label,
-                f"cannot connect to PostgreSQL ({_short(exc)}).",
+                f"cannot connect to PostgreSQL ({short_error(exc)}).",
                 "Check that the server is running and that the host, port, user, password and "
                 "database in --store / NOOA_STORE are right.",
             ) from None
         try:
-            schema = await _ensure_schema(conn, label)
-            await _migrate(conn, label, schema)
+            schema = await ensure_schema(conn, label)
+            await migrate_schema(conn, label, schema)
         finally:
             await conn.close()
         pool = AsyncConnectionPool(
@@ -292,7 +285,7 @@ class PostgresStore(SqlVerbs, SqlReports):
         except PoolTimeout as exc:
             await pool.close()
             raise StoreUnavailable(
-                label, f"cannot open a connection pool ({_short(exc)}).", "Retry."
+                label, f"cannot open a connection pool ({short_error(exc)}).", "Retry."
             ) from None
         # kind:label is what stats shows, e.g. postgresql:nooa@db1:5432/team (schema alpha).
         shown = label.removeprefix("postgresql://")
@@ -575,7 +568,7 @@ class PostgresStore(SqlVerbs, SqlReports):
         return CommitUnknown(
             self.label,
             f"the database connection failed while this call was being committed "
-            f"({_short(exc)}): it may have been written; retrying is safe (an exact repeat "
+            f"({short_error(exc)}): it may have been written; retrying is safe (an exact repeat "
             "is not stored twice).",
             "Retry the call once PostgreSQL answers.",
         )
@@ -591,12 +584,13 @@ class PostgresStore(SqlVerbs, SqlReports):
             return StoreConflict(
                 self.label,
                 "a concurrent write on another connection conflicted with this one "
-                f"({_short(exc)}); nothing of this call was written.",
+                f"({short_error(exc)}); nothing of this call was written.",
                 "Retry the call.",
             )
         return StoreUnavailable(
             self.label,
-            f"the database connection failed ({_short(exc)}); nothing of this call was written.",
+            f"the database connection failed ({short_error(exc)}); "
+            "nothing of this call was written.",
             "Check that PostgreSQL is up, then retry.",
         )
 
@@ -1097,63 +1091,3 @@ async def _configure(conn: Any) -> None:
     conn.adapters.register_loader("json", TextLoader)
     conn.adapters.register_loader("jsonb", TextLoader)
     await conn.execute(NOTIFY_AFTER_COMMIT)
-
-
-async def _ensure_schema(conn: Any, label: str) -> str:
-    """The schema the store lives in: the connection's current one, created when the URL's
-    search_path names one that does not exist yet."""
-    schema = (await (await conn.execute("SELECT current_schema()")).fetchone())[0]
-    if schema is not None:
-        return schema
-    wanted = (await (await conn.execute("SELECT current_setting('search_path')")).fetchone())[0]
-    first = wanted.split(",")[0].strip().strip('"')
-    if not first or first.startswith("$"):
-        raise StoreUnavailable(
-            label,
-            f"the search_path ({wanted}) names no schema nooa-mcp can use.",
-            "Set options=-csearch_path%3D<schema> in the URL.",
-        )
-    try:
-        # IF NOT EXISTS alone races when several servers start on a new schema at once.
-        async with conn.transaction():
-            await conn.execute(
-                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"{first}/schema",)
-            )
-            await conn.execute(
-                sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(first))
-            )
-    except psycopg.Error as exc:
-        raise StoreUnavailable(
-            label,
-            f"schema {first} does not exist and cannot be created ({_short(exc)}).",
-            f"Create it (CREATE SCHEMA {first}) or grant CREATE on the database.",
-        ) from None
-    return first
-
-
-async def _migrate(conn: Any, label: str, schema: str) -> None:
-    """Bring the schema to SCHEMA_VERSION in one transaction (DDL is transactional here);
-    servers starting at once take turns on an advisory lock instead of racing."""
-    try:
-        async with conn.transaction():
-            await conn.execute(
-                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"{schema}/migrate",)
-            )
-            await conn.execute(
-                "CREATE TABLE IF NOT EXISTS schema_version (version integer NOT NULL)"
-            )
-            cur = await conn.execute("SELECT coalesce(max(version), 0) FROM schema_version")
-            found = (await cur.fetchone())[0]
-            if found > SCHEMA_VERSION:
-                raise StoreTooNew(label, found, SCHEMA_VERSION, what="database")
-            for version in range(found + 1, SCHEMA_VERSION + 1):
-                await conn.execute(MIGRATIONS[version])
-                if version in AFTER and found > 0:
-                    await AFTER[version](conn)
-                await conn.execute("INSERT INTO schema_version VALUES (%s)", (version,))
-    except psycopg.errors.InsufficientPrivilege as exc:
-        raise StoreUnavailable(
-            label,
-            f"this user may not create nooa-mcp's tables in schema {schema} ({_short(exc)}).",
-            "Grant CREATE on the schema, or point --store at a schema this user owns.",
-        ) from None
