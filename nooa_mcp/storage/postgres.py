@@ -84,12 +84,10 @@ from .pg_search import (
 )
 from .rows import (
     FACT_COLUMNS,
-    SCORING_COLUMNS,
     USE_COLUMNS,
-    Decode,
+    KeywordAsk,
     Row,
     edge_from_row,
-    scoring_from_row,
     use_from_row,
     vector_row_from,
 )
@@ -941,20 +939,19 @@ SELECT snap.xmax, snap.xip, c.* FROM snap LEFT JOIN changed c ON true""",
         finally:
             self._analyzing = None
 
-    async def _keyword_candidates(
-        self,
-        stems: list[str],
-        scope: Scope,
-        limit: int,
-        ids: Sequence[str],
-        faded: int,
-        wide: bool,
-        columns: str = SCORING_COLUMNS,
-        decode: Decode = scoring_from_row,
-    ) -> list[Any]:
+    async def _keyword_candidates(self, ask: KeywordAsk) -> list[Any]:
         """The BM25 top `limit` of live rows for `stems` in scope and the top `faded` of faded
         rows (bm25 set), and the rows `ids`; BM25 exactly as SQLite's FTS5 computes it (see
         pg_search), in one statement; `columns` of each, made into `decode`'s result."""
+        stems, scope, limit, ids, faded, wide = (
+            ask.stems,
+            ask.scope,
+            ask.limit,
+            ask.ids,
+            ask.faded,
+            ask.wide,
+        )
+        columns, decode = ask.columns, ask.decode
         stats = await self._sync_stats()
         rows = stats.rows
         cap = common_cap(rows, self.common_floor)

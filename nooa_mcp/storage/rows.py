@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -18,6 +19,7 @@ import numpy as np
 from pydantic import TypeAdapter
 
 from ..domain.schema import AccessRecord, Components, Memory, Reference, Trigger, cue_set
+from ..domain.scope import Scope
 from .base import EdgeRow, RankFacts, ScoringRow, Tombstone, UseState, VectorRow
 from .keywords import row_stems
 
@@ -30,6 +32,7 @@ __all__ = [
     "TODO_ORDER",
     "USE_COLUMNS",
     "Decode",
+    "KeywordAsk",
     "Row",
     "access_from_row",
     "access_values",
@@ -364,3 +367,20 @@ def access_from_row(row: Row) -> AccessRecord:
         rank=row["rank"],
         components=Components.model_validate_json(components) if components else None,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class KeywordAsk:
+    """What a backend's keyword search is asked (`SqlVerbs._keyword_candidates`): the query's
+    stems inside a scope, the live top `limit` and the faded top `faded` (every row in one
+    tier when `wide`), the rows `ids` beside them, and `columns` of each (with m.seq, m.id and
+    m.archived), made into what `decode` makes of a row and its keyword score."""
+
+    stems: list[str]
+    scope: Scope
+    limit: int
+    ids: Sequence[str]
+    faded: int
+    wide: bool
+    columns: str = SCORING_COLUMNS
+    decode: Decode = scoring_from_row

@@ -46,7 +46,7 @@ from .rows import (
     SCORING_COLUMNS,
     TODO_ORDER,
     USE_COLUMNS,
-    Decode,
+    KeywordAsk,
     Row,
     access_values,
     edge_from_row,
@@ -666,7 +666,9 @@ class SqlVerbs(SqlPrimitives):
         stems = query_stems(text) if limit > 0 else []
         if not stems:
             return await self.scoring_rows(ids)
-        return await self._keyword_candidates(stems, scope, limit, ids, faded, include_archived)
+        return await self._keyword_candidates(
+            KeywordAsk(stems, scope, limit, ids, faded, include_archived)
+        )
 
     async def keyword_hits(
         self, text: str, scope: Scope, *, limit: int, faded: int = 0, include_archived: bool = False
@@ -676,7 +678,7 @@ class SqlVerbs(SqlPrimitives):
         if not stems:
             return []
         hits = await self._keyword_candidates(
-            stems, scope, limit, (), faded, include_archived, HIT_COLUMNS, hit_from_row
+            KeywordAsk(stems, scope, limit, (), faded, include_archived, HIT_COLUMNS, hit_from_row)
         )
         return [(memory_id, bm25) for memory_id, bm25 in hits if bm25 is not None]
 
@@ -691,17 +693,7 @@ class SqlVerbs(SqlPrimitives):
         )
         return {r["id"]: use_from_row(r) for r in rows}
 
-    async def _keyword_candidates(
-        self,
-        stems: list[str],
-        scope: Scope,
-        limit: int,
-        ids: Sequence[str],
-        faded: int,
-        wide: bool,
-        columns: str = SCORING_COLUMNS,
-        decode: Decode = scoring_from_row,
-    ) -> list[Any]:
+    async def _keyword_candidates(self, ask: KeywordAsk) -> list[Any]:
         """`candidates` for the query's stems; `wide` is `include_archived` (every row,
         archived or not, in one tier). `columns` (with m.seq and m.id) and `decode` say what
         is read of each row and made of it (`keyword_hits`: the id alone)."""

@@ -50,11 +50,9 @@ from .dialect import NEXT_REV, SQLITE, scope_where
 from .keywords import row_stems
 from .rows import (
     FACT_COLUMNS,
-    SCORING_COLUMNS,
     USE_COLUMNS,
-    Decode,
+    KeywordAsk,
     edge_from_row,
-    scoring_from_row,
     use_from_row,
     vector_row_from,
 )
@@ -728,17 +726,7 @@ class SQLiteStore(SqlVerbs, SqlReports):
             return terms
         return selective(terms, (await self._rows(*selective_sql(terms, self.common_floor)))[0])
 
-    async def _keyword_candidates(
-        self,
-        stems: list[str],
-        scope: Scope,
-        limit: int,
-        ids: Sequence[str],
-        faded: int,
-        wide: bool,
-        columns: str = SCORING_COLUMNS,
-        decode: Decode = scoring_from_row,
-    ) -> list[Any]:
+    async def _keyword_candidates(self, ask: KeywordAsk) -> list[Any]:
         """The keyword top `limit` of live rows and top `faded` of faded rows for `stems`, and
         the rows `ids`, with what scoring needs (see `Store.candidates`), or only `columns`
         of each, made into what `decode` makes of a row and its keyword score.
@@ -746,6 +734,15 @@ class SQLiteStore(SqlVerbs, SqlReports):
         Two round trips: the terms' counts (`_selective_terms`), then one statement that
         ranks inside FTS5, joins only the best rows and adds the rows `ids` beside them.
         """
+        stems, scope, limit, ids, faded, wide = (
+            ask.stems,
+            ask.scope,
+            ask.limit,
+            ask.ids,
+            ask.faded,
+            ask.wide,
+        )
+        columns, decode = ask.columns, ask.decode
         query = fts_query(await self._selective_terms(stems))
         where, params = scope_where(scope, SQLITE)
         # A row its user forgot is never a keyword candidate; a faded one only when asked for.
