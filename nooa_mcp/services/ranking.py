@@ -474,21 +474,14 @@ async def keyword_candidates(
     it while the query is embedded (the two overlap: SQLite and the model each release the
     GIL). `held`: the index holds what ranking scores for every role of the scope, so only
     the hits' ids are read (`Store.keyword_hits`)."""
+    limit, faded = _keyword_limit(settings, types), _faded_limit(settings, types)
     if held:
         hits = await store.keyword_hits(
-            query,
-            scope,
-            limit=_keyword_limit(settings, types),
-            faded=_faded_limit(settings, types),
-            include_archived=whole_archive,
+            query, scope, limit=limit, faded=faded, include_archived=whole_archive
         )
         return KeywordRead([], hits)
     rows = await store.candidates(
-        query,
-        scope,
-        limit=_keyword_limit(settings, types),
-        faded=_faded_limit(settings, types),
-        include_archived=whole_archive,
+        query, scope, limit=limit, faded=faded, include_archived=whole_archive
     )
     return KeywordRead(rows)
 

@@ -526,10 +526,6 @@ class Store(Protocol):
         time, in one statement. Never misses one, as `ranking_changes`."""
         ...
 
-    async def use_states(self, ids: Sequence[str]) -> dict[str, UseState]:
-        """The use history of each of these memories that exists (`UseState`), by id."""
-        ...
-
     async def scoring_rows(self, ids: Sequence[str]) -> list[ScoringRow]: ...
 
     async def vector_changes(

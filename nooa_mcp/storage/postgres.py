@@ -943,15 +943,8 @@ SELECT snap.xmax, snap.xip, c.* FROM snap LEFT JOIN changed c ON true""",
         """The BM25 top `limit` of live rows for `stems` in scope and the top `faded` of faded
         rows (bm25 set), and the rows `ids`; BM25 exactly as SQLite's FTS5 computes it (see
         pg_search), in one statement; `columns` of each, made into `decode`'s result."""
-        stems, scope, limit, ids, faded, wide = (
-            ask.stems,
-            ask.scope,
-            ask.limit,
-            ask.ids,
-            ask.faded,
-            ask.wide,
-        )
-        columns, decode = ask.columns, ask.decode
+        stems, scope, limit, ids = ask.stems, ask.scope, ask.limit, ask.ids
+        faded, wide, columns, decode = ask.faded, ask.wide, ask.columns, ask.decode
         stats = await self._sync_stats()
         rows = stats.rows
         cap = common_cap(rows, self.common_floor)

@@ -34,7 +34,6 @@ from .base import (
     EdgeRow,
     ScoringRow,
     Tombstone,
-    UseState,
     VectorRow,
 )
 from .dialect import POSTGRES, SQLITE, Dialect, intents_sql, scope_where
@@ -45,7 +44,6 @@ from .rows import (
     MIN_PREFIX,
     SCORING_COLUMNS,
     TODO_ORDER,
-    USE_COLUMNS,
     KeywordAsk,
     Row,
     access_values,
@@ -57,7 +55,6 @@ from .rows import (
     scoring_from_row,
     time_from_epoch,
     tombstone_from_row,
-    use_from_row,
     vector_of,
     vector_row_from,
 )
@@ -681,17 +678,6 @@ class SqlVerbs(SqlPrimitives):
             KeywordAsk(stems, scope, limit, (), faded, include_archived, HIT_COLUMNS, hit_from_row)
         )
         return [(memory_id, bm25) for memory_id, bm25 in hits if bm25 is not None]
-
-    async def use_states(self, ids: Sequence[str]) -> dict[str, UseState]:
-        """See `Store.use_states`."""
-        if not ids:
-            return {}
-        d = self.dialect
-        rows = await self._rows(
-            f"SELECT m.id, {USE_COLUMNS} FROM memories m WHERE {d.one_of('m.id', 'ids')}",
-            {"ids": d.values(list(dict.fromkeys(ids)))},
-        )
-        return {r["id"]: use_from_row(r) for r in rows}
 
     async def _keyword_candidates(self, ask: KeywordAsk) -> list[Any]:
         """`candidates` for the query's stems; `wide` is `include_archived` (every row,

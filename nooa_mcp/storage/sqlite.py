@@ -734,15 +734,8 @@ class SQLiteStore(SqlVerbs, SqlReports):
         Two round trips: the terms' counts (`_selective_terms`), then one statement that
         ranks inside FTS5, joins only the best rows and adds the rows `ids` beside them.
         """
-        stems, scope, limit, ids, faded, wide = (
-            ask.stems,
-            ask.scope,
-            ask.limit,
-            ask.ids,
-            ask.faded,
-            ask.wide,
-        )
-        columns, decode = ask.columns, ask.decode
+        stems, scope, limit, ids = ask.stems, ask.scope, ask.limit, ask.ids
+        faded, wide, columns, decode = ask.faded, ask.wide, ask.columns, ask.decode
         query = fts_query(await self._selective_terms(stems))
         where, params = scope_where(scope, SQLITE)
         # A row its user forgot is never a keyword candidate; a faded one only when asked for.

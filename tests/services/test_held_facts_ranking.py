@@ -18,6 +18,7 @@ from nooa_mcp import Memory
 from nooa_mcp.domain.schema import EdgeType, now as utc_now
 from nooa_mcp.embeddings import HashEmbedder
 from nooa_mcp.services.ranking import keyword_candidates, rank
+from nooa_mcp.storage.rows import uses_of
 
 pytestmark = pytest.mark.anyio
 
@@ -106,7 +107,7 @@ async def test_held_facts_rank_as_the_rows_do_as_uses_and_edits_come(store_targe
         await _same(mem)
         held = mem.engine.index
         row = int(held.ids.rows_of([ids[0]])[0])
-        stored = (await mem.engine.store.use_states([ids[0]]))[ids[0]]
+        stored = uses_of(await mem.engine.store.fetch(ids[0]))
         # Uses closer than the grain are one use: the newest time moved on, the count did not.
         assert max(stored.actr_times) > stored.first_access_at + 0.01
         assert held.facts.use_state(row, ids[0]) == stored
@@ -128,7 +129,7 @@ async def test_uses_another_process_logs_reach_the_held_facts(store_target) -> N
             for _ in range(3):
                 await other.recall("harbour crane limit", k=2)
                 await other.engine.flush()
-            used = (await other.engine.store.use_states([ids[4]]))[ids[4]]
+            used = uses_of(await other.engine.store.fetch(ids[4]))
         assert max(used.actr_times) > used.first_access_at + 0.01
         # The first process learns of them on a sync once it has heard of the commit (at
         # once on SQLite; PostgreSQL's notification comes a moment later) and ranks as the

@@ -1431,7 +1431,7 @@ async def test_vector_rows_carry_what_ranking_scores_and_uses_read_alike(store: 
     assert row.facts == facts_of(m)
     assert row.facts.cues == frozenset({"ops", "dana", "harbour"})
     assert row.facts.uses.actr_count == m.actr_count >= 2
-    assert (await store.use_states([m.id, "nope"])) == {m.id: uses_of(m)}
+    assert row.facts.uses == uses_of(m) == uses_of(await store.fetch(m.id))
     # What an access log writes is what a whole row's write would for those columns.
     whole = memory_values(m, None)
     assert access_values(m) == {k: whole[k] for k in access_values(m)}
