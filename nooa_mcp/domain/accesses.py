@@ -14,8 +14,38 @@ from typing import Any
 from .schema import ACTR_CHANNELS, TOUCH_CHANNELS, AccessRecord, Channel, Memory
 
 
+@dataclass(slots=True)
+class AccessState:
+    """What an access changes of one memory, and nothing else of its row: the owner (whose
+    role decides whether a read counts), the counters, the base-level history and the ring.
+
+    Recall logs every hit behind its reply, five rows a call; the next call's query waits
+    for the interpreter while that log runs. Decoding each row into a `Memory` (its ring of
+    up to sixty-four records validated one by one) to put one record in front, then dumping
+    it all back, was most of the log's time. Here the ring stays the JSON objects the store
+    holds (`ring_entry` makes the new one the same way), so the log reads, changes and
+    writes these columns alone (`Store.access_states`).
+    """
+
+    id: str
+    owner: str
+    strength: int
+    access_count: int
+    last_accessed_at: datetime
+    actr_count: int
+    first_access_at: datetime | None
+    actr_times: list[float]
+    channels: dict[str, int]
+    ring: list[dict[str, Any]]
+
+
+def ring_entry(record: AccessRecord) -> dict[str, Any]:
+    """`record` as the stored ring holds it (a JSON object, no empty fields)."""
+    return record.model_dump(mode="json", exclude_none=True)
+
+
 def apply_access(
-    memory: Memory,
+    memory: Memory | AccessState,
     record: AccessRecord,
     *,
     ring_size: int = 64,
@@ -24,7 +54,7 @@ def apply_access(
     count_for_owner: bool = True,
     grain: float = 0.0,
 ) -> None:
-    """Record `record` on `memory` in place.
+    """Record `record` on `memory` (a whole record, or its `AccessState`) in place.
 
     - Every access goes on the ring (newest `ring_size`) and into the per-channel counters.
     - ACT-R channels (created, recalled, searched, reinforced, deref) add to the base-level
@@ -39,7 +69,10 @@ def apply_access(
     - `count_for_owner=False` (a reader from another role) logs the access without touching:
       someone else's reads must not change how this owner's memory ages.
     """
-    memory.access_log = [record, *memory.access_log][:ring_size]
+    if isinstance(memory, AccessState):
+        memory.ring = [ring_entry(record), *memory.ring][:ring_size]
+    else:
+        memory.access_log = [record, *memory.access_log][:ring_size]
     memory.channels[record.channel.value] = memory.channels.get(record.channel.value, 0) + 1
     if not count_for_owner:
         return

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import Settings
-from ..domain.accesses import apply_access
+from ..domain.accesses import AccessState, apply_access
 from ..domain.schema import AccessRecord, Channel, Memory, normalise_id, now as utc_now
 from ..domain.scope import Actor, Scope, owner_role
 from ..engine import Engine
@@ -107,7 +107,9 @@ class Caller:
             **fields,
         )
 
-    def apply(self, memory: Memory, access: AccessRecord, bump_strength: bool = True) -> None:
+    def apply(
+        self, memory: Memory | AccessState, access: AccessRecord, bump_strength: bool = True
+    ) -> None:
         """Record `access` on `memory`; another role's reads never age this owner's memory."""
         same_role = memory.owner == "" or owner_role(memory.owner) == self.role
         apply_access(

@@ -231,13 +231,17 @@ async def revive(caller: Caller, ids: Sequence[str]) -> None:
 async def log_accesses(caller: Caller, accesses: list[tuple[str, AccessRecord]]) -> None:
     """Apply and store accesses (memory id, record) in one transaction, on fresh rows.
 
+    Only what an access changes is read and written (`Store.access_states`): this runs
+    behind every recall's reply, beside the next call's query embedding.
     A deadlock on PostgreSQL (two servers logging and reflecting over the same rows) aborts
     the whole transaction and writes nothing; it is run again on rows read afresh.
     """
     for attempt in range(1, LOG_ATTEMPTS + 1):
         try:
             async with caller.store.transaction():
-                fetched = await caller.store.fetch_many(list(dict.fromkeys(i for i, _ in accesses)))
+                fetched = await caller.store.access_states(
+                    list(dict.fromkeys(i for i, _ in accesses))
+                )
                 logged = []
                 for memory_id, access in accesses:
                     memory = fetched.get(memory_id)

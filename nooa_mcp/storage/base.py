@@ -24,6 +24,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from ..domain.accesses import AccessState
 from ..domain.archive import FADED_REASONS
 from ..domain.reflection import Node, Rows
 from ..domain.schema import AccessRecord, Edge, EdgeType, Memory, Reference
@@ -424,7 +425,14 @@ class Store(Protocol):
 
     async def save(self, memory: Memory, embedding: np.ndarray | None = None) -> None: ...
 
-    async def save_accesses(self, memories: Sequence[Memory]) -> None:
+    async def access_states(self, ids: Sequence[str]) -> dict[str, AccessState]:
+        """What an access changes of each of `ids` that exists (`AccessState`: the owner and
+        the `ACCESS_COLUMNS`, the ring as its JSON objects), read inside a transaction and
+        locked as `fetch_many` locks: the access log rewrites these rows and nothing else, so
+        it reads neither the text nor the vector, and decodes no record of the ring."""
+        ...
+
+    async def save_accesses(self, memories: Sequence[Memory | AccessState]) -> None:
         """Write what an access changes (`ACCESS_COLUMNS`) of several rows in one round trip.
 
         Recall logs accesses on every hit: this rewrites neither the text (no full-text

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 import numpy as np
 from pydantic import TypeAdapter
 
+from ..domain.accesses import AccessState
 from ..domain.schema import AccessRecord, Components, Memory, Reference, Trigger, cue_set
 from ..domain.scope import Scope
 from .base import EdgeRow, RankFacts, ScoringRow, Tombstone, UseState, VectorRow
@@ -35,6 +36,7 @@ __all__ = [
     "KeywordAsk",
     "Row",
     "access_from_row",
+    "access_state_from_row",
     "access_values",
     "epoch",
     "epoch_or_none",
@@ -188,8 +190,8 @@ def facts_of(memory: Memory) -> RankFacts:
     )
 
 
-def uses_of(memory: Memory) -> UseState:
-    """`use_from_row` of the row `memory_values` writes for `memory`."""
+def uses_of(memory: Memory | AccessState) -> UseState:
+    """`use_from_row` of the row `memory_values` (or `access_values`) writes for `memory`."""
     return UseState(
         memory.actr_count,
         epoch_or_none(memory.first_access_at),
@@ -338,8 +340,28 @@ def memory_values(
     }
 
 
-def access_values(m: Memory) -> dict[str, Any]:
+def access_state_from_row(row: Row) -> AccessState:
+    """The owner and `ACCESS_COLUMNS` of a row, the ring left as its JSON objects."""
+    return AccessState(
+        id=row["id"],
+        owner=row["owner"],
+        strength=row["strength"],
+        access_count=row["access_count"],
+        last_accessed_at=time_from_epoch(row["last_accessed_at"]),
+        actr_count=row["actr_count"],
+        first_access_at=time_or_none(row["first_access_at"]),
+        actr_times=_loaded(row["actr_times"]),
+        channels=_loaded(row["channels"]),
+        ring=_loaded(row["ring"]),
+    )
+
+
+def access_values(m: Memory | AccessState) -> dict[str, Any]:
     """The `ACCESS_COLUMNS` of `memory_values` and the id: what `save_accesses` writes."""
+    if isinstance(m, AccessState):
+        ring = json.dumps(m.ring, separators=(",", ":"), ensure_ascii=False)
+    else:
+        ring = RING.dump_json(m.access_log, exclude_none=True).decode()
     return {
         "id": m.id,
         "strength": m.strength,
@@ -348,7 +370,7 @@ def access_values(m: Memory) -> dict[str, Any]:
         "actr_count": m.actr_count,
         "first_access_at": epoch_or_none(m.first_access_at),
         "actr_times": json.dumps([round(t, 3) for t in m.actr_times]),
-        "ring": RING.dump_json(m.access_log, exclude_none=True).decode(),
+        "ring": ring,
         "channels": json.dumps(m.channels),
     }
 

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from ..domain.accesses import AccessState
 from ..domain.schema import AccessRecord, Edge, EdgeType, Memory
 from ..domain.scope import Scope
 from ..errors import AmbiguousId, NotFound
@@ -46,6 +47,7 @@ from .rows import (
     TODO_ORDER,
     KeywordAsk,
     Row,
+    access_state_from_row,
     access_values,
     edge_from_row,
     epoch,
@@ -220,7 +222,7 @@ class SqlVerbs(SqlPrimitives):
                 f"UPDATE memories SET {sets}{d.set_rev()} WHERE id = {d.p('id')}", values
             )
 
-    async def save_accesses(self, memories: Sequence[Memory]) -> None:
+    async def save_accesses(self, memories: Sequence[Memory | AccessState]) -> None:
         """See `Store.save_accesses`: access columns only, revision unchanged."""
         if not memories:
             return
@@ -291,6 +293,18 @@ class SqlVerbs(SqlPrimitives):
             {"ids": d.values(sorted(set(ids)))},
         )
         return {r["id"]: memory_from_row(r) for r in rows}
+
+    async def access_states(self, ids: Sequence[str]) -> dict[str, AccessState]:
+        """See `Store.access_states`: locked in id order, as `fetch_many` locks."""
+        if not ids:
+            return {}
+        d = self.dialect
+        rows = await self._rows(
+            f"SELECT id, owner, {', '.join(ACCESS_COLUMNS)} FROM memories "
+            f"WHERE {d.one_of('id', 'ids')} ORDER BY id{self._lock()}",
+            {"ids": d.values(sorted(set(ids)))},
+        )
+        return {r["id"]: access_state_from_row(r) for r in rows}
 
     async def find_by_hash(self, content_hash: str, role: str, type: str) -> str | None:
         """A live memory of this role and type with exactly this content.

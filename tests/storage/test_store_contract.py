@@ -173,6 +173,59 @@ async def test_save_rewrites_a_row_and_save_accesses_writes_access_state(store: 
     assert got.content == "second"  # only what an access changes is written
 
 
+async def test_an_access_logged_on_its_access_state_writes_what_one_on_the_record_does(
+    store: Store,
+) -> None:
+    """Recall's log reads only the access columns (`access_states`) and keeps the ring as
+    its JSON: after the same accesses, the row reads back field for field as if the whole
+    record had been fetched, changed and saved (every field of a ring record, unicode too)."""
+    from nooa_mcp.domain.accesses import apply_access
+
+    old = AccessRecord(ts=T0, channel=Channel.searched, query="old", score=0.5, rank=2)
+    memory = await put(
+        store,
+        "logged lean",
+        access_log=[old],
+        channels={"searched": 1},
+        actr_count=1,
+        actr_times=[T0.timestamp()],
+        first_access_at=T0,
+        last_accessed_at=T0,
+    )
+    other_role = await put(store, "someone else's", owner="writer@box")
+    accesses = [
+        AccessRecord(
+            ts=T0 + timedelta(hours=h),
+            channel=channel,
+            reader_owner="coder@laptop",
+            session_ref="s-1" if h == 1 else None,
+            trace_ref=None,
+            query="café ☕ où?",
+            score=0.7312,
+            rank=h,
+            components=Components(source="both", rel=0.9, rec=1.25, spread=0.0),
+        )
+        for h, channel in ((1, Channel.recalled), (2, Channel.shown), (3, Channel.deref))
+    ]
+    expected = await store.fetch(memory.id)
+    for access in accesses:
+        apply_access(expected, access, ring_size=3, grain=0.0)
+    assert expected.access_count == 2 and expected.actr_count == 3  # shown touches nothing
+    async with store.transaction():
+        states = await store.access_states([memory.id, other_role.id, "no-such-id"])
+        assert set(states) == {memory.id, other_role.id}
+        assert states[other_role.id].owner == "writer@box"
+        state = states[memory.id]
+        assert [r["query"] for r in state.ring] == ["old"]
+        for access in accesses:
+            apply_access(state, access, ring_size=3, grain=0.0)
+        await store.save_accesses([state])
+    got = await store.fetch(memory.id)
+    assert got.model_dump() == expected.model_dump()
+    assert [r.channel for r in got.access_log] == [Channel.deref, Channel.shown, Channel.recalled]
+    assert got.access_log[0].query == "café ☕ où?" and got.access_log[0].components.rec == 1.25
+
+
 async def test_logging_accesses_does_not_move_the_revision_caches_pull(store: Store) -> None:
     memory = await put(store, "read often")
     _, mark = await store.vector_changes(None, 100)
