@@ -47,7 +47,6 @@ __all__ = [
     "KpiTotals",
     "MaintenanceEntry",
     "RankFacts",
-    "RankingChanges",
     "RowChanges",
     "ScoringRow",
     "Store",
@@ -287,18 +286,6 @@ class EdgeRow:
     dst: str
     type: str
     weight: float = 1.0
-
-
-@dataclass(slots=True)
-class RankingChanges:
-    """What changed, since a mark, in what ranking reads beside the rows' revisions
-    (`Store.ranking_changes`): uses and links, which move no revision (a recall logs uses on
-    every call, and vector caches must not read those rows again for it)."""
-
-    #: Memories with a use logged since the mark, each once, in no particular order.
-    used: list[str]
-    #: Edges added, or whose weight changed, since the mark, with their weight now.
-    edges: list[EdgeRow]
 
 
 @dataclass(slots=True)
@@ -574,11 +561,13 @@ class Store(Protocol):
 
     async def ranking_changes(
         self, mark: Any, roles: Sequence[str] | None = None
-    ) -> tuple[RankingChanges, Any]:
-        """The uses logged and the edges added or strengthened since `mark` (`ranking_mark`,
-        or the mark a previous call returned), and the mark to pass next time. Never misses
-        one, whatever order transactions commit in; one may come twice (a use or link of a
-        transaction still running at the mark is read again after it commits). With `roles`,
+    ) -> tuple[list[EdgeRow], Any]:
+        """The edges added or strengthened since `mark` (`ranking_mark`, or the mark a
+        previous call returned), with their weight now, and the mark to pass next time: links
+        move no revision, so vector caches learn of them here (the uses, which move none
+        either, come from `use_changes`). Never misses one, whatever order transactions
+        commit in; one may come twice (a link of a transaction still running at the mark is
+        read again after it commits). With `roles`,
         only the edges whose two ends are memories of those roles (the roles a server holds,
         `storage.links`); the mark moves past the others all the same."""
         ...

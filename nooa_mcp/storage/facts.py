@@ -11,7 +11,7 @@ returns.
 They are kept current as the vectors are: a row rewritten (its revision moved) comes with its
 facts from `Store.vector_changes`; a use moves no revision, so uses are applied apart
 (`VectorIndex.note_uses`): those this process logs, as it commits them, and those of other
-processes from `Store.ranking_changes`. Uses only add, so of two states of one memory's
+processes from `Store.use_changes`. Uses only add, so of two states of one memory's
 history the one with more uses (then the newer newest use) wins, whichever arrives last.
 
 Memory: 49 bytes a row (five float64, two int32, a flag). Most memories have one use time

@@ -97,7 +97,7 @@ class HeldLinks:
             self.mark = mark
             return
         changes, self.mark = await store.ranking_changes(self.mark, roles)
-        self.apply(changes.edges)
+        self.apply(changes)
 
     async def load(self, store: Store, roles: Sequence[str] | None, among: Sequence[str]) -> None:
         """Add the edges a role being loaded brings: those between `roles` (None: every role)
@@ -110,7 +110,7 @@ class HeldLinks:
         else:
             self.apply(await store.role_edges(roles, among))
         changes, _ = await store.ranking_changes(mark, None if roles is None else among)
-        self.apply(changes.edges)
+        self.apply(changes)
 
     def drop(self, ids: Sequence[str]) -> int:
         """Let go of every edge with an end among `ids` (the rows of roles let go), and of the

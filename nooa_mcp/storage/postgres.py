@@ -57,7 +57,7 @@ from .base import (
     COMMON_FLOOR,
     DUMP_COLUMNS,
     Counts,
-    RankingChanges,
+    EdgeRow,
     RowChanges,
     UseState,
     VectorRow,
@@ -828,28 +828,20 @@ class PostgresStore(SqlVerbs, SqlReports):
 
     async def ranking_changes(
         self, mark: Any, roles: Sequence[str] | None = None
-    ) -> tuple[RankingChanges, Any]:
-        """Accesses and edges stamped by a transaction `mark`'s snapshot had not seen
-        (`accesses.xid`, `edges.rev`; see `pg_search` on change tracking), with the statement's
-        snapshot as the next mark, in one statement; with `roles`, the edges between their
-        memories."""
-        edges = "SELECT 1, e.src, e.dst, e.type, e.weight FROM edges e WHERE"
+    ) -> tuple[list[EdgeRow], Any]:
+        """Edges stamped by a transaction `mark`'s snapshot had not seen (`edges.rev`; see
+        `pg_search` on change tracking), with the statement's snapshot as the next mark, in
+        one statement; with `roles`, the edges between their memories."""
+        edges = "SELECT e.src, e.dst, e.type, e.weight FROM edges e WHERE"
         if roles is not None:
             edges = (
-                "SELECT 1, e.src, e.dst, e.type, e.weight FROM edges e "
+                "SELECT e.src, e.dst, e.type, e.weight FROM edges e "
                 "JOIN memories a ON a.id = e.src JOIN memories b ON b.id = e.dst "
                 "WHERE a.role = ANY(%(roles)s) AND b.role = ANY(%(roles)s) AND"
             )
         rows = await self._rows(
             f"""WITH {SNAPSHOT},
-changed AS (
-    SELECT 0 AS kind, memory_id AS src, NULL::text AS dst, NULL::text AS type,
-           NULL::double precision AS weight
-    FROM accesses WHERE xid >= %(xmax)s::xid8 OR xid = ANY(%(xip)s::xid8[])
-    GROUP BY memory_id
-    UNION ALL
-    {edges} (e.rev >= %(xmax)s::xid8 OR e.rev = ANY(%(xip)s::xid8[]))
-)
+changed AS ({edges} (e.rev >= %(xmax)s::xid8 OR e.rev = ANY(%(xip)s::xid8[])))
 SELECT snap.xmax, snap.xip, c.* FROM snap LEFT JOIN changed c ON true""",
             {
                 "xmax": str(mark.xmax),
@@ -857,14 +849,10 @@ SELECT snap.xmax, snap.xip, c.* FROM snap LEFT JOIN changed c ON true""",
                 "roles": sorted(set(roles or ())),
             },
         )
-        changes = RankingChanges([], [])
-        for r in rows:
-            if r["kind"] == 0:
-                changes.used.append(r["src"])
-            elif r["kind"] == 1:
-                changes.edges.append(edge_from_row(r))
         first = rows[0]
-        return changes, Mark(int(first["xmax"]), tuple(int(x) for x in first["xip"]))
+        return [edge_from_row(r) for r in rows if r["src"] is not None], Mark(
+            int(first["xmax"]), tuple(int(x) for x in first["xip"])
+        )
 
     async def use_changes(self, mark: Any) -> tuple[dict[str, UseState], Any]:
         """See `Store.use_changes`: the memories with an access stamped by a transaction

@@ -39,7 +39,7 @@ from .base import (
     COMMON_FLOOR,
     REFLECTION_COLUMNS,
     Counts,
-    RankingChanges,
+    EdgeRow,
     RowChanges,
     UseState,
     VectorRow,
@@ -667,42 +667,33 @@ class SQLiteStore(SqlVerbs, SqlReports):
 
     async def ranking_changes(
         self, mark: Any, roles: Sequence[str] | None = None
-    ) -> tuple[RankingChanges, Any]:
-        """Accesses numbered (seq) and edges numbered (rev, `sqlite_schema.EDGE_REVS`) above
-        `mark`, in one statement; with `roles`, the edges between their memories, and the
-        highest number of all (kind 2) for the next mark."""
+    ) -> tuple[list[EdgeRow], Any]:
+        """Edges numbered (rev, `sqlite_schema.EDGE_REVS`) above `mark`, in one statement;
+        with `roles`, the edges between their memories, and the highest number of all (kind
+        2) for the next mark. The mark's uses part (`use_changes`) passes through."""
         used, linked = mark
-        params: dict[str, Any] = {"used": used, "linked": linked}
-        edges = "SELECT 1, src, dst, type, weight, rev FROM edges WHERE rev > :linked"
+        params: dict[str, Any] = {"linked": linked}
+        sql = "SELECT 1 AS kind, src, dst, type, weight, rev AS at FROM edges WHERE rev > :linked"
         if roles is not None:
             params["roles"] = SQLITE.values(sorted(set(roles)))
-            edges = (
+            sql = (
                 # From the edges past the mark (SQLite went from every memory of the roles
                 # into their edges: 9 ms a sync at 10k, 0.06 through edges_rev).
-                "SELECT 1, e.src, e.dst, e.type, e.weight, e.rev FROM edges e "
-                "INDEXED BY edges_rev "
+                "SELECT 1 AS kind, e.src AS src, e.dst AS dst, e.type AS type, "
+                "e.weight AS weight, e.rev AS at FROM edges e INDEXED BY edges_rev "
                 "JOIN memories a ON a.id = e.src JOIN memories b ON b.id = e.dst "
                 f"WHERE e.rev > :linked AND {SQLITE.one_of('a.role', 'roles')} "
                 f"AND {SQLITE.one_of('b.role', 'roles')} "
                 "UNION ALL SELECT 2, NULL, NULL, NULL, NULL, max(rev) FROM edges "
                 "WHERE rev > :linked"
             )
-        rows = await self._rows(
-            "SELECT 0 AS kind, memory_id AS src, NULL AS dst, NULL AS type, NULL AS weight, "
-            f"max(seq) AS at FROM accesses NOT INDEXED WHERE seq > :used GROUP BY memory_id "
-            f"UNION ALL {edges}",
-            params,
-        )
-        changes = RankingChanges([], [])
-        for r in rows:
-            if r["kind"] == 0:
-                changes.used.append(r["src"])
-                used = max(used, r["at"])
-            elif r["at"] is not None:
+        edges = []
+        for r in await self._rows(sql, params):
+            if r["at"] is not None:
                 if r["kind"] == 1:
-                    changes.edges.append(edge_from_row(r))
+                    edges.append(edge_from_row(r))
                 linked = max(linked, r["at"])
-        return changes, (used, linked)
+        return edges, (used, linked)
 
     async def use_changes(self, mark: Any) -> tuple[dict[str, UseState], Any]:
         """See `Store.use_changes`: the accesses numbered above the mark's (seq), through the

@@ -207,7 +207,7 @@ class VectorIndex:
         #: asking `visible` which ends it may use.
         self.links = HeldLinks()
         #: What ranking scores each row on besides its vector (`storage.facts`), and where
-        #: the uses of other processes are read from (`Store.ranking_changes`).
+        #: the uses of other processes are read from (`Store.use_changes`).
         self.facts = HeldFacts()
         self.use_mark: Any = None
         self._use_token: Any = None

@@ -689,37 +689,34 @@ async def test_the_change_token_moves_when_another_connection_commits(store_targ
 # --------------------------------------------------------------------------- ranking changes
 
 
-async def test_ranking_changes_name_the_uses_and_links_since_the_mark(store: Store) -> None:
-    """Uses and links move no revision (tests above), so a process holding what ranking reads
-    learns of them from this feed: each use or link written after the mark, once, and
-    nothing after the next mark. An upsert that keeps the larger weight changes nothing."""
+async def test_ranking_changes_name_the_links_since_the_mark(store: Store) -> None:
+    """Links move no revision (tests above), so a process holding what ranking reads learns
+    of them from this feed: each link written after the mark, once, and nothing after the
+    next mark; uses logged meanwhile are not links (they come from `use_changes`). An upsert
+    that keeps the larger weight changes nothing."""
     a, b, c = [await put(store, f"fed {i}") for i in range(3)]
     mark = await store.ranking_mark()
     changes, mark = await store.ranking_changes(mark)
-    assert (changes.used, changes.edges) == ([], [])
+    assert changes == []
     async with store.transaction():
         await store.append_accesses([(a.id, record(Channel.recalled, i)) for i in range(2)])
         await store.append_accesses([(b.id, record(Channel.searched, 5))])
         await store.add_edge(a.id, b.id, EdgeType.related, 0.5)
     changes, mark = await store.ranking_changes(mark)
-    assert sorted(changes.used) == sorted([a.id, b.id])
-    assert [(e.src, e.dst, e.type, e.weight) for e in changes.edges] == [
-        (a.id, b.id, "related", 0.5)
-    ]
+    assert [(e.src, e.dst, e.type, e.weight) for e in changes] == [(a.id, b.id, "related", 0.5)]
     changes, mark = await store.ranking_changes(mark)
-    assert (changes.used, changes.edges) == ([], [])
+    assert changes == []
     async with store.transaction():
         await store.add_edge(a.id, b.id, EdgeType.related, 0.3)
     changes, mark = await store.ranking_changes(mark)
-    assert changes.edges == []
+    assert changes == []
     async with store.transaction():
         await store.add_edges([(a.id, b.id, EdgeType.related, 0.9)])
         await store.copy_edges(a.id, c.id)
     changes, mark = await store.ranking_changes(mark)
-    assert sorted((e.src, e.dst, e.weight) for e in changes.edges) == sorted(
+    assert sorted((e.src, e.dst, e.weight) for e in changes) == sorted(
         [(a.id, b.id, 0.9), (c.id, b.id, 0.9)]
     )
-    assert changes.used == []
 
 
 async def test_edges_are_read_and_fed_for_the_roles_asked(store: Store) -> None:
@@ -755,19 +752,22 @@ async def test_edges_are_read_and_fed_for_the_roles_asked(store: Store) -> None:
             [(x.id, y.id, EdgeType.causes, 0.7) for x, y in [(a1, a2), (c1, a1), (a1, b1)]]
         )
     changes, later = await store.ranking_changes(mark, ["ann", ""])
-    assert ends(changes.edges) == want((a1, a2))
+    assert ends(changes) == want((a1, a2))
     changes, _ = await store.ranking_changes(mark, ["ann", "bo", ""])
-    assert ends(changes.edges) == want((a1, a2), (a1, b1))
+    assert ends(changes) == want((a1, a2), (a1, b1))
     changes, _ = await store.ranking_changes(mark)
-    assert len(changes.edges) == 3
+    assert len(changes) == 3
     changes, _ = await store.ranking_changes(later, ["ann", "bo", "cy", ""])
-    assert changes.edges == []  # the mark moved past the edges of roles not asked
+    assert changes == []  # the mark moved past the edges of roles not asked
 
 
-async def test_ranking_changes_see_another_connections_late_commit(store_target) -> None:
+async def test_ranking_and_use_changes_see_another_connections_late_commit(
+    store_target,
+) -> None:
     """A use and a link written by a transaction still open when the mark is taken are read
-    once it commits: a mark that only looked past the newest finished write (on PostgreSQL,
-    one that ignored the snapshot's running transactions) would miss them.
+    once it commits (the link by `ranking_changes`, the use by `use_changes`): a mark that
+    only looked past the newest finished write (on PostgreSQL, one that ignored the
+    snapshot's running transactions) would miss them.
     The late writer is a plain connection, so its writes reach the database before it commits
     (a store's transaction may hold them back until then)."""
     a, b = await open_store(store_target), await open_store(store_target)
@@ -798,14 +798,16 @@ async def test_ranking_changes_see_another_connections_late_commit(store_target)
         try:
             early = await b.ranking_mark()
             seen, _ = await b.ranking_changes(early)
-            assert (seen.used, seen.edges) == ([], [])
+            uses, _ = await b.use_changes(early)
+            assert (seen, uses) == ([], {})
             late.commit()
         finally:
             late.close()
         for since in (mark, early):
             changes, _ = await b.ranking_changes(since)
-            assert changes.used == [x.id]
-            assert [(e.src, e.dst, e.type) for e in changes.edges] == [(x.id, y.id, "supports")]
+            uses, _ = await b.use_changes(since)
+            assert list(uses) == [x.id]
+            assert [(e.src, e.dst, e.type) for e in changes] == [(x.id, y.id, "supports")]
     finally:
         await a.close()
         await b.close()
@@ -847,8 +849,9 @@ async def test_a_store_from_before_ranking_changes_is_upgraded_when_opened(store
             await store.add_edge(b.id, a.id, EdgeType.related, 0.6)
             await store.append_accesses([(a.id, record(Channel.recalled, 1))])
         changes, _ = await store.ranking_changes(mark)
-        assert changes.used == [a.id]
-        assert [(e.src, e.dst) for e in changes.edges] == [(b.id, a.id)]
+        uses, _ = await store.use_changes(mark)
+        assert list(uses) == [a.id]
+        assert [(e.src, e.dst) for e in changes] == [(b.id, a.id)]
         assert len(await store.edges_touching([a.id])) == 2
     finally:
         await store.close()
