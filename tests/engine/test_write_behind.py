@@ -169,7 +169,7 @@ async def test_an_access_log_the_database_aborted_is_written_again(mem: Memory) 
     """Written after the reply, no caller is there to retry a log a deadlock aborted."""
     wanted = (await mem.author("The release train leaves on Thursdays.")).id
     store = mem.engine.store
-    real = store.fetch_many
+    real = store.access_states
     attempts = 0
 
     async def conflicted(ids):
@@ -179,9 +179,9 @@ async def test_an_access_log_the_database_aborted_is_written_again(mem: Memory) 
             raise StoreConflict(store.label, "deadlock detected; nothing was written.")
         return await real(ids)
 
-    store.fetch_many = conflicted  # type: ignore[method-assign]
+    store.access_states = conflicted  # type: ignore[method-assign]
     await mem.recall("when does the release train leave")
     await mem.engine.flush()
-    store.fetch_many = real  # type: ignore[method-assign]
+    store.access_states = real  # type: ignore[method-assign]
     assert attempts == 2
     assert (await store.fetch(wanted)).channels["recalled"] == 1
