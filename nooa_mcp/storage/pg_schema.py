@@ -67,9 +67,9 @@ __all__ = [
 #: by nooa-mcp's own connections (`_NOTIFY_AFTER`), off the commit's WAL flush. 6: the id of
 #: the transaction that logged each access (`accesses.xid`) and that last added or
 #: strengthened each edge (`edges.rev`), so a process holding what ranking reads learns of
-#: another's uses and links (`Store.use_changes`, `Store.ranking_changes`), as `storage/sqlite.py`'s version 6. 7:
-#: the revision also moves when what ranking holds beside the vectors changes, and a use
-#: logged notifies (`_FACTS`).
+#: another's uses and links (`Store.use_changes`, `Store.ranking_changes`), as
+#: `storage/sqlite.py`'s version 6. 7: the revision also moves when what ranking holds
+#: beside the vectors changes, and a use logged notifies (`_FACTS`).
 SCHEMA_VERSION = 7
 
 #: The text search configuration every search and generated column uses.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 
 import anyio
@@ -78,3 +79,25 @@ async def test_a_run_takes_whole_calls_until_it_holds_a_batch() -> None:
         run.go.set()
     assert run.calls == [["first"], ["x", "y", "z"], ["w"]]
     assert out == {"first": ["FIRST"], "x": ["X"], "y": ["Y", "Z"], "w": ["W"]}
+
+
+async def test_a_run_starts_in_its_thread_before_the_call_waits() -> None:
+    """Recall queues its keyword search (which holds the event loop's thread while SQLite
+    runs it) just before it embeds the query: the model must start then, beside the search,
+    not once the tasks queued ahead of a lane have run."""
+    started = threading.Event()
+
+    def run(items: list[str]) -> list[str]:
+        started.set()
+        return items
+
+    runs = SharedRuns(run, lanes=1, batch=8, name="test")
+    seen: dict[str, bool] = {}
+
+    async def ahead() -> None:
+        seen["beside"] = started.wait(2)  # holds the loop's thread, as a search does
+
+    queued = asyncio.get_running_loop().create_task(ahead())
+    assert await runs(["a"]) == ["a"]
+    await queued
+    assert seen == {"beside": True}
