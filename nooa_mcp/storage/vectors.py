@@ -36,8 +36,12 @@ from .ids import IdTable
 from .links import HeldLinks
 from .residency import Residency
 
-#: Rows read per query while the cache catches up with the store.
-SYNC_PAGE = 5000
+#: Rows read per query while the cache catches up with the store or loads a role. A page (its
+#: rows as objects, their vectors as blobs: ~1.6 MB at 384-d) is freed once applied, but the
+#: heap it took stays, and later allocations make it resident again: pages of 5,000 rows left
+#: a 100k server 15 MiB larger after its first writes (BENCHMARKS.md, "Resident memory"), and
+#: loaded no faster.
+SYNC_PAGE = 1000
 #: Rows added when the matrix grows in place (6 MB of float32 at 384-d).
 GROW_STEP = 4096
 #: The arrays with one entry per row, grown together.
@@ -283,7 +287,7 @@ class VectorIndex:
                 break
         if pages > 1:
             self.ids.settle()
-            # A page is ~8 MB of row objects and blobs, freed into the heap and kept there.
+            # Pages of row objects and blobs, freed into the heap and kept there.
             release_free_memory()
 
     async def _pull_uses(self, store: Store) -> None:
