@@ -39,9 +39,9 @@ from .residency import Residency
 #: Rows read per query while the cache catches up with the store or loads a role. A page (its
 #: rows as objects, their vectors as blobs: ~1.6 MB at 384-d) is freed once applied, but the
 #: heap it took stays, and later allocations make it resident again: pages of 5,000 rows left
-#: a 100k server ~15 MiB larger after its first writes (BENCHMARKS.md, "Resident memory"). The
-#: price is more reads: a 100k role loads in ~5.2 s against ~4.1 s (2,000 rows: ~4.6 s, 2 MiB
-#: more).
+#: a 100k server ~15 MiB larger after its first writes (BENCHMARKS.md, "Resident memory
+#: (RSS)"). The price is more reads: a 100k role loads in ~5.2 s against ~4.1 s (2,000 rows:
+#: ~4.6 s, 2 MiB more).
 SYNC_PAGE = 1000
 #: Rows added when the matrix grows in place (6 MB of float32 at 384-d).
 GROW_STEP = 4096

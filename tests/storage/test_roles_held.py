@@ -201,8 +201,8 @@ async def test_a_role_loads_a_thousand_rows_at_a_time_into_the_same_index(store_
     """A page of rows read while a role loads (their vectors as blobs, their row objects) is
     freed once applied, but the heap it took stays and later allocations make it resident
     again: pages of 5,000 rows left a 100k server 15 MiB larger than pages of 1,000
-    (BENCHMARKS.md, "Resident memory"). Every read asks at most SYNC_PAGE = 1,000 rows, and
-    the paged load holds what one read of every row holds."""
+    (BENCHMARKS.md, "Resident memory (RSS)"). Every read asks at most SYNC_PAGE = 1,000 rows,
+    and the paged load holds what one read of every row holds."""
     from nooa_mcp.storage import vectors
 
     assert vectors.SYNC_PAGE <= 1000
