@@ -25,7 +25,7 @@ import anyio.to_thread
 import numpy as np
 
 from .config import Settings
-from .domain.reflection import Rows
+from .domain.reflection import PackedRows
 from .domain.replies import ReflectReport
 from .domain.schema import Memory
 from .domain.scope import Actor, parse_roles
@@ -80,8 +80,9 @@ class RoleState:
     #: When (anyio clock) a pass of this role last logged its KPI snapshot; None: never.
     kpis_at: float | None = None
     #: The role's rows as the last pass read them and the store revision they are current
-    #: to (`planning.Planner.rows`); None until a pass read them on a store that can say.
-    rows: tuple[int, Rows] | None = None
+    #: to (`planning.Planner.rows`), packed; None until a pass read them on a store that can
+    #: say.
+    rows: tuple[int, PackedRows] | None = None
 
 
 class Engine:

@@ -22,9 +22,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
-import snowballstemmer
-
-from .text import STOPWORDS
+from .text import STOPWORDS, english_stemmer
 
 __all__ = [
     "VALUE_KINDS",
@@ -127,7 +125,7 @@ def differs_in(a: str, b: str) -> list[str]:
     return values(a).kinds_differing(values(b))
 
 
-_STEMMER = snowballstemmer.stemmer("english")
+_STEMMER = english_stemmer()
 #: Words as content-word comparison splits them: runs of letters and digits (an apostrophe
 #: or a hyphen splits too, as the keyword index does).
 _CONTENT_WORD = re.compile(r"\w+")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Literal
 
@@ -165,6 +165,12 @@ class Rows:
     def __len__(self) -> int:
         return len(self.ids)
 
+    def packed(self) -> PackedRows:
+        """These rows as kept between passes (`PackedRows`)."""
+        encoded = [ident.encode() for ident in self.ids]
+        ends = np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)))
+        return PackedRows(replace(self, ids=[]), b"".join(encoded), ends)
+
     @classmethod
     def from_records(cls, records: Iterable[Sequence]) -> Rows:
         """Columns from records (seq, id, type, owner, status, importance, authored
@@ -310,6 +316,26 @@ class Rows:
             row=row,
             learned=datetime.fromtimestamp(float(self.learned_at[p]), UTC),
         )
+
+
+@dataclass(frozen=True)
+class PackedRows:
+    """A role's rows as a process keeps them for its next pass (`RoleState.rows`): the
+    columns as they are, the ids as one UTF-8 buffer with end offsets. A list of 100k id
+    strings took 96 bytes a row (9.2 MiB, half of what was kept); this takes the id's bytes
+    and 8. `rows` gives them back as `Rows`, equal to the ones packed."""
+
+    columns: Rows
+    ids: bytes
+    ends: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.ends.size)
+
+    def rows(self) -> Rows:
+        data, ends = self.ids, self.ends.tolist()
+        ids = [data[a:b].decode() for a, b in zip([0, *ends][:-1], ends, strict=True)]
+        return replace(self.columns, ids=ids)
 
 
 # --------------------------------------------------------------------------- similarity

@@ -44,7 +44,14 @@ import anyio.to_thread
 import numpy as np
 
 from ..domain.generative import CLUSTER_SIMILARITY, RECONCILED_TYPES, cluster_reach
-from ..domain.reflection import LINK_HIGH, LINK_LOW, MERGE_SIMILARITY, Rows, among
+from ..domain.reflection import (
+    LINK_HIGH,
+    LINK_LOW,
+    MERGE_SIMILARITY,
+    PackedRows,
+    Rows,
+    among,
+)
 from ..domain.similarity import CLUSTERED_FROM, ROW_CAP, Sweep, clustered_sweep, sweep
 from ..storage.base import RowChanges
 from .caller import Caller
@@ -199,9 +206,10 @@ def _patched(rows: Rows, gone: set[str], revised: dict[str, dict[str, float]]) -
     return rows
 
 
-def _caught_up(rows: Rows, pages: list[RowChanges], role: str) -> Rows:
+def _caught_up(kept: PackedRows, pages: list[RowChanges], role: str) -> Rows:
     """The rows kept from the last pass with the rows rewritten since: each rewritten row's
     latest version replaces its old one, or removes it when archived or now another role's."""
+    rows = kept.rows()
     changed = Rows.concat([page.rows for page in pages])
     if not len(changed):
         return rows
@@ -210,8 +218,8 @@ def _caught_up(rows: Rows, pages: list[RowChanges], role: str) -> Rows:
     # A row rewritten again while the changes were read in pages comes twice: the later wins.
     latest = len(changed) - 1 - np.unique(changed.seq[::-1], return_index=True)[1]
     fresh = changed.take(np.sort(latest[live[latest]]))
-    kept = rows.take(np.flatnonzero(~np.isin(rows.seq, changed.seq)))
-    return _joined([kept, fresh])
+    unchanged = rows.take(np.flatnonzero(~np.isin(rows.seq, changed.seq)))
+    return _joined([unchanged, fresh])
 
 
 @dataclass
@@ -345,7 +353,7 @@ class Planner:
                 since = page.upto
                 if len(page.rows) < PAGE:
                     rows = await anyio.to_thread.run_sync(_caught_up, kept, pages, self.role)
-                    state.rows = (since, rows)
+                    state.rows = (since, await anyio.to_thread.run_sync(rows.packed))
                     return rows
         mark = await store.reflection_changes(None, 0) if state is not None else None
         parts: list[Rows] = []
@@ -359,7 +367,7 @@ class Planner:
                 break
         rows = await anyio.to_thread.run_sync(_joined, parts)
         if state is not None and mark is not None:
-            state.rows = (mark.upto, rows)
+            state.rows = (mark.upto, await anyio.to_thread.run_sync(rows.packed))
         return rows
 
     async def _vectors(self, rows: Rows) -> tuple[np.ndarray, np.ndarray]:

@@ -18,17 +18,14 @@ stemmed here, once, and each backend indexes the result as it is.
 
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
 import json
 import re
-import sys
 import threading
 import unicodedata
 from collections.abc import Sequence
 from functools import lru_cache
 
-from ..domain.text import fts_terms
+from ..domain.text import english_stemmer, fts_terms
 
 __all__ = ["LONGEST", "query_stems", "row_stems", "stem", "stemmed", "words"]
 
@@ -38,26 +35,7 @@ LONGEST = 100
 _WORD = re.compile(r"[^\W_]+")
 
 
-def _english_stemmer():
-    """snowballstemmer's English stemmer, loaded without the package's `__init__`, which
-    imports every language's stemmer (tens of ms): the hooks' prompt path stems its query
-    within a budget of ~150 ms. Its own modules are loaded under a private package name, so
-    an `import snowballstemmer` elsewhere is not touched. (Unannotated: the stemmer has no
-    types, and `typing` is not imported on the hook's path.)"""
-    name = "_nooa_snowball"
-    if name not in sys.modules:
-        found = importlib.util.find_spec("snowballstemmer")
-        if found is None or not found.submodule_search_locations:
-            raise ImportError("snowballstemmer is not installed (pip install nooa-mcp again)")
-        spec = importlib.machinery.ModuleSpec(name, None, is_package=True)
-        package = importlib.util.module_from_spec(spec)
-        package.__path__ = list(found.submodule_search_locations)
-        sys.modules[name] = package
-    module = importlib.import_module(f"{name}.english_stemmer")
-    return module.EnglishStemmer()
-
-
-_STEMMER = _english_stemmer()
+_STEMMER = english_stemmer()
 #: The stemmer keeps its state on itself: one word at a time.
 _STEMMING = threading.Lock()
 

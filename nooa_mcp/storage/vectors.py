@@ -28,7 +28,7 @@ import anyio
 import numpy as np
 
 from ..domain.scope import Scope
-from ..malloc_tuning import release_free_memory
+from ..malloc_tuning import release_free_memory, release_zeroed_pages
 from . import sketch
 from .base import Store, UseState, VectorRow
 from .facts import FACT_ARRAYS, HeldFacts, HeldRow
@@ -36,8 +36,13 @@ from .ids import IdTable
 from .links import HeldLinks
 from .residency import Residency
 
-#: Rows read per query while the cache catches up with the store.
-SYNC_PAGE = 5000
+#: Rows read per query while the cache catches up with the store or loads a role. A page (its
+#: rows as objects, their vectors as blobs: ~1.6 MB at 384-d) is freed once applied, but the
+#: heap it took stays, and later allocations make it resident again: pages of 5,000 rows left
+#: a 100k server ~15 MiB larger after its first writes (BENCHMARKS.md, "Resident memory
+#: (RSS)"). The price is more reads: a 100k role loads in ~5.2 s against ~4.1 s (2,000 rows:
+#: ~4.6 s, 2 MiB more).
+SYNC_PAGE = 1000
 #: Rows added when the matrix grows in place (6 MB of float32 at 384-d).
 GROW_STEP = 4096
 #: The arrays with one entry per row, grown together.
@@ -283,7 +288,7 @@ class VectorIndex:
                 break
         if pages > 1:
             self.ids.settle()
-            # A page is ~8 MB of row objects and blobs, freed into the heap and kept there.
+            # Pages of row objects and blobs, freed into the heap and kept there.
             release_free_memory()
 
     async def _pull_uses(self, store: Store) -> None:
@@ -458,8 +463,8 @@ class VectorIndex:
         # In place where possible: `ndarray.resize` reallocs, and glibc grows a large
         # (mmapped) block with mremap, which moves no data and never holds two copies.
         # Copying held the old and the new matrix at once (+150 MB at 100k while it ran).
-        # numpy zero-fills the new rows, which makes them resident, so the step is small
-        # (6 MB of rows at 384-d); mremap is cheap enough to run that often.
+        # numpy zero-fills the new rows, which makes them resident: the rows past `needed`
+        # are handed back at once (`release_zeroed_pages`), resident only once written.
         capacity = max(needed, capacity + GROW_STEP)
         if self.size == 0:
             # Nothing to keep (a cold open sizes the matrix here): fresh zeros, whose
@@ -469,9 +474,13 @@ class VectorIndex:
                 setattr(owner, name, np.zeros((capacity, *old.shape[1:]), dtype=old.dtype))
             return
         for owner, name in self._per_row():
-            if not _resize_in_place(owner, name, capacity):
+            if _resize_in_place(owner, name, capacity):
+                grown = getattr(owner, name)
+                release_zeroed_pages(grown, needed * (grown.nbytes // capacity))
+            else:
                 # Someone holds the array (a reflection sweep in a worker thread, a view):
-                # resizing would leave them with freed memory, so copy this one.
+                # resizing would leave them with freed memory, so copy this one (into fresh
+                # zeros: the rows past the old ones are untouched pages).
                 old = getattr(owner, name)
                 out = np.zeros((capacity, *old.shape[1:]), dtype=old.dtype)
                 out[: old.shape[0]] = old

@@ -631,3 +631,23 @@ def test_among_marks_the_ids_in_a_set_or_a_list_in_order() -> None:
     assert among(iter(ids), ["b2", "zz"]).tolist() == [False, False, True, False]
     assert among([], {"a1"}).tolist() == []
     assert among(ids, frozenset()).dtype == bool
+
+
+def test_rows_packed_for_the_next_pass_come_back_equal_and_hold_no_id_strings():
+    """A pass's rows are kept for the role's next pass packed: the ids as one UTF-8 buffer
+    with end offsets (ids are any text: imports keep theirs), the columns as they are."""
+
+    def record(seq: int, ident: str) -> tuple:
+        return (seq, ident, "info", "r@a", None, 5.0, None, 0.3, 1.0, 1, 0, 1.0, 2.0)
+
+    from nooa_mcp.domain.reflection import Rows
+
+    ids = ["m1", "é-naïve-id", "", "id with spaces", "日本語", "m6"]
+    rows = Rows.from_records([record(i + 1, ident) for i, ident in enumerate(ids)])
+    packed = rows.packed()
+    assert packed.columns.ids == [] and len(packed) == len(ids)
+    assert packed.ids == "".join(ids).encode() and packed.ends.dtype == np.int64
+    back = packed.rows()
+    assert back.ids == ids and back.seq.tolist() == rows.seq.tolist()
+    assert back.importance.tolist() == rows.importance.tolist() and back.types == rows.types
+    assert Rows.from_records([]).packed().rows().ids == []

@@ -527,6 +527,14 @@ async def test_a_pass_reads_only_the_rows_rewritten_since_the_last_and_plans_ove
         if mem.engine.store.kind == "sqlite":
             mark = await mem.engine.store.reflection_changes(None, 0)
             assert caught_up_to == mark.upto  # the next pass reads from here
+            # Kept packed: no id string per row, the ids' bytes and an offset each instead.
+            held = mem.engine.role_state(mem.role).rows[1]
+            assert held.columns.ids == [] and len(held) == len(fresh["ids"])
+            assert held.ids == "".join(fresh["ids"]).encode() and held.ends.nbytes == 8 * len(held)
+            unpacked = _columns(held.rows())
+            for name in ACCESSED:
+                unpacked.pop(name)
+            assert unpacked == fresh
 
 
 def _kept_mark(mem: Memory) -> int:
@@ -548,6 +556,6 @@ def test_a_row_rewritten_while_the_changes_were_read_keeps_its_latest_version():
         np.array([False, False, True]),
         11,
     )
-    merged = planning._caught_up(kept, [first, again], "r")
+    merged = planning._caught_up(kept.packed(), [first, again], "r")
     assert merged.seq.tolist() == [1, 2, 4]  # 3 went to another role, 5 was archived
     assert merged.importance.tolist() == [5.0, 7.0, 5.0]

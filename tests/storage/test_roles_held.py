@@ -195,3 +195,43 @@ async def test_a_server_without_an_owner_that_serves_one_client_holds_every_role
     settings = Settings(store=target, owner="eve")
     async with Engine.open(settings, HashEmbedder(), every_role_first=True) as e:
         assert _held_ids(e) == {ids["eve"], ids[""]}
+
+
+async def test_a_role_loads_a_thousand_rows_at_a_time_into_the_same_index(store_target):
+    """A page of rows read while a role loads (their vectors as blobs, their row objects) is
+    freed once applied, but the heap it took stays and later allocations make it resident
+    again: pages of 5,000 rows left a 100k server 15 MiB larger than pages of 1,000
+    (BENCHMARKS.md, "Resident memory (RSS)"). Every read asks at most SYNC_PAGE = 1,000 rows,
+    and the paged load holds what one read of every row holds."""
+    from nooa_mcp.storage import vectors
+
+    assert vectors.SYNC_PAGE <= 1000
+    async with Engine.open(Settings(store=store_target), HashEmbedder()) as engine:
+        writer = Memory(engine, "alice")
+        words = [f"w{i:04d}" for i in range(2600)]
+        stored = await writer.author_many(
+            [{"content": f"{words[2 * i]} {words[2 * i + 1]} entry"} for i in range(1300)]
+        )
+        store = engine.store
+        asked: list[int] = []
+        rows_of, changes_of = store.vector_rows, store.vector_changes
+
+        async def vector_rows(roles, after, limit):
+            asked.append(limit)
+            return await rows_of(roles, after, limit)
+
+        async def vector_changes(mark, limit, roles=None):
+            asked.append(limit)
+            return await changes_of(mark, limit, roles)
+
+        store.vector_rows, store.vector_changes = vector_rows, vector_changes
+        paged = VectorIndex(engine.index.dim, Residency())
+        await paged.ensure(store, frozenset({"alice"}))
+        store.vector_rows, store.vector_changes = rows_of, changes_of
+        whole = VectorIndex(engine.index.dim)
+        await whole.sync(store)
+    n = paged.size
+    assert n == whole.size > 1000 and len(stored) == 1300
+    assert asked and max(asked) <= 1000 and len(asked) >= 3
+    assert list(paged.ids) == list(whole.ids)
+    assert np.array_equal(paged.matrix[:n], whole.matrix[:n])

@@ -195,6 +195,60 @@ libc.fclose(fp)
 """
 
 
+def _resident(array: np.ndarray, start: int) -> tuple[int, int]:
+    """Of the whole pages of `array`'s bytes from byte `start` on: how many are resident, and
+    how many there are (`mincore`)."""
+    import ctypes
+    import mmap
+
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    page = mmap.PAGESIZE
+    first = -(-(array.ctypes.data + start) // page) * page
+    last = (array.ctypes.data + array.nbytes) // page * page
+    pages = (last - first) // page
+    vec = (ctypes.c_ubyte * pages)()
+    assert libc.mincore(first, last - first, vec) == 0, ctypes.get_errno()
+    return sum(b & 1 for b in vec), pages
+
+
+@needs_glibc
+def test_rows_a_matrix_grows_by_ahead_of_its_writes_are_not_resident():
+    """Growth in place zero-fills the rows it adds ahead (numpy's resize), which made a
+    GROW_STEP of 384-d rows resident (6 MiB) for the one row written: those pages are handed
+    back, and read as zeros until written."""
+    dim = 384
+    n = GROW_STEP + 10
+    vectors = np.random.default_rng(5).standard_normal((n + 1, dim)).astype(np.float32)
+    rows = [
+        VectorRow(
+            seq=i + 1,
+            id=f"m{i}",
+            role="r",
+            owner="",
+            type="info",
+            archived=False,
+            embedding=vectors[i],
+        )
+        for i in range(n + 1)
+    ]
+    index = VectorIndex(dim)
+    index._apply(rows[:GROW_STEP])
+    index._apply(rows[GROW_STEP:n])  # grows in place, 10 rows written
+    capacity = index.matrix.shape[0]
+    assert capacity >= n + GROW_STEP - 10
+    row_bytes = dim * 4
+    resident, pages = _resident(index.matrix, n * row_bytes)
+    assert pages >= (capacity - n) * row_bytes // 4096 - 1 > 1000
+    assert resident == 0
+    assert not index.matrix[n:].any()
+    assert np.array_equal(index.matrix[:n], vectors[:n])
+    index._apply(rows[n:])  # a row written there is resident, and kept
+    assert _resident(index.matrix, n * row_bytes)[0] >= 1
+    assert np.array_equal(index.matrix[: n + 1], vectors)
+    assert index.search(vectors[n], index.mask(Scope(owner=None, roles={"r"})), 1)[0][0] == f"m{n}"
+
+
 @needs_glibc
 def test_release_free_memory_trims_on_glibc():
     garbage = [bytes(2000) for _ in range(5000)]
