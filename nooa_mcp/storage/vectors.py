@@ -40,9 +40,9 @@ from .residency import Residency
 #: rows as objects, their vectors as blobs: ~1.6 MB at 384-d) is freed once applied, but the
 #: heap it took stays, and later allocations make it resident again: pages of 5,000 rows left
 #: a 100k server ~15 MiB larger after its first writes (BENCHMARKS.md, "Resident memory
-#: (RSS)"). The price is more reads: a 100k role loads in ~5.2 s against ~4.1 s (2,000 rows:
-#: ~4.6 s, 2 MiB more).
-SYNC_PAGE = 1000
+#: (RSS)"). The price is more reads: a 100k role loads in ~4.6 s against ~4.1 s; pages of
+#: 1,000 rows took 2 MiB more off and 5.2 s, and a server's first answers wait for that load.
+SYNC_PAGE = 2000
 #: Rows added when the matrix grows in place (6 MB of float32 at 384-d).
 GROW_STEP = 4096
 #: The arrays with one entry per row, grown together.
