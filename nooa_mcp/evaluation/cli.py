@@ -37,6 +37,12 @@ def _embedder(name: str):
 @click.group(name="eval")
 def eval_group() -> None:
     """Measure retrieval: LoCoMo with ablations, or replay a store's recorded recalls."""
+    # The product as shipped: a served process runs one BLAS thread, so its vector index
+    # multiplies with BLAS (`storage.vectors._kernel`); a process with BLAS's worker threads
+    # multiplies with einsum, whose sums can differ in the last bit. Before numpy loads.
+    from ..serving import single_threaded_blas
+
+    single_threaded_blas()
 
 
 @eval_group.command()

@@ -102,3 +102,36 @@ def test_the_progress_bar_counts_every_step_of_a_run(tmp_path):
         done: list[int] = []
         anyio.run(run, ingest, ask, done)
         assert sum(done) == total_steps(convs, VARIANTS[:1], False, True, ingest, ask)
+
+
+def test_eval_multiplies_as_a_served_process_does(tmp_path):
+    """A server runs one BLAS thread, so its vector index multiplies with BLAS; a process with
+    BLAS's worker threads multiplies with einsum (`storage.vectors._kernel`). The evaluation
+    measures the product as shipped: it runs the server's kernel, whatever the environment."""
+    import os
+    import subprocess
+    import sys
+
+    path = tmp_path / "slice.json"
+    path.write_text(json.dumps([conversation()]))
+    script = (
+        "import sys\n"
+        "from nooa_mcp.cli import main\n"
+        "try:\n"
+        "    main(['eval', 'locomo', sys.argv[1], '--embedder', 'hash', '--json'])\n"
+        "except SystemExit as exc:\n"
+        "    assert not exc.code, exc.code\n"
+        "from nooa_mcp.storage import vectors\n"
+        "print('kernel', vectors._kernel().__name__)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    env["HF_HUB_OFFLINE"] = "1"
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "kernel _blas_product"
