@@ -18,7 +18,7 @@ names none of the words they differ in.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -325,10 +325,14 @@ async def rank(
             if successor is not None and r.score >= successor.score:
                 r.score = successor.score - 1e-6
     await _versions(store, index, query, candidates, s, shown)
-    # DESIGN.md §16.8: a weakly related memory never ranks above a relevant one, whatever its
-    # recency, importance or spreading.
-    ordered = sorted(candidates.values(), key=lambda r: (r.weak(s.weak_relevance), -r.score, r.id))
+    ordered = _in_order(candidates.values(), s)
     return Ranking(query, ordered, dense_ready, ranges, query_vector)
+
+
+def _in_order(ranked: Iterable[Ranked], s: RecallSettings) -> list[Ranked]:
+    """`ranked` in the ranking's order: by score, and (DESIGN.md §16.8) a weakly related
+    memory never above a relevant one, whatever its recency, importance or spreading."""
+    return sorted(ranked, key=lambda r: (r.weak(s.weak_relevance), -r.score, r.id))
 
 
 #: The relations by which a newer memory replaces an older one, as the store names them.
@@ -412,10 +416,7 @@ async def _versions(
     paired = {int(i) for i in close.ravel().tolist()}
     wanted = [known[i][0] for i in sorted(paired)]
     if shown:
-        order = sorted(
-            candidates.values(), key=lambda r: (r.weak(s.weak_relevance), -r.score, r.id)
-        )
-        wanted += order[: shown + len(paired)]
+        wanted += _in_order(candidates.values(), s)[: shown + len(paired)]
     gone = await _read_rows(
         store, list({r.id: r for r in wanted if not isinstance(r.row, ScoringRow)}.values())
     )

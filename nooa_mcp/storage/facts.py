@@ -173,7 +173,3 @@ class HeldFacts:
     def keep_ids(self, held: set[str]) -> None:
         """Forget the use times of memories no longer held (their roles were let go)."""
         self.times = {i: t for i, t in self.times.items() if i in held}
-
-    @property
-    def nbytes(self) -> int:
-        return sum(getattr(self, name).nbytes for name in FACT_ARRAYS)
