@@ -513,9 +513,30 @@ async def prefilled(
             marker.write_text(json.dumps(state))
         after = server.stats()
         info["rss_mib"], info["hwm_mib"], info["load"] = after.rss_mib, after.hwm_mib, load()
+        if args.prefill_writes and args.settle:
+            # What the writes set going (nooa: the reflection pass of the 200th write) runs
+            # after the last reply: RSS once the server has been idle a while, and the peak
+            # on the way, are what it holds for as long as it then stays up.
+            rest = await at_rest(server, args.settle)
+            info["rss_rest_mib"], info["hwm_rest_mib"], info["rest_s"] = rest
     finally:
         await server.close()
     return info
+
+
+async def at_rest(server: StdioServer, longest: float) -> tuple[float, float, float]:
+    """RSS and peak RSS once the server has used under 2 % of a core and moved its RSS by
+    under 1 MiB for five seconds running (at most `longest` seconds), and the seconds that
+    took."""
+    started = time.perf_counter()
+    last, quiet = server.stats(), 0
+    while quiet < 5 and time.perf_counter() - started < longest:
+        await asyncio.sleep(1.0)
+        now = server.stats()
+        still = abs(now.rss_mib - last.rss_mib) < 1 and now.cpu_s - last.cpu_s < 0.02
+        quiet = quiet + 1 if still else 0
+        last = now
+    return last.rss_mib, last.hwm_mib, time.perf_counter() - started
 
 
 # --------------------------------------------------------------------------- report
@@ -673,6 +694,8 @@ def render(result: dict[str, Any]) -> str:
                     "hits",
                     "RSS MiB",
                     "HWM MiB",
+                    "at rest",
+                    "HWM",
                     "load1",
                 ],
                 rows,
@@ -754,6 +777,16 @@ def render(result: dict[str, Any]) -> str:
                 "",
             ]
         )
+        if p.get("rss_rest_mib") is not None:
+            rows.append(
+                [
+                    "RSS / HWM at rest after them (MiB)",
+                    f"{p['rss_rest_mib']:.0f}",
+                    f"{p['hwm_rest_mib']:.0f}",
+                    f"after {p['rest_s']:.0f} s",
+                    "",
+                ]
+            )
         out.append(table(["", "", "", "", ""], rows))
     targets = summary_table(result.get("prefill") or [])
     if targets:
@@ -788,6 +821,8 @@ def summary_table(prefill: list[dict[str, Any]]) -> str:
                 _f(w.get("calls_per_s")),
                 f"{p['rss_mib']:.0f}",
                 f"{p['hwm_mib']:.0f}",
+                _f(p.get("rss_rest_mib"), 0),
+                _f(p.get("hwm_rest_mib"), 0),
                 p["load"][0],
             ]
         )
@@ -809,6 +844,8 @@ def summary_table(prefill: list[dict[str, Any]]) -> str:
                     "writes/s",
                     "RSS MiB",
                     "HWM MiB",
+                    "at rest",
+                    "HWM",
                     "load1",
                 ],
                 rows,
@@ -816,7 +853,9 @@ def summary_table(prefill: list[dict[str, Any]]) -> str:
             "  floor = one query embedded + a bare SDK tool call + one matrix-vector product "
             "at that size (floors phase); x other p50 = this p50 / the other server's p50 at "
             "that size; writes/s = --prefill-writes through MCP at that size, "
-            "one call at a time unless --concurrency; RSS/HWM after those writes.",
+            "one call at a time unless --concurrency; RSS/HWM after those writes; at "
+            "rest / HWM: RSS once the server has been idle 5 s after them (what the writes "
+            "set going, a reflection pass, has run) and the peak by then (--settle).",
         ]
     )
 
@@ -866,6 +905,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="stored counts at which to measure recall (default: every checkpoint)",
     )
     parser.add_argument("--queries", type=int, default=200, help="recall queries per measurement")
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=180.0,
+        help="after the prefill writes, wait up to this many seconds for the server to be "
+        "idle and read its RSS at rest (0: do not wait)",
+    )
     parser.add_argument("--concurrency", type=int, default=1, help="write calls in flight")
     parser.add_argument(
         "--recall-during-writes",

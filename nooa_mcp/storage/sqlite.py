@@ -465,6 +465,11 @@ class SQLiteStore(SqlVerbs, SqlReports):
         """
         async with self._write_lock:
             await self.check_writable()
+            checkpointer = self._checkpointer
+            if checkpointer is not None and checkpointer.long_log:
+                # No other write of this process can be under way: the log's restart gets
+                # the lock it needs (`checkpoints`).
+                await anyio.to_thread.run_sync(checkpointer.restart)
             writing = _WRITING.set(_WRITING.get() | {id(self)})
             try:
                 await self._execute("BEGIN IMMEDIATE")

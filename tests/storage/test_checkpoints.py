@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 import time
 
+import anyio
 import pytest
 
 from nooa_mcp import Memory
@@ -77,3 +78,52 @@ async def test_without_a_checkpoint_thread_sqlite_keeps_checkpointing_in_commits
         assert (await store.conn.execute_fetchall("PRAGMA wal_autocheckpoint"))[0][0] == 1000
         await mem.author("the build server moved to the basement")
     assert "no checkpoint thread" in caplog.text
+
+
+async def test_a_long_log_is_started_again_by_the_tick_when_no_write_holds_it(
+    settings, monkeypatch
+):
+    monkeypatch.setattr(checkpoints, "CHECKPOINT_SECONDS", 3600.0)  # ticks by hand
+    monkeypatch.setattr(checkpoints, "RESTART_PAGES", 64)
+    async with Memory.open(settings=settings, embedder=HashEmbedder()) as mem:
+        checkpointer = mem.engine.store._checkpointer
+        await mem.author_many([{"content": TEXT.format(i=i)} for i in range(40)])
+        assert wal(settings.store).stat().st_size > 64 * 4096
+        checkpointer.checkpoint()
+        assert checkpointer.restarts == 1 and not checkpointer.long_log
+        assert wal(settings.store).stat().st_size == 0  # copied, then truncated
+        await mem.author("the build server moved to the basement")
+    with sqlite3.connect(settings.store) as conn:
+        assert conn.execute("SELECT count(*) FROM memories").fetchone()[0] == 41
+
+
+async def test_a_long_log_the_writes_never_pause_for_is_started_again_by_the_next_write(
+    settings, monkeypatch
+):
+    """SQLite starts its log again only when a write begins with every frame copied. A tick
+    that lands inside a transaction copies all but that transaction's frames, and when
+    writes follow each other (a pass, an import) the next one begins before any tick comes
+    back: the log grew to 3.2 GB over a 100k pass. The tick cannot take the lock from a busy
+    writer, so the store's next transaction restarts the log before it begins."""
+    monkeypatch.setattr(checkpoints, "CHECKPOINT_SECONDS", 3600.0)  # ticks by hand
+    monkeypatch.setattr(checkpoints, "RESTART_PAGES", 64)
+    async with Memory.open(settings=settings, embedder=HashEmbedder()) as mem:
+        store = mem.engine.store
+        checkpointer = store._checkpointer
+        authored = await mem.author_many([{"content": TEXT.format(i=i)} for i in range(40)])
+        ids = [a.id for a in authored]
+        async with store.transaction():
+            await store.set_importance(ids[0], importance=7.0)
+            # The tick, inside the transaction: it copies what was committed and finds the
+            # log long, and its restart gives up waiting for the writer.
+            await anyio.to_thread.run_sync(checkpointer.checkpoint)
+        assert checkpointer.long_log and checkpointer.restarts == 0
+        long = wal(settings.store).stat().st_size
+        assert long > 64 * 4096
+        async with store.transaction():
+            await store.set_importance(ids[1], importance=6.0)
+        assert checkpointer.restarts == 1 and not checkpointer.long_log
+        # Started again from its beginning: only the last transaction's frames are in it.
+        assert wal(settings.store).stat().st_size < 16 * 4096 < long
+        assert (await store.fetch(ids[0])).importance == 7.0
+        assert (await store.fetch(ids[1])).importance == 6.0
