@@ -24,7 +24,8 @@ added 6 MiB to the server's RSS. So once a tick finds the log over `RESTART_PAGE
 copied to its end and started again, truncated (`restart`): by that tick if the writer lets
 it within `RESTART_WAIT_MS`, else by the store's next transaction, which asks for it before it
 begins, when no other write of this process can be under way (a busy writer always wins the
-lock back from a thread that waits for it).
+lock back from a thread that waits for it). A reader still in the log (another process's long
+read) makes both give up; they try again on the next tick.
 """
 
 from __future__ import annotations
@@ -41,8 +42,9 @@ CHECKPOINT_SECONDS = 1.0
 #: Pages of log (64 MiB at SQLite's 4 KiB pages) from which a tick starts the log again
 #: instead of leaving that to a write that may never come at the right moment.
 RESTART_PAGES = 16_384
-#: Longest a tick that starts the log again waits for the writer and the log's readers (ms).
-RESTART_WAIT_MS = 50
+#: Longest a restart of the log waits for the writer and the log's readers (ms); new writes
+#: wait meanwhile.
+RESTART_WAIT_MS = 20
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +61,8 @@ class Checkpointer:
         self.runs = 0
         #: Times the log was found over `restart_pages` and started again.
         self.restarts = 0
-        #: The last tick found the log over `restart_pages` and it has not been started again.
+        #: The last tick found the log over `restart_pages`, and neither it nor a transaction
+        #: since has tried to start it again.
         self.long_log = False
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -104,7 +107,10 @@ class Checkpointer:
 
     def restart(self) -> None:
         """Copy the rest of a long log and start it again from its beginning (blocking: the
-        store calls it from its next transaction while `long_log`, before it begins)."""
+        store calls it from its next transaction while `long_log`, before it begins).
+
+        Tried once per tick that found the log long: a reader that keeps the log (a long
+        read in another process) costs the writes one wait a tick, not one each."""
         with self._lock:
             if self._conn is None or not self.long_log:
                 return
@@ -112,6 +118,7 @@ class Checkpointer:
                 self._restart()
             except sqlite3.Error:
                 logger.debug("restarting the log of %s failed", self.path, exc_info=True)
+            self.long_log = False
 
     def _restart(self) -> None:
         """TRUNCATE: what is left copied, the log emptied; it waits up to `RESTART_WAIT_MS`

@@ -127,3 +127,33 @@ async def test_a_long_log_the_writes_never_pause_for_is_started_again_by_the_nex
         assert wal(settings.store).stat().st_size < 16 * 4096 < long
         assert (await store.fetch(ids[0])).importance == 7.0
         assert (await store.fetch(ids[1])).importance == 6.0
+
+
+async def test_a_reader_that_keeps_the_log_costs_one_try_a_tick_not_one_a_write(
+    settings, monkeypatch
+):
+    """While another connection reads an old snapshot, the log cannot start again: the tick
+    and then the next transaction each try once and give up, and the writes after that go on
+    without waiting; once the reader is gone the next tick starts the log again."""
+    monkeypatch.setattr(checkpoints, "CHECKPOINT_SECONDS", 3600.0)  # ticks by hand
+    monkeypatch.setattr(checkpoints, "RESTART_PAGES", 64)
+    async with Memory.open(settings=settings, embedder=HashEmbedder()) as mem:
+        store = mem.engine.store
+        checkpointer = store._checkpointer
+        authored = await mem.author_many([{"content": TEXT.format(i=i)} for i in range(40)])
+        reader = sqlite3.connect(settings.store, isolation_level=None)
+        reader.execute("BEGIN")
+        assert reader.execute("SELECT count(*) FROM memories").fetchone()[0] == 40
+        checkpointer.checkpoint()
+        assert checkpointer.long_log and checkpointer.restarts == 0  # the reader kept it
+        async with store.transaction():  # tries once, gives up
+            await store.set_importance(authored[0].id, importance=7.0)
+        assert not checkpointer.long_log and checkpointer.restarts == 0
+        async with store.transaction():  # no try
+            await store.set_importance(authored[1].id, importance=6.0)
+        assert checkpointer.restarts == 0
+        reader.execute("COMMIT")
+        reader.close()
+        checkpointer.checkpoint()
+        assert checkpointer.restarts == 1 and not checkpointer.long_log
+        assert wal(settings.store).stat().st_size == 0
