@@ -337,7 +337,8 @@ class PostgresStore(SqlVerbs, SqlReports):
     def _is_own(self, pid: int) -> bool:
         """Whether a notification came from a connection of this process's pool that is still
         open (so no other server's backend can have that pid) and has committed through
-        `transaction()`, which counted its writes already (`_own_commit`)."""
+        `transaction()`, which counts its writes (`_own_commit`) as the commit returns; the
+        connection is claimed before its COMMIT is sent (`_commit`)."""
         ref = self._own_pids.get(pid)
         conn = None if ref is None else ref()
         if conn is None or conn.closed:
@@ -526,6 +527,9 @@ class PostgresStore(SqlVerbs, SqlReports):
         try:
             await self._start(tx)  # the writes held back go with BEGIN if it is not sent yet
             conn = tx.conn
+            # Claimed before the COMMIT goes: the notification it sends may be heard before
+            # this call resumes, and is this process's own (`_is_own`).
+            self._own_connection(conn)
             async with conn.pipeline():
                 for query, rows in tx.pending:
                     await conn.cursor().executemany(query, rows)

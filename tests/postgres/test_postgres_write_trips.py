@@ -309,3 +309,50 @@ async def test_a_recall_after_recalls_is_two_round_trips(postgres, monkeypatch) 
         result = await mem.recall("ferry dawn", k=3)
         assert result.hits
         assert trips.take() == 2
+
+
+async def test_a_commit_heard_back_before_its_call_resumes_is_this_servers_own(
+    postgres, monkeypatch
+) -> None:
+    """The notification a commit sends can reach this server's listener before the call
+    that committed resumes (a loaded machine). It is this server's own all the same: its
+    connection is claimed before the COMMIT goes. Claimed after, a pooled connection's
+    first commit was taken for another server's, and the next recall synced every feed
+    (the test above failed 2 runs in 10 on 2 loaded cores: 6 round trips, not 2)."""
+    from nooa_mcp.storage.postgres import PostgresStore
+
+    settings = Settings(store=postgres, owner="coder@laptop", reflect_every_writes=0)
+    async with Memory.open(settings=settings, embedder=HashEmbedder()) as mem:
+        store = mem.engine.store
+        kept = await mem.author("the ferry leaves pier 9 at dawn")
+        other = await mem.author("the bakery opens at six")
+        with anyio.fail_after(10):
+            await store.wait_listening()
+        real = PostgresStore._commit
+
+        async def commit_then_stall(self: Any, tx: Any) -> None:
+            await real(self, tx)
+            await anyio.sleep(0.3)  # the listener hears the notification meanwhile
+
+        monkeypatch.setattr(PostgresStore, "_commit", commit_then_stall)
+        await anyio.sleep(0.3)
+        before = await store.change_token()
+        held, done = anyio.Event(), anyio.Event()
+
+        async def hold_a_connection() -> None:
+            async with store.transaction():
+                await store.access_states([other.id])  # leases its connection now
+                held.set()
+                await done.wait()
+
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(hold_a_connection)
+                await held.wait()
+                fresh = set(store._own_pids)
+                async with store.transaction():  # on a connection the pool opens for it
+                    await store.set_importance(kept.id, importance=7.0)
+                assert set(store._own_pids) - fresh  # one that had not committed before
+                done.set()
+        await anyio.sleep(0.3)
+        assert await store.change_token() == before
