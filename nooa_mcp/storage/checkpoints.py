@@ -15,9 +15,9 @@ and when the store closes the thread stops after one last checkpoint, so the log
 to grow without one.
 
 SQLite starts the log again only when a write begins with every frame already copied and no
-reader in the log. A store written more often than once a tick never gives it that moment:
-each checkpoint ends while the next transaction is open, and that transaction's frames are not
-yet copied when the one after it begins. The log then grows for as long as the writes go on:
+reader in the log. Writes that follow each other leave it no such moment: each checkpoint
+ends while a transaction is open, and that transaction's frames are not yet copied when the
+next one begins. The log then grows until the writes pause:
 the first reflection pass over a 100k store imported in one go wrote 3.2 GB of log (six times
 the file) and left it on disk until the store closed; its index, mapped by every connection,
 added 6 MiB to the server's RSS. So once a tick finds the log over `RESTART_PAGES`, the log is
