@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import anyio
 import pytest
@@ -80,15 +82,23 @@ async def test_without_a_checkpoint_thread_sqlite_keeps_checkpointing_in_commits
     assert "no checkpoint thread" in caplog.text
 
 
-async def test_a_long_log_is_started_again_by_the_tick_when_no_write_holds_it(
-    settings, monkeypatch
-):
+@asynccontextmanager
+async def long_log(settings, monkeypatch) -> AsyncIterator[tuple[Memory, list]]:
+    """A store whose ticks run by hand, with a log past a 64-page restart line: 40 long
+    memories written, none of it copied yet."""
     monkeypatch.setattr(checkpoints, "CHECKPOINT_SECONDS", 3600.0)  # ticks by hand
     monkeypatch.setattr(checkpoints, "RESTART_PAGES", 64)
     async with Memory.open(settings=settings, embedder=HashEmbedder()) as mem:
-        checkpointer = mem.engine.store._checkpointer
-        await mem.author_many([{"content": TEXT.format(i=i)} for i in range(40)])
+        authored = await mem.author_many([{"content": TEXT.format(i=i)} for i in range(40)])
         assert wal(settings.store).stat().st_size > 64 * 4096
+        yield mem, authored
+
+
+async def test_a_long_log_is_started_again_by_the_tick_when_no_write_holds_it(
+    settings, monkeypatch
+):
+    async with long_log(settings, monkeypatch) as (mem, _):
+        checkpointer = mem.engine.store._checkpointer
         checkpointer.checkpoint()
         assert checkpointer.restarts == 1 and not checkpointer.long_log
         assert wal(settings.store).stat().st_size == 0  # copied, then truncated
@@ -105,12 +115,9 @@ async def test_a_long_log_the_writes_never_pause_for_is_started_again_by_the_nex
     writes follow each other (a pass, an import) the next one begins before any tick comes
     back: the log grew to 3.2 GB over a 100k pass. The tick cannot take the lock from a busy
     writer, so the store's next transaction restarts the log before it begins."""
-    monkeypatch.setattr(checkpoints, "CHECKPOINT_SECONDS", 3600.0)  # ticks by hand
-    monkeypatch.setattr(checkpoints, "RESTART_PAGES", 64)
-    async with Memory.open(settings=settings, embedder=HashEmbedder()) as mem:
+    async with long_log(settings, monkeypatch) as (mem, authored):
         store = mem.engine.store
         checkpointer = store._checkpointer
-        authored = await mem.author_many([{"content": TEXT.format(i=i)} for i in range(40)])
         ids = [a.id for a in authored]
         async with store.transaction():
             await store.set_importance(ids[0], importance=7.0)
@@ -135,12 +142,9 @@ async def test_a_reader_that_keeps_the_log_costs_one_try_a_tick_not_one_a_write(
     """While another connection reads an old snapshot, the log cannot start again: the tick
     and then the next transaction each try once and give up, and the writes after that go on
     without waiting; once the reader is gone the next tick starts the log again."""
-    monkeypatch.setattr(checkpoints, "CHECKPOINT_SECONDS", 3600.0)  # ticks by hand
-    monkeypatch.setattr(checkpoints, "RESTART_PAGES", 64)
-    async with Memory.open(settings=settings, embedder=HashEmbedder()) as mem:
+    async with long_log(settings, monkeypatch) as (mem, authored):
         store = mem.engine.store
         checkpointer = store._checkpointer
-        authored = await mem.author_many([{"content": TEXT.format(i=i)} for i in range(40)])
         reader = sqlite3.connect(settings.store, isolation_level=None)
         reader.execute("BEGIN")
         assert reader.execute("SELECT count(*) FROM memories").fetchone()[0] == 40
