@@ -24,8 +24,12 @@ added 6 MiB to the server's RSS. So once a tick finds the log over `RESTART_PAGE
 copied to its end and started again, truncated (`restart`): by that tick if the writer lets
 it within `RESTART_WAIT_MS`, else by the store's next transaction, which asks for it before it
 begins, when no other write of this process can be under way (a busy writer always wins the
-lock back from a thread that waits for it). A reader still in the log (another process's long
-read) makes both give up; they try again on the next tick.
+lock back from a thread that waits for it). A reader still in the log (a long read of another
+process, or of this one: an export, a pass's bulk read) makes both give up, each after its
+wait, so a tick that finds the log long can hold the writes back twice, `RESTART_WAIT_MS`
+each: the tick's own try holds SQLite's write lock while it waits, and the next transaction
+waits for its try. They try again on the next tick. A transaction that finds the tick itself
+under way does not wait for its copy: the tick is trying already.
 """
 
 from __future__ import annotations
@@ -59,7 +63,8 @@ class Checkpointer:
         self.every = CHECKPOINT_SECONDS if every is None else every
         self.restart_pages = RESTART_PAGES if restart_pages is None else restart_pages
         self.runs = 0
-        #: Times the log was found over `restart_pages` and started again.
+        #: Times a restart of the log was tried (`_restart`), and times it succeeded.
+        self.tries = 0
         self.restarts = 0
         #: The last tick found the log over `restart_pages`, and neither it nor a transaction
         #: since has tried to start it again.
@@ -109,9 +114,13 @@ class Checkpointer:
         """Copy the rest of a long log and start it again from its beginning (blocking: the
         store calls it from its next transaction while `long_log`, before it begins).
 
-        Tried once per tick that found the log long: a reader that keeps the log (a long
-        read in another process) costs the writes one wait a tick, not one each."""
-        with self._lock:
+        Tried once per tick that found the log long: a reader that keeps the log costs the
+        writes one wait a tick, not one each. While the tick itself runs it returns at once:
+        the tick is copying and tries the restart itself, and the writer (which holds the
+        store's write lock while it calls this) would otherwise wait for the whole copy."""
+        if not self._lock.acquire(blocking=False):
+            return
+        try:
             if self._conn is None or not self.long_log:
                 return
             try:
@@ -119,12 +128,15 @@ class Checkpointer:
             except sqlite3.Error:
                 logger.debug("restarting the log of %s failed", self.path, exc_info=True)
             self.long_log = False
+        finally:
+            self._lock.release()
 
     def _restart(self) -> None:
         """TRUNCATE: what is left copied, the log emptied; it waits up to `RESTART_WAIT_MS`
         for the writer and for readers still in the log, and what stays past that leaves
         the log as it was, for the next try."""
         assert self._conn is not None
+        self.tries += 1
         self._conn.execute(f"PRAGMA busy_timeout = {RESTART_WAIT_MS}")
         try:
             busy, _, _ = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()

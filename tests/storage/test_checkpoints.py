@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -150,14 +151,46 @@ async def test_a_reader_that_keeps_the_log_costs_one_try_a_tick_not_one_a_write(
         assert reader.execute("SELECT count(*) FROM memories").fetchone()[0] == 40
         checkpointer.checkpoint()
         assert checkpointer.long_log and checkpointer.restarts == 0  # the reader kept it
+        assert checkpointer.tries == 1
         async with store.transaction():  # tries once, gives up
             await store.set_importance(authored[0].id, importance=7.0)
         assert not checkpointer.long_log and checkpointer.restarts == 0
-        async with store.transaction():  # no try
-            await store.set_importance(authored[1].id, importance=6.0)
-        assert checkpointer.restarts == 0
+        assert checkpointer.tries == 2
+        for i in (1, 2):  # no try
+            async with store.transaction():
+                await store.set_importance(authored[i].id, importance=6.0)
+        assert checkpointer.tries == 2 and checkpointer.restarts == 0
         reader.execute("COMMIT")
         reader.close()
         checkpointer.checkpoint()
         assert checkpointer.restarts == 1 and not checkpointer.long_log
+        assert checkpointer.tries == 3
         assert wal(settings.store).stat().st_size == 0
+
+
+async def test_a_write_does_not_wait_for_a_tick_that_is_copying(settings, monkeypatch):
+    """The store asks for the restart under its write lock: were it to wait for a tick's
+    copy (seconds of a long log), every write of the process would wait too. While the tick
+    runs, the tick tries the restart itself; the write goes on and leaves the flag to it."""
+    async with long_log(settings, monkeypatch) as (mem, authored):
+        store = mem.engine.store
+        checkpointer = store._checkpointer
+        checkpointer.long_log = True
+        released = threading.Event()
+        checkpointer._lock.acquire()  # a tick, mid-copy
+
+        def finish_the_tick() -> None:
+            time.sleep(5)
+            released.set()
+            checkpointer._lock.release()
+
+        tick = threading.Thread(target=finish_the_tick)
+        tick.start()
+        try:
+            async with store.transaction():
+                await store.set_importance(authored[0].id, importance=7.0)
+            assert not released.is_set()  # it did not wait for the tick
+            assert checkpointer.tries == 0 and checkpointer.long_log  # left to the tick
+        finally:
+            await anyio.to_thread.run_sync(tick.join)
+        assert (await store.fetch(authored[0].id)).importance == 7.0
