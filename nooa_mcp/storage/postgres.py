@@ -360,7 +360,8 @@ class PostgresStore(SqlVerbs, SqlReports):
     def _own_connection(self, conn: Any) -> None:
         """Tell this connection's notifications from other servers' (`_is_own`)."""
         pid = conn.info.backend_pid
-        if pid not in self._own_pids:
+        ref = self._own_pids.get(pid)
+        if ref is None or ref() is not conn:  # new, or a closed connection's pid reused
             self._own_pids[pid] = weakref.ref(conn)
 
     def _signal(self) -> None:
@@ -451,6 +452,15 @@ class PostgresStore(SqlVerbs, SqlReports):
                 # The block ended without an error: COMMIT, with what it held back.
                 committing = True
                 await self._commit(tx)
+                # Counted before the connection goes back to the pool, where another call
+                # could commit on it first.
+                if tx.moved:
+                    self._own_commit(tx.conn)
+                else:
+                    # Its notification, if any (a use logged: schema 7), is this process's
+                    # own too: the uses it logged are noted in the vector cache as they
+                    # commit (`note_uses`).
+                    self._own_connection(tx.conn)
             finally:
                 await tx.lease.__aexit__(None, None, None)
         except PoolTimeout as exc:
@@ -459,12 +469,6 @@ class PostgresStore(SqlVerbs, SqlReports):
             if committing and not isinstance(exc, _CONFLICTS):
                 raise self._commit_unknown(exc) from None
             raise self._unavailable(exc) from None
-        if tx.moved:
-            self._own_commit(tx.conn)
-        else:
-            # Its notification, if any (a use logged: schema 7), is this process's own too:
-            # the uses it logged are noted in the vector cache as they commit (`note_uses`).
-            self._own_connection(tx.conn)
 
     async def _lease(self) -> _Tx:
         """A pooled connection for a transaction, not yet begun (see `_Tx`)."""
@@ -567,6 +571,12 @@ class PostgresStore(SqlVerbs, SqlReports):
             raise self._unavailable(exc) from None
 
     def _commit_unknown(self, exc: BaseException) -> CommitUnknown:
+        """The error for a commit that may have happened, and the store marked changed: the
+        services noted none of its rows in this process's caches, and the notification it
+        sent, if it did, is taken for this process's own (`_is_own`) and moves nothing, so
+        the next recall reads what changed from the store."""
+        self._changes += 1
+        self._signal()
         return CommitUnknown(
             self.label,
             f"the database connection failed while this call was being committed "

@@ -16,12 +16,14 @@ import re
 from collections.abc import AsyncIterator
 from urllib.parse import urlsplit, urlunsplit
 
+import anyio
 import psycopg
 import pytest
 from mcp import Client
 
-from nooa_mcp import Settings
+from nooa_mcp import Memory, Settings
 from nooa_mcp.embeddings import HashEmbedder
+from nooa_mcp.errors import CommitUnknown
 from nooa_mcp.mcp.server import build_server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
@@ -131,3 +133,30 @@ async def test_a_write_committed_while_the_connection_was_lost_says_it_may_have_
         stored[0],
     )
     assert _rows(postgres, FACT) == stored  # the retry stored nothing twice
+
+
+async def test_a_commit_that_may_have_happened_is_read_back_by_the_next_recall(
+    cutter: tuple[CommitCutter, str], postgres: str
+) -> None:
+    """The services note a write in this process's vector cache only once its commit
+    returns. The notification a lost commit sent comes from a connection still claimed as
+    this server's own, so it moves nothing; the store marks itself changed as it raises
+    CommitUnknown, and the next recall reads the row back from the database."""
+    proxy, url = cutter
+    settings = Settings(store=url, owner="alice", reflect_every_writes=0)
+    async with Memory.open(settings=settings, embedder=HashEmbedder()) as mem:
+        await mem.author("A first memory opens the pool.")
+        store = mem.engine.store
+        with anyio.fail_after(10):
+            await store.wait_listening()
+        before = await store.change_token()
+        proxy.armed = True
+        with pytest.raises(CommitUnknown):
+            await mem.author(FACT)
+        assert proxy.cuts == 1
+        (stored,) = _rows(postgres, FACT)
+        assert await store.change_token() != before
+        assert mem.engine.index.vector(stored) is None  # not noted: its commit never returned
+        result = await mem.recall(FACT, k=3)
+        assert result.hits[0].id == stored
+        assert mem.engine.index.vector(stored) is not None

@@ -7,6 +7,7 @@ intent written here still reaches the reminders."""
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import anyio
@@ -328,12 +329,21 @@ async def test_a_commit_heard_back_before_its_call_resumes_is_this_servers_own(
         other = await mem.author("the bakery opens at six")
         with anyio.fail_after(10):
             await store.wait_listening()
-        real = PostgresStore._commit
+        real, real_is_own = PostgresStore._commit, store._is_own
+        heard: list[int] = []
+        stall = False
+
+        def is_own(pid: int) -> bool:
+            heard.append(pid)
+            return real_is_own(pid)
 
         async def commit_then_stall(self: Any, tx: Any) -> None:
             await real(self, tx)
-            await anyio.sleep(0.3)  # the listener hears the notification meanwhile
+            if stall:  # until the listener has heard this commit's notification
+                while tx.conn.info.backend_pid not in heard:
+                    await anyio.sleep(0.01)
 
+        monkeypatch.setattr(store, "_is_own", is_own)
         monkeypatch.setattr(PostgresStore, "_commit", commit_then_stall)
         await anyio.sleep(0.3)
         before = await store.change_token()
@@ -350,9 +360,34 @@ async def test_a_commit_heard_back_before_its_call_resumes_is_this_servers_own(
                 tg.start_soon(hold_a_connection)
                 await held.wait()
                 fresh = set(store._own_pids)
+                stall = True
                 async with store.transaction():  # on a connection the pool opens for it
                     await store.set_importance(kept.id, importance=7.0)
+                stall = False
                 assert set(store._own_pids) - fresh  # one that had not committed before
                 done.set()
         await anyio.sleep(0.3)
         assert await store.change_token() == before
+
+
+async def test_a_pid_a_closed_connection_had_is_claimed_again_by_the_new_one(postgres) -> None:
+    """PostgreSQL reuses the pids of closed backends. A pooled connection that reuses one
+    this server once claimed is this server's own all the same: kept as the old, closed
+    entry, its notifications were taken for another server's (every feed synced)."""
+    from nooa_mcp.storage import open_store
+
+    store = await open_store(postgres)
+    try:
+        old = await psycopg.AsyncConnection.connect(postgres)
+        await old.close()
+        new = await psycopg.AsyncConnection.connect(postgres)
+        try:
+            pid = new.info.backend_pid
+            store._own_pids[pid] = weakref.ref(old)  # as if `old` had had this pid
+            store._own_connection(new)
+            assert store._is_own(pid)
+        finally:
+            await new.close()
+        assert not store._is_own(pid)  # closed since: no longer this server's
+    finally:
+        await store.close()
