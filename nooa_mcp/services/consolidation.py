@@ -837,9 +837,10 @@ async def maintain(engine: Engine) -> None:
                 except Exception:
                     logger.exception("background reflection of role %r failed", role)
                 if not state.writes:
-                    # Nothing was written while it ran: the writes have paused, and the
-                    # role's rows, kept to spare the next pass a full read (13 MB at 100k),
-                    # would stay resident until it comes. While writes go on they are kept.
+                    # No memory was authored in this process since the pass was due (or
+                    # it did not run): taken as the writes having paused, the role's rows,
+                    # kept to spare the next pass a full read (13 MB at 100k), go rather
+                    # than stay resident until it comes. A busy writer's rows are kept.
                     state.rows = None
                 # What the pass allocated (rows, sweep blocks, plans) is free now but glibc
                 # keeps it resident. Handing it back takes a few ms, off the loop.

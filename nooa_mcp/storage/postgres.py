@@ -573,7 +573,7 @@ class PostgresStore(SqlVerbs, SqlReports):
     def _commit_unknown(self, exc: BaseException) -> CommitUnknown:
         """The error for a commit that may have happened, and the store marked changed: the
         services noted none of its rows in this process's caches, and the notification it
-        sent, if it did, is taken for this process's own (`_is_own`) and moves nothing, so
+        sent, if it did, may be taken for this process's own (`_is_own`) and move nothing, so
         the next recall reads what changed from the store."""
         self._changes += 1
         self._signal()
