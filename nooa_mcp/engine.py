@@ -81,8 +81,8 @@ class RoleState:
     kpis_at: float | None = None
     #: The role's rows as the last pass read them and the store revision they are current
     #: to (`planning.Planner.rows`), packed; None until a pass read them on a store that can
-    #: say, and again once a background pass ends with no write made while it ran
-    #: (`consolidation.maintain`).
+    #: say, and again once a background pass ends with no memory authored in this process
+    #: since it was due (`consolidation.maintain`).
     rows: tuple[int, PackedRows] | None = None
 
 

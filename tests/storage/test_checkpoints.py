@@ -176,11 +176,11 @@ async def test_a_write_does_not_wait_for_a_tick_that_is_copying(settings, monkey
         store = mem.engine.store
         checkpointer = store._checkpointer
         checkpointer.long_log = True
-        released = threading.Event()
+        released, written = threading.Event(), threading.Event()
         checkpointer._lock.acquire()  # a tick, mid-copy
 
         def finish_the_tick() -> None:
-            time.sleep(5)
+            written.wait(5)  # a write that waited for the tick is let go after 5 s
             released.set()
             checkpointer._lock.release()
 
@@ -192,5 +192,6 @@ async def test_a_write_does_not_wait_for_a_tick_that_is_copying(settings, monkey
             assert not released.is_set()  # it did not wait for the tick
             assert checkpointer.tries == 0 and checkpointer.long_log  # left to the tick
         finally:
+            written.set()
             await anyio.to_thread.run_sync(tick.join)
         assert (await store.fetch(authored[0].id)).importance == 7.0
