@@ -453,7 +453,8 @@ class PostgresStore(SqlVerbs, SqlReports):
                 committing = True
                 await self._commit(tx)
                 # Counted before the connection goes back to the pool, where another call
-                # could commit on it first.
+                # could commit on it first, or the pool close it (past its lifetime) so
+                # that its pid can no longer be read and a commit made would look unknown.
                 if tx.moved:
                     self._own_commit(tx.conn)
                 else:

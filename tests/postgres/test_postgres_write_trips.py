@@ -391,3 +391,19 @@ async def test_a_pid_a_closed_connection_had_is_claimed_again_by_the_new_one(pos
         assert not store._is_own(pid)  # closed since: no longer this server's
     finally:
         await store.close()
+
+
+async def test_a_commit_on_a_connection_the_pool_retires_is_acknowledged(postgres) -> None:
+    """The pool closes a connection past its lifetime as it comes back. The commit is counted
+    as this server's own before that: counted after, reading the closed connection's pid
+    raised, and a write that had committed was reported as "may have been written"."""
+    settings = Settings(store=postgres, owner="coder@laptop", reflect_every_writes=0)
+    async with Memory.open(settings=settings, embedder=HashEmbedder()) as mem:
+        store = mem.engine.store
+        kept = await mem.author("the ferry leaves pier 9 at dawn")
+        async with store.transaction():
+            await store.set_importance(kept.id, importance=7.0)
+            conn = store._tx()
+            conn._expire_at = 0.0  # past its lifetime: the pool closes it on return
+        assert conn.closed
+        assert (await store.fetch(kept.id)).importance == 7.0
