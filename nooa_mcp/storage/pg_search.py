@@ -121,9 +121,12 @@ class DocStats:
     rows: int = 0
     tokens: int = 0
 
-    def apply(self, pairs: list[tuple[int, int]]) -> None:
+    def apply(self, pairs: list[tuple[int, int]]) -> int:
+        """Take each (seq, doc_len) read; returns how many of them rewrote a row already
+        counted (an edit, a rescore: its words may have changed)."""
         if not pairs:
-            return
+            return 0
+        rewritten = 0
         top = max(seq for seq, _ in pairs)
         if top >= self.lengths.shape[0]:
             grown = np.full(max(top + 1, self.lengths.shape[0] * 5 // 4, 1024), -1, np.int32)
@@ -135,8 +138,10 @@ class DocStats:
                 self.rows += 1
             else:
                 self.tokens -= old
+                rewritten += 1
             self.tokens += length
             self.lengths[seq] = length
+        return rewritten
 
     @property
     def avgdl(self) -> float:
@@ -145,9 +150,10 @@ class DocStats:
 
 class CommonTerms:
     """Lexemes this process found too common to rank: counting them again would cost about
-    `cap` heap visits each. A lexeme's row count never falls (rows are archived, not deleted)
-    and the cap only grows with the store, so the memory is forgotten whenever N grows by a
-    tenth."""
+    `cap` heap visits each. A new row cannot lower a lexeme's count (rows are archived, not
+    deleted) and the cap only grows with the store, so the memory is forgotten whenever N
+    grows by a tenth, and whenever a row already counted is rewritten (`forget`): an edit
+    can take the lexeme out of it."""
 
     def __init__(self) -> None:
         self.lexemes: set[str] = set()
@@ -161,6 +167,9 @@ class CommonTerms:
 
     def learn(self, lexemes: list[str] | None) -> None:
         self.lexemes.update(lexemes or [])
+
+    def forget(self) -> None:
+        self.lexemes.clear()
 
 
 def common_cap(rows: int, floor: int) -> int:

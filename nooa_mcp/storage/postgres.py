@@ -913,7 +913,8 @@ SELECT snap.xmax, snap.xip, c.* FROM snap LEFT JOIN changed c ON true""",
         while True:
             rows = await self._changes_since(stats.mark, "m.seq, m.doc_len", STATS_PAGE)
             pairs = [(r["seq"], r["doc_len"]) for r in rows if r["seq"] is not None]
-            stats.apply(pairs)
+            if stats.apply(pairs):
+                self._common.forget()  # a rewritten row may have lost a common lexeme
             full = len(pairs) >= STATS_PAGE
             last = pairs[-1][0] if pairs else None
             stats.mark = next_mark(stats.mark, rows[0]["xmax"], rows[0]["xip"], last, full)

@@ -66,7 +66,7 @@ from .sqlite_schema import (
     SCHEMA_VERSION,
     split_sql,
 )
-from .sqlite_search import BM25, KEYWORD_POOL, fts_query, selective, selective_sql
+from .sqlite_search import BM25, KEYWORD_POOL, TermCounts, fts_query, selective, selective_sql
 
 __all__ = ["NEXT_REV", "SCHEMA_VERSION", "SQLiteStore", "copy_store", "fts_query"]
 
@@ -228,6 +228,8 @@ class SQLiteStore(SqlVerbs, SqlReports):
         self._identity: tuple[int, int] = (0, 0)
         #: See COMMON_FLOOR; tests lower it to exercise the cut-off on a small store.
         self.common_floor = COMMON_FLOOR
+        #: Words' row counts for the common-word cut, kept while no row changes.
+        self._term_counts = TermCounts()
         self._write_lock = anyio.Lock()
         self._checkpointer: Checkpointer | None = None
         #: Read-only connections, each with a thread of its own, opened on first use
@@ -717,10 +719,22 @@ class SQLiteStore(SqlVerbs, SqlReports):
         )
 
     async def _selective_terms(self, terms: list[str]) -> list[str]:
-        """Drop terms too common to be worth ranking (see COMMON_SHARE); one SQL round trip."""
+        """Drop terms too common to be worth ranking (see COMMON_SHARE).
+
+        Outside a transaction the counts are kept while no row changes (`TermCounts`): a
+        recall whose words were all counted since the last change asks only for the
+        store's highest `rev` (an index's last entry), not for each word's rows again."""
         if not terms:
             return terms
-        return selective(terms, (await self._rows(*selective_sql(terms, self.common_floor)))[0])
+        floor = self.common_floor
+        if id(self) in _WRITING.get():
+            return selective(terms, (await self._rows(*selective_sql(terms, floor)))[0])
+        rev = await self._scalar("SELECT coalesce(max(rev), 0) FROM memories")
+        kept = self._term_counts
+        missing = kept.missing(rev, floor, terms)
+        if missing:
+            kept.learn(missing, (await self._rows(*selective_sql(missing, floor)))[0])
+        return selective(terms, kept.row(terms))
 
     async def _keyword_candidates(self, ask: KeywordAsk) -> list[Any]:
         """The keyword top `limit` of live rows and top `faded` of faded rows for `stems`, and

@@ -15,7 +15,7 @@ FOR_TYPE_CHECKERS = False
 if FOR_TYPE_CHECKERS:
     from collections.abc import Sequence
 
-__all__ = ["BM25", "KEYWORD_POOL", "fts_query", "selective", "selective_sql"]
+__all__ = ["BM25", "KEYWORD_POOL", "TermCounts", "fts_query", "selective", "selective_sql"]
 
 #: FTS5's BM25 with the column weights of both backends (title, content, tags, entities):
 #: lower is better, as FTS5 ranks.
@@ -65,3 +65,42 @@ def selective(terms: list[str], row: Sequence[int]) -> list[str]:
     if rows < limit:
         return terms
     return [term for term, n in zip(terms, counts, strict=True) if n < limit]
+
+
+class TermCounts:
+    """The counts `selective_sql` found, kept while no row of the store changes.
+
+    Counting a common word stops at the cap, but that is still up to ~1% of the store's
+    rows walked per word on every recall. A row whose words change (written, edited, its
+    stems rewritten) moves `memories.rev`, and rows are never deleted, so while the store's
+    highest `rev` is the same the counts are too: they are kept for one `rev` (and one
+    floor) and forgotten as soon as either differs. Only counts read outside a transaction
+    may be kept: a transaction's rows can still be rolled back, and the revisions they took
+    be taken again by other rows.
+    """
+
+    #: Words kept at most for one revision (a recall asks for up to 32).
+    LIMIT = 4096
+
+    def __init__(self) -> None:
+        self.key: tuple[int, int] | None = None
+        self.size: tuple[int, int] = (0, 0)
+        self.counts: dict[str, int] = {}
+
+    def missing(self, rev: int, floor: int, terms: Sequence[str]) -> list[str]:
+        """The terms not counted at `rev` (all of them when another revision or floor was
+        counted last)."""
+        if self.key != (rev, floor) or len(self.counts) > self.LIMIT:
+            self.key, self.counts = (rev, floor), {}
+        return list(dict.fromkeys(t for t in terms if t not in self.counts))
+
+    def learn(self, terms: Sequence[str], row: Sequence[int]) -> None:
+        """Keep the row `selective_sql(terms)` returned: the store's size, the cap, and
+        each term's count."""
+        rows, limit, *counts = row
+        self.size = (rows, limit)
+        self.counts.update(zip(terms, counts, strict=True))
+
+    def row(self, terms: Sequence[str]) -> list[int]:
+        """The row `selective_sql(terms)` would return at the kept revision."""
+        return [*self.size, *(self.counts[t] for t in terms)]

@@ -610,6 +610,69 @@ async def test_a_word_in_too_many_rows_generates_no_candidates(store: Store) -> 
     assert [r.content for r in rows] == ["common word and rare3"]
 
 
+async def test_a_word_that_becomes_too_common_stops_generating_candidates(store: Store) -> None:
+    """Words' counts for the cut may be kept between searches, but never across a write."""
+    store.common_floor = 4
+    for text in ("common word rare0", "common word rare1", "other 2", "other 3", "other 4"):
+        await put(store, text)
+    assert len(await store.candidates("common", CODER, limit=10)) == 2
+    for i in range(5, 8):
+        await put(store, f"common word rare{i}")
+    rows = await store.candidates("common rare6", CODER, limit=10)
+    assert [r.content for r in rows] == ["common word rare6"]
+
+
+async def test_a_word_edited_out_of_rows_generates_candidates_again(store: Store) -> None:
+    store.common_floor = 4
+    rows = [await put(store, f"common word rare{i}") for i in range(4)]
+    await put(store, "other 4")
+    assert await store.candidates("common", CODER, limit=10) == []
+    edited = rows[0].model_copy(update={"content": "plain word rare0"})
+    async with store.transaction():
+        await store.save(edited, vec(edited.content))
+    found = await store.candidates("common", CODER, limit=10)
+    assert sorted(r.content for r in found) == [f"common word rare{i}" for i in (1, 2, 3)]
+
+
+async def test_counts_seen_inside_a_rolled_back_transaction_are_not_kept(store: Store) -> None:
+    """Rows a transaction wrote are counted while it runs; rolled back, their revisions are
+    taken again by other rows, so counts read inside it must not outlive it."""
+    store.common_floor = 4
+    for text in ("common word rare0", "common word rare1", "other 2", "other 3", "other 4"):
+        await put(store, text)
+    with pytest.raises(RuntimeError):
+        async with store.transaction():
+            for i in range(5, 8):
+                row = Memory(content=f"common word rare{i}", owner="coder@laptop")
+                await store.insert(row, vec(row.content))
+            assert await store.candidates("common", CODER, limit=10) == []
+            raise RuntimeError("roll back")
+    for i in range(5, 8):
+        await put(store, f"plain word rare{i}")
+    assert len(await store.candidates("common", CODER, limit=10)) == 2
+
+
+async def test_a_word_made_common_by_another_connection_stops_generating_candidates(
+    store_target,
+) -> None:
+    a, b = await open_store(store_target), await open_store(store_target)
+    try:
+        a.common_floor = b.common_floor = 4
+        for text in ("common word rare0", "common word rare1", "other 2", "other 3", "other 4"):
+            await put(b, text)
+        await changed_elsewhere(a, None)
+        assert len(await a.candidates("common", CODER, limit=10)) == 2
+        before = await a.change_token()
+        for i in range(5, 8):
+            await put(b, f"common word rare{i}")
+        await changed_elsewhere(a, before)
+        rows = await a.candidates("common rare6", CODER, limit=10)
+        assert [r.content for r in rows] == ["common word rare6"]
+    finally:
+        await a.close()
+        await b.close()
+
+
 async def test_queries_with_operators_and_quotes_match_words_and_never_raise(
     store: Store,
 ) -> None:
