@@ -729,7 +729,7 @@ class SQLiteStore(SqlVerbs, SqlReports):
         floor = self.common_floor
         if id(self) in _WRITING.get():
             return selective(terms, (await self._rows(*selective_sql(terms, floor)))[0])
-        rev = await self._scalar("SELECT coalesce(max(rev), 0) FROM memories")
+        rev = await self.vector_mark()  # the highest committed row revision
         kept = self._term_counts
         missing = kept.missing(rev, floor, terms)
         if missing:
