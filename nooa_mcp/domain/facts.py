@@ -7,11 +7,14 @@ negation. Embeddings put "the rate limit is 100" and "… 500" at cosine 0.99; t
 what keeps the second from being folded into the first.
 
 Two texts *say the same thing* (`same_statement`, the only pairs reflection merges) when they
-have the same content words — after case, punctuation, English (Snowball) stemming and
-stopwords, in any order — and the same values. Any other changed word is a different
+have the same words in the same order — after case, punctuation, English (Snowball) stemming
+and the articles a, an and the — and the same values. Any other changed word is a different
 statement, whatever kind of word it is: a number in words ("three" / "four"), an antonym
-("low" / "high"), a place, a product, a unit. No list of such words could be complete;
-equality of the words is.
+("low" / "high"), a place, a product, a unit, and the small words that carry direction, time
+and person ("from Frankfurt to Dublin" / "from Dublin to Frankfurt", "was" / "will be",
+"he" / "she"). Order counts for the same reason: "Alice reports to Bob" is not "Bob reports
+to Alice". No list of such words could be complete; equality of the words is. A reworded
+duplicate that this keeps apart costs a second memory; a merge of two statements costs one.
 """
 
 from __future__ import annotations
@@ -137,25 +140,32 @@ def stem(word: str) -> str:
     return _STEMMER.stemWord(word)
 
 
+#: The only words a restatement may add or drop: articles, and a possessive's "s".
+_NEUTRAL_WORDS = frozenset({"a", "an", "the", "s"})
+
+
 def statement_words(text: str) -> tuple[str, ...]:
-    """The stems of a text's content words in order: NFKC, case folded, split on
-    punctuation, stopwords dropped (a possessive's "s" too), each word stemmed."""
-    flat = unicodedata.normalize("NFKC", text).casefold()
-    return tuple(stem(w) for w in _CONTENT_WORD.findall(flat) if w not in STOPWORDS and w != "s")
+    """The stems of a text's words in order: NFKC, case folded, split on punctuation, the
+    articles and a possessive's "s" dropped, each word stemmed. Every other word stays,
+    function words included: "from", "to", "was", "will", "he" and "she" change a meaning."""
+    return tuple(stem(w) for w in _words(text) if w not in _NEUTRAL_WORDS)
 
 
 def content_words(text: str) -> frozenset[str]:
-    """The set of `statement_words`."""
-    return frozenset(statement_words(text))
+    """The stems of a text's content words, stopwords dropped: what a query can name."""
+    return frozenset(stem(w) for w in _words(text) if w not in STOPWORDS and w != "s")
+
+
+def _words(text: str) -> list[str]:
+    return _CONTENT_WORD.findall(unicodedata.normalize("NFKC", text).casefold())
 
 
 def same_statement(a: str, b: str) -> bool:
-    """Whether `a` and `b` say the same thing in the same content words, so that one may be
-    folded into the other: the same `statement_words`, each as often, in any order ("the
-    rate limit of the API" is "the API rate limit") and the same numbers, dates, identifiers
-    and negation (values catch what splitting words hides: "1,000" against "1.000"). Names
-    are compared as the content words are, case folded."""
-    if sorted(statement_words(a)) != sorted(statement_words(b)):
+    """Whether `a` and `b` say the same thing in the same words, so that one may be folded
+    into the other: the same `statement_words` in the same order, and the same numbers,
+    dates, identifiers and negation (values catch what splitting words hides: "1,000"
+    against "1.000"). Names are compared as the other words are, case folded."""
+    if statement_words(a) != statement_words(b):
         return False
     left, right = values(a), values(b)
     return not [kind for kind in left.kinds_differing(right) if kind != "name"]

@@ -218,11 +218,11 @@ async def test_a_real_rewording_is_stored_and_linked_and_a_value_change_named(
 async def test_reflection_merges_a_real_rewording_but_never_a_value_change(
     tmp_path, minilm
 ) -> None:
-    """DESIGN.md §8.2 merge at real cosines: the rewording (the same content words and values) is
+    """DESIGN.md §8.2 merge at real cosines: the rewording (the same words in order, and values) is
     folded into the older memory and archived; the changed value (0.96) stays a live memory
     of its own."""
     original = "The API rate limit is 100 requests per minute"
-    reworded = "The rate limit of the API is 100 requests per minute"
+    reworded = "The API's rate limit is 100 requests per minute"
     changed = "The API rate limit is 500 requests per minute"
     async with Memory.open(tmp_path / "m.sqlite", owner="a", embedder=minilm) as mem:
         first = (await mem.author(original)).id
