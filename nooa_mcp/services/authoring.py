@@ -2,7 +2,8 @@
 
 - An exact repeat (same type and role, same content after NFKC, case folding and whitespace
   collapsing) is idempotent: its id comes back with status `exists`, and it logs `reinforced`,
-  so a retried call never duplicates.
+  so a retried call never duplicates. An export line being imported is the exception: it is
+  that memory, and only its own id stored already is a repeat.
 - Anything else is stored as its own memory. A near-duplicate (same type and role, cosine ≥
   `dedup_similarity`) is stored too, linked `related` to the closest existing memory, and the
   reply names it in `similar_to` with the values they differ in (number, date, identifier,
@@ -154,8 +155,17 @@ async def _author_one(
     carried: Carried | None = None,
 ) -> AuthorResult:
     key = f"{record.type.value}:{record.content_hash}"
-    existing = batch.get(key) or await caller.store.find_by_hash(
-        record.content_hash, caller.role, record.type.value
+    # An export line (its own id and the use history its store kept) is that memory: it is
+    # never folded into another memory with the same text, which the exporting store kept
+    # apart (one forgotten and another later edited to its words, a duplicate merged away by
+    # reflection, two copies the user revived). Only that very id stored already is a repeat,
+    # and it carries its own edges, so no `related` link its store never had is added.
+    restored = named and carried is not None and carried.history is not None
+    existing = (
+        None
+        if restored
+        else batch.get(key)
+        or await caller.store.find_by_hash(record.content_hash, caller.role, record.type.value)
     )
     if existing is None and named:
         stored = await caller.store.fetch(record.id)
@@ -179,7 +189,9 @@ async def _author_one(
     stone = await tombstone_match(caller, record, vector)
     if stone is not None:
         return await blocked_or_revived(caller, *stone, revive)
-    twin, similarity = _near_duplicate(caller, record.type.value, vector, near)
+    twin, similarity = (
+        (None, 0.0) if restored else _near_duplicate(caller, record.type.value, vector, near)
+    )
     # The index also holds rows noted by writes still open on other connections (PostgreSQL
     # runs a process's transactions side by side) or rolled back since: such a twin is not
     # there for this transaction, and this write goes ahead without the link.

@@ -9,7 +9,8 @@ did. A line without a history (an older export, plain notes) is learned at its i
 Import validates every line before it writes anything; a bad line is named by its number and
 nothing is written. Ids and edge targets resolve only within the importer's scope
 (`import_scope`). Each line becomes one memory; an exact repeat of a stored memory is
-`exists` (DESIGN.md §4.7).
+`exists`, but an export line (an id and a history) is only ever its own memory, so memories
+the source kept apart with one text come back apart (DESIGN.md §4.7).
 """
 
 from __future__ import annotations

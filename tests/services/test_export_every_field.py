@@ -209,3 +209,62 @@ def test_an_export_carries_every_edge_of_a_memory_not_the_fifty_a_reply_shows(
     # A reply still shows the fifty strongest and says how many there are.
     shown = anyio.run(views, store_target, root, {"hub": hub})["hub"]
     assert (len(shown["edges"]), shown["edges_total"]) == (50, 60)
+
+
+async def build_same_texts(target: Path, root: Path) -> dict[str, str]:
+    """Memories that share one text and that the store keeps apart: a forgotten memory and a
+    live one later edited to its words; two live copies; a duplicate merged away by reflection
+    (faded, with its tombstone and the anchor's `refines` edge to it)."""
+    async with Memory.open(settings=settings_for(target, root), embedder=HashEmbedder()) as mem:
+        ids = {}
+        ids["forgotten"] = (await mem.author("The build server is ci-01")).id
+        await mem.forget(ids["forgotten"])
+        ids["edited"] = (await mem.author("The build server is ci-02")).id
+        await mem.update(ids["edited"], content="The build server is ci-01")
+        ids["copy_a"] = (await mem.author("Standup is at nine")).id
+        ids["copy_b"] = (await mem.author("Standup is at ten")).id
+        await mem.update(ids["copy_b"], content="Standup is at nine")
+        ids["anchor"] = (await mem.author("The database is PG-15")).id
+        ids["merged"] = (await mem.author("The database is PG-16")).id
+        await mem.update(ids["anchor"], content="The database is PG-16")
+        ids["linked"] = (
+            await mem.author(
+                "The DBA owns upgrades", links=[{"target": ids["merged"], "relation": "related"}]
+            )
+        ).id
+        report = await mem.reflect(["merge"])
+        assert report.steps[0].applied == 2  # both live copies pairs: copy_b, merged
+    return ids
+
+
+def test_memories_with_one_text_come_back_as_they_were(store_target, tmp_path, monkeypatch):
+    """Export -> import never folds one exported memory into another with the same text: each
+    id comes back in its own state, with its tombstones and edges, and nothing is reinforced."""
+    root = tmp_path / "project"
+    root.mkdir()
+    source = tmp_path / "source.sqlite"
+    with time_machine.travel(T0):
+        ids = anyio.run(build_same_texts, source, root)
+    with time_machine.travel(NOW, tick=False):
+        exported = run_cli(source, root, monkeypatch, "export", "--include-archived")
+        (tmp_path / "all.jsonl").write_text(exported)
+        counts = json.loads(
+            run_cli(
+                store_target, root, monkeypatch, "import", str(tmp_path / "all.jsonl"), "--json"
+            )
+        )
+        again = run_cli(store_target, root, monkeypatch, "export", "--include-archived")
+        before = anyio.run(views, source, root, ids)
+        after = anyio.run(views, store_target, root, ids)
+    lines = {json.loads(x)["id"]: json.loads(x) for x in exported.splitlines()}
+    relines = {json.loads(x)["id"]: json.loads(x) for x in again.splitlines()}
+    assert counts["created"] == len(ids) == len(lines) and "exists" not in counts
+    assert counts["archived"] == 3  # forgotten; copy_b and merged faded by the merge
+    assert relines.keys() == lines.keys() == set(ids.values())
+    for memory_id, line in lines.items():
+        for key in line:
+            assert relines[memory_id][key] == line[key], (memory_id, key)
+    assert before["forgotten"]["archived"] and not before["forgotten"]["flags"]["faded"]
+    assert before["merged"]["flags"]["faded"] and not before["edited"]["archived"]
+    for name in ids:
+        assert after[name] == before[name], name
