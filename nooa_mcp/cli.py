@@ -538,7 +538,8 @@ async def import_(ctx: Context, file: Any, as_json: bool) -> None:
     """Import memories from a JSONL FILE (one memory per line, as `export` writes).
 
     Every line is checked before anything is written: a bad line is named and nothing is
-    imported. Archived memories come back archived, with their tombstones. An id that another
+    imported. Archived memories come back archived, with their tombstones, and each exported
+    memory as its own, even beside another with the same text. An id that another
     owner's memory holds is imported under a new id; an edge to a memory you cannot link to
     is not added, and named.
     """
@@ -592,8 +593,15 @@ def _import_lines(file: Any) -> list[tuple[int, Any]]:
             ) from None
         except ValueError as exc:  # JSONDecodeError, or an integer of thousands of digits
             why = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc).split(";")[0]
+            hint = ""
+            if n == 1 and text.lstrip().startswith("["):
+                # What `export --json` writes: one array over many lines.
+                hint = (
+                    " This looks like `export --json` output (one JSON array); import reads "
+                    "JSON lines, one memory per line, as `export` writes them without --json."
+                )
             raise click.ClickException(
-                f"line {n}: not JSON ({why}). Nothing was imported."
+                f"line {n}: not JSON ({why}). Nothing was imported.{hint}"
             ) from None
 
 

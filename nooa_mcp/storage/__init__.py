@@ -41,8 +41,18 @@ async def open_store(target: str | Path) -> Store:
     from pathlib import Path
 
     if store_kind(target) == "postgresql":
-        from .postgres import PostgresStore
+        try:
+            from .postgres import PostgresStore
+        except ModuleNotFoundError as exc:
+            if exc.name not in ("psycopg", "psycopg_pool"):
+                raise
+            from ..errors import StoreUnavailable
 
+            raise StoreUnavailable(
+                "--store",
+                "a postgresql:// store needs the PostgreSQL driver, which is not installed.",
+                "Install it with: pip install 'nooa-mcp[postgres]'.",
+            ) from None
         return await PostgresStore.open(str(target))
     from .sqlite import SQLiteStore
 

@@ -135,3 +135,44 @@ def test_a_200_mb_line_is_refused_while_it_is_read_without_holding_it(tmp_path: 
     # Holding the line alone would take 200 MiB; main took 656 MiB.
     assert peak < 200, peak
     assert not store.exists() or _total(store) == 0
+
+
+def test_the_array_export_json_writes_is_named_with_the_fix(tmp_path: Path) -> None:
+    """`export --json` writes one array over many lines; import reads JSON lines. The refusal
+    says which it was given and what to pass instead, and writes nothing."""
+    dump = tmp_path / "dump.json"
+    dump.write_text(json.dumps([GOOD, {"content": "Standup is at nine."}], indent=2) + "\n")
+    store = tmp_path / "m.sqlite"
+    result = _import(store, dump)
+    assert result.exit_code == 1 and exited_cleanly(result) and result.stdout == ""
+    assert result.stderr.startswith("Error: line 1: not JSON")
+    assert "`export --json` output" in result.stderr and "without --json" in result.stderr
+    assert "Traceback" not in result.stderr and not store.exists()
+
+
+def test_a_postgresql_store_without_the_driver_names_the_extra(tmp_path: Path) -> None:
+    """Without the `postgres` extra installed a postgresql:// store is one sentence naming the
+    install, not a traceback from the driver's import."""
+    blocker = tmp_path / "blocker"
+    blocker.mkdir()
+    # Stands in for an environment without psycopg: the import system finds nothing by name.
+    (blocker / "sitecustomize.py").write_text(
+        "import sys\n"
+        "class _Gone:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in ('psycopg', 'psycopg_pool'):\n"
+        "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+        "sys.meta_path.insert(0, _Gone())\n"
+    )
+    env = {**process_env(), "PYTHONPATH": str(blocker)}
+    done = subprocess.run(
+        [sys.executable, "-m", "nooa_mcp", "--store", "postgresql://127.0.0.1/test", "stats"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert done.returncode == 1, done.stderr
+    assert "needs the PostgreSQL driver" in done.stderr
+    assert "pip install 'nooa-mcp[postgres]'" in done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
