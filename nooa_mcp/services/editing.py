@@ -27,10 +27,19 @@ async def update(caller: Caller, request: UpdateRequest) -> UpdateResult:
     Raises:
         NotFound / AmbiguousId: the id does not name one visible memory.
         OwnerForbidden: the memory belongs to another role.
-        InvalidInput: a field is malformed.
+        InvalidInput: a field is malformed, or no field is given.
     """
     content, title, status = request.content, request.title, request.status
     valid_to, forget = request.valid_to, request.forget
+    given = (content, title, request.importance, request.tags, status, valid_to)
+    if all(v is None for v in given) and not request.links and not forget:
+        # Answering "Updated …: nothing" would let a model believe a change it never sent.
+        raise InvalidInput(
+            "memory_id",
+            "only the id was given, so there is nothing to change.",
+            "Pass at least one of content, title, importance, tags, status, links, valid_to "
+            "or forget.",
+        )
     target = await caller.resolve(request.memory_id, caller.actor.own)
     edges = await parse_links(caller, request.links)
     importance = request.importance

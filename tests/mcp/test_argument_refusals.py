@@ -173,3 +173,19 @@ async def test_an_argument_the_schema_refuses_is_told_in_one_sentence_naming_it(
     assert len(text.splitlines()) == 1, text
     for noise in ("http", "pydantic", "validation error", "input_value", "type="):
         assert noise not in text.lower(), text
+
+
+@pytest.mark.anyio
+async def test_an_update_that_names_no_change_is_refused(client: Client) -> None:
+    """Only an id (or an empty list of links) changes nothing; answering "Updated" would let
+    the model believe a change it never sent."""
+    _, _, made = await call(client, "memory_author", {"content": "Standup is at nine"})
+    memory_id = made["id"]
+    for args in ({"memory_id": memory_id}, {"memory_id": memory_id, "links": []}):
+        text = await refused(client, "memory_update", args)
+        assert "memory_update: memory_id: only the id was given" in text
+        assert "content, title, importance" in text
+    is_error, _, changed = await call(
+        client, "memory_update", {"memory_id": memory_id, "importance": "HIGH"}
+    )
+    assert not is_error and changed["changed"] == ["importance"]

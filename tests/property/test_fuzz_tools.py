@@ -567,12 +567,14 @@ TOOLS = ["memory_author", "memory_recall", "memory_explain", "memory_update", "t
 #: independent from call to call (hypothesis mutates what it found), so a tool answering
 #: ~1% is not held to a share: intent, memory_explain and todo answer known_good's valid
 #: calls instead, and every fuzzed call together must be answered at ANSWERED_OVERALL (seen
-#: 0.137). The floors here are about a third of the lowest share seen.
+#: 0.137). The floors here are about a third of the lowest share seen. memory_update's
+#: answered share was mostly calls that named no change (an id alone, or with an empty list of
+#: links), answered "Updated …: nothing"; those are refused now (2026-12-05: 3 of 1,440 answered),
+#: so memory_update answers known_good's valid calls instead, like intent and todo.
 ANSWERED_FLOOR: dict[str, float] = {
     "memory_author": 0.05,
     "memory_recall": 0.06,
     "memory_reflect": 0.15,
-    "memory_update": 0.04,
 }
 ANSWERED_OVERALL = 0.05
 
