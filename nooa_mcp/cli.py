@@ -543,7 +543,15 @@ async def import_(ctx: Context, file: Any, as_json: bool) -> None:
     owner's memory holds is imported under a new id; an edge to a memory you cannot link to
     is not added, and named.
     """
+    from .errors import InvalidInput
+    from .services.transfer import check_records
+
     items = _import_lines(file)
+    try:
+        # Before the store is opened: a refused file creates no store and writes nothing.
+        check_records(items, ctx.settings().owner)
+    except InvalidInput as exc:
+        raise click.ClickException(str(exc)) from None
     async with open_memory(ctx) as mem:
         await mem.wait_ready()
         with click.progressbar(length=len(items), label="importing", file=sys.stderr) as bar:

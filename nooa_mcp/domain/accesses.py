@@ -7,6 +7,7 @@ the stream. An export carries the use history (`history_record`) and an import p
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -116,7 +117,8 @@ class History:
 
     Enough for the exact base-level the scorer computes (the count of counted uses, the first
     one, the newest `exact_k` times), for retention and the prune ETA (the last use and the
-    strength), and for explain's replay (the ring of newest accesses).
+    strength), and for explain's replay (every access the exporting store kept: the newest
+    on the line, older ones on `accesses_of` lines after it, joined by `imports.older_accesses`).
     """
 
     learned_at: datetime
@@ -135,9 +137,16 @@ class History:
 RING_FIELDS = frozenset({"ts", "channel", "query", "score", "rank", "components"})
 
 
-def history_record(memory: Memory) -> dict[str, Any]:
-    """The JSON an export writes for `memory`'s use history (bounded as the scorer bounds it:
-    the newest `exact_k` use times and the ring, which `apply_access` already cut)."""
+def access_record(access: AccessRecord) -> dict[str, Any]:
+    """One access as an export writes it (`RING_FIELDS`)."""
+    return access.model_dump(mode="json", include=set(RING_FIELDS), exclude_none=True)
+
+
+def history_record(
+    memory: Memory, accesses: Sequence[AccessRecord] | None = None
+) -> dict[str, Any]:
+    """The JSON an export writes for `memory`'s use history: the newest `exact_k` use times
+    (as the scorer bounds them) and `accesses` (oldest first; by default the ring)."""
     return {
         "learned_at": memory.learned_at.isoformat(),
         "last_used_at": memory.last_accessed_at.isoformat(),
@@ -148,8 +157,7 @@ def history_record(memory: Memory) -> dict[str, Any]:
         "reinforcements": memory.reinforcement_count,
         "channels": dict(memory.channels),
         "accesses": [
-            a.model_dump(mode="json", include=set(RING_FIELDS), exclude_none=True)
-            for a in memory.access_log
+            access_record(a) for a in (memory.access_log if accesses is None else accesses)
         ],
     }
 
@@ -163,8 +171,8 @@ def restore_history(
     ring_size: int = 64,
 ) -> list[AccessRecord]:
     """Give a memory new to this store the use history it had in the store it came from,
-    in place of the single `created` access of a write; returns the ring, oldest first, for
-    the access stream.
+    in place of the single `created` access of a write; returns every access the history
+    carries, oldest first, for the access stream (the ring keeps the newest `ring_size`).
 
     A time after `now` (a skewed clock) counts as now, so a line's times never reach past the
     import, and there are at least as many uses as times kept.
@@ -182,13 +190,12 @@ def restore_history(
     memory.access_count = history.access_count
     memory.reinforcement_count = history.reinforcements
     memory.channels = dict(history.channels)
-    ring = sorted(
+    stream = sorted(
         (
             a.model_copy(update={"ts": min(a.ts, now), "reader_owner": memory.owner})
             for a in history.accesses
         ),
         key=lambda a: a.ts,
-        reverse=True,
-    )[:ring_size]
-    memory.access_log = ring
-    return ring[::-1]
+    )
+    memory.access_log = stream[::-1][:ring_size]
+    return stream

@@ -44,6 +44,7 @@ __all__ = [
     "carried",
     "check_line",
     "line_edges",
+    "older_accesses",
 ]
 
 #: The longest line an import reads. A memory an export writes (100,000 characters of
@@ -57,8 +58,9 @@ MAX_LINE_EDGES = 20_000
 MAX_LINE_TOMBSTONES = 1000
 #: A tombstone's reason is a label ("forgotten", "superseded by 3f9a2c1d (reconcile)").
 MAX_REASON = 500
-#: Use times and ring accesses one history may carry (an export writes 16 and 64 a memory; the
-#: importing store keeps as many as its own settings do).
+#: Use times and accesses one line may carry (an export writes 16 use times a memory, and up to
+#: this many of its accesses on its line and on each `accesses_of` line after it; the importing
+#: store keeps as many use times and ring entries as its own settings do, and every access).
 MAX_HISTORY_TIMES = 1000
 #: Counters past this are no count an export writes.
 MAX_COUNT = 10**9
@@ -217,6 +219,23 @@ def _history(raw: Any) -> History:
         channels={k: _count(v, f"history.channels.{k}") for k, v in channels.items()},
         accesses=tuple(_access(a) for a in accesses),
     )
+
+
+def older_accesses(item: dict[str, Any]) -> tuple[str, tuple[AccessRecord, ...]] | None:
+    """For an `accesses_of` line (`{"accesses_of": id, "accesses": [...]}`: more of a memory's
+    accesses than fit on its own line), the memory's id and those accesses; None for any
+    other line.
+
+    Raises:
+        InvalidInput: the id is not a memory id, or an access is malformed.
+    """
+    if "accesses_of" not in item:
+        return None
+    target = item["accesses_of"]
+    if not isinstance(target, str) or not _HEX_ID.fullmatch(target.strip()):
+        raise InvalidInput("accesses_of", "is not a memory id.", "Write the memory's id (hex).")
+    raw = _list(item, "accesses", MAX_HISTORY_TIMES, "history.accesses")
+    return target.strip().lower(), tuple(_access(a) for a in raw)
 
 
 def carried(item: dict[str, Any]) -> Carried:

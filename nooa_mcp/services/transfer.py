@@ -1,7 +1,9 @@
 """Export and import: memories as JSON lines, one memory per line, nothing lost on the way.
 
 An export line carries a memory's fields, its edges and references, its use history (when this
-store learned it, its uses and the ring of newest accesses: what ranking and forgetting read),
+store learned it, its uses: what ranking and forgetting read; and every access the store kept,
+so explain replays the whole history; what a line has no room for follows it on
+`accesses_of` lines),
 and — for archived memories — the archive state and every tombstone, so `export
 --include-archived | import` brings forgotten memories back *forgotten* (re-authoring one is
 still blocked by its tombstone), and a copied store ranks, explains and forgets as its source
@@ -16,13 +18,21 @@ the source kept apart with one text come back apart (DESIGN.md §4.7).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from ..domain.accesses import history_record
+from ..domain.accesses import access_record, history_record
 from ..domain.archive import reason_fades
-from ..domain.imports import LineEdge, carried, check_line, line_edges
+from ..domain.imports import (
+    MAX_HISTORY_TIMES,
+    Carried,
+    LineEdge,
+    carried,
+    check_line,
+    line_edges,
+    older_accesses,
+)
 from ..domain.inputs import build_memory
 from ..domain.requests import AuthorRequest, request_of
 from ..domain.schema import as_utc, now as utc_now
@@ -30,9 +40,16 @@ from ..errors import InvalidInput
 from .authoring import author_many
 from .caller import Caller
 from .import_scope import attach_edges, claim_ids
-from .views import view
+from .views import redact, view
 
-__all__ = ["IMPORT_FIELDS", "Imported", "export_records", "import_records", "import_spec"]
+__all__ = [
+    "IMPORT_FIELDS",
+    "Imported",
+    "check_records",
+    "export_records",
+    "import_records",
+    "import_spec",
+]
 
 #: The fields of a memory an export writes and an import reads back.
 IMPORT_FIELDS = (
@@ -72,6 +89,36 @@ def import_spec(item: dict[str, Any]) -> dict[str, Any]:
     return spec
 
 
+def _refused_line(line: int, exc: InvalidInput) -> InvalidInput:
+    return InvalidInput(f"line {line}", f"{exc.field}: {exc.problem}", "Nothing was imported.")
+
+
+def _split_older(
+    items: Sequence[tuple[int, Any]],
+) -> tuple[list[tuple[int, Any]], dict[str, list[tuple[int, tuple[Any, ...]]]]]:
+    """The memory lines, and the `accesses_of` lines by the id they name (with line numbers)."""
+    memories: list[tuple[int, Any]] = []
+    older: dict[str, list[tuple[int, tuple[Any, ...]]]] = {}
+    for line, item in items:
+        try:
+            more = older_accesses(item) if isinstance(item, dict) else None
+        except InvalidInput as exc:
+            raise _refused_line(line, exc) from None
+        if more is None:
+            memories.append((line, item))
+        else:
+            older.setdefault(more[0], []).append((line, more[1]))
+    return memories, older
+
+
+def _with_older(found: Carried, older: list[tuple[int, tuple[Any, ...]]] | None) -> Carried:
+    """A line's carried history with the accesses its `accesses_of` lines add."""
+    if not older or found.history is None:
+        return found
+    accesses = tuple(a for _, chunk in older for a in chunk) + found.history.accesses
+    return replace(found, history=replace(found.history, accesses=accesses))
+
+
 def _check(item: Any, line: int, owner: str) -> dict[str, Any]:
     """Validate one line; the error names the line and the field."""
     if not isinstance(item, dict):
@@ -80,9 +127,7 @@ def _check(item: Any, line: int, owner: str) -> dict[str, Any]:
         build_memory(request_of(AuthorRequest, import_spec(item)), owner)
         check_line(item)
     except InvalidInput as exc:
-        raise InvalidInput(
-            f"line {line}", f"{exc.field}: {exc.problem}", "Nothing was imported."
-        ) from None
+        raise _refused_line(line, exc) from None
     return item
 
 
@@ -96,6 +141,35 @@ class Imported:
     skipped_edges: list[str] = field(default_factory=list)
 
 
+def check_records(
+    items: Sequence[tuple[int, Any]], owner: str
+) -> tuple[list[tuple[int, dict[str, Any]]], dict[str, list[tuple[int, tuple[Any, ...]]]]]:
+    """Check every (line number, decoded JSON) item without touching a store, so a command
+    can refuse a file before it opens (or creates) one: the memory lines, and the
+    `accesses_of` lines by the id they name.
+
+    Raises:
+        InvalidInput: a line is malformed ("line N: ..."), or an `accesses_of` line names no
+            memory line of the file that carries a history.
+    """
+    lines, older = _split_older(items)
+    checked = [(line, _check(item, line, owner)) for line, item in lines]
+    with_history = {
+        str(item["id"]).strip().lower()
+        for _, item in checked
+        if isinstance(item.get("id"), str) and item.get("history") is not None
+    }
+    for target, found in older.items():
+        if target not in with_history:
+            raise _refused_line(
+                found[0][0],
+                InvalidInput(
+                    "accesses_of", f"{target} names no line of this file that carries a history."
+                ),
+            )
+    return checked, older
+
+
 async def import_records(
     caller: Caller, items: Sequence[tuple[int, Any]], tick: Tick | None = None
 ) -> Imported:
@@ -104,7 +178,7 @@ async def import_records(
     Raises:
         InvalidInput: a line is malformed ("line N: ..."); nothing was written.
     """
-    checked = [(line, _check(item, line, caller.owner)) for line, item in items]
+    checked, older = check_records(items, caller.owner)
     specs = [import_spec(item) for _, item in checked]
     renamed = await claim_ids(caller, [line for line, _ in checked], specs)
     report = Imported()
@@ -117,7 +191,10 @@ async def import_records(
             caller,
             [request_of(AuthorRequest, spec) for spec in specs[start : start + BATCH]],
             remind=False,
-            carried=[carried(item) for _, item in chunk],
+            carried=[
+                _with_older(carried(item), older.get(str(item.get("id", "")).strip().lower()))
+                for _, item in chunk
+            ],
         )
         for (line, item), result in zip(chunk, results, strict=True):
             report.ids.append(result.id)
@@ -129,6 +206,10 @@ async def import_records(
             done = tick(len(chunk))
             if done is not None:
                 await done
+    if older and tick is not None:
+        done = tick(sum(len(found) for found in older.values()))
+        if done is not None:
+            await done
     counts["edges"], report.skipped_edges = await attach_edges(caller, edges, renamed)
     if report.skipped_edges:
         counts["edges_skipped"] = len(report.skipped_edges)
@@ -181,7 +262,8 @@ async def export_records(caller: Caller, *, include_archived: bool = False) -> A
             ]
             record["references"] = [r.uri for r in memory.references]
             record["authored_importance"] = memory.authored
-            record["history"] = history_record(memory)
+            accesses = await _all_accesses(caller, memory.id)
+            record["history"] = history_record(memory, accesses[-MAX_HISTORY_TIMES:])
             if memory.archived:
                 record["tombstones"] = [
                     {
@@ -192,3 +274,29 @@ async def export_records(caller: Caller, *, include_archived: bool = False) -> A
                     for t in stones.get(memory.id, [])
                 ]
             yield record
+            # What the line has no room for follows it, oldest first, so an import keeps every
+            # access the store kept and explain replays the whole history.
+            rest = accesses[:-MAX_HISTORY_TIMES]
+            for start in range(0, len(rest), MAX_HISTORY_TIMES):
+                yield {
+                    "accesses_of": memory.id,
+                    "accesses": [access_record(a) for a in rest[start : start + MAX_HISTORY_TIMES]],
+                }
+
+
+async def _all_accesses(caller: Caller, memory_id: str) -> list[Any]:
+    """Every access of one memory the store kept, oldest first, another reader's query left
+    out as a reader of the memory's view would see it (`views.redact`)."""
+    shown = caller.actor.effective()
+    out: list[Any] = []
+    before = None
+    while True:
+        page = await caller.store.access_stream(memory_id, _STREAM_PAGE, before)
+        out += [redact(record, shown) for _, _, record in page]
+        if len(page) < _STREAM_PAGE:
+            return out[::-1]
+        before = page[-1][0]
+
+
+#: Accesses read from the stream per store round trip.
+_STREAM_PAGE = 5000

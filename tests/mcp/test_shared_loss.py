@@ -172,9 +172,11 @@ def test_an_import_with_a_bad_line_names_that_line(tmp_path: Path) -> None:
 def test_an_import_with_a_bad_line_writes_nothing(tmp_path: Path) -> None:
     store = str(tmp_path / "b.sqlite")
     dump = _dump_with_a_bad_line_300(tmp_path)
-    cli(["--store", store, "--owner", "alice", "import", str(dump)])
-    stats = json.loads(cli(["--store", store, "--owner", "alice", "stats", "--json"]).stdout)
-    assert stats["total"] == 0
+    refused = cli(["--store", store, "--owner", "alice", "import", str(dump)])
+    assert refused.exit_code == 1 and "line 300" in refused.stderr
+    # Refused before the store is opened: there is no store, rather than an empty one.
+    stats = cli(["--store", store, "--owner", "alice", "stats", "--json"])
+    assert stats.exit_code == 1 and stats.stderr.startswith(f"Error: No store at {store}")
 
 
 # --------------------------------------------------------------------------- §15 broken stores

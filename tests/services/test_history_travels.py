@@ -346,3 +346,86 @@ def test_an_archived_line_comes_back_archived_with_its_tombstones(store_target, 
         ("forgotten", datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 2, 1, tzinfo=UTC)),
         ("pruned: retention 0.0100 < 0.02", datetime(2026, 3, 1, tzinfo=UTC), None),
     ]
+
+
+async def _recalled(target: Path, times: int) -> str:
+    async with Memory.open(settings=settings_for(target), embedder=HashEmbedder()) as mem:
+        memory_id = (await mem.author(BACKUP)).id
+        for n in range(times):
+            await mem.recall(f"backup server rack {n}")
+        return memory_id
+
+
+async def _stream(target: Path | str, memory_id: str) -> list[tuple[str, str | None]]:
+    async with Memory.open(settings=settings_for(target), embedder=HashEmbedder()) as mem:
+        log = await mem.access_log(memory_id, limit=500)
+        return [(a.channel.value, a.query) for _, a in log][::-1]
+
+
+def test_every_access_travels_beyond_the_ring_and_the_line(
+    store_target, tmp_path, monkeypatch
+) -> None:
+    """Explain replays a memory's whole history from the stream; an export used to write only
+    the ring (64), so a copy replayed the newest 64. Every access goes now: the newest on the
+    memory's line, the rest on `accesses_of` lines after it (the per-line limit shrunk to 7
+    here, so 90 accesses take a line and 12 more), and the ring is the newest 64 again."""
+    from nooa_mcp.domain import imports
+    from nooa_mcp.services import transfer
+
+    monkeypatch.setattr(imports, "MAX_HISTORY_TIMES", 7)
+    monkeypatch.setattr(transfer, "MAX_HISTORY_TIMES", 7)
+    source = tmp_path / "source.sqlite"
+    memory_id = anyio.run(_recalled, source, 89)
+    before = anyio.run(_stream, source, memory_id)
+    assert len(before) == 90 and before[0] == ("created", None)
+    dump = cli_in(source, monkeypatch)("export")
+    lines = [json.loads(x) for x in dump.splitlines()]
+    assert len(lines[0]["history"]["accesses"]) == 7
+    assert [x["accesses_of"] for x in lines[1:]] == [memory_id] * 12
+    (tmp_path / "dump.jsonl").write_text(dump)
+    cli_in(store_target, monkeypatch)("import", str(tmp_path / "dump.jsonl"))
+    assert anyio.run(_stream, store_target, memory_id) == before
+    again = cli_in(store_target, monkeypatch)("export")
+    assert [json.loads(x) for x in again.splitlines()] == lines
+
+
+def test_an_accesses_line_for_no_memory_of_the_file_is_refused(tmp_path, monkeypatch) -> None:
+    dump = tmp_path / "dump.jsonl"
+    stray = {"accesses_of": "ab" * 16, "accesses": [{"ts": T0.isoformat(), "channel": "shown"}]}
+    dump.write_text(json.dumps({"content": BACKUP}) + "\n" + json.dumps(stray) + "\n")
+    target = tmp_path / "m.sqlite"
+    monkeypatch.setenv("NOOA_OWNER", OWNER)
+    out = CliRunner().invoke(cli.main, ["--store", str(target), "import", str(dump)])
+    assert out.exit_code == 1
+    assert f"Error: line 2: accesses_of: {'ab' * 16} names no line" in out.stderr
+    assert not target.exists()
+
+
+async def _shared_read_by_bob(target: Path) -> str:
+    async with Memory.open(settings=Settings(store=target, owner=""), embedder=HashEmbedder()) as m:
+        shared = (await m.author(BACKUP)).id
+    bob = Settings(store=target, owner="bob")
+    async with Memory.open(settings=bob, embedder=HashEmbedder()) as m:
+        hits = (await m.recall("bob private question about the backup server rack")).hits
+        assert shared in [h.id for h in hits]
+    return shared
+
+
+async def _exported(target: Path, owner: str) -> list[dict]:
+    async with Memory.open(
+        settings=Settings(store=target, owner=owner), embedder=HashEmbedder()
+    ) as m:
+        return [record async for record in m.export_records()]
+
+
+def test_an_export_leaves_out_what_another_role_asked_of_a_shared_memory(tmp_path) -> None:
+    """One role's queries are not another's to read (a shared memory's view hides them); an
+    export wrote them with the ring. The access stays (when and how), without its query."""
+    target = tmp_path / "m.sqlite"
+    shared = anyio.run(_shared_read_by_bob, target)
+    (line,) = [r for r in anyio.run(_exported, target, "alice") if r["id"] == shared]
+    channels = [a["channel"] for a in line["history"]["accesses"]]
+    assert channels.count("recalled") + channels.count("searched") == 1
+    assert "bob private" not in json.dumps(line)
+    (own,) = [r for r in anyio.run(_exported, target, "bob") if r["id"] == shared]
+    assert "bob private question" in json.dumps(own)
