@@ -133,8 +133,9 @@ def _check(item: Any, line: int, owner: str) -> dict[str, Any]:
 
 @dataclass
 class Imported:
-    """What an import did: counts by outcome (and edges, archived), each line's memory id,
-    and one sentence per edge that was not added (its line, target and why)."""
+    """What an import did: counts by outcome (and edges, archived, and `from_other_owners`:
+    lines the file gave another owner, stored as the importer's), each line's memory id, and
+    one sentence per edge that was not added (its line, target and why)."""
 
     counts: dict[str, int] = field(default_factory=dict)
     ids: list[str] = field(default_factory=list)
@@ -202,6 +203,11 @@ async def import_records(
             edges += [(result.id, line, e) for e in line_edges(item)]
             if item.get("archived") and result.status == "created":
                 archived.append((result.id, item))
+            # The file's owner is not configuration: what it names as another owner's (a
+            # shared memory, another role's) is the importer's now, and the report says so.
+            said = item.get("owner")
+            if result.status == "created" and isinstance(said, str) and said != caller.owner:
+                counts["from_other_owners"] = counts.get("from_other_owners", 0) + 1
         if tick is not None:
             done = tick(len(chunk))
             if done is not None:

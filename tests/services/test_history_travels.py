@@ -429,3 +429,23 @@ def test_an_export_leaves_out_what_another_role_asked_of_a_shared_memory(tmp_pat
     assert "bob private" not in json.dumps(line)
     (own,) = [r for r in anyio.run(_exported, target, "bob") if r["id"] == shared]
     assert "bob private question" in json.dumps(own)
+
+
+async def _import_as(target: Path, owner: str, records: list[dict]) -> dict[str, int]:
+    async with Memory.open(
+        settings=Settings(store=target, owner=owner), embedder=HashEmbedder()
+    ) as m:
+        return (await m.import_records(list(enumerate(records, 1)))).counts
+
+
+def test_an_import_counts_the_lines_another_owner_held(tmp_path) -> None:
+    """A shared memory exported by alice comes back as the importer's own (a file's owner is
+    not configuration); the report says how many lines that happened to."""
+    source = tmp_path / "m.sqlite"
+    anyio.run(_shared_read_by_bob, source)
+    records = anyio.run(_exported, source, "alice")
+    assert [r["owner"] for r in records] == [""]
+    counts = anyio.run(_import_as, tmp_path / "copy.sqlite", "carol", records)
+    assert (counts["created"], counts["from_other_owners"]) == (1, 1)
+    again = anyio.run(_import_as, tmp_path / "shared.sqlite", "", records)
+    assert again["created"] == 1 and "from_other_owners" not in again

@@ -7,6 +7,7 @@ roles are let go and come back whole; nothing outside a scope ever appears.
 
 from __future__ import annotations
 
+import anyio
 import numpy as np
 import pytest
 
@@ -102,8 +103,15 @@ async def test_changes_are_pulled_for_roles_held_and_read_whole_when_a_role_load
         Engine.open(Settings(store=store_target), HashEmbedder()) as other,
     ):
         # Another server writes to a role this one holds and to one it does not.
+        before = await server.store.change_token()
         mine = (await Memory(other, "alice").author("alice tunes the cello on sundays")).id
         theirs = (await Memory(other, "eve").author("eve rotates the api keys monthly")).id
+        # PostgreSQL hears another server's commits over LISTEN, without a round trip: on a
+        # loaded machine the notification can come after the commit returns (seen under load,
+        # 2026-12-05), so wait for it, as a server's next recall would see it.
+        with anyio.fail_after(10):
+            while await server.store.change_token() == before:
+                await anyio.sleep(0.01)
         await server.sync_vectors(frozenset({"alice"}))
         assert mine in _held_ids(server)
         assert theirs not in server.index.ids  # not even its id: eve is not held
