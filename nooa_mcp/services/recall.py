@@ -171,9 +171,10 @@ async def recall(caller: Caller, request: RecallRequest) -> RecallResult:
     asked = (scope or "mine").strip()
     if asked not in ("mine", "instance", caller.role) and scope_obj == caller.actor.own:
         # DESIGN.md §10: the model's scope word cannot widen what this connection may read.
+        searched = f"{caller.role} and shared" if caller.role else "shared"
         note = (note + " " if note else "") + (
-            f"Searched only {caller.role or 'shared'} and shared memories: this connection has no "
-            f"read grant for {asked!r}."
+            f"Searched only {searched} memories: this connection has no read grant for "
+            f"{asked!r}."
         )
     return RecallResult(
         query=query,

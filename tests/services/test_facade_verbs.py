@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import time_machine
 
-from nooa_mcp import InvalidInput, Memory, NotFound, OwnerForbidden
+from nooa_mcp import InvalidInput, Memory, NotFound, OwnerForbidden, Settings
 
 pytestmark = pytest.mark.anyio
 
@@ -353,3 +353,16 @@ async def test_closing_a_shared_todo_without_reminders_is_refused_as_the_tool_re
             await coder.todo("done", memory_id=note, remind=False)
         with pytest.raises(InvalidInput, match="not an intent"):
             await coder.intent("cancel", memory_id=note, remind=False)
+
+
+@pytest.mark.parametrize(("owner", "searched"), [("coder", "coder and shared"), ("", "shared")])
+async def test_a_scope_word_without_a_grant_says_what_was_searched(
+    store_path, embedder, owner, searched
+):
+    """The shared owner's role is empty: the note said "shared and shared" for it."""
+    async with Memory.open(
+        settings=Settings(store=store_path, owner=owner), embedder=embedder
+    ) as m:
+        await m.author("The deploy runs at night")
+        note = (await m.recall("deploy", scope="everything")).note
+    assert f"Searched only {searched} memories: this connection has no read grant for " in note
