@@ -389,16 +389,14 @@ async def _versions(
     `version_similarity`, both relevant).
 
     - A faded memory that says the same thing in the same words as a live candidate (a
-      duplicate reflection merged into it) is left out: the live one answers.
+      duplicate reflection merged into it) is left out: the live one answers, superseded or
+      not (a duplicate of a superseded memory is no newer than it, and used here it was
+      revived as a live, unsuperseded fact above the memory that replaced it).
     - Two live ones that differ in a word ("… three worker nodes" / "… four worker nodes",
       both kept) rank newer first, unless the query names a word they differ in (then
       relevance decides: "which cluster has three nodes?").
     """
-    pool = [
-        r
-        for r in candidates.values()
-        if not r.forgotten and not r.weak(s.weak_relevance) and r.superseded_by is None
-    ]
+    pool = [r for r in candidates.values() if not r.forgotten and not r.weak(s.weak_relevance)]
     if len(pool) < 2:
         return
     rows = index.ids.rows_of([r.id for r in pool]).tolist()
@@ -449,8 +447,8 @@ async def _versions(
             ):
                 candidates.pop(faded.id, None)
             continue
-        if a.faded:
-            continue
+        if a.faded or a.superseded_by is not None or b.superseded_by is not None:
+            continue  # a superseded version already ranks below the one that replaced it
         newer, older = (a, b) if (a.row.created_at, a.id) > (b.row.created_at, b.id) else (b, a)
         if not (words_of(newer) ^ words_of(older)) & asked:
             pairs.append((newer, older))

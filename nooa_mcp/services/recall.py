@@ -173,8 +173,7 @@ async def recall(caller: Caller, request: RecallRequest) -> RecallResult:
         # DESIGN.md §10: the model's scope word cannot widen what this connection may read.
         searched = f"{caller.role} and shared" if caller.role else "shared"
         note = (note + " " if note else "") + (
-            f"Searched only {searched} memories: this connection has no read grant for "
-            f"{asked!r}."
+            f"Searched only {searched} memories: this connection has no read grant for {asked!r}."
         )
     return RecallResult(
         query=query,

@@ -379,3 +379,33 @@ def test_reflection_merges_a_rewording_and_never_a_changed_word(tmp_path_factory
     folder = tmp_path_factory.mktemp("merge")
     assert anyio.run(_merged, folder / "changed.sqlite", [_text(words), changed]) == 0
     assert anyio.run(_merged, folder / "again.sqlite", [_text(words), again]) == 1
+
+
+async def _revived_after_supersession(target) -> tuple[list, bool]:
+    settings = Settings(store=target, owner=OWNER, dedup_similarity=1.01)
+    async with Memory.open(settings=settings, embedder=HashEmbedder(dim=64)) as mem:
+        anchor = (await mem.author("The database is PG-15")).id
+        dup = (await mem.author("The database is PG-16")).id
+        await mem.update(anchor, content="The database is PG-16")
+        merge = (await mem.reflect(["merge"])).steps[0]
+        assert merge.details == [f"{dup[:8]} → {anchor[:8]}"]
+        new = (
+            await mem.author(
+                "The database is PG-17 now", links=[{"target": anchor, "relation": "refines"}]
+            )
+        ).id
+        hits = (await mem.recall("which database is it")).hits
+        order = [(h.id, h.flags.superseded_by) for h in hits]
+        return order, (await mem.get(dup)).archived, (anchor, dup, new)
+
+
+def test_a_duplicate_merged_into_a_superseded_memory_stays_faded(tmp_path) -> None:
+    """The duplicate reflection merged into a memory says what that memory says; once a newer
+    memory supersedes it, recall used the duplicate (its anchor out of the comparison as
+    superseded) and revived it as a live, unsuperseded fact ranked first."""
+    order, archived, (anchor, dup, new) = anyio.run(
+        _revived_after_supersession, tmp_path / "m.sqlite"
+    )
+    assert archived
+    assert dup not in [i for i, _ in order]
+    assert order[:2] == [(new, None), (anchor, new)]
