@@ -25,7 +25,7 @@ from . import reminders
 from .caller import Caller
 from .ranking import Ranked, Ranking, keyword_candidates, rank
 from .references import resolve_all
-from .tombstones import revive_by_use
+from .tombstones import merged_into_live, revive_by_use
 
 __all__ = ["flags", "log_accesses", "ranking_for", "recall", "revive"]
 
@@ -120,6 +120,10 @@ async def recall(caller: Caller, request: RecallRequest) -> RecallResult:
     stored_refs = {r.id: r.full.references() for r in top}
     # Retrieved by a cue strong enough to clear the weak line: a use, which revives it.
     revived = [r.id for r in top if r.faded and not flags(caller, r).weak]
+    if revived:
+        # A duplicate merged into a live memory lives on through it: used, it stays faded.
+        staying = await merged_into_live(caller, revived)
+        revived = [i for i in revived if i not in staying]
     if top and caller.store.writable:
         # DESIGN.md §16.9: only what the reader could have used counts as use. A weak hit is
         # logged as `shown`: no base-level, no strength, no rehearsal.

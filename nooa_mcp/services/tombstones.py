@@ -15,6 +15,8 @@ reaches, and `revive_by_use` is what a recall that returned a faded memory does 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from ..domain.archive import merged_reason
@@ -29,6 +31,7 @@ __all__ = [
     "archive",
     "blocked_or_revived",
     "fade",
+    "merged_into_live",
     "restore",
     "revive_by_use",
     "tombstone_match",
@@ -134,6 +137,28 @@ async def restore(caller: Caller, memory: Memory) -> None:
     caller.apply(memory, access)
     await caller.store.save(memory)
     await caller.store.append_accesses([(memory.id, access)])
+
+
+async def merged_into_live(caller: Caller, ids: Sequence[str]) -> set[str]:
+    """The faded memories among `ids` that reflection merged into a memory still live.
+
+    Such a duplicate lives on through its anchor: revived by a recall, it would be a second
+    live copy of what the anchor said at the merge, and newer than the anchor, so it would
+    outrank the anchor's later edits (a correction from PG-16 to PG-17 undone by the PG-16
+    duplicate coming back)."""
+    stones = await caller.store.tombstones_of(list(ids))
+    merged = {i: t.reason for i, t in stones.items() if t.reason.startswith("merged into ")}
+    if not merged:
+        return set()
+    anchors = {
+        e.dst: e.src
+        for e in await caller.store.edges_touching(list(merged))
+        if e.dst in merged
+        and e.type == EdgeType.refines.value
+        and merged_reason(e.src) == merged[e.dst]
+    }
+    rows = await caller.store.fetch_many(list(set(anchors.values())))
+    return {dup for dup, anchor in anchors.items() if anchor in rows and not rows[anchor].archived}
 
 
 async def revive_by_use(caller: Caller, memory: Memory) -> None:

@@ -409,3 +409,28 @@ def test_a_duplicate_merged_into_a_superseded_memory_stays_faded(tmp_path) -> No
     assert archived
     assert dup not in [i for i, _ in order]
     assert order[:2] == [(new, None), (anchor, new)]
+
+
+async def _after_a_correction(target) -> tuple:
+    settings = Settings(store=target, owner=OWNER, dedup_similarity=1.01)
+    async with Memory.open(settings=settings, embedder=HashEmbedder(dim=64)) as mem:
+        anchor = (await mem.author("The database is PG-15")).id
+        dup = (await mem.author("The database is PG-16")).id
+        await mem.update(anchor, content="The database is PG-16")
+        await mem.reflect(["merge"])
+        await mem.update(anchor, content="The database is PG-17")  # the user's correction
+        asked = (await mem.recall("The database is PG-16")).hits
+        shown = [(h.id, h.flags.faded) for h in asked]
+        view = await mem.get(dup)
+        later = [h.id for h in (await mem.recall("which database is it")).hits]
+        return (anchor, dup), shown, (view.archived, view.flags.faded), later
+
+
+def test_a_duplicate_merged_into_a_live_memory_is_shown_but_not_revived(tmp_path) -> None:
+    """A duplicate lives on through the memory it was merged into. Asked for by its own words
+    it is still found (faded), but it is not made live again: a second live copy, newer than
+    its anchor, would outrank the anchor's later correction."""
+    (anchor, dup), shown, state, later = anyio.run(_after_a_correction, tmp_path / "m.sqlite")
+    assert (dup, True) in shown
+    assert state == (True, True)
+    assert later[0] == anchor
