@@ -120,7 +120,7 @@ async def recall(caller: Caller, request: RecallRequest) -> RecallResult:
     stored_refs = {r.id: r.full.references() for r in top}
     # Retrieved by a cue strong enough to clear the weak line: a use, which revives it.
     revived = [r.id for r in top if r.faded and not flags(caller, r).weak]
-    if revived:
+    if revived and caller.store.writable:
         # A duplicate merged into a live memory lives on through it: used, it stays faded.
         staying = await merged_into_live(caller, revived)
         revived = [i for i in revived if i not in staying]

@@ -64,6 +64,13 @@ CHANGED = [
 @pytest.mark.real_model
 @pytest.mark.parametrize(("old", "new", "question"), CHANGED)
 def test_a_changed_word_keeps_both_and_recall_answers_the_newer_first(run, old, new, question):
+    first, second, hits = _both_kept_then_recalled(run, old, new, question)
+    assert [h["id"] for h in hits[:2]] == [second, first]
+
+
+def _both_kept_then_recalled(run, old: str, new: str, question: str) -> tuple[str, str, list]:
+    """Author both, reflect: nothing merged, nothing archived; then the recall's hits, none
+    faded."""
     first = run("author", old).split()[1]
     second = run("author", new).split()[1]
     report = run("reflect", "--json")
@@ -71,8 +78,8 @@ def test_a_changed_word_keeps_both_and_recall_answers_the_newer_first(run, old, 
     assert merge["applied"] == 0
     assert run("stats", "--json")["archived"] == 0
     hits = run("recall", question, "--json")["hits"]
-    assert [h["id"] for h in hits[:2]] == [second, first]
     assert not any(h["flags"]["faded"] for h in hits)
+    return first, second, hits
 
 
 SWAPPED = [
@@ -92,15 +99,8 @@ SWAPPED = [
 def test_direction_tense_and_person_keep_both_through_reflection(run, old, new, question):
     """Close enough on the real model to be planned as a merge; the words keep them apart, so
     neither fades and recall still finds both."""
-    first = run("author", old).split()[1]
-    second = run("author", new).split()[1]
-    report = run("reflect", "--json")
-    merge = next(s for s in report["steps"] if s["step"] == "merge")
-    assert merge["applied"] == 0
-    assert run("stats", "--json")["archived"] == 0
-    hits = run("recall", question, "--json")["hits"]
+    first, second, hits = _both_kept_then_recalled(run, old, new, question)
     assert {first, second} <= {h["id"] for h in hits}
-    assert not any(h["flags"]["faded"] for h in hits)
 
 
 @pytest.mark.real_model
