@@ -549,13 +549,13 @@ async def import_(ctx: Context, file: Any, as_json: bool) -> None:
     items = _import_lines(file)
     try:
         # Before the store is opened: a refused file creates no store and writes nothing.
-        check_records(items, ctx.settings().owner)
+        checked = check_records(items, ctx.settings().owner)
     except InvalidInput as exc:
         raise click.ClickException(str(exc)) from None
     async with open_memory(ctx) as mem:
         await mem.wait_ready()
         with click.progressbar(length=len(items), label="importing", file=sys.stderr) as bar:
-            report = await mem.import_records(items, tick=bar.update)
+            report = await mem.import_records(checked, tick=bar.update)
     for sentence in report.skipped_edges[:_SHOWN_SKIPS]:
         click.echo(sentence, err=True)
     if len(report.skipped_edges) > _SHOWN_SKIPS:

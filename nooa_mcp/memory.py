@@ -182,9 +182,12 @@ class Memory:
 
     @_after_logging
     async def import_records(
-        self, items: Sequence[tuple[int, Any]], tick: Callable[[int], Any] | None = None
+        self,
+        items: Sequence[tuple[int, Any]] | transfer.CheckedFile,
+        tick: Callable[[int], Any] | None = None,
     ) -> transfer.Imported:
-        """Import exported records (line number, decoded JSON); every line is checked first."""
+        """Import exported records (line number, decoded JSON); every line is checked first
+        (a file `transfer.check_records` returned is not checked again)."""
         return await transfer.import_records(self._caller, items, tick)
 
     def export_records(self, *, include_archived: bool = False) -> AsyncIterator[dict]:

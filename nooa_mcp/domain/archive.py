@@ -29,6 +29,7 @@ State = Literal["live", "faded", "forgotten"]
 __all__ = [
     "FADED_REASONS",
     "State",
+    "merged_anchor",
     "merged_reason",
     "pruned_reason",
     "reason_fades",
@@ -37,11 +38,19 @@ __all__ = [
 ]
 
 #: How the reasons reflection writes begin (what `merged_reason` and the others produce).
-FADED_REASONS: tuple[str, ...] = ("merged into ", "pruned: ", "superseded by ")
+_MERGED = "merged into "
+FADED_REASONS: tuple[str, ...] = (_MERGED, "pruned: ", "superseded by ")
 
 
 def merged_reason(anchor_id: str) -> str:
-    return f"merged into {anchor_id[:8]}"
+    return f"{_MERGED}{anchor_id[:8]}"
+
+
+def merged_anchor(reason: str | None) -> str | None:
+    """The anchor's id prefix a `merged_reason` names (None for any other reason)."""
+    if reason is None or not reason.startswith(_MERGED):
+        return None
+    return reason[len(_MERGED) :]
 
 
 def pruned_reason(retention: float, prune_below: float) -> str:

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..domain.archive import merged_reason
+from ..domain.archive import merged_anchor, merged_reason
 from ..domain.facts import differs_in
 from ..domain.replies import AuthorResult, TombstoneInfo
 from ..domain.schema import Channel, EdgeType, Memory, now as utc_now
@@ -147,7 +147,7 @@ async def merged_into_live(caller: Caller, ids: Sequence[str]) -> set[str]:
     outrank the anchor's later edits (a correction from PG-16 to PG-17 undone by the PG-16
     duplicate coming back)."""
     stones = await caller.store.tombstones_of(list(ids))
-    merged = {i: t.reason for i, t in stones.items() if t.reason.startswith("merged into ")}
+    merged = {i: t.reason for i, t in stones.items() if merged_anchor(t.reason) is not None}
     if not merged:
         return set()
     anchors = {

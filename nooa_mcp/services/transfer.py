@@ -44,6 +44,7 @@ from .views import redact, view
 
 __all__ = [
     "IMPORT_FIELDS",
+    "CheckedFile",
     "Imported",
     "check_records",
     "export_records",
@@ -142,9 +143,23 @@ class Imported:
     skipped_edges: list[str] = field(default_factory=list)
 
 
-def check_records(
-    items: Sequence[tuple[int, Any]], owner: str
-) -> tuple[list[tuple[int, dict[str, Any]]], dict[str, list[tuple[int, tuple[Any, ...]]]]]:
+@dataclass(frozen=True)
+class CheckedFile:
+    """A file `check_records` accepted: its memory lines (line number, item) and its
+    `accesses_of` lines by the id they name. `import_records` takes it as it is, so a command
+    that checked a file before opening the store does not check every line twice."""
+
+    lines: list[tuple[int, dict[str, Any]]]
+    older: dict[str, list[tuple[int, tuple[Any, ...]]]]
+
+
+def _line_id(item: dict[str, Any]) -> str | None:
+    """A line's memory id as the store keys it (ids are lower-case hex), or None."""
+    ident = item.get("id")
+    return ident.strip().lower() if isinstance(ident, str) else None
+
+
+def check_records(items: Sequence[tuple[int, Any]], owner: str) -> CheckedFile:
     """Check every (line number, decoded JSON) item without touching a store, so a command
     can refuse a file before it opens (or creates) one: the memory lines, and the
     `accesses_of` lines by the id they name.
@@ -155,10 +170,8 @@ def check_records(
     """
     lines, older = _split_older(items)
     checked = [(line, _check(item, line, owner)) for line, item in lines]
-    with_history = {
-        str(item["id"]).strip().lower()
-        for _, item in checked
-        if isinstance(item.get("id"), str) and item.get("history") is not None
+    with_history = {_line_id(item) for _, item in checked if item.get("history") is not None} - {
+        None
     }
     for target, found in older.items():
         if target not in with_history:
@@ -168,18 +181,20 @@ def check_records(
                     "accesses_of", f"{target} names no line of this file that carries a history."
                 ),
             )
-    return checked, older
+    return CheckedFile(checked, older)
 
 
 async def import_records(
-    caller: Caller, items: Sequence[tuple[int, Any]], tick: Tick | None = None
+    caller: Caller, items: Sequence[tuple[int, Any]] | CheckedFile, tick: Tick | None = None
 ) -> Imported:
-    """Import (line number, decoded JSON) items, in order.
+    """Import (line number, decoded JSON) items, in order (or a file `check_records` has
+    checked already).
 
     Raises:
         InvalidInput: a line is malformed ("line N: ..."); nothing was written.
     """
-    checked, older = check_records(items, caller.owner)
+    file = items if isinstance(items, CheckedFile) else check_records(items, caller.owner)
+    checked, older = file.lines, file.older
     specs = [import_spec(item) for _, item in checked]
     renamed = await claim_ids(caller, [line for line, _ in checked], specs)
     report = Imported()
@@ -193,8 +208,7 @@ async def import_records(
             [request_of(AuthorRequest, spec) for spec in specs[start : start + BATCH]],
             remind=False,
             carried=[
-                _with_older(carried(item), older.get(str(item.get("id", "")).strip().lower()))
-                for _, item in chunk
+                _with_older(carried(item), older.get(_line_id(item) or "")) for _, item in chunk
             ],
         )
         for (line, item), result in zip(chunk, results, strict=True):

@@ -340,6 +340,7 @@ def test_a_prompt_hook_brings_in_a_relevant_faded_memory_and_session_start_does_
 
 def test_only_reflections_reasons_fade_and_every_other_archive_is_a_forget() -> None:
     from nooa_mcp.domain.archive import (
+        merged_anchor,
         merged_reason,
         pruned_reason,
         reason_fades,
@@ -359,6 +360,8 @@ def test_only_reflections_reasons_fade_and_every_other_archive_is_a_forget() -> 
     for reason in ("forgotten", "intent cancelled", "archived before export", "", None):
         assert not reason_fades(reason)
     assert not reason_fades("Merged into 01234567")  # only the exact words reflection writes
+    assert merged_anchor(merged_reason("0123456789abcdef")) == "01234567"
+    assert [merged_anchor(r) for r in (pruned_reason(0.01, 0.02), "forgotten", None)] == [None] * 3
     assert [state(False, False), state(False, True), state(True, True), state(True, False)] == [
         "live",
         "live",

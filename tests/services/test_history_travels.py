@@ -389,6 +389,26 @@ def test_every_access_travels_beyond_the_ring_and_the_line(
     assert [json.loads(x) for x in again.splitlines()] == lines
 
 
+def test_the_cli_checks_each_line_of_an_import_once(tmp_path, monkeypatch) -> None:
+    """The command checks the whole file before it opens the store, and the import takes
+    that check as it is (each line was validated twice, a second pass over a large file)."""
+    from nooa_mcp.services import transfer
+
+    checked: list[int] = []
+    real = transfer._check
+
+    def counted(item, line, owner):
+        checked.append(line)
+        return real(item, line, owner)
+
+    monkeypatch.setattr(transfer, "_check", counted)
+    dump = tmp_path / "dump.jsonl"
+    dump.write_text("".join(json.dumps({"content": f"{BACKUP} {n}"}) + "\n" for n in range(3)))
+    out = cli_in(tmp_path / "m.sqlite", monkeypatch)("import", str(dump))
+    assert "created: 3" in out
+    assert checked == [1, 2, 3]
+
+
 def test_an_accesses_line_for_no_memory_of_the_file_is_refused(tmp_path, monkeypatch) -> None:
     dump = tmp_path / "dump.jsonl"
     stray = {"accesses_of": "ab" * 16, "accesses": [{"ts": T0.isoformat(), "channel": "shown"}]}
