@@ -7,14 +7,16 @@ negation. Embeddings put "the rate limit is 100" and "… 500" at cosine 0.99; t
 what keeps the second from being folded into the first.
 
 Two texts *say the same thing* (`same_statement`, the only pairs reflection merges) when they
-have the same words in the same order — after case, punctuation, English (Snowball) stemming
-and the articles a, an and the — and the same values. Any other changed word is a different
-statement, whatever kind of word it is: a number in words ("three" / "four"), an antonym
-("low" / "high"), a place, a product, a unit, and the small words that carry direction, time
-and person ("from Frankfurt to Dublin" / "from Dublin to Frankfurt", "was" / "will be",
-"he" / "she"). Order counts for the same reason: "Alice reports to Bob" is not "Bob reports
-to Alice". No list of such words could be complete; equality of the words is. A reworded
-duplicate that this keeps apart costs a second memory; a merge of two statements costs one.
+have the same words in the same order — after case, punctuation, the articles a, an and the
+and a possessive's s — and the same values. Any other changed word is a different statement,
+whatever kind of word it is: a number in words ("three" / "four"), an antonym ("low" /
+"high"), a place, a product, a unit, and the small words that carry direction, time and person
+("from Frankfurt to Dublin" / "from Dublin to Frankfurt", "was" / "will be", "he" / "she").
+A word's ending counts too, so words are compared as written, not stemmed: "finished" is not
+"finishing", "hated" not "hates", "server" not "servers". Order counts for the same reason:
+"Alice reports to Bob" is not "Bob reports to Alice". No list of such words could be
+complete; equality of the words is. A reworded duplicate that this keeps apart costs a second
+memory; a merge of two statements costs one.
 """
 
 from __future__ import annotations
@@ -145,10 +147,11 @@ _NEUTRAL_WORDS = frozenset({"a", "an", "the", "s"})
 
 
 def statement_words(text: str) -> tuple[str, ...]:
-    """The stems of a text's words in order: NFKC, case folded, split on punctuation, the
-    articles and a possessive's "s" dropped, each word stemmed. Every other word stays,
-    function words included: "from", "to", "was", "will", "he" and "she" change a meaning."""
-    return tuple(stem(w) for w in _words(text) if w not in _NEUTRAL_WORDS)
+    """A text's words in order: NFKC, case folded, split on punctuation, the articles and a
+    possessive's "s" dropped. Every other word stays as written, function words and endings
+    included: "from", "to", "was", "will", "he" and "she" change a meaning, and so do
+    "finished" / "finishing" and "user" / "users"."""
+    return tuple(w for w in _words(text) if w not in _NEUTRAL_WORDS)
 
 
 def content_words(text: str) -> frozenset[str]:

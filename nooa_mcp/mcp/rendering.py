@@ -272,7 +272,7 @@ def render_recall(result: RecallResult) -> str:
 _AUTHOR_WORDS = {
     "created": "Stored as new memory",
     "exists": "Already stored, unchanged:",
-    "blocked-by-tombstone": "Not stored: this was forgotten before",
+    "blocked-by-tombstone": "Not stored: the same statement was forgotten before",
     "revived": "Revived forgotten memory",
 }
 

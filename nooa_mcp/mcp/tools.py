@@ -146,7 +146,10 @@ class MemoryTools:
             TriggerArg | None,
             Field(description="type=intent only: when it fires."),
         ] = None,
-        revive: Annotated[bool, Field(description="Restore a forgotten memory.")] = False,
+        revive: Annotated[
+            bool,
+            Field(description="Restore a forgotten memory that said this (same words)."),
+        ] = False,
     ) -> Annotated[CallToolResult, AuthorResult]:
         """Remember something for next time. A close match is named in similar_to; for a
         changed fact, link the old one with refines."""

@@ -24,6 +24,7 @@ from ..domain.accesses import apply_access, created_record, restore_history
 from ..domain.facts import differs_in
 from ..domain.imports import Carried
 from ..domain.inputs import build_memory
+from ..domain.repeats import absorb, one_memory, repeat_key
 from ..domain.replies import AuthorResult, SimilarTo
 from ..domain.requests import AuthorRequest
 from ..domain.schema import (
@@ -32,7 +33,6 @@ from ..domain.schema import (
     Channel,
     EdgeType,
     Memory,
-    clean_labels,
     normalise_id,
     now as utc_now,
     parse_link,
@@ -110,7 +110,7 @@ async def author_many(
         try:
             async with caller.store.transaction():
                 await caller.engine.sync_vectors(roles)
-                batch: dict[str, str] = {}
+                batch: dict[tuple[object, ...], str] = {}
                 for record, vector, edges, again, near, named, more in zip(
                     records, vectors, links, revive, prior, given, extra, strict=True
                 ):
@@ -148,13 +148,13 @@ async def _author_one(
     record: Memory,
     vector: np.ndarray,
     edges: list[tuple[str, EdgeType, float]],
-    batch: dict[str, str],
+    batch: dict[tuple[object, ...], str],
     revive: bool = False,
     near: Near | None = None,
     named: bool = True,
     carried: Carried | None = None,
 ) -> AuthorResult:
-    key = f"{record.type.value}:{record.content_hash}"
+    key = repeat_key(record)
     # An export line (its own id and the use history its store kept) is that memory: it is
     # never folded into another memory with the same text, which the exporting store kept
     # apart (one forgotten and another later edited to its words, a duplicate merged away by
@@ -167,6 +167,12 @@ async def _author_one(
         else batch.get(key)
         or await caller.store.find_by_hash(record.content_hash, caller.role, record.type.value)
     )
+    if existing is not None and existing not in batch.values():
+        # The same text is one memory only if it holds for the same time, happened at the
+        # same time and names no other place (`domain.repeats`): otherwise a new memory.
+        found = await caller.store.fetch(existing)
+        if found is None or not one_memory(found, record):
+            existing = None
     if existing is None and named:
         stored = await caller.store.fetch(record.id)
         if stored is not None:
@@ -188,7 +194,7 @@ async def _author_one(
         return AuthorResult(id=existing, status="exists", similarity=1.0)
     stone = await tombstone_match(caller, record, vector)
     if stone is not None:
-        return await blocked_or_revived(caller, *stone, revive)
+        return await blocked_or_revived(caller, *stone, revive, record, edges)
     twin, similarity = (
         (None, 0.0) if restored else _near_duplicate(caller, record.type.value, vector, near)
     )
@@ -309,12 +315,7 @@ async def _repeat(
     repeat adds (a higher importance, new tags, entities and links); the text is the same."""
     memory = await caller.fetch(memory_id)
     memory.reinforcement_count += 1
-    memory.importance = max(memory.importance, record.importance)
-    memory.authored_importance = max(memory.authored, record.importance)
-    memory.salience = max(memory.salience, record.salience)
-    memory.confidence = max(memory.confidence, record.confidence)
-    memory.tags = clean_labels(memory.tags + record.tags, "tags")
-    memory.entities = clean_labels(memory.entities + record.entities, "entities")
+    absorb(memory, record)
     access = caller.access(Channel.reinforced)
     caller.apply(memory, access)
     await caller.store.save(memory)

@@ -66,6 +66,7 @@ from ..domain.reflection import (
     rescore,
     rescore_rows,
 )
+from ..domain.repeats import absorb, one_memory
 from ..domain.replies import ReflectReport, ReflectStep
 from ..domain.schema import REFLECTION_STEPS, Channel, EdgeType, Memory, now as utc_now
 from ..domain.scope import Actor, owner_role
@@ -544,7 +545,9 @@ class _Pass:
             self.unsettled.update((item.anchor, item.dup))
             return ""
         anchor, dup = got[item.anchor], got[item.dup]
-        if anchor.type != dup.type:
+        # One memory, not only one text: the same type, time of validity, event time and
+        # place (`domain.repeats`): "Paid the rent" in October and in November are two.
+        if not one_memory(anchor, dup):
             return ""
         vecs = await caller.store.embeddings_of([anchor.id, dup.id])
         if len(vecs) < 2 or float(vecs[anchor.id] @ vecs[dup.id]) < MERGE_SIMILARITY:
@@ -563,6 +566,7 @@ class _Pass:
         anchor.authored_importance = float(fields["authored_importance"])
         anchor.salience = float(fields["salience"])
         anchor.confidence = float(fields["confidence"])
+        absorb(anchor, dup)  # the duplicate's tags, entities and place stay findable
         access = caller.access(Channel.reflected, query=f"merged {dup.id[:8]}")
         caller.apply(anchor, access)
         await caller.store.save(anchor)

@@ -1,12 +1,14 @@
-"""Archiving and value-level tombstones: forgotten values are not silently re-made.
+"""Archiving and tombstones: forgotten statements are not silently re-made.
 
 Archiving records a tombstone (the content hash and embedding of what was archived, why and
-when). A later write of the same value (same hash, or cosine ≥ 0.95 with the same numbers,
-dates, identifiers, names and negations, same role) is blocked with the date and reason unless
-the author passes `revive=true`, which restores the original with its history; reviving by id
-restores a given memory the same way (DESIGN.md §4.4). A changed value is a different fact: MiniLM
-puts "the rate limit is 100" and "… 500" at cosine 0.96, and blocking the new value made it
-impossible to store (revive restored the old one).
+when). A later write of the same memory — the same type, saying the same thing in the same
+words (`facts.same_statement`), for the same time and place (`domain.repeats`), same role —
+is blocked with the date and reason unless the author passes `revive=true`, which restores the
+original with its history and what the write adds; reviving by id restores a given memory the
+same way (DESIGN.md §4.4). Anything else is a different memory and is stored: "the rate limit
+is high" after "… low" was forgotten or faded (MiniLM puts them at cosine 0.97), "Bob reports
+to Alice" after "Alice reports to Bob", a todo with a faded info's words. Matching on
+closeness instead swallowed such writes: the new text was never stored.
 
 Who archived a memory matters to recall (`domain.archive`): `archive` is a user's forget, which
 recall never shows again; `fade` is maintenance's (prune, merge, reconcile), which recall still
@@ -20,7 +22,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..domain.archive import merged_anchor, merged_reason
-from ..domain.facts import differs_in
+from ..domain.facts import same_statement
+from ..domain.repeats import absorb, one_memory
 from ..domain.replies import AuthorResult, TombstoneInfo
 from ..domain.schema import Channel, EdgeType, Memory, now as utc_now
 from ..storage.base import Tombstone
@@ -75,11 +78,14 @@ async def _archive(caller: Caller, memory: Memory, reason: str, *, faded: bool) 
 async def tombstone_match(
     caller: Caller, memory: Memory, vector: np.ndarray | None
 ) -> tuple[Tombstone, float] | None:
-    """A standing tombstone of the caller's role for the same content (hash), or for a memory
-    at cosine ≥ 0.95 stating the same values (a changed value is a new fact, never blocked)."""
+    """A standing tombstone of the caller's role for an archived memory that `memory` would
+    write again: the same content (hash), or at cosine ≥ 0.95, and in either case one memory
+    with it (`_written_again`)."""
     stone = await caller.store.tombstone_by_hash(memory.content_hash, caller.role)
     if stone is not None:
-        return stone, 1.0
+        archived = await caller.store.fetch(stone.memory_id)
+        if archived is not None and _written_again(archived, memory):
+            return stone, 1.0
     n = caller.index.size
     # Most writes meet no archived row at all: skip the matrix product then.
     if vector is None or n == 0 or not caller.index.archived[:n].any():
@@ -90,22 +96,33 @@ async def tombstone_match(
     if not hits:
         return None
     stones = await caller.store.tombstones_of([i for i, _ in hits])
-    forgotten = await caller.store.fetch_many([i for i, _ in hits if i in stones])
+    archived_rows = await caller.store.fetch_many([i for i, _ in hits if i in stones])
     for memory_id, similarity in hits:
         stone = stones.get(memory_id)
-        if stone is None or stone.role != caller.role or memory_id not in forgotten:
+        if stone is None or stone.role != caller.role or memory_id not in archived_rows:
             continue
-        if not differs_in(forgotten[memory_id].content, memory.content):
+        if _written_again(archived_rows[memory_id], memory):
             return stone, similarity
     return None
 
 
-async def blocked_or_revived(
-    caller: Caller, stone: Tombstone, similarity: float, revive: bool
-) -> AuthorResult:
-    """Inside the author transaction: refuse a forgotten value, or restore it on revive.
+def _written_again(archived: Memory, memory: Memory) -> bool:
+    """Whether writing `memory` is writing the archived one again (`domain.repeats`)."""
+    return one_memory(archived, memory) and same_statement(archived.content, memory.content)
 
-    A faded value (archived by maintenance, not by its user) is never refused: writing it
+
+async def blocked_or_revived(
+    caller: Caller,
+    stone: Tombstone,
+    similarity: float,
+    revive: bool,
+    written: Memory,
+    edges: Sequence[tuple[str, EdgeType, float]] = (),
+) -> AuthorResult:
+    """Inside the author transaction: refuse a forgotten memory, or restore it on revive
+    with what the write `written` adds (`domain.repeats.absorb`) and its links.
+
+    A faded memory (archived by maintenance, not by its user) is never refused: writing it
     again is using it, and it is restored as on revive.
     """
     info = TombstoneInfo(
@@ -122,7 +139,11 @@ async def blocked_or_revived(
             similarity=info.similarity,
             tombstone=info,
         )
+    absorb(memory, written)
     await restore(caller, memory)
+    for target, relation, weight in edges:
+        if target != memory.id:
+            await caller.store.add_edge(memory.id, target, relation, weight)
     caller.index.mark_dirty()
     return AuthorResult(id=memory.id, status="revived", similarity=info.similarity, tombstone=info)
 

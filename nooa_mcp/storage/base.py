@@ -478,8 +478,9 @@ class Store(Protocol):
         ...
 
     async def todo_rows(self, scope: Scope, status: str | None, limit: int) -> list[Memory]:
-        """At most `limit` live todos inside `scope` (of one status, or any for None) in todo
-        order: open first, then higher importance, then older first (DESIGN.md §9.1)."""
+        """At most `limit` todos inside `scope` that are not forgotten (live, or faded by
+        reflection), of one status or any for None, in todo order: open first, then higher
+        importance, then older first (DESIGN.md §9.1)."""
         ...
 
     async def intents(self, role: str) -> list[Memory]:

@@ -307,7 +307,8 @@ class SqlVerbs(SqlPrimitives):
         return {r["id"]: access_state_from_row(r) for r in rows}
 
     async def find_by_hash(self, content_hash: str, role: str, type: str) -> str | None:
-        """A live memory of this role and type with exactly this content.
+        """The newest live memory of this role and type with exactly this content (a repeat
+        is most likely of the last time it was said: an episode told again just after).
 
         Inside a transaction the (role, type, content) is held first, until the transaction
         ends (`_locked_read`): a second server authoring the same text waits, then finds this
@@ -322,7 +323,7 @@ class SqlVerbs(SqlPrimitives):
             (
                 f"SELECT id FROM memories{d.indexed('memories_hash')} "
                 f"WHERE content_hash = {d.p('h')} AND role = {d.p('r')} AND type = {d.p('t')} "
-                f"AND archived = {d.false} ORDER BY created_at, seq LIMIT 1",
+                f"AND archived = {d.false} ORDER BY created_at DESC, seq DESC LIMIT 1",
                 {"h": content_hash, "r": role, "t": type},
             ),
             self._stone_by_hash(content_hash, role),
@@ -438,8 +439,11 @@ class SqlVerbs(SqlPrimitives):
         )
 
     async def todo_rows(self, scope: Scope, status: str | None, limit: int) -> list[Memory]:
-        """Live todos in todo order: open first, then by importance, then oldest first."""
-        clauses, params = self._list_where(scope, False, "todo", status)
+        """Todos not forgotten, in todo order: open first, then by importance, then oldest
+        first. A closed todo that reflection pruned (faded) is still listed: the user can
+        still ask what was done."""
+        clauses, params = self._list_where(scope, None, "todo", status)
+        clauses.append(f"(archived = {self.dialect.false} OR faded = {self.dialect.true})")
         # Order the narrow columns and fetch whole rows only for the ones kept.
         picked = await self._rows(
             f"SELECT id FROM memories WHERE {' AND '.join(clauses)} "

@@ -1,0 +1,79 @@
+"""When a write, a revive or a merge is the same memory said again, and what it adds.
+
+Pure. Three paths fold one memory into another: an exact repeat at write time (the same text
+of the same type), a write that meets an archived memory's tombstone (a faded one is revived,
+a forgotten one is refused), and reflection's merge of a duplicate into its anchor. Each keeps
+one memory and drops the other's row, so each must be sure the two are one memory, not only
+one text. They are when, beyond saying the same thing in the same words
+(`facts.same_statement`, checked by the caller on the text it has):
+
+- they are of one type: a todo or an intent with an info's words is a task, not the info;
+- they hold for the same time: the same `valid_from` and `valid_to` (the guest wifi password
+  until December is not the one from January on);
+- an episode happened at one time: its event time (`created_at`) within `SAME_EVENT` of the
+  other's ("Paid the rent" on 1 October and again on 1 November are two payments);
+- they name no different place or task (one may leave it out).
+
+What the repeat adds is kept (`absorb`): the higher importance, salience and confidence, new
+tags and entities, a place where there was none. The text is the same by the rule above.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from .schema import Memory, MemoryType, clean_labels
+
+__all__ = ["SAME_EVENT", "absorb", "one_memory", "one_time", "repeat_key"]
+
+#: Two episodes with the same words are one event when they happened this close together (an
+#: agent saying again what just happened); further apart they are two events.
+SAME_EVENT = timedelta(minutes=1)
+
+
+def one_memory(kept: Memory, again: Memory) -> bool:
+    """Whether `again` (a write, or a duplicate) may be folded into `kept` without losing what
+    it says about its type, its time or its place; the words are the caller's check."""
+    if not one_time(
+        (kept.type.value, kept.valid_from, kept.valid_to, kept.created_at.timestamp()),
+        (again.type.value, again.valid_from, again.valid_to, again.created_at.timestamp()),
+    ):
+        return False
+    places = {kept.place_or_task.strip().casefold(), again.place_or_task.strip().casefold()}
+    return len(places - {""}) <= 1
+
+
+def one_time(a: tuple[str, Any, Any, float], b: tuple[str, Any, Any, float]) -> bool:
+    """`one_memory`'s rules of type and time on bare values: (type, valid_from, valid_to,
+    created_at as a timestamp) of each, as ranking holds them."""
+    if a[:3] != b[:3]:
+        return False
+    return a[0] != MemoryType.episode.value or abs(a[3] - b[3]) <= SAME_EVENT.total_seconds()
+
+
+def repeat_key(memory: Memory) -> tuple[object, ...]:
+    """What two writes of one batch must share to be one memory (beside the exact text):
+    `one_memory` as equality, the event time to the minute for an episode."""
+    when = memory.created_at.replace(second=0, microsecond=0)
+    return (
+        memory.type.value,
+        memory.content_hash,
+        memory.valid_from,
+        memory.valid_to,
+        when if memory.type is MemoryType.episode else None,
+        memory.place_or_task.strip().casefold(),
+    )
+
+
+def absorb(kept: Memory, again: Memory) -> None:
+    """Keep in `kept` what `again` adds: the higher scores, its tags and entities, its place
+    when `kept` has none (in place)."""
+    kept.importance = max(kept.importance, again.importance)
+    kept.authored_importance = max(kept.authored, again.authored)
+    kept.salience = max(kept.salience, again.salience)
+    kept.confidence = max(kept.confidence, again.confidence)
+    kept.tags = clean_labels(kept.tags + again.tags, "tags")
+    kept.entities = clean_labels(kept.entities + again.entities, "entities")
+    if not kept.place_or_task.strip():
+        kept.place_or_task = again.place_or_task

@@ -1,0 +1,197 @@
+"""A write, a revive or a merge folds one memory into another only when they are one memory.
+
+Found by an audit that let time pass (DESIGN §4.4, §8.2, `domain.repeats`): a memory pruned
+months ago swallowed a later write whose words it only resembled ("the rate limit is high"
+after "… low" faded was answered `revived`, and the store kept "low"); a todo with a faded
+info's words came back as the info; a forgotten "Alice reports to Bob" blocked its correction;
+the same episode text a month later was an "exact repeat"; merges folded other tenses and
+plurals, other validity windows and other dates; a done todo vanished from its list once
+pruned, and reopening it left it archived. All with the real model, the clock moved on.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import time_machine
+
+from nooa_mcp import Memory
+from nooa_mcp.domain.facts import same_statement
+
+pytestmark = pytest.mark.anyio
+
+T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+#: Far enough on that reflection prunes a memory written at T0 and never used.
+LATER = T0 + timedelta(days=120)
+
+CORRECTED = [
+    ("The API rate limit is low.", "The API rate limit is high.", "what is the API rate limit"),
+    ("Alice reports to Bob.", "Bob reports to Alice.", "who reports to whom, Alice or Bob"),
+]
+
+
+async def _pruned(path: Path, minilm, texts: list[str], **fields) -> list[str]:
+    """Write `texts` at T0, then prune them at LATER (they are faded afterwards)."""
+    with time_machine.travel(T0, tick=False):
+        async with Memory.open(path, owner="u", embedder=minilm) as mem:
+            ids = [(await mem.author(t, **fields)).id for t in texts]
+    with time_machine.travel(LATER, tick=False):
+        async with Memory.open(path, owner="u", embedder=minilm) as mem:
+            await mem.reflect(["prune"])
+            for memory_id in ids:
+                assert (await mem.get(memory_id)).flags.faded
+    return ids
+
+
+@pytest.mark.parametrize(("old", "new", "question"), CORRECTED, ids=["low-high", "who-whom"])
+async def test_a_faded_memory_never_swallows_a_different_statement(
+    tmp_path, minilm, old, new, question
+) -> None:
+    path = tmp_path / "m.sqlite"
+    (faded,) = await _pruned(path, minilm, [old])
+    with time_machine.travel(LATER + timedelta(hours=1), tick=False):
+        async with Memory.open(path, owner="u", embedder=minilm) as mem:
+            written = await mem.author(new)
+            assert (written.status, written.id != faded) == ("created", True)
+            assert (await mem.get(written.id)).content == new
+            hits = (await mem.recall(question, k=3)).hits
+            assert new in [h.content for h in hits]
+            # The faded one is untouched: still faded, its words its own.
+            assert (await mem.get(faded)).content == old
+
+
+async def test_a_todo_with_a_faded_facts_words_is_a_todo(tmp_path, minilm) -> None:
+    path = tmp_path / "m.sqlite"
+    text = "Renew the TLS certificate for api.example.com"
+    (faded,) = await _pruned(path, minilm, [text])
+    with time_machine.travel(LATER + timedelta(hours=1), tick=False):
+        async with Memory.open(path, owner="u", embedder=minilm) as mem:
+            added = await mem.todo("add", content=text, remind=False)
+            assert added.outcome == "created" and added.id != faded
+            assert (await mem.get(added.id)).type.value == "todo"
+            assert added.open_count == 1 and [t.id for t in added.todos] == [added.id]
+
+
+async def test_writing_a_faded_statement_again_revives_it_with_what_the_write_adds(
+    tmp_path, minilm
+) -> None:
+    path = tmp_path / "m.sqlite"
+    (faded,) = await _pruned(path, minilm, ["The office wifi password is tulip42."])
+    with time_machine.travel(LATER + timedelta(hours=1), tick=False):
+        async with Memory.open(path, owner="u", embedder=minilm) as mem:
+            other = (await mem.author("The guest network is called Lobby.")).id
+            again = await mem.author(
+                "the office wifi password is tulip42",
+                importance="critical",
+                tags=["wifi"],
+                links=[{"target": other, "relation": "related"}],
+            )
+            assert (again.status, again.id) == ("revived", faded)
+            view = await mem.get(faded)
+            assert (view.archived, view.importance, view.tags) == (False, 10.0, ["wifi"])
+            assert other in [e["target"] for e in view.edges]
+
+
+async def test_a_forgotten_statement_never_blocks_its_correction(tmp_path, minilm) -> None:
+    async with Memory.open(tmp_path / "m.sqlite", owner="u", embedder=minilm) as mem:
+        old = await mem.author("Alice reports to Bob.")
+        await mem.forget(old.id)
+        blocked = await mem.author("alice reports to Bob")  # the same statement again
+        assert (blocked.status, blocked.id) == ("blocked-by-tombstone", old.id)
+        fixed = await mem.author("Bob reports to Alice.")
+        assert fixed.status == "created" and fixed.id != old.id
+        # revive=true restores the same statement only, never the one the write corrects.
+        again = await mem.author("Bob reports to Alice!", revive=True)
+        assert again.id != old.id
+        assert (await mem.get(old.id)).archived
+
+
+async def test_one_text_at_two_times_is_two_memories(tmp_path, minilm) -> None:
+    """An episode a month later, or a fact for another validity window, is stored beside the
+    first, neither folded by a repeat nor merged by reflection; a merge of one memory keeps
+    both sets of tags."""
+    rent = "Paid the rent of 1200 EUR to Mr Weber."  # in January and in February
+    wifi = "The guest wifi password is tulip42."
+    with time_machine.travel(T0, tick=False):
+        async with Memory.open(tmp_path / "m.sqlite", owner="u", embedder=minilm) as mem:
+            january = await mem.author(rent, type="episode", created_at="2026-01-01T09:00:00Z")
+            february = await mem.author(rent, type="episode", created_at="2026-02-01T09:00:00Z")
+            twice = await mem.author(rent, type="episode", created_at="2026-02-01T09:00:30Z")
+            until = await mem.author(wifi, valid_to="2026-12-31T00:00:00Z")
+            since = await mem.author(wifi + "!", valid_from="2027-01-01T00:00:00Z")
+            one = await mem.author("The deploy window is on Tuesday.", tags=["deploys"])
+            same = await mem.author("The deploy window is on Tuesday", tags=["calendar"])
+            assert [january.status, february.status] == ["created", "created"]
+            assert (twice.status, twice.id) == ("exists", february.id)  # the same event
+            assert [until.status, since.status] == ["created", "created"]
+            report = await mem.reflect(["merge"])
+            (merge,) = report.steps
+            assert merge.applied == 1  # the deploy window only
+            for kept in (january, february, until, since):
+                assert not (await mem.get(kept.id)).archived
+            views = [await mem.get(one.id), await mem.get(same.id)]
+            (kept,) = [v for v in views if not v.archived]
+            assert sorted(kept.tags) == ["calendar", "deploys"]
+            hits = (await mem.recall("when did I pay the rent to Mr Weber", k=5)).hits
+            assert {january.id, february.id} <= {h.id for h in hits}
+
+
+async def test_a_done_todo_pruned_is_still_listed_and_reopening_makes_it_live(
+    tmp_path, minilm
+) -> None:
+    path = tmp_path / "m.sqlite"
+    with time_machine.travel(T0, tick=False):
+        async with Memory.open(path, owner="u", embedder=minilm) as mem:
+            todo = (await mem.todo("add", content="Renew the TLS certificate", remind=False)).id
+            await mem.todo("done", memory_id=todo, remind=False)
+    with time_machine.travel(LATER, tick=False):
+        async with Memory.open(path, owner="u", embedder=minilm) as mem:
+            await mem.reflect(["prune"])
+            assert (await mem.get(todo)).flags.faded
+            done = await mem.todo("list", status="done", remind=False)
+            assert [t.id for t in done.todos] == [todo]
+            reopened = await mem.todo("reopen", memory_id=todo, remind=False)
+            assert (reopened.outcome, reopened.open_count) == ("open", 1)
+            assert [t.id for t in reopened.todos] == [todo]
+            assert not (await mem.get(todo)).archived
+
+
+def test_a_words_ending_is_part_of_the_statement() -> None:
+    for a, b in [
+        ("The database migration is finished.", "The database migration is finishing."),
+        ("The server crashed at night.", "The servers crashed at night."),
+        ("Bob hated the new office.", "Bob hates the new office."),
+        ("The user's settings were reset.", "The users' settings were reset."),
+    ]:
+        assert not same_statement(a, b), (a, b)
+    assert same_statement("The API's rate limit is 100.", "the API rate limit is 100")
+
+
+async def test_a_faded_episode_still_answers_beside_its_live_repeat_a_month_on(
+    tmp_path, minilm
+) -> None:
+    """Recall leaves out a faded memory that is one memory with a live one (a merged
+    duplicate); an episode of the same words at another time is another event and answers."""
+    path = tmp_path / "m.sqlite"
+    rent = "Paid the rent of 1200 EUR to Mr Weber."
+    (january,) = await _pruned(path, minilm, [rent], type="episode")
+    with time_machine.travel(LATER + timedelta(hours=1), tick=False):
+        async with Memory.open(path, owner="u", embedder=minilm) as mem:
+            again = await mem.author(rent, type="episode")
+            assert again.status == "created"
+            hits = (await mem.recall("when did I pay the rent to Mr Weber", k=5)).hits
+            assert {january, again.id} <= {h.id for h in hits}
+
+
+def test_one_memory_names_no_other_place() -> None:
+    from nooa_mcp.domain.repeats import one_memory
+    from nooa_mcp.domain.schema import Memory as Record
+
+    berlin = Record(content="Team offsite planning", place_or_task="Berlin office")
+    assert one_memory(berlin, Record(content="Team offsite planning"))
+    assert one_memory(
+        berlin, Record(content="Team offsite planning", place_or_task="berlin office")
+    )
+    assert not one_memory(berlin, Record(content="Team offsite planning", place_or_task="Paris"))
