@@ -21,6 +21,7 @@ forget can ever be read as maintenance.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Literal
 
 #: A memory's state as replies name it.
@@ -33,6 +34,7 @@ __all__ = [
     "merged_reason",
     "pruned_reason",
     "reason_fades",
+    "renamed_reason",
     "state",
     "superseded_reason",
 ]
@@ -51,6 +53,17 @@ def merged_anchor(reason: str | None) -> str | None:
     if reason is None or not reason.startswith(_MERGED):
         return None
     return reason[len(_MERGED) :]
+
+
+def renamed_reason(reason: str, renamed: Mapping[str, str]) -> str:
+    """A reason that names another memory by its id's first 8 characters ("merged into …",
+    "forgotten with …", "superseded by …"), naming it by its new id where an import gave that
+    memory one (`renamed`: old id → new id). Recall and forget find a merged duplicate's
+    anchor by the id its reason names."""
+    for old, new in renamed.items():
+        if old[:8] in reason:
+            reason = reason.replace(old[:8], new[:8])
+    return reason
 
 
 def pruned_reason(retention: float, prune_below: float) -> str:

@@ -30,6 +30,7 @@ from .schema import (
     Components,
     EdgeType,
     as_utc,
+    now as utc_now,
     refuse_nul,
 )
 
@@ -39,8 +40,10 @@ __all__ = [
     "MAX_LINE_EDGES",
     "MAX_LINE_TOMBSTONES",
     "MAX_REASON",
+    "UNEXPLAINED",
     "Carried",
     "LineEdge",
+    "Stone",
     "carried",
     "check_line",
     "line_edges",
@@ -144,12 +147,28 @@ def _check_tombstones(item: dict[str, Any]) -> None:
 
 @dataclass(frozen=True)
 class Carried:
-    """What a line restores on the memory it creates beyond its author request."""
+    """What a line restores on the memory it creates beyond its author request; `archive`
+    is None for a live memory, else the tombstones it is archived with, oldest first."""
 
     history: History | None = None
     authored_importance: float | None = None
     fired_at: datetime | None = None
     fired_count: int = 0
+    archive: tuple[Stone, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Stone:
+    """A tombstone an archived line carries: why, when, and when it was lifted (if it was)."""
+
+    reason: str
+    ts: datetime
+    lifted_at: datetime | None = None
+
+
+#: The tombstone of an archived line that carries none: no reason says reflection archived
+#: it, so it comes back forgotten (`domain.archive`).
+UNEXPLAINED = "archived before export"
 
 
 def _count(value: Any, field: str) -> int:
@@ -238,7 +257,7 @@ def older_accesses(item: dict[str, Any]) -> tuple[str, tuple[AccessRecord, ...]]
     return target.strip().lower(), tuple(_access(a) for a in raw)
 
 
-def carried(item: dict[str, Any]) -> Carried:
+def carried(item: dict[str, Any], now: datetime) -> Carried:
     """What a line restores beyond its author request: its use history, the importance its
     author set, and an intent's firing state. Absent keys restore nothing.
 
@@ -257,6 +276,21 @@ def carried(item: dict[str, Any]) -> Carried:
         else IMPORTANCE.parse(authored, "authored_importance"),
         fired_at=as_utc(trigger.get("fired_at"), "trigger.fired_at"),
         fired_count=_count(fired or 0, "trigger.fired_count"),
+        archive=_stones(item, now) if item.get("archived") else None,
+    )
+
+
+def _stones(item: dict[str, Any], now: datetime) -> tuple[Stone, ...]:
+    """An archived line's tombstones (one `UNEXPLAINED` when it carries none); a stone
+    without a time is dated `now`."""
+    given = item.get("tombstones") or [{"reason": UNEXPLAINED}]
+    return tuple(
+        Stone(
+            reason=stone["reason"],
+            ts=as_utc(stone.get("ts"), "tombstones.ts") or now,
+            lifted_at=as_utc(stone.get("lifted_at"), "tombstones.lifted_at"),
+        )
+        for stone in given
     )
 
 
@@ -269,7 +303,7 @@ def check_line(item: dict[str, Any]) -> None:
     """
     line_edges(item)
     _check_tombstones(item)
-    carried(item)
     archived = item.get("archived")
     if archived is not None and not isinstance(archived, bool):
         raise InvalidInput("archived", "must be true or false.", "")
+    carried(item, utc_now())

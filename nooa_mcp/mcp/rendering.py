@@ -272,7 +272,7 @@ def render_recall(result: RecallResult) -> str:
 _AUTHOR_WORDS = {
     "created": "Stored as new memory",
     "exists": "Already stored, unchanged:",
-    "blocked-by-tombstone": "Not stored: the same statement was forgotten before",
+    "blocked-by-tombstone": "Not stored: this says what was forgotten before",
     "revived": "Revived forgotten memory",
 }
 
@@ -296,7 +296,8 @@ def render_author(result: AuthorResult) -> str:
         when = f"{t.archived_at:%Y-%m-%d} ({t.reason})"
         if result.status == "blocked-by-tombstone":
             lines.append(
-                f"It was archived on {when} as {t.memory_id[:8]}. Pass revive=true to restore it."
+                f"It was archived on {when} as {t.memory_id[:8]}. Pass revive=true to keep "
+                "it anyway (in the same words, that memory is restored)."
             )
         else:
             lines.append(f"It had been archived on {when}; it is active again.")

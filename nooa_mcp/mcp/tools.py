@@ -148,7 +148,10 @@ class MemoryTools:
         ] = None,
         revive: Annotated[
             bool,
-            Field(description="Restore a forgotten memory that said this (same words)."),
+            Field(
+                description="Keep a write a forgotten memory blocked: in the same words it "
+                "restores that memory, else it is stored as new."
+            ),
         ] = False,
     ) -> Annotated[CallToolResult, AuthorResult]:
         """Remember something for next time. A close match is named in similar_to; for a

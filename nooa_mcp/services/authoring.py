@@ -44,7 +44,7 @@ from ..storage.rows import facts_of
 from . import provenance, reminders
 from .caller import Caller
 from .references import capture_all
-from .tombstones import blocked_or_revived, tombstone_match
+from .tombstones import archive_as_exported, blocked_or_revived, tombstone_match
 
 __all__ = ["author_many", "import_edges", "parse_links"]
 
@@ -192,9 +192,12 @@ async def _author_one(
         if not (named and existing == record.id):
             await _repeat(caller, existing, record, edges)
         return AuthorResult(id=existing, status="exists", similarity=1.0)
-    stone = await tombstone_match(caller, record, vector)
-    if stone is not None:
-        return await blocked_or_revived(caller, *stone, revive, record, edges)
+    # An export line is that memory, archived or not, whatever was forgotten here before.
+    match = None if restored else await tombstone_match(caller, record, vector)
+    if match is not None:
+        answered = await blocked_or_revived(caller, match, revive, record, edges)
+        if answered is not None:
+            return answered
     twin, similarity = (
         (None, 0.0) if restored else _near_duplicate(caller, record.type.value, vector, near)
     )
@@ -216,8 +219,11 @@ async def _author_one(
     await caller.store.append_accesses([(record.id, access) for access in stream])
     for target, relation, weight in edges:
         await caller.store.add_edge(record.id, target, relation, weight)
-    # Later items of the same batch must see this one, for dedup.
-    batch[key] = record.id
+    if carried is not None and carried.archive is not None:
+        await archive_as_exported(caller, record, carried.archive)
+    else:
+        # Later items of the same batch must see this one, for dedup.
+        batch[key] = record.id
     caller.index.note(
         VectorRow(
             seq,
@@ -225,8 +231,9 @@ async def _author_one(
             caller.role,
             caller.owner,
             record.type.value,
-            False,
+            record.archived,
             vector,
+            faded=record.faded,
             facts=facts_of(record),
         )
     )

@@ -1,14 +1,18 @@
 """Archiving and tombstones: forgotten statements are not silently re-made.
 
 Archiving records a tombstone (the content hash and embedding of what was archived, why and
-when). A later write of the same memory — the same type, saying the same thing in the same
-words (`facts.same_statement`), for the same time and place (`domain.repeats`), same role —
-is blocked with the date and reason unless the author passes `revive=true`, which restores the
-original with its history and what the write adds; reviving by id restores a given memory the
-same way (DESIGN.md §4.4). Anything else is a different memory and is stored: "the rate limit
-is high" after "… low" was forgotten or faded (MiniLM puts them at cosine 0.97), "Bob reports
-to Alice" after "Alice reports to Bob", a todo with a faded info's words. Matching on
-closeness instead swallowed such writes: the new text was never stored.
+when). A later write is checked against the archived memories of the writer's role with the
+same content hash or at cosine ≥ 0.95, of one memory with it (`domain.repeats`: type, time,
+place; DESIGN.md §4.4):
+
+- the same statement (`facts.same_statement`) of a faded memory revives it with what the
+  write adds; of a forgotten one it is blocked unless the author passes `revive=true`, which
+  restores the original (reviving by id restores a given memory the same way);
+- anything else close to a forgotten memory with the same values is blocked too, and
+  `revive=true` stores the write as a new memory (the forgotten one stays forgotten);
+- anything else is a new memory: a changed value, and any other text near a faded memory
+  ("the rate limit is high" after "… low" faded: matching on closeness answered `revived`,
+  kept "low" and never stored "high").
 
 Who archived a memory matters to recall (`domain.archive`): `archive` is a user's forget, which
 recall never shows again; `fade` is maintenance's (prune, merge, reconcile), which recall still
@@ -18,11 +22,13 @@ reaches, and `revive_by_use` is what a recall that returned a faded memory does 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
-from ..domain.archive import merged_anchor, merged_reason
-from ..domain.facts import same_statement
+from ..domain.archive import merged_anchor, merged_reason, reason_fades
+from ..domain.facts import differs_in, same_statement
+from ..domain.imports import Stone
 from ..domain.repeats import absorb, one_memory
 from ..domain.replies import AuthorResult, TombstoneInfo
 from ..domain.schema import Channel, EdgeType, Memory, now as utc_now
@@ -31,7 +37,9 @@ from .caller import Caller
 
 __all__ = [
     "TOMBSTONE_SIMILARITY",
+    "Match",
     "archive",
+    "archive_as_exported",
     "blocked_or_revived",
     "fade",
     "merged_into_live",
@@ -62,6 +70,21 @@ async def archive(caller: Caller, memory: Memory, reason: str) -> None:
             await _archive(caller, twin, f"forgotten with {memory.id[:8]}", faded=False)
 
 
+async def archive_as_exported(caller: Caller, memory: Memory, stones: Sequence[Stone]) -> None:
+    """Inside the transaction that creates an imported memory: archive it again with the
+    tombstones its line carried (lifted ones stay lifted). Faded or forgotten as the standing
+    tombstone's reason says (`domain.archive`). In the same transaction, so no reader ever
+    sees a memory its user forgot live, and an import stopped halfway leaves none behind."""
+    when = stones[-1].ts if stones else utc_now()
+    for stone in stones:
+        await caller.store.add_tombstone(memory.id, stone.reason, stone.ts)
+        if stone.lifted_at is not None:
+            await caller.store.lift_tombstones(memory.id, stone.lifted_at)
+    standing = [s.reason for s in stones if s.lifted_at is None]
+    memory.archived, memory.faded = True, bool(standing) and reason_fades(standing[-1])
+    await caller.store.set_archived(memory.id, True, when, faded=memory.faded)
+
+
 async def fade(caller: Caller, memory: Memory, reason: str) -> None:
     """Maintenance's archive, inside an open transaction: out of the live tier, with a
     tombstone, but still within recall's reach (see `domain.archive`)."""
@@ -75,17 +98,28 @@ async def _archive(caller: Caller, memory: Memory, reason: str, *, faded: bool) 
     await caller.store.add_tombstone(memory.id, reason, when)
 
 
+@dataclass(frozen=True)
+class Match:
+    """A standing tombstone a write meets: of the same statement (`same`), or, for a
+    forgotten memory only, of a text close to it with the same values."""
+
+    stone: Tombstone
+    similarity: float
+    same: bool
+
+
 async def tombstone_match(
     caller: Caller, memory: Memory, vector: np.ndarray | None
-) -> tuple[Tombstone, float] | None:
-    """A standing tombstone of the caller's role for an archived memory that `memory` would
-    write again: the same content (hash), or at cosine ≥ 0.95, and in either case one memory
-    with it (`_written_again`)."""
+) -> Match | None:
+    """A standing tombstone of the caller's role for an archived memory that writing `memory`
+    would write again: the same content (hash), or at cosine ≥ 0.95, and in either case one
+    memory with it said again (`_said_again`)."""
     stone = await caller.store.tombstone_by_hash(memory.content_hash, caller.role)
     if stone is not None:
         archived = await caller.store.fetch(stone.memory_id)
-        if archived is not None and _written_again(archived, memory):
-            return stone, 1.0
+        same = None if archived is None else _said_again(archived, memory)
+        if same is not None:
+            return Match(stone, 1.0, same)
     n = caller.index.size
     # Most writes meet no archived row at all: skip the matrix product then.
     if vector is None or n == 0 or not caller.index.archived[:n].any():
@@ -101,35 +135,51 @@ async def tombstone_match(
         stone = stones.get(memory_id)
         if stone is None or stone.role != caller.role or memory_id not in archived_rows:
             continue
-        if _written_again(archived_rows[memory_id], memory):
-            return stone, similarity
+        same = _said_again(archived_rows[memory_id], memory)
+        if same is not None:
+            return Match(stone, similarity, same)
     return None
 
 
-def _written_again(archived: Memory, memory: Memory) -> bool:
-    """Whether writing `memory` is writing the archived one again (`domain.repeats`)."""
-    return one_memory(archived, memory) and same_statement(archived.content, memory.content)
+def _said_again(archived: Memory, memory: Memory) -> bool | None:
+    """True when writing `memory` is writing the archived memory again (one memory, the same
+    statement: `domain.repeats`, `facts.same_statement`); False when it is close to a
+    forgotten one with the same values (a rewording, or a changed word no value shows);
+    None otherwise.
+
+    What each means is `blocked_or_revived`'s: only the same statement revives a faded
+    memory (a revive without asking must not drop the write: "the rate limit is high"
+    answered `revived` and the store kept "… low"); a forgotten one blocks both, which the
+    author sees, and `revive=true` then keeps the write."""
+    if not one_memory(archived, memory):
+        return None
+    if same_statement(archived.content, memory.content):
+        return True
+    return None if differs_in(archived.content, memory.content) else False
 
 
 async def blocked_or_revived(
     caller: Caller,
-    stone: Tombstone,
-    similarity: float,
+    match: Match,
     revive: bool,
     written: Memory,
     edges: Sequence[tuple[str, EdgeType, float]] = (),
-) -> AuthorResult:
+) -> AuthorResult | None:
     """Inside the author transaction: refuse a forgotten memory, or restore it on revive
-    with what the write `written` adds (`domain.repeats.absorb`) and its links.
+    with what the write `written` adds (`domain.repeats.absorb`) and its links. None: the
+    write goes ahead as a new memory (`revive=true` on a rewording: the author's words are
+    stored, the forgotten memory stays forgotten).
 
-    A faded memory (archived by maintenance, not by its user) is never refused: writing it
-    again is using it, and it is restored as on revive.
+    A faded memory (archived by maintenance, not by its user) is never refused: the same
+    statement written again is using it, and it is restored as on revive; anything else near
+    it is a new memory.
     """
+    stone = match.stone
     info = TombstoneInfo(
         memory_id=stone.memory_id,
         reason=stone.reason,
         archived_at=stone.ts,
-        similarity=round(similarity, 4),
+        similarity=round(match.similarity, 4),
     )
     memory = await caller.fetch(stone.memory_id)
     if not revive and not memory.faded:
@@ -139,6 +189,8 @@ async def blocked_or_revived(
             similarity=info.similarity,
             tombstone=info,
         )
+    if not match.same:
+        return None
     absorb(memory, written)
     await restore(caller, memory)
     for target, relation, weight in edges:

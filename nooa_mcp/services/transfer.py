@@ -19,11 +19,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
 from typing import Any
 
 from ..domain.accesses import access_record, history_record
-from ..domain.archive import reason_fades
+from ..domain.archive import renamed_reason
 from ..domain.imports import (
     MAX_HISTORY_TIMES,
     Carried,
@@ -35,7 +34,7 @@ from ..domain.imports import (
 )
 from ..domain.inputs import build_memory
 from ..domain.requests import AuthorRequest, request_of
-from ..domain.schema import as_utc, now as utc_now
+from ..domain.schema import now as utc_now
 from ..errors import InvalidInput
 from .authoring import author_many
 from .caller import Caller
@@ -200,23 +199,25 @@ async def import_records(
     report = Imported()
     counts = report.counts
     edges: list[tuple[str, int, LineEdge]] = []
-    archived: list[tuple[str, dict[str, Any]]] = []
+    now = utc_now()
     for start in range(0, len(checked), BATCH):
         chunk = checked[start : start + BATCH]
+        restores = [_renamed(carried(item, now), renamed) for _, item in chunk]
         results = await author_many(
             caller,
             [request_of(AuthorRequest, spec) for spec in specs[start : start + BATCH]],
             remind=False,
             carried=[
-                _with_older(carried(item), older.get(_line_id(item) or "")) for _, item in chunk
+                _with_older(found, older.get(_line_id(item) or ""))
+                for found, (_, item) in zip(restores, chunk, strict=True)
             ],
         )
-        for (line, item), result in zip(chunk, results, strict=True):
+        for (line, item), result, found in zip(chunk, results, restores, strict=True):
             report.ids.append(result.id)
             counts[result.status] = counts.get(result.status, 0) + 1
             edges += [(result.id, line, e) for e in line_edges(item)]
-            if item.get("archived") and result.status == "created":
-                archived.append((result.id, item))
+            if found.archive is not None and result.status == "created":
+                counts["archived"] = counts.get("archived", 0) + 1
             # The file's owner is not configuration: what it names as another owner's (a
             # shared memory, another role's) is the importer's now, and the report says so.
             said = item.get("owner")
@@ -235,30 +236,17 @@ async def import_records(
         counts["edges_skipped"] = len(report.skipped_edges)
     if renamed:
         counts["new_ids"] = len(renamed)
-    if archived:
-        counts["archived"] = await _restore_archived(caller, archived)
     return report
 
 
-async def _restore_archived(caller: Caller, items: list[tuple[str, dict[str, Any]]]) -> int:
-    """Archive imported memories again, with the tombstones they were exported with."""
-    async with caller.store.transaction():
-        for memory_id, item in items:
-            stones = item.get("tombstones") or [{"reason": "archived before export"}]
-            when: datetime = utc_now()
-            for stone in stones:
-                when = as_utc(stone.get("ts"), "tombstones.ts") or utc_now()
-                await caller.store.add_tombstone(memory_id, stone["reason"], when)
-                lifted = as_utc(stone.get("lifted_at"), "tombstones.lifted_at")
-                if lifted is not None:
-                    await caller.store.lift_tombstones(memory_id, lifted)
-            # Faded (maintenance archived it) or forgotten (its user did), as the exporting
-            # store said by the standing tombstone's reason (`domain.archive`).
-            standing = [s["reason"] for s in stones if not s.get("lifted_at")]
-            faded = bool(standing) and reason_fades(standing[-1])
-            await caller.store.set_archived(memory_id, True, when, faded=faded)
-    caller.index.mark_dirty()
-    return len(items)
+def _renamed(found: Carried, renamed: dict[str, str]) -> Carried:
+    """A line's tombstones naming memories by the ids this import gave them: a duplicate's
+    "merged into <anchor>" must name the anchor as stored here, or forgetting the anchor
+    would leave the duplicate answering, and recall would revive it beside the anchor."""
+    if not renamed or not found.archive:
+        return found
+    stones = tuple(replace(s, reason=renamed_reason(s.reason, renamed)) for s in found.archive)
+    return replace(found, archive=stones)
 
 
 async def export_records(caller: Caller, *, include_archived: bool = False) -> AsyncIterator[dict]:

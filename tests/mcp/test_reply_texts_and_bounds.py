@@ -116,8 +116,9 @@ def test_an_author_reply_on_a_forgotten_value_says_how_to_restore_it() -> None:
     stone = TombstoneInfo(memory_id=C, reason="forgotten", archived_at=TS, similarity=0.97)
     blocked = AuthorResult(id=C, status="blocked-by-tombstone", similarity=0.97, tombstone=stone)
     assert render_author(blocked).splitlines() == [
-        "Not stored: the same statement was forgotten before c1c2c3d4 (similarity 0.97).",
-        "It was archived on 2026-11-30 (forgotten) as c1c2c3d4. Pass revive=true to restore it.",
+        "Not stored: this says what was forgotten before c1c2c3d4 (similarity 0.97).",
+        "It was archived on 2026-11-30 (forgotten) as c1c2c3d4. Pass revive=true to keep it "
+        "anyway (in the same words, that memory is restored).",
     ]
     revived = AuthorResult(id=C, status="revived", tombstone=stone)
     assert render_author(revived).splitlines() == [

@@ -94,18 +94,21 @@ async def test_writing_a_faded_statement_again_revives_it_with_what_the_write_ad
             assert other in [e["target"] for e in view.edges]
 
 
-async def test_a_forgotten_statement_never_blocks_its_correction(tmp_path, minilm) -> None:
+async def test_revive_keeps_a_correction_a_forgotten_statement_blocked(tmp_path, minilm) -> None:
+    """A write close to a forgotten memory is refused, and said; `revive=true` used to
+    restore the forgotten statement in its place ("Alice reports to Bob" for "Bob reports to
+    Alice"): it stores the write now, and restores only the same statement said again."""
     async with Memory.open(tmp_path / "m.sqlite", owner="u", embedder=minilm) as mem:
         old = await mem.author("Alice reports to Bob.")
         await mem.forget(old.id)
-        blocked = await mem.author("alice reports to Bob")  # the same statement again
+        blocked = await mem.author("Bob reports to Alice.")
         assert (blocked.status, blocked.id) == ("blocked-by-tombstone", old.id)
-        fixed = await mem.author("Bob reports to Alice.")
+        fixed = await mem.author("Bob reports to Alice.", revive=True)
         assert fixed.status == "created" and fixed.id != old.id
-        # revive=true restores the same statement only, never the one the write corrects.
-        again = await mem.author("Bob reports to Alice!", revive=True)
-        assert again.id != old.id
+        assert (await mem.get(fixed.id)).content == "Bob reports to Alice."
         assert (await mem.get(old.id)).archived
+        again = await mem.author("alice reports to Bob", revive=True)
+        assert (again.status, again.id) == ("revived", old.id)
 
 
 async def test_one_text_at_two_times_is_two_memories(tmp_path, minilm) -> None:

@@ -102,8 +102,8 @@ async def test_a_forgotten_value_is_blocked_at_cosine_097_and_not_at_093(tmp_pat
     and a block of a different statement however close.
 
     DESIGN.md §4.4: writing again a forgotten memory's statement (same words, another hash:
-    case and punctuation) at cosine ≥ 0.95 is blocked; a different statement at 0.97 is
-    stored (blocking it dropped what the user wrote).
+    case and punctuation) at cosine ≥ 0.95 is blocked; a text at 0.97 with another value (a
+    month) is a new memory.
     """
     query = "never asked"
     # Keys told apart by case alone (the embedder matches them case-sensitively), so the
