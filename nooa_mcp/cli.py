@@ -614,12 +614,17 @@ def _import_lines(file: Any) -> list[tuple[int, Any]]:
 
 
 @main.command()
-@click.option("--include-archived", is_flag=True, help="Also export archived memories.")
+@click.option(
+    "--include-archived",
+    is_flag=True,
+    help="Also export forgotten memories (faded ones, which recall still reaches, always go).",
+)
 @click.option("--json", "as_json", is_flag=True, help="One JSON array instead of JSONL.")
 @click.pass_obj
 @run
 async def export(ctx: Context, include_archived: bool, as_json: bool) -> None:
-    """Export memories as JSONL on stdout (one memory per line), or with --json as an array."""
+    """Export memories as JSONL on stdout (one memory per line), or with --json as an array:
+    live and faded ones (what recall reaches), and forgotten ones with --include-archived."""
     as_array = as_json or ctx.as_json
     records = []
     async with open_memory(ctx, create=False) as mem:

@@ -191,7 +191,8 @@ class Memory:
         return await transfer.import_records(self._caller, items, tick)
 
     def export_records(self, *, include_archived: bool = False) -> AsyncIterator[dict]:
-        """Every memory in your scope as an export record (archived ones with tombstones)."""
+        """Every memory in your scope that recall reaches (live and faded, with tombstones) as
+        an export record; forgotten ones too with `include_archived`."""
         return transfer.export_records(self._caller, include_archived=include_archived)
 
     @_after_logging

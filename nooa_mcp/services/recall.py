@@ -25,7 +25,7 @@ from . import reminders
 from .caller import Caller
 from .ranking import Ranked, Ranking, keyword_candidates, rank
 from .references import resolve_all
-from .tombstones import merged_into_live, revive_by_use
+from .tombstones import merged_anchors, revive_by_use
 
 __all__ = ["flags", "log_accesses", "ranking_for", "recall", "revive"]
 
@@ -98,6 +98,18 @@ def flags(caller: Caller, r: Ranked) -> Flags:
     return Flags(weak=weak, stale=r.stale, superseded_by=r.superseded_by, faded=r.faded)
 
 
+def below_anchors(rows: list[Ranked], anchors: dict[str, str]) -> list[Ranked]:
+    """`rows` with each merged duplicate that ranks above its anchor moved to just below it
+    (a duplicate whose anchor is not ranked stays where it is)."""
+    out = list(rows)
+    for dup, anchor in anchors.items():
+        ids = [r.id for r in out]
+        if dup in ids and anchor in ids and ids.index(dup) < ids.index(anchor):
+            moved = out.pop(ids.index(dup))
+            out.insert(ids.index(anchor), moved)
+    return out
+
+
 async def recall(caller: Caller, request: RecallRequest) -> RecallResult:
     """Rank memories for a query and log why each returned one ranked where it did.
 
@@ -115,15 +127,18 @@ async def recall(caller: Caller, request: RecallRequest) -> RecallResult:
         caller, query, scope_obj, kinds, hops, request.include_archived, shown=k
     )
     await ranking.fill(caller.store, k)
+    # A duplicate merged into a memory not forgotten lives on through it: it ranks below its
+    # anchor, and used it stays faded (DESIGN.md §5.8).
+    faded = [r.id for r in ranking.rows[:k] if r.faded]
+    anchors = await merged_anchors(caller, faded) if faded else {}
+    if anchors:
+        ranking.rows = below_anchors(ranking.rows, anchors)
+        await ranking.fill(caller.store, k)
     top = ranking.rows[:k]
     channel = Channel.searched if hops == 0 else Channel.recalled
     stored_refs = {r.id: r.full.references() for r in top}
     # Retrieved by a cue strong enough to clear the weak line: a use, which revives it.
-    revived = [r.id for r in top if r.faded and not flags(caller, r).weak]
-    if revived and caller.store.writable:
-        # A duplicate merged into a live memory lives on through it: used, it stays faded.
-        staying = await merged_into_live(caller, revived)
-        revived = [i for i in revived if i not in staying]
+    revived = [r.id for r in top if r.faded and not flags(caller, r).weak and r.id not in anchors]
     if top and caller.store.writable:
         # DESIGN.md §16.9: only what the reader could have used counts as use. A weak hit is
         # logged as `shown`: no base-level, no strength, no rehearsal.

@@ -42,7 +42,7 @@ __all__ = [
     "archive_as_exported",
     "blocked_or_revived",
     "fade",
-    "merged_into_live",
+    "merged_anchors",
     "restore",
     "revive_by_use",
     "tombstone_match",
@@ -212,17 +212,18 @@ async def restore(caller: Caller, memory: Memory) -> None:
     await caller.store.append_accesses([(memory.id, access)])
 
 
-async def merged_into_live(caller: Caller, ids: Sequence[str]) -> set[str]:
-    """The faded memories among `ids` that reflection merged into a memory still live.
+async def merged_anchors(caller: Caller, ids: Sequence[str]) -> dict[str, str]:
+    """The faded memories among `ids` that reflection merged into a memory its user has not
+    forgotten (live or faded itself), each with that anchor's id.
 
     Such a duplicate lives on through its anchor: revived by a recall, it would be a second
     live copy of what the anchor said at the merge, and newer than the anchor, so it would
     outrank the anchor's later edits (a correction from PG-16 to PG-17 undone by the PG-16
-    duplicate coming back)."""
+    duplicate coming back) — also once time has faded both."""
     stones = await caller.store.tombstones_of(list(ids))
     merged = {i: t.reason for i, t in stones.items() if merged_anchor(t.reason) is not None}
     if not merged:
-        return set()
+        return {}
     anchors = {
         e.dst: e.src
         for e in await caller.store.edges_touching(list(merged))
@@ -231,7 +232,11 @@ async def merged_into_live(caller: Caller, ids: Sequence[str]) -> set[str]:
         and merged_reason(e.src) == merged[e.dst]
     }
     rows = await caller.store.fetch_many(list(set(anchors.values())))
-    return {dup for dup, anchor in anchors.items() if anchor in rows and not rows[anchor].archived}
+    return {
+        dup: anchor
+        for dup, anchor in anchors.items()
+        if anchor in rows and (not rows[anchor].archived or rows[anchor].faded)
+    }
 
 
 async def revive_by_use(caller: Caller, memory: Memory) -> None:

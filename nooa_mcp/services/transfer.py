@@ -250,16 +250,22 @@ def _renamed(found: Carried, renamed: dict[str, str]) -> Carried:
 
 
 async def export_records(caller: Caller, *, include_archived: bool = False) -> AsyncIterator[dict]:
-    """Every memory of the caller's scope as an export record, in insertion order."""
+    """Every memory of the caller's scope that recall can still reach (live and faded) as an
+    export record, in insertion order; forgotten ones too with `include_archived`.
+
+    Faded memories go by default: reflection archived them, not their user, and recall still
+    answers from them, so a store moved by `export | import` without them lost answers.
+    """
     await caller.engine.flush()  # with the accesses of recalls already answered
     scope = caller.scope("mine")
     after = None
     while True:
-        page = await caller.store.list_memories(
-            scope, archived=None if include_archived else False, after_seq=after, limit=500
-        )
+        page = await caller.store.list_memories(scope, archived=None, after_seq=after, limit=500)
         if not page:
             return
+        if not include_archived:
+            after = page[-1].seq
+            page = [m for m in page if not m.archived or m.faded]
         stones = await caller.store.all_tombstones([m.id for m in page if m.archived])
         for memory in page:
             after = memory.seq

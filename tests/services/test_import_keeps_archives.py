@@ -105,3 +105,33 @@ async def test_a_renamed_anchor_still_takes_its_merged_duplicate_with_it(tmp_pat
         await mem.forget(ids[anchor])
         hits = (await mem.recall("when does the ferry leave pier nine", k=5)).hits
         assert [h.id for h in hits if h.id in report.ids] == []
+
+
+async def test_a_store_moved_by_a_plain_export_keeps_its_faded_memories(tmp_path) -> None:
+    """A faded memory still answers recall; `export` without flags left it out, so a store
+    moved by `export | import` lost it. Forgotten ones still need --include-archived."""
+    from datetime import timedelta
+
+    import time_machine
+
+    from nooa_mcp.domain.schema import now as utc_now
+
+    source = tmp_path / "source.sqlite"
+    start = utc_now()
+    with time_machine.travel(start, tick=False):
+        async with _open(source) as mem:
+            code = (await mem.author("The garage door code is 7781")).id
+            gone = (await mem.author(PHONE)).id
+            await mem.forget(gone)
+    with time_machine.travel(start + timedelta(days=120), tick=False):
+        async with _open(source) as mem:
+            await mem.reflect(["prune"])
+            assert (await mem.get(code)).flags.faded
+            plain = [r async for r in mem.export_records()]
+        assert [r["id"] for r in plain] == [code]
+        target = tmp_path / "target.sqlite"
+        async with _open(target) as mem:
+            await mem.import_records(list(enumerate(plain, 1)))
+            assert (await mem.get(code)).flags.faded
+            hits = (await mem.recall("what is the garage door code")).hits
+            assert code in [h.id for h in hits]

@@ -198,3 +198,32 @@ def test_one_memory_names_no_other_place() -> None:
         berlin, Record(content="Team offsite planning", place_or_task="berlin office")
     )
     assert not one_memory(berlin, Record(content="Team offsite planning", place_or_task="Paris"))
+
+
+async def test_a_merged_duplicate_never_outranks_its_corrected_anchor_once_both_fade(
+    tmp_path, minilm
+) -> None:
+    """Merged, then the anchor corrected to 17: months on both are faded, and the duplicate
+    (16) ranked first, revived live, above the correction. It ranks below its anchor now and
+    stays faded; the anchor, used, is live again."""
+    path = tmp_path / "m.sqlite"
+    async with Memory.open(path, owner="u", embedder=minilm) as mem:
+        with time_machine.travel(T0, tick=False):
+            anchor = (await mem.author("The staging database is Postgres 16.")).id
+        with time_machine.travel(T0 + timedelta(minutes=5), tick=False):
+            dup = (await mem.author("the staging database is postgres 16!")).id
+    with time_machine.travel(T0 + timedelta(days=1), tick=False):
+        async with Memory.open(path, owner="u", embedder=minilm) as mem:
+            (merge,) = (await mem.reflect(["merge"])).steps
+            assert merge.applied == 1 and (await mem.get(dup)).flags.faded
+            await mem.update(anchor, content="The staging database is Postgres 17.")
+    with time_machine.travel(T0 + timedelta(days=200), tick=False):
+        async with Memory.open(path, owner="u", embedder=minilm) as mem:
+            await mem.reflect(["prune"])
+            assert (await mem.get(anchor)).flags.faded
+            for _ in range(2):
+                hits = (await mem.recall("staging database Postgres version", k=3)).hits
+                ids = [h.id for h in hits]
+                assert ids.index(anchor) < ids.index(dup) if dup in ids else anchor in ids
+            assert (await mem.get(dup)).flags.faded
+            assert not (await mem.get(anchor)).archived
