@@ -30,6 +30,7 @@ State = Literal["live", "faded", "forgotten"]
 __all__ = [
     "FADED_REASONS",
     "State",
+    "forgotten_with_reason",
     "merged_anchor",
     "merged_reason",
     "pruned_reason",
@@ -46,6 +47,11 @@ FADED_REASONS: tuple[str, ...] = (_MERGED, "pruned: ", "superseded by ")
 
 def merged_reason(anchor_id: str) -> str:
     return f"{_MERGED}{anchor_id[:8]}"
+
+
+def forgotten_with_reason(anchor_id: str) -> str:
+    """Why a merged duplicate was forgotten: its anchor was (a forget, not a fade)."""
+    return f"forgotten with {anchor_id[:8]}"
 
 
 def merged_anchor(reason: str | None) -> str | None:

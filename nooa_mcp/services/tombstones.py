@@ -26,7 +26,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..domain.archive import merged_anchor, merged_reason, reason_fades
+from ..domain.archive import (
+    forgotten_with_reason,
+    merged_anchor,
+    merged_reason,
+    reason_fades,
+)
 from ..domain.facts import differs_in, same_statement
 from ..domain.imports import Stone
 from ..domain.repeats import absorb, one_memory
@@ -59,15 +64,20 @@ async def archive(caller: Caller, memory: Memory, reason: str) -> None:
     forgotten with it, or recall would still bring the forgotten statement back through them.
     """
     await _archive(caller, memory, reason, faded=False)
+    for twin in await _twins(caller, memory, merged_reason(memory.id)):
+        if twin.archived and twin.faded:
+            await _archive(caller, twin, forgotten_with_reason(memory.id), faded=False)
+
+
+async def _twins(caller: Caller, memory: Memory, reason: str) -> list[Memory]:
+    """The duplicates reflection merged into `memory` whose standing tombstone says `reason`."""
     edges = await caller.store.edges_touching([memory.id])
     merged = [e.dst for e in edges if e.src == memory.id and e.type == EdgeType.refines.value]
     if not merged:
-        return
+        return []
     stones = await caller.store.tombstones_of(merged)
-    twins = [i for i, t in stones.items() if t.reason == merged_reason(memory.id)]
-    for twin in (await caller.store.fetch_many(twins)).values():
-        if twin.archived and twin.faded:
-            await _archive(caller, twin, f"forgotten with {memory.id[:8]}", faded=False)
+    twins = [i for i, t in stones.items() if t.reason == reason]
+    return list((await caller.store.fetch_many(twins)).values())
 
 
 async def archive_as_exported(caller: Caller, memory: Memory, stones: Sequence[Stone]) -> None:
@@ -203,9 +213,14 @@ async def blocked_or_revived(
 async def restore(caller: Caller, memory: Memory) -> None:
     """Inside an open transaction: un-archive the memory and lift its tombstones.
 
-    Reviving is the author writing the value again: a reinforcing access, history kept.
+    Reviving is the author writing the value again: a reinforcing access, history kept. The
+    duplicates forgotten with it (`archive`) are merged into it again, faded, as they were
+    before the forget: otherwise their words stayed blocked for good.
     """
     await _unarchive(caller, memory)
+    for twin in await _twins(caller, memory, forgotten_with_reason(memory.id)):
+        if twin.archived and not twin.faded:
+            await fade(caller, twin, merged_reason(memory.id))
     access = caller.access(Channel.reinforced, query="revive")
     caller.apply(memory, access)
     await caller.store.save(memory)

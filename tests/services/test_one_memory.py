@@ -227,3 +227,24 @@ async def test_a_merged_duplicate_never_outranks_its_corrected_anchor_once_both_
                 assert ids.index(anchor) < ids.index(dup) if dup in ids else anchor in ids
             assert (await mem.get(dup)).flags.faded
             assert not (await mem.get(anchor)).archived
+
+
+async def test_reviving_a_forgotten_anchor_brings_its_merged_duplicate_back_faded(
+    tmp_path, minilm
+) -> None:
+    """A forget takes the duplicates merged into the memory with it; a revive left them
+    forgotten, and writing their words again was refused for good."""
+    async with Memory.open(tmp_path / "m.sqlite", owner="u", embedder=minilm) as mem:
+        with time_machine.travel(T0, tick=False):
+            anchor = (await mem.author("The release train leaves every second Tuesday.")).id
+        with time_machine.travel(T0 + timedelta(minutes=5), tick=False):
+            dup = (await mem.author("the release train leaves every second Tuesday")).id
+            (merge,) = (await mem.reflect(["merge"])).steps
+            assert merge.applied == 1
+            await mem.forget(anchor)
+            assert not (await mem.get(dup)).flags.faded  # forgotten with its anchor
+            await mem.revive(anchor)
+            view = await mem.get(dup)
+            assert (view.archived, view.flags.faded) == (True, True)
+            again = await mem.author("The release train leaves every second Tuesday!")
+            assert again.status != "blocked-by-tombstone"
