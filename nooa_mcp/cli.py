@@ -976,7 +976,8 @@ async def migrate(source: str, dest: str, as_json: bool) -> None:
     Each is a store file or a postgresql:// URL, so this moves a store between SQLite and
     PostgreSQL (either way): memories with every field and embedding, edges, the access
     stream, tombstones, todos, intents, the maintenance log and settings. DEST is written in
-    one transaction: it gets everything or nothing.
+    one transaction: it gets everything or nothing, and the copy runs again when a server
+    wrote to SOURCE while it was read.
     """
     from .config import store_target
     from .storage.migrate import migrate as copy

@@ -3,7 +3,8 @@
 Every table goes over row for row through the Store's `dump`/`load`: memories with every
 field (access ring, counters, authored importance, embeddings, seq), edges, the access stream,
 tombstones, the maintenance log and meta. The destination computes its own revisions and
-search indexes. The copy is one transaction on the destination: it lands whole or not at all.
+search indexes. The copy is one transaction on the destination: it lands whole or not at all,
+and it is undone and run again when the source changed while it was read.
 
 PostgreSQL's text and JSON types cannot hold a NUL character, which an SQLite file written
 before such text was refused may hold. Into PostgreSQL, a row holding one is left out and
@@ -21,7 +22,7 @@ from ..errors import StoreUnavailable
 from . import open_store, store_kind
 from .base import DUMP_TABLES, Store
 
-__all__ = ["PAGE", "CopyReport", "copy_rows", "migrate"]
+__all__ = ["COPY_ATTEMPTS", "PAGE", "CopyReport", "copy_rows", "migrate"]
 
 #: Rows per dump page (a page of memories with embeddings is ~2 MB).
 PAGE = 1000
@@ -51,8 +52,14 @@ async def copy_rows(
     """Copy every row of `source` into the empty store `dest`. `sizes` hears the source's row
     counts before the first row moves, `progress(table, rows)` each page after it lands.
 
+    The source is read a page at a time, table after table, without a lock: a server that
+    writes to it meanwhile could leave the copy holding half of a change (a memory live, the
+    tombstone that forgot it copied). Its row counts are read before and after: when they
+    moved, the destination's transaction is undone and the copy runs again.
+
     Raises:
-        StoreUnavailable: `dest` already holds memories or history (nothing is written).
+        StoreUnavailable: `dest` already holds memories or history, or `source` kept changing
+            during every attempt (nothing is written).
     """
     held = {t: n for t, n in (await dest.table_sizes()).items() if n and t != "meta"}
     if held:
@@ -62,26 +69,59 @@ async def copy_rows(
             f"is not empty ({shown}); migrate copies into a new store only, nothing was written.",
             "Pick a new file, or an empty schema (options=-csearch_path%3D<schema> in the URL).",
         )
-    if sizes is not None:
-        sizes(await source.table_sizes())
-    report = CopyReport()
+    for attempt in range(1, COPY_ATTEMPTS + 1):
+        before = await source.table_sizes()
+        if sizes is not None and attempt == 1:
+            sizes(before)
+        report = CopyReport()
+        try:
+            async with dest.transaction():
+                await _copy(source, dest, report, progress, page)
+                # A server writing to SOURCE meanwhile: its tables were read page by page,
+                # so the copy could hold a memory live beside the tombstone that forgot it.
+                if await source.table_sizes() != before:
+                    raise _SourceMoved
+        except _SourceMoved:
+            continue
+        report.dest_sizes = await dest.table_sizes()
+        return report
+    raise StoreUnavailable(
+        f"SOURCE {source.label}",
+        f"changed while it was copied, {COPY_ATTEMPTS} times (a server is writing to it); "
+        "nothing was written.",
+        "Stop the servers that use it, then run migrate again.",
+    )
+
+
+#: Copies tried while SOURCE keeps changing under them.
+COPY_ATTEMPTS = 3
+
+
+class _SourceMoved(Exception):
+    """SOURCE's row counts changed during a copy: the destination's transaction is undone."""
+
+
+async def _copy(
+    source: Store,
+    dest: Store,
+    report: CopyReport,
+    progress: Callable[[str, int], None] | None,
+    page: int,
+) -> None:
     dropped: set[str] = set()  # ids of memories left out: their edges, accesses, stones too
-    async with dest.transaction():
-        for table in DUMP_TABLES:
-            report.copied[table] = 0
-            after = None
-            while True:
-                rows, after = await source.dump(table, after, page)
-                if dest.kind == "postgresql":
-                    rows = _carried(table, rows, dropped, report.left_out)
-                await dest.load(table, rows)
-                report.copied[table] += len(rows)
-                if progress is not None:
-                    progress(table, len(rows))
-                if after is None:
-                    break
-    report.dest_sizes = await dest.table_sizes()
-    return report
+    for table in DUMP_TABLES:
+        report.copied[table] = 0
+        after = None
+        while True:
+            rows, after = await source.dump(table, after, page)
+            if dest.kind == "postgresql":
+                rows = _carried(table, rows, dropped, report.left_out)
+            await dest.load(table, rows)
+            report.copied[table] += len(rows)
+            if progress is not None:
+                progress(table, len(rows))
+            if after is None:
+                break
 
 
 #: The column of each table that names the memory a row belongs to.
