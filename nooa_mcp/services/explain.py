@@ -18,6 +18,7 @@ from ..errors import InvalidInput
 from .caller import Caller
 from .ranking import Ranked, Ranking
 from .recall import flags, ranking_for
+from .tombstones import merged_anchors
 from .views import redact
 
 __all__ = ["explain"]
@@ -106,8 +107,16 @@ async def _why_not(caller: Caller, target: str, ranking: Ranking, k: int) -> Why
     forgotten = memory.archived and not memory.faded
     relevant = mine is not None and not mine.weak(weak_line)
     in_top = position is not None and position <= k and not forgotten
+    anchor = (await merged_anchors(caller, [target])).get(target) if faded else None
     if forgotten:
         reason = "It was forgotten by its user (archived on purpose), so recall never shows it."
+    elif anchor is not None and not in_top:
+        at = ranking.rank_of(anchor)
+        reason = (
+            f"Reflection merged it into {anchor[:8]}, which said the same thing and answers for "
+            "it" + (f" (ranked {at} for this query)" if at else "") + ": recall shows that "
+            "memory first and leaves this copy faded."
+        )
     elif faded and not relevant:
         reason = (
             "It has faded (archived by reflection: pruned or merged) and is only weakly related "

@@ -248,3 +248,18 @@ async def test_reviving_a_forgotten_anchor_brings_its_merged_duplicate_back_fade
             assert (view.archived, view.flags.faded) == (True, True)
             again = await mem.author("The release train leaves every second Tuesday!")
             assert again.status != "blocked-by-tombstone"
+
+
+async def test_explain_says_a_merged_duplicate_answers_through_its_anchor(tmp_path, minilm) -> None:
+    """Asked why a merged duplicate is not recalled for its own words, explain said it was
+    only weakly related (rel 0.000) and that a query it answers would bring it back."""
+    async with Memory.open(tmp_path / "m.sqlite", owner="u", embedder=minilm) as mem:
+        with time_machine.travel(T0, tick=False):
+            anchor = (await mem.author("The ferry leaves pier nine at noon.")).id
+        with time_machine.travel(T0 + timedelta(minutes=5), tick=False):
+            dup = (await mem.author("the ferry leaves pier nine at noon")).id
+            assert (await mem.reflect(["merge"])).steps[0].applied == 1
+            why = (await mem.explain("the ferry leaves pier nine at noon", memory_id=dup)).why_not
+            assert why is not None and not why.in_top_k
+            assert why.reason.startswith(f"Reflection merged it into {anchor[:8]}, which said")
+            assert "(ranked 1 for this query)" in why.reason
