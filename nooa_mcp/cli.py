@@ -556,6 +556,15 @@ async def import_(ctx: Context, file: Any, as_json: bool) -> None:
         await mem.wait_ready()
         with click.progressbar(length=len(items), label="importing", file=sys.stderr) as bar:
             report = await mem.import_records(checked, tick=bar.update)
+    widened = report.counts.get("from_other_owners", 0)
+    if widened and ctx.settings().owner == "":
+        # The file's owners are not configuration, but a private memory made shared here is
+        # readable by every role of this store: say so, once.
+        click.echo(
+            f"{widened} line(s) belonged to another owner and are shared memories now, which "
+            "every role reads; to keep them private, import with --owner ROLE into a new store.",
+            err=True,
+        )
     for sentence in report.skipped_edges[:_SHOWN_SKIPS]:
         click.echo(sentence, err=True)
     if len(report.skipped_edges) > _SHOWN_SKIPS:

@@ -177,3 +177,20 @@ def test_a_postgresql_store_without_the_driver_names_the_extra(tmp_path: Path) -
     assert "needs the PostgreSQL driver" in done.stderr
     assert "pip install 'nooa-mcp[postgres]'" in done.stderr
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_importing_another_owners_lines_as_the_shared_owner_says_they_are_shared(
+    tmp_path,
+) -> None:
+    """A file's owner is not configuration, so bob's lines imported with no owner set become
+    shared memories, which every role reads: the command says so (it said nothing)."""
+    dump = _dump(
+        tmp_path,
+        {"content": "Bob's vault code is 1234", "owner": "bob"},
+        {"content": "The office opens at 8", "owner": ""},
+    )
+    shared = cli(["--store", str(tmp_path / "shared.sqlite"), "import", str(dump)])
+    assert shared.exit_code == 0, shared.output
+    assert "1 line(s) belonged to another owner and are shared memories now" in shared.stderr
+    own = cli(["--store", str(tmp_path / "bob.sqlite"), "--owner", "bob", "import", str(dump)])
+    assert own.exit_code == 0 and "shared memories now" not in own.stderr
