@@ -146,13 +146,7 @@ class MemoryTools:
             TriggerArg | None,
             Field(description="type=intent only: when it fires."),
         ] = None,
-        revive: Annotated[
-            bool,
-            Field(
-                description="Keep a write a forgotten memory blocked: in the same words it "
-                "restores that memory, else it is stored as new."
-            ),
-        ] = False,
+        revive: Annotated[bool, Field(description="Keep a write that a forget blocked.")] = False,
     ) -> Annotated[CallToolResult, AuthorResult]:
         """Remember something for next time. A close match is named in similar_to; for a
         changed fact, link the old one with refines."""
