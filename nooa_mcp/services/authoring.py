@@ -161,18 +161,18 @@ async def _author_one(
     # reflection, two copies the user revived). Only that very id stored already is a repeat,
     # and it carries its own edges, so no `related` link its store never had is added.
     restored = named and carried is not None and carried.history is not None
-    existing = (
-        None
-        if restored
-        else batch.get(key)
-        or await caller.store.find_by_hash(record.content_hash, caller.role, record.type.value)
-    )
-    if existing is not None and existing not in batch.values():
-        # The same text is one memory only if it holds for the same time, happened at the
-        # same time and names no other place (`domain.repeats`): otherwise a new memory.
-        found = await caller.store.fetch(existing)
-        if found is None or not one_memory(found, record):
-            existing = None
+    in_batch = None if restored else batch.get(key)
+    existing = in_batch
+    if existing is None and not restored:
+        existing = await caller.store.find_by_hash(
+            record.content_hash, caller.role, record.type.value
+        )
+        if existing is not None:
+            # The same text is one memory only if it holds for the same time, happened at
+            # the same time and names no other place (`domain.repeats`): else a new memory.
+            found = await caller.store.fetch(existing)
+            if found is None or not one_memory(found, record):
+                existing = None
     if existing is None and named:
         stored = await caller.store.fetch(record.id)
         if stored is not None:

@@ -129,6 +129,14 @@ async def test_one_text_at_two_times_is_two_memories(tmp_path, minilm) -> None:
             assert [january.status, february.status] == ["created", "created"]
             assert (twice.status, twice.id) == ("exists", february.id)  # the same event
             assert [until.status, since.status] == ["created", "created"]
+            # In one batch too: the second is not taken for a repeat of the first.
+            both = await mem.author_many(
+                [
+                    {"content": "Parking is in lot B.", "valid_to": "2026-12-31T00:00:00Z"},
+                    {"content": "Parking is in lot B.", "valid_from": "2027-01-01T00:00:00Z"},
+                ]
+            )
+            assert [r.status for r in both] == ["created", "created"]
             report = await mem.reflect(["merge"])
             (merge,) = report.steps
             assert merge.applied == 1  # the deploy window only
