@@ -17,7 +17,7 @@ from ..domain.schema import now as utc_now
 from ..errors import InvalidInput
 from .caller import Caller
 from .ranking import Ranked, Ranking
-from .recall import flags, ranking_for
+from .recall import flags, ranking_for, settle
 from .tombstones import merged_anchors
 from .views import redact
 
@@ -58,7 +58,7 @@ async def explain(caller: Caller, request: ExplainRequest) -> ExplainResult:
     ranking = await ranking_for(
         caller, query, scope_obj, None, hops, extra=extra, whole_archive=True, shown=k
     )
-    await ranking.fill(caller.store, k)
+    await settle(caller, ranking, k)
     rows = [_row(caller, i, r) for i, r in enumerate(ranking.rows[:k], 1)]
     ready = "ready" if ranking.dense_ready else "warming"
     if target is None:

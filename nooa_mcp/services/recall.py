@@ -98,6 +98,20 @@ def flags(caller: Caller, r: Ranked) -> Flags:
     return Flags(weak=weak, stale=r.stale, superseded_by=r.superseded_by, faded=r.faded)
 
 
+async def settle(caller: Caller, ranking: Ranking, k: int) -> dict[str, str]:
+    """Read the first `k` rows of `ranking`, with each merged duplicate among them placed
+    below its anchor (recall and explain rank alike). Returns those duplicates: a
+    duplicate merged into a memory not forgotten lives on through it, so a recall that
+    returns it leaves it faded (DESIGN.md §5.8)."""
+    await ranking.fill(caller.store, k)
+    faded = [r.id for r in ranking.rows[:k] if r.faded]
+    anchors = await merged_anchors(caller, faded) if faded else {}
+    if anchors:
+        ranking.rows = below_anchors(ranking.rows, anchors)
+        await ranking.fill(caller.store, k)
+    return anchors
+
+
 def below_anchors(rows: list[Ranked], anchors: dict[str, str]) -> list[Ranked]:
     """`rows` with each merged duplicate that ranks above its anchor moved to just below it
     (a duplicate whose anchor is not ranked stays where it is)."""
@@ -126,14 +140,7 @@ async def recall(caller: Caller, request: RecallRequest) -> RecallResult:
     ranking = await ranking_for(
         caller, query, scope_obj, kinds, hops, request.include_archived, shown=k
     )
-    await ranking.fill(caller.store, k)
-    # A duplicate merged into a memory not forgotten lives on through it: it ranks below its
-    # anchor, and used it stays faded (DESIGN.md §5.8).
-    faded = [r.id for r in ranking.rows[:k] if r.faded]
-    anchors = await merged_anchors(caller, faded) if faded else {}
-    if anchors:
-        ranking.rows = below_anchors(ranking.rows, anchors)
-        await ranking.fill(caller.store, k)
+    anchors = await settle(caller, ranking, k)
     top = ranking.rows[:k]
     channel = Channel.searched if hops == 0 else Channel.recalled
     stored_refs = {r.id: r.full.references() for r in top}

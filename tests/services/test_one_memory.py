@@ -229,6 +229,10 @@ async def test_a_merged_duplicate_never_outranks_its_corrected_anchor_once_both_
         async with Memory.open(path, owner="u", embedder=minilm) as mem:
             await mem.reflect(["prune"])
             assert (await mem.get(anchor)).flags.faded
+            # Explain's dry run ranks them as recall does (and revives nothing).
+            rows = (await mem.explain("staging database Postgres version", k=3)).rows
+            ids = [r.id for r in rows]
+            assert ids.index(anchor) < ids.index(dup) if dup in ids else anchor in ids
             for _ in range(2):
                 hits = (await mem.recall("staging database Postgres version", k=3)).hits
                 ids = [h.id for h in hits]
