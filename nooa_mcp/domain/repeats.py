@@ -10,8 +10,11 @@ one text. They are when, beyond saying the same thing in the same words
 - they are of one type: a todo or an intent with an info's words is a task, not the info;
 - they hold for the same time: the same `valid_from` and `valid_to` (the guest wifi password
   until December is not the one from January on);
-- an episode happened at one time: its event time (`created_at`) within `SAME_EVENT` of the
-  other's ("Paid the rent" on 1 October and again on 1 November are two payments);
+- an episode happened at one time: its event time (`created_at`) within `SAME_EVENT` (an
+  hour) of the other's ("Paid the rent" on 1 October and again on 1 November are two
+  payments);
+- a todo is one errand while it is as open or closed as the other: "Renew the certificate"
+  added again after the last one was done is a new errand;
 - they name no different place or task (one may leave it out).
 
 What the repeat adds is kept (`absorb`): the higher importance, salience and confidence, new
@@ -27,9 +30,11 @@ from .schema import Memory, MemoryType, clean_labels
 
 __all__ = ["SAME_EVENT", "absorb", "one_memory", "one_time", "repeat_key"]
 
-#: Two episodes with the same words are one event when they happened this close together (an
-#: agent saying again what just happened); further apart they are two events.
-SAME_EVENT = timedelta(minutes=1)
+#: Two episodes with the same words are one event when they happened this close together: an
+#: agent saying again, or retrying, what just happened (a retry minutes later, a client clock
+#: ahead of the server's, clamped to now); further apart they are two events ("Paid the
+#: rent" on the first of two months).
+SAME_EVENT = timedelta(hours=1)
 
 
 def one_memory(kept: Memory, again: Memory) -> bool:
@@ -39,6 +44,8 @@ def one_memory(kept: Memory, again: Memory) -> bool:
         (kept.type.value, kept.valid_from, kept.valid_to, kept.created_at.timestamp()),
         (again.type.value, again.valid_from, again.valid_to, again.created_at.timestamp()),
     ):
+        return False
+    if kept.type is MemoryType.todo and (kept.status or "open") != (again.status or "open"):
         return False
     places = {kept.place_or_task.strip().casefold(), again.place_or_task.strip().casefold()}
     return len(places - {""}) <= 1
@@ -54,8 +61,9 @@ def one_time(a: tuple[str, Any, Any, float], b: tuple[str, Any, Any, float]) -> 
 
 def repeat_key(memory: Memory) -> tuple[object, ...]:
     """What two writes of one batch must share to be one memory (beside the exact text):
-    `one_memory` as equality, the event time to the minute for an episode."""
-    when = memory.created_at.replace(second=0, microsecond=0)
+    `one_memory` as equality, the event time to the hour for an episode (a row of the batch
+    found otherwise, by its text, is checked by `one_memory` as a stored one is)."""
+    when = memory.created_at.replace(minute=0, second=0, microsecond=0)
     return (
         memory.type.value,
         memory.content_hash,
@@ -63,6 +71,7 @@ def repeat_key(memory: Memory) -> tuple[object, ...]:
         memory.valid_to,
         when if memory.type is MemoryType.episode else None,
         memory.place_or_task.strip().casefold(),
+        memory.status if memory.type is MemoryType.todo else None,
     )
 
 

@@ -16,7 +16,7 @@ from ..errors import InvalidInput
 from . import reminders
 from .authoring import parse_links
 from .caller import Caller
-from .tombstones import archive, restore, revive_by_use
+from .tombstones import archive, merged_anchors, restore, revive_by_use
 
 __all__ = ["forget", "revive", "update"]
 
@@ -115,9 +115,10 @@ async def update(caller: Caller, request: UpdateRequest) -> UpdateResult:
             caller.apply(memory, access, bump_strength=False)
             await caller.store.save(memory, vector)
             await caller.store.append_accesses([(target, access)])
-            if not forget:
+            if not forget and memory.faded and not await merged_anchors(caller, [target]):
                 # Changing a faded memory is using it: a todo reopened, a fact corrected
-                # after reflection pruned it, is live again (a forgotten one stays archived).
+                # after reflection pruned it, is live again (a forgotten one stays archived;
+                # a merged duplicate stays behind its anchor, which answers for it).
                 await revive_by_use(caller, memory)
         if forget and (not memory.archived or memory.faded):
             # Forgetting a faded memory takes it out of recall's reach for good too.

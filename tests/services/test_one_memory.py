@@ -275,3 +275,48 @@ async def test_explain_says_a_merged_duplicate_answers_through_its_anchor(tmp_pa
             assert why is not None and not why.in_top_k
             assert why.reason.startswith(f"Reflection merged it into {anchor[:8]}, which said")
             assert "(ranked 1 for this query)" in why.reason
+
+
+async def test_a_todo_added_again_after_the_last_was_done_is_a_new_errand(tmp_path, minilm) -> None:
+    """The same words as a done todo, live or pruned since: the new errand was folded into
+    the done one (`exists`, or `revived` once pruned), and the reply said open."""
+    path = tmp_path / "m.sqlite"
+    text = "Renew the TLS certificate"
+    with time_machine.travel(T0, tick=False):
+        async with Memory.open(path, owner="u", embedder=minilm) as mem:
+            first = (await mem.todo("add", content=text, remind=False)).id
+            await mem.todo("done", memory_id=first, remind=False)
+            second = await mem.todo("add", content=text, remind=False)
+            assert second.outcome == "created" and second.id != first
+            await mem.todo("done", memory_id=second.id, remind=False)
+    with time_machine.travel(LATER, tick=False):
+        async with Memory.open(path, owner="u", embedder=minilm) as mem:
+            await mem.reflect(["prune"])
+            third = await mem.todo("add", content=text, remind=False)
+            assert third.outcome == "created" and third.id not in (first, second.id)
+            assert third.open_count == 1 and [t.id for t in third.todos] == [third.id]
+
+
+async def test_editing_a_merged_duplicate_leaves_it_behind_its_anchor(tmp_path, minilm) -> None:
+    """A tag edit on a merged duplicate made it live beside its anchor, and a forget of the
+    anchor then left it answering."""
+    async with Memory.open(tmp_path / "m.sqlite", owner="u", embedder=minilm) as mem:
+        with time_machine.travel(T0, tick=False):
+            anchor = (await mem.author("The build uses Bazel 7.")).id
+        with time_machine.travel(T0 + timedelta(minutes=5), tick=False):
+            dup = (await mem.author("the build uses Bazel 7")).id
+            assert (await mem.reflect(["merge"])).steps[0].applied == 1
+            await mem.update(dup, tags=["build"])
+            assert (await mem.get(dup)).flags.faded
+            await mem.forget(anchor)
+            hits = (await mem.recall("which build tool do we use", k=5)).hits
+            assert not {anchor, dup} & {h.id for h in hits}
+
+
+async def test_an_episode_retried_minutes_later_is_the_same_event(tmp_path, minilm) -> None:
+    async with Memory.open(tmp_path / "m.sqlite", owner="u", embedder=minilm) as mem:
+        with time_machine.travel(T0, tick=False):
+            first = await mem.author("Deployed billing v2.3 to production.", type="episode")
+        with time_machine.travel(T0 + timedelta(minutes=20), tick=False):
+            again = await mem.author("Deployed billing v2.3 to production.", type="episode")
+        assert (again.status, again.id) == ("exists", first.id)
