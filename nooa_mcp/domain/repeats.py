@@ -28,7 +28,7 @@ from typing import Any
 
 from .schema import Memory, MemoryType, clean_labels
 
-__all__ = ["SAME_EVENT", "absorb", "one_memory", "one_time", "repeat_key"]
+__all__ = ["SAME_EVENT", "absorb", "one_memory", "one_place", "one_time", "repeat_key"]
 
 #: Two episodes with the same words are one event when they happened this close together: an
 #: agent saying again, or retrying, what just happened (a retry minutes later, a client clock
@@ -47,8 +47,12 @@ def one_memory(kept: Memory, again: Memory) -> bool:
         return False
     if kept.type is MemoryType.todo and (kept.status or "open") != (again.status or "open"):
         return False
-    places = {kept.place_or_task.strip().casefold(), again.place_or_task.strip().casefold()}
-    return len(places - {""}) <= 1
+    return one_place(kept.place_or_task, again.place_or_task)
+
+
+def one_place(a: str, b: str) -> bool:
+    """Whether two places or tasks name no different ones (either may be empty)."""
+    return len({a.strip().casefold(), b.strip().casefold()} - {""}) <= 1
 
 
 def one_time(a: tuple[str, Any, Any, float], b: tuple[str, Any, Any, float]) -> bool:

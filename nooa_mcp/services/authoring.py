@@ -161,18 +161,19 @@ async def _author_one(
     # reflection, two copies the user revived). Only that very id stored already is a repeat,
     # and it carries its own edges, so no `related` link its store never had is added.
     restored = named and carried is not None and carried.history is not None
-    in_batch = None if restored else batch.get(key)
-    existing = in_batch
+    existing = None if restored else batch.get(key)
     if existing is None and not restored:
-        existing = await caller.store.find_by_hash(
+        same_text = await caller.store.find_by_hash(
             record.content_hash, caller.role, record.type.value
         )
-        if existing is not None:
+        if same_text:
             # The same text is one memory only if it holds for the same time, happened at
-            # the same time and names no other place (`domain.repeats`): else a new memory.
-            found = await caller.store.fetch(existing)
-            if found is None or not one_memory(found, record):
-                existing = None
+            # the same time and names no other place (`domain.repeats`): the newest such
+            # memory is repeated, else this is a new memory.
+            rows = await caller.store.fetch_many(same_text)
+            existing = next(
+                (i for i in same_text if i in rows and one_memory(rows[i], record)), None
+            )
     if existing is None and named:
         stored = await caller.store.fetch(record.id)
         if stored is not None:

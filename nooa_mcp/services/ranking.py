@@ -26,7 +26,7 @@ import numpy as np
 from ..config import RecallSettings
 from ..domain import scoring
 from ..domain.facts import content_words, same_statement
-from ..domain.repeats import one_time
+from ..domain.repeats import one_place, one_time
 from ..domain.schema import SUPERSEDING, TYPE_WEIGHT, Components, EdgeType
 from ..domain.scope import Scope
 from ..domain.text import tokens
@@ -442,7 +442,7 @@ async def _versions(
         a, b = known[i][0], known[j][0]
         if a.faded != b.faded:
             faded, live = (a, b) if a.faded else (b, a)
-            if _one_time(faded.full, live.full) and same_statement(
+            if _one_memory(faded.full, live.full) and same_statement(
                 text_of(faded.full.title, faded.full.content),
                 text_of(live.full.title, live.full.content),
             ):
@@ -460,10 +460,10 @@ async def _versions(
             older.score = newer.score - 1e-6
 
 
-def _one_time(a: ScoringRow, b: ScoringRow) -> bool:
-    """Of one type and time (`domain.repeats.one_time`): an episode faded a month before its
-    live repeat is another event, and answers too."""
-    return one_time(
+def _one_memory(a: ScoringRow, b: ScoringRow) -> bool:
+    """Of one type, time and place (`domain.repeats`): an episode faded a month before its
+    live repeat is another event, a note for another place another note, and each answers."""
+    return one_place(a.place, b.place) and one_time(
         (a.type, a.valid_from, a.valid_to, a.created_at),
         (b.type, b.valid_from, b.valid_to, b.created_at),
     )

@@ -40,6 +40,7 @@ __all__ = [
     "DUMP_JSON",
     "DUMP_KEYS",
     "DUMP_TABLES",
+    "HASH_MATCHES",
     "REFLECTION_COLUMNS",
     "Counts",
     "EdgeRow",
@@ -149,6 +150,11 @@ DUMP_COLUMNS: dict[str, tuple[str, ...]] = {
 }
 DUMP_TABLES = tuple(DUMP_COLUMNS)
 
+#: Live memories of one text `Store.find_by_hash` returns at most: the same text may be held
+#: apart for other places, validity windows or event times (`domain.repeats`), and a write
+#: is a repeat of the newest of them that is one memory with it.
+HASH_MATCHES = 8
+
 
 def tell_faded_sql(archived: str, true: str) -> str:
     """The statement that sets `faded` on every archived row whose standing tombstone (the
@@ -213,6 +219,8 @@ class ScoringRow:
     bm25: float | None = None
     #: The stored references as JSON text, decoded only for the rows a reply shows.
     refs_json: str = "[]"
+    #: Where or for what task it holds ("" for none): one text for two places is two memories.
+    place: str = ""
 
     @property
     def head(self) -> str:
@@ -432,7 +440,10 @@ class Store(Protocol):
 
     async def fetch_many(self, ids: Sequence[str]) -> dict[str, Memory]: ...
 
-    async def find_by_hash(self, content_hash: str, role: str, type: str) -> str | None: ...
+    async def find_by_hash(self, content_hash: str, role: str, type: str) -> list[str]:
+        """Live memories of this role and type with exactly this content, newest first (at
+        most `HASH_MATCHES`)."""
+        ...
 
     async def set_archived(
         self, memory_id: str, archived: bool, when: datetime, *, faded: bool = False

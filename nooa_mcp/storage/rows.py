@@ -278,6 +278,7 @@ def scoring_from_row(row: Row, bm25: float | None = None) -> ScoringRow:
         actr_times=json.loads(row["actr_times"]),
         bm25=bm25,
         refs_json=row["refs"],
+        place=row["place_or_task"] or "",
     )
 
 

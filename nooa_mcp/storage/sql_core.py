@@ -32,6 +32,7 @@ from ..domain.scope import Scope
 from ..errors import AmbiguousId, NotFound
 from .base import (
     ACCESS_COLUMNS,
+    HASH_MATCHES,
     EdgeRow,
     ScoringRow,
     Tombstone,
@@ -306,9 +307,10 @@ class SqlVerbs(SqlPrimitives):
         )
         return {r["id"]: access_state_from_row(r) for r in rows}
 
-    async def find_by_hash(self, content_hash: str, role: str, type: str) -> str | None:
-        """The newest live memory of this role and type with exactly this content (a repeat
-        is most likely of the last time it was said: an episode told again just after).
+    async def find_by_hash(self, content_hash: str, role: str, type: str) -> list[str]:
+        """The live memories of this role and type with exactly this content, newest first, at
+        most `HASH_MATCHES` (a repeat is most likely of the last time it was said; the same
+        text may be held for other places or times, `domain.repeats`).
 
         Inside a transaction the (role, type, content) is held first, until the transaction
         ends (`_locked_read`): a second server authoring the same text waits, then finds this
@@ -323,12 +325,12 @@ class SqlVerbs(SqlPrimitives):
             (
                 f"SELECT id FROM memories{d.indexed('memories_hash')} "
                 f"WHERE content_hash = {d.p('h')} AND role = {d.p('r')} AND type = {d.p('t')} "
-                f"AND archived = {d.false} ORDER BY created_at DESC, seq DESC LIMIT 1",
+                f"AND archived = {d.false} ORDER BY created_at DESC, seq DESC LIMIT {HASH_MATCHES}",
                 {"h": content_hash, "r": role, "t": type},
             ),
             self._stone_by_hash(content_hash, role),
         )
-        return found[0]["id"] if found else None
+        return [row["id"] for row in found]
 
     async def context_rows(self, scope: Scope, limit: int) -> list[Memory]:
         """What the context block shows: open todos first, then by importance and recency.

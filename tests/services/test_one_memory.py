@@ -320,3 +320,33 @@ async def test_an_episode_retried_minutes_later_is_the_same_event(tmp_path, mini
         with time_machine.travel(T0 + timedelta(minutes=20), tick=False):
             again = await mem.author("Deployed billing v2.3 to production.", type="episode")
         assert (again.status, again.id) == ("exists", first.id)
+
+
+async def test_a_retry_repeats_the_memory_it_says_again_not_only_the_newest(
+    tmp_path, minilm
+) -> None:
+    """One text for two places: a retry for the first place made a third memory, because only
+    the newest memory of that text was compared."""
+    text = "Run the linter before every commit."
+    async with Memory.open(tmp_path / "m.sqlite", owner="u", embedder=minilm) as mem:
+        a = await mem.author(text, place_or_task="repo-a")
+        b = await mem.author(text, place_or_task="repo-b")
+        again = await mem.author(text, place_or_task="repo-a")
+        assert [a.status, b.status] == ["created", "created"]
+        assert (again.status, again.id) == ("exists", a.id)
+
+
+async def test_a_faded_note_for_another_place_still_answers_beside_a_live_one(
+    tmp_path, minilm
+) -> None:
+    """The same words for two places are two memories; recall left out the faded one as a
+    merged duplicate of the live one, and a question about its place found only the other."""
+    path = tmp_path / "m.sqlite"
+    text = "Deploys need a manual approval from the on-call engineer."
+    (billing,) = await _pruned(path, minilm, [text], place_or_task="billing-service")
+    with time_machine.travel(LATER + timedelta(hours=1), tick=False):
+        async with Memory.open(path, owner="u", embedder=minilm) as mem:
+            search = await mem.author(text, place_or_task="search-service")
+            assert search.status == "created"
+            hits = (await mem.recall("billing-service deploys manual approval", k=5)).hits
+            assert billing in [h.id for h in hits]

@@ -293,13 +293,17 @@ async def test_owners_of_names_the_owner_of_each_existing_id(store: Store) -> No
 async def test_find_by_hash_finds_live_rows_of_the_same_role_and_type_only(store: Store) -> None:
     a = await put(store, "Deploys   freeze on Fridays.")
     same = Memory(content="Deploys freeze on Fridays.").content_hash
-    assert await store.find_by_hash(same, "coder", "info") == a.id
-    assert await store.find_by_hash(same, "writer", "info") is None
-    assert await store.find_by_hash(same, "coder", "skill") is None
+    assert await store.find_by_hash(same, "coder", "info") == [a.id]
+    assert await store.find_by_hash(same, "writer", "info") == []
+    assert await store.find_by_hash(same, "coder", "skill") == []
+    later = await put(
+        store, "Deploys freeze on Fridays.", created_at=a.created_at + timedelta(days=1)
+    )
+    assert await store.find_by_hash(same, "coder", "info") == [later.id, a.id]  # newest first
     async with store.transaction():
-        assert await store.find_by_hash(same, "coder", "info") == a.id
+        assert await store.find_by_hash(same, "coder", "info") == [later.id, a.id]
         await store.set_archived(a.id, True, T0)
-    assert await store.find_by_hash(same, "coder", "info") is None
+    assert await store.find_by_hash(same, "coder", "info") == [later.id]
 
 
 async def test_archiving_sets_and_clears_the_flag(store: Store) -> None:
@@ -1411,7 +1415,7 @@ async def test_check_then_insert_of_one_text_makes_one_row_across_connections(
 
         async def author(store: Store) -> None:
             async with store.transaction():
-                if await store.find_by_hash(record_.content_hash, "coder", "info") is None:
+                if not await store.find_by_hash(record_.content_hash, "coder", "info"):
                     fresh = Memory(content=record_.content, owner="coder@laptop")
                     await store.insert(fresh, None)
                     made.append(fresh.id)
