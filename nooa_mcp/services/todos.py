@@ -63,6 +63,14 @@ async def todo(caller: Caller, request: TodoRequest, *, remind: bool = True) -> 
                 f"{found.id[:8]} is {a_or_an(found.type.value)}, not a todo.",
                 "List todos to find the id.",
             )
+        if found.archived and not found.flags.faded:
+            # Its status would change while it stays out of every list: say so instead.
+            raise InvalidInput(
+                "memory_id",
+                f"{found.id[:8]} was forgotten, so it is not changed.",
+                "Restore it with memory_author (type todo, the same content, revive=true), "
+                "or add a new todo.",
+            )
         new = _CLOSE[action]
         updated = await update(caller, UpdateRequest(memory_id=found.id, status=new))
         result.id, result.status = found.id, new

@@ -350,3 +350,17 @@ async def test_a_faded_note_for_another_place_still_answers_beside_a_live_one(
             assert search.status == "created"
             hits = (await mem.recall("billing-service deploys manual approval", k=5)).hits
             assert billing in [h.id for h in hits]
+
+
+async def test_reopening_a_forgotten_todo_is_refused_naming_the_way_back(tmp_path) -> None:
+    """It answered "open" while the todo stayed forgotten, out of every list."""
+    from nooa_mcp.embeddings import HashEmbedder
+    from nooa_mcp.errors import InvalidInput
+
+    async with Memory.open(tmp_path / "m.sqlite", owner="u", embedder=HashEmbedder()) as mem:
+        todo = (await mem.todo("add", content="Renew the TLS certificate", remind=False)).id
+        await mem.forget(todo)
+        with pytest.raises(InvalidInput) as exc:
+            await mem.todo("reopen", memory_id=todo, remind=False)
+        assert str(exc.value).startswith(f"memory_id: {todo[:8]} was forgotten")
+        assert (await mem.get(todo)).archived
