@@ -180,20 +180,38 @@ def test_a_words_ending_is_part_of_the_statement() -> None:
     assert same_statement("The API's rate limit is 100.", "the API rate limit is 100")
 
 
-async def test_a_faded_episode_still_answers_beside_its_live_repeat_a_month_on(
-    tmp_path, minilm
+@pytest.mark.parametrize(
+    ("text", "faded", "live", "question"),
+    [
+        (
+            "Paid the rent of 1200 EUR to Mr Weber.",
+            {"type": "episode"},
+            {"type": "episode"},
+            "when did I pay the rent to Mr Weber",
+        ),
+        (
+            "Deploys need a manual approval from the on-call engineer.",
+            {"place_or_task": "billing-service"},
+            {"place_or_task": "search-service"},
+            "billing-service deploys manual approval",
+        ),
+    ],
+    ids=["episode-months-apart", "another-place"],
+)
+async def test_a_faded_memory_answers_beside_a_live_one_with_its_words_for_another_time_or_place(
+    tmp_path, minilm, text, faded, live, question
 ) -> None:
     """Recall leaves out a faded memory that is one memory with a live one (a merged
-    duplicate); an episode of the same words at another time is another event and answers."""
+    duplicate). The same words for another time (an episode months later) or another place
+    are another memory: it was left out too, and a question about it found only the other."""
     path = tmp_path / "m.sqlite"
-    rent = "Paid the rent of 1200 EUR to Mr Weber."
-    (january,) = await _pruned(path, minilm, [rent], type="episode")
+    (old,) = await _pruned(path, minilm, [text], **faded)
     with time_machine.travel(LATER + timedelta(hours=1), tick=False):
         async with Memory.open(path, owner="u", embedder=minilm) as mem:
-            again = await mem.author(rent, type="episode")
-            assert again.status == "created"
-            hits = (await mem.recall("when did I pay the rent to Mr Weber", k=5)).hits
-            assert {january, again.id} <= {h.id for h in hits}
+            new = await mem.author(text, **live)
+            assert new.status == "created"
+            hits = (await mem.recall(question, k=5)).hits
+            assert {old, new.id} <= {h.id for h in hits}
 
 
 def test_one_memory_names_no_other_place() -> None:
@@ -334,22 +352,6 @@ async def test_a_retry_repeats_the_memory_it_says_again_not_only_the_newest(
         again = await mem.author(text, place_or_task="repo-a")
         assert [a.status, b.status] == ["created", "created"]
         assert (again.status, again.id) == ("exists", a.id)
-
-
-async def test_a_faded_note_for_another_place_still_answers_beside_a_live_one(
-    tmp_path, minilm
-) -> None:
-    """The same words for two places are two memories; recall left out the faded one as a
-    merged duplicate of the live one, and a question about its place found only the other."""
-    path = tmp_path / "m.sqlite"
-    text = "Deploys need a manual approval from the on-call engineer."
-    (billing,) = await _pruned(path, minilm, [text], place_or_task="billing-service")
-    with time_machine.travel(LATER + timedelta(hours=1), tick=False):
-        async with Memory.open(path, owner="u", embedder=minilm) as mem:
-            search = await mem.author(text, place_or_task="search-service")
-            assert search.status == "created"
-            hits = (await mem.recall("billing-service deploys manual approval", k=5)).hits
-            assert billing in [h.id for h in hits]
 
 
 async def test_reopening_a_forgotten_todo_is_refused_naming_the_way_back(tmp_path) -> None:
