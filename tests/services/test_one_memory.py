@@ -45,6 +45,17 @@ async def _pruned(path: Path, minilm, texts: list[str], **fields) -> list[str]:
     return ids
 
 
+async def _merged(mem: Memory, text: str, again: str) -> tuple[str, str]:
+    """Write `text`, then `again` five minutes later, and merge them: (anchor, duplicate)."""
+    with time_machine.travel(T0, tick=False):
+        anchor = (await mem.author(text)).id
+    with time_machine.travel(T0 + timedelta(minutes=5), tick=False):
+        dup = (await mem.author(again)).id
+        (merge,) = (await mem.reflect(["merge"])).steps
+        assert merge.applied == 1
+    return anchor, dup
+
+
 @pytest.mark.parametrize(("old", "new", "question"), CORRECTED, ids=["low-high", "who-whom"])
 async def test_a_faded_memory_never_swallows_a_different_statement(
     tmp_path, minilm, old, new, question
@@ -265,34 +276,30 @@ async def test_reviving_a_forgotten_anchor_brings_its_merged_duplicate_back_fade
     """A forget takes the duplicates merged into the memory with it; a revive left them
     forgotten, and writing their words again was refused for good."""
     async with Memory.open(tmp_path / "m.sqlite", owner="u", embedder=minilm) as mem:
-        with time_machine.travel(T0, tick=False):
-            anchor = (await mem.author("The release train leaves every second Tuesday.")).id
-        with time_machine.travel(T0 + timedelta(minutes=5), tick=False):
-            dup = (await mem.author("the release train leaves every second Tuesday")).id
-            (merge,) = (await mem.reflect(["merge"])).steps
-            assert merge.applied == 1
-            await mem.forget(anchor)
-            assert not (await mem.get(dup)).flags.faded  # forgotten with its anchor
-            await mem.revive(anchor)
-            view = await mem.get(dup)
-            assert (view.archived, view.flags.faded) == (True, True)
-            again = await mem.author("The release train leaves every second Tuesday!")
-            assert again.status != "blocked-by-tombstone"
+        anchor, dup = await _merged(
+            mem,
+            "The release train leaves every second Tuesday.",
+            "the release train leaves every second Tuesday",
+        )
+        await mem.forget(anchor)
+        assert not (await mem.get(dup)).flags.faded  # forgotten with its anchor
+        await mem.revive(anchor)
+        view = await mem.get(dup)
+        assert (view.archived, view.flags.faded) == (True, True)
+        again = await mem.author("The release train leaves every second Tuesday!")
+        assert again.status != "blocked-by-tombstone"
 
 
 async def test_explain_says_a_merged_duplicate_answers_through_its_anchor(tmp_path, minilm) -> None:
     """Asked why a merged duplicate is not recalled for its own words, explain said it was
     only weakly related (rel 0.000) and that a query it answers would bring it back."""
     async with Memory.open(tmp_path / "m.sqlite", owner="u", embedder=minilm) as mem:
-        with time_machine.travel(T0, tick=False):
-            anchor = (await mem.author("The ferry leaves pier nine at noon.")).id
-        with time_machine.travel(T0 + timedelta(minutes=5), tick=False):
-            dup = (await mem.author("the ferry leaves pier nine at noon")).id
-            assert (await mem.reflect(["merge"])).steps[0].applied == 1
-            why = (await mem.explain("the ferry leaves pier nine at noon", memory_id=dup)).why_not
-            assert why is not None and not why.in_top_k
-            assert why.reason.startswith(f"Reflection merged it into {anchor[:8]}, which said")
-            assert "(ranked 1 for this query)" in why.reason
+        text = "the ferry leaves pier nine at noon"
+        anchor, dup = await _merged(mem, "The ferry leaves pier nine at noon.", text)
+        why = (await mem.explain(text, memory_id=dup)).why_not
+        assert why is not None and not why.in_top_k
+        assert why.reason.startswith(f"Reflection merged it into {anchor[:8]}, which said")
+        assert "(ranked 1 for this query)" in why.reason
 
 
 async def test_a_todo_added_again_after_the_last_was_done_is_a_new_errand(tmp_path, minilm) -> None:
@@ -319,16 +326,12 @@ async def test_editing_a_merged_duplicate_leaves_it_behind_its_anchor(tmp_path, 
     """A tag edit on a merged duplicate made it live beside its anchor, and a forget of the
     anchor then left it answering."""
     async with Memory.open(tmp_path / "m.sqlite", owner="u", embedder=minilm) as mem:
-        with time_machine.travel(T0, tick=False):
-            anchor = (await mem.author("The build uses Bazel 7.")).id
-        with time_machine.travel(T0 + timedelta(minutes=5), tick=False):
-            dup = (await mem.author("the build uses Bazel 7")).id
-            assert (await mem.reflect(["merge"])).steps[0].applied == 1
-            await mem.update(dup, tags=["build"])
-            assert (await mem.get(dup)).flags.faded
-            await mem.forget(anchor)
-            hits = (await mem.recall("which build tool do we use", k=5)).hits
-            assert not {anchor, dup} & {h.id for h in hits}
+        anchor, dup = await _merged(mem, "The build uses Bazel 7.", "the build uses Bazel 7")
+        await mem.update(dup, tags=["build"])
+        assert (await mem.get(dup)).flags.faded
+        await mem.forget(anchor)
+        hits = (await mem.recall("which build tool do we use", k=5)).hits
+        assert not {anchor, dup} & {h.id for h in hits}
 
 
 async def test_an_episode_retried_minutes_later_is_the_same_event(tmp_path, minilm) -> None:
