@@ -21,6 +21,7 @@ forget can ever be read as maintenance.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Literal
 
@@ -31,6 +32,7 @@ __all__ = [
     "FADED_REASONS",
     "State",
     "forgotten_with_reason",
+    "id8s",
     "merged_anchor",
     "merged_reason",
     "pruned_reason",
@@ -61,15 +63,22 @@ def merged_anchor(reason: str | None) -> str | None:
     return reason[len(_MERGED) :]
 
 
+#: How a reason names another memory: the first 8 hex digits of its id.
+_ID8 = re.compile(r"\b[0-9a-f]{8}\b")
+
+
 def renamed_reason(reason: str, renamed: Mapping[str, str]) -> str:
     """A reason that names another memory by its id's first 8 characters ("merged into …",
     "forgotten with …", "superseded by …"), naming it by its new id where an import gave that
-    memory one (`renamed`: old id → new id). Recall and forget find a merged duplicate's
-    anchor by the id its reason names."""
-    for old, new in renamed.items():
-        if old[:8] in reason:
-            reason = reason.replace(old[:8], new[:8])
-    return reason
+    memory one (`renamed`: old id prefix → new id prefix, `id8s`). Recall and forget find a
+    merged duplicate's anchor by the id its reason names. One lookup per id the reason names,
+    whatever the size of `renamed` (an import renames every line of another owner's file)."""
+    return _ID8.sub(lambda m: renamed.get(m.group(), m.group()), reason)
+
+
+def id8s(renamed: Mapping[str, str]) -> dict[str, str]:
+    """`renamed` (old id → new id) as reasons name them: by their first 8 characters."""
+    return {old[:8]: new[:8] for old, new in renamed.items()}
 
 
 def pruned_reason(retention: float, prune_below: float) -> str:

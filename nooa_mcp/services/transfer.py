@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..domain.accesses import access_record, history_record
-from ..domain.archive import renamed_reason
+from ..domain.archive import id8s, renamed_reason
 from ..domain.imports import (
     MAX_HISTORY_TIMES,
     Carried,
@@ -200,9 +200,10 @@ async def import_records(
     counts = report.counts
     edges: list[tuple[str, int, LineEdge]] = []
     now = utc_now()
+    prefixes = id8s(renamed)
     for start in range(0, len(checked), BATCH):
         chunk = checked[start : start + BATCH]
-        restores = [_renamed(carried(item, now), renamed) for _, item in chunk]
+        restores = [_renamed(carried(item, now), prefixes) for _, item in chunk]
         results = await author_many(
             caller,
             [request_of(AuthorRequest, spec) for spec in specs[start : start + BATCH]],
@@ -239,7 +240,7 @@ async def import_records(
     return report
 
 
-def _renamed(found: Carried, renamed: dict[str, str]) -> Carried:
+def _renamed(found: Carried, renamed: dict[str, str]) -> Carried:  # old → new id8
     """A line's tombstones naming memories by the ids this import gave them: a duplicate's
     "merged into <anchor>" must name the anchor as stored here, or forgetting the anchor
     would leave the duplicate answering, and recall would revive it beside the anchor."""
