@@ -28,7 +28,15 @@ from typing import Any
 
 from .schema import Memory, MemoryType, clean_labels
 
-__all__ = ["SAME_EVENT", "absorb", "one_memory", "one_place", "one_time", "repeat_key"]
+__all__ = [
+    "SAME_EVENT",
+    "absorb",
+    "absorb_labels",
+    "one_memory",
+    "one_place",
+    "one_time",
+    "repeat_key",
+]
 
 #: Two episodes with the same words are one event when they happened this close together: an
 #: agent saying again, or retrying, what just happened (a retry minutes later, a client clock
@@ -80,12 +88,18 @@ def repeat_key(memory: Memory) -> tuple[object, ...]:
 
 
 def absorb(kept: Memory, again: Memory) -> None:
-    """Keep in `kept` what `again` adds: the higher scores, its tags and entities, its place
-    when `kept` has none (in place)."""
+    """Keep in `kept` what `again` adds: the higher scores, and its labels (`absorb_labels`)
+    (in place)."""
     kept.importance = max(kept.importance, again.importance)
     kept.authored_importance = max(kept.authored, again.authored)
     kept.salience = max(kept.salience, again.salience)
     kept.confidence = max(kept.confidence, again.confidence)
+    absorb_labels(kept, again)
+
+
+def absorb_labels(kept: Memory, again: Memory) -> None:
+    """Keep in `kept` the tags and entities of `again`, and its place when `kept` has none (a
+    merge takes its scores from `reflection.merged_fields`, its labels from here)."""
     kept.tags = clean_labels(kept.tags + again.tags, "tags")
     kept.entities = clean_labels(kept.entities + again.entities, "entities")
     if not kept.place_or_task.strip():

@@ -162,6 +162,7 @@ async def _author_one(
     # and it carries its own edges, so no `related` link its store never had is added.
     restored = named and carried is not None and carried.history is not None
     existing = None if restored else batch.get(key)
+    repeated: Memory | None = None  # its row, when read here already
     if existing is None and not restored:
         same_text = await caller.store.find_by_hash(
             record.content_hash, caller.role, record.type.value
@@ -171,9 +172,10 @@ async def _author_one(
             # the same time and names no other place (`domain.repeats`): the newest such
             # memory is repeated, else this is a new memory.
             rows = await caller.store.fetch_many(same_text)
-            existing = next(
-                (i for i in same_text if i in rows and one_memory(rows[i], record)), None
+            repeated = next(
+                (rows[i] for i in same_text if i in rows and one_memory(rows[i], record)), None
             )
+            existing = None if repeated is None else repeated.id
     if existing is None and named:
         stored = await caller.store.fetch(record.id)
         if stored is not None:
@@ -191,7 +193,7 @@ async def _author_one(
         # The same memory imported again (its own id) is a restore, not the author saying it
         # again: it changes nothing, so importing one file twice leaves what the first did.
         if not (named and existing == record.id):
-            await _repeat(caller, existing, record, edges)
+            await _repeat(caller, repeated or await caller.fetch(existing), record, edges)
         return AuthorResult(id=existing, status="exists", similarity=1.0)
     # An export line is that memory, archived or not, whatever was forgotten here before.
     match = None if restored else await tombstone_match(caller, record, vector)
@@ -317,11 +319,12 @@ def _near_duplicate(
 
 
 async def _repeat(
-    caller: Caller, memory_id: str, record: Memory, edges: list[tuple[str, EdgeType, float]]
+    caller: Caller, memory: Memory, record: Memory, edges: list[tuple[str, EdgeType, float]]
 ) -> None:
-    """An exact repeat: the author said it again. Reinforce the memory and keep what the
-    repeat adds (a higher importance, new tags, entities and links); the text is the same."""
-    memory = await caller.fetch(memory_id)
+    """An exact repeat: the author said it again. Reinforce the memory (its row as read in
+    this transaction) and keep what the repeat adds (a higher importance, new tags, entities
+    and links); the text is the same."""
+    memory_id = memory.id
     memory.reinforcement_count += 1
     absorb(memory, record)
     access = caller.access(Channel.reinforced)

@@ -66,7 +66,7 @@ from ..domain.reflection import (
     rescore,
     rescore_rows,
 )
-from ..domain.repeats import absorb, one_memory
+from ..domain.repeats import absorb_labels, one_memory
 from ..domain.replies import ReflectReport, ReflectStep
 from ..domain.schema import REFLECTION_STEPS, Channel, EdgeType, Memory, now as utc_now
 from ..domain.scope import Actor, owner_role
@@ -566,7 +566,7 @@ class _Pass:
         anchor.authored_importance = float(fields["authored_importance"])
         anchor.salience = float(fields["salience"])
         anchor.confidence = float(fields["confidence"])
-        absorb(anchor, dup)  # the duplicate's tags, entities and place stay findable
+        absorb_labels(anchor, dup)  # the duplicate's tags, entities and place stay findable
         access = caller.access(Channel.reflected, query=f"merged {dup.id[:8]}")
         caller.apply(anchor, access)
         await caller.store.save(anchor)

@@ -116,6 +116,8 @@ class Match:
     stone: Tombstone
     similarity: float
     same: bool
+    #: The archived memory the tombstone stands for, as read in this transaction.
+    memory: Memory
 
 
 async def tombstone_match(
@@ -128,8 +130,8 @@ async def tombstone_match(
     if stone is not None:
         archived = await caller.store.fetch(stone.memory_id)
         same = None if archived is None else _said_again(archived, memory)
-        if same is not None:
-            return Match(stone, 1.0, same)
+        if archived is not None and same is not None:
+            return Match(stone, 1.0, same, archived)
     n = caller.index.size
     # Most writes meet no archived row at all: skip the matrix product then.
     if vector is None or n == 0 or not caller.index.archived[:n].any():
@@ -147,7 +149,7 @@ async def tombstone_match(
             continue
         same = _said_again(archived_rows[memory_id], memory)
         if same is not None:
-            return Match(stone, similarity, same)
+            return Match(stone, similarity, same, archived_rows[memory_id])
     return None
 
 
@@ -191,7 +193,7 @@ async def blocked_or_revived(
         archived_at=stone.ts,
         similarity=round(match.similarity, 4),
     )
-    memory = await caller.fetch(stone.memory_id)
+    memory = match.memory
     if not revive and not memory.faded:
         return AuthorResult(
             id=stone.memory_id,
