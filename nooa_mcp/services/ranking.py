@@ -34,9 +34,10 @@ from ..engine import text_of
 from ..storage import Store
 from ..storage.base import EdgeRow, ScoringRow
 from ..storage.facts import HeldRow
+from ..storage.keywords import query_stems
 from ..storage.vectors import VectorIndex
 
-__all__ = ["KeywordRead", "Ranked", "Ranking", "keyword_candidates", "rank"]
+__all__ = ["KeywordRead", "Ranked", "Ranking", "held_keywords", "keyword_candidates", "rank"]
 
 
 @dataclass
@@ -493,6 +494,45 @@ async def keyword_candidates(
         query, scope, limit=limit, faded=faded, include_archived=whole_archive
     )
     return KeywordRead(rows)
+
+
+async def held_keywords(
+    query: str,
+    *,
+    index: VectorIndex,
+    store: Store,
+    scope: Scope,
+    settings: RecallSettings,
+    types: set[str] | None = None,
+    whole_archive: bool = False,
+) -> KeywordRead:
+    """`keyword_candidates` from the postings the index holds (`VectorIndex.keyword_hits`),
+    for an index brought up to date and holding every role of `scope`: awaited after the
+    sync. Inside a transaction (whose rows the postings do not hold yet), or before the
+    postings are loaded, the store searches."""
+    limit, faded = _keyword_limit(settings, types), _faded_limit(settings, types)
+    hits = None
+    if not store.in_transaction:
+        await index.pull_keywords(store)
+        hits = index.keyword_hits(
+            query_stems(query) if limit > 0 else [],
+            scope,
+            limit=limit,
+            faded=faded,
+            wide=whole_archive,
+            floor=store.common_floor,
+        )
+    if hits is None:
+        return await keyword_candidates(
+            query,
+            store=store,
+            scope=scope,
+            settings=settings,
+            types=types,
+            whole_archive=whole_archive,
+            held=True,
+        )
+    return KeywordRead([], hits)
 
 
 def _spreads(s: RecallSettings, hops: int) -> bool:

@@ -10,7 +10,7 @@ for the log, and every other verb waits for the log before it reads.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Coroutine, Sequence
 from datetime import UTC, datetime
 
 from ..domain.forgetting import prune_eta, retention
@@ -23,7 +23,7 @@ from ..errors import StoreConflict
 from ..storage.rows import uses_of
 from . import reminders
 from .caller import Caller
-from .ranking import Ranked, Ranking, keyword_candidates, rank
+from .ranking import KeywordRead, Ranked, Ranking, held_keywords, keyword_candidates, rank
 from .references import resolve_all
 from .tombstones import merged_anchors, revive_by_use
 
@@ -44,22 +44,41 @@ async def ranking_for(
     """The full ranking of `query` for the caller, with the vector cache brought up to date
     (`include_archived` and `whole_archive` as for `ranking.rank`).
 
-    The keyword candidates are read while the query is embedded: the two take about as long
-    as each other, and neither needs the other, so recall's fixed cost is the longer one.
+    Once the process holds the keyword postings (`storage.postings`) the keyword search
+    runs on them after the index's sync, in well under a millisecond. Before (or for a
+    scope whose roles are not loaded yet), the store's keyword read runs while the query is
+    embedded: neither needs the other, so recall's fixed cost is the longer one.
     """
-    keyword = asyncio.get_running_loop().create_task(
-        keyword_candidates(
+    # Held (every role of the scope loaded): the search reads ids alone, and ranking scores
+    # on the facts the index holds (`storage.facts`).
+    held = caller.index.holds(scope.visible_roles)
+    store, settings = caller.store, caller.settings.recall
+    keyword: Awaitable[KeywordRead]
+    if held and caller.index.keywords.ready:
+        # The postings are held too (`storage.postings`): the search is a few numpy
+        # operations, run once the index is brought up to date below, not a task beside
+        # the model for the cores.
+        keyword = held_keywords(
             query,
-            store=caller.store,
+            index=caller.index,
+            store=store,
             scope=scope,
-            settings=caller.settings.recall,
+            settings=settings,
             types=kinds,
             whole_archive=whole_archive,
-            # Held (every role of the scope loaded): the search reads ids alone, and ranking
-            # scores on the facts the index holds (`storage.facts`).
-            held=caller.index.holds(scope.visible_roles),
         )
-    )
+    else:
+        keyword = asyncio.get_running_loop().create_task(
+            keyword_candidates(
+                query,
+                store=store,
+                scope=scope,
+                settings=settings,
+                types=kinds,
+                whole_archive=whole_archive,
+                held=held,
+            )
+        )
     try:
         query_vector = await caller.engine.query_vector(query)
         # Every role the scope sees is loaded before the search (a cold role's first recall
@@ -88,8 +107,11 @@ async def ranking_for(
     except BaseException:
         # Leaving with an error (or cancelled): the read is not wanted any more, and its own
         # error, if any, is collected so it is never reported as unretrieved.
-        keyword.add_done_callback(lambda t: t.cancelled() or t.exception())
-        keyword.cancel()
+        if isinstance(keyword, asyncio.Task):
+            keyword.add_done_callback(lambda t: t.cancelled() or t.exception())
+            keyword.cancel()
+        elif isinstance(keyword, Coroutine):
+            keyword.close()
         raise
 
 

@@ -545,6 +545,12 @@ class Store(Protocol):
         (DESIGN.md §15)."""
         ...
 
+    async def keyword_changes(self, mark: Any, limit: int) -> tuple[list[tuple[int, Any]], Any]:
+        """Every row's (seq, stems) changed since `mark` (None: from the start), at most
+        `limit`, and the mark to pass next time, as `vector_changes` (every role's rows: the
+        keyword postings held in memory are the whole table's, `storage.postings`)."""
+        ...
+
     async def vector_mark(self) -> Any:
         """A mark as of now, reading no row: `vector_changes` from it returns only what
         changes after this call (a cache that loads roles on first use starts here)."""
@@ -557,6 +563,9 @@ class Store(Protocol):
 
     #: Calls that wrote edges so far (committed or not; see `storage.links`).
     edge_writes: int
+
+    #: Keyword search's "too common" floor (`COMMON_FLOOR`; tests lower it).
+    common_floor: int
 
     #: Calls that rewrote rows (moved their revision) so far, committed or not: a vector
     #: cache pulls when it moves (`VectorIndex.sync`).

@@ -834,6 +834,15 @@ class PostgresStore(SqlVerbs, SqlReports):
             self._seen_mark, self._seen_token, self._seen_own = new, token, own
         return out, new
 
+    async def keyword_changes(self, mark: Any, limit: int) -> tuple[list[tuple[int, Any]], Any]:
+        """See `Store.keyword_changes` (the snapshot marks of `vector_changes`)."""
+        mark = mark if isinstance(mark, Mark) else Mark()
+        rows = await self._changes_since(mark, "m.seq, m.stems", limit)
+        out = [(r["seq"], r["stems"]) for r in rows if r["seq"] is not None]
+        full = len(out) >= limit
+        last = out[-1][0] if out else None
+        return out, next_mark(mark, rows[0]["xmax"], rows[0]["xip"], last, full)
+
     async def vector_mark(self) -> Any:
         row = (await self._rows(f"WITH {SNAPSHOT} SELECT xmax, xip FROM snap"))[0]
         return Mark(int(row["xmax"]), tuple(int(x) for x in row["xip"]))

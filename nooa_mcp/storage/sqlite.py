@@ -658,6 +658,15 @@ class SQLiteStore(SqlVerbs, SqlReports):
         out = [vector_row_from(r) for r in rows]
         return out, (rows[-1]["rev"] if rows else since)
 
+    async def keyword_changes(self, mark: Any, limit: int) -> tuple[list[tuple[int, Any]], Any]:
+        """See `Store.keyword_changes`: revisions are unique and committed in order."""
+        since = int(mark or 0)
+        rows = await self._rows(
+            "SELECT seq, stems, rev FROM memories WHERE rev > :since ORDER BY rev LIMIT :limit",
+            {"since": since, "limit": limit},
+        )
+        return [(r["seq"], r["stems"]) for r in rows], (rows[-1]["rev"] if rows else since)
+
     async def vector_mark(self) -> Any:
         # Writers hold the write lock while they number revisions: the highest committed one
         # is a mark no later commit falls below.

@@ -30,10 +30,11 @@ import numpy as np
 from ..domain.scope import Scope
 from ..malloc_tuning import release_free_memory, release_zeroed_pages
 from . import sketch
-from .base import Store, UseState, VectorRow
+from .base import COMMON_SHARE, Store, UseState, VectorRow
 from .facts import FACT_ARRAYS, HeldFacts, HeldRow
 from .ids import IdTable
 from .links import HeldLinks
+from .postings import HeldKeywords
 from .residency import Residency
 
 #: Rows read per query while the cache catches up with the store or loads a role. A page (its
@@ -214,6 +215,13 @@ class VectorIndex:
         #: What ranking scores each row on besides its vector (`storage.facts`), and where
         #: the uses of other processes are read from (`Store.use_changes`).
         self.facts = HeldFacts()
+        #: Every row's keyword postings, by seq, whatever roles are held (`storage.postings`):
+        #: recall's keyword search runs here once they are loaded (`keyword_hits`).
+        self.keywords = HeldKeywords()
+        self._seq_rows: tuple[tuple[int, int, int], np.ndarray] | None = None
+        self._keywords_due: tuple[Any, int, int] | None = None
+        #: Rows this process noted as it wrote them (`note`).
+        self._noted = 0
         self.use_mark: Any = None
         self._use_token: Any = None
         self._row_writes = 0
@@ -229,6 +237,8 @@ class VectorIndex:
     async def sync(self, store: Store) -> None:
         """Bring the cache up to date with the store."""
         token = await store.change_token()
+        if not self.keywords.ready:
+            await self._pull_keywords(store, token)  # loaded once; then as recall asks
         rewrote = store.row_writes != self._row_writes
         if rewrote:
             # This process rewrote rows: whatever services noted or not, ranking's columns
@@ -302,6 +312,36 @@ class VectorIndex:
             return
         uses, self.use_mark = await store.use_changes(self.use_mark)
         self.note_uses(uses)
+
+    async def pull_keywords(self, store: Store) -> None:
+        """Bring the keyword postings up to date, before a search of them (writes do not:
+        a write's checks search no keyword, and on PostgreSQL a pull is a round trip)."""
+        await self._pull_keywords(store, await store.change_token())
+
+    async def _pull_keywords(self, store: Store, token: Any) -> None:
+        """Apply the stems of every row changed since the postings' mark, of every role (the
+        first time, every row: BM25 counts over the whole table), when another connection
+        committed (`token`) or this process wrote or rewrote rows since the last pull: its
+        own writes are noted in the index without a pull (`note`), and may have synced it
+        inside their transaction. Not inside a transaction: its rows may yet roll back, and their
+        revisions be taken again by other rows; a search meanwhile goes to the store
+        (`keyword_hits` is asked only outside one)."""
+        if store.in_transaction:
+            return
+        due = (token, store.row_writes, self._noted)
+        if self.keywords.ready and due == self._keywords_due:
+            return
+        keywords = self.keywords
+        mark = keywords.mark
+        while True:
+            rows, mark = await store.keyword_changes(mark, SYNC_PAGE)
+            keywords.apply(rows)
+            if len(rows) < SYNC_PAGE:
+                break
+        if keywords.mark is None:
+            keywords.merge()  # a first load: its entries into the compact base at once
+        keywords.mark = mark
+        self._keywords_due = due
 
     def note_uses(self, uses: dict[str, UseState]) -> None:
         """Hold these memories' use histories, committed by this process or read from the
@@ -539,17 +579,87 @@ class VectorIndex:
         """Whether each of `rows` (-1: not held) is live and inside `scope`, vector or not:
         the store's condition on an edge's other end (`storage.links`). A role the scope sees
         must be held (`ensure`) first: a row of a role not held reads as not visible."""
+        held, at = self._held_at(rows)
+        return held & ~self.archived[at] & self._in_scope(at, scope)
+
+    def _held_at(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Which of `rows` (-1: not held) are rows of the index, and the rows to read their
+        columns at (0 for the others, to be masked out)."""
         rows = np.asarray(rows, dtype=np.int64)
         held = (rows >= 0) & (rows < self.size)
-        at = np.where(held, rows, 0)
-        keep = held & ~self.archived[at]
+        return held, np.where(held, rows, 0)
+
+    def _in_scope(self, at: np.ndarray, scope: Scope) -> np.ndarray:
+        """Whether a reader in `scope` may see each of the rows `at`, whatever their state
+        (`dialect.scope_where`: the shared owner's, and the scope's owner or roles)."""
         shared = self.owner_code[at] == 0
         if scope.owner is not None:
-            keep &= (self.owner_code[at] == self._owners.get(scope.owner, -1)) | shared
-        elif scope.roles is not None:
+            return (self.owner_code[at] == self._owners.get(scope.owner, -1)) | shared
+        if scope.roles is not None:
             codes = [self._roles[r] for r in scope.roles if r in self._roles]
-            keep &= np.isin(self.role_code[at], codes) | shared
-        return keep
+            return np.isin(self.role_code[at], codes) | shared
+        return np.ones(at.shape, dtype=bool)
+
+    def rows_of_seqs(self, seqs: np.ndarray) -> np.ndarray:
+        """The row of each seq (-1: not held), from a map kept while no row moves."""
+        key = (self.generation, self.size, id(self.seqs))
+        if self._seq_rows is None or self._seq_rows[0] != key:
+            held = self.seqs[: self.size]
+            rows = np.full(int(held.max(initial=0)) + 1, -1, dtype=np.int32)
+            rows[held] = np.arange(self.size, dtype=np.int32)
+            self._seq_rows = (key, rows)
+        rows = self._seq_rows[1]
+        seqs = np.asarray(seqs, dtype=np.int64)
+        inside = seqs < rows.size
+        return np.where(inside, rows[np.where(inside, seqs, 0)], -1)
+
+    def keyword_hits(
+        self,
+        stems: Sequence[str],
+        scope: Scope,
+        *,
+        limit: int,
+        faded: int,
+        wide: bool,
+        floor: int,
+    ) -> list[tuple[str, float]] | None:
+        """`Store.keyword_hits` from the held postings (None until they are loaded): the BM25
+        top `limit` of live rows in `scope` and the top `faded` of faded rows (`wide`: every
+        row in one tier), best first, ties by seq — as the store's statement ranks them,
+        the faded among the best `max(4·limit, 200)` matches unless too few live rows were
+        among those. The scope's roles must be held (`holds`)."""
+        keywords = self.keywords
+        if not keywords.ready:
+            return None
+        if limit <= 0 or not stems:
+            return []
+        seqs, scores = keywords.search(keywords.selective(stems, floor, COMMON_SHARE))
+        if not seqs.size or not self.size:
+            return []  # no match, or no row of the scope's roles (all held) in the store
+        order = np.lexsort((seqs, -scores))
+        scores, rows = scores[order], self.rows_of_seqs(seqs[order])
+        pool = max(limit * 4, 200)
+        picked, live = self._keyword_tiers(rows[:pool], scope, limit, faded, wide)
+        if live < limit and rows.size >= pool:
+            picked, live = self._keyword_tiers(rows, scope, limit, faded, wide)
+        return [(self.ids[int(rows[i])], float(scores[i])) for i in picked.tolist()]
+
+    def _keyword_tiers(
+        self, rows: np.ndarray, scope: Scope, limit: int, faded: int, wide: bool
+    ) -> tuple[np.ndarray, int]:
+        """Positions in `rows` (best first) of the first `limit` live rows in scope and the
+        first `faded` faded ones (`wide`: the first `limit` of any state), in order, and how
+        many live rows were taken."""
+        held, at = self._held_at(rows)
+        keep = held & self._in_scope(at, scope)
+        if wide:
+            live = np.flatnonzero(keep)[:limit]
+            return live, int(live.size)
+        live = np.flatnonzero(keep & ~self.archived[at])[:limit]
+        if faded <= 0:
+            return live, int(live.size)
+        tier = np.flatnonzero(keep & self.faded[at])[:faded]
+        return np.sort(np.concatenate([live, tier])), int(live.size)
 
     def similarities(self, queries: np.ndarray, upto: int | None = None) -> np.ndarray:
         """Cosines of every row (up to `upto`) with each query: shape (size,) for one vector,
@@ -716,6 +826,9 @@ class VectorIndex:
         valid across writes of other memories. The writer marks the index dirty once an
         intent's write has committed.
         """
+        # The keyword postings hold every role's rows and read them from the store, once
+        # committed: the next sync pulls them (`_pull_keywords`).
+        self._noted += 1
         if self.residency is not None and not self.residency.holds(row.role):
             return
         found = int(self.ids.rows_of([row.id])[0])

@@ -10,6 +10,7 @@ from nooa_mcp import Memory, RecallSettings, Settings
 from nooa_mcp.domain.accesses import apply_access
 from nooa_mcp.domain.schema import AccessRecord, Channel, EdgeType
 from nooa_mcp.embeddings import HashEmbedder
+from nooa_mcp.storage.postings import HeldKeywords
 
 pytestmark = pytest.mark.anyio
 
@@ -356,11 +357,18 @@ async def _gated(settings, embedder):
     return mem_cm, mem
 
 
+def _postings_not_held(mem: Memory) -> None:
+    """As before the process first loads the keyword postings (`storage.postings`): the
+    store searches. (Held, the search runs in the process after the embedding.)"""
+    mem.engine.index.keywords = HeldKeywords()
+
+
 async def test_the_keyword_read_runs_while_the_query_is_embedded(settings):
     embedder = _GatedEmbedder()
     mem_cm, mem = await _gated(settings, embedder)
     try:
         target = await ids(mem, "The staging database password rotates every Monday")
+        _postings_not_held(mem)
         embedder.armed = True
         result = await mem.recall("staging database password")
     finally:
@@ -376,6 +384,7 @@ async def test_an_embedding_failure_beside_the_keyword_read_reaches_the_caller_a
     mem_cm, mem = await _gated(settings, embedder)
     try:
         await ids(mem, "The staging database password rotates every Monday")
+        _postings_not_held(mem)
         embedder.armed = True
         with pytest.raises(RuntimeError, match="the model broke"):
             await mem.recall("staging database password")

@@ -1,0 +1,308 @@
+"""Keyword search from the postings held in memory ranks as the store's own search does
+(`storage.postings`, `VectorIndex.keyword_hits`; DESIGN.md §5.13).
+
+The store's search (FTS5's `bm25()` in SQLite, its formula in PostgreSQL's SQL) is the
+reference: for every query, scope and tier setting, the held search must return the same ids
+in the same order with the same BM25 to the last bit — on a fresh store, after rows are
+rewritten (their stems change, their postings go stale), archived by their user or by
+maintenance, with the "too common" cut-off and the pool fallback reached, on both backends.
+A recall uses the held search once the postings are loaded, and the store's inside a
+transaction. (PostgreSQL's SQL sums the same terms in another order, so its BM25 may differ
+in the last bit and it lists its hits in its own order: there the same hits must come with
+the same BM25 to 1e-9.)
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import numpy as np
+import pytest
+
+from nooa_mcp import Memory, Settings
+from nooa_mcp.domain.scope import Scope
+from nooa_mcp.embeddings import HashEmbedder
+from nooa_mcp.storage import postings
+from nooa_mcp.storage.keywords import query_stems
+from nooa_mcp.storage.postings import HeldKeywords
+from nooa_mcp.storage.residency import Residency
+from nooa_mcp.storage.vectors import VectorIndex
+
+pytestmark = pytest.mark.anyio
+
+OWNERS = ["ana@laptop", "ben@desk", ""]
+
+TOPICS = [
+    "harbour crane inspection",
+    "crane operator rota",
+    "storm damage report",
+    "jib bolts from Malmo",
+    "parking permit renewal",
+    "night shift notes",
+    "quay lights flicker",
+    "cable order audit",
+]
+
+QUERIES = [
+    "harbour crane",
+    "crane cranes",
+    "who runs the night shift",
+    "Malmo bolts",
+    "audit of the cable order",
+    "permit",
+    "lights",
+    "storm storm report",
+    "nothing matches zebra",
+    "the",
+    "inspection of item 17",
+]
+
+SCOPES = [
+    Scope(roles=None),
+    Scope(owner="ana@laptop"),
+    Scope(roles=frozenset({"ben"})),
+    Scope(roles=frozenset({"ana", "ben"})),
+    Scope(roles=frozenset()),
+]
+
+#: (limit, faded, wide): the recall's own, a faded tier, every row in one tier, and a small
+#: limit whose pool (200 rows) is full of other owners' rows (the fallback reads every match).
+TIERS = [(50, 5, False), (10, 3, False), (50, 0, True), (2, 0, False), (5, 5, False)]
+
+
+def _text(i: int) -> tuple[str, list[str], list[str]]:
+    topic = TOPICS[i % len(TOPICS)]
+    words = " ".join(TOPICS[(i * 7 + j) % len(TOPICS)].split()[0] for j in range(i % 4))
+    return f"{topic} {words} item {i}".strip(), [f"tag{i % 3}"], ["Malmo"] if i % 5 == 0 else []
+
+
+async def _fill(target, n: int) -> list[list[str]]:
+    """`n` memories for each owner (other owners' first, so one owner's rows are few among
+    the best matches), each owner's ids."""
+    ids: list[list[str]] = []
+    for owner in OWNERS:
+        settings = Settings(store=target, owner=owner)
+        async with Memory.open(settings=settings, embedder=HashEmbedder()) as mem:
+            batch = []
+            for i in range(n):
+                content, tags, entities = _text(i + len(ids) * 1000)
+                batch.append({"content": content, "tags": tags, "entities": entities})
+            ids.append([r.id for r in await mem.author_many(batch)])
+    return ids
+
+
+def _alike(store, got: list[tuple[str, float]], want: list[tuple[str, float]]) -> bool:
+    if store.dialect.name == "sqlite":
+        return got == want
+    return sorted((i, round(s, 9)) for i, s in got) == sorted((i, round(s, 9)) for i, s in want)
+
+
+async def _same_hits(store, floor: int | None = None) -> int:
+    """Compare the held search with the store's for every query, scope and tier; return
+    how many hits were compared."""
+    if floor is not None:
+        store.common_floor = floor
+    index = VectorIndex(HashEmbedder().dim)
+    await index.sync(store)
+    assert index.keywords.ready
+    compared = 0
+    for query in QUERIES:
+        for scope in SCOPES:
+            for limit, faded, wide in TIERS:
+                want = await store.keyword_hits(
+                    query, scope, limit=limit, faded=faded, include_archived=wide
+                )
+                got = index.keyword_hits(
+                    query_stems(query),
+                    scope,
+                    limit=limit,
+                    faded=faded,
+                    wide=wide,
+                    floor=store.common_floor,
+                )
+                assert _alike(store, got, want), (query, scope, limit, faded, wide)
+                compared += len(want)
+    return compared
+
+
+@pytest.fixture
+async def filled(store_target):
+    ids = await _fill(store_target, 120)
+    from nooa_mcp.storage import open_store
+
+    store = await open_store(store_target)
+    try:
+        yield store, ids
+    finally:
+        await store.close()
+
+
+async def test_held_search_ranks_as_the_store_with_scopes_and_tiers(filled) -> None:
+    store, _ = filled
+    assert await _same_hits(store) > 1000
+
+
+async def test_held_search_follows_rewrites_and_archives(filled) -> None:
+    store, ids = filled
+    index = VectorIndex(HashEmbedder().dim)
+    await index.sync(store)
+    when = datetime.now(UTC)
+    ana = ids[0]
+    for n, memory_id in enumerate(ana[:40]):
+        if n % 3 == 0:
+            await store.set_archived(memory_id, True, when, faded=True)
+        elif n % 3 == 1:
+            await store.set_archived(memory_id, True, when)
+        else:
+            memory = await store.fetch(memory_id)
+            assert memory is not None
+            memory.content = f"storm crane rewritten {n} zebra"
+            await store.save(memory)
+    # The index held before the changes pulls them as a recall does before it searches.
+    index.mark_dirty()
+    await index.sync(store)
+    await index.pull_keywords(store)
+    for query in ("zebra", "storm crane", "harbour crane", "rewritten"):
+        for scope in SCOPES[:2]:
+            for limit, faded, wide in TIERS:
+                want = await store.keyword_hits(
+                    query, scope, limit=limit, faded=faded, include_archived=wide
+                )
+                got = index.keyword_hits(
+                    query_stems(query),
+                    scope,
+                    limit=limit,
+                    faded=faded,
+                    wide=wide,
+                    floor=store.common_floor,
+                )
+                assert _alike(store, got, want), (query, scope, limit, faded, wide)
+    zebra = index.keyword_hits(
+        ["zebra"], SCOPES[0], limit=50, faded=5, wide=False, floor=store.common_floor
+    )
+    assert len(zebra) == 13  # the 13 rewritten rows, each found by its new words only
+    # And a fresh index, loaded from scratch, holds the same.
+    assert await _same_hits(store) > 1000
+
+
+async def test_the_common_word_cut_and_the_pool_fallback_match(filled) -> None:
+    store, _ = filled
+    # A floor under the store's size: words in more rows than it are not searched.
+    assert await _same_hits(store, floor=60) > 0
+    index = VectorIndex(HashEmbedder().dim)
+    await index.sync(store)
+    kept = index.keywords.selective(query_stems("inspection of item 17"), 60, 0.01)
+    assert kept == ["inspect", "17"]  # "item" is in all 360 rows, "inspect" in under 60
+
+
+async def test_the_pool_fallback_finds_the_scope_s_rows_below_others(tmp_path) -> None:
+    """The best 200 matches are all another owner's: the store reads every match, and so
+    must the held search (limit 5 of ana's, none among the 200)."""
+    target = tmp_path / "m.sqlite"
+    for owner, text, n in (("ben@desk", "zebra zebra crossing", 230), ("ana@laptop", "zebra", 8)):
+        async with Memory.open(
+            settings=Settings(store=target, owner=owner), embedder=HashEmbedder()
+        ) as mem:
+            await mem.author_many([{"content": f"{text} {i}"} for i in range(n)])
+    from nooa_mcp.storage import open_store
+
+    store = await open_store(target)
+    try:
+        index = VectorIndex(HashEmbedder().dim)
+        await index.sync(store)
+        ana = Scope(owner="ana@laptop")
+        want = await store.keyword_hits("zebra", ana, limit=5, faded=0)
+        got = index.keyword_hits(["zebra"], ana, limit=5, faded=0, wide=False, floor=1000)
+        assert got == want and len(got) == 5
+    finally:
+        await store.close()
+
+
+async def test_an_index_holding_only_an_empty_role_finds_nothing_as_the_store(tmp_path) -> None:
+    """The postings hold every role's rows; the index only the roles loaded, here one with
+    no row at all and no shared row either (a new owner's first recall): no hit."""
+    target = tmp_path / "m.sqlite"
+    async with Memory.open(
+        settings=Settings(store=target, owner="ana@laptop"), embedder=HashEmbedder()
+    ) as mem:
+        await mem.author_many([{"content": f"harbour crane {i}"} for i in range(5)])
+    from nooa_mcp.storage import open_store
+
+    store = await open_store(target)
+    try:
+        index = VectorIndex(HashEmbedder().dim, Residency())
+        carl = Scope(roles=frozenset({"carl"}))
+        await index.ensure(store, carl.visible_roles)
+        assert index.holds(carl.visible_roles) and index.keywords.count == 5
+        got = index.keyword_hits(["crane"], carl, limit=50, faded=5, wide=False, floor=1000)
+        assert got == await store.keyword_hits("crane", carl, limit=50, faded=5) == []
+    finally:
+        await store.close()
+
+
+def test_postings_merge_keeps_what_was_appended_and_drops_what_went_stale() -> None:
+    held = HeldKeywords()
+    held.apply([(1, '["a", "b b", "", ""]'), (2, '["", "b c", "a", ""]')])
+    held.merge()
+    held.apply([(1, '["", "c", "", ""]'), (3, '["c", "", "", "b"]')])
+    # Row 1's old postings are stale before and after the merge; weights in half-units.
+    for merge in (False, True):
+        if merge:
+            held.merge()
+        rows, weights = held.postings("b")
+        assert sorted(zip(rows.tolist(), weights.tolist(), strict=True)) == [(2, 2), (3, 3)]
+        rows, weights = held.postings("c")
+        assert sorted(zip(rows.tolist(), weights.tolist(), strict=True)) == [(1, 2), (2, 2), (3, 4)]
+        assert held.postings("a")[0].tolist() == [2]
+        assert (held.count, held.tokens) == (3, 1 + 3 + 2)
+
+
+def test_the_score_is_fts5_bm25_to_the_bit() -> None:
+    """FTS5's formula on numbers worked by hand: N = 3, avgdl = 2, |D| = 1 and 3."""
+    held = HeldKeywords()
+    held.apply([(1, '["x", "", "", ""]'), (2, '["", "x y z", "", ""]'), (3, '["", "w w", "", ""]')])
+    seqs, scores = held.search(["x"])
+    assert seqs.tolist() == [1, 2]
+    idf = np.log((3 - 2 + 0.5) / (2 + 0.5))  # negative: FTS5 uses 1e-6 instead
+    assert idf < 0
+    k1, b = postings.K1, postings.B
+    want = [
+        1e-6 * ((f * (k1 + 1.0)) / (f + k1 * ((1 - b) + b * d / 2.0)))
+        for f, d in ((2.0, 1), (1.0, 3))
+    ]
+    assert scores.tolist() == want
+
+
+async def test_recall_searches_the_held_postings_and_a_transaction_the_store(
+    tmp_path, monkeypatch
+) -> None:
+    settings = Settings(store=tmp_path / "m.sqlite", owner="ana@laptop")
+    async with Memory.open(settings=settings, embedder=HashEmbedder()) as mem:
+        await mem.author_many([{"content": f"harbour crane note {i}"} for i in range(30)])
+        store = mem.engine.store
+        asked = []
+        original = type(store).keyword_hits
+
+        async def counted(self, *args, **kwargs):
+            asked.append(args[0])
+            return await original(self, *args, **kwargs)
+
+        monkeypatch.setattr(type(store), "keyword_hits", counted)
+        await mem.recall("harbour crane")  # the first recall may load the postings
+        asked.clear()
+        result = await mem.recall("crane note 7")
+        assert result.hits and result.hits[0].content == "harbour crane note 7"
+        assert asked == []  # held: no keyword statement
+        from nooa_mcp.services.ranking import held_keywords
+
+        scope = mem._caller.scope("mine")
+        async with store.transaction():
+            read = await held_keywords(
+                "crane note 7",
+                index=mem.engine.index,
+                store=store,
+                scope=scope,
+                settings=mem._caller.settings.recall,
+            )
+        assert asked == ["crane note 7"]  # in a transaction: the store searched
+        assert read.hits and read.hits[0][0] == result.hits[0].id
