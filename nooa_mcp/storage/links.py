@@ -50,6 +50,7 @@ class HeldLinks:
         self.kind = np.zeros(0, dtype=np.uint8)
         #: Edge positions sorted by (dst, kind, src).
         self.by_dst = np.zeros(0, dtype=np.int32)
+        self._targets_sorted: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._kinds: dict[str, int] = {}
         self._kind_names: list[str] = []
         #: Where `sync` reads changes from (None: nothing read yet).
@@ -218,22 +219,34 @@ class HeldLinks:
     ) -> list[EdgeRow]:
         """`Store.successors`: edges with one of `relations` into `targets` from live sources
         inside `scope`."""
-        at = self._spans(self.dst, self._known(targets), self.by_dst)
+        at = self._spans(self._by_target(), self._known(targets), self.by_dst)
         wanted = [self._kinds[r] for r in relations if r in self._kinds]
         at = at[np.isin(self.kind[at], wanted)]
         return self._visible(at, self.src, scope, index)
+
+    def _by_target(self) -> np.ndarray:
+        """The targets in `by_dst` order, kept while neither array is replaced (both are
+        replaced, never changed in place): gathering them took ~1 ms a recall at 300k edges."""
+        kept = self._targets_sorted
+        if kept is None or kept[0] is not self.dst or kept[1] is not self.by_dst:
+            kept = self._targets_sorted = (self.dst, self.by_dst, self.dst[self.by_dst])
+        return kept[2]
 
     def _known(self, ids: Sequence[str]) -> np.ndarray:
         codes = self.ends.rows_of(list(dict.fromkeys(ids)))
         return np.sort(codes[codes >= 0])
 
-    def _spans(self, column: np.ndarray, codes: np.ndarray, order: np.ndarray | None) -> np.ndarray:
-        """Positions of the edges whose `column` is one of `codes` (sorted by `order`)."""
-        keys = column if order is None else column[order]
+    def _spans(self, keys: np.ndarray, codes: np.ndarray, order: np.ndarray | None) -> np.ndarray:
+        """Positions of the edges whose end, as sorted in `keys` (by `order`), is one of
+        `codes`."""
+        # In the keys' own type: searching int32 keys for int64 codes copies every key first.
+        codes = codes.astype(keys.dtype, copy=False)
         lo = np.searchsorted(keys, codes, "left")
         hi = np.searchsorted(keys, codes, "right")
-        spans = [np.arange(a, b) for a, b in zip(lo.tolist(), hi.tolist(), strict=True) if b > a]
-        at = np.concatenate(spans) if spans else np.zeros(0, dtype=np.int64)
+        # Every position from each lo to its hi, in order, without a range per code.
+        lengths = hi - lo
+        starts = np.repeat(lo - (np.cumsum(lengths) - lengths), lengths)
+        at = np.arange(int(lengths.sum()), dtype=np.int64) + starts
         return at if order is None else order[at]
 
     def _visible(
@@ -242,11 +255,16 @@ class HeldLinks:
         """The edges at `at` whose `other` end is live inside `scope`, as rows."""
         if not at.size:
             return []
-        ids = [self.ends[c] for c in other[at].tolist()]
-        keep = index.visible(index.ids.rows_of(ids), scope)
+        # Each end's id decoded once (an end is on several of the edges, both sides asked).
+        ends, inverse = np.unique(other[at], return_inverse=True)
+        named = dict(zip(ends.tolist(), [self.ends[c] for c in ends.tolist()], strict=True))
+        keep = index.visible(index.ids.rows_of(list(named.values())), scope)[inverse]
+        for code in self.src[at[keep]].tolist() + self.dst[at[keep]].tolist():
+            if code not in named:
+                named[code] = self.ends[code]
         names = self._kind_names
         rows = [
-            EdgeRow(self.ends[s], self.ends[d], names[k], w)
+            EdgeRow(named[s], named[d], names[k], w)
             for s, d, k, w in zip(
                 self.src[at[keep]].tolist(),
                 self.dst[at[keep]].tolist(),
