@@ -116,6 +116,8 @@ class Engine:
         #: Set when a caller starts waiting in `flush`: cuts the writer's delay short.
         self._behind_hurry = anyio.Event()
         self._writer: asyncio.Task[None] | None = None
+        #: The background read of the keyword postings (`_start_keywords`).
+        self._keywords: asyncio.Task[None] | None = None
         #: The first read of the stored vectors when it waits for the model (`vectors_later`).
         self._first_vectors: asyncio.Task[None] | None = None
         #: Without a configured owner, hold every role from the start (`open`).
@@ -169,6 +171,7 @@ class Engine:
             engine._every_role_first = every_role_first
             if not vectors_later:
                 await engine._first_roles()
+                engine._start_keywords()
             # Tasks of their own, not a task group around the caller's block: an error
             # raised in that block must reach the caller as itself, not in an ExceptionGroup.
             loop = asyncio.get_running_loop()
@@ -193,10 +196,11 @@ class Engine:
                 writer.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await writer
-                if engine._first_vectors is not None:
-                    engine._first_vectors.cancel()
-                    with contextlib.suppress(asyncio.CancelledError, Exception):
-                        await engine._first_vectors
+                for task in (engine._first_vectors, engine._keywords):
+                    if task is not None:
+                        task.cancel()
+                        with contextlib.suppress(asyncio.CancelledError, Exception):
+                            await task
         finally:
             with anyio.CancelScope(shield=True):
                 await store.close()
@@ -230,6 +234,25 @@ class Engine:
             self.embedder.start()
             await anyio.to_thread.run_sync(self.embedder.finish)
         await self._first_roles()
+        self._start_keywords()
+
+    def _start_keywords(self) -> None:
+        """Read the keyword postings in the background (`VectorIndex.load_keywords`): recall
+        searches the store until they are loaded, and the vectors are not held up for them."""
+        self._keywords = asyncio.get_running_loop().create_task(
+            self._load_keywords(), name="nooa keyword postings"
+        )
+
+    async def _load_keywords(self) -> None:
+        try:
+            await self.index.load_keywords(self.store)
+        except NooaError as exc:  # the store went away: searches stay on the store
+            logger.warning("reading the keyword postings failed: %s", exc)
+
+    async def keywords_loaded(self) -> None:
+        """Wait until the keyword postings are read (tests, benchmarks)."""
+        if self._keywords is not None:
+            await asyncio.shield(self._keywords)
 
     async def _first_roles(self) -> None:
         """Hold the configured owner's roles (its own, its grants, the shared one) from the

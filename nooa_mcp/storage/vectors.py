@@ -44,6 +44,8 @@ from .residency import Residency
 #: (RSS)"). The price is more reads: a 100k role loads in ~4.6 s against ~4.1 s; pages of
 #: 1,000 rows took 2 MiB more off and 5.2 s, and a server's first answers wait for that load.
 SYNC_PAGE = 2000
+#: Rows of stems read into the keyword postings between two turns of the event loop.
+LOAD_PAGE = 500
 #: Rows added when the matrix grows in place (6 MB of float32 at 384-d).
 GROW_STEP = 4096
 #: The arrays with one entry per row, grown together.
@@ -237,8 +239,6 @@ class VectorIndex:
     async def sync(self, store: Store) -> None:
         """Bring the cache up to date with the store."""
         token = await store.change_token()
-        if not self.keywords.ready:
-            await self._pull_keywords(store, token)  # loaded once; then as recall asks
         rewrote = store.row_writes != self._row_writes
         if rewrote:
             # This process rewrote rows: whatever services noted or not, ranking's columns
@@ -313,10 +313,31 @@ class VectorIndex:
         uses, self.use_mark = await store.use_changes(self.use_mark)
         self.note_uses(uses)
 
+    async def load_keywords(self, store: Store) -> None:
+        """Read every row's stems into the keyword postings, a few hundred rows at a time
+        with the event loop let go between them (~30 µs of Python a row: 3 s at 100k, run in
+        the background once the vectors are loaded, `Engine`); `keywords.ready` once done.
+        Searches go to the store until then."""
+        if self.keywords.ready:
+            return
+        token = await store.change_token()
+        due = (token, store.row_writes, self._noted)
+        keywords, mark = HeldKeywords(), None
+        while True:
+            rows, mark = await store.keyword_changes(mark, LOAD_PAGE)
+            keywords.apply(rows)
+            if len(rows) < LOAD_PAGE:
+                break
+            await anyio.sleep(0)
+        keywords.merge()
+        keywords.mark = mark
+        self.keywords, self._keywords_due = keywords, due
+
     async def pull_keywords(self, store: Store) -> None:
         """Bring the keyword postings up to date, before a search of them (writes do not:
         a write's checks search no keyword, and on PostgreSQL a pull is a round trip)."""
-        await self._pull_keywords(store, await store.change_token())
+        if self.keywords.ready:
+            await self._pull_keywords(store, await store.change_token())
 
     async def _pull_keywords(self, store: Store, token: Any) -> None:
         """Apply the stems of every row changed since the postings' mark, of every role (the
@@ -329,7 +350,7 @@ class VectorIndex:
         if store.in_transaction:
             return
         due = (token, store.row_writes, self._noted)
-        if self.keywords.ready and due == self._keywords_due:
+        if due == self._keywords_due:
             return
         keywords = self.keywords
         mark = keywords.mark
@@ -338,8 +359,6 @@ class VectorIndex:
             keywords.apply(rows)
             if len(rows) < SYNC_PAGE:
                 break
-        if keywords.mark is None:
-            keywords.merge()  # a first load: its entries into the compact base at once
         keywords.mark = mark
         self._keywords_due = due
 

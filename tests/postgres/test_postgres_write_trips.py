@@ -303,6 +303,7 @@ async def test_a_recall_after_recalls_is_one_round_trip(postgres, monkeypatch) -
         store = mem.engine.store
         with anyio.fail_after(10):
             await store.wait_listening()
+            await mem.engine.keywords_loaded()
         for _ in range(2):
             await mem.recall("ferry pier", k=3)
             await mem.engine.flush()
@@ -328,8 +329,10 @@ async def test_a_commit_heard_back_before_its_call_resumes_is_this_servers_own(
         store = mem.engine.store
         kept = await mem.author("the ferry leaves pier 9 at dawn")
         other = await mem.author("the bakery opens at six")
+        spare = [(await mem.author(f"the bus leaves stop {i} at noon")).id for i in range(3)]
         with anyio.fail_after(10):
             await store.wait_listening()
+            await mem.engine.keywords_loaded()
         real, real_is_own = PostgresStore._commit, store._is_own
         heard: list[int] = []
         stall = False
@@ -348,18 +351,24 @@ async def test_a_commit_heard_back_before_its_call_resumes_is_this_servers_own(
         monkeypatch.setattr(PostgresStore, "_commit", commit_then_stall)
         await anyio.sleep(0.3)
         before = await store.change_token()
-        held, done = anyio.Event(), anyio.Event()
+        # Every connection the pool has open is held (the keyword postings' background
+        # read may have opened a second one beside the writes above).
+        size = store.pool.get_stats()["pool_size"]
+        assert size <= 4
+        held, done = [anyio.Event() for _ in range(size)], anyio.Event()
 
-        async def hold_a_connection() -> None:
+        async def hold_a_connection(mine: anyio.Event, memory_id: str) -> None:
             async with store.transaction():
-                await store.access_states([other.id])  # leases its connection now
-                held.set()
+                await store.access_states([memory_id])  # leases its connection now
+                mine.set()
                 await done.wait()
 
         with anyio.fail_after(20):
             async with anyio.create_task_group() as tg:
-                tg.start_soon(hold_a_connection)
-                await held.wait()
+                for mine, memory_id in zip(held, [other.id, *spare], strict=False):
+                    tg.start_soon(hold_a_connection, mine, memory_id)
+                for mine in held:
+                    await mine.wait()
                 fresh = set(store._own_pids)
                 stall = True
                 async with store.transaction():  # on a connection the pool opens for it

@@ -357,9 +357,10 @@ async def _gated(settings, embedder):
     return mem_cm, mem
 
 
-def _postings_not_held(mem: Memory) -> None:
+async def _postings_not_held(mem: Memory) -> None:
     """As before the process first loads the keyword postings (`storage.postings`): the
     store searches. (Held, the search runs in the process after the embedding.)"""
+    await mem.engine.keywords_loaded()  # not read back over this by the background load
     mem.engine.index.keywords = HeldKeywords()
 
 
@@ -368,7 +369,7 @@ async def test_the_keyword_read_runs_while_the_query_is_embedded(settings):
     mem_cm, mem = await _gated(settings, embedder)
     try:
         target = await ids(mem, "The staging database password rotates every Monday")
-        _postings_not_held(mem)
+        await _postings_not_held(mem)
         embedder.armed = True
         result = await mem.recall("staging database password")
     finally:
@@ -384,7 +385,7 @@ async def test_an_embedding_failure_beside_the_keyword_read_reaches_the_caller_a
     mem_cm, mem = await _gated(settings, embedder)
     try:
         await ids(mem, "The staging database password rotates every Monday")
-        _postings_not_held(mem)
+        await _postings_not_held(mem)
         embedder.armed = True
         with pytest.raises(RuntimeError, match="the model broke"):
             await mem.recall("staging database password")

@@ -104,6 +104,7 @@ async def _same_hits(store, floor: int | None = None) -> int:
         store.common_floor = floor
     index = VectorIndex(HashEmbedder().dim)
     await index.sync(store)
+    await index.load_keywords(store)
     assert index.keywords.ready
     compared = 0
     for query in QUERIES:
@@ -146,6 +147,7 @@ async def test_held_search_follows_rewrites_and_archives(filled) -> None:
     store, ids = filled
     index = VectorIndex(HashEmbedder().dim)
     await index.sync(store)
+    await index.load_keywords(store)
     when = datetime.now(UTC)
     ana = ids[0]
     for n, memory_id in enumerate(ana[:40]):
@@ -190,7 +192,7 @@ async def test_the_common_word_cut_and_the_pool_fallback_match(filled) -> None:
     # A floor under the store's size: words in more rows than it are not searched.
     assert await _same_hits(store, floor=60) > 0
     index = VectorIndex(HashEmbedder().dim)
-    await index.sync(store)
+    await index.load_keywords(store)
     kept = index.keywords.selective(query_stems("inspection of item 17"), 60, 0.01)
     assert kept == ["inspect", "17"]  # "item" is in all 360 rows, "inspect" in under 60
 
@@ -210,6 +212,7 @@ async def test_the_pool_fallback_finds_the_scope_s_rows_below_others(tmp_path) -
     try:
         index = VectorIndex(HashEmbedder().dim)
         await index.sync(store)
+        await index.load_keywords(store)
         ana = Scope(owner="ana@laptop")
         want = await store.keyword_hits("zebra", ana, limit=5, faded=0)
         got = index.keyword_hits(["zebra"], ana, limit=5, faded=0, wide=False, floor=1000)
@@ -233,6 +236,7 @@ async def test_an_index_holding_only_an_empty_role_finds_nothing_as_the_store(tm
         index = VectorIndex(HashEmbedder().dim, Residency())
         carl = Scope(roles=frozenset({"carl"}))
         await index.ensure(store, carl.visible_roles)
+        await index.load_keywords(store)
         assert index.holds(carl.visible_roles) and index.keywords.count == 5
         got = index.keyword_hits(["crane"], carl, limit=50, faded=5, wide=False, floor=1000)
         assert got == await store.keyword_hits("crane", carl, limit=50, faded=5) == []
@@ -279,6 +283,7 @@ async def test_recall_searches_the_held_postings_and_a_transaction_the_store(
     settings = Settings(store=tmp_path / "m.sqlite", owner="ana@laptop")
     async with Memory.open(settings=settings, embedder=HashEmbedder()) as mem:
         await mem.author_many([{"content": f"harbour crane note {i}"} for i in range(30)])
+        await mem.engine.keywords_loaded()
         store = mem.engine.store
         asked = []
         original = type(store).keyword_hits
@@ -288,7 +293,7 @@ async def test_recall_searches_the_held_postings_and_a_transaction_the_store(
             return await original(self, *args, **kwargs)
 
         monkeypatch.setattr(type(store), "keyword_hits", counted)
-        await mem.recall("harbour crane")  # the first recall may load the postings
+        await mem.recall("harbour crane")  # pulls the rows written since the load
         asked.clear()
         result = await mem.recall("crane note 7")
         assert result.hits and result.hits[0].content == "harbour crane note 7"
