@@ -340,13 +340,12 @@ class VectorIndex:
             await self._pull_keywords(store, await store.change_token())
 
     async def _pull_keywords(self, store: Store, token: Any) -> None:
-        """Apply the stems of every row changed since the postings' mark, of every role (the
-        first time, every row: BM25 counts over the whole table), when another connection
-        committed (`token`) or this process wrote or rewrote rows since the last pull: its
-        own writes are noted in the index without a pull (`note`), and may have synced it
-        inside their transaction. Not inside a transaction: its rows may yet roll back, and their
-        revisions be taken again by other rows; a search meanwhile goes to the store
-        (`keyword_hits` is asked only outside one)."""
+        """Apply the stems of every row changed since the postings' mark, of every role (BM25
+        counts over the whole table), when another connection committed (`token`) or this
+        process wrote or rewrote rows since the last pull: its own writes are noted in the
+        index without a pull (`note`). Not inside a transaction: its rows may yet roll back,
+        and their revisions be taken again by other rows; a search inside one goes to the
+        store (`ranking.held_keywords`)."""
         if store.in_transaction:
             return
         due = (token, store.row_writes, self._noted)
@@ -846,7 +845,7 @@ class VectorIndex:
         intent's write has committed.
         """
         # The keyword postings hold every role's rows and read them from the store, once
-        # committed: the next sync pulls them (`_pull_keywords`).
+        # committed: the next search pulls them (`pull_keywords`).
         self._noted += 1
         if self.residency is not None and not self.residency.holds(row.role):
             return
