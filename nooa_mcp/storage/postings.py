@@ -193,21 +193,40 @@ class HeldKeywords:
                 )
         return rows, weights
 
-    def selective(self, stems: Sequence[str], floor: int, share: float) -> list[str]:
+    def _found(self, stems: Sequence[str]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """Each distinct stem's postings, looked up once for a search and its cut."""
+        return {s: self.postings(s) for s in dict.fromkeys(stems)}
+
+    def selective(
+        self,
+        stems: Sequence[str],
+        floor: int,
+        share: float,
+        found: dict[str, tuple[np.ndarray, np.ndarray]] | None = None,
+    ) -> list[str]:
         """The stems worth ranking, as `sqlite_search.selective` keeps them: all while the
-        store has fewer rows than the cut-off, else those in fewer rows than it."""
+        store has fewer rows than the cut-off, else those in fewer rows than it (`found`:
+        their postings, when the caller has them already)."""
         cap = max(floor, int(self.count * share))
         if self.count < cap:
             return list(stems)
-        counts = {s: self.postings(s)[0].size for s in dict.fromkeys(stems)}
-        return [s for s in stems if counts[s] < cap]
+        found = self._found(stems) if found is None else found
+        return [s for s in stems if found[s][0].size < cap]
 
-    def search(self, stems: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    def search(
+        self, stems: Sequence[str], floor: int | None = None, share: float = 0.0
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Every row matching any of `stems` (seqs) and its BM25 score (higher is better),
-        FTS5's own number: a stem asked for twice counts twice, as two phrases do."""
+        FTS5's own number: a stem asked for twice counts twice, as two phrases do. With a
+        `floor`, the stems too common to rank are cut first (`selective`)."""
         if not stems or self.count == 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
-        found = {s: self.postings(s) for s in dict.fromkeys(stems)}
+        found = self._found(stems)
+        if floor is not None:
+            stems = self.selective(stems, floor, share, found)
+            if not stems:
+                return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+            found = {s: found[s] for s in stems}
         matched = np.unique(np.concatenate([rows for rows, _ in found.values()]))
         score = np.zeros(matched.size, dtype=np.float64)
         if not matched.size:

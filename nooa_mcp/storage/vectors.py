@@ -322,13 +322,8 @@ class VectorIndex:
             return
         token = await store.change_token()
         due = (token, store.row_writes, self._noted)
-        keywords, mark = HeldKeywords(), None
-        while True:
-            rows, mark = await store.keyword_changes(mark, LOAD_PAGE)
-            keywords.apply(rows)
-            if len(rows) < LOAD_PAGE:
-                break
-            await anyio.sleep(0)
+        keywords = HeldKeywords()
+        mark = await _read_stems(store, keywords, None, LOAD_PAGE, pause=True)
         keywords.merge()
         keywords.mark = mark
         self.keywords, self._keywords_due = keywords, due
@@ -352,13 +347,7 @@ class VectorIndex:
         if due == self._keywords_due:
             return
         keywords = self.keywords
-        mark = keywords.mark
-        while True:
-            rows, mark = await store.keyword_changes(mark, SYNC_PAGE)
-            keywords.apply(rows)
-            if len(rows) < SYNC_PAGE:
-                break
-        keywords.mark = mark
+        keywords.mark = await _read_stems(store, keywords, keywords.mark, SYNC_PAGE)
         self._keywords_due = due
 
     def note_uses(self, uses: dict[str, UseState]) -> None:
@@ -567,16 +556,7 @@ class VectorIndex:
             keep &= ~self.archived[rows] | self.faded[rows]
         elif not include_archived:
             keep &= ~self.archived[rows]
-        shared = self.owner_code[rows] == 0
-        if scope.owner is not None:
-            code = self._owners.get(scope.owner, -1)
-            keep &= (self.owner_code[rows] == code) | shared
-        elif scope.roles is not None:
-            codes = [self._roles[r] for r in scope.roles if r in self._roles]
-            visible = np.isin(self.role_code[rows], codes) if len(codes) > 1 else None
-            if visible is None:
-                visible = self.role_code[rows] == (codes[0] if codes else -1)
-            keep &= visible | shared
+        keep &= self._in_scope(rows, scope)
         if types is not None:
             # A lookup table over the few type codes: O(n), where np.isin sorts.
             allowed = np.zeros(len(self._types) + 1, dtype=bool)
@@ -607,16 +587,19 @@ class VectorIndex:
         held = (rows >= 0) & (rows < self.size)
         return held, np.where(held, rows, 0)
 
-    def _in_scope(self, at: np.ndarray, scope: Scope) -> np.ndarray:
-        """Whether a reader in `scope` may see each of the rows `at`, whatever their state
-        (`dialect.scope_where`: the shared owner's, and the scope's owner or roles)."""
+    def _in_scope(self, at: np.ndarray | slice, scope: Scope) -> np.ndarray:
+        """Whether a reader in `scope` may see each of the rows `at` (row numbers, or a slice
+        of them), whatever their state (`dialect.scope_where`: the shared owner's, and the
+        scope's owner or roles)."""
         shared = self.owner_code[at] == 0
         if scope.owner is not None:
             return (self.owner_code[at] == self._owners.get(scope.owner, -1)) | shared
         if scope.roles is not None:
             codes = [self._roles[r] for r in scope.roles if r in self._roles]
-            return np.isin(self.role_code[at], codes) | shared
-        return np.ones(at.shape, dtype=bool)
+            if len(codes) > 1:
+                return np.isin(self.role_code[at], codes) | shared
+            return (self.role_code[at] == (codes[0] if codes else -1)) | shared
+        return np.ones_like(shared)
 
     def rows_of_seqs(self, seqs: np.ndarray) -> np.ndarray:
         """The row of each seq (-1: not held), from a map kept while no row moves."""
@@ -651,7 +634,7 @@ class VectorIndex:
             return None
         if limit <= 0 or not stems:
             return []
-        seqs, scores = keywords.search(keywords.selective(stems, floor, COMMON_SHARE))
+        seqs, scores = keywords.search(stems, floor, COMMON_SHARE)
         if not seqs.size or not self.size:
             return []  # no match, or no row of the scope's roles (all held) in the store
         order = np.lexsort((seqs, -scores))
@@ -1019,6 +1002,20 @@ class VectorIndex:
         """The bytes of the rows held in the per-row arrays (the matrix most of it); rows
         allocated ahead for growth are zero pages, resident only once written."""
         return sum(getattr(owner, name)[: self.size].nbytes for owner, name in self._per_row())
+
+
+async def _read_stems(
+    store: Store, keywords: HeldKeywords, mark: Any, page: int, *, pause: bool = False
+) -> Any:
+    """Apply to `keywords` the stems of every row changed since `mark`, `page` rows a read
+    (`pause`: letting the event loop run between reads); the mark reached."""
+    while True:
+        rows, mark = await store.keyword_changes(mark, page)
+        keywords.apply(rows)
+        if len(rows) < page:
+            return mark
+        if pause:
+            await anyio.sleep(0)
 
 
 def _resize_in_place(owner: Any, name: str, capacity: int) -> bool:
