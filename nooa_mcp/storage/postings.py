@@ -106,8 +106,71 @@ class HeldKeywords:
 
     # ------------------------------------------------------------------ writing
 
-    def apply(self, rows: Iterable[tuple[int, Any]]) -> None:
-        """Hold these rows (seq, stems) as they now are, replacing what was held of them."""
+    def apply(self, rows: Iterable[tuple[int, Any]], *, merge: bool = True) -> None:
+        """Hold these rows (seq, stems) as they now are, replacing what was held of them.
+
+        `merge=False` leaves every entry appended, for a caller that merges once at the end
+        (the first read of a store: merging each time the appended part outgrew a quarter of
+        the base sorted the growing whole ~16 times at 100k rows, up to 150 ms each)."""
+        rows = list(rows)
+        seqs = [seq for seq, _ in rows]
+        if seqs and self._all_new(seqs):
+            self._append_new(seqs, [stems for _, stems in rows])
+        else:
+            self._apply_each(rows)
+        if merge and len(self._new_stem) > max(MERGE_FLOOR, self._rows.size // 4):
+            self.merge()
+
+    def _all_new(self, seqs: list[int]) -> bool:
+        """Whether none of `seqs` is held and none repeats (a first read's pages)."""
+        if len(set(seqs)) < len(seqs):
+            return False
+        known = np.asarray(seqs, dtype=np.int64)
+        known = known[known < self.lengths.size]
+        return not (self.lengths[known] >= 0).any()
+
+    def _append_new(self, seqs: list[int], stems: list[Any]) -> None:
+        """`_apply_each` for rows none of which is held, a page at a time: the words are
+        gathered with list operations and counted per (row, stem) by numpy, ~4x faster than
+        a dict a row (a 100k store's first read was 1.9 s of Python). The entries come out
+        in the same order, row by row, so the base a merge builds is the same."""
+        words: list[str] = []
+        counts: list[int] = []  # words per (row, column), rows in order, columns in order
+        if all(isinstance(raw, str) for raw in stems):  # as stored: one parse for the page
+            stems = json.loads("[" + ",".join(stems) + "]")
+        for raw in stems:
+            columns = (json.loads(raw) if isinstance(raw, str | bytes) else raw) or ()
+            for k in range(len(WEIGHTS)):
+                text = columns[k] if k < len(columns) else None
+                split = (text or "").split()
+                words.extend(split)
+                counts.append(len(split))
+        n_rows = len(seqs)
+        per_cell = np.asarray(counts, dtype=np.int64)
+        tokens = per_cell.reshape(n_rows, len(WEIGHTS)).sum(axis=1)
+        codes = self._stems
+        found = list(map(codes.get, words))
+        if None in found:  # stems not seen before, coded in order of first appearance
+            for k, word in enumerate(words):
+                if found[k] is None:
+                    found[k] = codes.setdefault(word, len(codes))
+        code = np.array(found, dtype=np.int64)
+        owner = np.repeat(np.arange(n_rows, dtype=np.int64), tokens)
+        weight = np.repeat(np.tile(np.asarray(WEIGHTS, dtype=np.int64), n_rows), per_cell)
+        pairs, where = np.unique(owner * len(codes) + code, return_inverse=True)
+        summed = np.bincount(where, weights=weight).astype(np.int64)
+        at = np.asarray(seqs, dtype=np.int64)
+        self._grow(int(at.max()) + 1)
+        self.lengths[at] = tokens
+        self.count += n_rows
+        self.tokens += int(tokens.sum())
+        entry_rows = at[pairs // len(codes)]
+        self._new_stem.frombytes((pairs % len(codes)).astype(np.int32).tobytes())
+        self._new_row.frombytes(entry_rows.astype(np.int32).tobytes())
+        self._new_weight.frombytes(np.minimum(summed, 0xFFFF).astype(np.uint16).tobytes())
+        self._new_version.frombytes(self._version[entry_rows].astype(np.int32).tobytes())
+
+    def _apply_each(self, rows: list[tuple[int, Any]]) -> None:
         for seq, stems in rows:
             counts, tokens = row_terms(stems)
             self._grow(seq + 1)
@@ -126,8 +189,6 @@ class HeldKeywords:
             self._new_row.extend(repeat(seq, n))
             self._new_weight.extend([min(weight, 0xFFFF) for weight in counts.values()])
             self._new_version.extend(repeat(int(self._version[seq]), n))
-        if len(self._new_stem) > max(MERGE_FLOOR, self._rows.size // 4):
-            self.merge()
 
     def _grow(self, needed: int) -> None:
         size = self.lengths.size

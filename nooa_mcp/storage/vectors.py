@@ -44,8 +44,11 @@ from .residency import Residency
 #: (RSS)"). The price is more reads: a 100k role loads in ~4.6 s against ~4.1 s; pages of
 #: 1,000 rows took 2 MiB more off and 5.2 s, and a server's first answers wait for that load.
 SYNC_PAGE = 2000
-#: Rows of stems read into the keyword postings between two turns of the event loop.
-LOAD_PAGE = 500
+#: Rows of stems read into the keyword postings between two turns of the event loop: under a
+#: millisecond of Python on average, which a call arriving meanwhile waits for (pages of 500
+#: rows, counted a row at a time and merged as they grew, held the loop up to 150 ms: the
+#: first recalls after a 100k server's start took ~200 ms against ~20).
+LOAD_PAGE = 128
 #: Rows added when the matrix grows in place (6 MB of float32 at 384-d).
 GROW_STEP = 4096
 #: The arrays with one entry per row, grown together.
@@ -323,8 +326,10 @@ class VectorIndex:
         token = await store.change_token()
         due = (token, store.row_writes, self._noted)
         keywords = HeldKeywords()
-        mark = await _read_stems(store, keywords, None, LOAD_PAGE, pause=True)
-        keywords.merge()
+        mark = await _read_stems(store, keywords, None, LOAD_PAGE, loading=True)
+        # One sort of every entry (~2.6M at 100k, ~0.2 s), in a worker thread: numpy sorts
+        # without the interpreter lock, and nothing else holds these postings yet.
+        await anyio.to_thread.run_sync(keywords.merge)
         keywords.mark = mark
         self.keywords, self._keywords_due = keywords, due
 
@@ -1005,16 +1010,17 @@ class VectorIndex:
 
 
 async def _read_stems(
-    store: Store, keywords: HeldKeywords, mark: Any, page: int, *, pause: bool = False
+    store: Store, keywords: HeldKeywords, mark: Any, page: int, *, loading: bool = False
 ) -> Any:
-    """Apply to `keywords` the stems of every row changed since `mark`, `page` rows a read
-    (`pause`: letting the event loop run between reads); the mark reached."""
+    """Apply to `keywords` the stems of every row changed since `mark`, `page` rows a read;
+    the mark reached. `loading`: the first read, in the background beside calls, which lets
+    the event loop run between reads and leaves the merge to its caller."""
     while True:
         rows, mark = await store.keyword_changes(mark, page)
-        keywords.apply(rows)
+        keywords.apply(rows, merge=not loading)
         if len(rows) < page:
             return mark
-        if pause:
+        if loading:
             await anyio.sleep(0)
 
 

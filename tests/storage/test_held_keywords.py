@@ -253,6 +253,40 @@ def test_postings_merge_keeps_what_was_appended_and_drops_what_went_stale() -> N
         assert (held.count, held.tokens) == (3, 1 + 3 + 2)
 
 
+def test_a_page_of_new_rows_is_held_as_row_by_row() -> None:
+    """A first read's pages are counted with numpy (`_append_new`); what they hold, and the
+    base a merge builds of it, is what applying the rows one at a time holds."""
+    page = [
+        (5, '["t t", "a b a", "tag", "ent a"]'),
+        (2, None),  # no stems stored: a row of no tokens
+        (9, '["", "b"]'),  # fewer columns than four
+        (3, ["a", "", "", "z z z"]),  # decoded already (PostgreSQL's jsonb)
+        (7, '["a", "a a a a a a", "", ""]'),
+    ]
+    for rows in (page, [*page[:2], (5, '["x", "", "", ""]')]):  # a repeat: row by row
+        paged, each = HeldKeywords(), HeldKeywords()
+        paged.apply(rows, merge=False)
+        each._apply_each(rows)
+        for merged in (False, True):
+            if merged:
+                paged.merge()
+                each.merge()
+            assert paged._stems == each._stems
+            for stem in paged._stems:
+                got, want = paged.postings(stem), each.postings(stem)
+                assert got[0].tolist() == want[0].tolist(), stem
+                assert got[1].tolist() == want[1].tolist(), stem
+            assert paged.lengths.tolist() == each.lengths.tolist()
+            assert (paged.count, paged.tokens) == (each.count, each.tokens)
+        for name in ("_starts", "_rows", "_weights", "_version"):
+            assert getattr(paged, name).tolist() == getattr(each, name).tolist(), name
+    held = HeldKeywords()
+    held.apply(page, merge=False)
+    assert held.postings("a")[0].tolist() == [5, 3, 7]
+    assert held.postings("a")[1].tolist() == [2 * 2 + 3, 4, 4 + 12]
+    assert (held.count, held.tokens) == (5, 8 + 0 + 1 + 4 + 7)
+
+
 def test_the_score_is_fts5_bm25_to_the_bit() -> None:
     """FTS5's formula on numbers worked by hand: N = 3, avgdl = 2, |D| = 1 and 3."""
     held = HeldKeywords()
