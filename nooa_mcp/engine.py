@@ -16,7 +16,7 @@ import os
 import socket
 import uuid
 from collections import OrderedDict, deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
@@ -58,6 +58,9 @@ WRITE_BEHIND_LIMIT = 32
 #: interpreter lock while the log's transaction parses rows on them. `flush` never waits for
 #: it.
 AFTER_REPLY_DELAY = 0.003
+#: Seconds a page of a background read (the keyword postings' first read) waits at most for
+#: a moment when no call is being served.
+BETWEEN_CALLS_AT_MOST = 0.05
 
 logger = logging.getLogger(__name__)
 
@@ -116,6 +119,10 @@ class Engine:
         #: Set when a caller starts waiting in `flush`: cuts the writer's delay short.
         self._behind_hurry = anyio.Event()
         self._writer: asyncio.Task[None] | None = None
+        #: Calls a front end is serving now (`serving`); the background reads wait for none.
+        self._serving = 0
+        self._served = asyncio.Event()
+        self._served.set()
         #: The background read of the keyword postings (`_start_keywords`).
         self._keywords: asyncio.Task[None] | None = None
         #: The first read of the stored vectors when it waits for the model (`vectors_later`).
@@ -245,9 +252,33 @@ class Engine:
 
     async def _load_keywords(self) -> None:
         try:
-            await self.index.load_keywords(self.store)
+            await self.index.load_keywords(self.store, between=self._between_calls)
         except NooaError as exc:  # the store went away: searches stay on the store
             logger.warning("reading the keyword postings failed: %s", exc)
+
+    @contextlib.contextmanager
+    def serving(self) -> Iterator[None]:
+        """Mark a call being served (the MCP server wraps every message in this): the
+        engine's background reads go on between calls, not inside them."""
+        self._serving += 1
+        self._served.clear()
+        try:
+            yield
+        finally:
+            self._serving -= 1
+            if not self._serving:
+                self._served.set()
+
+    async def _between_calls(self) -> None:
+        """Before a page of a background read: wait until no call has been served for
+        `AFTER_REPLY_DELAY` (its reply on its way out), or `BETWEEN_CALLS_AT_MOST` at most, so
+        a server that is never idle still gets there. A page run inside a call made each of
+        the call's awaits wait for one (a 100k server's first recalls: ~200 ms, then ~60)."""
+        with anyio.move_on_after(BETWEEN_CALLS_AT_MOST):
+            while self._serving:
+                await self._served.wait()
+                await anyio.sleep(AFTER_REPLY_DELAY)
+        await anyio.sleep(0)
 
     async def keywords_loaded(self) -> None:
         """Wait until the keyword postings are read (tests, benchmarks)."""

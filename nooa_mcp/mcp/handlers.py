@@ -12,7 +12,7 @@ import functools
 import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager, nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
@@ -239,8 +239,13 @@ def bind_owner(
             return await call_next(ctx)
         identity = resolve_identity(configured_owner, ctx, grants)
         token = _bound.set(_Bound(owners, identity))
+        # The engine's background reads wait for a moment between calls (`Engine.serving`).
+        engine = owners.engine
         try:
-            with provenance.session(identity.session_ref):
+            with (
+                provenance.session(identity.session_ref),
+                engine.serving() if engine is not None else nullcontext(),
+            ):
                 return await call_next(ctx)
         finally:
             _bound.reset(token)

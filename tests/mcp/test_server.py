@@ -782,3 +782,26 @@ async def test_a_stdio_server_loads_its_model_before_it_reads_the_stored_vectors
     finally:
         gate.set()
     assert events[:2] == ["model loaded", "vectors read"]
+
+
+async def test_a_tool_call_is_served_as_one_call_for_the_background_reads(
+    client: Client, monkeypatch
+) -> None:
+    """The engine's background reads wait for a moment between calls (`Engine.serving`):
+    every message the server handles counts as a call while it runs."""
+    from nooa_mcp.memory import Memory
+
+    await author(client, "the harbour crane was serviced on Tuesday")
+    seen: list[tuple[object, int]] = []
+    original = Memory.recall
+
+    async def watched(self, *args, **kwargs):
+        seen.append((self.engine, self.engine._serving))
+        return await original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Memory, "recall", watched)
+    result = await client.call_tool("memory_recall", {"query": "harbour crane"})
+    assert not result.is_error
+    [(engine, serving)] = seen
+    assert serving == 1
+    assert engine._serving == 0  # idle again once the call is answered

@@ -14,6 +14,7 @@ the same BM25 to 1e-9.)
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 
 import numpy as np
@@ -337,3 +338,38 @@ async def test_recall_searches_the_held_postings_and_a_transaction_the_store(
             )
         assert asked == ["crane note 7"]  # in a transaction: the store searched
         assert read.hits and read.hits[0][0] == result.hits[0].id
+
+
+async def test_the_postings_first_read_goes_on_between_calls_not_inside_them(
+    tmp_path, monkeypatch
+) -> None:
+    """A page of the background read run inside a call made each of the call's awaits wait
+    for one: while a front end serves a call (`Engine.serving`), no page is read."""
+    from nooa_mcp import engine as engine_module
+    from nooa_mcp.storage import vectors
+
+    settings = Settings(store=tmp_path / "m.sqlite", owner="ana@laptop")
+    async with Memory.open(settings=settings, embedder=HashEmbedder()) as mem:
+        await mem.author_many([{"content": f"harbour crane note {i}"} for i in range(200)])
+    monkeypatch.setattr(vectors, "LOAD_PAGE", 4)
+    monkeypatch.setattr(engine_module, "BETWEEN_CALLS_AT_MOST", 60.0)
+    pages: list[int] = []
+    original = HeldKeywords.apply
+
+    def counted(self, rows, **options):
+        pages.append(len(rows))
+        return original(self, rows, **options)
+
+    monkeypatch.setattr(HeldKeywords, "apply", counted)
+    async with Memory.open(settings=settings, embedder=HashEmbedder()) as mem:
+        with mem.engine.serving():
+            assert not mem.engine.index.keywords.ready
+            before = len(pages)
+            for _ in range(50):
+                await asyncio.sleep(0.002)
+            assert len(pages) <= before + 1  # at most the page under way when the call came
+            assert not mem.engine.index.keywords.ready
+        await mem.engine.keywords_loaded()
+        assert sum(pages) == 200 and len(pages) >= 50
+        result = await mem.recall("crane note 7")
+        assert result.hits[0].content == "harbour crane note 7"
