@@ -540,8 +540,9 @@ async def import_(ctx: Context, file: Any, as_json: bool) -> None:
     Every line is checked before anything is written: a bad line is named and nothing is
     imported. Archived memories come back archived, with their tombstones, and each exported
     memory as its own, even beside another with the same text. An id that another
-    owner's memory holds is imported under a new id; an edge to a memory you cannot link to
-    is not added, and named.
+    owner's memory holds is imported under an id of yours derived from it, the same each
+    time (importing a file again adds nothing); a line that says a shared memory again is
+    that memory; an edge to a memory you cannot link to is not added, and named.
     """
     from .errors import InvalidInput
     from .services.transfer import check_records

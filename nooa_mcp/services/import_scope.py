@@ -9,10 +9,16 @@ name a memory:
 - one of the importer's own memories with other content or another type: the import is
   refused before anything is written, naming the line (silently keeping the stored memory
   would drop what the line says);
-- any other memory (another role's, or a shared one the importer may read but not write):
-  it is not the importer's, so the line is stored as a new memory under a fresh id, and the
-  file's edges to the old id follow it. Another owner's memory is never reported `exists`,
-  and no edge is attached to it.
+- a shared memory with the same type and content (an export carries the shared memories
+  its owner reads, so a file imported back says them again): the line is that memory
+  (`exists`); it is not the importer's to link from, so the line's edges are not added;
+- any other memory (another role's, or a shared one that says something else): it is not
+  the importer's, so the line is stored as the importer's under an id derived from the
+  file's id and the importer's role (`derived_id`), and the file's edges to the old id follow
+  it. The same file imported again finds those copies (`exists`), never copies them again;
+  a copy edited since is left as it is, and the line stored beside it (under the next id
+  derived from the file's, where the import after finds it in turn).
+  Another role's memory is never reported `exists`, and no edge is attached to it.
 
 Edge targets resolve among the memories the importer may link to, as the tools resolve a
 link's target (its own role and shared memories): an edge to another role's memory is not
@@ -21,26 +27,45 @@ added, whatever its relation. Edges that are not added are named, line by line.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..domain.imports import LineEdge
 from ..domain.inputs import check_content, parse_memory_type
-from ..domain.schema import content_hash, new_id
+from ..domain.schema import content_hash
 from ..errors import AmbiguousId, InvalidInput, NotFound
 from .caller import Caller
 
-__all__ = ["attach_edges", "claim_ids"]
+__all__ = ["Claimed", "attach_edges", "claim_ids", "derived_id"]
 
 #: Ids looked up per store round trip.
 _PAGE = 500
+#: The namespace of the ids an import derives (`derived_id`).
+_DERIVED = uuid.UUID("6f1c2a52-8d0e-4b7a-9c3e-2f5d7e1b4a90")
 
 
-async def claim_ids(
-    caller: Caller, lines: Sequence[int], specs: list[dict[str, Any]]
-) -> dict[str, str]:
-    """Decide what each line's id means here; give lines whose id another owner holds a
-    fresh id (in `specs`, in place). Returns the ids so replaced: file id → new id.
+def derived_id(role: str, file_id: str) -> str:
+    """The id `role` stores a copy of another owner's memory `file_id` under: the same on
+    every import, so a file imported again finds its copies."""
+    return uuid.uuid5(_DERIVED, f"{role}\n{file_id}").hex
+
+
+@dataclass
+class Claimed:
+    """What the file's ids mean here (`claim_ids`)."""
+
+    #: File id → the id its line is stored under here (another owner's id).
+    renamed: dict[str, str] = field(default_factory=dict)
+    #: The lines (by place in the file's memory lines) that say a shared memory again, word
+    #: for word: that memory (`exists`), not written.
+    shared_at: set[int] = field(default_factory=set)
+
+
+async def claim_ids(caller: Caller, lines: Sequence[int], specs: list[dict[str, Any]]) -> Claimed:
+    """Decide what each line's id means here; give lines whose id another owner holds the
+    importer's own id for it (in `specs`, in place).
 
     Raises:
         InvalidInput: a line's id names one of the importer's memories with other content or
@@ -61,25 +86,56 @@ async def claim_ids(
             raise _refused(line, ident, f"line {first[0]} carries it too, with other content")
         named.setdefault(ident, (line, *said))
     if not named:
-        return {}
-    ids = list(named)
+        return Claimed()
+    owners = await _owners(caller, list(named))
+    mine = [i for i, owner in owners.items() if caller.may_write(owner)]
+    stored = await _fetched(caller, [i for i, owner in owners.items() if owner == "" or i in mine])
+    for ident in mine:
+        if ident in stored and not _says(stored[ident], named[ident]):
+            raise _refused(
+                named[ident][0], ident, "it is one of your memories already, with other content"
+            )
+    claimed = Claimed()
+    others = [i for i in owners if i not in mine]
+    shared = {i for i in others if owners[i] == "" and _says(stored.get(i), named[i])}
+    claimed.shared_at = {at for at, spec in enumerate(specs) if spec.get("id") in shared}
+    pending = [i for i in others if i not in shared]
+    tries = 0
+    while pending:
+        # The line's copy, or where it goes: the first of its derived ids that is free or
+        # holds it. One taken by anything else (the copy edited since) is passed over, so
+        # the line is kept beside it, and found there the next time.
+        derived = {i: derived_id(caller.role, i if not tries else f"{i}/{tries}") for i in pending}
+        held = await _owners(caller, list(derived.values()))
+        copies = await _fetched(caller, [d for d, owner in held.items() if caller.may_write(owner)])
+        for ident, copy in derived.items():
+            if copy not in held or _says(copies.get(copy), named[ident]):
+                claimed.renamed[ident] = copy
+        pending = [i for i in pending if i not in claimed.renamed]
+        tries += 1
+    for spec in specs:
+        if spec.get("id") in claimed.renamed:
+            spec["id"] = claimed.renamed[spec["id"]]
+    return claimed
+
+
+async def _owners(caller: Caller, ids: list[str]) -> dict[str, str]:
     owners: dict[str, str] = {}
     for start in range(0, len(ids), _PAGE):
         owners |= await caller.store.owners_of(ids[start : start + _PAGE])
-    mine = [i for i, owner in owners.items() if caller.may_write(owner)]
+    return owners
+
+
+async def _fetched(caller: Caller, ids: list[str]) -> dict[str, Any]:
     stored: dict[str, Any] = {}
-    for start in range(0, len(mine), _PAGE):
-        stored |= await caller.store.fetch_many(mine[start : start + _PAGE])
-    for ident in mine:
-        memory = stored.get(ident)
-        line, kind, digest = named[ident]
-        if memory is not None and (memory.type.value, memory.content_hash) != (kind, digest):
-            raise _refused(line, ident, "it is one of your memories already, with other content")
-    renamed = {i: new_id() for i in owners if i not in mine}
-    for spec in specs:
-        if spec.get("id") in renamed:
-            spec["id"] = renamed[spec["id"]]
-    return renamed
+    for start in range(0, len(ids), _PAGE):
+        stored |= await caller.store.fetch_many(ids[start : start + _PAGE])
+    return stored
+
+
+def _says(memory: Any, named: tuple[int, str, str]) -> bool:
+    """Whether a stored memory (None: none) has the line's type and content."""
+    return memory is not None and (memory.type.value, memory.content_hash) == named[1:]
 
 
 def _refused(line: int, ident: str, why: str) -> InvalidInput:

@@ -195,25 +195,45 @@ async def import_records(
     file = items if isinstance(items, CheckedFile) else check_records(items, caller.owner)
     checked, older = file.lines, file.older
     specs = [import_spec(item) for _, item in checked]
-    renamed = await claim_ids(caller, [line for line, _ in checked], specs)
+    claimed = await claim_ids(caller, [line for line, _ in checked], specs)
+    renamed = claimed.renamed
     report = Imported()
     counts = report.counts
     edges: list[tuple[str, int, LineEdge]] = []
     now = utc_now()
     prefixes = id8s(renamed)
+    shared_edges: list[str] = []
     for start in range(0, len(checked), BATCH):
-        chunk = checked[start : start + BATCH]
-        restores = [_renamed(carried(item, now), prefixes) for _, item in chunk]
+        batch = list(enumerate(checked[start : start + BATCH], start))
+        # A line that says a shared memory again is that memory: nothing to write, and it
+        # is not the importer's to link from.
+        written = [(at, line, item) for at, (line, item) in batch if at not in claimed.shared_at]
+        restores = [_renamed(carried(item, now), prefixes) for _, _, item in written]
         results = await author_many(
             caller,
-            [request_of(AuthorRequest, spec) for spec in specs[start : start + BATCH]],
+            [request_of(AuthorRequest, specs[at]) for at, _, _ in written],
             remind=False,
             carried=[
                 _with_older(found, older.get(_line_id(item) or ""))
-                for found, (_, item) in zip(restores, chunk, strict=True)
+                for found, (_, _, item) in zip(restores, written, strict=True)
             ],
         )
-        for (line, item), result, found in zip(chunk, results, restores, strict=True):
+        done_at = {
+            at: (line, item, result, found)
+            for (at, line, item), result, found in zip(written, results, restores, strict=True)
+        }
+        for at, (line, item) in batch:
+            if at not in done_at:
+                report.ids.append(specs[at]["id"])
+                counts["exists"] = counts.get("exists", 0) + 1
+                shared_edges += [
+                    f"line {line}: the {e.relation.value} edge to {e.target} was not added: "
+                    "its memory is a shared one stored already, which only the shared owner "
+                    "links from."
+                    for e in line_edges(item)
+                ]
+                continue
+            _, _, result, found = done_at[at]
             report.ids.append(result.id)
             counts[result.status] = counts.get(result.status, 0) + 1
             edges += [(result.id, line, e) for e in line_edges(item)]
@@ -225,19 +245,25 @@ async def import_records(
             if result.status == "created" and isinstance(said, str) and said != caller.owner:
                 counts["from_other_owners"] = counts.get("from_other_owners", 0) + 1
         if tick is not None:
-            done = tick(len(chunk))
+            done = tick(len(batch))
             if done is not None:
                 await done
     if older and tick is not None:
         done = tick(sum(len(found) for found in older.values()))
         if done is not None:
             await done
-    counts["edges"], report.skipped_edges = await attach_edges(caller, edges, renamed)
+    counts["edges"], skipped = await attach_edges(caller, edges, renamed)
+    report.skipped_edges = sorted(shared_edges + skipped, key=_line_number)
     if report.skipped_edges:
         counts["edges_skipped"] = len(report.skipped_edges)
     if renamed:
         counts["new_ids"] = len(renamed)
     return report
+
+
+def _line_number(sentence: str) -> int:
+    """The line a "line N: ..." sentence names."""
+    return int(sentence.split(":", 1)[0].removeprefix("line "))
 
 
 def _renamed(found: Carried, renamed: dict[str, str]) -> Carried:  # old → new id8

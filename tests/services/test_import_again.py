@@ -1,0 +1,109 @@
+"""Importing the same file again adds nothing: a line another owner's id names is stored under
+an id this importer derives from it, the same each time, and a line that says a shared memory
+again is that memory.
+
+Before: each import of another role's export gave every line a fresh random id, so a second
+import made a second copy of everything; re-importing your own export (which carries the shared
+memories you read) made private copies of every shared memory, and recall showed each twice.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from nooa_mcp import Memory, Settings
+from nooa_mcp.embeddings import HashEmbedder
+
+pytestmark = pytest.mark.anyio
+
+
+def _open(store: Path, owner: str) -> Memory:
+    return Memory.open(settings=Settings(store=store, owner=owner), embedder=HashEmbedder())
+
+
+async def _export(store: Path, owner: str) -> list[tuple[int, dict]]:
+    async with _open(store, owner) as mem:
+        return list(enumerate([r async for r in mem.export_records()], 1))
+
+
+async def _own_count(store: Path, owner: str) -> int:
+    async with _open(store, owner) as mem:
+        return sum(1 for r in [r async for r in mem.export_records()] if r["owner"] == owner)
+
+
+async def test_another_role_s_export_imported_twice_is_copied_once(tmp_path) -> None:
+    store = tmp_path / "m.sqlite"
+    async with _open(store, "bob@b") as bob:
+        crane = (await bob.author("The harbour crane is serviced on Tuesdays")).id
+        link = {"target": crane, "relation": "related"}
+        await bob.author("The ferry leaves at seven", links=[link])
+    lines = await _export(store, "bob@b")
+    async with _open(store, "alice@a") as alice:
+        first = await alice.import_records(lines)
+        second = await alice.import_records(lines)
+        assert first.counts.get("created") == 2
+        assert second.counts.get("exists") == 2 and "created" not in second.counts
+        assert second.ids == first.ids  # the same copies, found again
+        assert crane not in first.ids  # bob's memory is bob's: alice's copy has its own id
+        ferry = await alice.get(first.ids[1])
+        assert [e["target"] for e in ferry.edges] == [first.ids[0]]  # one edge, to the copy
+        hits = (await alice.recall("harbour crane serviced", k=10)).hits
+        assert sum(h.content == "The harbour crane is serviced on Tuesdays" for h in hits) == 1
+    assert await _own_count(store, "alice@a") == 2
+    # Another importer derives other ids: carol's copies are not alice's.
+    async with _open(store, "carol@c") as carol:
+        theirs = await carol.import_records(lines)
+        assert theirs.counts.get("created") == 2
+        assert not set(theirs.ids) & set(first.ids)
+
+
+async def test_your_export_imported_back_leaves_the_shared_memories_shared(tmp_path) -> None:
+    store = tmp_path / "m.sqlite"
+    async with _open(store, "") as shared:
+        rule = (await shared.author("Deploys freeze on Fridays")).id
+    async with _open(store, "alice@a") as alice:
+        await alice.author("Alice reviews the deploy checklist")
+    lines = await _export(store, "alice@a")
+    assert {item["owner"] for _, item in lines} == {"", "alice@a"}
+    async with _open(store, "alice@a") as alice:
+        again = await alice.import_records(lines)
+        assert again.counts.get("exists") == 2 and "created" not in again.counts
+        assert rule in again.ids
+        hits = (await alice.recall("deploys freeze fridays", k=10)).hits
+        assert [h.id for h in hits if h.content == "Deploys freeze on Fridays"] == [rule]
+    assert await _own_count(store, "alice@a") == 1
+
+
+async def test_a_line_that_differs_from_the_shared_memory_its_id_names_is_kept(tmp_path) -> None:
+    store = tmp_path / "m.sqlite"
+    async with _open(store, "") as shared:
+        rule = (await shared.author("Deploys freeze on Fridays")).id
+    line = {"id": rule, "content": "Deploys freeze on Fridays and Saturdays", "owner": ""}
+    async with _open(store, "alice@a") as alice:
+        first = await alice.import_records([(1, line)])
+        second = await alice.import_records([(1, line)])
+        assert first.counts.get("created") == 1
+        assert second.counts.get("exists") == 1 and "created" not in second.counts
+        assert first.ids == second.ids and first.ids[0] != rule
+        kept = await alice.get(first.ids[0])
+        assert kept.content == "Deploys freeze on Fridays and Saturdays"
+        assert (await alice.get(rule)).content == "Deploys freeze on Fridays"
+
+
+async def test_a_copy_edited_since_is_not_overwritten_by_the_line_again(tmp_path) -> None:
+    store = tmp_path / "m.sqlite"
+    async with _open(store, "bob@b") as bob:
+        await bob.author("The harbour crane is serviced on Tuesdays")
+    lines = await _export(store, "bob@b")
+    async with _open(store, "alice@a") as alice:
+        [copy] = (await alice.import_records(lines)).ids
+        await alice.update(copy, content="The harbour crane is serviced on Wednesdays")
+        again = await alice.import_records(lines)
+        assert again.counts.get("created") == 1  # the line says something else: kept too
+        assert again.ids[0] != copy
+        assert (await alice.get(copy)).content == "The harbour crane is serviced on Wednesdays"
+        third = await alice.import_records(lines)  # found beside the edited copy
+        assert third.ids == again.ids and "created" not in third.counts
+    assert await _own_count(store, "alice@a") == 2
