@@ -269,15 +269,30 @@ class Engine:
             if not self._serving:
                 self._served.set()
 
-    async def _between_calls(self) -> None:
-        """Before a page of a background read: wait until no call has been served for
-        `AFTER_REPLY_DELAY` (its reply on its way out), or `BETWEEN_CALLS_AT_MOST` at most, so
-        a server that is never idle still gets there. A page run inside a call made each of
-        the call's awaits wait for one (a 100k server's first recalls: ~200 ms, then ~60)."""
-        with anyio.move_on_after(BETWEEN_CALLS_AT_MOST):
-            while self._serving:
+    async def _until_no_call(self, hurry: anyio.Event | None = None) -> None:
+        """Wait for a moment between calls: none served for `AFTER_REPLY_DELAY` (the last
+        reply on its way out), or `BETWEEN_CALLS_AT_MOST` at most, so a server that is never
+        idle still gets there; or until `hurry` is set (looked at every 2 ms while a call is
+        served). What runs in the background (the log behind replies, the postings' first
+        read) ran beside the next call's query embedding and ranking, and slowed them."""
+        poll = 0.002 if hurry is not None else BETWEEN_CALLS_AT_MOST
+        hurry = hurry or anyio.Event()  # None: nobody hurries it
+        deadline = anyio.current_time() + BETWEEN_CALLS_AT_MOST
+        while self._serving and not hurry.is_set():
+            left = deadline - anyio.current_time()
+            if left <= 0:
+                return
+            with anyio.move_on_after(min(left, poll)):
                 await self._served.wait()
-                await anyio.sleep(AFTER_REPLY_DELAY)
+            if not self._serving:
+                with anyio.move_on_after(AFTER_REPLY_DELAY):
+                    await hurry.wait()
+
+    async def _between_calls(self) -> None:
+        """Before a page of a background read (`_until_no_call`), then one turn of the
+        loop. A page read inside a call made each of the call's awaits wait for one (a 100k
+        server's first recalls: ~200 ms, then ~60)."""
+        await self._until_no_call()
         await anyio.sleep(0)
 
     async def keywords_loaded(self) -> None:
@@ -495,6 +510,9 @@ class Engine:
                 self._behind_hurry = anyio.Event()
                 with anyio.move_on_after(AFTER_REPLY_DELAY):
                     await self._behind_hurry.wait()
+                # Nor beside a call (`_until_no_call`): at 1k a log beside the next query's
+                # embedding took ~1 ms off a recall's p50 (~8.9 against ~8.0 ms).
+                await self._until_no_call(self._behind_hurry)
             while self._behind:
                 work = self._behind.popleft()
                 try:

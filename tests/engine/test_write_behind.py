@@ -185,3 +185,35 @@ async def test_an_access_log_the_database_aborted_is_written_again(mem: Memory) 
     store.access_states = real  # type: ignore[method-assign]
     assert attempts == 2
     assert (await store.fetch(wanted)).channels["recalled"] == 1
+
+
+async def test_the_log_waits_while_a_call_is_served_unless_a_caller_waits_for_it(
+    mem: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A log run beside the next call's query embedding slowed that call (~1 ms of the
+    model's two cores at 1k): it waits for a moment between calls (`Engine.serving`), or
+    `BETWEEN_CALLS_AT_MOST`, or a caller's `flush`."""
+    monkeypatch.setattr("nooa_mcp.engine.BETWEEN_CALLS_AT_MOST", 3600)
+    ran: list[int] = []
+
+    async def work() -> None:
+        ran.append(1)
+
+    with mem.engine.serving():
+        await mem.engine.after_reply(work)
+        await anyio.sleep(0.1)
+        assert ran == []  # a call is being served: not now
+    with anyio.fail_after(60):  # a hung job's guard, not a timing
+        while not ran:
+            await anyio.sleep(0.01)
+    with mem.engine.serving():
+        await mem.engine.after_reply(work)
+        with anyio.fail_after(60):
+            await mem.engine.flush()  # a caller waits for it: it runs inside the call
+        assert ran == [1, 1]
+    monkeypatch.setattr("nooa_mcp.engine.BETWEEN_CALLS_AT_MOST", 0.05)
+    with mem.engine.serving():  # a server never idle still logs
+        await mem.engine.after_reply(work)
+        with anyio.fail_after(60):
+            while len(ran) < 3:
+                await anyio.sleep(0.01)
