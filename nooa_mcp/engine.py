@@ -58,8 +58,8 @@ WRITE_BEHIND_LIMIT = 32
 #: interpreter lock while the log's transaction parses rows on them. `flush` never waits for
 #: it.
 AFTER_REPLY_DELAY = 0.003
-#: Seconds a page of a background read (the keyword postings' first read) waits at most for
-#: a moment when no call is being served.
+#: Seconds background work (recall's access log, a page of the keyword postings' first read)
+#: waits at most for a moment when no call is being served (`Engine._until_no_call`).
 BETWEEN_CALLS_AT_MOST = 0.05
 
 logger = logging.getLogger(__name__)
@@ -119,7 +119,7 @@ class Engine:
         #: Set when a caller starts waiting in `flush`: cuts the writer's delay short.
         self._behind_hurry = anyio.Event()
         self._writer: asyncio.Task[None] | None = None
-        #: Calls a front end is serving now (`serving`); the background reads wait for none.
+        #: Calls a front end is serving now (`serving`); background work waits for none.
         self._serving = 0
         self._served = asyncio.Event()
         self._served.set()
@@ -259,7 +259,7 @@ class Engine:
     @contextlib.contextmanager
     def serving(self) -> Iterator[None]:
         """Mark a call being served (the MCP server wraps every message in this): the
-        engine's background reads go on between calls, not inside them."""
+        engine's background work (`_until_no_call`) goes on between calls, not inside them."""
         self._serving += 1
         self._served.clear()
         try:

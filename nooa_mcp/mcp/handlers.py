@@ -239,7 +239,7 @@ def bind_owner(
             return await call_next(ctx)
         identity = resolve_identity(configured_owner, ctx, grants)
         token = _bound.set(_Bound(owners, identity))
-        # The engine's background reads wait for a moment between calls (`Engine.serving`).
+        # The engine's background work waits for a moment between calls (`Engine.serving`).
         engine = owners.engine
         try:
             with (
