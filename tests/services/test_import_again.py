@@ -107,3 +107,17 @@ async def test_a_copy_edited_since_is_not_overwritten_by_the_line_again(tmp_path
         third = await alice.import_records(lines)  # found beside the edited copy
         assert third.ids == again.ids and "created" not in third.counts
     assert await _own_count(store, "alice@a") == 2
+
+
+async def test_another_instance_of_the_role_finds_the_copies_too(tmp_path) -> None:
+    """Memories belong to a role: alice on her desktop finds what alice on her laptop
+    imported, as she finds everything else the laptop wrote."""
+    store = tmp_path / "m.sqlite"
+    async with _open(store, "bob@b") as bob:
+        await bob.author("The harbour crane is serviced on Tuesdays")
+    lines = await _export(store, "bob@b")
+    async with _open(store, "alice@laptop") as laptop:
+        first = await laptop.import_records(lines)
+    async with _open(store, "alice@desktop") as desktop:
+        again = await desktop.import_records(lines)
+    assert again.ids == first.ids and "created" not in again.counts
