@@ -13,6 +13,7 @@ import inspect
 
 import pytest
 import test_facade_verbs
+import test_import_again
 import test_intents
 import test_kpis
 import test_memory
@@ -28,6 +29,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
 _MODULES = (
     test_memory,
     test_facade_verbs,
+    test_import_again,
     test_recall,
     test_intents,
     test_kpis,

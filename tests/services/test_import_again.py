@@ -19,22 +19,22 @@ from nooa_mcp.embeddings import HashEmbedder
 pytestmark = pytest.mark.anyio
 
 
-def _open(store: Path, owner: str) -> Memory:
+def _open(store: Path | str, owner: str) -> Memory:
     return Memory.open(settings=Settings(store=store, owner=owner), embedder=HashEmbedder())
 
 
-async def _export(store: Path, owner: str) -> list[tuple[int, dict]]:
+async def _export(store: Path | str, owner: str) -> list[tuple[int, dict]]:
     async with _open(store, owner) as mem:
         return list(enumerate([r async for r in mem.export_records()], 1))
 
 
-async def _own_count(store: Path, owner: str) -> int:
+async def _own_count(store: Path | str, owner: str) -> int:
     async with _open(store, owner) as mem:
         return sum(1 for r in [r async for r in mem.export_records()] if r["owner"] == owner)
 
 
-async def test_another_role_s_export_imported_twice_is_copied_once(tmp_path) -> None:
-    store = tmp_path / "m.sqlite"
+async def test_another_role_s_export_imported_twice_is_copied_once(store_path) -> None:
+    store = store_path
     async with _open(store, "bob@b") as bob:
         crane = (await bob.author("The harbour crane is serviced on Tuesdays")).id
         link = {"target": crane, "relation": "related"}
@@ -59,8 +59,8 @@ async def test_another_role_s_export_imported_twice_is_copied_once(tmp_path) -> 
         assert not set(theirs.ids) & set(first.ids)
 
 
-async def test_your_export_imported_back_leaves_the_shared_memories_shared(tmp_path) -> None:
-    store = tmp_path / "m.sqlite"
+async def test_your_export_imported_back_leaves_the_shared_memories_shared(store_path) -> None:
+    store = store_path
     async with _open(store, "") as shared:
         rule = (await shared.author("Deploys freeze on Fridays")).id
     async with _open(store, "alice@a") as alice:
@@ -76,8 +76,10 @@ async def test_your_export_imported_back_leaves_the_shared_memories_shared(tmp_p
     assert await _own_count(store, "alice@a") == 1
 
 
-async def test_a_line_that_differs_from_the_shared_memory_its_id_names_is_kept(tmp_path) -> None:
-    store = tmp_path / "m.sqlite"
+async def test_a_line_that_differs_from_the_shared_memory_its_id_names_is_kept(
+    store_path,
+) -> None:
+    store = store_path
     async with _open(store, "") as shared:
         rule = (await shared.author("Deploys freeze on Fridays")).id
     line = {"id": rule, "content": "Deploys freeze on Fridays and Saturdays", "owner": ""}
@@ -92,8 +94,8 @@ async def test_a_line_that_differs_from_the_shared_memory_its_id_names_is_kept(t
         assert (await alice.get(rule)).content == "Deploys freeze on Fridays"
 
 
-async def test_a_copy_edited_since_is_not_overwritten_by_the_line_again(tmp_path) -> None:
-    store = tmp_path / "m.sqlite"
+async def test_a_copy_edited_since_is_not_overwritten_by_the_line_again(store_path) -> None:
+    store = store_path
     async with _open(store, "bob@b") as bob:
         await bob.author("The harbour crane is serviced on Tuesdays")
     lines = await _export(store, "bob@b")
@@ -109,10 +111,10 @@ async def test_a_copy_edited_since_is_not_overwritten_by_the_line_again(tmp_path
     assert await _own_count(store, "alice@a") == 2
 
 
-async def test_another_instance_of_the_role_finds_the_copies_too(tmp_path) -> None:
+async def test_another_instance_of_the_role_finds_the_copies_too(store_path) -> None:
     """Memories belong to a role: alice on her desktop finds what alice on her laptop
     imported, as she finds everything else the laptop wrote."""
-    store = tmp_path / "m.sqlite"
+    store = store_path
     async with _open(store, "bob@b") as bob:
         await bob.author("The harbour crane is serviced on Tuesdays")
     lines = await _export(store, "bob@b")
