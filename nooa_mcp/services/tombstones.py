@@ -54,6 +54,9 @@ __all__ = [
 ]
 
 TOMBSTONE_SIMILARITY = 0.95
+#: Archived rows a write's tombstone check reads first (then four times as many, and so on,
+#: while every row read was at the threshold and none was the memory it says again).
+TOMBSTONE_FIRST = 5
 
 
 async def archive(caller: Caller, memory: Memory, reason: str) -> None:
@@ -138,19 +141,26 @@ async def tombstone_match(
         return None
     mask = caller.index.mask(caller.actor.own, include_archived=True)
     mask &= caller.index.archived[:n]
-    hits = caller.index.search(vector, mask, 5, floor=TOMBSTONE_SIMILARITY)
-    if not hits:
-        return None
-    stones = await caller.store.tombstones_of([i for i, _ in hits])
-    archived_rows = await caller.store.fetch_many([i for i, _ in hits if i in stones])
-    for memory_id, similarity in hits:
-        stone = stones.get(memory_id)
-        if stone is None or stone.role != caller.role or memory_id not in archived_rows:
-            continue
-        same = _said_again(archived_rows[memory_id], memory)
-        if same is not None:
-            return Match(stone, similarity, same, archived_rows[memory_id])
-    return None
+    # Every archived row at the threshold, nearest first, a few at a time: the 5 nearest
+    # alone let forgotten rows of other places or times, word for word the write, hide the
+    # one it says again (and the memory its user forgot was written again).
+    wanted, checked = TOMBSTONE_FIRST, set[str]()
+    while True:
+        hits = caller.index.search(vector, mask, wanted, floor=TOMBSTONE_SIMILARITY)
+        fresh = [(i, similarity) for i, similarity in hits if i not in checked]
+        checked |= {i for i, _ in fresh}
+        stones = await caller.store.tombstones_of([i for i, _ in fresh]) if fresh else {}
+        archived_rows = await caller.store.fetch_many([i for i, _ in fresh if i in stones])
+        for memory_id, similarity in fresh:
+            stone = stones.get(memory_id)
+            if stone is None or stone.role != caller.role or memory_id not in archived_rows:
+                continue
+            same = _said_again(archived_rows[memory_id], memory)
+            if same is not None:
+                return Match(stone, similarity, same, archived_rows[memory_id])
+        if len(hits) < wanted:
+            return None
+        wanted *= 4
 
 
 def _said_again(archived: Memory, memory: Memory) -> bool | None:

@@ -82,3 +82,20 @@ async def test_stats_count_standing_tombstones(mem):
     assert (await mem.stats()).extra["tombstones"] == 1
     await mem.author(FACT, revive=True)
     assert (await mem.stats()).extra["tombstones"] == 0
+
+
+async def test_a_forgotten_memory_blocks_its_words_behind_many_closer_forgotten_ones(mem):
+    """The cosine check read the 5 archived rows nearest a write: six forgotten notes of other
+    places, word for word the write, hid the forgotten one of its own place (a rewording,
+    at cosine 0.97), and the memory its user forgot was written again."""
+    forgotten = "The side gate code for the warehouse loading dock behind building seven is 4411"
+    again = forgotten.removeprefix("The ")  # the same statement, another hash
+    first = await mem.author(forgotten, place_or_task="dock")
+    await mem.forget(first.id)
+    for yard in range(6):
+        other = await mem.author(again, place_or_task=f"yard {yard}")
+        assert other.status == "created"
+        await mem.forget(other.id)
+    result = await mem.author(again, place_or_task="dock")
+    assert result.status == "blocked-by-tombstone"
+    assert result.id == first.id
