@@ -28,7 +28,7 @@ added, whatever its relation. Edges that are not added are named, line by line.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -147,15 +147,29 @@ def _refused(line: int, ident: str, why: str) -> InvalidInput:
 
 
 async def attach_edges(
-    caller: Caller, edges: Sequence[tuple[str, int, LineEdge]], renamed: dict[str, str]
+    caller: Caller,
+    edges: Sequence[tuple[str, int, LineEdge]],
+    renamed: dict[str, str],
+    shared: Collection[str] = (),
 ) -> tuple[int, list[str]]:
     """Add each (source memory, line, edge) whose target resolves in the importer's scope,
-    following ids the import replaced. Returns how many were added and, per edge not
-    added, one sentence naming its line."""
+    following ids the import replaced; none from a `shared` source (a shared memory the file
+    said again: only the shared owner links from it). Returns how many were added and, per
+    edge not added, one sentence naming its line."""
     added, skipped = 0, []
     scope = caller.actor.own
     async with caller.store.transaction():
         for src, line, edge in edges:
+            if src in shared:
+                skipped.append(
+                    _not_added(
+                        line,
+                        edge,
+                        "its memory is a shared one stored already, which only the shared "
+                        "owner links from",
+                    )
+                )
+                continue
             wanted = renamed.get(edge.target, edge.target)
             try:
                 target = await caller.store.resolve_id(wanted, "edges.target", scope)
@@ -165,17 +179,15 @@ async def attach_edges(
                     if isinstance(exc, AmbiguousId)
                     else ("names no memory you can link to")
                 )
-                skipped.append(
-                    f"line {line}: the {edge.relation.value} edge to {edge.target} was not "
-                    f"added: the id {why}."
-                )
+                skipped.append(_not_added(line, edge, f"the id {why}"))
                 continue
             if target == src:
-                skipped.append(
-                    f"line {line}: the {edge.relation.value} edge to {edge.target} was not "
-                    "added: it points at its own memory."
-                )
+                skipped.append(_not_added(line, edge, "it points at its own memory"))
                 continue
             await caller.store.add_edge(src, target, edge.relation, edge.weight, edge.created_at)
             added += 1
     return added, skipped
+
+
+def _not_added(line: int, edge: LineEdge, why: str) -> str:
+    return f"line {line}: the {edge.relation.value} edge to {edge.target} was not added: {why}."

@@ -202,11 +202,10 @@ async def import_records(
     edges: list[tuple[str, int, LineEdge]] = []
     now = utc_now()
     prefixes = id8s(renamed)
-    shared_edges: list[str] = []
+    shared = {specs[at]["id"] for at in claimed.shared_at}
     for start in range(0, len(checked), BATCH):
         batch = list(enumerate(checked[start : start + BATCH], start))
-        # A line that says a shared memory again is that memory: nothing to write, and it
-        # is not the importer's to link from.
+        # A line that says a shared memory again is that memory: nothing to write.
         written = [(at, line, item) for at, (line, item) in batch if at not in claimed.shared_at]
         restores = [_renamed(carried(item, now), prefixes) for _, _, item in written]
         results = await author_many(
@@ -218,22 +217,14 @@ async def import_records(
                 for found, (_, _, item) in zip(restores, written, strict=True)
             ],
         )
-        done_at = {
-            at: (line, item, result, found)
-            for (at, line, item), result, found in zip(written, results, restores, strict=True)
-        }
+        outcomes = iter(zip(results, restores, strict=True))
         for at, (line, item) in batch:
-            if at not in done_at:
+            if at in claimed.shared_at:
                 report.ids.append(specs[at]["id"])
                 counts["exists"] = counts.get("exists", 0) + 1
-                shared_edges += [
-                    f"line {line}: the {e.relation.value} edge to {e.target} was not added: "
-                    "its memory is a shared one stored already, which only the shared owner "
-                    "links from."
-                    for e in line_edges(item)
-                ]
+                edges += [(specs[at]["id"], line, e) for e in line_edges(item)]
                 continue
-            _, _, result, found = done_at[at]
+            result, found = next(outcomes)
             report.ids.append(result.id)
             counts[result.status] = counts.get(result.status, 0) + 1
             edges += [(result.id, line, e) for e in line_edges(item)]
@@ -252,18 +243,12 @@ async def import_records(
         done = tick(sum(len(found) for found in older.values()))
         if done is not None:
             await done
-    counts["edges"], skipped = await attach_edges(caller, edges, renamed)
-    report.skipped_edges = sorted(shared_edges + skipped, key=_line_number)
+    counts["edges"], report.skipped_edges = await attach_edges(caller, edges, renamed, shared)
     if report.skipped_edges:
         counts["edges_skipped"] = len(report.skipped_edges)
     if renamed:
         counts["new_ids"] = len(renamed)
     return report
-
-
-def _line_number(sentence: str) -> int:
-    """The line a "line N: ..." sentence names."""
-    return int(sentence.split(":", 1)[0].removeprefix("line "))
 
 
 def _renamed(found: Carried, renamed: dict[str, str]) -> Carried:  # old → new id8

@@ -63,14 +63,22 @@ async def test_your_export_imported_back_leaves_the_shared_memories_shared(store
     store = store_path
     async with _open(store, "") as shared:
         rule = (await shared.author("Deploys freeze on Fridays")).id
+        link = {"target": rule, "relation": "related"}
+        await shared.author("Hotfixes still ship on Fridays", links=[link])
     async with _open(store, "alice@a") as alice:
         await alice.author("Alice reviews the deploy checklist")
     lines = await _export(store, "alice@a")
     assert {item["owner"] for _, item in lines} == {"", "alice@a"}
     async with _open(store, "alice@a") as alice:
         again = await alice.import_records(lines)
-        assert again.counts.get("exists") == 2 and "created" not in again.counts
+        assert again.counts.get("exists") == 3 and "created" not in again.counts
         assert rule in again.ids
+        # The shared memory's link is the shared owner's: named, not added by alice.
+        assert again.counts["edges"] == 0
+        assert [s.split(": ", 1)[1] for s in again.skipped_edges] == [
+            f"the related edge to {rule} was not added: its memory is a shared one stored "
+            "already, which only the shared owner links from."
+        ]
         hits = (await alice.recall("deploys freeze fridays", k=10)).hits
         assert [h.id for h in hits if h.content == "Deploys freeze on Fridays"] == [rule]
     assert await _own_count(store, "alice@a") == 1
@@ -123,3 +131,28 @@ async def test_another_instance_of_the_role_finds_the_copies_too(store_path) -> 
     async with _open(store, "alice@desktop") as desktop:
         again = await desktop.import_records(lines)
     assert again.ids == first.ids and "created" not in again.counts
+
+
+async def test_a_dated_copy_faded_by_a_pass_is_found_again_not_copied(store_path) -> None:
+    """Time passes: a 2023 line of another role's export, imported, faded by a pass two
+    years on; the same file imported again is that copy (`exists`, as it is), not a second
+    copy beside it."""
+    from datetime import timedelta
+
+    from nooa_mcp.domain.schema import now as utc_now
+
+    async with _open(store_path, "bob@b") as bob:
+        await bob.author("The harbour crane was serviced by Kranwerk")
+    lines = await _export(store_path, "bob@b")
+    [(_, line)] = lines
+    line = {**line, "created_at": "2023-03-01T10:00:00+00:00"}
+    line.pop("history", None)  # learned at its import, on its own date
+    async with _open(store_path, "alice@a") as alice:
+        [copy] = (await alice.import_records([(1, line)])).ids
+        assert (await alice.get(copy)).created_at.year == 2023
+        await alice.reflect(["prune"], now=utc_now() + timedelta(days=730))
+        assert (await alice.get(copy)).archived  # faded by the pass
+        again = await alice.import_records([(1, line)])
+        assert again.ids == [copy] and again.counts.get("exists") == 1
+        assert (await alice.get(copy)).archived
+    assert await _own_count(store_path, "alice@a") == 1
