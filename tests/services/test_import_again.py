@@ -28,6 +28,14 @@ async def _export(store: Path | str, owner: str) -> list[tuple[int, dict]]:
         return list(enumerate([r async for r in mem.export_records()], 1))
 
 
+async def _linked(store: Path | str, owner: str, first: str, second: str) -> str:
+    """`first`, and `second` linked to it, written by `owner`; the id of `first`."""
+    async with _open(store, owner) as mem:
+        target = (await mem.author(first)).id
+        await mem.author(second, links=[{"target": target, "relation": "related"}])
+        return target
+
+
 async def _own_count(store: Path | str, owner: str) -> int:
     async with _open(store, owner) as mem:
         return sum(1 for r in [r async for r in mem.export_records()] if r["owner"] == owner)
@@ -35,10 +43,9 @@ async def _own_count(store: Path | str, owner: str) -> int:
 
 async def test_another_role_s_export_imported_twice_is_copied_once(store_path) -> None:
     store = store_path
-    async with _open(store, "bob@b") as bob:
-        crane = (await bob.author("The harbour crane is serviced on Tuesdays")).id
-        link = {"target": crane, "relation": "related"}
-        await bob.author("The ferry leaves at seven", links=[link])
+    crane = await _linked(
+        store, "bob@b", "The harbour crane is serviced on Tuesdays", "The ferry leaves at seven"
+    )
     lines = await _export(store, "bob@b")
     async with _open(store, "alice@a") as alice:
         first = await alice.import_records(lines)
@@ -61,10 +68,7 @@ async def test_another_role_s_export_imported_twice_is_copied_once(store_path) -
 
 async def test_your_export_imported_back_leaves_the_shared_memories_shared(store_path) -> None:
     store = store_path
-    async with _open(store, "") as shared:
-        rule = (await shared.author("Deploys freeze on Fridays")).id
-        link = {"target": rule, "relation": "related"}
-        await shared.author("Hotfixes still ship on Fridays", links=[link])
+    rule = await _linked(store, "", "Deploys freeze on Fridays", "Hotfixes still ship on Fridays")
     async with _open(store, "alice@a") as alice:
         await alice.author("Alice reviews the deploy checklist")
     lines = await _export(store, "alice@a")
