@@ -18,16 +18,25 @@ gives it, and its writer carries every reply.
   that, stdin is not read (the client's writes wait in the pipe) until a reply goes out.
   Responses the client sends to the server's own requests (sampling) are never the ones
   waiting: only requests the server answers without the client count, so room frees.
+- When stdin and stdout are pipes or sockets (as a client spawns a server), both are read
+  and written on the event loop (`PipeSource`, `PipeSink`: non-blocking reads and writes
+  when the loop says the descriptor is ready). The SDK reads and writes them in worker
+  threads: three hops a call (a line read, a reply written, a flush), each a thread woken
+  and a handoff of the GIL, on a machine whose cores the embedding model is using. A file
+  or a terminal keeps the threads (`FileSource`, `FileSink`).
 """
 
 from __future__ import annotations
 
+import io
+import os
+import stat
 import sys
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import ExitStack, asynccontextmanager, suppress
 from types import TracebackType
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Protocol
 
 import anyio
 import anyio.to_thread
@@ -46,7 +55,7 @@ from mcp_types import (
 )
 from pydantic import ValidationError
 
-__all__ = ["MAX_IN_FLIGHT", "MAX_LINE", "bounded_stdio"]
+__all__ = ["MAX_IN_FLIGHT", "MAX_LINE", "FileSource", "PipeSink", "PipeSource", "bounded_stdio"]
 
 #: The longest line read (the SDK's default limit on an HTTP request body).
 MAX_LINE = 4 * 1024 * 1024
@@ -92,10 +101,68 @@ def _error(code: int, message: str, ident: int | str | None = None) -> JSONRPCEr
     return JSONRPCError(jsonrpc="2.0", id=ident, error=ErrorData(code=code, message=message))
 
 
+class LineSource(Protocol):
+    """Where `_Lines` reads: `readline(limit)` as a binary file's, awaited."""
+
+    async def readline(self, limit: int) -> bytes: ...
+
+
+class FileSource:
+    """A binary file read in a worker thread, as the SDK reads stdin (any file, a terminal)."""
+
+    def __init__(self, file: BinaryIO) -> None:
+        self.file = file
+
+    async def readline(self, limit: int) -> bytes:
+        # Abandoned on cancel, as the SDK's own read may be (its descriptor is never closed
+        # under it).
+        return await anyio.to_thread.run_sync(self.file.readline, limit, abandon_on_cancel=True)
+
+
+class PipeSource:
+    """A pipe read on the event loop: `readline(limit)` with a file's meaning (up to and with
+    the newline, at most `limit` bytes, b"" at the end), from non-blocking reads of its
+    descriptor made when the loop says it is readable."""
+
+    #: Bytes read at a time: what the server holds of the client's writes beyond the lines
+    #: it has taken in, as a file's buffer holds (pipelined requests wait in the pipe).
+    CHUNK = 8 * 1024
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.buffer = bytearray()
+
+    async def readline(self, limit: int) -> bytes:
+        searched = 0
+        while True:
+            end = self.buffer.find(b"\n", searched, limit)
+            if end >= 0:
+                return self._take(end + 1)
+            if len(self.buffer) >= limit:
+                return self._take(limit)
+            searched = len(self.buffer)
+            chunk = await self._read()
+            if not chunk:
+                return self._take(len(self.buffer))
+            self.buffer += chunk
+
+    async def _read(self) -> bytes:
+        while True:
+            try:
+                return os.read(self.fd, self.CHUNK)
+            except BlockingIOError:
+                await anyio.wait_readable(self.fd)
+
+    def _take(self, size: int) -> bytes:
+        out = bytes(self.buffer[:size])
+        del self.buffer[:size]
+        return out
+
+
 class _Lines:
     """The stdin the SDK's reader iterates: valid messages only, a bounded number at a time."""
 
-    def __init__(self, source: BinaryIO, in_flight: _InFlight, max_line: int) -> None:
+    def __init__(self, source: LineSource, in_flight: _InFlight, max_line: int) -> None:
         self.source = source
         self.in_flight = in_flight
         self.max_line = max_line
@@ -125,9 +192,7 @@ class _Lines:
             await self._answer(refusal)
 
     async def _readline(self, limit: int) -> bytes:
-        # In a worker thread, as the SDK reads; abandoned on cancel, as the SDK's own read
-        # may be (its descriptor is never closed under it).
-        return await anyio.to_thread.run_sync(self.source.readline, limit, abandon_on_cancel=True)
+        return await self.source.readline(limit)
 
     async def _skip_rest(self) -> None:
         while True:
@@ -191,14 +256,96 @@ class _Replies:
         return None
 
 
-def _claim_stdin() -> tuple[BinaryIO, Callable[[], None] | None]:
-    """fd 0 as the SDK claims it (handlers and children then read EOF, not the wire), or the
-    plain buffer when this SDK has no such claim."""
+class Sink(Protocol):
+    """Where the SDK's writer writes each reply (a line) and then flushes."""
+
+    async def write(self, text: str) -> None: ...
+
+    async def flush(self) -> None: ...
+
+
+class FileSink:
+    """stdout written in worker threads, as the SDK writes it: for a file or a terminal."""
+
+    def __init__(self, file: BinaryIO) -> None:
+        self.file = file
+
+    async def write(self, text: str) -> None:
+        await anyio.to_thread.run_sync(self.file.write, text.encode("utf-8"))
+
+    async def flush(self) -> None:
+        await anyio.to_thread.run_sync(self.file.flush)
+
+
+class PipeSink:
+    """A pipe written on the event loop: each reply is written whole before `write` returns,
+    waiting (as a blocking write waits) while the pipe is full because the client is not
+    reading."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    async def write(self, text: str) -> None:
+        rest = memoryview(text.encode("utf-8"))
+        while rest:
+            try:
+                rest = rest[os.write(self.fd, rest) :]
+            except BlockingIOError:
+                await anyio.wait_writable(self.fd)
+
+    async def flush(self) -> None:
+        """Nothing is held: `write` has written it all."""
+
+
+def _on_loop(stack: ExitStack, source: BinaryIO, sink: BinaryIO) -> tuple[LineSource, Sink]:
+    """`source` and `sink` read and written on the event loop when they are pipes or sockets
+    (as a client that spawns the server makes them), else in worker threads (a file, a
+    terminal, Windows); each side decides alone."""
+    fd = _pipe(source)
+    lines: LineSource = FileSource(source) if fd is None else PipeSource(fd)
+    if fd is not None:
+        stack.callback(_blocking_again, fd)
+    fd = _pipe(sink)
+    out: Sink = FileSink(sink) if fd is None else PipeSink(fd)
+    if fd is not None:
+        stack.callback(_blocking_again, fd)
+    return lines, out
+
+
+def _pipe(file: BinaryIO) -> int | None:
+    """`file`'s descriptor, made non-blocking, when it is a pipe or a socket."""
+    if sys.platform == "win32":  # pragma: no cover - the loop watches only sockets there
+        return None
     try:
-        from mcp.server.stdio import _claim_fd, _open_stdin_diversion
+        fd = file.fileno()
+        mode = os.fstat(fd).st_mode
+    except (OSError, ValueError, io.UnsupportedOperation):
+        return None
+    if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)):
+        return None
+    os.set_blocking(fd, False)
+    return fd
+
+
+def _blocking_again(fd: int) -> None:
+    """Leave the wire's descriptor blocking, as it was found (the claim's release then
+    restores it to fd 0 or 1)."""
+    with suppress(OSError):
+        os.set_blocking(fd, True)
+
+
+def _claim(fd: int) -> tuple[BinaryIO, Callable[[], None] | None]:
+    """fd 0 or 1 as the SDK claims it (handlers and children then read EOF from fd 0 and
+    write to stderr through fd 1, never to the wire), or the plain buffer when this SDK has
+    no such claim."""
+    stream = sys.stdin if fd == 0 else sys.stdout
+    try:
+        from mcp.server.stdio import _claim_fd, _open_stdin_diversion, _open_stdout_diversion
     except ImportError:  # pragma: no cover - an SDK without the claim
-        return sys.stdin.buffer, None
-    return _claim_fd(0, sys.stdin, "rb", _open_stdin_diversion)
+        return stream.buffer, None
+    if fd == 0:
+        return _claim_fd(0, stream, "rb", _open_stdin_diversion)
+    return _claim_fd(1, stream, "wb", _open_stdout_diversion)
 
 
 @asynccontextmanager
@@ -207,13 +354,16 @@ async def bounded_stdio(
 ) -> AsyncIterator[tuple[Any, Any]]:
     """The SDK's stdio transport over checked, bounded stdin lines (see the module)."""
     in_flight = _InFlight(max_in_flight)
-    binary, release = _claim_stdin()
-    lines = _Lines(binary, in_flight, max_line)
-    try:
-        async with stdio_server(stdin=lines) as (read_stream, write_stream):  # type: ignore[arg-type]
+    with ExitStack() as stack:
+        binary, release_in = _claim(0)
+        if release_in is not None:
+            stack.callback(release_in)
+        out_binary, release_out = _claim(1)
+        if release_out is not None:
+            stack.callback(release_out)
+        source, sink = _on_loop(stack, binary, out_binary)
+        lines = _Lines(source, in_flight, max_line)
+        async with stdio_server(stdin=lines, stdout=sink) as (read_stream, write_stream):  # type: ignore[arg-type]
             replies = _Replies(write_stream, in_flight)
             lines.reply = replies.refuse
             yield read_stream, replies
-    finally:
-        if release is not None:
-            release()

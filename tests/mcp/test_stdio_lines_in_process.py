@@ -8,13 +8,24 @@ from __future__ import annotations
 
 import io
 import json
+import os
+from contextlib import ExitStack
 
 import anyio
 import pytest
 from mcp.shared.message import SessionMessage
 from mcp_types import INVALID_REQUEST, PARSE_ERROR, JSONRPCError, JSONRPCResponse
 
-from nooa_mcp.mcp.stdio import _InFlight, _Lines, _Replies
+from nooa_mcp.mcp.stdio import (
+    FileSink,
+    FileSource,
+    PipeSink,
+    PipeSource,
+    _InFlight,
+    _Lines,
+    _on_loop,
+    _Replies,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -24,7 +35,7 @@ def request(ident: object, method: str = "tools/list") -> bytes:
 
 
 async def read_all(data: bytes, max_line: int = 200, limit: int = 32):
-    lines = _Lines(io.BytesIO(data), _InFlight(limit), max_line)
+    lines = _Lines(FileSource(io.BytesIO(data)), _InFlight(limit), max_line)
     answered: list[tuple[object, int, str]] = []
 
     async def reply(error: JSONRPCError) -> None:
@@ -83,7 +94,7 @@ async def test_a_cancelled_request_frees_its_place() -> None:
 
 
 async def test_no_line_is_read_past_the_limit_until_a_reply_goes_out() -> None:
-    lines = _Lines(io.BytesIO(request(1) + request(2) + request(3)), _InFlight(2), 200)
+    lines = _Lines(FileSource(io.BytesIO(request(1) + request(2) + request(3))), _InFlight(2), 200)
     sent: list[SessionMessage] = []
 
     class Sink:
@@ -102,3 +113,84 @@ async def test_no_line_is_read_past_the_limit_until_a_reply_goes_out() -> None:
     await replies.refuse(JSONRPCError(jsonrpc="2.0", id=None, error={"code": -1, "message": "x"}))
     assert isinstance(sent[1].message, JSONRPCError) and sent[1].message.error.message == "x"
     assert dict(lines.in_flight.ids) == {2: 1, 3: 1}  # a refusal frees none
+
+
+async def _lines_of(source, limit: int) -> list[bytes]:
+    out = []
+    while line := await source.readline(limit):
+        out.append(line)
+    return out
+
+
+@pytest.mark.parametrize("limit", [5, 100, 8 * 1024, 8 * 1024 + 1, 30_000])
+async def test_a_pipe_gives_the_lines_a_file_gives(limit: int) -> None:
+    """`PipeSource` (read on the loop) cuts lines as a file's readline does: at the newline
+    or at the limit, across its 8 KiB reads, and the tail without a newline at the end."""
+    data = b"".join(
+        [request(1), b"\n", b"x" * 20_000 + b"\n", b"y" * 8191 + b"\n", request(2), b"tail"]
+    )
+    expected = await _lines_of(FileSource(io.BytesIO(data)), limit)
+    read_end, write_end = os.pipe()
+    os.set_blocking(read_end, False)
+
+    def feed() -> None:
+        with os.fdopen(write_end, "wb") as out:
+            for i in range(0, len(data), 777):  # in odd pieces, as a client's writes come
+                out.write(data[i : i + 777])
+                out.flush()
+
+    try:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(anyio.to_thread.run_sync, feed)
+            got = await _lines_of(PipeSource(read_end), limit)
+    finally:
+        os.close(read_end)
+    assert got == expected and b"".join(got) == data
+
+
+async def test_a_reply_larger_than_the_pipe_arrives_whole_and_in_order() -> None:
+    """`PipeSink` writes a reply the pipe cannot hold at once as the reader drains it."""
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    replies = [f"{i:06d}" * 40_000 + "\n" for i in range(3)]  # 240 KB each
+    got = bytearray()
+
+    def drain() -> None:
+        with os.fdopen(read_end, "rb") as source:
+            while chunk := source.read(4096):
+                got.extend(chunk)
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(anyio.to_thread.run_sync, drain)
+        sink = PipeSink(write_end)
+        for reply in replies:
+            await sink.write(reply)
+            await sink.flush()
+        os.close(write_end)
+    assert got.decode() == "".join(replies)
+
+
+async def test_pipes_are_served_on_the_loop_and_files_in_threads(tmp_path) -> None:
+    """A pipe (as a client spawns the server) is read and written on the event loop and
+    left blocking again afterwards; a file keeps the threads."""
+    read_end, write_end = os.pipe()
+    stored = (tmp_path / "in.jsonl").open("w+b")
+    try:
+        with (
+            os.fdopen(read_end, "rb", closefd=False) as pipe_in,
+            os.fdopen(write_end, "wb", closefd=False) as pipe_out,
+        ):
+            with ExitStack() as stack:
+                source, sink = _on_loop(stack, pipe_in, pipe_out)
+                assert isinstance(source, PipeSource) and isinstance(sink, PipeSink)
+                assert not os.get_blocking(read_end) and not os.get_blocking(write_end)
+            assert os.get_blocking(read_end) and os.get_blocking(write_end)
+            with ExitStack() as stack:
+                source, sink = _on_loop(stack, stored, pipe_out)
+                assert isinstance(source, FileSource) and isinstance(sink, PipeSink)
+                source, sink = _on_loop(stack, pipe_in, stored)
+                assert isinstance(source, PipeSource) and isinstance(sink, FileSink)
+    finally:
+        stored.close()
+        os.close(read_end)
+        os.close(write_end)
