@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..domain.accesses import AccessState
 from ..domain.injection import (
     PROMPT_MEMORIES,
     START_IMPORTANCE,
@@ -27,7 +28,7 @@ from ..domain.injection import (
 )
 from ..domain.prospective import todo_order
 from ..domain.replies import Reminder
-from ..domain.schema import SUPERSEDING, Channel, Memory, now as utc_now
+from ..domain.schema import SUPERSEDING, AccessRecord, Channel, Memory, now as utc_now
 from . import reminders
 from .caller import Caller
 from .ranking import rank
@@ -63,22 +64,28 @@ def _reminder(r: Reminder, importance: float = 5.0) -> Item:
 
 
 async def _log(caller: Caller, ids: list[str], query: str | None) -> None:
-    """Log `injected` on each memory shown, in the order shown (never use: DESIGN.md §3.1)."""
+    """Log `injected` on each memory shown, in the order shown (never use: DESIGN.md §3.1),
+    in one transaction (`Store.log_uses`)."""
     if not ids:
         return
-    async with caller.store.transaction():
-        fetched = await caller.store.fetch_many(ids)
-        logged, saved = [], []
-        for position, memory_id in enumerate(ids, 1):
-            memory = fetched.get(memory_id)
-            if memory is None:
-                continue
-            access = caller.access(Channel.injected, query=query, rank=position)
-            caller.apply(memory, access)
-            saved.append(memory)
-            logged.append((memory_id, access))
-        await caller.store.save_accesses(saved)
-        await caller.store.append_accesses(logged)
+
+    # Made here, not in `apply`: a record takes the session from this task's context, and
+    # SQLite runs `apply` on its connection's thread.
+    accesses = [
+        (memory_id, caller.access(Channel.injected, query=query, rank=position))
+        for position, memory_id in enumerate(ids, 1)
+    ]
+
+    def apply(states: dict[str, AccessState]) -> list[tuple[str, AccessRecord]]:
+        logged = []
+        for memory_id, access in accesses:
+            state = states.get(memory_id)
+            if state is not None:
+                caller.apply(state, access)
+                logged.append((memory_id, access))
+        return logged
+
+    await caller.store.log_uses(ids, apply)
 
 
 async def _reminders(caller: Caller, text: str | None, vector) -> list[Item]:

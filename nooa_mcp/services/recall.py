@@ -13,6 +13,7 @@ import asyncio
 from collections.abc import Awaitable, Coroutine, Sequence
 from datetime import UTC, datetime
 
+from ..domain.accesses import AccessState
 from ..domain.forgetting import prune_eta, retention
 from ..domain.inputs import recall_args
 from ..domain.replies import Flags, RecallHit, RecallResult
@@ -279,34 +280,33 @@ async def revive(caller: Caller, ids: Sequence[str]) -> None:
 async def log_accesses(caller: Caller, accesses: list[tuple[str, AccessRecord]]) -> None:
     """Apply and store accesses (memory id, record) in one transaction, on fresh rows.
 
-    Only what an access changes is read and written (`Store.access_states`): this runs
-    behind every recall's reply, beside the next call's query embedding.
+    Only what an access changes is read and written (`Store.log_uses`, one hop on SQLite):
+    this runs behind every recall's reply, beside the next call's query embedding.
     A deadlock on PostgreSQL (two servers logging and reflecting over the same rows) aborts
     the whole transaction and writes nothing; it is run again on rows read afresh.
     """
+
+    def apply(fetched: dict[str, AccessState]) -> list[tuple[str, AccessRecord]]:
+        logged = []
+        for memory_id, access in accesses:
+            memory = fetched.get(memory_id)
+            if memory is not None:
+                caller.apply(memory, access)
+                logged.append((memory_id, access))
+        return logged
+
+    ids = list(dict.fromkeys(i for i, _ in accesses))
     for attempt in range(1, LOG_ATTEMPTS + 1):
         try:
-            async with caller.store.transaction():
-                fetched = await caller.store.access_states(
-                    list(dict.fromkeys(i for i, _ in accesses))
-                )
-                logged = []
-                for memory_id, access in accesses:
-                    memory = fetched.get(memory_id)
-                    if memory is None:
-                        continue
-                    caller.apply(memory, access)
-                    logged.append((memory_id, access))
-                ids = dict.fromkeys(i for i, _ in logged)
-                await caller.store.save_accesses([fetched[i] for i in ids])
-                await caller.store.append_accesses(logged)
-            # Committed: ranking scores these uses from now on (`storage.facts`).
-            caller.index.note_uses({i: uses_of(fetched[i]) for i in ids})
-            return
+            written = await caller.store.log_uses(ids, apply)
         except StoreConflict:
             if attempt == LOG_ATTEMPTS:
                 raise
             await asyncio.sleep(0.05 * attempt)
+            continue
+        # Committed: ranking scores these uses from now on (`storage.facts`).
+        caller.index.note_uses({i: uses_of(state) for i, state in written.items()})
+        return
 
 
 async def _attach_references(

@@ -16,7 +16,7 @@ everything scoring needs in one call.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
@@ -31,6 +31,9 @@ from ..domain.schema import AccessRecord, Edge, EdgeType, Memory, Reference
 from ..domain.scope import Scope
 from ..domain.text import head
 from .dialect import COMMON_FLOOR, COMMON_SHARE
+
+#: What `Store.log_uses` runs between its read and its writes (see there).
+UsesApplier = Callable[[dict[str, AccessState]], Sequence[tuple[str, AccessRecord]]]
 
 __all__ = [
     "ACCESS_COLUMNS",
@@ -53,6 +56,7 @@ __all__ = [
     "Store",
     "Tombstone",
     "UseState",
+    "UsesApplier",
     "VectorRow",
     "tell_faded_sql",
 ]
@@ -433,6 +437,18 @@ class Store(Protocol):
         Recall logs accesses on every hit: this rewrites neither the text (no full-text
         re-index) nor anything the vector cache holds, and never moves the revision, so no
         other cache re-pulls a row because somebody read it.
+        """
+        ...
+
+    async def log_uses(self, ids: Sequence[str], apply: UsesApplier) -> dict[str, AccessState]:
+        """The access log of a read, in one transaction: the `access_states` of `ids`;
+        `apply`, which records accesses on them in place and returns the records it applied
+        (memory id, record; none for an id that no longer exists); `save_accesses` of the
+        states it changed and `append_accesses` of its records. Returns those states, by id.
+
+        `apply` must not await, touch the store or read this task's context variables (make
+        the records before): SQLite runs the whole log in one hop of its connection's
+        thread (a recall's log was five: BEGIN, read, two writes, COMMIT).
         """
         ...
 

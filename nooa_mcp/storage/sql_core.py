@@ -36,6 +36,7 @@ from .base import (
     EdgeRow,
     ScoringRow,
     Tombstone,
+    UsesApplier,
     VectorRow,
 )
 from .dialect import POSTGRES, SQLITE, Dialect, intents_sql, scope_where
@@ -62,7 +63,68 @@ from .rows import (
     vector_row_from,
 )
 
-__all__ = ["POSTGRES", "SQLITE", "Dialect", "SqlPrimitives", "SqlVerbs", "scope_where"]
+__all__ = [
+    "POSTGRES",
+    "SQLITE",
+    "Dialect",
+    "SqlPrimitives",
+    "SqlVerbs",
+    "access_states_sql",
+    "append_accesses_sql",
+    "save_accesses_sql",
+    "scope_where",
+]
+
+
+# The access log's statements, shared by the verbs below and SQLite's one-hop `log_uses`.
+
+
+def access_states_sql(d: Dialect, ids: Sequence[str], lock: str) -> tuple[str, dict[str, Any]]:
+    """The read of `Store.access_states` (`lock`: what locks the rows, `SqlVerbs._lock`)."""
+    return (
+        f"SELECT id, owner, {', '.join(ACCESS_COLUMNS)} FROM memories "
+        f"WHERE {d.one_of('id', 'ids')} ORDER BY id{lock}",
+        {"ids": d.values(sorted(set(ids)))},
+    )
+
+
+def save_accesses_sql(
+    d: Dialect, memories: Sequence[Memory | AccessState]
+) -> tuple[str, list[dict[str, Any]]]:
+    """The write of `Store.save_accesses`: only what an access moves (`memory_values` would
+    stem the whole text again for each memory a recall logged, behind every reply)."""
+    sets = ", ".join(f"{k} = {d.p(k)}" for k in ACCESS_COLUMNS)
+    return (
+        f"UPDATE memories SET {sets} WHERE id = {d.p('id')}",
+        [access_values(memory) for memory in memories],
+    )
+
+
+def append_accesses_sql(
+    d: Dialect, records: Sequence[tuple[str, AccessRecord]]
+) -> tuple[str, list[dict[str, Any]]]:
+    """The write of `Store.append_accesses`."""
+    p = d.p
+    return (
+        "INSERT INTO accesses(memory_id, ts, channel, reader_owner, session_ref, trace_ref, "
+        f"query, score, rank, components) VALUES ({p('m')}, {p('ts')}, {p('ch')}, "
+        f"{p('ro')}, {p('sr')}, {p('tr')}, {p('q')}, {p('sc')}, {p('rk')}, {p('co')})",
+        [
+            {
+                "m": mid,
+                "ts": r.ts.timestamp(),
+                "ch": r.channel.value,
+                "ro": r.reader_owner,
+                "sr": r.session_ref,
+                "tr": r.trace_ref,
+                "q": r.query,
+                "sc": r.score,
+                "rk": r.rank,
+                "co": r.components.model_dump_json() if r.components else None,
+            }
+            for mid, r in records
+        ],
+    )
 
 
 class SqlPrimitives:
@@ -225,14 +287,8 @@ class SqlVerbs(SqlPrimitives):
 
     async def save_accesses(self, memories: Sequence[Memory | AccessState]) -> None:
         """See `Store.save_accesses`: access columns only, revision unchanged."""
-        if not memories:
-            return
-        d = self.dialect
-        # Only what an access moves: `memory_values` would stem the whole text again for
-        # each memory a recall logged, behind every reply.
-        rows = [access_values(memory) for memory in memories]
-        sets = ", ".join(f"{k} = {d.p(k)}" for k in ACCESS_COLUMNS)
-        await self._exec_many(f"UPDATE memories SET {sets} WHERE id = {d.p('id')}", rows)
+        if memories:
+            await self._exec_many(*save_accesses_sql(self.dialect, memories))
 
     async def set_embedding(self, memory_id: str, vector: np.ndarray) -> None:
         d = self.dialect
@@ -299,13 +355,19 @@ class SqlVerbs(SqlPrimitives):
         """See `Store.access_states`: locked in id order, as `fetch_many` locks."""
         if not ids:
             return {}
-        d = self.dialect
-        rows = await self._rows(
-            f"SELECT id, owner, {', '.join(ACCESS_COLUMNS)} FROM memories "
-            f"WHERE {d.one_of('id', 'ids')} ORDER BY id{self._lock()}",
-            {"ids": d.values(sorted(set(ids)))},
-        )
+        rows = await self._rows(*access_states_sql(self.dialect, ids, self._lock()))
         return {r["id"]: access_state_from_row(r) for r in rows}
+
+    async def log_uses(self, ids: Sequence[str], apply: UsesApplier) -> dict[str, AccessState]:
+        """See `Store.log_uses`: `access_states`, `apply`, `save_accesses` and
+        `append_accesses` in one transaction (SQLite runs them in one hop of its thread)."""
+        async with self.transaction():  # type: ignore[attr-defined]
+            states = await self.access_states(ids)
+            logged = apply(states)
+            written = {i: states[i] for i in dict.fromkeys(i for i, _ in logged)}
+            await self.save_accesses(list(written.values()))
+            await self.append_accesses(logged)
+        return written
 
     async def find_by_hash(self, content_hash: str, role: str, type: str) -> list[str]:
         """The live memories of this role and type with exactly this content, newest first, at
@@ -792,24 +854,4 @@ class SqlVerbs(SqlPrimitives):
 
     async def append_accesses(self, records: Sequence[tuple[str, AccessRecord]]) -> None:
         """Append to the access stream (inside a transaction); the stream is never rewritten."""
-        p = self.dialect.p
-        await self._exec_many(
-            "INSERT INTO accesses(memory_id, ts, channel, reader_owner, session_ref, trace_ref, "
-            f"query, score, rank, components) VALUES ({p('m')}, {p('ts')}, {p('ch')}, "
-            f"{p('ro')}, {p('sr')}, {p('tr')}, {p('q')}, {p('sc')}, {p('rk')}, {p('co')})",
-            [
-                {
-                    "m": mid,
-                    "ts": r.ts.timestamp(),
-                    "ch": r.channel.value,
-                    "ro": r.reader_owner,
-                    "sr": r.session_ref,
-                    "tr": r.trace_ref,
-                    "q": r.query,
-                    "sc": r.score,
-                    "rk": r.rank,
-                    "co": r.components.model_dump_json() if r.components else None,
-                }
-                for mid, r in records
-            ],
-        )
+        await self._exec_many(*append_accesses_sql(self.dialect, records))

@@ -29,6 +29,7 @@ import anyio
 import anyio.to_thread
 import numpy as np
 
+from ..domain.accesses import AccessState
 from ..domain.reflection import Rows
 from ..domain.schema import (
     content_hash,
@@ -41,6 +42,7 @@ from .base import (
     Counts,
     EdgeRow,
     RowChanges,
+    UsesApplier,
     UseState,
     VectorRow,
     tell_faded_sql,
@@ -52,11 +54,12 @@ from .rows import (
     FACT_COLUMNS,
     USE_COLUMNS,
     KeywordAsk,
+    access_state_from_row,
     edge_from_row,
     use_from_row,
     vector_row_from,
 )
-from .sql_core import SqlVerbs
+from .sql_core import SqlVerbs, access_states_sql, append_accesses_sql, save_accesses_sql
 from .sql_reports import SqlReports
 from .sqlite_schema import (
     ACCESS_COUNTS,
@@ -465,6 +468,21 @@ class SQLiteStore(SqlVerbs, SqlReports):
         Raises:
             StoreUnavailable: the store is read-only, or its file was deleted or replaced.
         """
+        async with self._writer():
+            await self._execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    await self._execute("ROLLBACK")
+                raise
+            else:
+                with anyio.CancelScope(shield=True):
+                    await self._execute("COMMIT")
+
+    @asynccontextmanager
+    async def _writer(self) -> AsyncIterator[None]:
+        """This process's one writer at a time, on a store still writable and still there."""
         async with self._write_lock:
             await self.check_writable()
             checkpointer = self._checkpointer
@@ -474,18 +492,39 @@ class SQLiteStore(SqlVerbs, SqlReports):
                 await anyio.to_thread.run_sync(checkpointer.restart)
             writing = _WRITING.set(_WRITING.get() | {id(self)})
             try:
-                await self._execute("BEGIN IMMEDIATE")
-                try:
-                    yield
-                except BaseException:
-                    with anyio.CancelScope(shield=True):
-                        await self._execute("ROLLBACK")
-                    raise
-                else:
-                    with anyio.CancelScope(shield=True):
-                        await self._execute("COMMIT")
+                yield
             finally:
                 _WRITING.reset(writing)
+
+    async def log_uses(self, ids: Sequence[str], apply: UsesApplier) -> dict[str, AccessState]:
+        """See `Store.log_uses`: the whole transaction is one function run on the
+        connection's thread, one hop there and back instead of five (each a wake of that
+        thread and of the event loop's, beside the next call's query embedding). Run there,
+        it always ends in COMMIT or ROLLBACK, even when its caller is cancelled meanwhile."""
+        read = access_states_sql(SQLITE, ids, "")
+
+        def run(db: sqlite3.Connection) -> dict[str, AccessState]:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                states = {r["id"]: access_state_from_row(r) for r in db.execute(*read)}
+                logged = apply(states)
+                written = {i: states[i] for i in dict.fromkeys(i for i, _ in logged)}
+                if written:
+                    db.executemany(*save_accesses_sql(SQLITE, list(written.values())))
+                    db.executemany(*append_accesses_sql(SQLITE, logged))
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            return written
+
+        async with self._writer():
+            try:
+                # aiosqlite runs every statement as a function queued to the connection's
+                # thread (`Connection._execute`); it has no public verb for one of our own.
+                return await self.conn._execute(run, self.conn._conn)
+            except sqlite3.Error as exc:
+                raise unavailable(self.path, exc) from None
 
     # Reads run to completion in one hop of the connection's thread: a statement left open
     # between `execute` and `fetch` would hold an old WAL snapshot, and a BEGIN IMMEDIATE that

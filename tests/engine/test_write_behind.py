@@ -19,13 +19,13 @@ pytestmark = pytest.mark.anyio
 async def test_recall_replies_before_its_accesses_are_written(mem: Memory) -> None:
     wanted = (await mem.author("The deploy key lives in the vault.")).id
     gate = anyio.Event()
-    save = mem.engine.store.save_accesses
+    log = mem.engine.store.log_uses
 
-    async def held(memories):
+    async def held(ids, apply):
         await gate.wait()
-        await save(memories)
+        return await log(ids, apply)
 
-    mem.engine.store.save_accesses = held  # type: ignore[method-assign]
+    mem.engine.store.log_uses = held  # type: ignore[method-assign]
     with anyio.fail_after(5):
         result = await mem.recall("where is the deploy key")
     assert [h.id for h in result.hits] == [wanted]
@@ -56,13 +56,13 @@ async def test_closing_writes_what_was_answered(settings, embedder) -> None:
 async def test_a_backlog_makes_the_next_recall_wait(mem: Memory) -> None:
     await mem.author("The cache TTL is 300 seconds.")
     gate = anyio.Event()
-    save = mem.engine.store.save_accesses
+    log = mem.engine.store.log_uses
 
-    async def held(memories):
+    async def held(ids, apply):
         await gate.wait()
-        await save(memories)
+        return await log(ids, apply)
 
-    mem.engine.store.save_accesses = held  # type: ignore[method-assign]
+    mem.engine.store.log_uses = held  # type: ignore[method-assign]
     flush = mem.engine.flush
     waiting = anyio.Event()  # a recall waits for the queued logs (or every recall returned)
 
@@ -169,20 +169,20 @@ async def test_an_access_log_the_database_aborted_is_written_again(mem: Memory) 
     """Written after the reply, no caller is there to retry a log a deadlock aborted."""
     wanted = (await mem.author("The release train leaves on Thursdays.")).id
     store = mem.engine.store
-    real = store.access_states
+    real = store.log_uses
     attempts = 0
 
-    async def conflicted(ids):
+    async def conflicted(ids, apply):
         nonlocal attempts
         attempts += 1
         if attempts == 1:
             raise StoreConflict(store.label, "deadlock detected; nothing was written.")
-        return await real(ids)
+        return await real(ids, apply)
 
-    store.access_states = conflicted  # type: ignore[method-assign]
+    store.log_uses = conflicted  # type: ignore[method-assign]
     await mem.recall("when does the release train leave")
     await mem.engine.flush()
-    store.access_states = real  # type: ignore[method-assign]
+    store.log_uses = real  # type: ignore[method-assign]
     assert attempts == 2
     assert (await store.fetch(wanted)).channels["recalled"] == 1
 

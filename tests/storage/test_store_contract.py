@@ -226,6 +226,48 @@ async def test_an_access_logged_on_its_access_state_writes_what_one_on_the_recor
     assert got.access_log[0].query == "café ☕ où?" and got.access_log[0].components.rec == 1.25
 
 
+async def test_log_uses_reads_applies_and_writes_the_accesses_in_one_transaction(
+    store: Store,
+) -> None:
+    """`log_uses` writes what `apply` recorded on the states it was given (the access
+    columns and the stream), returns those states, skips an id that does not exist, and
+    with an `apply` that fails writes nothing and leaves the store writable."""
+    from nooa_mcp.domain.accesses import apply_access
+
+    memory = await put(store, "logged in one hop")
+    other = await put(store, "not used this time")
+    access = AccessRecord(ts=T0 + timedelta(hours=1), channel=Channel.recalled, query="hop")
+    expected, untouched = await store.fetch(memory.id), await store.fetch(other.id)
+    apply_access(expected, access, ring_size=3, grain=0.0)
+    seen: list[set[str]] = []
+
+    def apply(states):
+        seen.append(set(states))
+        apply_access(states[memory.id], access, ring_size=3, grain=0.0)
+        return [(memory.id, access)]
+
+    written = await store.log_uses([memory.id, "no-such-id", other.id], apply)
+    assert seen == [{memory.id, other.id}] and set(written) == {memory.id}
+    assert written[memory.id].actr_count == expected.actr_count == memory.actr_count + 1
+    got = await store.fetch(memory.id)
+    assert got.model_dump() == expected.model_dump()
+    assert [r.query for _, _, r in await store.access_stream(memory.id, 10)] == ["hop"]
+    assert (await store.fetch(other.id)).model_dump() == untouched.model_dump()
+
+    def fails(states):
+        apply_access(states[other.id], access, ring_size=3, grain=0.0)
+        raise ValueError("apply failed")
+
+    with pytest.raises(ValueError, match="apply failed"):
+        await store.log_uses([other.id], fails)
+    assert (await store.fetch(other.id)).model_dump() == untouched.model_dump()
+    assert await store.count_accesses(other.id) == 0
+    # Nothing applied: nothing written, and the store takes the next log.
+    assert await store.log_uses([other.id], lambda states: []) == {}
+    await store.log_uses([memory.id], apply)
+    assert await store.count_accesses(memory.id) == 2
+
+
 async def test_logging_accesses_does_not_move_the_revision_caches_pull(store: Store) -> None:
     memory = await put(store, "read often")
     _, mark = await store.vector_changes(None, 100)
