@@ -19,6 +19,7 @@ from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -37,6 +38,8 @@ from .storage.residency import Residency
 from .storage.vectors import VectorIndex
 
 __all__ = ["Engine", "RoleState", "text_of"]
+
+T = TypeVar("T")
 
 #: Cue embeddings kept per process (intents are few; a bound keeps a hostile store finite).
 CUE_CACHE = 4096
@@ -118,6 +121,10 @@ class Engine:
         self._behind_step = anyio.Event()
         #: Set when a caller starts waiting in `flush`: cuts the writer's delay short.
         self._behind_hurry = anyio.Event()
+        #: Items of `after_reply_batched` whose run has not started, by key, and those not
+        #: yet written (started or not).
+        self._batches: dict[str, list[Any]] = {}
+        self._unwritten = 0
         self._writer: asyncio.Task[None] | None = None
         #: Calls a front end is serving now (`serving`); background work waits for none.
         self._serving = 0
@@ -484,9 +491,42 @@ class Engine:
             return
         if self._behind_queued - self._behind_done >= WRITE_BEHIND_LIMIT:
             await self.flush()
+        self._queue(work)
+
+    def _queue(self, work: Callable[[], Awaitable[None]]) -> None:
         self._behind.append(work)
         self._behind_queued += 1
         self._behind_wake.set()
+
+    async def after_reply_batched(
+        self, key: str, item: T, run: Callable[[list[T]], Awaitable[None]]
+    ) -> None:
+        """`after_reply` for work that one run does for many items: every item queued under
+        `key` before that run starts is handed to it, together (recall's access logs: the
+        recalls of the last moment in one transaction, not one each). `flush` waits for an
+        item as for the work queued with the first one; `WRITE_BEHIND_LIMIT` items not yet
+        written make the next caller wait."""
+        if self._writer is None or self._writer.done():  # no writer (closing): log now
+            await run([item])
+            return
+        if self._unwritten >= WRITE_BEHIND_LIMIT:
+            await self.flush()
+        # From here on nothing awaits: the item joins a batch whose run is queued already.
+        self._unwritten += 1
+        batch = self._batches.get(key)
+        if batch is not None:  # its run has not started: it takes this item too
+            batch.append(item)
+            return
+        self._batches[key] = [item]
+
+        async def work() -> None:
+            items = self._batches.pop(key)
+            try:
+                await run(items)
+            finally:
+                self._unwritten -= len(items)
+
+        self._queue(work)
 
     async def flush(self) -> None:
         """Wait until the logging queued by `after_reply` before this call is committed.

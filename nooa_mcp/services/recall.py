@@ -28,7 +28,14 @@ from .ranking import KeywordRead, Ranked, Ranking, held_keywords, keyword_candid
 from .references import resolve_all
 from .tombstones import merged_anchors, revive_by_use
 
-__all__ = ["flags", "log_accesses", "ranking_for", "recall", "revive"]
+__all__ = [
+    "flags",
+    "log_after_reply",
+    "log_batch",
+    "ranking_for",
+    "recall",
+    "revive",
+]
 
 
 async def ranking_for(
@@ -185,7 +192,7 @@ async def recall(caller: Caller, request: RecallRequest) -> RecallResult:
             )
             for position, r in enumerate(top, 1)
         ]
-        await caller.engine.after_reply(lambda: log_accesses(caller, accesses))
+        await log_after_reply(caller, accesses)
     if revived and caller.store.writable:
         # At once, not with the log after the reply: the next recall sees them live.
         await revive(caller, revived)
@@ -277,35 +284,47 @@ async def revive(caller: Caller, ids: Sequence[str]) -> None:
     caller.index.mark_dirty()
 
 
-async def log_accesses(caller: Caller, accesses: list[tuple[str, AccessRecord]]) -> None:
-    """Apply and store accesses (memory id, record) in one transaction, on fresh rows.
+async def log_after_reply(caller: Caller, accesses: list[tuple[str, AccessRecord]]) -> None:
+    """Log `accesses` (memory id, record) after the reply, with every other read's log
+    queued before that log starts, in one transaction (`Engine.after_reply_batched`)."""
+    await caller.engine.after_reply_batched("accesses", (caller, accesses), log_batch)
+
+
+async def log_batch(batch: list[tuple[Caller, list[tuple[str, AccessRecord]]]]) -> None:
+    """Apply and store the accesses of several reads, each as its caller (owner and role)
+    records them, in the order given, in one transaction, on fresh rows.
 
     Only what an access changes is read and written (`Store.log_uses`, one hop on SQLite):
-    this runs behind every recall's reply, beside the next call's query embedding.
+    this runs behind the replies, beside the next call's query embedding; reads back to
+    back share one transaction (its commit, and each memory's row read and written once).
     A deadlock on PostgreSQL (two servers logging and reflecting over the same rows) aborts
     the whole transaction and writes nothing; it is run again on rows read afresh.
     """
+    if not batch:
+        return
+    first = batch[0][0]
 
     def apply(fetched: dict[str, AccessState]) -> list[tuple[str, AccessRecord]]:
         logged = []
-        for memory_id, access in accesses:
-            memory = fetched.get(memory_id)
-            if memory is not None:
-                caller.apply(memory, access)
-                logged.append((memory_id, access))
+        for caller, accesses in batch:
+            for memory_id, access in accesses:
+                memory = fetched.get(memory_id)
+                if memory is not None:
+                    caller.apply(memory, access)
+                    logged.append((memory_id, access))
         return logged
 
-    ids = list(dict.fromkeys(i for i, _ in accesses))
+    ids = list(dict.fromkeys(i for _, accesses in batch for i, _ in accesses))
     for attempt in range(1, LOG_ATTEMPTS + 1):
         try:
-            written = await caller.store.log_uses(ids, apply)
+            written = await first.store.log_uses(ids, apply)
         except StoreConflict:
             if attempt == LOG_ATTEMPTS:
                 raise
             await asyncio.sleep(0.05 * attempt)
             continue
         # Committed: ranking scores these uses from now on (`storage.facts`).
-        caller.index.note_uses({i: uses_of(state) for i, state in written.items()})
+        first.index.note_uses({i: uses_of(state) for i, state in written.items()})
         return
 
 
@@ -326,4 +345,4 @@ async def _attach_references(
         (target, caller.access(Channel.deref, query=f"memory:{target[:8]} from {source[:8]}"))
         for source, target in derefs
     ]
-    await caller.engine.after_reply(lambda: log_accesses(caller, accesses))
+    await log_after_reply(caller, accesses)

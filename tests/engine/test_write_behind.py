@@ -217,3 +217,40 @@ async def test_the_log_waits_while_a_call_is_served_unless_a_caller_waits_for_it
         with anyio.fail_after(60):
             while len(ran) < 3:
                 await anyio.sleep(0.01)
+
+
+async def test_reads_back_to_back_are_logged_together_each_as_its_reader_counts(
+    mem: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The logs of recalls made while calls are served are written by one `log_uses` (one
+    transaction), in the order of the recalls, and each access as its own reader counts it:
+    a reader of another role (a read grant) is logged on the memory without aging it."""
+    monkeypatch.setattr("nooa_mcp.engine.BETWEEN_CALLS_AT_MOST", 3600)
+    wanted = (await mem.author("The cache TTL is 300 seconds.")).id
+    await mem.engine.flush()
+    before = await mem.engine.store.fetch(wanted)
+    reviewer = Memory(mem.engine, "reviewer@desk", grants=["coder"])
+    store = mem.engine.store
+    real = store.log_uses
+    logged: list[list[str]] = []
+
+    async def counted(ids, apply):
+        logged.append(list(ids))
+        return await real(ids, apply)
+
+    store.log_uses = counted  # type: ignore[method-assign]
+    with mem.engine.serving():  # calls back to back: the log waits for a moment between
+        for reader in (mem, reviewer, mem):
+            assert (await reader.recall("cache TTL", scope="coder")).hits[0].id == wanted
+        await anyio.sleep(0.05)
+        assert logged == []
+    await mem.engine.flush()
+    assert logged == [[wanted]]
+    after = await store.fetch(wanted)
+    assert after.channels["recalled"] == before.channels.get("recalled", 0) + 3
+    assert after.access_count == before.access_count + 2  # the reviewer's read ages nothing
+    assert [a.reader_owner for a in after.access_log[:3]] == [
+        "coder@laptop",
+        "reviewer@desk",
+        "coder@laptop",
+    ]
