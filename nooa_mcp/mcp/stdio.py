@@ -20,10 +20,10 @@ gives it, and its writer carries every reply.
   waiting: only requests the server answers without the client count, so room frees.
 - When stdin and stdout are pipes or sockets (as a client spawns a server), both are read
   and written on the event loop (`PipeSource`, `PipeSink`: non-blocking reads and writes
-  when the loop says the descriptor is ready). The SDK reads and writes them in worker
-  threads: three hops a call (a line read, a reply written, a flush), each a thread woken
-  and a handoff of the GIL, on a machine whose cores the embedding model is using. A file
-  or a terminal keeps the threads (`FileSource`, `FileSink`).
+  when the loop says the descriptor is ready; DESIGN.md §13.6). The SDK reads and writes
+  them in worker threads: three hops a call (a line read, a reply written, a flush), each a
+  thread woken and a handoff of the GIL, on a machine whose cores the embedding model is
+  using. A file or a terminal keeps the threads (`FileSource`, `FileSink`).
 """
 
 from __future__ import annotations
