@@ -83,10 +83,17 @@ class MemoryServer(MCPServer):
         from .stdio import bounded_stdio
 
         plain_log_lines()
-        async with bounded_stdio() as (read_stream, write_stream):
-            await self._lowlevel_server.run(
-                read_stream, write_stream, self._lowlevel_server.create_initialization_options()
-            )
+        try:
+            async with bounded_stdio() as (read_stream, write_stream):
+                await self._lowlevel_server.run(
+                    read_stream,
+                    write_stream,
+                    self._lowlevel_server.create_initialization_options(),
+                )
+        except* BrokenPipeError:
+            # The client stopped reading (it quit, or closed the pipe first): the end of the
+            # session, said in one line, not a traceback in the client's log.
+            logging.getLogger(__name__).info("the client closed stdout; the server stops")
 
     async def list_resources(self) -> Any:
         self.register_handlers()

@@ -173,3 +173,36 @@ def test_pipelined_requests_wait_in_the_pipe_not_in_the_server(server: Line) -> 
         assert "result" in reply, reply
         answered.add(reply["id"])
     assert answered == set(range(100, 100 + total))
+
+
+def test_a_client_that_closes_stdout_ends_the_session_without_a_traceback(
+    tmp_path: Path,
+) -> None:
+    """A client that quits closes its end of the server's stdout, often before stdin: the
+    server's next reply meets a broken pipe. It stops with status 0 and nothing boxed on
+    stderr (that went into the client's log as a traceback, exit status 1)."""
+    params = stdio_params(Settings(store=tmp_path / "m.sqlite", owner="alice"))
+    with (tmp_path / "stderr.log").open("wb") as stderr:
+        proc = subprocess.Popen(
+            [params.command, *params.args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            env=params.env,
+        )
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(json.dumps(INIT).encode() + b"\n")
+    proc.stdin.flush()
+    assert json.loads(proc.stdout.readline())["id"] == 0
+    proc.stdout.close()
+    with contextlib.suppress(BrokenPipeError):
+        for ident in range(1, 20):
+            proc.stdin.write(b'{"jsonrpc":"2.0","id":%d,"method":"tools/list"}\n' % ident)
+            proc.stdin.flush()
+    try:
+        assert proc.wait(timeout=HANG_GUARD * 3) == 0
+    finally:
+        proc.kill()
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
+    assert "Traceback" not in (tmp_path / "stderr.log").read_text()
