@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..domain.accesses import AccessState
 from ..domain.injection import (
     PROMPT_MEMORIES,
     START_IMPORTANCE,
@@ -28,10 +27,11 @@ from ..domain.injection import (
 )
 from ..domain.prospective import todo_order
 from ..domain.replies import Reminder
-from ..domain.schema import SUPERSEDING, AccessRecord, Channel, Memory, now as utc_now
+from ..domain.schema import SUPERSEDING, Channel, Memory, now as utc_now
 from . import reminders
 from .caller import Caller
 from .ranking import rank
+from .recall import log_batch
 
 __all__ = ["Injected", "at_session_start", "for_prompt"]
 
@@ -65,27 +65,15 @@ def _reminder(r: Reminder, importance: float = 5.0) -> Item:
 
 async def _log(caller: Caller, ids: list[str], query: str | None) -> None:
     """Log `injected` on each memory shown, in the order shown (never use: DESIGN.md §3.1),
-    in one transaction (`Store.log_uses`)."""
+    in one transaction (`recall.log_batch`)."""
     if not ids:
         return
 
-    # Made here, not in `apply`: a record takes the session from this task's context, and
-    # SQLite runs `apply` on its connection's thread.
     accesses = [
         (memory_id, caller.access(Channel.injected, query=query, rank=position))
         for position, memory_id in enumerate(ids, 1)
     ]
-
-    def apply(states: dict[str, AccessState]) -> list[tuple[str, AccessRecord]]:
-        logged = []
-        for memory_id, access in accesses:
-            state = states.get(memory_id)
-            if state is not None:
-                caller.apply(state, access)
-                logged.append((memory_id, access))
-        return logged
-
-    await caller.store.log_uses(ids, apply)
+    await log_batch([(caller, accesses)])
 
 
 async def _reminders(caller: Caller, text: str | None, vector) -> list[Item]:

@@ -292,7 +292,9 @@ async def log_after_reply(caller: Caller, accesses: list[tuple[str, AccessRecord
 
 async def log_batch(batch: list[tuple[Caller, list[tuple[str, AccessRecord]]]]) -> None:
     """Apply and store the accesses of several reads, each as its caller (owner and role)
-    records them, in the order given, in one transaction, on fresh rows.
+    records them, in the order given, in one transaction, on fresh rows. The records are
+    made before (`Caller.access` reads the session from the task's context; SQLite applies
+    them on its connection's thread).
 
     Only what an access changes is read and written (`Store.log_uses`, one hop on SQLite):
     this runs behind the replies, beside the next call's query embedding; reads back to

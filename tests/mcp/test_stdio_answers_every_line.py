@@ -40,15 +40,17 @@ INIT = {
 class Line:
     """A stdio server process and its stdout, read a line at a time with a ceiling."""
 
-    def __init__(self, store: Path) -> None:
+    def __init__(self, store: Path, stderr: Path | None = None) -> None:
         params = stdio_params(Settings(store=store, owner="alice"))
-        self.proc = subprocess.Popen(
-            [params.command, *params.args],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=params.env,
-        )
+        with contextlib.ExitStack() as files:
+            sink = files.enter_context(stderr.open("wb")) if stderr else subprocess.DEVNULL
+            self.proc = subprocess.Popen(
+                [params.command, *params.args],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=sink,
+                env=params.env,
+            )
         self.pending = b""
 
     def send(self, line: bytes | dict) -> None:
@@ -181,19 +183,11 @@ def test_a_client_that_closes_stdout_ends_the_session_without_a_traceback(
     """A client that quits closes its end of the server's stdout, often before stdin: the
     server's next reply meets a broken pipe. It stops with status 0 and nothing boxed on
     stderr (that went into the client's log as a traceback, exit status 1)."""
-    params = stdio_params(Settings(store=tmp_path / "m.sqlite", owner="alice"))
-    with (tmp_path / "stderr.log").open("wb") as stderr:
-        proc = subprocess.Popen(
-            [params.command, *params.args],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            env=params.env,
-        )
+    line = Line(tmp_path / "m.sqlite", stderr=tmp_path / "stderr.log")
+    line.send(INIT)
+    assert line.reply()["id"] == 0
+    proc = line.proc
     assert proc.stdin is not None and proc.stdout is not None
-    proc.stdin.write(json.dumps(INIT).encode() + b"\n")
-    proc.stdin.flush()
-    assert json.loads(proc.stdout.readline())["id"] == 0
     proc.stdout.close()
     with contextlib.suppress(BrokenPipeError):
         for ident in range(1, 20):
