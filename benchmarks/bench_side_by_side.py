@@ -1,14 +1,14 @@
 """Two nooa-mcp builds side by side over stdio: which recalls faster on this machine, now.
 
-On a shared two-core machine the same build spawned five times in a row gave a 1k recall
-p50 from 12.3 to 16.8 ms (BENCHMARKS.md, "Recall latency": S5 on a seventh machine): runs
-one after another cannot tell apart two builds a millisecond apart. Here both servers run at
-once, each on its own copy of one store, warmed, then idle 3 s; then blocks of back-to-back
-calls alternate between them (A then B, B then A, ...), so a block of each sees the machine
-as it is in the same few seconds. It prints each server's p50 / p90 / p99 and CPU per call,
-and the median of the block-by-block difference of the two block medians (B - A) with the
-number of blocks in which B was lower. Run the same build as both first: that spread (here
-+0.05 ms, 10 blocks of 20 lower) is what a difference must stand out of.
+On a shared two-core machine one build, spawned four times among alternated spawns, gave a
+1k recall p50 from 12.3 to 16.8 ms (BENCHMARKS.md, "Recall latency": S5 on a seventh
+machine): runs one after another cannot tell apart two builds a millisecond apart. Here both
+servers run at once, each on its own copy of one store, warmed, then idle 3 s; then blocks of
+back-to-back calls alternate between them (A then B, B then A, ...), so a block of each sees
+the machine as it is in the same few seconds. It prints each server's p50 / p90 / p99 and CPU
+per call, and the median of the block-by-block difference of the two block medians (B - A)
+with the number of blocks in which B was lower. Run the same build as both first: that spread
+(here +0.05 ms, 10 blocks of 20 lower) is what a difference must stand out of.
 
 While one server answers its block the other is idle: what it does between calls (the log
 behind its replies) runs then, not beside the other's calls.
