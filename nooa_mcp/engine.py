@@ -41,6 +41,12 @@ __all__ = ["Engine", "RoleState", "text_of"]
 
 T = TypeVar("T")
 
+
+async def _run_first(works: list[Callable[[], Awaitable[None]]]) -> None:
+    """`Engine.after_reply`'s run: the one work of its batch."""
+    await works[0]()
+
+
 #: Cue embeddings kept per process (intents are few; a bound keeps a hostile store finite).
 CUE_CACHE = 4096
 #: Roles whose intents are kept between calls (`Engine.intents`).
@@ -478,34 +484,24 @@ class Engine:
     # ------------------------------------------------------------------ write-behind
 
     async def after_reply(self, work: Callable[[], Awaitable[None]]) -> None:
-        """Run `work` (recall's access logging) after the caller's reply, in order.
-
-        The client waits for the ranking, not for the log of what it was shown: the log is
-        committed a moment later (`AFTER_REPLY_DELAY`) in its own transaction. Reads that
-        show accesses call `flush` first, so a caller always sees its own earlier recalls; a
-        backlog of `WRITE_BEHIND_LIMIT` makes the next caller wait, so logging never falls far
-        behind.
-        """
-        if self._writer is None or self._writer.done():  # no writer (closing): log now
-            await work()
-            return
-        if self._behind_queued - self._behind_done >= WRITE_BEHIND_LIMIT:
-            await self.flush()
-        self._queue(work)
-
-    def _queue(self, work: Callable[[], Awaitable[None]]) -> None:
-        self._behind.append(work)
-        self._behind_queued += 1
-        self._behind_wake.set()
+        """Run `work` after the caller's reply, in order, on its own (`after_reply_batched`
+        without a key)."""
+        await self.after_reply_batched(None, work, _run_first)
 
     async def after_reply_batched(
-        self, key: str, item: T, run: Callable[[list[T]], Awaitable[None]]
+        self, key: str | None, item: T, run: Callable[[list[T]], Awaitable[None]]
     ) -> None:
-        """`after_reply` for work that one run does for many items: every item queued under
-        `key` before that run starts is handed to it, together (recall's access logs: the
-        recalls of the last moment in one transaction, not one each). `flush` waits for an
-        item as for the work queued with the first one; `WRITE_BEHIND_LIMIT` items not yet
-        written make the next caller wait."""
+        """Run `run` on `item` after the caller's reply, in order; every item queued under
+        the same `key` before that run starts is handed to it too (recall's access logs: the
+        recalls of the last moment in one transaction, not one each; no key: a run of its
+        own).
+
+        The client waits for the ranking, not for the log of what it was shown: the log is
+        committed a moment later (`AFTER_REPLY_DELAY`). Reads that show accesses call `flush`
+        first, which waits for an item as for the run queued with its batch's first, so a
+        caller always sees its own earlier recalls; `WRITE_BEHIND_LIMIT` items not yet
+        written make the next caller wait, so logging never falls far behind.
+        """
         if self._writer is None or self._writer.done():  # no writer (closing): log now
             await run([item])
             return
@@ -513,20 +509,25 @@ class Engine:
             await self.flush()
         # From here on nothing awaits: the item joins a batch whose run is queued already.
         self._unwritten += 1
-        batch = self._batches.get(key)
+        batch = None if key is None else self._batches.get(key)
         if batch is not None:  # its run has not started: it takes this item too
             batch.append(item)
             return
-        self._batches[key] = [item]
+        items = [item]
+        if key is not None:
+            self._batches[key] = items
 
         async def work() -> None:
-            items = self._batches.pop(key)
+            if key is not None:
+                del self._batches[key]  # started: later items make a batch of their own
             try:
                 await run(items)
             finally:
                 self._unwritten -= len(items)
 
-        self._queue(work)
+        self._behind.append(work)
+        self._behind_queued += 1
+        self._behind_wake.set()
 
     async def flush(self) -> None:
         """Wait until the logging queued by `after_reply` before this call is committed.

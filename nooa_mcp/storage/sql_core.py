@@ -71,6 +71,7 @@ __all__ = [
     "SqlVerbs",
     "access_states_sql",
     "append_accesses_sql",
+    "apply_uses",
     "save_accesses_sql",
     "scope_where",
 ]
@@ -98,6 +99,15 @@ def save_accesses_sql(
         f"UPDATE memories SET {sets} WHERE id = {d.p('id')}",
         [access_values(memory) for memory in memories],
     )
+
+
+def apply_uses(
+    states: dict[str, AccessState], apply: UsesApplier
+) -> tuple[dict[str, AccessState], Sequence[tuple[str, AccessRecord]]]:
+    """`Store.log_uses`' middle step: the states `apply` changed (by id, in its order) and the
+    records it applied."""
+    logged = apply(states)
+    return {i: states[i] for i in dict.fromkeys(i for i, _ in logged)}, logged
 
 
 def append_accesses_sql(
@@ -362,9 +372,7 @@ class SqlVerbs(SqlPrimitives):
         """See `Store.log_uses`: `access_states`, `apply`, `save_accesses` and
         `append_accesses` in one transaction (SQLite runs them in one hop of its thread)."""
         async with self.transaction():  # type: ignore[attr-defined]
-            states = await self.access_states(ids)
-            logged = apply(states)
-            written = {i: states[i] for i in dict.fromkeys(i for i, _ in logged)}
+            written, logged = apply_uses(await self.access_states(ids), apply)
             await self.save_accesses(list(written.values()))
             await self.append_accesses(logged)
         return written

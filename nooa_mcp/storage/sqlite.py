@@ -59,7 +59,13 @@ from .rows import (
     use_from_row,
     vector_row_from,
 )
-from .sql_core import SqlVerbs, access_states_sql, append_accesses_sql, save_accesses_sql
+from .sql_core import (
+    SqlVerbs,
+    access_states_sql,
+    append_accesses_sql,
+    apply_uses,
+    save_accesses_sql,
+)
 from .sql_reports import SqlReports
 from .sqlite_schema import (
     ACCESS_COUNTS,
@@ -501,14 +507,13 @@ class SQLiteStore(SqlVerbs, SqlReports):
         connection's thread, one hop there and back instead of five (each a wake of that
         thread and of the event loop's, beside the next call's query embedding). Run there,
         it always ends in COMMIT or ROLLBACK, even when its caller is cancelled meanwhile."""
-        read = access_states_sql(SQLITE, ids, "")
+        read = access_states_sql(SQLITE, ids, self._lock())
 
         def run(db: sqlite3.Connection) -> dict[str, AccessState]:
             db.execute("BEGIN IMMEDIATE")
             try:
                 states = {r["id"]: access_state_from_row(r) for r in db.execute(*read)}
-                logged = apply(states)
-                written = {i: states[i] for i in dict.fromkeys(i for i, _ in logged)}
+                written, logged = apply_uses(states, apply)
                 if written:
                     db.executemany(*save_accesses_sql(SQLITE, list(written.values())))
                     db.executemany(*append_accesses_sql(SQLITE, logged))
