@@ -6,9 +6,11 @@ machine): runs one after another cannot tell apart two builds a millisecond apar
 servers run at once, each on its own copy of one store, warmed, then idle 3 s; then blocks of
 back-to-back calls alternate between them (A then B, B then A, ...), so a block of each sees
 the machine as it is in the same few seconds. It prints each server's p50 / p90 / p99 and CPU
-per call, and the median of the block-by-block difference of the two block medians (B - A)
-with the number of blocks in which B was lower. Run the same build as both first: that spread
-(here +0.05 ms, 10 blocks of 20 lower) is what a difference must stand out of.
+per call (all threads, and the main thread's alone: the event loop's share, which the model's
+threads do not blur), and the median of the block-by-block differences (B - A) of the block
+medians and of the main thread's CPU a call, with the number of blocks in which B was lower.
+Run the same build as both first: that spread (here +0.05 ms, 10 blocks of 20 lower) is what a
+difference must stand out of.
 
 While one server answers its block the other is idle: what it does between calls (the log
 behind its replies) runs then, not beside the other's calls.
@@ -35,7 +37,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).parent))
 
-from stdio_client import StdioServer, tree_stats
+from stdio_client import StdioServer, main_thread_cpu, tree_stats
 from stdio_workload import questions
 
 #: Questions sent to warm each server before the blocks (as `bench_stdio` warms).
@@ -94,33 +96,44 @@ async def main(args: argparse.Namespace) -> None:
         await asyncio.sleep(WARM_IDLE)
         times: dict[str, list[float]] = {"A": [], "B": []}
         cpu = {"A": 0.0, "B": 0.0}
-        differences = []
+        loop = {"A": 0.0, "B": 0.0}
+        differences, loop_differences = [], []
         at = WARM_QUERIES
         for number in range(args.blocks):
             queries = [asked[(at + k) % len(asked)] for k in range(args.size)]
             at += args.size
-            medians = {}
+            medians, main = {}, {}
             for name in ("A", "B") if number % 2 == 0 else ("B", "A"):
-                before = tree_stats(servers[name].pid).cpu_s
+                pid = servers[name].pid
+                before, before_main = tree_stats(pid).cpu_s, main_thread_cpu(pid)
                 took = await block(servers[name], args.tool, queries)
-                cpu[name] += tree_stats(servers[name].pid).cpu_s - before
+                cpu[name] += tree_stats(pid).cpu_s - before
+                main[name] = main_thread_cpu(pid) - before_main
+                loop[name] += main[name]
                 times[name] += took
                 medians[name] = statistics.median(took)
                 await asyncio.sleep(BETWEEN_BLOCKS)
             differences.append(medians["B"] - medians["A"])
+            loop_differences.append((main["B"] - main["A"]) * 1000 / args.size)
         calls = args.blocks * args.size
         print(f"{args.tool}: {args.blocks} blocks of {args.size} calls each, store {args.store}")
         for name, command in (("A", args.a), ("B", args.b)):
             t = times[name]
             print(
                 f"  {name} p50 {statistics.median(t):6.2f}  p90 {quantile(t, 0.9):6.2f}  "
-                f"p99 {quantile(t, 0.99):6.2f} ms  CPU {cpu[name] * 1000 / calls:6.2f} ms a call"
+                f"p99 {quantile(t, 0.99):6.2f} ms  CPU {cpu[name] * 1000 / calls:6.2f} ms a call, "
+                f"{loop[name] * 1000 / calls:5.2f} on the main thread"
                 f"  ({command})"
             )
         lower = sum(d < 0 for d in differences)
         print(
             f"  B - A, block by block: median {statistics.median(differences):+.2f} ms; "
             f"B lower in {lower} of {len(differences)} blocks"
+        )
+        print(
+            f"  B - A, main thread's CPU a call, block by block: median "
+            f"{statistics.median(loop_differences):+.2f} ms; B lower in "
+            f"{sum(d < 0 for d in loop_differences)} of {len(loop_differences)} blocks"
         )
     finally:
         for server in servers.values():

@@ -84,6 +84,17 @@ def tree_stats(pid: int) -> TreeStats:
     return TreeStats(rss, hwm, cpu, alive)
 
 
+def main_thread_cpu(pid: int) -> float:
+    """User+system CPU seconds of the process's main thread (its event loop, for a Python
+    server): the part of a call's CPU that no other thread can take over."""
+    try:
+        stat = Path(f"/proc/{pid}/task/{pid}/stat").read_text()
+    except OSError:
+        return 0.0
+    fields = stat.rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _CLOCK
+
+
 class StdioServer:
     """One server process and the JSON-RPC session over its stdin/stdout."""
 

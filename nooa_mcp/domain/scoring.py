@@ -23,7 +23,7 @@ beat the most relevant one.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Set as AbstractSet
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,7 +37,7 @@ def jaccard(a: set[str], b: set[str]) -> float:
     return len(a & b) / len(a | b)
 
 
-def overlap_coefficient(a: set[str], b: set[str]) -> float:
+def overlap_coefficient(a: AbstractSet[str], b: AbstractSet[str]) -> float:
     """|a ∩ b| / min(|a|, |b|) (Szymkiewicz–Simpson).
 
     Used for cue overlap instead of Jaccard: a memory has a handful of cues and a query a
@@ -245,19 +245,75 @@ def spread_hop(
 
     Returns: target → (summed contribution, strongest parent, relation from that parent).
     """
+    names = list(frontier)
+    places, edges = [], []
+    for place, node in enumerate(names):
+        for edge in out_edges.get(node, ()):
+            places.append(place)
+            edges.append(edge)
+    group = np.array(places, dtype=np.int64)
+    at, amounts = hop_passes(
+        np.array(list(frontier.values()), dtype=np.float64)[group],
+        group,
+        np.array([e.weight for e in edges], dtype=np.float64),
+        np.array([e.type_weight for e in edges], dtype=np.float64),
+        np.array([e.target == names[p] for e, p in zip(edges, places, strict=True)], dtype=bool),
+        decay=decay,
+        fanout=fanout,
+        floor=floor,
+    )
+    return gather_passes(
+        (names[places[k]], edges[k].target, edges[k].relation, amount)
+        for k, amount in zip(at.tolist(), amounts.tolist(), strict=True)
+    )
+
+
+def hop_passes(
+    act: np.ndarray,
+    group: np.ndarray,
+    weight: np.ndarray,
+    type_weight: np.ndarray,
+    loop: np.ndarray,
+    *,
+    decay: float,
+    fanout: int,
+    floor: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """`spread_hop` on arrays, one entry per edge: its source's activation, its source's
+    place in the frontier (`group`; a source's edges in the order ties keep), weight, type
+    weight, and whether it points back at its source.
+
+    Returns the edges that pass activation, in the order `spread_hop` visits them (source by
+    source in frontier order, each source's strongest edge first, ties in the given order),
+    and the amount each passes, computed as act·δ·w·type_weight in that order of operations.
+    Recall spreads over ~100 edges a hop: a Python object and a sort per source cost more
+    than the rest of the hop.
+    """
+    m = len(weight)
+    if not m:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+    # Stable: by source, then strength (w·type_weight, strongest first), then given order.
+    order = np.lexsort((np.arange(m), -weight * type_weight, group))
+    sources = group[order]
+    starts = np.flatnonzero(np.r_[True, sources[1:] != sources[:-1]])
+    place = np.arange(m) - np.repeat(starts, np.diff(np.r_[starts, m]))
+    order = order[place < fanout]
+    amount = act[order] * decay * weight[order] * type_weight[order]
+    passes = (act[order] > 0) & (amount >= floor) & ~loop[order]
+    return order[passes], amount[passes]
+
+
+def gather_passes(
+    passes: Iterable[tuple[str, str, str, float]],
+) -> dict[str, tuple[float, str, str]]:
+    """Sum (source, target, relation, amount) passes by target in the order given, each
+    target remembering its strongest parent (the first of equally strong ones)."""
     reached: dict[str, tuple[float, str, str]] = {}
     best: dict[str, float] = {}
-    for node, act in frontier.items():
-        if act <= 0:
-            continue
-        edges = sorted(out_edges.get(node, ()), key=lambda e: -e.weight * e.type_weight)
-        for edge in edges[:fanout]:
-            amount = act * decay * edge.weight * edge.type_weight
-            if amount < floor or edge.target == node:
-                continue
-            total, parent, relation = reached.get(edge.target, (0.0, node, edge.relation))
-            if amount > best.get(edge.target, 0.0):
-                best[edge.target] = amount
-                parent, relation = node, edge.relation
-            reached[edge.target] = (total + amount, parent, relation)
+    for node, target, relation, amount in passes:
+        total, parent, kind = reached.get(target, (0.0, node, relation))
+        if amount > best.get(target, 0.0):
+            best[target] = amount
+            parent, kind = node, relation
+        reached[target] = (total + amount, parent, kind)
     return reached

@@ -27,7 +27,7 @@ from ..config import RecallSettings
 from ..domain import scoring
 from ..domain.facts import content_words, same_statement
 from ..domain.repeats import one_place, one_time
-from ..domain.schema import SUPERSEDING, TYPE_WEIGHT, Components, EdgeType
+from ..domain.schema import SUPERSEDING, TYPE_WEIGHT, Components
 from ..domain.scope import Scope
 from ..domain.text import tokens
 from ..engine import text_of
@@ -339,6 +339,8 @@ def _in_order(ranked: Iterable[Ranked], s: RecallSettings) -> list[Ranked]:
 
 #: The relations by which a newer memory replaces an older one, as the store names them.
 SUPERSEDING_RELATIONS = [e.value for e in SUPERSEDING]
+#: Each relation's weight in spreading, by the name the store gives it.
+_TYPE_WEIGHTS = {kind.value: weight for kind, weight in TYPE_WEIGHT.items()}
 
 
 async def _held_candidates(
@@ -548,7 +550,7 @@ def _score_parts(rows: list[Ranked], query_tokens: set[str], now: float, s: Reca
     ages, counts, firsts = [], [], []
     for r in rows:
         row = r.row
-        r.overlap = scoring.overlap_coefficient(query_tokens, set(row.cues))
+        r.overlap = scoring.overlap_coefficient(query_tokens, row.cues)
         overlap.append(r.overlap)
         # A time in the future (an import, a skewed clock) counts as now, never as fresher.
         ages.append([max(now - t, 0.0) for t in row.actr_times])
@@ -699,18 +701,24 @@ async def _spread(run: _Pass, seeds: list[Ranked], hops: int) -> None:
         # DESIGN.md §16.3, §16.4: only edges to live targets inside the scope, so an archived
         # or foreign memory is never written into the frontier and relays nothing.
         found = await _out_edges(run, list(frontier))
-        novelty = _novelty(run.index, [(e.src, e.dst) for e in found])
-        edges: dict[str, list[scoring.OutEdge]] = {}
-        for e, new in zip(found, novelty, strict=True):
-            edges.setdefault(e.src, []).append(
-                scoring.OutEdge(e.dst, e.weight * new, TYPE_WEIGHT[EdgeType(e.type)], e.type)
-            )
-        reached = scoring.spread_hop(
-            frontier,
-            edges,
+        # `scoring.spread_hop` on arrays: each edge's source by its place in the frontier,
+        # the edges of one source in the store's order (ties keep it).
+        places = {node: place for place, node in enumerate(frontier)}
+        group = np.fromiter((places[e.src] for e in found), dtype=np.int64, count=len(found))
+        at, amounts = scoring.hop_passes(
+            np.fromiter(frontier.values(), dtype=np.float64, count=len(frontier))[group],
+            group,
+            np.fromiter((e.weight for e in found), dtype=np.float64, count=len(found))
+            * _novelty(run.index, [(e.src, e.dst) for e in found]),
+            np.fromiter((_TYPE_WEIGHTS[e.type] for e in found), dtype=np.float64, count=len(found)),
+            np.fromiter((e.src == e.dst for e in found), dtype=bool, count=len(found)),
             decay=s.per_hop_decay,
             fanout=s.per_hop_fanout,
             floor=s.activation_floor,
+        )
+        reached = scoring.gather_passes(
+            (found[k].src, found[k].dst, found[k].type, amount)
+            for k, amount in zip(at.tolist(), amounts.tolist(), strict=True)
         )
         for target, (amount, parent, relation) in reached.items():
             received[target] = received.get(target, 0.0) + amount

@@ -47,6 +47,19 @@ class IdTable:
             raise IndexError(row)
         return self._encoded(row).decode()
 
+    def names(self, rows: Sequence[int]) -> list[str]:
+        """The ids of `rows` (each a row here), decoded together: ranking names ~100 rows a
+        step, and a numpy scalar per row for its bounds cost more than the decoding."""
+        if not len(rows):
+            return []
+        at = np.asarray(rows, dtype=np.int64)
+        if int(at.min()) < 0 or int(at.max()) >= self._count:
+            raise IndexError(rows)
+        ends = self._ends[at]
+        starts = np.where(at > 0, self._ends[at - 1], 0)
+        data = self._data
+        return [data[a:b].decode() for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
+
     def _encoded(self, row: int) -> bytearray:
         """The UTF-8 bytes of row `row`'s id."""
         start = int(self._ends[row - 1]) if row else 0

@@ -257,20 +257,18 @@ class HeldLinks:
             return []
         # Each end's id decoded once (an end is on several of the edges, both sides asked).
         ends, inverse = np.unique(other[at], return_inverse=True)
-        named = dict(zip(ends.tolist(), [self.ends[c] for c in ends.tolist()], strict=True))
-        keep = index.visible(index.ids.rows_of(list(named.values())), scope)[inverse]
-        for code in self.src[at[keep]].tolist() + self.dst[at[keep]].tolist():
-            if code not in named:
-                named[code] = self.ends[code]
+        codes = ends.tolist()
+        ids = self.ends.names(codes)
+        kept = at[index.visible(index.ids.rows_of(ids), scope)[inverse]]
+        src, dst = self.src[kept].tolist(), self.dst[kept].tolist()
+        named = dict(zip(codes, ids, strict=True))
+        rest = list(set(src + dst) - named.keys())
+        named.update(zip(rest, self.ends.names(rest), strict=True))
         names = self._kind_names
         rows = [
             EdgeRow(named[s], named[d], names[k], w)
             for s, d, k, w in zip(
-                self.src[at[keep]].tolist(),
-                self.dst[at[keep]].tolist(),
-                self.kind[at[keep]].tolist(),
-                self.weight[at[keep]].tolist(),
-                strict=True,
+                src, dst, self.kind[kept].tolist(), self.weight[kept].tolist(), strict=True
             )
         ]
         # In the order SQLite's indexes give (by source: (src, dst, type); by target: (dst,

@@ -650,7 +650,9 @@ class VectorIndex:
         picked, live = self._keyword_tiers(rows[:pool], scope, limit, faded, wide)
         if live < limit and rows.size >= pool:
             picked, live = self._keyword_tiers(rows, scope, limit, faded, wide)
-        return [(self.ids[int(rows[i])], float(scores[i])) for i in picked.tolist()]
+        return list(
+            zip(self.ids.names(rows[picked].tolist()), scores[picked].tolist(), strict=True)
+        )
 
     def _keyword_tiers(
         self, rows: np.ndarray, scope: Scope, limit: int, faded: int, wide: bool
@@ -756,10 +758,7 @@ class VectorIndex:
             assert floor is not None
             rows, sims = self._above(query, reach[0], mask, floor)
             top = np.argsort(-sims, kind="stable")[:n]
-            return [
-                (self.ids[r], s)
-                for r, s in zip(rows[top].tolist(), sims[top].tolist(), strict=True)
-            ]
+            return list(zip(self.ids.names(rows[top].tolist()), sims[top].tolist(), strict=True))
         picked: np.ndarray | None = None
         if kept * SPARSE_SHARE < mask.shape[0]:
             picked = np.flatnonzero(mask) + start
@@ -772,8 +771,11 @@ class VectorIndex:
         top = np.argpartition(-sims, n - 1)[:n]
         top = top[np.argsort(-sims[top], kind="stable")]
         at = top + start if picked is None else picked[top]
-        found = zip(at.tolist(), sims[top].tolist(), strict=True)
-        return [(self.ids[r], s) for r, s in found if floor is None or s >= floor]
+        if floor is not None:
+            # In float64, as Python compares: numpy would round `floor` to float32 first.
+            above = sims[top].astype(np.float64) >= floor
+            at, top = at[above], top[above]
+        return list(zip(self.ids.names(at.tolist()), sims[top].tolist(), strict=True))
 
     def search_tiers(
         self, query: np.ndarray, mask: np.ndarray, n: int, n_faded: int
@@ -807,7 +809,7 @@ class VectorIndex:
         tier = np.where(keep, sims, -np.inf)
         top = np.argpartition(-tier, n - 1)[:n]
         top = top[np.argsort(-tier[top], kind="stable")]
-        return [(self.ids[r], s) for r, s in zip(top.tolist(), tier[top].tolist(), strict=True)]
+        return list(zip(self.ids.names(top.tolist()), tier[top].tolist(), strict=True))
 
     def vector(self, memory_id: str) -> np.ndarray | None:
         row = self.ids.get(memory_id)

@@ -207,6 +207,14 @@ def test_nodes_without_activation_and_edges_to_themselves_pass_nothing():
     assert scoring.spread_hop({"z": -1.0}, edges, floor=0.0) == {}
 
 
+def test_equally_strong_edges_keep_their_given_order_for_the_fanout():
+    # The store's order (by target id) decides which of equally strong edges pass.
+    edges = {"a": [OutEdge(f"t{i}", 1.0, 1.0, "r") for i in (5, 3, 9, 1, 7, 2)]}
+    edges["a"].insert(2, OutEdge("strong", 2.0, 1.0, "causes"))
+    reached = scoring.spread_hop({"a": 1.0}, edges, fanout=3, floor=0.0)
+    assert list(reached) == ["strong", "t5", "t3"]
+
+
 def test_the_first_of_two_equally_strong_parents_is_kept():
     edges = {"a": [OutEdge("c", 1.0, 1.0, "causes")], "b": [OutEdge("c", 1.0, 1.0, "refines")]}
     reached = scoring.spread_hop({"a": 1.0, "b": 1.0}, edges, decay=0.5, floor=0.0)

@@ -67,3 +67,15 @@ def test_a_hundred_thousand_ids_cost_a_third_of_a_list_and_dict():
     assert held < 6_000_000  # measured: list + dict + strs + ints held ~15.4 MiB
     sample = names[::997]
     assert table.rows_of(sample).tolist() == list(range(0, 100_000, 997))
+
+
+def test_names_decodes_many_rows_at_once_and_refuses_a_row_not_here(small_merges):
+    table = IdTable()
+    names = [f"m-{i}" for i in range(20)] + ["é-ünïcode", ""]
+    for n in names:
+        table.append(n)
+    assert table.names([21, 0, 20, 5, 5]) == ["", "m-0", "é-ünïcode", "m-5", "m-5"]
+    assert table.names(np.array([], dtype=np.int64)) == []
+    for bad in ([22], [-1], [3, 40]):
+        with pytest.raises(IndexError):
+            table.names(bad)

@@ -191,3 +191,21 @@ async def test_writes_through_the_sketch_keep_near_duplicates_and_tombstones(
         again = await mem.author(texts[7] + ".")  # not the same text: found by its cosine
         assert again.status == "blocked-by-tombstone" and again.id == ids[7]
         assert again.tombstone.similarity >= 0.95
+
+
+def test_a_floor_is_compared_as_python_compares_it_not_rounded_to_float32():
+    # A cosine of exactly float32(0.9) against a floor a hair above it: float32 rounds that
+    # floor down to the cosine, so a float32 comparison would let the row through.
+    cos = float(np.float32(0.9))
+    floor = cos + 1e-9
+    assert np.float32(floor) == np.float32(cos) and cos < floor
+    rows = np.zeros((2, DIM), dtype=np.float32)
+    rows[0, 0], rows[0, 1] = cos, np.sqrt(1 - cos * cos)
+    rows[1, 0] = 1.0
+    index = VectorIndex(DIM)
+    index._apply(_rows(rows))
+    query = np.zeros(DIM, dtype=np.float32)
+    query[0] = 1.0
+    mask = np.ones(2, dtype=bool)
+    assert [i for i, _ in index.search(query, mask, 2, floor=floor)] == ["m1"]
+    assert [i for i, _ in index.search(query, mask, 2, floor=cos)] == ["m1", "m0"]
