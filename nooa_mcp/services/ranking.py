@@ -454,12 +454,12 @@ async def _versions(
         if a.faded or a.superseded_by is not None or b.superseded_by is not None:
             continue  # a superseded version already ranks below the one that replaced it
         newer, older = (a, b) if (a.row.created_at, a.id) > (b.row.created_at, b.id) else (b, a)
-        if not (words_of(newer) ^ words_of(older)) & asked:
-            pairs.append((newer, older))
+        pairs.append((newer, older))
     # Newest first, so each newer memory's own place is settled before it places an older.
+    # Their words are compared only for a pair the newer one does not already lead.
     pairs.sort(key=lambda p: (-p[0].row.created_at, p[0].id))
     for newer, older in pairs:
-        if older.score >= newer.score:
+        if older.score >= newer.score and not (words_of(newer) ^ words_of(older)) & asked:
             older.score = newer.score - 1e-6
 
 
