@@ -1,0 +1,73 @@
+"""One nooa-mcp server over stdio: its recall's CPU a call, thread by thread.
+
+Wall-clock p50s on a shared two-core machine move by more than a change to ranking; the main
+thread's CPU (the event loop: parsing, ranking, the reply) is the part no other thread can
+take over, and the other threads' (the model's two, the split product's helper, SQLite's) say
+what runs beside it. Spawns the server on a copy of STORE, warms it as `bench_side_by_side`
+does, then sends N recalls back to back and reads each thread's CPU from /proc.
+
+    python benchmarks/bench_threads.py STORE [--queries 400] [--command nooa-mcp]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from bench_side_by_side import WARM_IDLE, WARM_QUERIES, block, spawn
+from stdio_workload import questions
+
+_CLOCK = os.sysconf("SC_CLK_TCK")
+
+
+def thread_cpu(pid: int) -> dict[int, float]:
+    """User+system CPU seconds of each live thread of `pid`, by thread id."""
+    out = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[int(task.name)] = (int(fields[11]) + int(fields[12])) / _CLOCK
+    return out
+
+
+async def main(args: argparse.Namespace) -> None:
+    asked = questions()
+    workdir = Path(tempfile.mkdtemp(prefix="nooa-threads-"))
+    server = await spawn(args.command, args.store, workdir / "server")
+    try:
+        await block(server, "recall", asked[:WARM_QUERIES])
+        await asyncio.sleep(WARM_IDLE)
+        before = thread_cpu(server.pid)
+        queries = [asked[(WARM_QUERIES + k) % len(asked)] for k in range(args.queries)]
+        took = await block(server, "recall", queries)
+        after = thread_cpu(server.pid)
+    finally:
+        await server.close()
+        shutil.rmtree(workdir, ignore_errors=True)
+    spent = {tid: (after[tid] - before.get(tid, 0.0)) * 1000 / args.queries for tid in after}
+    main_thread = spent.pop(server.pid, 0.0)
+    others = sorted((ms for ms in spent.values() if ms > 0), reverse=True)
+    print(f"{args.queries} recalls, store {args.store}: p50 {statistics.median(took):.2f} ms")
+    print(
+        f"  CPU a call: main thread {main_thread:.2f} ms; other threads, largest first: "
+        + ", ".join(f"{ms:.2f}" for ms in others)
+        + " ms"
+    )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("store", type=Path, help="a store file, copied for the server")
+    parser.add_argument("--queries", type=int, default=400)
+    parser.add_argument("--command", default="nooa-mcp", help="the server's command")
+    asyncio.run(main(parser.parse_args()))
