@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import shutil
 import statistics
 import sys
@@ -23,21 +22,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 from bench_side_by_side import WARM_IDLE, WARM_QUERIES, block, spawn
+from stdio_client import thread_cpu
 from stdio_workload import questions
-
-_CLOCK = os.sysconf("SC_CLK_TCK")
-
-
-def thread_cpu(pid: int) -> dict[int, float]:
-    """User+system CPU seconds of each live thread of `pid`, by thread id."""
-    out = {}
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        out[int(task.name)] = (int(fields[11]) + int(fields[12])) / _CLOCK
-    return out
 
 
 async def main(args: argparse.Namespace) -> None:

@@ -79,20 +79,35 @@ def tree_stats(pid: int) -> TreeStats:
                 rss += int(value.split()[0]) / 1024
             elif key == "VmHWM":
                 hwm += int(value.split()[0]) / 1024
-        fields = stat.rsplit(")", 1)[1].split()
-        cpu += (int(fields[11]) + int(fields[12])) / _CLOCK  # utime, stime
+        cpu += _cpu_of(stat)
     return TreeStats(rss, hwm, cpu, alive)
 
 
-def main_thread_cpu(pid: int) -> float:
-    """User+system CPU seconds of the process's main thread (its event loop, for a Python
-    server): the part of a call's CPU that no other thread can take over."""
-    try:
-        stat = Path(f"/proc/{pid}/task/{pid}/stat").read_text()
-    except OSError:
-        return 0.0
+def _cpu_of(stat: str) -> float:
+    """User+system CPU seconds from the text of a /proc `stat` file (utime, stime)."""
     fields = stat.rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / _CLOCK
+
+
+def thread_cpu(pid: int) -> dict[int, float]:
+    """User+system CPU seconds of each live thread of `pid`, by thread id (the main
+    thread's id is `pid`: for a Python server, its event loop)."""
+    out = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            out[int(task.name)] = _cpu_of((task / "stat").read_text())
+        except OSError:
+            continue
+    return out
+
+
+def main_thread_cpu(pid: int) -> float:
+    """`thread_cpu` of the main thread alone: the part of a call's CPU that no other thread
+    can take over."""
+    try:
+        return _cpu_of(Path(f"/proc/{pid}/task/{pid}/stat").read_text())
+    except OSError:
+        return 0.0
 
 
 class StdioServer:
