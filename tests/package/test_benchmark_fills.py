@@ -21,6 +21,7 @@ import bench_hooks  # noqa: E402
 import bench_recall  # noqa: E402
 import bench_reflect  # noqa: E402
 import bench_stats  # noqa: E402
+import floor_server  # noqa: E402
 
 from nooa_mcp.embeddings import HashEmbedder  # noqa: E402
 from nooa_mcp.memory import Memory  # noqa: E402
@@ -46,6 +47,23 @@ async def test_bench_hooks_fills_a_store(tmp_path: Path) -> None:
 async def test_bench_stats_fills_a_store(tmp_path: Path) -> None:
     await bench_stats.fill(tmp_path / "s.sqlite", 40, 0.5)
     assert count(tmp_path / "s.sqlite") == 40
+
+
+async def test_the_floor_server_reads_the_live_vectors_the_index_holds(tmp_path: Path) -> None:
+    """`floor_server` multiplies the vectors of a nooa store as the package writes them: the
+    live memories' (an archived one left out), each equal to the index's row."""
+    path = tmp_path / "floor.sqlite"
+    async with Memory.open(path, owner="bench", embedder=HashEmbedder(384)) as mem:
+        made = [(await mem.author(f"fact {i} about harbour crane {i}")).id for i in range(4)]
+        await mem.update(made[2], forget=True)
+        index = mem.engine.index
+        await index.sync(mem.engine.store)
+        want = {i: index.vector(i).copy() for i in made if i != made[2]}
+    ids, matrix = floor_server.stored_vectors(path)
+    assert sorted(ids) == sorted(want)
+    assert matrix.dtype == np.float32 and matrix.shape == (3, 384)
+    for memory_id, row in zip(ids, matrix, strict=True):
+        assert np.array_equal(row, want[memory_id])
 
 
 async def test_bench_reflect_inserts_turns(tmp_path: Path) -> None:
