@@ -3,7 +3,8 @@
 A bare MCP server (the SDK's `MCPServer`, stdio) with one tool named as nooa's,
 `memory_recall(query, k)`: it embeds the query with the same model as nooa-mcp (in a worker
 thread, as an async server must), multiplies it with every stored vector of a nooa store
-(read once at start, live rows only), and returns the k nearest ids and cosines. No keywords,
+(read once at start, live rows only; nooa's own product, split across the cores for a large
+matrix), and returns the k nearest ids and cosines. No keywords,
 no scoring, no log.
 
 bench_stdio's floor adds a query embedded back to back in a plain loop to a bare tool call;
@@ -33,6 +34,7 @@ import numpy as np
 from mcp.server.mcpserver import MCPServer
 
 from nooa_mcp.embeddings import MiniLMEmbedder
+from nooa_mcp.storage.vectors import product
 
 
 def stored_vectors(store: Path) -> tuple[list[str], np.ndarray]:
@@ -55,7 +57,7 @@ def serve(store: Path) -> None:
     async def memory_recall(query: str, k: int = 5) -> dict[str, Any]:
         """The k stored memories nearest to the query by cosine."""
         vector = (await anyio.to_thread.run_sync(model.embed, [query]))[0]
-        sims = matrix @ vector
+        sims = product(matrix, vector)  # nooa's kernel: split across the cores when large
         k = min(k, len(ids))
         top = np.argpartition(-sims, k - 1)[:k]
         top = top[np.argsort(-sims[top])]
