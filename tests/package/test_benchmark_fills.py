@@ -7,6 +7,7 @@ anything and no test noticed. Each fill here writes a handful of memories and is
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import sys
 from pathlib import Path
@@ -22,6 +23,7 @@ import bench_recall  # noqa: E402
 import bench_reflect  # noqa: E402
 import bench_stats  # noqa: E402
 import floor_server  # noqa: E402
+import rank_dump  # noqa: E402
 
 from nooa_mcp.embeddings import HashEmbedder  # noqa: E402
 from nooa_mcp.memory import Memory  # noqa: E402
@@ -64,6 +66,22 @@ async def test_the_floor_server_reads_the_live_vectors_the_index_holds(tmp_path:
     assert matrix.dtype == np.float32 and matrix.shape == (3, 384)
     for memory_id, row in zip(ids, matrix, strict=True):
         assert np.array_equal(row, want[memory_id])
+
+
+async def test_rank_dump_prints_each_ranking_the_same_twice(tmp_path: Path) -> None:
+    """`rank_dump` compares builds: its lines must not move between two runs of one build
+    (the clock is held), and every question's three rankings are there with their rows."""
+    async with Memory.open(tmp_path / "d.sqlite", owner="bench", embedder=HashEmbedder(384)) as mem:
+        for i in range(6):
+            await mem.author(f"harbour crane {i} moved cargo on day {i}")
+        asked = ["harbour crane", "cargo moved on day 3"]
+        first = await rank_dump.dump(mem, asked)
+        await asyncio.sleep(0.05)
+        second = await rank_dump.dump(mem, asked)
+    assert first == second
+    heads = [line for line in first if line.startswith("Q ")]
+    assert len(heads) == len(asked) * len(rank_dump.VARIANTS)
+    assert sum(" rec " in line for line in first) >= 6 * len(heads)
 
 
 async def test_bench_reflect_inserts_turns(tmp_path: Path) -> None:
