@@ -4,8 +4,7 @@ A bare MCP server (the SDK's `MCPServer`, stdio) with one tool named as nooa's,
 `memory_recall(query, k)`: it embeds the query with the same model as nooa-mcp (in a worker
 thread, as an async server must), multiplies it with every stored vector of a nooa store
 (read once at start, live rows only; nooa's own product, split across the cores for a large
-matrix), and returns the k nearest ids and cosines. No keywords,
-no scoring, no log.
+matrix), and returns the k nearest ids and cosines. No keywords, no scoring, no log.
 
 bench_stdio's floor adds a query embedded back to back in a plain loop to a bare tool call;
 served one call at a time, the model runs in a server's rhythm instead (idle threads to wake,
