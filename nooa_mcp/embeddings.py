@@ -28,10 +28,17 @@ if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
 TOKENIZER_DIR = Path(__file__).parent / "assets" / "minilm"
-#: onnxruntime session settings: its worker threads spin-wait for work between and after runs
-#: by default, burning the core the SQLite thread and the event loop need, while embedding
-#: runs no faster.
-SESSION_CONFIG = {"session.intra_op.allow_spinning": "0"}
+#: onnxruntime session settings. Inside a run its two worker threads meet at every operator;
+#: spinning there, rather than sleeping and being woken, takes 1.2–1.6 ms off a served recall
+#: (BENCHMARKS.md, "Recall latency"). After a run they would spin on by default, burning the
+#: cores the event loop, SQLite and the split product need next (recall +3 ms at 100k, CPU a
+#: call +7 to +24 ms): `force_spinning_stop` puts them to sleep once the run returns. The
+#: price: with 4 writes in flight, two runs' threads spin against each other (~10 % fewer
+#: writes a second).
+SESSION_CONFIG = {
+    "session.intra_op.allow_spinning": "1",
+    "session.force_spinning_stop": "1",
+}
 #: Fewer texts than this are run one at a time. A batch is padded to its longest text, and
 #: the few texts of concurrent MCP writes (the engine lets them share a batch) differ in
 #: length, so a small batch is slower per text than running them one by one. Large batches

@@ -80,15 +80,17 @@ def test_minilm_runs_offline_with_384_normalised_dimensions(minilm):
 
 
 @pytest.mark.real_model
-def test_minilm_sessions_do_not_spin_and_other_sessions_keep_the_defaults(minilm):
-    """The model's session waits for work without spinning (SESSION_CONFIG), fully
-    optimised, without the arena; sessions built elsewhere keep onnxruntime's defaults."""
+def test_minilm_sessions_stop_spinning_after_a_run_and_other_sessions_keep_the_defaults(minilm):
+    """The model's session spins inside a run and stops once it returns (SESSION_CONFIG),
+    fully optimised, without the arena; sessions built elsewhere keep onnxruntime's
+    defaults."""
     import onnxruntime as ort
 
     session = minilm._session
     assert isinstance(session, ort.InferenceSession)
     options = session.get_session_options()
-    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "1"
+    assert options.get_session_config_entry("session.force_spinning_stop") == "1"
     assert options.graph_optimization_level == ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     assert options.enable_cpu_mem_arena is False
     with pytest.raises(RuntimeError, match="allow_spinning"):
