@@ -33,7 +33,7 @@ TOKENIZER_DIR = Path(__file__).parent / "assets" / "minilm"
 #: (BENCHMARKS.md, "Recall latency"). After a run they would spin on by default, burning the
 #: cores the event loop, SQLite and the split product need next (recall +3 ms at 100k, CPU a
 #: call +7 to +24 ms): `force_spinning_stop` puts them to sleep once the run returns. The
-#: price: with 4 writes in flight, two runs' threads spin against each other (~10 % fewer
+#: price: with 4 writes in flight, two runs' threads spin against each other (~12 % fewer
 #: writes a second).
 SESSION_CONFIG = {
     "session.intra_op.allow_spinning": "1",
