@@ -48,14 +48,18 @@ WARM_IDLE = 3.0
 BETWEEN_BLOCKS = 0.2
 
 
+def copy_store(store: Path, workdir: Path) -> Path:
+    """A copy of the SQLite store `store` and its WAL files in `workdir` (existing): its path."""
+    for part in store.parent.glob(store.name + "*"):
+        shutil.copy(part, workdir / part.name)
+    return workdir / store.name
+
+
 async def spawn(command: str, store: Path, workdir: Path) -> StdioServer:
     """`command` serving a copy of `store` (and its WAL files) in `workdir`, model ready."""
     workdir.mkdir()
-    for part in store.parent.glob(store.name + "*"):
-        shutil.copy(part, workdir / part.name)
-    server = StdioServer(
-        [*shlex.split(command), "--store", str(workdir / store.name), "--owner", "bench"]
-    )
+    copy = copy_store(store, workdir)
+    server = StdioServer([*shlex.split(command), "--store", str(copy), "--owner", "bench"])
     await server.start(stderr_path=workdir / "stderr.log")
     await server.initialize()
     deadline = time.perf_counter() + 120

@@ -27,6 +27,7 @@ import time_machine
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from bench_side_by_side import copy_store
 from stdio_workload import questions
 
 from nooa_mcp.embeddings import Embedder
@@ -74,9 +75,7 @@ async def main(store: Path, n: int, embedder: Embedder | None = None) -> list[st
     """The lines for the first `n` questions, on a copy of `store` (and its WAL files)."""
     work = Path(tempfile.mkdtemp(prefix="rank-dump-"))
     try:
-        for part in store.parent.glob(store.name + "*"):
-            shutil.copy(part, work / part.name)
-        async with Memory.open(work / store.name, owner="bench", embedder=embedder) as mem:
+        async with Memory.open(copy_store(store, work), owner="bench", embedder=embedder) as mem:
             await mem.engine.wait_ready(120)
             return await dump(mem, questions()[:n])
     finally:
