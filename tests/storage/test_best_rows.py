@@ -4,8 +4,7 @@ n largest cosines, best first, equal ones in row order, however the blocks fall.
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from nooa_mcp.domain.scope import Scope
 from nooa_mcp.storage.base import VectorRow
