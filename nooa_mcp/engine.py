@@ -138,6 +138,8 @@ class Engine:
         self._served.set()
         #: The background read of the keyword postings (`_start_keywords`).
         self._keywords: asyncio.Task[None] | None = None
+        #: The background sketching of the index's rows (`_sketch_later`).
+        self._sketcher: asyncio.Task[None] | None = None
         #: The first read of the stored vectors when it waits for the model (`vectors_later`).
         self._first_vectors: asyncio.Task[None] | None = None
         #: Without a configured owner, hold every role from the start (`open`).
@@ -192,6 +194,7 @@ class Engine:
             if not vectors_later:
                 await engine._first_roles()
                 engine._start_keywords()
+                engine._sketch_later()
             # Tasks of their own, not a task group around the caller's block: an error
             # raised in that block must reach the caller as itself, not in an ExceptionGroup.
             loop = asyncio.get_running_loop()
@@ -216,7 +219,7 @@ class Engine:
                 writer.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await writer
-                for task in (engine._first_vectors, engine._keywords):
+                for task in (engine._first_vectors, engine._keywords, engine._sketcher):
                     if task is not None:
                         task.cancel()
                         with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -255,6 +258,7 @@ class Engine:
             await anyio.to_thread.run_sync(self.embedder.finish)
         await self._first_roles()
         self._start_keywords()
+        self._sketch_later()
 
     def _start_keywords(self) -> None:
         """Read the keyword postings in the background (`VectorIndex.load_keywords`): recall
@@ -356,7 +360,19 @@ class Engine:
         row numbers kept for the block: no role is let go before it ends."""
         with self.index.held():
             await self.sync_vectors(roles, for_keywords=for_keywords)
+            self._sketch_later()
             yield self.index
+
+    def _sketch_later(self) -> None:
+        """Sketch the rows not sketched yet in the background, between calls (once the
+        first roles are read, and after a sync that brought rows): a large index's searches
+        read the sketch before the matrix (`VectorIndex.search`), and rows were otherwise
+        sketched only as a write first needed them."""
+        task = self._sketcher
+        if (task is None or task.done()) and self.index.wants_sketch():
+            self._sketcher = asyncio.get_running_loop().create_task(
+                self.index.keep_sketch(between=self._between_calls), name="nooa sketch"
+            )
 
     async def intents(self, role: str) -> list[Memory]:
         """`store.intents(role)`, kept while no memory changed: every recall checks them for

@@ -71,6 +71,12 @@ _PER_ROW = (
 #: model has run, and one core does not saturate the memory bus (BENCHMARKS.md has the
 #: figures). Smaller matrices are not worth a hand-off to another thread.
 SPLIT_ROWS = 4096
+#: Rows BLAS's matrix-vector kernel takes together. The rows left over at the end of a
+#: product go through another loop, whose float32 sums can differ in the last bit; so a
+#: product's parts are cut at multiples of this, a search over the whole index multiplies
+#: up to the next multiple (the matrix's headroom is zeros), and a gather is padded to one
+#: (`padded_product`): a row's cosine is the same bits whichever rows it was read with.
+LANES = 16
 #: A search whose mask keeps under 1 row in this many gathers those rows and multiplies only
 #: them: gathering costs a copy of each kept row, so it pays below a third or so.
 SPARSE_SHARE = 4
@@ -89,8 +95,17 @@ SKETCH_FROM = 4096
 #: row whole, so gathering pays only when the mask keeps very few (the tombstone check over
 #: the archived rows).
 SKETCH_SHARE = 128
-#: Rows sketched per step while the sketch catches up, the event loop free between steps.
-SKETCH_STEP = 8192
+#: Rows sketched per step while the sketch catches up, the event loop free between steps
+#: (~3 ms a step at 64 directions).
+SKETCH_STEP = 2048
+#: From this many rows on, a recall's search reads the sketch first and multiplies in full
+#: only the rows that can place (`_placing_cosines`): at 100k, ~5k rows of 100k are left
+#: for a query's top 50, and the search takes ~3 ms where the whole product took ~8.
+#: Below it, the whole product costs a millisecond or two and the sketch would not pay.
+RECALL_SKETCH_FROM = 32768
+#: Rows multiplied first per place a search fills, those whose cosine the sketch estimates
+#: highest: their n-th best cosine is the line a row's bound must reach to be multiplied.
+PROBES_PER_PLACE = 4
 
 Kernel = Callable[[np.ndarray, np.ndarray, np.ndarray], Any]
 
@@ -139,31 +154,46 @@ def _helpers() -> ThreadPoolExecutor:
         return _pool
 
 
-def product(rows: np.ndarray, query: np.ndarray) -> np.ndarray:
-    """`rows @ query` as float32, split across the cores for a large matrix (SPLIT_ROWS).
+def product(rows: np.ndarray, query: np.ndarray, picked: np.ndarray | None = None) -> np.ndarray:
+    """`rows @ query` (or `rows[picked] @ query`) as float32, split across the cores for a
+    large matrix (SPLIT_ROWS).
 
     The calling thread computes the first part itself and waits for the others; numpy
-    releases the interpreter lock inside each, so the parts run side by side.
+    releases the interpreter lock inside each, so the parts run side by side. With
+    `picked`, each part gathers its own rows too: the copy is most of such a product.
     """
     query = np.asarray(query, dtype=np.float32)
-    n = rows.shape[0]
+    n = rows.shape[0] if picked is None else picked.size
     out = np.empty(n, dtype=np.float32)
     kernel = _kernel()
+
+    def part(a: int, b: int) -> None:
+        kernel(rows[a:b] if picked is None else rows[picked[a:b]], query, out[a:b])
+
     parts = min(_cores(), n // SPLIT_ROWS)
     if parts <= 1:
-        kernel(rows, query, out)
+        part(0, n)
         return out
-    bounds = [n * i // parts for i in range(parts + 1)]
+    bounds = [(n * i // parts) // LANES * LANES for i in range(parts)] + [n]
     spans = list(itertools.pairwise(bounds))
     pool = _helpers()
-    others = [pool.submit(kernel, rows[a:b], query, out[a:b]) for a, b in spans[1:]]
+    others = [pool.submit(part, a, b) for a, b in spans[1:]]
     try:
-        a, b = spans[0]
-        kernel(rows[a:b], query, out[a:b])
+        part(*spans[0])
     finally:
         for future in others:
             future.result()
     return out
+
+
+def padded_product(matrix: np.ndarray, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """`product` of the gathered `rows` of `matrix`, padded to a multiple of `LANES` rows
+    so that none is left to the kernel's leftover loop: each cosine the same bits as the
+    whole matrix's product gives it."""
+    short = -rows.size % LANES
+    if short and rows.size:
+        rows = np.concatenate([rows, np.full(short, rows[-1], dtype=rows.dtype)])
+    return product(matrix, query, rows)[: rows.size - short]
 
 
 def best(sims: np.ndarray, n: int) -> np.ndarray:
@@ -477,11 +507,16 @@ class VectorIndex:
             self.hashed[part] = True
             await anyio.sleep(0)
 
-    async def keep_sketch(self) -> None:
+    def wants_sketch(self) -> bool:
+        """Whether `keep_sketch` has rows to sketch and is not sketching them already."""
+        return not self._sketching and self.size >= SKETCH_FROM and self.sketched < self.size
+
+    async def keep_sketch(self, between: Callable[[], Awaitable[None]] | None = None) -> None:
         """Fit the sketch's basis once the index holds SKETCH_FROM rows, and sketch the rows
         not sketched yet, SKETCH_STEP at a time (a few ms each on the event loop, which is
-        the only writer of rows). Searches meanwhile multiply unsketched rows in full."""
-        if self._sketching or self.size < SKETCH_FROM or self.sketched >= self.size:
+        the only writer of rows), awaiting `between` (a moment between calls) before each
+        step, or one turn of the loop. Searches meanwhile multiply unsketched rows in full."""
+        if not self.wants_sketch():
             return
         self._sketching = True
         try:
@@ -498,10 +533,10 @@ class VectorIndex:
                     sketch.fit, sample, self.sketch.shape[1]
                 )
             while self.sketched < self.size:
+                await (between() if between is not None else anyio.sleep(0))
                 stop = min(self.sketched + SKETCH_STEP, self.size)
                 self._sketch_rows(slice(self.sketched, stop))  # a view: no copy of the rows
                 self.sketched = stop
-                await anyio.sleep(0)
         finally:
             self._sketching = False
 
@@ -530,7 +565,7 @@ class VectorIndex:
         `floor` or above, and those cosines, in row order."""
         rows = near[near < len(mask)]
         rows = rows[mask[rows]]
-        sims = product(self.matrix[rows], query)
+        sims = padded_product(self.matrix, rows, query)
         above = sims >= floor
         return rows[above], sims[above]
 
@@ -543,7 +578,8 @@ class VectorIndex:
         # Copying held the old and the new matrix at once (+150 MB at 100k while it ran).
         # numpy zero-fills the new rows, which makes them resident: the rows past `needed`
         # are handed back at once (`release_zeroed_pages`), resident only once written.
-        capacity = max(needed, capacity + GROW_STEP)
+        # A whole number of LANES, so a search over every row never has leftover ones.
+        capacity = -(-max(needed, capacity + GROW_STEP) // LANES) * LANES
         if self.size == 0:
             # Nothing to keep (a cold open sizes the matrix here): fresh zeros, whose
             # untouched rows cost nothing, where resize would zero-fill (touch) them all.
@@ -702,9 +738,12 @@ class VectorIndex:
         One query is `product` (no BLAS worker threads; split across the cores when the
         matrix is large). A block of several is a matrix product, where BLAS pays off.
         """
-        rows = self.matrix[: self.size if upto is None else upto]
+        stop = self.size if upto is None else upto
+        rows = self.matrix[:stop]
         if queries.ndim == 1:
-            return product(rows, queries)
+            # Up to a whole number of LANES where the headroom allows (see LANES).
+            whole = min(-(-stop // LANES) * LANES, self.matrix.shape[0])
+            return product(self.matrix[:whole], queries)[:stop]
         if queries.shape[0] == 1:
             return product(rows, queries[0])[:, None]
         return rows @ queries.T
@@ -786,9 +825,11 @@ class VectorIndex:
         picked: np.ndarray | None = None
         if kept * SPARSE_SHARE < mask.shape[0]:
             picked = np.flatnonzero(mask) + start
-            sims = product(self.matrix[picked], query)
+            sims = padded_product(self.matrix, picked, query)
         elif start == 0 and mask.shape[0] == self.size:
-            sims = np.where(mask, self.similarities(query), -np.inf)
+            placed = self._placing_cosines(query, [(mask, n)], self.size)
+            whole = self.similarities(query) if placed is None else placed
+            sims = np.where(mask, whole, -np.inf)
         else:
             part = self.matrix[start : start + mask.shape[0]]
             sims = np.where(mask, product(part, query), -np.inf)
@@ -819,12 +860,56 @@ class VectorIndex:
         if kept * SPARSE_SHARE < n_rows:
             rows = np.flatnonzero(both)
             sims = np.full(n_rows, -np.inf, dtype=np.float32)
-            sims[rows] = product(self.matrix[rows], query)
+            sims[rows] = padded_product(self.matrix, rows, query)
         elif n_rows == self.size:
-            sims = self.similarities(query)
+            placed = self._placing_cosines(query, [(live, n), (faded, n_faded)], n_rows)
+            sims = self.similarities(query) if placed is None else placed
         else:
             sims = product(self.matrix[:n_rows], query)
         return self._top(sims, live, n), self._top(sims, faded, n_faded)
+
+    def _placing_cosines(
+        self, query: np.ndarray, tiers: Sequence[tuple[np.ndarray, int]], n_rows: int
+    ) -> np.ndarray | None:
+        """The cosines of the first `n_rows` rows that can place among the top n of a tier
+        (a mask and its n), as the whole product gives them, and -inf for every other row;
+        None when the sketch would not spare most of the product (too few rows, or rows
+        not sketched yet, or a query whose bounds leave too many).
+
+        Per tier: the rows with the best bounds (`storage.sketch`) are multiplied first, and
+        their n-th best cosine is a line no row below it can place above; only the rows
+        whose bound reaches that line (and the rows not sketched) are multiplied besides.
+        A row left out has a cosine at most its bound, under the n-th best already found,
+        so the top n of every tier is the whole product's, ties included.
+        """
+        done = min(self.sketched, n_rows)
+        basis = self.basis
+        if basis is None or n_rows < RECALL_SKETCH_FROM or done * 4 < n_rows * 3:
+            return None
+        estimate, bound = sketch.estimates(
+            self.sketch[:done], self.rest[:done], basis, query, product
+        )
+        wanted = np.zeros(n_rows, dtype=bool)
+        wanted[done:] = True
+        for mask, n in tiers:
+            if n <= 0:
+                continue
+            kept = mask[:done]
+            if int(kept.sum()) <= n * PROBES_PER_PLACE:
+                wanted[:done] |= kept  # a small tier (the faded one, often): every row
+                continue
+            probes = best(np.where(kept, estimate, -np.inf), n * PROBES_PER_PLACE)
+            bounded = np.where(kept, bound, -np.inf)
+            rows = np.concatenate([probes, np.flatnonzero(mask[done:n_rows]) + done])
+            found = padded_product(self.matrix, rows, query)
+            line = np.partition(found, found.size - n)[found.size - n]
+            wanted[:done] |= bounded >= line
+        rows = np.flatnonzero(wanted)
+        if rows.size * SPARSE_SHARE >= n_rows:
+            return None
+        sims = np.full(n_rows, -np.inf, dtype=np.float32)
+        sims[rows] = padded_product(self.matrix, rows, query)
+        return sims
 
     def _top(self, sims: np.ndarray, keep: np.ndarray, n: int) -> list[tuple[str, float]]:
         """The `n` best (id, cosine) of `sims` among the rows `keep` marks, best first."""

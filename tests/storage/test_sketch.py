@@ -209,3 +209,106 @@ def test_a_floor_is_compared_as_python_compares_it_not_rounded_to_float32():
     mask = np.ones(2, dtype=bool)
     assert [i for i, _ in index.search(query, mask, 2, floor=floor)] == ["m1"]
     assert [i for i, _ in index.search(query, mask, 2, floor=cos)] == ["m1", "m0"]
+
+
+def _large(monkeypatch, n: int = 6000, directions: int = 12) -> VectorIndex:
+    """An index past RECALL_SKETCH_FROM (lowered), sketched on fewer directions than its
+    width, so the bounds leave some rows and cut the rest."""
+    monkeypatch.setattr(vectors, "RECALL_SKETCH_FROM", 1000)
+    monkeypatch.setattr(sketch, "DIM", directions)
+    return _sketched(_clustered(n), monkeypatch)
+
+
+def _whole_search(index: VectorIndex, query, mask, n):
+    saved, vectors.RECALL_SKETCH_FROM = vectors.RECALL_SKETCH_FROM, 10**9
+    try:
+        return index.search(query, mask, n)
+    finally:
+        vectors.RECALL_SKETCH_FROM = saved
+
+
+def test_a_large_search_reads_few_rows_and_answers_exactly_as_the_whole_product(monkeypatch):
+    index = _large(monkeypatch)
+    scope_masks = [
+        index.mask(Scope(owner="o")),
+        index.mask(Scope(owner="o"), types={"info"}),
+        index.has_vector[: index.size].copy(),
+    ]
+    queries = np.concatenate([_near(index.matrix[: index.size], 15, 0.2), _clustered(15, 5)])
+    gathered = _counted_gathers(monkeypatch, index)
+    for mask in scope_masks:
+        for q in queries:
+            expected = _whole_search(index, q, mask, 20)
+            del gathered[:]
+            found = index.search(q, mask, 20)
+            # The same ids in the same order, and the same cosines to the bit.
+            assert found == expected
+            assert gathered and sum(gathered) < index.size // 3
+
+
+def test_a_large_search_finds_rows_the_sketch_has_not_reached(monkeypatch):
+    index = _large(monkeypatch)
+    index.sketched = index.size - 40  # as while the sketch catches up
+    mask = index.has_vector[: index.size].copy()
+    for row in (index.size - 30, index.size - 1, 17):
+        q = index.matrix[row].copy()
+        found = index.search(q, mask, 5)
+        assert found == _whole_search(index, q, mask, 5)
+        assert index.ids[row] in [memory_id for memory_id, _ in found]
+
+
+def test_equal_cosines_at_the_last_place_come_back_as_the_whole_product_has_them(monkeypatch):
+    vecs = _clustered(6000)
+    twin = vecs[100]
+    vecs[[2500, 4000, 5999]] = twin  # three rows with the very same vector as row 100
+    monkeypatch.setattr(vectors, "RECALL_SKETCH_FROM", 1000)
+    monkeypatch.setattr(sketch, "DIM", 12)
+    index = _sketched(vecs, monkeypatch)
+    mask = index.has_vector[: index.size].copy()
+    q = _near(twin[None, :], 1, 0.05)[0]
+    for n in (1, 2, 3, 4, 5, 30):
+        assert index.search(q, mask, n) == _whole_search(index, q, mask, n)
+
+
+def test_each_tier_of_a_large_search_keeps_its_own_places(monkeypatch):
+    index = _large(monkeypatch)
+    index.archived[: index.size : 3] = True
+    index.faded[: index.size : 3] = True  # a large faded tier
+    mask = index.mask(Scope(owner="o"), faded=True)
+    for q in _near(index.matrix[: index.size], 10, 0.2, seed=12):
+        found = index.search_tiers(q, mask, 20, 10)
+        saved, vectors.RECALL_SKETCH_FROM = vectors.RECALL_SKETCH_FROM, 10**9
+        expected = index.search_tiers(q, mask, 20, 10)
+        vectors.RECALL_SKETCH_FROM = saved
+        assert found == expected and len(found[1]) == 10
+
+
+def test_a_gathered_product_gives_each_row_the_bits_the_whole_product_gives_it():
+    rng = np.random.default_rng(5)
+    for size in (9000, 9001, 12345):
+        index = VectorIndex(384)
+        v = rng.standard_normal((size, 384)).astype(np.float32)
+        index._apply([VectorRow(i + 1, f"m{i}", "r", "", "info", False, v[i]) for i in range(size)])
+        q = rng.standard_normal(384).astype(np.float32)
+        whole = index.similarities(q)
+        for count in (1, 15, 17, 333, 8200, 8999):
+            rows = np.sort(rng.choice(size, count, replace=False))
+            assert np.array_equal(vectors.padded_product(index.matrix, rows, q), whole[rows])
+
+
+@pytest.mark.anyio
+async def test_a_server_sketches_its_rows_between_calls_once_recall_needs_them(
+    store_path, monkeypatch
+):
+    monkeypatch.setattr(vectors, "SKETCH_FROM", 64)
+    settings = Settings(store=store_path, owner="coder@laptop")
+    words = [f"w{i}" for i in range(400)]
+    async with Memory.open(settings=settings, embedder=HashEmbedder()) as mem:
+        await mem.author_many([{"content": " ".join(words[i : i + 5])} for i in range(120)])
+        index = mem.engine.index
+        index.basis, index.sketched = None, 0  # as a process that only reads finds it
+        await mem.recall("w7 w8")
+        with anyio.fail_after(10):
+            while index.sketched < index.size:
+                await anyio.sleep(0.01)
+        assert index.basis is not None and not index.wants_sketch()
