@@ -1,9 +1,10 @@
 """A small sketch of each stored vector that bounds its cosine with any query from above.
 
 A write asks whether any stored memory is at cosine ≥ 0.92 (a near-duplicate) or any
-forgotten one at ≥ 0.95 (a tombstone). A product over every row answers that by reading the
-whole matrix, at 100k rows the largest cost of a write after the model. Almost no row comes
-near such a threshold, and this sketch says which rows cannot, without reading them.
+forgotten one at ≥ 0.95 (a tombstone); a recall asks for the 50 best, whose 50th sits near
+0.56 at 100k LoCoMo memories. A product over every row answers either by reading the whole
+matrix, at 100k rows the largest cost of a write after the model and of a recall. Few rows
+come near such a line, and this sketch says which rows cannot, without reading them.
 
 For an orthonormal basis B (d × dim) and vectors q, x, split each into its part in the
 basis and the rest: q·x = (Bq)·(Bx) + q⊥·x⊥, and by Cauchy–Schwarz q⊥·x⊥ ≤ |q⊥|·|x⊥|. So
@@ -14,9 +15,10 @@ for any orthonormal B: a row whose bound is under the threshold is under it, and
 rows left are multiplied in full. The answer is the full product's, exactly; the basis only
 decides how many rows are left. Sentence embeddings share a few strong directions, so B is
 their top principal directions (of the uncentred second moment, which is what dot products
-see): on 100k MiniLM memories of LoCoMo text, 24 directions hold ~75 % of the energy and
-leave ~70 of 100k rows to multiply at 0.92 (0.27 ms against 7.2 ms for the full product,
-BENCHMARKS.md). A basis fitted on another mix of texts is as exact, only less selective.
+see): on 100k MiniLM memories of LoCoMo text, 24 directions leave ~70 of 100k rows to
+multiply at 0.92 (0.27 ms against 7.2 ms for the full product), but half the rows at a
+recall's 0.56; 64 leave about one in twenty there (BENCHMARKS.md). A basis fitted on another
+mix of texts is as exact, only less selective.
 """
 
 from __future__ import annotations
