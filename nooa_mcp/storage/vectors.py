@@ -876,9 +876,11 @@ class VectorIndex:
         None when the sketch would not spare most of the product (too few rows, or rows
         not sketched yet, or a query whose bounds leave too many).
 
-        Per tier: the rows with the best bounds (`storage.sketch`) are multiplied first, and
-        their n-th best cosine is a line no row below it can place above; only the rows
-        whose bound reaches that line (and the rows not sketched) are multiplied besides.
+        Per tier: the rows whose cosines the sketch estimates highest (`sketch.estimates`)
+        are multiplied first, and their n-th best cosine is a line no row under it can place
+        above; only the rows whose bound reaches that line (and the rows not sketched) are
+        multiplied besides. (The rows with the best bounds are those with most energy
+        outside the basis, not the most similar: their line left half the rows.)
         A row left out has a cosine at most its bound, under the n-th best already found,
         so the top n of every tier is the whole product's, ties included.
         """
