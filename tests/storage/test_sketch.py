@@ -250,9 +250,12 @@ def test_a_large_search_finds_rows_the_sketch_has_not_reached(monkeypatch):
     index = _large(monkeypatch)
     index.sketched = index.size - 40  # as while the sketch catches up
     mask = index.has_vector[: index.size].copy()
+    gathered = _counted_gathers(monkeypatch, index)
     for row in (index.size - 30, index.size - 1, 17):
         q = index.matrix[row].copy()
+        del gathered[:]
         found = index.search(q, mask, 5)
+        assert gathered  # through the sketch (the whole product gathers nothing)
         assert found == _whole_search(index, q, mask, 5)
         assert index.ids[row] in [memory_id for memory_id, _ in found]
 
@@ -266,8 +269,11 @@ def test_equal_cosines_at_the_last_place_come_back_as_the_whole_product_has_them
     index = _sketched(vecs, monkeypatch)
     mask = index.has_vector[: index.size].copy()
     q = _near(twin[None, :], 1, 0.05)[0]
+    gathered = _counted_gathers(monkeypatch, index)
     for n in (1, 2, 3, 4, 5, 30):
-        assert index.search(q, mask, n) == _whole_search(index, q, mask, n)
+        del gathered[:]
+        found = index.search(q, mask, n)
+        assert gathered and found == _whole_search(index, q, mask, n)
 
 
 def test_each_tier_of_a_large_search_keeps_its_own_places(monkeypatch):
@@ -275,8 +281,11 @@ def test_each_tier_of_a_large_search_keeps_its_own_places(monkeypatch):
     index.archived[: index.size : 3] = True
     index.faded[: index.size : 3] = True  # a large faded tier
     mask = index.mask(Scope(owner="o"), faded=True)
+    gathered = _counted_gathers(monkeypatch, index)
     for q in _near(index.matrix[: index.size], 10, 0.2, seed=12):
+        del gathered[:]
         found = index.search_tiers(q, mask, 20, 10)
+        assert gathered and sum(gathered) < index.size // 2
         saved, vectors.RECALL_SKETCH_FROM = vectors.RECALL_SKETCH_FROM, 10**9
         expected = index.search_tiers(q, mask, 20, 10)
         vectors.RECALL_SKETCH_FROM = saved
