@@ -96,11 +96,11 @@ SKETCH_FROM = 4096
 #: the archived rows).
 SKETCH_SHARE = 128
 #: Rows sketched per step while the sketch catches up, the event loop free between steps
-#: (~3 ms a step at 64 directions).
+#: (~2 ms a step at 64 directions).
 SKETCH_STEP = 2048
 #: From this many rows on, a recall's search reads the sketch first and multiplies in full
 #: only the rows that can place (`_placing_cosines`): at 100k, ~5k rows of 100k are left
-#: for a query's top 50, and the search takes ~3 ms where the whole product took ~8.
+#: for a query's top 50, and the search takes ~4 ms where the whole product took ~8.
 #: Below it, the whole product costs a millisecond or two and the sketch would not pay.
 RECALL_SKETCH_FROM = 32768
 #: Rows multiplied first per place a search fills, those whose cosine the sketch estimates
