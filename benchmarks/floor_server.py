@@ -33,7 +33,7 @@ import numpy as np
 from mcp.server.mcpserver import MCPServer
 
 from nooa_mcp.embeddings import MiniLMEmbedder
-from nooa_mcp.storage.vectors import product
+from nooa_mcp.storage.vectors import best, product
 
 
 def stored_vectors(store: Path) -> tuple[list[str], np.ndarray]:
@@ -57,9 +57,7 @@ def serve(store: Path) -> None:
         """The k stored memories nearest to the query by cosine."""
         vector = (await anyio.to_thread.run_sync(model.embed, [query]))[0]
         sims = product(matrix, vector)  # nooa's kernel: split across the cores when large
-        k = min(k, len(ids))
-        top = np.argpartition(-sims, k - 1)[:k]
-        top = top[np.argsort(-sims[top])]
+        top = best(sims, k)  # nooa's top n of the cosines
         hits = [{"id": ids[row], "cos": float(sims[row])} for row in top.tolist()]
         return {"embeddings": "ready", "hits": hits}
 

@@ -820,7 +820,7 @@ class VectorIndex:
         if reach is not None:
             assert floor is not None
             rows, sims = self._above(query, reach[0], mask, floor)
-            top = np.argsort(-sims, kind="stable")[:n]
+            top = best(sims, n)
             return list(zip(self.ids.names(rows[top].tolist()), sims[top].tolist(), strict=True))
         picked: np.ndarray | None = None
         if kept * SPARSE_SHARE < mask.shape[0]:
