@@ -258,6 +258,13 @@ def test_a_large_search_finds_rows_the_sketch_has_not_reached(monkeypatch):
         assert gathered  # through the sketch (the whole product gathers nothing)
         assert found == _whole_search(index, q, mask, 5)
         assert index.ids[row] in [memory_id for memory_id, _ in found]
+    # Rows not sketched are multiplied whatever the mask says; the mask still decides.
+    mask[index.size - 30 :] = False
+    q = index.matrix[index.size - 30].copy()
+    del gathered[:]
+    found = index.search(q, mask, 5)
+    assert gathered and found == _whole_search(index, q, mask, 5)
+    assert index.ids[index.size - 30] not in [memory_id for memory_id, _ in found]
 
 
 def test_equal_cosines_at_the_last_place_come_back_as_the_whole_product_has_them(monkeypatch):
@@ -277,7 +284,9 @@ def test_equal_cosines_at_the_last_place_come_back_as_the_whole_product_has_them
 
 
 def test_each_tier_of_a_large_search_keeps_its_own_places(monkeypatch):
-    index = _large(monkeypatch)
+    # 36 directions: bounds tight enough that every search here answers from the rows left
+    # (with 12, each fell back to the whole product after its probes).
+    index = _large(monkeypatch, directions=36)
     index.archived[: index.size : 3] = True
     index.faded[: index.size : 3] = True  # a large faded tier
     mask = index.mask(Scope(owner="o"), faded=True)
@@ -285,7 +294,8 @@ def test_each_tier_of_a_large_search_keeps_its_own_places(monkeypatch):
     for q in _near(index.matrix[: index.size], 10, 0.2, seed=12):
         del gathered[:]
         found = index.search_tiers(q, mask, 20, 10)
-        assert gathered and sum(gathered) < index.size // 2
+        # Each tier's probes, then the rows that can place: gathered, not the whole product.
+        assert len(gathered) == 3 and sum(gathered) < index.size // 4
         saved, vectors.RECALL_SKETCH_FROM = vectors.RECALL_SKETCH_FROM, 10**9
         expected = index.search_tiers(q, mask, 20, 10)
         vectors.RECALL_SKETCH_FROM = saved
