@@ -433,12 +433,15 @@ async def _versions(
         dtype=np.int64,
     ).reshape(-1, 2)
     asked = content_words(query)
-    words: dict[str, frozenset[str]] = {}
+    named: dict[str, frozenset[str]] = {}
 
-    def words_of(r: Ranked) -> frozenset[str]:
-        if r.id not in words:
-            words[r.id] = content_words(text_of(r.full.title, r.full.content))
-        return words[r.id]
+    def names(r: Ranked) -> frozenset[str]:
+        """The query's words this memory's text holds: two versions differ in a word the
+        query names exactly when these differ."""
+        if r.id not in named:
+            text = text_of(r.full.title, r.full.content)
+            named[r.id] = asked & content_words(text) if asked else asked
+        return named[r.id]
 
     pairs = []
     for i, j in close.tolist():
@@ -459,7 +462,7 @@ async def _versions(
     # Their words are compared only for a pair the newer one does not already lead.
     pairs.sort(key=lambda p: (-p[0].row.created_at, p[0].id))
     for newer, older in pairs:
-        if older.score >= newer.score and not (words_of(newer) ^ words_of(older)) & asked:
+        if older.score >= newer.score and names(newer) == names(older):
             older.score = newer.score - 1e-6
 
 
