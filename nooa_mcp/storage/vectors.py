@@ -917,12 +917,15 @@ class VectorIndex:
             if int(np.count_nonzero(kept)) <= n * PROBES_PER_PLACE:
                 wanted[:done] |= kept  # a small tier (the faded one, often): every row
                 continue
-            probes = best(np.where(kept, estimate, -np.inf), n * PROBES_PER_PLACE)
-            bounded = np.where(kept, bound, -np.inf)
+            # The probes in any order, and any n of the tier's rows would give a line under
+            # which no row can place: the best estimates only give a higher one.
+            estimated = np.where(kept, estimate, -np.inf)
+            many = n * PROBES_PER_PLACE
+            probes = np.argpartition(estimated, estimated.size - many)[estimated.size - many :]
             rows = np.concatenate([probes, np.flatnonzero(mask[done:n_rows]) + done])
             found = padded_product(self.matrix, rows, query)
             line = np.partition(found, found.size - n)[found.size - n]
-            wanted[:done] |= bounded >= line
+            wanted[:done] |= kept & (bound >= line)
         rows = np.flatnonzero(wanted)
         if rows.size * SPARSE_SHARE >= n_rows:
             return None
