@@ -830,18 +830,16 @@ class VectorIndex:
             top = best(sims, n)
             return list(zip(self.ids.names(rows[top].tolist()), sims[top].tolist(), strict=True))
         picked: np.ndarray | None = None
-        placed = None
-        if start == 0 and mask.shape[0] == self.size and kept * SPARSE_SHARE >= mask.shape[0]:
-            placed = self._placing_cosines(query, [(mask, n)], self.size)
         if kept * SPARSE_SHARE < mask.shape[0]:
             picked = np.flatnonzero(mask) + start
             sims = padded_product(self.matrix, picked, query)
-        elif placed is not None:
-            # Only the rows that can place were multiplied: the top n among them.
-            picked, cosines = placed
-            sims = np.where(mask[picked], cosines, -np.inf)
         elif start == 0 and mask.shape[0] == self.size:
-            sims = np.where(mask, self.similarities(query), -np.inf)
+            placed = self._placing_cosines(query, [(mask, n)], self.size)
+            if placed is None:
+                sims = np.where(mask, self.similarities(query), -np.inf)
+            else:  # only the rows that can place were multiplied: the top n among them
+                picked, cosines = placed
+                sims = np.where(mask[picked], cosines, -np.inf)
         else:
             part = self.matrix[start : start + mask.shape[0]]
             sims = np.where(mask, product(part, query), -np.inf)
@@ -870,16 +868,15 @@ class VectorIndex:
         # Each tier's `_top` masks the cosines with its own rows, so rows of neither tier
         # are left as the product made them.
         rows: np.ndarray | None = None  # None: `sims` are every row's cosines
-        placed = None
-        if kept * SPARSE_SHARE >= n_rows and n_rows == self.size:
-            placed = self._placing_cosines(query, [(live, n), (faded, n_faded)], n_rows)
         if kept * SPARSE_SHARE < n_rows:
             rows = np.flatnonzero(both)
             sims = padded_product(self.matrix, rows, query)
-        elif placed is not None:
-            rows, sims = placed
         elif n_rows == self.size:
-            sims = self.similarities(query)
+            placed = self._placing_cosines(query, [(live, n), (faded, n_faded)], n_rows)
+            if placed is None:
+                sims = self.similarities(query)
+            else:  # only the rows that can place in a tier were multiplied
+                rows, sims = placed
         else:
             sims = product(self.matrix[:n_rows], query)
         return self._top(sims, live, n, rows), self._top(sims, faded, n_faded, rows)
@@ -917,8 +914,8 @@ class VectorIndex:
             if int(np.count_nonzero(kept)) <= n * PROBES_PER_PLACE:
                 wanted[:done] |= kept  # a small tier (the faded one, often): every row
                 continue
-            # The probes in any order, and any n of the tier's rows would give a line under
-            # which no row can place: the best estimates only give a higher one.
+            # The probes in any order: the n-th best cosine of any n rows of the tier is a
+            # line no row under it can place above; the best estimates give a high one.
             estimated = np.where(kept, estimate, -np.inf)
             many = n * PROBES_PER_PLACE
             probes = np.argpartition(estimated, estimated.size - many)[estimated.size - many :]
