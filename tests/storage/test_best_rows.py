@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 from hypothesis import given, settings, strategies as st
+from vector_rows import info_rows
 
 from nooa_mcp.domain.scope import Scope
-from nooa_mcp.storage.base import VectorRow
 from nooa_mcp.storage.vectors import VectorIndex, best
 
 #: A few values only, so that ties (and ties at the n-th place) are common; -inf is a row a
@@ -42,18 +42,7 @@ def test_equal_cosines_come_back_in_row_order_from_a_search():
     same = np.array([1.0, 0.0, 0.0, 0.0], dtype=np.float32)
     other = np.array([0.0, 1.0, 0.0, 0.0], dtype=np.float32)
     index._apply(
-        [
-            VectorRow(
-                seq=i + 1,
-                id=f"m{i:05d}",
-                role="r",
-                owner="",
-                type="info",
-                archived=False,
-                embedding=same if i % 1000 in (7, 3) else other,
-            )
-            for i in range(20_000)
-        ]
+        info_rows([same if i % 1000 in (7, 3) else other for i in range(20_000)], "m{:05d}")
     )
     scope = Scope(roles=frozenset({"r"}))
     hits = index.search(same, index.mask(scope), 5)

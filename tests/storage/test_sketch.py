@@ -6,6 +6,7 @@ from __future__ import annotations
 import anyio
 import numpy as np
 import pytest
+from vector_rows import info_rows
 
 from nooa_mcp import Memory, Settings
 from nooa_mcp.domain.scope import Scope
@@ -307,7 +308,7 @@ def test_a_gathered_product_gives_each_row_the_bits_the_whole_product_gives_it()
     for size in (9000, 9001, 12345):
         index = VectorIndex(384)
         v = rng.standard_normal((size, 384)).astype(np.float32)
-        index._apply([VectorRow(i + 1, f"m{i}", "r", "", "info", False, v[i]) for i in range(size)])
+        index._apply(info_rows(v))
         q = rng.standard_normal(384).astype(np.float32)
         whole = index.similarities(q)
         for count in (1, 15, 17, 333, 8200, 8999):

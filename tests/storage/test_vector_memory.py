@@ -12,6 +12,7 @@ import anyio
 import numpy as np
 import pytest
 from machine import machine_lacks
+from vector_rows import info_rows
 
 from nooa_mcp.domain.scope import Scope
 from nooa_mcp.malloc_tuning import release_free_memory, tune_malloc
@@ -221,18 +222,7 @@ def test_rows_a_matrix_grows_by_ahead_of_its_writes_are_not_resident():
     dim = 384
     n = GROW_STEP + 10
     vectors = np.random.default_rng(5).standard_normal((n + 1, dim)).astype(np.float32)
-    rows = [
-        VectorRow(
-            seq=i + 1,
-            id=f"m{i}",
-            role="r",
-            owner="",
-            type="info",
-            archived=False,
-            embedding=vectors[i],
-        )
-        for i in range(n + 1)
-    ]
+    rows = info_rows(vectors[: n + 1])
     index = VectorIndex(dim)
     index._apply(rows[:GROW_STEP])
     index._apply(rows[GROW_STEP:n])  # grows in place, 10 rows written
