@@ -103,16 +103,20 @@ def bound_recall(result: RecallResult, budget_tokens: int = REPLY_TOKENS) -> Rec
     """
     room = budget_tokens // 2
     bounded = result.model_copy(update={"hits": _clip_hits(result.hits, HIT_CHARS)})
-    if json_tokens(bounded) > room and bounded.reminders:
+    # Measured once per version of the reply: a dump is most of this function's cost.
+    size = json_tokens(bounded)
+    if size > room and bounded.reminders:
         clipped = [
             r.model_copy(update={"content": r.content[:MIN_HIT_CHARS]}) for r in result.reminders
         ]
         bounded = bounded.model_copy(update={"reminders": clipped})
+        size = json_tokens(bounded)
     limit = HIT_CHARS
-    while json_tokens(bounded) > room and limit > MIN_HIT_CHARS:
+    while size > room and limit > MIN_HIT_CHARS:
         limit //= 2
         bounded = bounded.model_copy(update={"hits": _clip_hits(result.hits, limit)})
-    if json_tokens(bounded) > room and len(bounded.hits) > 1:
+        size = json_tokens(bounded)
+    if size > room and len(bounded.hits) > 1:
         hits = list(bounded.hits)
         while json_tokens(bounded.model_copy(update={"hits": hits})) > room and len(hits) > 1:
             hits.pop()  # drop from the bottom
