@@ -18,6 +18,7 @@ names none of the words they differ in.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass, field
 
@@ -25,7 +26,7 @@ import numpy as np
 
 from ..config import RecallSettings
 from ..domain import scoring
-from ..domain.facts import content_words, same_statement
+from ..domain.facts import same_statement
 from ..domain.repeats import one_place, one_time
 from ..domain.schema import SUPERSEDING, TYPE_WEIGHT, Components
 from ..domain.scope import Scope
@@ -34,7 +35,7 @@ from ..engine import text_of
 from ..storage import Store
 from ..storage.base import EdgeRow, ScoringRow
 from ..storage.facts import HeldRow
-from ..storage.keywords import query_stems
+from ..storage.keywords import indexed_stems, named_stems, query_stems
 from ..storage.vectors import VectorIndex
 
 __all__ = ["KeywordRead", "Ranked", "Ranking", "held_keywords", "keyword_candidates", "rank"]
@@ -171,6 +172,10 @@ class KeywordRead:
 
     rows: list[ScoringRow]
     hits: list[tuple[str, float]] | None = None
+    #: When the hits came from the postings the index holds, brought up to date for this
+    #: search (`held_keywords`): those it looked up, by stem. What ranking asks of a
+    #: memory's words is then read there too.
+    postings: dict[str, tuple[np.ndarray, np.ndarray]] | None = None
 
 
 async def rank(
@@ -225,6 +230,7 @@ async def rank(
                 dense[memory_id] = cos
     wanted = [*dense, *(i for i in extra_ids if i not in dense)]
     rows: list[ScoringRow | HeldRow]
+    postings = None
     if keyword is None:
         rows = [
             *await store.candidates(
@@ -238,6 +244,7 @@ async def rank(
         ]
     else:
         read = await keyword
+        postings = read.postings
         if read.hits is not None:
             rows = await _held_candidates(store, index, scope, read.hits, wanted)
         else:
@@ -326,7 +333,7 @@ async def rank(
             # DESIGN.md §16.7: a replaced memory ranks below what replaced it.
             if successor is not None and r.score >= successor.score:
                 r.score = successor.score - 1e-6
-    await _versions(store, index, query, candidates, s, shown)
+    await _versions(store, index, query, candidates, s, shown, postings)
     ordered = _in_order(candidates.values(), s)
     return Ranking(query, ordered, dense_ready, ranges, query_vector)
 
@@ -388,6 +395,7 @@ async def _versions(
     candidates: dict[str, Ranked],
     s: RecallSettings,
     shown: int | None = None,
+    postings: dict[str, tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> None:
     """Order memories that are versions of one statement (cosine at least
     `version_similarity`, both relevant).
@@ -398,7 +406,10 @@ async def _versions(
       revived as a live, unsuperseded fact above the memory that replaced it).
     - Two live ones that differ in a word ("… three worker nodes" / "… four worker nodes",
       both kept) rank newer first, unless the query names a word they differ in (then
-      relevance decides: "which cluster has three nodes?").
+      relevance decides: "which cluster has three nodes?"). A word is a stem of the words
+      keyword search indexes (title, content, tags, entities: `storage.keywords`); when
+      this ranking searched the held postings (`postings`: those it looked up) they are
+      read there, with no row read.
     """
     pool = [r for r in candidates.values() if not r.forgotten and not r.weak(s.weak_relevance)]
     if len(pool) < 2:
@@ -412,35 +423,53 @@ async def _versions(
     close = np.argwhere(np.triu(vectors @ vectors.T, 1) >= s.version_similarity)
     if not close.size:
         return
-    # Their words decide: the rows of the pairs' memories scored on held facts are read, and
-    # with them those of the first `shown` as they can rank once this lowers older versions
-    # (at most one place down per memory paired), which `Ranking.fill` then finds read.
-    paired = {int(i) for i in close.ravel().tolist()}
-    wanted = [known[i][0] for i in sorted(paired)]
-    if shown:
-        wanted += _in_order(candidates.values(), s)[: shown + len(paired)]
-    gone = await _read_rows(
-        store, list({r.id: r for r in wanted if not isinstance(r.row, ScoringRow)}.values())
-    )
-    for memory_id in gone:  # held, not stored (see `Ranking.fill`): out of the ranking
-        candidates.pop(memory_id, None)
-    close = np.array(
-        [
-            (i, j)
-            for i, j in close.tolist()
-            if known[i][0].id not in gone and known[j][0].id not in gone
-        ],
-        dtype=np.int64,
-    ).reshape(-1, 2)
-    asked = content_words(query)
+    # Their words decide (DESIGN.md §5.7): which of the query's words each holds, from the
+    # held postings when this ranking searched them (`postings`), else from its row; a
+    # faded memory paired with a live one is compared whole (`same_statement`), from rows.
+    paired = sorted({int(i) for i in close.ravel().tolist()})
+    asked = named_stems(query)
+    ids = [known[i][0].id for i in paired]
+    held = {} if postings is None else index.stems_held(ids, asked, postings)
+    whole: set[int] = set()
+    for i, j in close.tolist():
+        if known[i][0].faded != known[j][0].faded:
+            whole.update((i, j))
+    unread = [
+        r
+        for i, r in ((i, known[i][0]) for i in paired)
+        if (i in whole or r.id not in held) and not isinstance(r.row, ScoringRow)
+    ]
+    if unread:
+        # With them, the rows of the first `shown`, as they can rank once this lowers older
+        # versions (at most one place down per memory paired): `Ranking.fill` finds them read.
+        if shown:
+            unread += _in_order(candidates.values(), s)[: shown + len(paired)]
+        wanted = unread
+        gone = await _read_rows(
+            store, list({r.id: r for r in wanted if not isinstance(r.row, ScoringRow)}.values())
+        )
+        for memory_id in gone:  # held, not stored (see `Ranking.fill`): out of the ranking
+            candidates.pop(memory_id, None)
+        close = np.array(
+            [
+                (i, j)
+                for i, j in close.tolist()
+                if known[i][0].id not in gone and known[j][0].id not in gone
+            ],
+            dtype=np.int64,
+        ).reshape(-1, 2)
     named: dict[str, frozenset[str]] = {}
 
     def names(r: Ranked) -> frozenset[str]:
-        """The query's words this memory's text holds: two versions differ in a word the
-        query names exactly when these differ."""
+        """The query's words this memory holds: two versions differ in a word the query
+        names exactly when these differ."""
         if r.id not in named:
-            text = text_of(r.full.title, r.full.content)
-            named[r.id] = asked & content_words(text) if asked else asked
+            found = held.get(r.id)
+            if found is None:
+                row = r.full
+                tags, entities = json.loads(row.tags_json), json.loads(row.entities_json)
+                found = asked & indexed_stems(row.title, row.content, tags, entities)
+            named[r.id] = found
         return named[r.id]
 
     pairs = []
@@ -517,6 +546,7 @@ async def held_keywords(
     postings are loaded, the store searches."""
     limit, faded = _keyword_limit(settings, types), _faded_limit(settings, types)
     hits = None
+    looked: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     if not store.in_transaction:
         await index.pull_keywords(store)
         hits = index.keyword_hits(
@@ -526,6 +556,7 @@ async def held_keywords(
             faded=faded,
             wide=whole_archive,
             floor=store.common_floor,
+            looked=looked,
         )
     if hits is None:
         return await keyword_candidates(
@@ -537,7 +568,7 @@ async def held_keywords(
             whole_archive=whole_archive,
             held=True,
         )
-    return KeywordRead([], hits)
+    return KeywordRead([], hits, postings=looked)
 
 
 def _spreads(s: RecallSettings, hops: int) -> bool:

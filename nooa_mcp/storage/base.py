@@ -225,6 +225,10 @@ class ScoringRow:
     refs_json: str = "[]"
     #: Where or for what task it holds ("" for none): one text for two places is two memories.
     place: str = ""
+    #: The stored tags and entities as JSON text, decoded only where their words are compared
+    #: (`storage.keywords.indexed_stems`).
+    tags_json: str = "[]"
+    entities_json: str = "[]"
 
     @property
     def head(self) -> str:

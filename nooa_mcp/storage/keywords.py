@@ -25,9 +25,18 @@ import unicodedata
 from collections.abc import Sequence
 from functools import lru_cache
 
-from ..domain.text import english_stemmer, fts_terms
+from ..domain.text import STOPWORDS, english_stemmer, fts_terms
 
-__all__ = ["LONGEST", "query_stems", "row_stems", "stem", "stemmed", "words"]
+__all__ = [
+    "LONGEST",
+    "indexed_stems",
+    "named_stems",
+    "query_stems",
+    "row_stems",
+    "stem",
+    "stemmed",
+    "words",
+]
 
 #: Words longer than this are not indexed (nor asked for).
 LONGEST = 100
@@ -67,6 +76,21 @@ def row_stems(title: str, content: str, tags: Sequence[str], entities: Sequence[
         [stemmed(title), stemmed(content), stemmed(" ".join(tags)), stemmed(" ".join(entities))],
         ensure_ascii=False,
     )
+
+
+def indexed_stems(
+    title: str, content: str, tags: Sequence[str], entities: Sequence[str]
+) -> frozenset[str]:
+    """Every stem a row's four searchable columns hold: the words the held postings hold of
+    it (`storage.postings`), from the row itself."""
+    columns = (title, content, " ".join(tags), " ".join(entities))
+    return frozenset(s for text in columns for s in stemmed(text).split())
+
+
+def named_stems(text: str) -> frozenset[str]:
+    """The stems of the content words `text` names (stopwords and a possessive's "s"
+    dropped): what a query names of a memory's `indexed_stems`."""
+    return frozenset(stem(w) for w in words(text) if w not in STOPWORDS and w != "s")
 
 
 def query_stems(text: str, max_terms: int = 32) -> list[str]:

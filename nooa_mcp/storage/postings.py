@@ -275,14 +275,21 @@ class HeldKeywords:
         return [s for s in stems if found[s][0].size < cap]
 
     def search(
-        self, stems: Sequence[str], floor: int | None = None, share: float = 0.0
+        self,
+        stems: Sequence[str],
+        floor: int | None = None,
+        share: float = 0.0,
+        looked: dict[str, tuple[np.ndarray, np.ndarray]] | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Every row matching any of `stems` (seqs) and its BM25 score (higher is better),
         FTS5's own number: a stem asked for twice counts twice, as two phrases do. With a
-        `floor`, the stems too common to rank are cut first (`selective`)."""
+        `floor`, the stems too common to rank are cut first (`selective`). `looked` is given
+        every stem's postings, cut or not, for a caller that asks more of them."""
         if not stems or self.count == 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
         found = self._found(stems)
+        if looked is not None:
+            looked.update(found)
         if floor is not None:
             stems = self.selective(stems, floor, share, found)
             if not stems:

@@ -279,6 +279,8 @@ def scoring_from_row(row: Row, bm25: float | None = None) -> ScoringRow:
         bm25=bm25,
         refs_json=row["refs"],
         place=row["place_or_task"] or "",
+        tags_json=row["tags"],
+        entities_json=row["entities"],
     )
 
 

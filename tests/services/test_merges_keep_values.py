@@ -173,6 +173,46 @@ async def test_versions_of_one_statement_rank_newest_first_unless_the_question_n
 
 
 @pytest.mark.anyio
+async def test_versions_read_their_words_from_the_held_postings_and_rank_as_from_rows(
+    store_target, monkeypatch
+):
+    """Once the keyword postings are held, versions compare words without reading a row: a
+    recall reads the rows of the k it returns, no more, and ranks as it does from rows."""
+    settings = Settings(store=store_target, owner=OWNER)
+    async with Memory.open(settings=settings, embedder=HashEmbedder()) as mem:
+        for word, importance in (("three", "HIGH"), ("four", "MEDIUM"), ("five", "MEDIUM")):
+            await mem.author(VERSION.format(word), importance=importance)
+        await mem.engine.keywords_loaded()
+        store = mem.engine.store
+        reads: list[list[str]] = []
+        original = store.scoring_rows
+
+        async def scoring_rows(ids):
+            reads.append(list(ids))
+            return await original(ids)
+
+        monkeypatch.setattr(store, "scoring_rows", scoring_rows)
+        questions = (
+            "how many worker nodes does the staging cluster run",
+            "does the staging cluster run three worker nodes",
+        )
+
+        async def rankings() -> list[list[tuple[str, float]]]:
+            out = []
+            for question in questions:
+                result = await mem.recall(question, k=2)
+                out.append([(h.id, h.score) for h in result.hits])
+            return out
+
+        held = await rankings()
+        assert [len(ids) for ids in reads] == [2, 2]
+        reads.clear()
+        monkeypatch.setattr(mem.engine.index.keywords, "mark", None)  # as before they load
+        assert await rankings() == held
+        assert max(len(ids) for ids in reads) >= 3  # the versions' rows, read to compare
+
+
+@pytest.mark.anyio
 async def test_a_title_is_part_of_what_a_memory_says(store_target):
     """Same content under another title is another statement: kept, never merged."""
     settings = Settings(store=store_target, owner=OWNER, dedup_similarity=1.01)

@@ -15,6 +15,7 @@ the same BM25 to 1e-9.)
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import UTC, datetime
 
 import numpy as np
@@ -24,7 +25,7 @@ from nooa_mcp import Memory, Settings
 from nooa_mcp.domain.scope import Scope
 from nooa_mcp.embeddings import HashEmbedder
 from nooa_mcp.storage import postings
-from nooa_mcp.storage.keywords import query_stems
+from nooa_mcp.storage.keywords import indexed_stems, named_stems, query_stems
 from nooa_mcp.storage.postings import HeldKeywords
 from nooa_mcp.storage.residency import Residency
 from nooa_mcp.storage.vectors import VectorIndex
@@ -387,3 +388,83 @@ async def test_the_postings_first_read_goes_on_between_calls_not_inside_them(
         assert sum(pages) == 200 and len(pages) >= 50
         result = await mem.recall("crane note 7")
         assert result.hits[0].content == "harbour crane note 7"
+
+
+WORDED = [
+    {"content": "The staging cluster has three worker nodes", "tags": ["blue-rack"]},
+    {"content": "The staging cluster has four worker nodes", "entities": ["Zoë Baker"]},
+    {"title": "Café ledger", "content": "deploy_script runs at noon"},
+    {"content": "Caroline's dog sleeps by the harbour crane", "tags": ["pets", "harbour"]},
+]
+ASKED = [
+    "how many worker nodes in the blue rack?",
+    "what did Zoe Baker say about four nodes",
+    "when does the deploy script run at the cafe",
+    "where does Caroline's dog sleep",
+]
+
+
+async def _words_alike(store, index, ids: list[str]) -> int:
+    """`stems_held` against the rows' own `indexed_stems` for every question; how many
+    memories held a word asked."""
+    rows = {row.id: row for row in await store.scoring_rows(ids)}
+    holding = 0
+    for question in ASKED:
+        asked = named_stems(question)
+        got = index.stems_held(ids, asked)
+        want = {
+            i: asked
+            & indexed_stems(
+                r.title, r.content, json.loads(r.tags_json), json.loads(r.entities_json)
+            )
+            for i, r in rows.items()
+        }
+        assert got == want, question
+        holding += sum(1 for found in got.values() if found)
+    return holding
+
+
+async def test_the_words_a_memory_holds_are_read_from_the_postings_as_from_its_row(
+    store_target,
+) -> None:
+    """Versions' word test (`ranking._versions`) asks the held postings which of a query's
+    words a memory holds: the same as its row's title, content, tags and entities give,
+    accents, underscores and possessives cut alike, and again after a rewrite."""
+    async with Memory.open(
+        settings=Settings(store=store_target, owner="ana@laptop"), embedder=HashEmbedder()
+    ) as mem:
+        ids = [r.id for r in await mem.author_many(WORDED)]
+    from nooa_mcp.storage import open_store
+
+    store = await open_store(store_target)
+    try:
+        index = VectorIndex(HashEmbedder().dim)
+        await index.sync(store)
+        await index.load_keywords(store)
+        assert await _words_alike(store, index, ids) >= 6
+        named = index.stems_held(ids, named_stems("blue rack worker nodes Zoe"))
+        assert named[ids[0]] == {"blue", "rack", "worker", "node"}
+        assert named[ids[1]] == {"worker", "node", "zoe"}
+        memory = await store.fetch(ids[0])
+        assert memory is not None
+        memory.content, memory.tags = "The staging cluster has five spare nodes", []
+        await store.save(memory)
+        index.mark_dirty()
+        await index.sync(store)
+        await index.pull_keywords(store)
+        assert index.stems_held(ids[:1], named_stems("blue worker nodes")) == {ids[0]: {"node"}}
+        assert await _words_alike(store, index, ids) >= 5
+        # A memory the postings do not hold yet (written since their last pull), or the
+        # index not at all, gets no entry: its row is read instead.
+        async with Memory.open(
+            settings=Settings(store=store_target, owner="ana@laptop"), embedder=HashEmbedder()
+        ) as mem:
+            late = (await mem.author("The staging cluster has six worker nodes")).id
+        index.mark_dirty()
+        await index.sync(store)
+        asked = named_stems("six worker nodes")
+        assert index.stems_held([late, "0" * 32, ids[1]], asked) == {ids[1]: {"worker", "node"}}
+        await index.pull_keywords(store)
+        assert index.stems_held([late], asked) == {late: {"six", "worker", "node"}}
+    finally:
+        await store.close()
