@@ -8,6 +8,7 @@ cosines that took.
 
 from __future__ import annotations
 
+import contextvars
 import json
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -416,24 +417,36 @@ async def test_a_transaction_that_cannot_begin_ends_the_pass_with_its_error(stor
 
 async def test_a_clients_write_goes_between_the_transactions_of_a_pass(store_path):
     """Background maintenance never starves a client: the pass yields the write lock between
-    its transactions, so a write that arrives mid-pass lands before the pass is over."""
+    its transactions, so a write that arrives mid-pass lands before the pass is over. The
+    pass waits, between its third and fourth transactions, for the client's write: were
+    the lock held across them, the write could not land and the wait would time out (no
+    race with the machine's speed either way)."""
     async with opened(store_path) as mem:
         await add_variants(mem)
         store = mem.engine.store
         real = store.transaction
         log: list[str] = []
-        started = anyio.Event()
+        started, written = anyio.Event(), anyio.Event()
+        in_client = contextvars.ContextVar("in_client", default=False)
 
-        def logged():
-            log.append("transaction")
-            if len(log) == 2:  # the pass's first item transaction (after the lease)
-                started.set()
-            return real()
+        @asynccontextmanager
+        async def logged() -> AsyncIterator[None]:
+            if not in_client.get():
+                log.append("transaction")
+                if log.count("transaction") == 2:  # the pass's first item transaction
+                    started.set()
+                if log.count("transaction") == 4:
+                    with anyio.fail_after(60):
+                        await written.wait()
+            async with real():
+                yield
 
         async def client() -> None:
+            in_client.set(True)  # this task's own transactions are not the pass's
             await started.wait()
             await mem.author("a client's note written while reflection runs")
             log.append("client done")
+            written.set()
 
         saved = consolidation.APPLY_BATCH
         consolidation.APPLY_BATCH = 2
@@ -445,9 +458,11 @@ async def test_a_clients_write_goes_between_the_transactions_of_a_pass(store_pat
         finally:
             del store.transaction
             consolidation.APPLY_BATCH = saved
-        assert "client done" in log
-        # The pass went on for several transactions after the client's write was done.
-        assert log.index("client done") < len(log) - 5, log
+        # The client's write landed after the pass's third transaction, and the pass went
+        # on for several more after it.
+        done = log.index("client done")
+        assert log[:done].count("transaction") == 3, log
+        assert log[done:].count("transaction") >= 5, log
 
 
 class _Placed:
