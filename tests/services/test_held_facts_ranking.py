@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 import anyio
 import pytest
+from row_reads import record_row_reads
 
 from nooa_mcp import Memory
 from nooa_mcp.domain.schema import EdgeType, now as utc_now
@@ -145,18 +146,10 @@ async def test_uses_another_process_logs_reach_the_held_facts(store_target) -> N
         await _same(mem)
 
 
-async def test_a_recall_reads_the_rows_of_what_it_shows_only(mem: Memory) -> None:
+async def test_a_recall_reads_the_rows_of_what_it_shows_only(mem: Memory, monkeypatch) -> None:
     await _store(mem)
     await mem.recall("harbour crane", k=2)  # the index loaded and synced
-    store = mem.engine.store
-    asked: list[list[str]] = []
-    real = store.scoring_rows
-
-    async def recording(ids):
-        asked.append(list(ids))
-        return await real(ids)
-
-    store.scoring_rows = recording  # type: ignore[method-assign]
+    asked = record_row_reads(mem.engine.store, monkeypatch)
     result = await mem.recall("harbour crane", k=2, hops=0)
     # One read: the rows shown (with, when versions of one statement compare their words,
     # theirs and the few that may move up past them), never every candidate's.

@@ -18,6 +18,7 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, assume, example, given, seed, settings, strategies as st
 from mcp import Client
+from row_reads import record_row_reads
 
 from nooa_mcp import Memory, Settings, cli
 from nooa_mcp.domain.facts import normalise, same_statement, stem
@@ -183,15 +184,7 @@ async def test_versions_read_their_words_from_the_held_postings_and_rank_as_from
         for word, importance in (("three", "HIGH"), ("four", "MEDIUM"), ("five", "MEDIUM")):
             await mem.author(VERSION.format(word), importance=importance)
         await mem.engine.keywords_loaded()
-        store = mem.engine.store
-        reads: list[list[str]] = []
-        original = store.scoring_rows
-
-        async def scoring_rows(ids):
-            reads.append(list(ids))
-            return await original(ids)
-
-        monkeypatch.setattr(store, "scoring_rows", scoring_rows)
+        reads = record_row_reads(mem.engine.store, monkeypatch)
         questions = (
             "how many worker nodes does the staging cluster run",
             "does the staging cluster run three worker nodes",
