@@ -418,9 +418,9 @@ async def test_a_transaction_that_cannot_begin_ends_the_pass_with_its_error(stor
 async def test_a_clients_write_goes_between_the_transactions_of_a_pass(store_path):
     """Background maintenance never starves a client: the pass yields the write lock between
     its transactions, so a write that arrives mid-pass lands before the pass is over. The
-    pass waits, between its third and fourth transactions, for the client's write: were
-    the lock held across them, the write could not land and the wait would time out (no
-    race with the machine's speed either way)."""
+    pass waits, before its fourth transaction, for the client's write: were the lock held
+    across its transactions, the write could not land and the wait would time out (no race
+    with the machine's speed either way)."""
     async with opened(store_path) as mem:
         await add_variants(mem)
         store = mem.engine.store
@@ -458,10 +458,10 @@ async def test_a_clients_write_goes_between_the_transactions_of_a_pass(store_pat
         finally:
             del store.transaction
             consolidation.APPLY_BATCH = saved
-        # The client's write landed after the pass's third transaction, and the pass went
-        # on for several more after it.
+        # The client's write landed after the pass's second transaction and before its
+        # fourth, and the pass went on for several more after it.
         done = log.index("client done")
-        assert log[:done].count("transaction") == 3, log
+        assert log[:done].count("transaction") in (2, 3), log
         assert log[done:].count("transaction") >= 5, log
 
 
