@@ -444,9 +444,8 @@ async def _versions(
         # versions (at most one place down per memory paired): `Ranking.fill` finds them read.
         if shown:
             unread += _in_order(candidates.values(), s)[: shown + len(paired)]
-        wanted = unread
         gone = await _read_rows(
-            store, list({r.id: r for r in wanted if not isinstance(r.row, ScoringRow)}.values())
+            store, list({r.id: r for r in unread if not isinstance(r.row, ScoringRow)}.values())
         )
         for memory_id in gone:  # held, not stored (see `Ranking.fill`): out of the ranking
             candidates.pop(memory_id, None)
