@@ -18,6 +18,7 @@ import asyncio
 import json
 from datetime import UTC, datetime
 
+import anyio
 import numpy as np
 import pytest
 
@@ -456,12 +457,16 @@ async def test_the_words_a_memory_holds_are_read_from_the_postings_as_from_its_r
         assert await _words_alike(store, index, ids) >= 5
         # A memory the postings do not hold yet (written since their last pull), or the
         # index not at all, gets no entry: its row is read instead.
+        before = await store.change_token()
         async with Memory.open(
             settings=Settings(store=store_target, owner="ana@laptop"), embedder=HashEmbedder()
         ) as mem:
             late = (await mem.author("The staging cluster has six worker nodes")).id
-        index.mark_dirty()
+        with anyio.fail_after(10):  # at once on SQLite; on PostgreSQL once the NOTIFY is heard
+            while await store.change_token() == before:
+                await anyio.sleep(0.01)
         await index.sync(store)
+        assert index.ids.get(late) is not None
         asked = named_stems("six worker nodes")
         assert index.stems_held([late, "0" * 32, ids[1]], asked) == {ids[1]: {"worker", "node"}}
         await index.pull_keywords(store)
