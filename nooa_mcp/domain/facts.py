@@ -21,24 +21,21 @@ memory; a merge of two statements costs one.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import re
 import unicodedata
 from dataclasses import dataclass
 
-from .text import STOPWORDS, english_stemmer
+from .text import STOPWORDS
 
 __all__ = [
     "VALUE_KINDS",
     "Values",
-    "content_words",
     "differs_in",
     "normalise",
     "normalised_hash",
     "same_statement",
     "statement_words",
-    "stem",
     "values",
 ]
 
@@ -130,16 +127,9 @@ def differs_in(a: str, b: str) -> list[str]:
     return values(a).kinds_differing(values(b))
 
 
-_STEMMER = english_stemmer()
-#: Words as content-word comparison splits them: runs of letters and digits (an apostrophe
+#: Words as a statement's comparison splits them: runs of letters and digits (an apostrophe
 #: or a hyphen splits too, as the keyword index does).
 _CONTENT_WORD = re.compile(r"\w+")
-
-
-@functools.lru_cache(maxsize=65536)
-def stem(word: str) -> str:
-    """The English Snowball stem of one lower-cased word ("nodes" → "node")."""
-    return _STEMMER.stemWord(word)
 
 
 #: The only words a restatement may add or drop: articles, and a possessive's "s".
@@ -152,11 +142,6 @@ def statement_words(text: str) -> tuple[str, ...]:
     included: "from", "to", "was", "will", "he" and "she" change a meaning, and so do
     "finished" / "finishing" and "user" / "users"."""
     return tuple(w for w in _words(text) if w not in _NEUTRAL_WORDS)
-
-
-def content_words(text: str) -> frozenset[str]:
-    """The stems of a text's content words, stopwords dropped: what a query can name."""
-    return frozenset(stem(w) for w in _words(text) if w not in STOPWORDS and w != "s")
 
 
 def _words(text: str) -> list[str]:

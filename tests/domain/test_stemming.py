@@ -1,4 +1,4 @@
-"""The English stemmer that fact comparison and the keyword index share: the package's own
+"""The English stemmer the keyword index and versions' word test use: the package's own
 English stemmer, loaded alone (its `__init__` imports every language's, which a server held
 for its whole life: ~2.6 MiB of RSS)."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from nooa_mcp.domain import facts
+from nooa_mcp.storage import keywords
 
 WORDS = [
     "running",
@@ -32,11 +32,11 @@ WORDS = [
 ]
 
 
-def test_facts_stem_as_snowballs_english_stemmer_does() -> None:
+def test_keywords_stem_as_snowballs_english_stemmer_does() -> None:
     import snowballstemmer
 
     reference = snowballstemmer.stemmer("english")
-    assert [facts.stem(w) for w in WORDS] == [reference.stemWord(w) for w in WORDS]
+    assert [keywords.stem(w) for w in WORDS] == [reference.stemWord(w) for w in WORDS]
 
 
 def test_a_server_loads_no_stemmer_but_the_english_one() -> None:

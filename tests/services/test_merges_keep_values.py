@@ -21,11 +21,12 @@ from mcp import Client
 from row_reads import record_row_reads
 
 from nooa_mcp import Memory, Settings, cli
-from nooa_mcp.domain.facts import normalise, same_statement, stem
+from nooa_mcp.domain.facts import normalise, same_statement
 from nooa_mcp.domain.schema import now as utc_now
 from nooa_mcp.domain.text import STOPWORDS
 from nooa_mcp.embeddings import HashEmbedder
 from nooa_mcp.mcp.server import build_server
+from nooa_mcp.storage.keywords import stem
 
 OWNER = "coder@laptop"
 
