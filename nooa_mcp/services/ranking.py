@@ -434,11 +434,11 @@ async def _versions(
     for i, j in close.tolist():
         if known[i][0].faded != known[j][0].faded:
             whole.update((i, j))
-    unread = [
-        r
-        for i, r in ((i, known[i][0]) for i in paired)
-        if (i in whole or r.id not in held) and not isinstance(r.row, ScoringRow)
-    ]
+    unread: list[Ranked] = []
+    for i in paired:
+        r = known[i][0]
+        if (i in whole or r.id not in held) and not isinstance(r.row, ScoringRow):
+            unread.append(r)
     if unread:
         # With them, the rows of the first `shown`, as they can rank once this lowers older
         # versions (at most one place down per memory paired): `Ranking.fill` finds them read.
