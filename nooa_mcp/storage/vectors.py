@@ -556,6 +556,13 @@ class VectorIndex:
             return None
         out = []
         tail = np.arange(done, upto)
+        if queries.shape[0] == 1:
+            # One query (a write's near-duplicate check, a tombstone's): a matrix-vector
+            # product over the sketch, split across the cores, where the block's matrix
+            # product runs on one (at 100k, 2.9 ms of a write's 3.4 on this step).
+            _, bound = sketch.estimates(sketched[:done], rest[:done], basis, queries[0], product)
+            rows = np.flatnonzero(bound >= floor)
+            return [np.concatenate([rows, tail]) if tail.size else rows]
         for lo in range(0, queries.shape[0], NEAREST_BLOCK):
             near = sketch.bounds(
                 sketched[:done], rest[:done], basis, queries[lo : lo + NEAREST_BLOCK]

@@ -52,7 +52,7 @@ def _rows(vecs: np.ndarray, start: int = 0) -> list[VectorRow]:
 
 def _sketched(vecs: np.ndarray, monkeypatch) -> VectorIndex:
     monkeypatch.setattr(vectors, "SKETCH_FROM", 100)
-    index = VectorIndex(DIM)
+    index = VectorIndex(vecs.shape[1])
     index._apply(_rows(vecs))
     anyio.run(index.keep_sketch)
     assert index.basis is not None and index.sketched == index.size
@@ -101,6 +101,34 @@ def test_nearest_above_a_floor_is_the_whole_products_answer_from_few_rows(monkey
     assert sum(row >= 0 for row, _ in expected) >= 15  # near-duplicates found, and misses
     gathered = _counted_gathers(monkeypatch, index)
     found = index.nearest(queries, [mask] * len(queries), 0.92)
+    assert [row for row, _ in found] == [row for row, _ in expected]
+    assert np.allclose([c for _, c in found], [c for _, c in expected], atol=1e-5)
+    assert gathered and max(gathered) < index.size // 10
+
+
+def test_one_query_above_a_floor_is_the_whole_products_answer_from_few_rows(monkeypatch):
+    # A write asks alone: its check runs the sketch as one split matrix-vector product. The
+    # vectors are wider than the basis, so part of each cosine is outside it.
+    rng = np.random.default_rng(11)
+    wide = np.concatenate([_clustered(4000), 0.35 * rng.standard_normal((4000, 96))], axis=1)
+    wide = (wide / np.linalg.norm(wide, axis=1, keepdims=True)).astype(np.float32)
+    index = _sketched(wide, monkeypatch)
+    assert index.basis is not None and index.basis.shape[0] < wide.shape[1]
+    mask = index.mask(Scope(owner="o"), types={"info"})
+    # Rows at cosines just over the floor, the rest of each query off in a random direction.
+    rows = index.matrix[rng.integers(0, index.size, 20)]
+    off = rng.standard_normal(rows.shape).astype(np.float32)
+    off -= np.sum(off * rows, axis=1, keepdims=True) * rows
+    off /= np.linalg.norm(off, axis=1, keepdims=True)
+    cos = rng.uniform(0.922, 0.935, (20, 1)).astype(np.float32)
+    queries = np.concatenate(
+        [cos * rows + np.sqrt(1 - cos**2) * off, rng.standard_normal((10, 144))]
+    )
+    queries = (queries / np.linalg.norm(queries, axis=1, keepdims=True)).astype(np.float32)
+    gathered = _counted_gathers(monkeypatch, index)
+    found = [index.nearest(q[None, :], [mask], 0.92)[0] for q in queries]
+    expected = [_whole(index, q, mask, 0.92) for q in queries]
+    assert sum(row >= 0 for row, _ in expected) >= 10
     assert [row for row, _ in found] == [row for row, _ in expected]
     assert np.allclose([c for _, c in found], [c for _, c in expected], atol=1e-5)
     assert gathered and max(gathered) < index.size // 10
