@@ -267,9 +267,11 @@ class VectorIndex:
         self.hashes = np.zeros(0, dtype=np.uint64)
         self.hashed = np.zeros(0, dtype=bool)
         self._sketching = False
-        #: Moves whenever a row may have changed (rows applied, a write of this process, a
-        #: withdrawal) — except a noted row that is no intent (`note`): what is derived from
-        #: rows (`Engine.intents`) stays valid while it stands still, once `sync` has run.
+        #: Moves whenever an intent may have changed (a row applied that is or was one, a
+        #: write of this process that says so, a withdrawal) or rows moved (`release_idle`):
+        #: what is derived from those rows (`Engine.intents`) stays valid while it stands
+        #: still, once `sync` has run. A write of any other memory leaves it where it is,
+        #: when it is noted and when the sync reads the row back.
         self.generation = 0
         #: The edges between memories of the roles held, loaded, pulled and let go with their
         #: rows (`storage.links`): ranking reads its spreading and supersession links here,
@@ -352,6 +354,8 @@ class VectorIndex:
             # Paged, so the float32 blobs of a large store are never all in memory at once.
             rows, self.mark = await store.vector_changes(self.mark, SYNC_PAGE, roles)
             kept = rows if roles is None else self._held_rows(rows, roles)
+            if len(kept) < len(rows) and any(r.type == "intent" for r in rows):
+                self.generation += 1  # an intent of a role not held changed
             if kept:
                 self._apply(kept)
             pages += 1
@@ -453,8 +457,9 @@ class VectorIndex:
         return names
 
     def _apply(self, rows: list[VectorRow]) -> None:
-        self.generation += 1
         found = self.ids.rows_of([r.id for r in rows])
+        if self._intent_among(rows, found):
+            self.generation += 1
         self._grow(self.size + int((found < 0).sum()))
         before = self.size
         touched = []
@@ -491,6 +496,16 @@ class VectorIndex:
                 self._sketch_rows(redo)
             if complete:
                 self.sketched = self.size
+
+    def _intent_among(self, rows: list[VectorRow], found: np.ndarray) -> bool:
+        """Whether any of `rows` is an intent, or rewrites a held row (`found`) that was one."""
+        if any(r.type == "intent" for r in rows):
+            return True
+        intent = self._types.get("intent")
+        if intent is None:
+            return False
+        known = found[found >= 0]
+        return bool((self.type_code[known] == intent).any())
 
     def _sketch_rows(self, rows: np.ndarray | slice) -> None:
         assert self.basis is not None
@@ -1014,13 +1029,7 @@ class VectorIndex:
         self._noted += 1
         if self.residency is not None and not self.residency.holds(row.role):
             return
-        found = int(self.ids.rows_of([row.id])[0])
-        intent = self._types.get("intent")
-        was_intent = found >= 0 and intent is not None and int(self.type_code[found]) == intent
-        generation = self.generation
         self._apply([row])
-        if row.type != "intent" and not was_intent:
-            self.generation = generation
 
     def withdraw(self, ids: Sequence[str]) -> None:
         """Rows noted by a write that then rolled back: out of every search. A sync puts a

@@ -158,6 +158,13 @@ async def test_intents_are_read_again_only_after_a_change(store_target) -> None:
         before = len(reads)
         await a.recall("where do releases come from?")
         assert len(reads) == before  # nothing changed: kept
+        # Writing other memories changes no intent: each write checks the intents for a cue
+        # (and the recall after it) on the kept list, read back by the sync or not.
+        await a.author("Hotfixes branch off the last release tag")
+        await a.author("The changelog is written before the tag")
+        await a.engine.flush()
+        await a.recall("where do hotfixes branch from?")
+        assert len(reads) == before
         added = await b.intent("add", content="Bump the version first", cue="release build")
         await b.engine.flush()
         if store.kind == "postgresql":
