@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 from bench_side_by_side import WARM_IDLE, WARM_QUERIES, block, spawn
-from stdio_client import thread_cpu
+from stdio_client import cpu_per_call, thread_cpu
 from stdio_workload import questions
 
 
@@ -40,9 +40,7 @@ async def main(args: argparse.Namespace) -> None:
     finally:
         await server.close()
         shutil.rmtree(workdir, ignore_errors=True)
-    spent = {tid: (after[tid] - before.get(tid, 0.0)) * 1000 / args.queries for tid in after}
-    main_thread = spent.pop(server.pid, 0.0)
-    others = sorted((ms for ms in spent.values() if ms > 0), reverse=True)
+    main_thread, others = cpu_per_call(before, after, server.pid, args.queries)
     print(f"{args.queries} recalls, store {args.store}: p50 {statistics.median(took):.2f} ms")
     print(
         f"  CPU a call: main thread {main_thread:.2f} ms; other threads, largest first: "

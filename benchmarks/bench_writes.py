@@ -31,7 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 from bench_side_by_side import WARM_IDLE, WARM_QUERIES, block, spawn
-from stdio_client import thread_cpu
+from stdio_client import cpu_per_call, thread_cpu
 from stdio_workload import items, questions
 
 
@@ -64,13 +64,11 @@ async def one_run(command: str, store: Path, skip: int, writes: int) -> str:
     finally:
         await server.close()
         shutil.rmtree(workdir, ignore_errors=True)
-    spent = {t: (after[t] - before.get(t, 0.0)) * 1000 / writes for t in after}
-    main_thread = spent.pop(server.pid, 0.0)
-    others = sorted((ms for ms in spent.values() if ms >= 0.05), reverse=True)
+    main_thread, others = cpu_per_call(before, after, server.pid, writes)
     return (
         f"p50 {statistics.median(took):.2f} ms, mean {statistics.mean(took):.2f}, "
         f"{1000 * writes / sum(took):.1f} writes/s; CPU a write: main thread {main_thread:.2f} ms, "
-        "others " + ", ".join(f"{ms:.2f}" for ms in others)
+        "others " + ", ".join(f"{ms:.2f}" for ms in others if ms >= 0.05)
     )
 
 

@@ -101,6 +101,16 @@ def thread_cpu(pid: int) -> dict[int, float]:
     return out
 
 
+def cpu_per_call(
+    before: dict[int, float], after: dict[int, float], pid: int, calls: int
+) -> tuple[float, list[float]]:
+    """Milliseconds of CPU a call between two `thread_cpu` reads of `pid`: the main
+    thread's, and every other thread's that used any, largest first."""
+    spent = {tid: (after[tid] - before.get(tid, 0.0)) * 1000 / calls for tid in after}
+    main_thread = spent.pop(pid, 0.0)
+    return main_thread, sorted((ms for ms in spent.values() if ms > 0), reverse=True)
+
+
 def main_thread_cpu(pid: int) -> float:
     """`thread_cpu` of the main thread alone: the part of a call's CPU that no other thread
     can take over."""
