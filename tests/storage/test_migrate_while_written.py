@@ -89,3 +89,25 @@ async def test_a_source_that_never_holds_still_is_refused_and_nothing_written(
     finally:
         await src.close()
         await dst.close()
+
+
+async def test_an_edit_during_the_copy_is_in_the_copy(store_target, tmp_path) -> None:
+    """The copy read the memory before the edit: it is undone and run again (the edit's
+    access record moved the counts), and the copy holds the edit."""
+    ids = await _source(store_target)
+    src, dst = await open_store(store_target), await open_store(tmp_path / "copy.sqlite")
+
+    async def edit(mem: Memory, _: int) -> None:
+        await mem.update(ids[0], content="Fact number 0 about the cluster, corrected")
+
+    try:
+        seen = _write_after_reading_memories(src, store_target, edit, times=1)
+        await copy_rows(src, dst)
+        assert seen == [1, 2]
+    finally:
+        await src.close()
+        await dst.close()
+    async with Memory.open(
+        tmp_path / "copy.sqlite", owner="coder@laptop", embedder=HashEmbedder()
+    ) as copy:
+        assert (await copy.get(ids[0])).content == "Fact number 0 about the cluster, corrected"
