@@ -67,9 +67,15 @@ WRITE_BEHIND_LIMIT = 32
 #: interpreter lock while the log's transaction parses rows on them. `flush` never waits for
 #: it.
 AFTER_REPLY_DELAY = 0.003
-#: Seconds background work (recall's access log, a page of the keyword postings' first read)
-#: waits at most for a moment when no call is being served (`Engine._until_no_call`).
+#: Seconds recall's access log waits at most for a moment when no call is being served
+#: (`Engine._until_no_call`).
 BETWEEN_CALLS_AT_MOST = 0.05
+#: Seconds a page of a read that recall is waiting for (the keyword postings' first read, the
+#: sketch catching up) waits at most for such a moment. A server that is never idle runs a
+#: page each time this runs out: at 50 ms, a 100k store's postings (782 pages of ~1 ms) took
+#: ~47 s to read under back-to-back recalls, each recall meanwhile ~3.7 ms slower on the
+#: store's keyword search (BENCHMARKS.md, "Start-up and first search").
+CATCH_UP_AT_MOST = 0.01
 
 logger = logging.getLogger(__name__)
 
@@ -286,15 +292,19 @@ class Engine:
             if not self._serving:
                 self._served.set()
 
-    async def _until_no_call(self, hurry: anyio.Event | None = None) -> None:
+    async def _until_no_call(
+        self, hurry: anyio.Event | None = None, at_most: float | None = None
+    ) -> None:
         """Wait for a moment between calls: none served for `AFTER_REPLY_DELAY` (the last
-        reply on its way out), or `BETWEEN_CALLS_AT_MOST` at most, so a server that is never
-        idle still gets there; or until `hurry` is set (looked at every 2 ms while a call is
-        served). What runs in the background (the log behind replies, the postings' first
-        read) ran beside the next call's query embedding and ranking, and slowed them."""
-        poll = 0.002 if hurry is not None else BETWEEN_CALLS_AT_MOST
+        reply on its way out), or `at_most` seconds (`BETWEEN_CALLS_AT_MOST`) at most, so a
+        server that is never idle still gets there; or until `hurry` is set (looked at every
+        2 ms while a call is served). What runs in the background (the log behind replies,
+        the postings' first read) ran beside the next call's query embedding and ranking,
+        and slowed them."""
+        at_most = BETWEEN_CALLS_AT_MOST if at_most is None else at_most
+        poll = 0.002 if hurry is not None else at_most
         hurry = hurry or anyio.Event()  # None: nobody hurries it
-        deadline = anyio.current_time() + BETWEEN_CALLS_AT_MOST
+        deadline = anyio.current_time() + at_most
         while self._serving and not hurry.is_set():
             left = deadline - anyio.current_time()
             if left <= 0:
@@ -306,10 +316,11 @@ class Engine:
                     await hurry.wait()
 
     async def _between_calls(self) -> None:
-        """Before a page of a background read (`_until_no_call`), then one turn of the
-        loop. A page read inside a call made each of the call's awaits wait for one (a 100k
-        server's first recalls: ~200 ms, then ~60)."""
-        await self._until_no_call()
+        """Before a page of a background read that recall is waiting for (`_until_no_call`,
+        `CATCH_UP_AT_MOST`), then one turn of the loop. A page read inside a call made each
+        of the call's awaits wait for one (a 100k server's first recalls: ~200 ms, then
+        ~60); a server that is never idle still gets a page in every `CATCH_UP_AT_MOST`."""
+        await self._until_no_call(at_most=CATCH_UP_AT_MOST)
         await anyio.sleep(0)
 
     async def keywords_loaded(self) -> None:

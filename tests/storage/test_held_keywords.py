@@ -368,7 +368,7 @@ async def test_the_postings_first_read_goes_on_between_calls_not_inside_them(
     async with Memory.open(settings=settings, embedder=HashEmbedder()) as mem:
         await mem.author_many([{"content": f"harbour crane note {i}"} for i in range(200)])
     monkeypatch.setattr(vectors, "LOAD_PAGE", 4)
-    monkeypatch.setattr(engine_module, "BETWEEN_CALLS_AT_MOST", 60.0)
+    monkeypatch.setattr(engine_module, "CATCH_UP_AT_MOST", 60.0)
     pages: list[int] = []
     original = HeldKeywords.apply
 
@@ -389,6 +389,28 @@ async def test_the_postings_first_read_goes_on_between_calls_not_inside_them(
         assert sum(pages) == 200 and len(pages) >= 50
         result = await mem.recall("crane note 7")
         assert result.hits[0].content == "harbour crane note 7"
+
+
+async def test_a_server_never_idle_still_reads_its_postings(tmp_path, monkeypatch) -> None:
+    """A server whose calls never pause (back-to-back recalls, agents sharing it) waits for a
+    moment between calls in vain: each page of the first read goes in once its own, short
+    wait runs out (`CATCH_UP_AT_MOST`), not the access log's. At 100k rows, pages that waited
+    the log's 50 ms kept recall on the store's keyword search for ~47 s after start."""
+    from nooa_mcp import engine as engine_module
+    from nooa_mcp.storage import vectors
+
+    settings = Settings(store=tmp_path / "m.sqlite", owner="ana@laptop")
+    async with Memory.open(settings=settings, embedder=HashEmbedder()) as mem:
+        await mem.author_many([{"content": f"harbour crane note {i}"} for i in range(200)])
+    monkeypatch.setattr(vectors, "LOAD_PAGE", 4)
+    monkeypatch.setattr(engine_module, "BETWEEN_CALLS_AT_MOST", 3600.0)
+    monkeypatch.setattr(engine_module, "CATCH_UP_AT_MOST", 0.001)
+    async with Memory.open(settings=settings, embedder=HashEmbedder()) as mem:
+        with mem.engine.serving():  # one call served the whole time
+            assert not mem.engine.index.keywords.ready
+            with anyio.fail_after(30):
+                await mem.engine.keywords_loaded()
+            assert mem.engine.index.keywords.ready and mem.engine.index.keywords.count == 200
 
 
 WORDED = [
