@@ -47,21 +47,27 @@ def _write_after_reading_memories(src, target, write, times: int) -> list[int]:
     return seen
 
 
+async def _copy_with_one_write(store_target, dest, write) -> tuple[list[int], bool]:
+    """Copy `store_target` into `dest` with `write` made during the first copy; the copies
+    seen and whether the report's sizes are SOURCE's at the end."""
+    src, dst = await open_store(store_target), await open_store(dest)
+    try:
+        seen = _write_after_reading_memories(src, store_target, write, times=1)
+        report = await copy_rows(src, dst)
+        return seen, report.dest_sizes == await src.table_sizes()
+    finally:
+        await src.close()
+        await dst.close()
+
+
 async def test_a_forget_during_the_copy_is_copied_whole(store_target, tmp_path) -> None:
     ids = await _source(store_target)
-    src, dst = await open_store(store_target), await open_store(tmp_path / "copy.sqlite")
 
     async def forget(mem: Memory, _: int) -> None:
         await mem.forget(ids[0])
 
-    try:
-        seen = _write_after_reading_memories(src, store_target, forget, times=1)
-        report = await copy_rows(src, dst)
-        assert seen == [1, 2]
-        assert report.dest_sizes == await src.table_sizes()
-    finally:
-        await src.close()
-        await dst.close()
+    seen, whole = await _copy_with_one_write(store_target, tmp_path / "copy.sqlite", forget)
+    assert seen == [1, 2] and whole
     async with Memory.open(
         tmp_path / "copy.sqlite", owner="coder@laptop", embedder=HashEmbedder()
     ) as copy:
@@ -95,18 +101,12 @@ async def test_an_edit_during_the_copy_is_in_the_copy(store_target, tmp_path) ->
     """The copy read the memory before the edit: it is undone and run again (the edit's
     access record moved the counts), and the copy holds the edit."""
     ids = await _source(store_target)
-    src, dst = await open_store(store_target), await open_store(tmp_path / "copy.sqlite")
 
     async def edit(mem: Memory, _: int) -> None:
         await mem.update(ids[0], content="Fact number 0 about the cluster, corrected")
 
-    try:
-        seen = _write_after_reading_memories(src, store_target, edit, times=1)
-        await copy_rows(src, dst)
-        assert seen == [1, 2]
-    finally:
-        await src.close()
-        await dst.close()
+    seen, whole = await _copy_with_one_write(store_target, tmp_path / "copy.sqlite", edit)
+    assert seen == [1, 2] and whole
     async with Memory.open(
         tmp_path / "copy.sqlite", owner="coder@laptop", embedder=HashEmbedder()
     ) as copy:
