@@ -73,8 +73,8 @@ BETWEEN_CALLS_AT_MOST = 0.05
 #: Seconds a page of a read that recall is waiting for (the keyword postings' first read, the
 #: sketch catching up) waits at most for such a moment. A server that is never idle runs a
 #: page each time this runs out: at 50 ms, a 100k store's postings (782 pages of ~1 ms) took
-#: ~47 s to read under back-to-back recalls, each recall meanwhile ~3.7 ms slower on the
-#: store's keyword search (BENCHMARKS.md, "Start-up and first search").
+#: 40–45 s to read under back-to-back recalls (15–20 s at 10 ms), each recall meanwhile
+#: ~3.7 ms slower on the store's keyword search (BENCHMARKS.md, "Start-up and first search").
 CATCH_UP_AT_MOST = 0.01
 
 logger = logging.getLogger(__name__)

@@ -395,7 +395,7 @@ async def test_a_server_never_idle_still_reads_its_postings(tmp_path, monkeypatc
     """A server whose calls never pause (back-to-back recalls, agents sharing it) waits for a
     moment between calls in vain: each page of the first read goes in once its own, short
     wait runs out (`CATCH_UP_AT_MOST`), not the access log's. At 100k rows, pages that waited
-    the log's 50 ms kept recall on the store's keyword search for ~47 s after start."""
+    the log's 50 ms kept recall on the store's keyword search for 40–45 s after start."""
     from nooa_mcp import engine as engine_module
     from nooa_mcp.storage import vectors
 
