@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import shutil
 import statistics
 import sys
 import tempfile
@@ -39,7 +40,8 @@ LAST_BLOCKS = 3
 
 
 async def curve(command: str, store: Path, seconds: float, workdir: Path) -> list[dict]:
-    """Blocks of back-to-back recalls from the moment the model is ready."""
+    """Blocks of back-to-back recalls from the moment the model is ready; the copy of the
+    store in `workdir` is removed after the run (a 100k copy is ~470 MB)."""
     server = await spawn(command, store, workdir)
     asked = itertools.cycle(questions())
     blocks: list[dict] = []
@@ -64,6 +66,7 @@ async def curve(command: str, store: Path, seconds: float, workdir: Path) -> lis
                 ms, edge = [], edge + BLOCK_S
     finally:
         await server.close()
+        shutil.rmtree(workdir, ignore_errors=True)
     return blocks
 
 
