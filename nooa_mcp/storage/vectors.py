@@ -394,7 +394,7 @@ class VectorIndex:
         due = (token, store.row_writes, self._noted)
         keywords = HeldKeywords()
         mark = await _read_stems(store, keywords, None, LOAD_PAGE, between=between or _turn)
-        # One sort of every entry (~2.6M at 100k, ~0.2 s), in a worker thread: numpy sorts
+        # One merge of every entry (~2.5M at 100k, ~0.25 s), in a worker thread: numpy sorts
         # without the interpreter lock, and nothing else holds these postings yet.
         await anyio.to_thread.run_sync(keywords.merge)
         keywords.mark = mark

@@ -270,6 +270,51 @@ def test_postings_merge_keeps_what_was_appended_and_drops_what_went_stale() -> N
         assert (held.count, held.tokens) == (3, 1 + 3 + 2)
 
 
+def _merged_by_one_sort(held: HeldKeywords) -> tuple[list[int], list[int], list[int]]:
+    """The base a merge must build: the current entries (the base's not stale, then the
+    appended ones of each row's current version) in one stable sort by stem."""
+    base_stems = np.repeat(np.arange(held._starts.size - 1), np.diff(held._starts))
+    keep = ~held._stale[held._rows]
+    rows = np.frombuffer(held._new_row, dtype=np.int32)
+    current = held._version[rows] == np.frombuffer(held._new_version, dtype=np.int32)
+    stems = np.concatenate([base_stems[keep], np.frombuffer(held._new_stem, np.int32)[current]])
+    entries = np.concatenate([held._rows[keep], rows[current]])
+    weights = np.concatenate(
+        [held._weights[keep], np.frombuffer(held._new_weight, np.uint16)[current]]
+    )
+    order = np.argsort(stems, kind="stable")
+    starts = np.zeros(len(held._stems) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(stems, minlength=len(held._stems)), out=starts[1:])
+    return starts.tolist(), entries[order].tolist(), weights[order].tolist()
+
+
+@pytest.mark.parametrize("step", [1, 3, 64, postings.MERGE_STEP])
+def test_a_merge_places_every_entry_as_one_sort_of_them_all(monkeypatch, step: int) -> None:
+    """A merge writes each step's entries to their stem's places (a counting sort): the
+    base it builds is the one a stable sort of every current entry builds — the base's
+    entries of rows not rewritten first, then the appended ones, each in the order held —
+    over rounds of new rows, rewrites (whose old entries went stale) and rows with no
+    words, whatever the step."""
+    monkeypatch.setattr(postings, "MERGE_STEP", step)
+    rng = np.random.default_rng(7)
+    words = [f"w{k}" for k in range(40)]
+    held = HeldKeywords()
+    for round_ in range(6):
+        # Two pages a round: a row in both is appended twice, its first entries stale.
+        for _ in range(2):
+            page = []
+            for seq in rng.choice(60, size=25, replace=False).tolist():
+                columns = [" ".join(rng.choice(words, size=rng.integers(0, 5))) for _ in range(4)]
+                stems = None if round_ % 3 == 2 and seq % 7 == 0 else json.dumps(columns)
+                page.append((seq, stems))
+            held.apply(page, merge=False)
+        want = _merged_by_one_sort(held)
+        held.merge()
+        assert (held._starts.tolist(), held._rows.tolist(), held._weights.tolist()) == want
+        assert not held._new_stem and not held._stale.any()
+    assert held._rows.size > 100  # the rounds left a base worth merging into
+
+
 def test_a_page_of_new_rows_is_held_as_row_by_row() -> None:
     """A first read's pages are counted with numpy (`_append_new`); what they hold, and the
     base a merge builds of it, is what applying the rows one at a time holds."""
