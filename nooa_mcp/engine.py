@@ -363,6 +363,18 @@ class Engine:
                 await asyncio.shield(first)
         await self.index.ensure(self.store, roles)
 
+    async def vectors_read(self) -> None:
+        """Until the first read of the stored vectors (after the model: `vectors_later`) is
+        over, whatever its outcome. It reads nothing itself: `sync_vectors()` would hold
+        every role, and a server with a configured owner, which reads that owner's roles
+        first, read the whole store a second time once its warm-up ended (a 100k store:
+        every vector and edge again, ~5 s of the event loop) and kept roles no caller asked
+        for."""
+        first = self._first_vectors
+        if first is not None and not first.done():
+            with contextlib.suppress(Exception):  # a failed read is the calls' to report
+                await asyncio.shield(first)
+
     @asynccontextmanager
     async def vectors(
         self, roles: frozenset[str] | None, *, for_keywords: bool = False

@@ -182,11 +182,13 @@ def build_server(
 
 
 async def _warm(owners: Owners) -> None:
-    """Until the engine is open, its model loaded and the stored vectors read."""
+    """Until the engine is open, its model loaded and the roles it reads first read (the
+    configured owner's, or every role: `Engine._first_roles`); other roles are read when a
+    caller's scope first reaches them."""
     engine = await owners.opened()
     if engine is not None:
         await engine.wait_ready()
-        await engine.sync_vectors()
+        await engine.vectors_read()
 
 
 def _tune_malloc() -> None:
