@@ -79,3 +79,23 @@ def test_names_decodes_many_rows_at_once_and_refuses_a_row_not_here(small_merges
     for bad in ([22], [-1], [3, 40]):
         with pytest.raises(IndexError):
             table.names(bad)
+
+
+def test_a_lookup_of_many_ids_keeps_none_of_them_and_a_small_one_keeps_its_own():
+    """`rows_of` keeps the ids it found for the next lookup (recall asks for the same ~100
+    ten times), at most FOUND_AT_MOST: a lookup of more (a store's links as they load) keeps
+    none, so no cache holds 100k id strings alive until some later recall empties it."""
+    table = IdTable()
+    names = [f"memory-{i:06d}" for i in range(3 * ids_module.FOUND_AT_MOST)]
+    for name in names:
+        table.append(name)
+    table.settle()
+    small = names[:100]
+    assert table.rows_of(small).tolist() == list(range(100))
+    assert set(table._found) == set(small)
+    assert table.rows_of(names).tolist() == list(range(len(names)))
+    assert set(table._found) == set(small)  # the large lookup kept nothing, dropped nothing
+    # Small lookups fill it up to the bound, then start it again.
+    for start in range(100, len(names), 1000):
+        table.rows_of(names[start : start + 1000])
+        assert len(table._found) <= ids_module.FOUND_AT_MOST
