@@ -2,20 +2,36 @@
 
 from __future__ import annotations
 
+import gc
 import os
+from collections.abc import Iterator
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import pytest
 from suite_marks import needed_marks
 
-from nooa_mcp import Memory, Settings
+from nooa_mcp import Memory, Settings, startup_gc
 from nooa_mcp.embeddings import HashEmbedder, MiniLMEmbedder
 
 
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture
+def collector_restored() -> Iterator[None]:
+    """The collector as it was, for a test that pauses it as a server's start does
+    (`nooa_mcp.startup_gc`): resumed, unfrozen, enabled or not as before."""
+    was = gc.isenabled()
+    yield
+    startup_gc.resume()
+    gc.unfreeze()
+    if was:
+        gc.enable()
+    else:
+        gc.disable()
 
 
 @pytest.fixture

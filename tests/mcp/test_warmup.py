@@ -3,8 +3,6 @@ and its end reads no role of its own."""
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -72,18 +70,6 @@ async def test_after_answers_with_nothing_in_flight_runs_at_once() -> None:
                 await anyio.sleep(0.01)
         tasks.cancel_scope.cancel()
     assert ran == ["load"]
-
-
-@pytest.fixture
-def collector_restored() -> Iterator[None]:
-    was = gc.isenabled()
-    yield
-    startup_gc.resume()
-    gc.unfreeze()
-    if was:
-        gc.enable()
-    else:
-        gc.disable()
 
 
 async def test_the_warm_up_reads_no_role_the_configured_owner_does_not_see(

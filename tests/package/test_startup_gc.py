@@ -4,23 +4,12 @@ only if nooa-mcp paused it: a program that turned it off itself keeps it off."""
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
 
 import pytest
 
 from nooa_mcp import startup_gc
 
-
-@pytest.fixture(autouse=True)
-def restore_gc() -> Iterator[None]:
-    was = gc.isenabled()
-    yield
-    startup_gc.resume()
-    gc.unfreeze()
-    if was:
-        gc.enable()
-    else:
-        gc.disable()
+pytestmark = pytest.mark.usefixtures("collector_restored")
 
 
 def test_pause_stops_collection_and_resume_restarts_it_with_the_survivors_frozen() -> None:
