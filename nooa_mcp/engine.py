@@ -359,20 +359,19 @@ class Engine:
         if first is not None and not first.done():
             if for_keywords and self.embeddings_state != "ready":
                 return
-            with contextlib.suppress(Exception):  # a failed read is retried just below
-                await asyncio.shield(first)
+            await self.vectors_read()  # a failed read is retried just below
         await self.index.ensure(self.store, roles)
 
     async def vectors_read(self) -> None:
         """Until the first read of the stored vectors (after the model: `vectors_later`) is
-        over, whatever its outcome. It reads nothing itself: `sync_vectors()` would hold
-        every role, and a server with a configured owner, which reads that owner's roles
-        first, read the whole store a second time once its warm-up ended (a 100k store:
-        every vector and edge again, ~5 s of the event loop) and kept roles no caller asked
-        for."""
+        over, whatever its outcome (a failed read is the calls' to report). It reads nothing
+        itself: `sync_vectors()` would hold every role, and a server with a configured
+        owner, which reads that owner's roles first, read the whole store a second time once
+        its warm-up ended (a 100k store: every vector and edge again, ~5 s of the event loop)
+        and kept roles no caller asked for."""
         first = self._first_vectors
         if first is not None and not first.done():
-            with contextlib.suppress(Exception):  # a failed read is the calls' to report
+            with contextlib.suppress(Exception):
                 await asyncio.shield(first)
 
     @asynccontextmanager
