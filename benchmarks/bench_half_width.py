@@ -1,22 +1,22 @@
-"""The vector matrix at half width: what holding each row as int16 with a per-row scale would
-save, cost and change, measured on a real store before it is built.
+"""The vector matrix at half width (`storage.half_width`): what holding each row as int16
+codes with a per-row scale saves, costs and changes, measured on a real store.
 
 The matrix is most of a large server's memory (146.5 MiB of float32 at 100k rows of 384), and
 issue 31's RSS line (≤ 400 MB at 100k after writes) is under what the rest of the process
 needs beside it. float16 halves it too, but numpy has no fast float16 kernel: every product
 would convert, and the conversion is the slow part. int16 codes with a scale per row
 (x ≈ scale · code, scale = max|x| / 32767) convert with the same vector instructions as any
-integer array, so a product that dequantizes a block at a time into a buffer the cache holds
-reads half the bytes of the float32 one.
+integer array; the index's product dequantizes a block of rows at a time into a buffer.
 
 Reads every stored vector of STORE (a SQLite store: `bench_stdio.py --prefill ... --store-dir`
 leaves them), embeds LoCoMo questions with the real model, and prints, beside the float32
-matrix measured in the same run (one BLAS thread, as a server multiplies): bytes held; the
-whole product and a gathered one (the rows a sketch leaves at 100k) per query, medians; the
-largest cosine error and its bound (½·scale·|q|₁ per row); and how often a query's top n
-rows (the ranking's dense candidates) are the same rows in the same order.
+matrix measured in the same run through the same code (`storage.vectors.product`, one BLAS
+thread, as a server multiplies): bytes held; the whole product and a gathered one (the rows a
+sketch leaves at 100k) per query, medians; the largest cosine error and its bound
+(½·scale·|q|₁ per row); and how often a query's top n rows (the ranking's dense candidates)
+are the same rows in the same order.
 
-    python benchmarks/bench_half_width.py STORE [--queries 200] [--n 50] [--block 4096]
+    python benchmarks/bench_half_width.py STORE [--queries 200] [--n 50] [--block 512]
 """
 
 from __future__ import annotations
@@ -40,7 +40,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 from stdio_workload import questions
 
 from nooa_mcp.embeddings import MiniLMEmbedder
+from nooa_mcp.storage import half_width, vectors
+from nooa_mcp.storage.half_width import HalfWidth, dequantize, quantize
 from nooa_mcp.storage.rows import vector_of
+from nooa_mcp.storage.vectors import padded_product, product
 
 #: Rows the gathered product takes per query: ~1 in 20 of 100k, what the sketch leaves a
 #: recall there (`storage.sketch`).
@@ -61,30 +64,6 @@ def stored_vectors(store: Path) -> np.ndarray:
     return np.stack([vector_of(blob) for (blob,) in blobs])
 
 
-def half_width(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """int16 codes and float32 scales with matrix ≈ scale[:, None] · codes."""
-    scale = np.abs(matrix).max(axis=1) / np.float32(32767)
-    scale[scale == 0] = 1.0
-    codes = np.rint(matrix / scale[:, None]).astype(np.int16)
-    return codes, scale.astype(np.float32)
-
-
-def half_product(
-    codes: np.ndarray, scale: np.ndarray, query: np.ndarray, block: int, buffer: np.ndarray
-) -> np.ndarray:
-    """`dequantized rows @ query`, a block of rows at a time through `buffer` (block × dim):
-    each row is dequantized to float32 whole, then multiplied, so a row's cosine is the same
-    whichever block or gather it is computed in."""
-    out = np.empty(codes.shape[0], dtype=np.float32)
-    for start in range(0, codes.shape[0], block):
-        stop = min(start + block, codes.shape[0])
-        rows = buffer[: stop - start]
-        np.copyto(rows, codes[start:stop], casting="unsafe")
-        rows *= scale[start:stop, None]
-        np.matmul(rows, query, out=out[start:stop])
-    return out
-
-
 def timed(run: Callable[[], object]) -> float:
     """Milliseconds one call of `run` took."""
     started = time.perf_counter()
@@ -93,28 +72,27 @@ def timed(run: Callable[[], object]) -> float:
 
 
 def main(args: argparse.Namespace) -> None:
+    half_width.BLOCK_ROWS = vectors.BLOCK_ROWS = args.block
     matrix = stored_vectors(args.store)
     rows, dim = matrix.shape
-    codes, scale = half_width(matrix)
-    exact = (codes.astype(np.float32) * scale[:, None]).astype(np.float32)
+    codes, scale = quantize(matrix)
+    held = HalfWidth(codes, scale)
+    exact = dequantize(codes, scale)
     asked = questions()[: args.queries]
     queries = MiniLMEmbedder().embed(asked)
     rng = np.random.default_rng(0)
-    buffer = np.empty((args.block, dim), dtype=np.float32)
 
     # Accuracy: every query against every row, both ways.
     worst, bound, same, same_rows = 0.0, 0.0, 0, 0
     for q in queries:
-        full, half = matrix @ q, half_product(codes, scale, q, args.block, buffer)
+        full, half = product(matrix, q), product(held, q)
         worst = max(worst, float(np.abs(full - half).max()))
         bound = max(bound, float((scale * (0.5 * np.abs(q).sum())).max()))
         top_full = np.lexsort((np.arange(rows), -full))[: args.n]
         top_half = np.lexsort((np.arange(rows), -half))[: args.n]
         same += bool(np.array_equal(top_full, top_half))
         same_rows += set(top_full.tolist()) == set(top_half.tolist())
-    if not np.allclose(
-        exact @ queries[0], half_product(codes, scale, queries[0], args.block, buffer)
-    ):
+    if not np.allclose(exact @ queries[0], product(held, queries[0]), atol=1e-6):
         raise SystemExit("the blocked product does not match the dequantized matrix's")
 
     # Speed, alternated query by query so drift hits both alike.
@@ -122,10 +100,10 @@ def main(args: argparse.Namespace) -> None:
     timings: dict[str, list[float]] = {}
     for q in queries:
         runs = {
-            "f32": lambda q=q: matrix @ q,
-            "i16": lambda q=q: half_product(codes, scale, q, args.block, buffer),
-            "f32 gather": lambda q=q: matrix[picked] @ q,
-            "i16 gather": lambda q=q: (codes[picked].astype(np.float32) * scale[picked, None]) @ q,
+            "f32": lambda q=q: product(matrix, q),
+            "i16": lambda q=q: product(held, q),
+            "f32 gather": lambda q=q: padded_product(matrix, picked, q),
+            "i16 gather": lambda q=q: padded_product(held, picked, q),
         }
         for name, run in runs.items():
             timings.setdefault(name, []).append(timed(run))
@@ -157,5 +135,7 @@ if __name__ == "__main__":
     parser.add_argument("store", type=Path, help="a SQLite store file")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--n", type=int, default=50, help="top rows compared (recall's n_dense)")
-    parser.add_argument("--block", type=int, default=4096, help="rows dequantized at a time")
+    parser.add_argument(
+        "--block", type=int, default=half_width.BLOCK_ROWS, help="rows dequantized at a time"
+    )
     main(parser.parse_args())

@@ -18,12 +18,16 @@ threshold (at most `ROW_CAP` per row, the strongest), and drops the block. Three
 `sweep` also gathers, when asked, each row's neighbour count and its strongest neighbours at a
 lower threshold (reconcile's clusters), from the same products: one sweep per pass serves
 merge, link and reconcile. Vectors are read from the caller's matrix (the process's vector
-index) by row number; the role's rows are never copied when they fill most of it.
+index) by row number; the role's rows are never copied when they fill most of it. A matrix
+that dequantizes the rows it is asked for (an index at half width) is read a block at a
+time, as any matrix is; a full sweep, which reads every later row for each block, reads
+the role's rows out of it once.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -34,6 +38,7 @@ __all__ = [
     "Neighbours",
     "Pairs",
     "Sweep",
+    "VectorRows",
     "clustered_sweep",
     "sweep",
 ]
@@ -48,6 +53,16 @@ FOCUS_CELLS = 1 << 20
 #: Most pairs a row contributes to one sweep, strongest first. A row with more neighbours in
 #: the band than this is a hub whose extra pairs no plan could use (link takes ≤ 5 per node).
 ROW_CAP = 64
+
+
+class VectorRows(Protocol):
+    """Rows of float32 vectors by row number: an array, or anything that indexes as one (a
+    row, a slice, an array of rows) into a new float32 array."""
+
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+
+    def __getitem__(self, key: Any, /) -> np.ndarray: ...
 
 
 @dataclass(frozen=True)
@@ -133,7 +148,7 @@ def _capped_by_rank(
 
 
 def sweep(
-    matrix: np.ndarray,
+    matrix: VectorRows,
     rows: np.ndarray,
     low: float,
     *,
@@ -175,6 +190,9 @@ def sweep(
         return _focused(matrix, rows, low, focus, groups, cap, spill, min(cells, FOCUS_CELLS))
     # Work in matrix-row order, so the columns of "every later row" are one slice (a view).
     matrix, order, srows, base, span, inv, sgroups = _in_matrix_order(matrix, rows, groups)
+    if not isinstance(matrix, np.ndarray):
+        # Each block reads every later row: dequantize them once, not once a block.
+        matrix, srows, base = matrix[base : base + span], srows - base, 0
     swanted = None if wanted is None else wanted[order]
     if focus is None:
         heads = np.arange(m)
@@ -240,8 +258,8 @@ def sweep(
 
 
 def _in_matrix_order(
-    matrix: np.ndarray, rows: np.ndarray, groups: np.ndarray | None
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, int, np.ndarray, np.ndarray | None]:
+    matrix: VectorRows, rows: np.ndarray, groups: np.ndarray | None
+) -> tuple[VectorRows, np.ndarray, np.ndarray, int, int, np.ndarray, np.ndarray | None]:
     """The positions sorted by matrix row: (matrix, order, sorted rows, base, span, inv,
     sorted groups), where matrix rows base…base+span−1 hold every position and `inv` maps
     each of them back to its sorted position (−1: not one of `rows`). When the rows are a
@@ -259,7 +277,7 @@ def _in_matrix_order(
 
 
 def _focused(
-    matrix: np.ndarray,
+    matrix: VectorRows,
     rows: np.ndarray,
     low: float,
     focus: np.ndarray,
@@ -398,7 +416,7 @@ def _nearest(vectors: np.ndarray, centroids: np.ndarray, probes: int, cells: int
 
 
 def clustered_sweep(
-    matrix: np.ndarray,
+    matrix: VectorRows,
     rows: np.ndarray,
     low: float,
     *,

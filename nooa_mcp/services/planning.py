@@ -52,7 +52,14 @@ from ..domain.reflection import (
     Rows,
     among,
 )
-from ..domain.similarity import CLUSTERED_FROM, ROW_CAP, Sweep, clustered_sweep, sweep
+from ..domain.similarity import (
+    CLUSTERED_FROM,
+    ROW_CAP,
+    Sweep,
+    VectorRows,
+    clustered_sweep,
+    sweep,
+)
 from ..storage.base import RowChanges
 from .caller import Caller
 
@@ -370,7 +377,7 @@ class Planner:
             state.rows = (mark.upto, await anyio.to_thread.run_sync(rows.packed))
         return rows
 
-    async def _vectors(self, rows: Rows) -> tuple[np.ndarray, np.ndarray]:
+    async def _vectors(self, rows: Rows) -> tuple[VectorRows, np.ndarray]:
         """The index matrix and each row's row in it (−1: none yet), after a sync, so every
         row read so far is there."""
         index = self.caller.index
@@ -428,7 +435,7 @@ class Planner:
         self,
         rows: Rows,
         positions: np.ndarray,
-        matrix: np.ndarray,
+        matrix: VectorRows,
         at: np.ndarray,
         focus: np.ndarray | None,
         neighbours: bool = True,

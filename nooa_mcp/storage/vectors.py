@@ -32,6 +32,7 @@ from ..malloc_tuning import release_free_memory, release_zeroed_pages
 from . import sketch
 from .base import COMMON_SHARE, Store, UseState, VectorRow
 from .facts import FACT_ARRAYS, HeldFacts, HeldRow
+from .half_width import BLOCK_ROWS, HalfWidth, quantize
 from .ids import IdTable
 from .links import HeldLinks
 from .postings import HeldKeywords
@@ -51,9 +52,17 @@ SYNC_PAGE = 2000
 LOAD_PAGE = 128
 #: Rows added when the matrix grows in place (6 MB of float32 at 384-d).
 GROW_STEP = 4096
-#: The arrays with one entry per row, grown together.
+#: From this many rows on, the index holds its vectors at half width (`storage.half_width`):
+#: int16 codes and a scale per row, 73 MiB at 100k rows instead of 147. A product then
+#: dequantizes each block of rows before multiplying it, which costs more than it reads below
+#: ~32k rows (a 10k product ~1.5x the float32 one) and less from there on, where a recall
+#: multiplies only the rows its sketch leaves (RECALL_SKETCH_FROM). Smaller indexes keep
+#: float32, so their cosines are the written vectors' to the bit.
+HALF_WIDTH_FROM = 32768
+#: Rows quantized at a time when an index turns to half width (`_narrow`).
+NARROW_STEP = 4096
+#: The arrays with one entry per row, grown together (and the vectors: `_vector_arrays`).
 _PER_ROW = (
-    "matrix",
     "has_vector",
     "archived",
     "faded",
@@ -115,6 +124,8 @@ RECALL_SKETCH_FROM = 32768
 PROBES_PER_PLACE = 4
 
 Kernel = Callable[[np.ndarray, np.ndarray, np.ndarray], Any]
+#: The vectors as an index holds them: float32 rows, or rows at half width.
+Matrix = np.ndarray | HalfWidth
 
 
 def _blas_product(rows: np.ndarray, query: np.ndarray, out: np.ndarray) -> None:
@@ -161,13 +172,15 @@ def _helpers() -> ThreadPoolExecutor:
         return _pool
 
 
-def product(rows: np.ndarray, query: np.ndarray, picked: np.ndarray | None = None) -> np.ndarray:
+def product(rows: Matrix, query: np.ndarray, picked: np.ndarray | None = None) -> np.ndarray:
     """`rows @ query` (or `rows[picked] @ query`) as float32, split across the cores for a
     large matrix (SPLIT_ROWS; SPLIT_PICKED for gathered rows).
 
     The calling thread computes the first part itself and waits for the others; numpy
     releases the interpreter lock inside each, so the parts run side by side. With
     `picked`, each part gathers its own rows too: the copy is most of such a product.
+    Rows at half width are dequantized `BLOCK_ROWS` at a time (a multiple of LANES, so
+    every row is multiplied in the same company whichever rows are read with it).
     """
     query = np.asarray(query, dtype=np.float32)
     n = rows.shape[0] if picked is None else picked.size
@@ -175,7 +188,13 @@ def product(rows: np.ndarray, query: np.ndarray, picked: np.ndarray | None = Non
     kernel = _kernel()
 
     def part(a: int, b: int) -> None:
-        kernel(rows[a:b] if picked is None else rows[picked[a:b]], query, out[a:b])
+        if not isinstance(rows, HalfWidth):
+            kernel(rows[a:b] if picked is None else rows[picked[a:b]], query, out[a:b])
+            return
+        for lo in range(a, b, BLOCK_ROWS):
+            hi = min(lo + BLOCK_ROWS, b)
+            block = rows.block(slice(lo, hi) if picked is None else picked[lo:hi])
+            kernel(block, query, out[lo:hi])
 
     parts = min(_cores(), n // (SPLIT_ROWS if picked is None else SPLIT_PICKED))
     if parts <= 1:
@@ -193,7 +212,7 @@ def product(rows: np.ndarray, query: np.ndarray, picked: np.ndarray | None = Non
     return out
 
 
-def padded_product(matrix: np.ndarray, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
+def padded_product(matrix: Matrix, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
     """`product` of the gathered `rows` of `matrix`, padded to a multiple of `LANES` rows
     so that none is left to the kernel's leftover loop: each cosine the same bits as the
     whole matrix's product gives it."""
@@ -248,7 +267,12 @@ class VectorIndex:
         self.mark: Any = None
         self._token: Any = None
         self._dirty = True
-        self.matrix = np.zeros((0, dim), dtype=np.float32)
+        #: The vectors: float32 rows (`floats`) until the index reaches HALF_WIDTH_FROM rows,
+        #: then int16 `codes` and a `scale` per row (`storage.half_width`); read through
+        #: `matrix`, which is either kind.
+        self.floats: np.ndarray | None = np.zeros((0, dim), dtype=np.float32)
+        self.codes: np.ndarray | None = None
+        self.scale: np.ndarray | None = None
         self.has_vector = np.zeros(0, dtype=bool)
         self.archived = np.zeros(0, dtype=bool)
         #: Archived by maintenance, not by its user: recall's faded tier (`domain.archive`).
@@ -296,6 +320,56 @@ class VectorIndex:
         self._roles: dict[str, int] = {"": 0}
         self._owners: dict[str, int] = {"": 0}
         self._types: dict[str, int] = {}
+
+    @property
+    def matrix(self) -> Matrix:
+        """Every row's vector as float32 (a `HalfWidth` dequantizes the rows it is asked for);
+        rows past `size` are zeros."""
+        floats = self.floats  # once: a worker thread reads this while the loop may narrow
+        if floats is not None:
+            return floats
+        codes, scale = self.codes, self.scale  # set before `floats` is cleared (`_narrow`)
+        assert codes is not None and scale is not None
+        return HalfWidth(codes, scale)
+
+    def _span(self, start: int, stop: int) -> Matrix:
+        """Rows `start`…`stop` of `matrix`, without a copy."""
+        floats = self.floats  # as in `matrix`
+        if floats is not None:
+            return floats[start:stop]
+        codes, scale = self.codes, self.scale
+        assert codes is not None and scale is not None
+        return HalfWidth(codes[start:stop], scale[start:stop])
+
+    def _put_vectors(self, vectors: dict[int, np.ndarray | None]) -> None:
+        """Write these rows' vectors (None: no vector, a row of zeros)."""
+        if not vectors:
+            return
+        rows = np.fromiter(vectors, dtype=np.int64, count=len(vectors))
+        block = np.zeros((rows.size, self.dim), dtype=np.float32)
+        for i, vec in enumerate(vectors.values()):
+            if vec is not None:
+                block[i] = vec
+        if self.floats is not None:
+            self.floats[rows] = block
+            return
+        assert self.codes is not None and self.scale is not None
+        self.codes[rows], self.scale[rows] = quantize(block)
+
+    def _narrow(self) -> None:
+        """Turn float32 rows into half-width ones (`HALF_WIDTH_FROM`), a step at a time so
+        no float64 copy of the matrix is made. Every row now reads a little differently:
+        their hashes and sketches are taken again (`row_hashes`, `keep_sketch`)."""
+        floats = self.floats
+        assert floats is not None
+        codes = np.zeros(floats.shape, dtype=np.int16)
+        scale = np.zeros(floats.shape[0], dtype=np.float32)
+        for lo in range(0, self.size, NARROW_STEP):
+            hi = min(lo + NARROW_STEP, self.size)
+            codes[lo:hi], scale[lo:hi] = quantize(floats[lo:hi])
+        self.codes, self.scale, self.floats = codes, scale, None
+        self.hashed[:] = False
+        self.sketched = 0
 
     def mark_dirty(self) -> None:
         """This process wrote: pull on the next sync even if the change token did not move."""
@@ -466,6 +540,7 @@ class VectorIndex:
         self._grow(self.size + int((found < 0).sum()))
         before = self.size
         touched = []
+        vectors: dict[int, np.ndarray | None] = {}  # the last of a row's, if it repeats
         added: dict[str, int] = {}  # rows this call appends (an id may repeat within `rows`)
         for r, known in zip(rows, found.tolist(), strict=True):
             row = known if known >= 0 else added.get(r.id)
@@ -476,18 +551,16 @@ class VectorIndex:
             touched.append(row)
             self.hashed[row] = False
             vec = r.embedding
-            if vec is not None and vec.shape[0] == self.dim:
-                self.matrix[row] = vec
-                self.has_vector[row] = True
-            else:
-                self.matrix[row] = 0.0
-                self.has_vector[row] = False
+            usable = vec is not None and vec.shape[0] == self.dim
+            vectors[row] = vec if usable else None
+            self.has_vector[row] = usable
             self.archived[row] = r.archived
             self.faded[row] = r.archived and r.faded
             self.role_code[row] = self._roles.setdefault(r.role, len(self._roles))
             self.owner_code[row] = self._owners.setdefault(r.owner, len(self._owners))
             self.type_code[row] = self._types.setdefault(r.type, len(self._types))
             self.facts.put(row, r.id, r.facts)
+        self._put_vectors(vectors)
         if self.basis is not None:
             # Rows rewritten keep their sketch true; rows appended to a complete sketch are
             # sketched here (the sketch first, then `sketched`, for readers in other threads).
@@ -612,6 +685,14 @@ class VectorIndex:
         # are handed back at once (`release_zeroed_pages`), resident only once written.
         # A whole number of LANES, so a search over every row never has leftover ones.
         capacity = -(-max(needed, capacity + GROW_STEP) // LANES) * LANES
+        if self.floats is not None and capacity >= HALF_WIDTH_FROM:
+            if self.size == 0:
+                # A cold open of a large store: half width from the first row.
+                self.floats = None
+                self.codes = np.zeros((0, self.dim), dtype=np.int16)
+                self.scale = np.zeros(0, dtype=np.float32)
+            else:
+                self._narrow()
         if self.size == 0:
             # Nothing to keep (a cold open sizes the matrix here): fresh zeros, whose
             # untouched rows cost nothing, where resize would zero-fill (touch) them all.
@@ -635,7 +716,11 @@ class VectorIndex:
     def _per_row(self) -> list[tuple[Any, str]]:
         """Every per-row array, as (the object holding it, its name): the index's own
         (`_PER_ROW`) and the ranking facts' (`storage.facts`)."""
-        return [(self, n) for n in _PER_ROW] + [(self.facts, n) for n in FACT_ARRAYS]
+        held = [(self, n) for n in _PER_ROW] + [(self.facts, n) for n in FACT_ARRAYS]
+        return held + [(self, n) for n in self._vector_arrays()]
+
+    def _vector_arrays(self) -> tuple[str, ...]:
+        return ("floats",) if self.floats is not None else ("codes", "scale")
 
     def mask(
         self,
@@ -805,14 +890,20 @@ class VectorIndex:
         matrix is large). A block of several is a matrix product, where BLAS pays off.
         """
         stop = self.size if upto is None else upto
-        rows = self.matrix[:stop]
         if queries.ndim == 1:
             # Up to a whole number of LANES where the headroom allows (see LANES).
             whole = min(-(-stop // LANES) * LANES, self.matrix.shape[0])
-            return product(self.matrix[:whole], queries)[:stop]
+            return product(self._span(0, whole), queries)[:stop]
+        rows = self._span(0, stop)
         if queries.shape[0] == 1:
             return product(rows, queries[0])[:, None]
-        return rows @ queries.T
+        if not isinstance(rows, HalfWidth):
+            return rows @ queries.T
+        out = np.empty((stop, queries.shape[0]), dtype=np.float32)
+        for lo in range(0, stop, BLOCK_ROWS):
+            hi = min(lo + BLOCK_ROWS, stop)
+            np.matmul(rows.block(slice(lo, hi)), queries.T, out=out[lo:hi])
+        return out
 
     def nearest(
         self, queries: np.ndarray, masks: Sequence[np.ndarray], floor: float | None = None
@@ -900,7 +991,7 @@ class VectorIndex:
                 picked, cosines = placed
                 sims = np.where(mask[picked], cosines, -np.inf)
         else:
-            part = self.matrix[start : start + mask.shape[0]]
+            part = self._span(start, start + mask.shape[0])
             sims = np.where(mask, product(part, query), -np.inf)
         top = best(sims, n)
         at = top + start if picked is None else picked[top]
@@ -937,7 +1028,7 @@ class VectorIndex:
             else:  # only the rows that can place in a tier were multiplied
                 rows, sims = placed
         else:
-            sims = product(self.matrix[:n_rows], query)
+            sims = product(self._span(0, n_rows), query)
         return self._top(sims, live, n, rows), self._top(sims, faded, n_faded, rows)
 
     def _placing_cosines(

@@ -65,9 +65,27 @@ def _whole(index: VectorIndex, query: np.ndarray, mask: np.ndarray, floor: float
     return (best, float(sims[best])) if sims[best] >= floor else (-1, -np.inf)
 
 
+@pytest.fixture(autouse=True, params=["float32", "half width"])
+def width(request, monkeypatch) -> str:
+    """Every test here twice: on float32 rows, and on rows held at half width from the first
+    (`storage.half_width`), where every answer must still be the whole product's."""
+    if request.param == "half width":
+        monkeypatch.setattr(vectors, "HALF_WIDTH_FROM", 0)
+    return request.param
+
+
 def _counted_gathers(monkeypatch, index: VectorIndex) -> list[int]:
     """How many rows each search multiplies in full (the rows it takes from the matrix)."""
     sizes: list[int] = []
+    if index.floats is None:  # at half width: the gathered products, a block at a time
+        real = vectors.padded_product
+
+        def counting(matrix, rows, query):
+            sizes.append(int(rows.size))
+            return real(matrix, rows, query)
+
+        monkeypatch.setattr(vectors, "padded_product", counting)
+        return sizes
 
     class Counting(np.ndarray):
         def __getitem__(self, key):
@@ -75,7 +93,7 @@ def _counted_gathers(monkeypatch, index: VectorIndex) -> list[int]:
                 sizes.append(int(key.size))
             return np.ndarray.__getitem__(self.view(np.ndarray), key)
 
-    monkeypatch.setattr(index, "matrix", index.matrix.view(Counting))
+    monkeypatch.setattr(index, "floats", index.matrix.view(Counting))
     return sizes
 
 

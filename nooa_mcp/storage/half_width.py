@@ -1,0 +1,82 @@
+"""The vector matrix at half width: int16 codes and one float32 scale per row (DESIGN.md §15).
+
+The matrix is most of a server's memory (147 MiB of float32 at 100k rows of 384). A row x is
+held as codes c = rint(x / s) with s = max|x| / 32767, and read back as s·c in float32: half
+the bytes, and each component within s/2 of x (~5·10⁻⁶ for a unit MiniLM vector; a cosine
+moves by under 10⁻⁵, BENCHMARKS.md "The matrix at half width"). Every reader sees only the
+dequantized rows — products, sketch, hashes, reflection's sweeps — so the index is consistent
+with itself: a row's cosine is the same whichever rows it is read with, and the sketch's bound
+holds for the rows as read. The store keeps the float32 vectors as written.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+
+#: The largest code: a row's largest component maps to ±CODE_MAX.
+CODE_MAX = 32767
+#: Rows dequantized at a time when a product reads many (`HalfWidth.block`): 768 KiB of
+#: float32, under the allocator's mmap threshold, in a buffer each thread keeps.
+BLOCK_ROWS = 512
+
+_buffers = threading.local()
+
+
+def quantize(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Codes (int16, the shape of `vectors`) and scales (float32, one per vector) with
+    `vectors ≈ codes · scale`. A zero vector gets scale 0 and zero codes."""
+    vectors = np.asarray(vectors, dtype=np.float32)
+    scale = (np.abs(vectors).max(axis=-1, initial=0.0) / np.float32(CODE_MAX)).astype(np.float32)
+    divisor = np.where(scale > 0, scale, np.float32(1.0))
+    codes = np.rint(vectors / divisor[..., None]).astype(np.int16)
+    return codes, scale
+
+
+def dequantize(codes: np.ndarray, scale: Any, out: np.ndarray | None = None) -> np.ndarray:
+    """`codes · scale` as float32 (one row, or rows with a scale each), into `out` if given."""
+    scale = np.asarray(scale, dtype=np.float32)
+    return np.multiply(codes, scale[..., None], out=out, dtype=np.float32)
+
+
+class HalfWidth:
+    """The float32 rows of a matrix held as codes and scales, read-only: indexing (a row, a
+    slice, an array or list of rows) dequantizes the rows asked for into a new array."""
+
+    __slots__ = ("codes", "scale")
+
+    def __init__(self, codes: np.ndarray, scale: np.ndarray) -> None:
+        self.codes = codes
+        self.scale = scale
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.codes.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(np.float32)
+
+    def __len__(self) -> int:
+        return int(self.codes.shape[0])
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        if isinstance(key, tuple):  # (rows, columns): the rows, then those columns of them
+            rows = self[key[0]]
+            return rows[key[1:]] if rows.ndim == 1 else rows[(slice(None), *key[1:])]
+        if isinstance(key, list):
+            key = np.asarray(key, dtype=np.int64)
+        return dequantize(self.codes[key], self.scale[key])
+
+    def block(self, key: slice | np.ndarray) -> np.ndarray:
+        """The rows `key` selects (at most `BLOCK_ROWS`), dequantized into this thread's
+        buffer: valid until the thread's next `block`. A product reads the matrix through
+        these, so no copy of it is ever made whole."""
+        codes = self.codes[key]
+        n, dim = codes.shape
+        buffer = getattr(_buffers, "rows", None)
+        if buffer is None or buffer.shape[1] != dim or buffer.shape[0] < n:
+            buffer = _buffers.rows = np.empty((max(n, BLOCK_ROWS), dim), dtype=np.float32)
+        return dequantize(codes, self.scale[key], out=buffer[:n])
