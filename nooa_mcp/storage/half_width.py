@@ -70,13 +70,16 @@ class HalfWidth:
             key = np.asarray(key, dtype=np.int64)
         return dequantize(self.codes[key], self.scale[key])
 
-    def block(self, key: slice | np.ndarray) -> np.ndarray:
-        """The rows `key` selects (at most `BLOCK_ROWS`), dequantized into this thread's
-        buffer: valid until the thread's next `block`. A product reads the matrix through
-        these, so no copy of it is ever made whole."""
+    def unscaled(self, key: slice | np.ndarray) -> np.ndarray:
+        """The codes of the rows `key` selects (at most `BLOCK_ROWS`) as float32, not scaled,
+        in this thread's buffer: valid until the thread's next call. A product multiplies
+        these and scales each row's result after (`storage.vectors.product`): one multiply a row
+        instead of one a component, and no copy of the matrix is ever made whole."""
         codes = self.codes[key]
         n, dim = codes.shape
         buffer = getattr(_buffers, "rows", None)
         if buffer is None or buffer.shape[1] != dim or buffer.shape[0] < n:
             buffer = _buffers.rows = np.empty((max(n, BLOCK_ROWS), dim), dtype=np.float32)
-        return dequantize(codes, self.scale[key], out=buffer[:n])
+        rows = buffer[:n]
+        np.copyto(rows, codes, casting="unsafe")
+        return rows

@@ -11,13 +11,12 @@ import numpy as np
 import pytest
 
 from nooa_mcp import Memory, Settings
+from nooa_mcp.domain.similarity import clustered_sweep, sweep
 from nooa_mcp.embeddings import HashEmbedder
 from nooa_mcp.storage import sketch, vectors
 from nooa_mcp.storage.base import VectorRow
 from nooa_mcp.storage.half_width import CODE_MAX, HalfWidth, dequantize, quantize
 from nooa_mcp.storage.vectors import GROW_STEP, VectorIndex
-
-from nooa_mcp.domain.similarity import clustered_sweep, sweep  # isort: skip
 
 DIM = 64
 
@@ -72,10 +71,10 @@ def test_rows_read_one_at_a_time_by_slice_list_or_block_are_the_same_floats():
     assert np.array_equal(rows[[5, 1, 5]], every[[5, 1, 5]])
     assert np.array_equal(rows[np.array([7, 0])], every[[7, 0]])
     assert rows[4, 9] == every[4, 9] and np.array_equal(rows[2:5, 3], every[2:5, 3])
-    block = rows.block(np.array([8, 2]))
-    assert np.array_equal(block, every[[8, 2]])
-    again = rows.block(slice(30, 33))  # the same buffer, rewritten
-    assert np.array_equal(again, every[30:33]) and np.shares_memory(block, again)
+    block = rows.unscaled(np.array([8, 2]))
+    assert np.array_equal(block, codes[[8, 2]].astype(np.float32))
+    again = rows.unscaled(slice(30, 33))  # the same buffer, rewritten
+    assert np.array_equal(again, codes[30:33]) and np.shares_memory(block, again)
 
 
 def test_an_index_turns_to_half_width_once_it_grows_past_the_threshold(monkeypatch):
