@@ -17,7 +17,7 @@ from nooa_mcp.domain.scope import Scope
 from nooa_mcp.embeddings import HashEmbedder
 from nooa_mcp.storage import Store, open_store
 from nooa_mcp.storage.base import EdgeRow
-from nooa_mcp.storage.links import HeldLinks
+from nooa_mcp.storage.links import HeldLinks, _key
 from nooa_mcp.storage.vectors import VectorIndex
 
 pytestmark = pytest.mark.anyio
@@ -200,3 +200,58 @@ def test_edges_put_in_place_one_by_one_equal_a_sort_of_them_all() -> None:
         assert mine == theirs, name
     by_dst = [(held.ends[held.dst[i]], held.ends[held.src[i]]) for i in held.by_dst]
     assert by_dst == [(whole.ends[whole.dst[i]], whole.ends[whole.src[i]]) for i in whole.by_dst]
+
+
+def _same_edges(held: HeldLinks, whole: HeldLinks) -> None:
+    """The two hold the same edges with the same weights, `held`'s arrays are in its two
+    orders (its ends' codes number them as they came, so the orders are its own), and its
+    kept keys are those of its arrays."""
+
+    def edges(links: HeldLinks) -> list[tuple[str, str, int, float]]:
+        names = links.ends
+        return sorted(
+            (names[s], names[d], k, w)
+            for s, d, k, w in zip(
+                links.src.tolist(),
+                links.dst.tolist(),
+                links.kind.tolist(),
+                links.weight.tolist(),
+                strict=True,
+            )
+        )
+
+    assert edges(held) == edges(whole)
+    source, target = held._keys()
+    assert np.array_equal(source, _key(held.src, held.dst, held.kind))
+    b = held.by_dst
+    assert np.array_equal(target, _key(held.dst[b], held.src[b], held.kind[b], target=True))
+    assert (np.diff(source) > 0).all() and (np.diff(target) > 0).all()
+    assert np.array_equal(np.sort(b), np.arange(len(held)))
+
+
+def test_the_keys_kept_between_inserts_follow_drops_and_many_small_batches() -> None:
+    """A write brings a few edges at a time: they go in place against keys kept from the last
+    insert (not made again from every edge), and a drop renumbers the ends under them."""
+    rng = np.random.default_rng(7)
+    ends = [f"{i:032x}" for i in range(200)]
+
+    def some(n: int) -> list[EdgeRow]:
+        picks = rng.integers(0, 200, (n, 2)).tolist()
+        return [EdgeRow(ends[s], ends[d], "related", float(rng.random())) for s, d in picks]
+
+    held, everything = HeldLinks(), some(1500)
+    held.apply(everything)
+    for round_ in range(3):
+        # -1: more than a quarter of the edges held, merged and sorted whole (new keys).
+        for n in (1, 5, -1, 16, 17, 40, 0, 2):
+            if n < 0:
+                n = len(held) // 3
+            batch = [*some(n), everything[int(rng.integers(0, len(everything)))]]
+            held.apply(batch)
+            everything += batch
+        whole = HeldLinks()
+        whole.apply(everything)
+        _same_edges(held, whole)
+        gone = set(ends[round_ * 7 : round_ * 7 + 7])
+        assert held.drop(sorted(gone)) > 0
+        everything = [e for e in everything if e.src not in gone and e.dst not in gone]
