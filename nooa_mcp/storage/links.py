@@ -40,6 +40,10 @@ INSERT_SHARE = 4
 #: Up to this many new edges, the held edges' target-order positions are moved on by one
 #: comparison per new edge; more take a search (`_insert`).
 SHIFT_BY_COMPARING = 16
+#: Edges a sync read and nobody has read since, held as rows before they are put in place:
+#: each write brings a few, and each insert moves every array (~3 ms at 316k edges), so they
+#: wait for the next read of the edges (a recall's spreading), or for this many.
+PENDING_AT_MOST = 4096
 
 
 class HeldLinks:
@@ -60,6 +64,8 @@ class HeldLinks:
         #: of a write's few edges cost at 316k edges, on every write.
         self._source_keys: np.ndarray | None = None
         self._target_keys: np.ndarray | None = None
+        #: Edges read by `sync` not put in place yet (`_settle`).
+        self._pending: list[EdgeRow] = []
         self._kinds: dict[str, int] = {}
         self._kind_names: list[str] = []
         #: Where `sync` reads changes from (None: nothing read yet).
@@ -69,11 +75,13 @@ class HeldLinks:
         self._skipped = False
 
     def __len__(self) -> int:
+        self._settle()
         return int(self.src.shape[0])
 
     @property
     def nbytes(self) -> int:
         """The bytes of the edge arrays (the ends' id table besides)."""
+        self._settle()
         arrays = (self.src, self.dst, self.weight, self.kind, self.by_dst)
         keys = (k for k in (self._source_keys, self._target_keys) if k is not None)
         return sum(a.nbytes for a in arrays) + sum(k.nbytes for k in keys)
@@ -108,7 +116,16 @@ class HeldLinks:
             self.mark = mark
             return
         changes, self.mark = await store.ranking_changes(self.mark, roles)
-        self.apply(changes)
+        # Put in place when next read (`_settle`): the writes between two recalls cost one
+        # insert, not one each.
+        self._pending += changes
+        if len(self._pending) > PENDING_AT_MOST:
+            self._settle()
+
+    def _settle(self) -> None:
+        """Put in place the edges syncs read since the arrays were last read."""
+        if self._pending:
+            self.apply([])
 
     async def load(self, store: Store, roles: Sequence[str] | None, among: Sequence[str]) -> None:
         """Add the edges a role being loaded brings: those between `roles` (None: every role)
@@ -127,6 +144,7 @@ class HeldLinks:
         """Let go of every edge with an end among `ids` (the rows of roles let go), and of the
         ends no edge left uses; how many edges went. An edge whose end is in no role held
         and not among `ids` (its row not pulled yet) stays."""
+        self._settle()
         codes = self.ends.rows_of(list(ids))
         going = np.zeros(len(self.ends), dtype=bool)
         going[codes[codes >= 0]] = True
@@ -159,7 +177,10 @@ class HeldLinks:
 
         Edges fewer than a quarter of those held (what a sync or a role's load brings) go in
         place, in one pass over the arrays with no sort of them all (a sort of 300k edges took
-        150–190 ms); a read of more is merged and sorted whole."""
+        150–190 ms); a read of more is merged and sorted whole. The edges a sync left pending
+        go first (a later weight of the same edge wins)."""
+        if self._pending:
+            edges, self._pending = [*self._pending, *edges], []
         if not edges:
             return
         src = self._codes([e.src for e in edges])
@@ -243,6 +264,7 @@ class HeldLinks:
 
     def out_edges(self, sources: Sequence[str], scope: Scope, index: VectorIndex) -> list[EdgeRow]:
         """`Store.out_edges`: the edges of `sources` whose targets are live inside `scope`."""
+        self._settle()
         at = self._spans(self.src, self._known(sources), None)
         return self._visible(at, self.dst, scope, index)
 
@@ -251,6 +273,7 @@ class HeldLinks:
     ) -> list[EdgeRow]:
         """`Store.successors`: edges with one of `relations` into `targets` from live sources
         inside `scope`."""
+        self._settle()
         at = self._spans(self._by_target(), self._known(targets), self.by_dst)
         wanted = [self._kinds[r] for r in relations if r in self._kinds]
         at = at[np.isin(self.kind[at], wanted)]

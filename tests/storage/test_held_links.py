@@ -255,3 +255,64 @@ def test_the_keys_kept_between_inserts_follow_drops_and_many_small_batches() -> 
         gone = set(ends[round_ * 7 : round_ * 7 + 7])
         assert held.drop(sorted(gone)) > 0
         everything = [e for e in everything if e.src not in gone and e.dst not in gone]
+
+
+async def test_edges_a_sync_reads_go_in_place_at_the_next_read_or_past_a_bound(
+    store: Store, monkeypatch
+) -> None:
+    """Each write brings a few edges; putting them in place moves every array, so syncs keep
+    them until the edges are next read (a recall), which then answers as the store does."""
+    from nooa_mcp.storage import links
+
+    ids = await fill(store)
+    index, held = VectorIndex(EMBED.dim), HeldLinks()
+    await index.sync(store)
+    await held.sync(store)
+    assert held.out_edges([ids["c1"]], SCOPES["everyone"], index)
+    arrays = held.src
+    extra = [await put(store, f"extra {i}", "coder@laptop") for i in range(4)]
+    for i, new in enumerate(extra):
+        async with store.transaction():
+            await store.add_edges([(new, ids["c1"], EdgeType.related, 0.5 + i / 10)])
+        await held.sync(store)
+    assert held.src is arrays  # nothing moved yet: four syncs, no insert
+    await index.sync(store)
+    assert await assert_same(store, held, index, [*ids.values(), *extra]) > 20
+    assert held.src is not arrays and len(held) == 26
+    # Past the bound, a sync puts them in place itself.
+    monkeypatch.setattr(links, "PENDING_AT_MOST", 1)
+    arrays = held.src
+    async with store.transaction():
+        await store.add_edges([(extra[0], ids["c2"], EdgeType.related, 0.4)])
+    await held.sync(store)
+    assert held.src is arrays
+    async with store.transaction():
+        await store.add_edges([(extra[1], ids["c2"], EdgeType.related, 0.4)])
+    await held.sync(store)
+    assert held.src is not arrays and held.src.shape[0] == 28
+
+
+async def test_edges_left_pending_go_before_a_drop_and_before_what_a_load_reads(
+    store: Store,
+) -> None:
+    """A drop lets go of a pending edge too (it must not come back once put in place), and an
+    edge a role's load reads again keeps the load's weight, which is the later one."""
+    ids = await fill(store)
+    index, held = VectorIndex(EMBED.dim), HeldLinks()
+    await index.sync(store)
+    await held.sync(store)
+    a, b = [await put(store, f"pending {i}", "coder@laptop") for i in range(2)]
+    async with store.transaction():
+        await store.add_edges([(a, ids["c1"], EdgeType.related, 0.5)])
+        await store.add_edges([(b, ids["c1"], EdgeType.related, 0.25)])
+    await held.sync(store)
+    held.apply([EdgeRow(b, ids["c1"], "related", 0.75)])  # as a load reads it, later
+    async with store.transaction():
+        await store.add_edges([(a, ids["c2"], EdgeType.related, 0.5)])
+    await held.sync(store)
+    assert held.drop([a]) == 2
+    await index.sync(store)
+    ends = {held.ends[c] for c in held.src.tolist()}
+    assert a not in ends and b in ends
+    into = held.out_edges([b], SCOPES["everyone"], index)
+    assert [(e.dst, e.weight) for e in into] == [(ids["c1"], 0.75)]
