@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from held_edges import held_edges
 
 from nooa_mcp.domain.schema import EdgeType, Memory
 from nooa_mcp.domain.scope import Scope
@@ -206,21 +207,7 @@ def _same_edges(held: HeldLinks, whole: HeldLinks) -> None:
     """The two hold the same edges with the same weights, `held`'s arrays are in its two
     orders (its ends' codes number them as they came, so the orders are its own), and its
     kept keys are those of its arrays."""
-
-    def edges(links: HeldLinks) -> list[tuple[str, str, int, float]]:
-        names = links.ends
-        return sorted(
-            (names[s], names[d], k, w)
-            for s, d, k, w in zip(
-                links.src.tolist(),
-                links.dst.tolist(),
-                links.kind.tolist(),
-                links.weight.tolist(),
-                strict=True,
-            )
-        )
-
-    assert edges(held) == edges(whole)
+    assert held_edges(held) == held_edges(whole)
     source, target = held._keys()
     assert np.array_equal(source, _key(held.src, held.dst, held.kind))
     b = held.by_dst

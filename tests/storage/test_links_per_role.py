@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from held_edges import held_edges
 
 from nooa_mcp.domain.schema import EdgeType, Memory
 from nooa_mcp.domain.scope import Scope, owner_role
@@ -223,19 +224,7 @@ def test_dropping_edges_leaves_the_rest_in_both_orders() -> None:
     assert len(held.ends) == len(rest.ends) == len({*ends} - going)
     assert held.nbytes == len(held) * 21
 
-    def rows(links: HeldLinks) -> list[tuple[str, str, str, float]]:
-        return sorted(
-            (links.ends[s], links.ends[d], links._kind_names[k], w)
-            for s, d, k, w in zip(
-                links.src.tolist(),
-                links.dst.tolist(),
-                links.kind.tolist(),
-                links.weight.tolist(),
-                strict=True,
-            )
-        )
-
-    assert rows(held) == rows(rest)
+    assert held_edges(held) == held_edges(rest)
     by_src = _key(held.src, held.dst, held.kind)
     assert (np.diff(by_src) > 0).all()
     at = held.by_dst
@@ -245,7 +234,7 @@ def test_dropping_edges_leaves_the_rest_in_both_orders() -> None:
     more = [EdgeRow(ends[1], ends[2], "causes", 0.5), EdgeRow(ends[4], ends[199], "refines", 0.25)]
     held.apply(more)
     rest.apply(more)
-    assert rows(held) == rows(rest)
+    assert held_edges(held) == held_edges(rest)
     assert (np.diff(_key(held.src, held.dst, held.kind)) > 0).all()
     at = held.by_dst
     assert (np.diff(_key(held.dst[at], held.src[at], held.kind[at], target=True)) > 0).all()
