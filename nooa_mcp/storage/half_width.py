@@ -3,10 +3,11 @@
 The matrix is most of a server's memory (147 MiB of float32 at 100k rows of 384). A row x is
 held as codes c = rint(x / s) with s = max|x| / 32767, and read back as s·c in float32: half
 the bytes, and each component within s/2 of x (~5·10⁻⁶ for a unit MiniLM vector; a cosine
-moves by under 10⁻⁵, BENCHMARKS.md "The matrix at half width"). Every reader sees only the
-dequantized rows — products, sketch, hashes, reflection's sweeps — so the index is consistent
-with itself: a row's cosine is the same whichever rows it is read with, and the sketch's bound
-holds for the rows as read. The store keeps the float32 vectors as written.
+moves by under 10⁻⁵, BENCHMARKS.md "The matrix at half width"). A product multiplies the
+codes and scales each row's result (`HalfWidth.unscaled`), so a row's cosine is the same bits
+whichever rows it is read with; every other reader (the sketch, hashes, reflection's sweeps,
+ranking) reads the dequantized rows s·c, whose products differ from those by a rounding, far
+inside the sketch's margin. The store keeps the float32 vectors as written.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import numpy as np
 
 #: The largest code: a row's largest component maps to ±CODE_MAX.
 CODE_MAX = 32767
-#: Rows dequantized at a time when a product reads many (`HalfWidth.block`): 768 KiB of
+#: Rows converted at a time when a product reads many (`HalfWidth.unscaled`): 768 KiB of
 #: float32, under the allocator's mmap threshold, in a buffer each thread keeps.
 BLOCK_ROWS = 512
 
