@@ -223,3 +223,35 @@ def test_codes_grow_in_place_and_a_reader_holding_them_keeps_its_rows(monkeypatc
     assert np.array_equal(held[: before.shape[0]], before)
     assert np.array_equal(index.matrix[: before.shape[0]], before)
     assert np.abs(index.matrix[: index.size] - v[: index.size]).max() < 1e-4
+
+
+def test_at_half_width_a_recall_gathers_up_to_two_thirds_of_the_rows(monkeypatch):
+    """A gathered row costs what a row of the whole product costs once both are converted,
+    so a recall's sketch that leaves a third or half of the rows still gathers them: the
+    answer is the whole product's, read from fewer rows."""
+    monkeypatch.setattr(vectors, "HALF_WIDTH_FROM", 0)
+    monkeypatch.setattr(vectors, "SKETCH_FROM", 100)
+    monkeypatch.setattr(vectors, "RECALL_SKETCH_FROM", 1000)
+    monkeypatch.setattr(sketch, "DIM", 40)  # bounds that leave a quarter to half of the rows
+    index = VectorIndex(DIM)
+    index._apply(_rows(_unit(6000)))
+    anyio.run(index.keep_sketch)
+    mask = index.has_vector[: index.size].copy()
+    sizes: list[int] = []
+    real = vectors.padded_product
+
+    def counting(matrix, rows, query):
+        sizes.append(int(rows.size))
+        return real(matrix, rows, query)
+
+    monkeypatch.setattr(vectors, "padded_product", counting)
+    between = 0
+    for q in _unit(30, seed=21):
+        del sizes[:]
+        found = index.search(q, mask, 20)
+        vectors.RECALL_SKETCH_FROM = 10**9
+        assert found == index.search(q, mask, 20)  # the whole product's answer, bit for bit
+        vectors.RECALL_SKETCH_FROM = 1000
+        if sizes and index.size / 4 <= sizes[-1] < index.size * 2 / 3:
+            between += 1
+    assert between >= 3
