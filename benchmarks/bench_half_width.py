@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from stdio_workload import questions
 
 from nooa_mcp.embeddings import MiniLMEmbedder
-from nooa_mcp.storage import half_width, vectors
+from nooa_mcp.storage import half_width
 from nooa_mcp.storage.half_width import HalfWidth, dequantize, quantize
 from nooa_mcp.storage.rows import vector_of
 from nooa_mcp.storage.vectors import padded_product, product
@@ -72,7 +72,7 @@ def timed(run: Callable[[], object]) -> float:
 
 
 def main(args: argparse.Namespace) -> None:
-    half_width.BLOCK_ROWS = vectors.BLOCK_ROWS = args.block
+    half_width.BLOCK_ROWS = args.block
     matrix = stored_vectors(args.store)
     rows, dim = matrix.shape
     codes, scale = quantize(matrix)

@@ -13,6 +13,7 @@ inside the sketch's margin. The store keeps the float32 vectors as written.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -36,10 +37,10 @@ def quantize(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return codes, scale
 
 
-def dequantize(codes: np.ndarray, scale: Any, out: np.ndarray | None = None) -> np.ndarray:
-    """`codes · scale` as float32 (one row, or rows with a scale each), into `out` if given."""
+def dequantize(codes: np.ndarray, scale: Any) -> np.ndarray:
+    """`codes · scale` as float32 (one row, or rows with a scale each)."""
     scale = np.asarray(scale, dtype=np.float32)
-    return np.multiply(codes, scale[..., None], out=out, dtype=np.float32)
+    return np.multiply(codes, scale[..., None], dtype=np.float32)
 
 
 class HalfWidth:
@@ -71,11 +72,32 @@ class HalfWidth:
             key = np.asarray(key, dtype=np.int64)
         return dequantize(self.codes[key], self.scale[key])
 
+    def multiply(
+        self,
+        rows: slice | np.ndarray,
+        right: np.ndarray,
+        out: np.ndarray,
+        kernel: Callable[[np.ndarray, np.ndarray, np.ndarray], Any] = np.matmul,
+    ) -> None:
+        """`self[rows] @ right` into `out` (a vector or a block of them on the right): the
+        codes `BLOCK_ROWS` rows at a time (`unscaled`) by `kernel(rows, right, out)`, then
+        each row's result times its scale — one multiply a row instead of one a component,
+        no copy of the matrix ever made whole, and blocks that start where `rows` starts,
+        so a row's result is the same bits in any product that cuts its rows alike."""
+        n = out.shape[0]
+        for lo in range(0, n, BLOCK_ROWS):
+            hi = min(lo + BLOCK_ROWS, n)
+            if isinstance(rows, slice):
+                key: slice | np.ndarray = slice(rows.start + lo, rows.start + hi)
+            else:
+                key = rows[lo:hi]
+            kernel(self.unscaled(key), right, out[lo:hi])
+        scale = self.scale[rows]
+        out *= scale if out.ndim == 1 else scale[:, None]
+
     def unscaled(self, key: slice | np.ndarray) -> np.ndarray:
         """The codes of the rows `key` selects (at most `BLOCK_ROWS`) as float32, not scaled,
-        in this thread's buffer: valid until the thread's next call. A product multiplies
-        these and scales each row's result after (`storage.vectors.product`): one multiply a row
-        instead of one a component, and no copy of the matrix is ever made whole."""
+        in this thread's buffer: valid until the thread's next call (`multiply`)."""
         codes = self.codes[key]
         n, dim = codes.shape
         buffer = getattr(_buffers, "rows", None)

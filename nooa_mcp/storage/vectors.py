@@ -32,7 +32,7 @@ from ..malloc_tuning import release_free_memory, release_zeroed_pages
 from . import sketch
 from .base import COMMON_SHARE, Store, UseState, VectorRow
 from .facts import FACT_ARRAYS, HeldFacts, HeldRow
-from .half_width import BLOCK_ROWS, HalfWidth, quantize
+from .half_width import HalfWidth, quantize
 from .ids import IdTable
 from .links import HeldLinks
 from .postings import HeldKeywords
@@ -183,11 +183,11 @@ def product(rows: Matrix, query: np.ndarray, picked: np.ndarray | None = None) -
     The calling thread computes the first part itself and waits for the others; numpy
     releases the interpreter lock inside each, so the parts run side by side. With
     `picked`, each part gathers its own rows too: the copy is most of such a product.
-    Rows at half width are multiplied `BLOCK_ROWS` at a time (a multiple of LANES, so every
-    row is multiplied in the same company whichever rows are read with it) as unscaled
-    codes, each result then times its row's scale: twice as fast as scaling every component
-    first (10 against 21 ms for 100k rows on one core), within a rounding of the dequantized
-    row's product.
+    Rows at half width are multiplied by `HalfWidth.multiply`, `half_width.BLOCK_ROWS` at a
+    time from each part's start (a multiple of LANES, so every row is multiplied in the same
+    company whichever rows are read with it) as unscaled codes, each result then times its
+    row's scale: twice as fast as scaling every component first (10 against 21 ms for 100k
+    rows on one core), within a rounding of the dequantized row's product.
     """
     query = np.asarray(query, dtype=np.float32)
     n = rows.shape[0] if picked is None else picked.size
@@ -195,15 +195,10 @@ def product(rows: Matrix, query: np.ndarray, picked: np.ndarray | None = None) -
     kernel = _kernel()
 
     def part(a: int, b: int) -> None:
-        if not isinstance(rows, HalfWidth):
+        if isinstance(rows, HalfWidth):
+            rows.multiply(slice(a, b) if picked is None else picked[a:b], query, out[a:b], kernel)
+        else:
             kernel(rows[a:b] if picked is None else rows[picked[a:b]], query, out[a:b])
-            return
-        for lo in range(a, b, BLOCK_ROWS):
-            hi = min(lo + BLOCK_ROWS, b)
-            kernel(
-                rows.unscaled(slice(lo, hi) if picked is None else picked[lo:hi]), query, out[lo:hi]
-            )
-        out[a:b] *= rows.scale[a:b] if picked is None else rows.scale[picked[a:b]]
 
     parts = min(_cores(), n // (SPLIT_ROWS if picked is None else SPLIT_PICKED))
     if parts <= 1:
@@ -909,10 +904,7 @@ class VectorIndex:
         if not isinstance(rows, HalfWidth):
             return rows @ queries.T
         out = np.empty((stop, queries.shape[0]), dtype=np.float32)
-        for lo in range(0, stop, BLOCK_ROWS):
-            hi = min(lo + BLOCK_ROWS, stop)
-            np.matmul(rows.unscaled(slice(lo, hi)), queries.T, out=out[lo:hi])
-        out *= rows.scale[:stop, None]
+        rows.multiply(slice(0, stop), queries.T, out)
         return out
 
     def nearest(
