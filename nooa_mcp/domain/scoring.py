@@ -128,20 +128,35 @@ def base_levels(
     """
     m = len(newest_ages)
     width = max((len(a) for a in newest_ages), default=0)
-    out = np.full(m, NO_ACCESS_B)
-    if m == 0 or width == 0:
-        return out
     ages = np.full((m, width), np.nan)
     for i, row in enumerate(newest_ages):
         if len(row):
             ages[i, : len(row)] = row
+    first = np.array([np.nan if f is None else f for f in first_ages], dtype=np.float64)
+    return padded_base_levels(ages, np.asarray(n_totals, dtype=np.float64), first, d, grain)
+
+
+def padded_base_levels(
+    ages: np.ndarray,
+    n_totals: np.ndarray,
+    first_ages: np.ndarray,
+    d: float = 0.5,
+    grain: float = 1.0,
+) -> np.ndarray:
+    """`base_levels` from its arrays: each memory's newest ages as a row of `ages`, left
+    aligned and NaN after them (as wide as the most any memory has), its use count and its
+    first age (NaN: not known). Ranking builds these from the columns it holds."""
+    m, width = ages.shape
+    out = np.full(m, NO_ACCESS_B)
+    if m == 0 or width == 0:
+        return out
     ages = np.maximum(ages, grain)  # NaN stays NaN
     count = np.sum(~np.isnan(ages), axis=1)
     total = np.nansum(ages ** (-d), axis=1)
-    n = np.asarray(n_totals, dtype=np.float64)
+    n = n_totals
     rest = n - count
     t_k = np.nanmax(np.where(count[:, None] > 0, ages, 1.0), axis=1)
-    first = np.array([np.nan if f is None else f for f in first_ages], dtype=np.float64)
+    first = first_ages
     t_n = np.maximum(np.maximum(np.where(np.isnan(first), t_k, first), t_k), grain)
     gap = t_n - t_k
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -34,14 +34,14 @@ from ..domain.text import tokens
 from ..engine import text_of
 from ..storage import Store
 from ..storage.base import EdgeRow, ScoringRow
-from ..storage.facts import HeldRow
+from ..storage.facts import HeldFacts, HeldRow
 from ..storage.keywords import indexed_stems, named_stems, query_stems
 from ..storage.vectors import VectorIndex
 
 __all__ = ["KeywordRead", "Ranked", "Ranking", "held_keywords", "keyword_candidates", "rank"]
 
 
-@dataclass
+@dataclass(slots=True)
 class Ranked:
     """One scored memory and everything that explains its score."""
 
@@ -176,6 +176,9 @@ class KeywordRead:
     #: search (`held_keywords`): those it looked up, by stem. What ranking asks of a
     #: memory's words is then read there too.
     postings: dict[str, tuple[np.ndarray, np.ndarray]] | None = None
+    #: The hits from the held postings as rows of the index and their scores (then `hits`
+    #: is None): ranking takes its candidates' facts from the columns at those rows.
+    hit_rows: tuple[np.ndarray, np.ndarray] | None = None
 
 
 async def rank(
@@ -216,81 +219,38 @@ async def rank(
     vector = query_vector if s.use_dense else None
     dense_ready = vector is not None
 
-    dense: dict[str, float] = {}
+    # The dense half: rows and cosines, named only where the rows' facts are not held.
+    dense_at = np.zeros(0, dtype=np.int64)
+    dense_cos = np.zeros(0, dtype=np.float64)
     if vector is not None:
-        faded: list[tuple[str, float]] = []
         if whole_archive:
             mask = index.mask(scope, True, types)
-            live = index.search(vector, mask, s.n_dense)
+            dense_at, cos = index.search_rows(vector, mask, s.n_dense)
         else:
             mask = index.mask(scope, types=types, faded=s.n_faded > 0)
-            live, faded = index.search_tiers(vector, mask, s.n_dense, s.n_faded)
-        for memory_id, cos in [*live, *faded]:
-            if cos >= s.min_similarity:
-                dense[memory_id] = cos
-    wanted = [*dense, *(i for i in extra_ids if i not in dense)]
-    rows: list[ScoringRow | HeldRow]
-    postings = None
-    if keyword is None:
-        rows = [
-            *await store.candidates(
-                query,
-                scope,
-                limit=_keyword_limit(s, types),
-                ids=wanted,
-                faded=_faded_limit(s, types),
-                include_archived=whole_archive,
+            (live, live_cos), (faded, faded_cos) = index.search_tier_rows(
+                vector, mask, s.n_dense, s.n_faded
             )
-        ]
-    else:
-        read = await keyword
-        postings = read.postings
-        if read.hits is not None:
-            rows = await _held_candidates(store, index, scope, read.hits, wanted)
-        else:
-            have = {r.id for r in read.rows}
-            missing = [i for i in wanted if i not in have]
-            rows = [*read.rows, *(await store.scoring_rows(missing) if missing else [])]
-    candidates: dict[str, Ranked] = {}
-    bm25: dict[str, float] = {}
-    keyword_rows = sorted(
-        ((r, r.bm25) for r in rows if r.bm25 is not None), key=lambda pair: -pair[1]
-    )
-    # Each tier has its own places: live rows up to n_sparse, faded ones up to n_faded.
-    places = {False: s.n_sparse, True: s.n_faded}
-    for row, keyword_score in keyword_rows:
-        if types and row.type not in types:
-            continue
-        bm25[row.id] = keyword_score
-        tier = bool(row.archived) and not whole_archive
-        places[tier] -= 1
-        if row.id in dense:
-            candidates[row.id] = Ranked(row, "both", cos=dense[row.id])
-        elif places[tier] >= 0:
-            candidates[row.id] = Ranked(row, "sparse")
-    for row in rows:
-        if row.id in candidates:
-            continue
-        if row.id in dense:
-            candidates[row.id] = Ranked(row, "dense", cos=dense[row.id])
-        elif row.id in extra_ids:
-            candidates[row.id] = Ranked(row, "sparse")
-
-    # Forgotten by its user: never a candidate, unless asked about by id.
-    for memory_id in [i for i, r in candidates.items() if r.forgotten and i not in extra_ids]:
-        del candidates[memory_id]
+            dense_at, cos = np.concatenate([live, faded]), np.concatenate([live_cos, faded_cos])
+        # In float64, as Python compares: numpy would round the line to float32 first.
+        dense_cos = cos.astype(np.float64)
+        close = dense_cos >= s.min_similarity
+        dense_at, dense_cos = dense_at[close], dense_cos[close]
+    read = None if keyword is None else await keyword
+    postings = None if read is None else read.postings
+    candidates = None
+    if read is not None and read.hit_rows is not None and not extra_ids:
+        candidates = _held_table(
+            index, scope, (dense_at, dense_cos), read.hit_rows, vector, s, types, whole_archive
+        )
+    if candidates is None:
+        dense = dict(zip(index.ids.names(dense_at.tolist()), dense_cos.tolist(), strict=True))
+        rows = await _candidate_rows(
+            store, index, query, scope, s, types, whole_archive, dense, extra_ids, read
+        )
+        candidates = _candidates_of(rows, dense, extra_ids, index, vector, s, types, whole_archive)
     query_tokens = tokens(query)
-    top_bm25 = max(bm25.values(), default=0.0)
-    if vector is not None:
-        sparse = [r for r in candidates.values() if r.source == "sparse"]
-        sims = index.cosines([r.id for r in sparse], vector)
-        for r, sim in zip(sparse, sims, strict=True):
-            r.cos = sim
-    for r in candidates.values():
-        r.lex = bm25.get(r.id, 0.0) / top_bm25 if top_bm25 > 0 else 0.0
-        # Without a query vector, BM25 (scaled by the best hit) stands in for the cosine.
-        r.semantic = r.lex if not dense_ready else (r.cos or 0.0)
-    _score_parts(list(candidates.values()), query_tokens, now, s)
+    _score_parts(list(candidates.values()), query_tokens, now, s, index.facts)
     if s.min_relevance > 0:
         candidates = {
             i: r for i, r in candidates.items() if r.rel >= s.min_relevance or i in extra_ids
@@ -336,6 +296,175 @@ async def rank(
     await _versions(store, index, query, candidates, s, shown, postings)
     ordered = _in_order(candidates.values(), s)
     return Ranking(query, ordered, dense_ready, ranges, query_vector)
+
+
+async def _candidate_rows(
+    store: Store,
+    index: VectorIndex,
+    query: str,
+    scope: Scope,
+    s: RecallSettings,
+    types: set[str] | None,
+    whole_archive: bool,
+    dense: dict[str, float],
+    extra_ids: tuple[str, ...],
+    read: KeywordRead | None,
+) -> list[ScoringRow | HeldRow]:
+    """The rows of the keyword hits, the dense hits and the `extra_ids`: from the facts the
+    index holds where it holds them, else read from the store (one read)."""
+    wanted = [*dense, *(i for i in extra_ids if i not in dense)]
+    if read is None:
+        return [
+            *await store.candidates(
+                query,
+                scope,
+                limit=_keyword_limit(s, types),
+                ids=wanted,
+                faded=_faded_limit(s, types),
+                include_archived=whole_archive,
+            )
+        ]
+    hits = read.hits
+    if read.hit_rows is not None:
+        at, scores = read.hit_rows
+        hits = list(zip(index.ids.names(at.tolist()), scores.tolist(), strict=True))
+    if hits is not None:
+        return await _held_candidates(store, index, scope, hits, wanted)
+    have = {r.id for r in read.rows}
+    missing = [i for i in wanted if i not in have]
+    return [*read.rows, *(await store.scoring_rows(missing) if missing else [])]
+
+
+def _candidates_of(
+    rows: list[ScoringRow | HeldRow],
+    dense: dict[str, float],
+    extra_ids: tuple[str, ...],
+    index: VectorIndex,
+    vector: np.ndarray | None,
+    s: RecallSettings,
+    types: set[str] | None,
+    whole_archive: bool,
+) -> dict[str, Ranked]:
+    """The candidates among `rows` (see `rank`), with their cosines and keyword scores:
+    each tier's keyword places, the dense hits, the `extra_ids`; none forgotten unless
+    asked about by id."""
+    candidates: dict[str, Ranked] = {}
+    bm25: dict[str, float] = {}
+    keyword_rows = sorted(
+        ((r, r.bm25) for r in rows if r.bm25 is not None), key=lambda pair: -pair[1]
+    )
+    # Each tier has its own places: live rows up to n_sparse, faded ones up to n_faded.
+    places = {False: s.n_sparse, True: s.n_faded}
+    for row, keyword_score in keyword_rows:
+        if types and row.type not in types:
+            continue
+        bm25[row.id] = keyword_score
+        tier = bool(row.archived) and not whole_archive
+        places[tier] -= 1
+        if row.id in dense:
+            candidates[row.id] = Ranked(row, "both", cos=dense[row.id])
+        elif places[tier] >= 0:
+            candidates[row.id] = Ranked(row, "sparse")
+    for row in rows:
+        if row.id in candidates:
+            continue
+        if row.id in dense:
+            candidates[row.id] = Ranked(row, "dense", cos=dense[row.id])
+        elif row.id in extra_ids:
+            candidates[row.id] = Ranked(row, "sparse")
+
+    # Forgotten by its user: never a candidate, unless asked about by id.
+    for memory_id in [i for i, r in candidates.items() if r.forgotten and i not in extra_ids]:
+        del candidates[memory_id]
+    top_bm25 = max(bm25.values(), default=0.0)
+    if vector is not None:
+        sparse = [r for r in candidates.values() if r.source == "sparse"]
+        sims = index.cosines([r.id for r in sparse], vector)
+        for r, sim in zip(sparse, sims, strict=True):
+            r.cos = sim
+    for r in candidates.values():
+        r.lex = bm25.get(r.id, 0.0) / top_bm25 if top_bm25 > 0 else 0.0
+        # Without a query vector, BM25 (scaled by the best hit) stands in for the cosine.
+        r.semantic = r.lex if vector is None else (r.cos or 0.0)
+    return candidates
+
+
+def _held_table(
+    index: VectorIndex,
+    scope: Scope,
+    dense: tuple[np.ndarray, np.ndarray],
+    hits: tuple[np.ndarray, np.ndarray],
+    vector: np.ndarray | None,
+    s: RecallSettings,
+    types: set[str] | None,
+    whole_archive: bool,
+) -> dict[str, Ranked] | None:
+    """`_candidates_of` on rows of the index (the dense hits and the keyword hits with their
+    cosines and BM25 scores) as columns: the same candidates in the same order with the same
+    numbers, with no row object made for a memory that is not a candidate and no id looked
+    up. None when a row's facts are not held (written by another process since the last
+    sync, or a role not loaded): those are read from the store."""
+    dense_at, dense_cos = dense
+    hit_at, hit_bm25 = hits
+    if not index.holds(scope.visible_roles):
+        return None
+    # Membership by a mark per row of the index: `np.isin` sorts, ~0.1 ms a call here.
+    is_dense = np.zeros(index.size, dtype=bool)
+    is_dense[dense_at] = True
+    is_hit = np.zeros(index.size, dtype=bool)
+    is_hit[hit_at] = True
+    # Every row the store would be asked for: the hits, then the dense rows not among them.
+    every = np.concatenate([hit_at, dense_at[~is_hit[dense_at]]])
+    if not index.facts.known[every].all():
+        return None
+    # The keyword hits, best first (ties in the search's order), of the types asked for.
+    order = np.argsort(-hit_bm25, kind="stable")
+    kw_at, kw_bm25 = hit_at[order], hit_bm25[order]
+    if types:
+        typed = index.type_allowed(types)[index.type_code[kw_at]]
+        kw_at, kw_bm25 = kw_at[typed], kw_bm25[typed]
+    # Each tier has its own places: live rows up to n_sparse, faded ones up to n_faded.
+    tier = index.archived[kw_at] if not whole_archive else np.zeros(kw_at.size, dtype=bool)
+    place = np.where(tier, np.cumsum(tier), np.cumsum(~tier))
+    in_dense = is_dense[kw_at]
+    chosen = in_dense | (place <= np.where(tier, s.n_faded, s.n_sparse))
+    picked = kw_at[chosen]
+    is_dense[picked] = False  # what is left: the dense rows not picked, in the store's order
+    rest = every[is_dense[every]]
+    at = np.concatenate([picked, rest])
+    both = np.concatenate([in_dense[chosen], np.ones(rest.size, dtype=bool)])
+    source = ["both" if b else "sparse" for b in both[: picked.size].tolist()]
+    source += ["dense"] * rest.size
+    # Forgotten by its user: never a candidate.
+    kept = ~(index.archived[at] & ~index.faded[at])
+    if not kept.all():
+        at, both = at[kept], both[kept]
+        source = [name for name, keep in zip(source, kept.tolist(), strict=True) if keep]
+    top = float(kw_bm25.max()) if kw_bm25.size else 0.0
+    keyword = dict(zip(kw_at.tolist(), kw_bm25.tolist(), strict=True))
+    cosine = dict(zip(dense_at.tolist(), dense_cos.tolist(), strict=True))
+    rows = at.tolist()
+    lex = [keyword.get(row, 0.0) / top if top > 0 else 0.0 for row in rows]
+    cos: list[float | None] = [
+        cosine[row] if b else None for row, b in zip(rows, both.tolist(), strict=True)
+    ]
+    if vector is not None:
+        sparse = [k for k, b in enumerate(both.tolist()) if not b]
+        for k, sim in zip(sparse, index.cosines_at(at[sparse], vector), strict=True):
+            cos[k] = sim
+    ids = index.ids.names(rows)
+    held = index.facts.rows(
+        at,
+        ids,
+        index.type_names(at),
+        index.archived[at].tolist(),
+        index.faded[at].tolist(),
+    )
+    out = {}
+    for row, name, c, x in zip(held, source, cos, lex, strict=True):
+        # Without a query vector, BM25 (scaled by the best hit) stands in for the cosine.
+        out[row.id] = Ranked(row, name, cos=c, lex=x, semantic=x if vector is None else (c or 0.0))
+    return out
 
 
 def _in_order(ranked: Iterable[Ranked], s: RecallSettings) -> list[Ranked]:
@@ -548,7 +677,7 @@ async def held_keywords(
     looked: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     if not store.in_transaction:
         await index.pull_keywords(store)
-        hits = index.keyword_hits(
+        hits = index.keyword_hit_rows(
             query_stems(query) if limit > 0 else [],
             scope,
             limit=limit,
@@ -567,7 +696,7 @@ async def held_keywords(
             whole_archive=whole_archive,
             held=True,
         )
-    return KeywordRead([], hits, postings=looked)
+    return KeywordRead([], None, postings=looked, hit_rows=hits)
 
 
 def _spreads(s: RecallSettings, hops: int) -> bool:
@@ -575,21 +704,67 @@ def _spreads(s: RecallSettings, hops: int) -> bool:
     return hops > 0 and s.gamma != 0
 
 
-def _score_parts(rows: list[Ranked], query_tokens: set[str], now: float, s: RecallSettings) -> None:
-    """rel, rec and imp of every row in one vectorised pass (no per-candidate numpy calls)."""
+def _score_parts(
+    rows: list[Ranked], query_tokens: set[str], now: float, s: RecallSettings, facts: HeldFacts
+) -> None:
+    """rel, rec and imp of every row in one vectorised pass (no per-candidate numpy calls).
+
+    A row scored on held facts (`storage.facts`) has its importance, cue words and use
+    history read from the columns for all of them at once; a row read from the store, from
+    its fields. Both fill the same arrays: a score is the same from either, to the bit.
+    """
     if not rows:
         return
-    overlap = []
-    ages, counts, firsts = [], [], []
-    for r in rows:
+    m = len(rows)
+    importance = np.empty(m)
+    counts = np.empty(m)
+    firsts = np.full(m, np.nan)
+    lone = np.full(m, np.nan)  # the one use time of a memory used once
+    times: dict[int, list[float]] = {}  # by position: the use times of the others
+    cues: list[frozenset[str]] = [frozenset()] * m
+    held: list[int] = []
+    held_at: list[int] = []
+    for i, r in enumerate(rows):
         row = r.row
-        r.overlap = scoring.overlap_coefficient(query_tokens, row.cues)
-        overlap.append(r.overlap)
-        # A time in the future (an import, a skewed clock) counts as now, never as fresher.
-        ages.append([max(now - t, 0.0) for t in row.actr_times])
-        counts.append(row.actr_count)
-        first = row.first_access_at
-        firsts.append(None if first is None else max(now - first, 0.0))
+        if isinstance(row, HeldRow):
+            held.append(i)
+            held_at.append(row.at)
+            continue
+        importance[i] = row.importance
+        counts[i] = row.actr_count
+        if row.first_access_at is not None:
+            firsts[i] = row.first_access_at
+        times[i] = row.actr_times
+        cues[i] = row.cues
+    if held:
+        at = np.asarray(held_at, dtype=np.int64)
+        where = np.asarray(held)
+        importance[where] = facts.importance[at]
+        uses, first, newest, more = facts.use_columns(at, [rows[i].id for i in held])
+        counts[where], firsts[where], lone[where] = uses, first, newest
+        times.update((held[k], t) for k, t in more.items())
+        for i, cue in zip(held, facts.cue_sets(at), strict=True):
+            cues[i] = cue
+    # Cue sets are shared by memories with equal labels: each distinct one once.
+    seen: dict[frozenset[str], float] = {}
+    overlap = []
+    for cue in cues:
+        value = seen.get(cue)
+        if value is None:
+            value = seen[cue] = scoring.overlap_coefficient(query_tokens, cue)
+        overlap.append(value)
+    # A time in the future (an import, a skewed clock) counts as now, never as fresher.
+    width = max((len(t) for t in times.values()), default=0)
+    used_once = ~np.isnan(lone)
+    if width == 0 and used_once.any():
+        width = 1
+    ages = np.full((m, width), np.nan)
+    if width:
+        ages[used_once, 0] = np.maximum(now - lone[used_once], 0.0)
+    for i, t in times.items():
+        if t:
+            ages[i, : len(t)] = [max(now - x, 0.0) for x in t]
+    first_ages = np.where(np.isnan(firsts), np.nan, np.maximum(now - firsts, 0.0))
     rel = scoring.relevance(
         np.array([r.semantic for r in rows]),
         np.array(overlap),
@@ -598,12 +773,15 @@ def _score_parts(rows: list[Ranked], query_tokens: set[str], now: float, s: Reca
         mu=s.mu,
     )
     rec = np.asarray(
-        scoring.sigmoid(scoring.base_levels(ages, counts, firsts, s.decay, s.time_grain))
+        scoring.sigmoid(scoring.padded_base_levels(ages, counts, first_ages, s.decay, s.time_grain))
     )
-    for r, rel_i, rec_i in zip(rows, rel, rec, strict=True):
-        r.rel = float(rel_i)
-        r.rec = float(rec_i)
-        r.imp = r.row.importance / 10.0
+    for r, over, rel_i, rec_i, imp in zip(
+        rows, overlap, rel.tolist(), rec.tolist(), (importance / 10.0).tolist(), strict=True
+    ):
+        r.overlap = over
+        r.rel = rel_i
+        r.rec = rec_i
+        r.imp = imp
 
 
 def _ranges(rows: list[Ranked]) -> dict[str, tuple[float, float]]:
@@ -695,7 +873,7 @@ async def _add_outsiders(run: _Pass, ids: list[str]) -> None:
             r.cos = cos
     for r in rows:
         r.semantic = r.cos or 0.0
-    _score_parts(rows, run.query_tokens, run.now, run.s)
+    _score_parts(rows, run.query_tokens, run.now, run.s, run.index.facts)
     if rows:
         _base(rows, run.ranges or _ranges(rows), run.s)
     run.candidates.update({r.id: r for r in rows})

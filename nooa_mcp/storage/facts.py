@@ -20,6 +20,7 @@ Memory: 49 bytes a row (five float64, two int32, a flag). Most memories have one
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,7 +45,9 @@ FACT_ARRAYS = (
 @dataclass(slots=True)
 class HeldRow:
     """A candidate as ranking reads it from the held facts: the attributes of a `ScoringRow`
-    that scoring uses, without its text (read for the rows a reply shows)."""
+    that ranking's later steps use, without its text (read for the rows a reply shows).
+    Its cue words and use history stay in the columns, at `at` (`HeldFacts.use_columns`):
+    scoring reads them for every candidate at once."""
 
     id: str
     type: str
@@ -53,10 +56,8 @@ class HeldRow:
     importance: float
     created_at: float
     valid_to: float | None
-    cues: frozenset[str]
-    actr_count: int
-    first_access_at: float | None
-    actr_times: list[float]
+    #: Its row in the index that holds it (the row of `HeldFacts`' columns).
+    at: int
     bm25: float | None = None
 
 
@@ -135,40 +136,48 @@ class HeldFacts:
         every column read for all of them at once (a numpy scalar per field per row cost more
         than scoring them)."""
         columns = zip(
+            rows.tolist(),
             self.importance[rows].tolist(),
             self.created[rows].tolist(),
             self.valid_to[rows].tolist(),
-            self.cue_code[rows].tolist(),
-            self.uses[rows].tolist(),
-            self.first_use[rows].tolist(),
-            self.newest_use[rows].tolist(),
             strict=True,
         )
-        out = []
-        times_of = self.times
-        cue_sets = self._cue_sets
-        for memory_id, type_, gone, fade, (imp, created, valid_to, cue, uses, first, newest) in zip(
-            ids, types, archived, faded, columns, strict=True
-        ):
-            times = times_of.get(memory_id)
-            if times is None:
-                times = [] if newest != newest else [newest]  # NaN: no use time
-            out.append(
-                HeldRow(
-                    id=memory_id,
-                    type=type_,
-                    archived=gone,
-                    faded=gone and fade,
-                    importance=imp,
-                    created_at=created,
-                    valid_to=None if valid_to != valid_to else valid_to,
-                    cues=cue_sets[cue],
-                    actr_count=uses,
-                    first_access_at=None if first != first else first,
-                    actr_times=list(times),
-                )
+        return [
+            # id, type, archived, faded, importance, created_at, valid_to (NaN: open), at
+            HeldRow(
+                memory_id,
+                type_,
+                gone,
+                gone and fade,
+                imp,
+                created,
+                None if valid_to != valid_to else valid_to,
+                at,
             )
-        return out
+            for memory_id, type_, gone, fade, (at, imp, created, valid_to) in zip(
+                ids, types, archived, faded, columns, strict=True
+            )
+        ]
+
+    def use_columns(
+        self, rows: np.ndarray, ids: Sequence[str]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[int, list[float]]]:
+        """What the base-level of the memories at `rows` (ids `ids`) reads, as columns:
+        each one's use count, first use time and lone use time (NaN: none, or more than
+        one), and the use times of those with more than one, by position (newest first)."""
+        times_of = self.times
+        more = {}
+        if times_of:
+            for position, memory_id in enumerate(ids):
+                times = times_of.get(memory_id)
+                if times is not None:
+                    more[position] = times
+        return self.uses[rows], self.first_use[rows], self.newest_use[rows], more
+
+    def cue_sets(self, rows: np.ndarray) -> list[frozenset[str]]:
+        """The cue words of the memories at `rows` (shared sets: equal labels, one set)."""
+        sets = self._cue_sets
+        return [sets[code] for code in self.cue_code[rows].tolist()]
 
     def keep_ids(self, held: set[str]) -> None:
         """Forget the use times of memories no longer held (their roles were let go)."""

@@ -520,16 +520,26 @@ class VectorIndex:
         at = rows[held]
         if not at.size:
             return {}
-        names = self._type_names()
         found = [i for i, keep in zip(ids, held.tolist(), strict=True) if keep]
         made = self.facts.rows(
             at,
             found,
-            [names[t] for t in self.type_code[at].tolist()],
+            self.type_names(at),
             self.archived[at].tolist(),
             self.faded[at].tolist(),
         )
         return dict(zip(found, made, strict=True))
+
+    def type_names(self, rows: np.ndarray) -> list[str]:
+        """The type of each of `rows`, by name."""
+        names = self._type_names()
+        return [names[t] for t in self.type_code[rows].tolist()]
+
+    def type_allowed(self, types: set[str]) -> np.ndarray:
+        """A lookup table by type code: whether a row of that type is one of `types`."""
+        allowed = np.zeros(len(self._types) + 1, dtype=bool)
+        allowed[[self._types[t] for t in types if t in self._types]] = True
+        return allowed
 
     def _type_names(self) -> list[str]:
         names = [""] * len(self._types)
@@ -747,9 +757,7 @@ class VectorIndex:
         keep &= self._in_scope(rows, scope)
         if types is not None:
             # A lookup table over the few type codes: O(n), where np.isin sorts.
-            allowed = np.zeros(len(self._types) + 1, dtype=bool)
-            allowed[[self._types[t] for t in types if t in self._types]] = True
-            keep &= allowed[self.type_code[rows]]
+            keep &= self.type_allowed(types)[self.type_code[rows]]
         return keep
 
     def holds(self, roles: frozenset[str] | None) -> bool:
@@ -845,29 +853,48 @@ class VectorIndex:
         floor: int,
         looked: dict[str, tuple[np.ndarray, np.ndarray]] | None = None,
     ) -> list[tuple[str, float]] | None:
-        """`Store.keyword_hits` from the held postings (None until they are loaded): the BM25
-        top `limit` of live rows in `scope` and the top `faded` of faded rows (`wide`: every
-        row in one tier), best first, ties by seq — as the store's statement ranks them,
-        the faded among the best `max(4·limit, 200)` matches unless too few live rows were
-        among those. The scope's roles must be held (`holds`). `looked`: as for
-        `HeldKeywords.search`."""
+        """`keyword_hit_rows` as (id, BM25) pairs."""
+        found = self.keyword_hit_rows(
+            stems, scope, limit=limit, faded=faded, wide=wide, floor=floor, looked=looked
+        )
+        if found is None:
+            return None
+        rows, scores = found
+        return list(zip(self.ids.names(rows.tolist()), scores.tolist(), strict=True))
+
+    def keyword_hit_rows(
+        self,
+        stems: Sequence[str],
+        scope: Scope,
+        *,
+        limit: int,
+        faded: int,
+        wide: bool,
+        floor: int,
+        looked: dict[str, tuple[np.ndarray, np.ndarray]] | None = None,
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """`Store.keyword_hits` from the held postings (None until they are loaded), as rows
+        of this index and their BM25 scores: the top `limit` of live rows in `scope` and the
+        top `faded` of faded rows (`wide`: every row in one tier), best first, ties by seq —
+        as the store's statement ranks them, the faded among the best `max(4·limit, 200)`
+        matches unless too few live rows were among those. The scope's roles must be held
+        (`holds`). `looked`: as for `HeldKeywords.search`."""
         keywords = self.keywords
         if not keywords.ready:
             return None
+        none = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64))
         if limit <= 0 or not stems:
-            return []
+            return none
         seqs, scores = keywords.search(stems, floor, COMMON_SHARE, looked)
         if not seqs.size or not self.size:
-            return []  # no match, or no row of the scope's roles (all held) in the store
+            return none  # no match, or no row of the scope's roles (all held) in the store
         order = np.lexsort((seqs, -scores))
         scores, rows = scores[order], self.rows_of_seqs(seqs[order])
         pool = max(limit * 4, 200)
         picked, live = self._keyword_tiers(rows[:pool], scope, limit, faded, wide)
         if live < limit and rows.size >= pool:
             picked, live = self._keyword_tiers(rows, scope, limit, faded, wide)
-        return list(
-            zip(self.ids.names(rows[picked].tolist()), scores[picked].tolist(), strict=True)
-        )
+        return rows[picked].astype(np.int64), scores[picked]
 
     def _keyword_tiers(
         self, rows: np.ndarray, scope: Scope, limit: int, faded: int, wide: bool
@@ -957,7 +984,19 @@ class VectorIndex:
         start: int = 0,
         floor: float | None = None,
     ) -> list[tuple[str, float]]:
-        """Top `n` (id, cosine) among the masked rows, best first; `mask` covers rows
+        """`search_rows` as (id, cosine) pairs."""
+        at, sims = self.search_rows(query, mask, n, start, floor)
+        return list(zip(self.ids.names(at.tolist()), sims.tolist(), strict=True))
+
+    def search_rows(
+        self,
+        query: np.ndarray,
+        mask: np.ndarray,
+        n: int,
+        start: int = 0,
+        floor: float | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Top `n` rows and their cosines among the masked rows, best first; `mask` covers rows
         `start`…`start + len(mask)` (a write looks only at the rows added after its shared
         near-duplicate product, without a mask over every row). With a `floor`, only rows
         at that cosine or above, found through the sketch (`storage.sketch`).
@@ -966,13 +1005,14 @@ class VectorIndex:
         tombstone check looks at the archived rows alone instead of holding the event loop
         for a product over every row on each write.
         """
+        none = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
         if self.size == 0 or n <= 0:
-            return []
+            return none
         query = np.asarray(query, np.float32)
         kept = int(np.count_nonzero(mask))
         n = min(n, kept)
         if n <= 0:
-            return []
+            return none
         reach = None
         if floor is not None and start == 0 and kept * SKETCH_SHARE >= mask.shape[0]:
             reach = self._reachable(query[None, :], floor, mask.shape[0])
@@ -980,7 +1020,7 @@ class VectorIndex:
             assert floor is not None
             rows, sims = self._above(query, reach[0], mask, floor)
             top = best(sims, n)
-            return list(zip(self.ids.names(rows[top].tolist()), sims[top].tolist(), strict=True))
+            return rows[top], sims[top]
         picked: np.ndarray | None = None
         if kept * SPARSE_SHARE < mask.shape[0]:
             picked = np.flatnonzero(mask) + start
@@ -1001,19 +1041,30 @@ class VectorIndex:
             # In float64, as Python compares: numpy would round `floor` to float32 first.
             above = sims[top].astype(np.float64) >= floor
             at, top = at[above], top[above]
-        return list(zip(self.ids.names(at.tolist()), sims[top].tolist(), strict=True))
+        return at, sims[top]
 
     def search_tiers(
         self, query: np.ndarray, mask: np.ndarray, n: int, n_faded: int
     ) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
-        """`search` of the live rows `mask` keeps (top `n`) and of the faded ones (top
+        """`search_tier_rows` as (id, cosine) pairs, a list per tier."""
+        live, faded = self.search_tier_rows(query, mask, n, n_faded)
+        return (
+            list(zip(self.ids.names(live[0].tolist()), live[1].tolist(), strict=True)),
+            list(zip(self.ids.names(faded[0].tolist()), faded[1].tolist(), strict=True)),
+        )
+
+    def search_tier_rows(
+        self, query: np.ndarray, mask: np.ndarray, n: int, n_faded: int
+    ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+        """`search_rows` of the live rows `mask` keeps (top `n`) and of the faded ones (top
         `n_faded`), from one product: each tier has its own places, so a large archive never
         takes a live row's place, and the matrix is read once for both."""
         n_rows = mask.shape[0]
         faded = mask & self.faded[:n_rows]
         live = mask & ~self.archived[:n_rows]
         if n_faded <= 0 or not faded.any():
-            return self.search(query, live, n), []
+            none = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
+            return self.search_rows(query, live, n), none
         query = np.asarray(query, np.float32)
         both = live | faded
         kept = int(np.count_nonzero(both))
@@ -1084,18 +1135,18 @@ class VectorIndex:
 
     def _top(
         self, sims: np.ndarray, keep: np.ndarray, n: int, rows: np.ndarray | None = None
-    ) -> list[tuple[str, float]]:
-        """The `n` best (id, cosine) among the rows `keep` marks, best first: `sims` are the
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The `n` best rows and cosines among the rows `keep` marks, best first: `sims` are the
         cosines of every row, or of `rows` alone (ascending: equal cosines stay in row
         order, as over every row)."""
         kept = keep if rows is None else keep[rows]
         n = min(n, int(np.count_nonzero(kept)))
         if n <= 0:
-            return []
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=sims.dtype)
         tier = np.where(kept, sims, -np.inf)
         top = best(tier, n)
         at = top if rows is None else rows[top]
-        return list(zip(self.ids.names(at.tolist()), tier[top].tolist(), strict=True))
+        return at, tier[top]
 
     def vector(self, memory_id: str) -> np.ndarray | None:
         row = self.ids.get(memory_id)
@@ -1106,8 +1157,12 @@ class VectorIndex:
     def cosines(self, ids: list[str], query: np.ndarray) -> list[float | None]:
         """`vector(i) @ query` for each id (None without a stored vector), with one lookup
         for all of them: a lookup one id at a time costs ~8 µs, and recall asks for ~50."""
+        return self.cosines_at(self.ids.rows_of(ids), query)
+
+    def cosines_at(self, rows: np.ndarray, query: np.ndarray) -> list[float | None]:
+        """`cosines` of rows of this index (-1: none, so None)."""
         out: list[float | None] = []
-        for row in self.ids.rows_of(ids).tolist():
+        for row in rows.tolist():
             has = row >= 0 and self.has_vector[row]
             out.append(float(self.matrix[row] @ query) if has else None)
         return out

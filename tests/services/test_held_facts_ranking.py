@@ -18,8 +18,9 @@ from row_reads import record_row_reads
 from nooa_mcp import Memory
 from nooa_mcp.domain.schema import EdgeType, now as utc_now
 from nooa_mcp.embeddings import HashEmbedder
-from nooa_mcp.services.ranking import keyword_candidates, rank
+from nooa_mcp.services.ranking import held_keywords, keyword_candidates, rank
 from nooa_mcp.storage.rows import uses_of
+from nooa_mcp.storage.sqlite import SQLiteStore
 
 pytestmark = pytest.mark.anyio
 
@@ -157,3 +158,107 @@ async def test_a_recall_reads_the_rows_of_what_it_shows_only(mem: Memory, monkey
     assert {h.id for h in result.hits} <= set(asked[0])
     assert len(asked[0]) < len(TEXTS)
     assert all(h.content for h in result.hits)
+
+
+async def _four_ways(
+    mem: Memory, query: str, types: set[str] | None, now: float, whole: bool
+) -> dict[str, list[tuple]]:
+    """The ranking of `query` from the held postings' rows and the columns beside them (what
+    a warm server does); from the same hits named by id, their facts looked up by id; from
+    the store's keyword search and held facts; and from the store's search and rows."""
+    c = mem._caller
+    scope = c.scope("mine")
+    settings = c.settings.recall
+    vector = await c.engine.query_vector(query)
+    out = {}
+    for way in ("columns", "named", "held", "rows"):
+        async with c.engine.vectors(scope.visible_roles) as index:
+            if way in ("columns", "named"):
+                read = await held_keywords(
+                    query,
+                    index=index,
+                    store=c.store,
+                    scope=scope,
+                    settings=settings,
+                    types=types,
+                    whole_archive=whole,
+                )
+                assert read.hit_rows is not None and read.hits is None
+                if way == "named":
+                    at, scores = read.hit_rows
+                    read.hits = list(zip(index.ids.names(at.tolist()), scores.tolist()))
+                    read.hit_rows = None
+            else:
+                read = await keyword_candidates(
+                    query,
+                    store=c.store,
+                    scope=scope,
+                    settings=settings,
+                    types=types,
+                    whole_archive=whole,
+                    held=way == "held",
+                )
+
+            async def done(read=read):
+                return read
+
+            ranking = await rank(
+                query,
+                store=c.store,
+                index=index,
+                query_vector=vector,
+                scope=scope,
+                settings=settings,
+                now=now,
+                types=types,
+                keyword=done(),
+                whole_archive=whole,
+            )
+        out[way] = [
+            (r.id, r.source, r.score, r.cos, r.rel, r.rec, r.imp, r.spread, r.faded, r.path)
+            for r in ranking.rows
+        ]
+    return out
+
+
+async def test_candidates_taken_as_columns_rank_as_the_rows_do(store_target) -> None:
+    """Live, faded and forgotten memories of several types, keyword places filled in both
+    tiers: the candidates picked from rows of the index and scored on the columns (no row
+    object for a memory that is not one) are those, in the order, with the numbers, that
+    rows named by id and rows read from the store give."""
+    async with Memory.open(store_target, owner="me", embedder=HashEmbedder()) as mem:
+        settings = mem._caller.settings.recall
+        # Few places, so the keyword search fills both tiers and leaves hits out.
+        settings.n_sparse, settings.n_faded, settings.n_dense = 3, 2, 4
+        old = await mem.author_many(
+            [{"content": text, "type": "episode"} for text, _, _, _ in TEXTS[:5]]
+        )
+        report = await mem.reflect(["prune"], now=utc_now() + timedelta(days=730))
+        assert report.steps[0].applied == 5  # every one of them faded
+        ids = await _store(mem)
+        await mem.author("to reset the harbour crane, restart its hoist controller", type="skill")
+        await mem.forget(ids[3])
+        await mem.engine.index.load_keywords(mem.engine.store)
+        now = utc_now().timestamp()
+        # The held postings rank as SQLite's FTS5 does, to the bit; PostgreSQL's own search
+        # is another (a warm server on either searches the postings).
+        same_search = isinstance(mem.engine.store, SQLiteStore)
+        sources: set[str] = set()
+        faded = 0
+        for query in [*QUERIES, "crane", "harbour crane limit tonnes Dana jib", "jib bolts"]:
+            # `whole`: every memory in one tier, as explain's dry run searches.
+            for types, whole in [
+                (None, False),
+                ({"info"}, False),
+                ({"skill", "episode"}, False),
+                (None, True),
+            ]:
+                ways = await _four_ways(mem, query, types, now, whole)
+                assert ways["columns"] == ways["named"], (query, types, whole)
+                if same_search:
+                    assert ways["columns"] == ways["held"] == ways["rows"], (query, types, whole)
+                sources |= {row[1] for row in ways["columns"]}
+                faded += sum(row[8] for row in ways["columns"])
+                assert ids[3] not in {row[0] for row in ways["columns"]}
+        assert {"both", "sparse", "dense"} <= sources and faded > 0
+        assert {r.id for r in old} & {r[0] for r in ways["columns"]}
