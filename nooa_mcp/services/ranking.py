@@ -543,7 +543,7 @@ async def _versions(
     pool = [r for r in candidates.values() if not r.forgotten and not r.weak(s.weak_relevance)]
     if len(pool) < 2:
         return
-    rows = index.ids.rows_of([r.id for r in pool]).tolist()
+    rows = _rows_in(index, pool)
     known = [(r, row) for r, row in zip(pool, rows, strict=True) if row >= 0]
     known = [(r, row) for r, row in known if index.has_vector[row]]
     if len(known) < 2:
@@ -558,7 +558,11 @@ async def _versions(
     paired = sorted({int(i) for i in close.ravel().tolist()})
     asked = named_stems(query)
     ids = [known[i][0].id for i in paired]
-    held = {} if postings is None else index.stems_held(ids, asked, postings)
+    held = (
+        {}
+        if postings is None
+        else index.stems_held(ids, asked, postings, rows=[known[i][1] for i in paired])
+    )
     whole: set[int] = set()
     for i, j in close.tolist():
         if known[i][0].faded != known[j][0].faded:
@@ -621,6 +625,18 @@ async def _versions(
     for newer, older in pairs:
         if older.score >= newer.score and names(newer) == names(older):
             older.score = newer.score - 1e-6
+
+
+def _rows_in(index: VectorIndex, ranked: list[Ranked]) -> list[int]:
+    """Each one's row in the index (-1: none): kept by those scored on held facts, looked up
+    by id for the others (rows read from the store)."""
+    rows = [r.row.at if isinstance(r.row, HeldRow) else -1 for r in ranked]
+    asked = [k for k, row in enumerate(rows) if row < 0]
+    if asked:
+        found = index.ids.rows_of([ranked[k].id for k in asked]).tolist()
+        for k, row in zip(asked, found, strict=True):
+            rows[k] = row
+    return rows
 
 
 def _one_memory(a: ScoringRow, b: ScoringRow) -> bool:

@@ -815,16 +815,18 @@ class VectorIndex:
         ids: Sequence[str],
         stems: frozenset[str],
         looked: dict[str, tuple[np.ndarray, np.ndarray]] | None = None,
+        rows: Sequence[int] | None = None,
     ) -> dict[str, frozenset[str]]:
         """Which of `stems` each of `ids` holds among its indexed words (title, content, tags
         and entities: `storage.keywords.indexed_stems`), from the held postings, without
-        reading its text (`looked`: postings a search just looked up, by stem). A memory the
-        postings do not hold (not loaded yet, or written by another process since their last
-        pull) has no entry."""
+        reading its text (`looked`: postings a search just looked up, by stem; `rows`: the
+        ids' rows, when the caller has them). A memory the postings do not hold (not loaded
+        yet, or written by another process since their last pull) has no entry."""
         keywords = self.keywords
         if not keywords.ready or not ids:
             return {}
-        held, at = self._held_at(self.ids.rows_of(list(ids)))
+        found = self.ids.rows_of(list(ids)) if rows is None else np.asarray(rows, np.int64)
+        held, at = self._held_at(found)
         seqs = np.where(held, self.seqs[at], 0)
         held &= seqs < keywords.lengths.size
         held[held] = keywords.lengths[seqs[held]] >= 0
