@@ -18,7 +18,7 @@ from ..domain.forgetting import prune_eta, retention
 from ..domain.inputs import recall_args
 from ..domain.replies import Flags, RecallHit, RecallResult
 from ..domain.requests import RecallRequest
-from ..domain.schema import AccessRecord, Channel, Reference, now as utc_now
+from ..domain.schema import AccessRecord, Channel, Components, Reference, now as utc_now
 from ..domain.scope import Scope
 from ..errors import StoreConflict
 from ..storage.rows import uses_of
@@ -175,7 +175,14 @@ async def recall(caller: Caller, request: RecallRequest) -> RecallResult:
     channel = Channel.searched if hops == 0 else Channel.recalled
     stored_refs = {r.id: r.full.references() for r in top}
     # Retrieved by a cue strong enough to clear the weak line: a use, which revives it.
-    revived = [r.id for r in top if r.faded and not flags(caller, r).weak and r.id not in anchors]
+    # Each hit's flags and score parts once: the log and the reply show the same.
+    marks = [flags(caller, r) for r in top]
+    parts = [r.components for r in top]
+    revived = [
+        r.id
+        for r, f in zip(top, marks, strict=True)
+        if r.faded and not f.weak and r.id not in anchors
+    ]
     if top and caller.store.writable:
         # DESIGN.md §16.9: only what the reader could have used counts as use. A weak hit is
         # logged as `shown`: no base-level, no strength, no rehearsal.
@@ -183,20 +190,23 @@ async def recall(caller: Caller, request: RecallRequest) -> RecallResult:
             (
                 r.id,
                 caller.access(
-                    Channel.shown if flags(caller, r).weak else channel,
+                    Channel.shown if f.weak else channel,
                     query=query[:200],
                     score=round(r.score, 4),
                     rank=position,
-                    components=r.components,
+                    components=c,
                 ),
             )
-            for position, r in enumerate(top, 1)
+            for position, (r, f, c) in enumerate(zip(top, marks, parts, strict=True), 1)
         ]
         await log_after_reply(caller, accesses)
     if revived and caller.store.writable:
         # At once, not with the log after the reply: the next recall sees them live.
         await revive(caller, revived)
-    hits = [_hit(caller, position, r) for position, r in enumerate(top, 1)]
+    hits = [
+        _hit(caller, position, r, f, c)
+        for position, (r, f, c) in enumerate(zip(top, marks, parts, strict=True), 1)
+    ]
     await _attach_references(caller, hits, stored_refs, scope_obj)
     caller.note_activity()
     due = (await reminders.fire(caller, [(query, ranking.query_vector)]))[0]
@@ -244,7 +254,7 @@ async def recall(caller: Caller, request: RecallRequest) -> RecallResult:
     )
 
 
-def _hit(caller: Caller, position: int, r: Ranked) -> RecallHit:
+def _hit(caller: Caller, position: int, r: Ranked, marks: Flags, parts: Components) -> RecallHit:
     row = r.full
     last = datetime.fromtimestamp(row.last_accessed_at, tz=UTC)
     policy = caller.settings.forgetting
@@ -257,8 +267,8 @@ def _hit(caller: Caller, position: int, r: Ranked) -> RecallHit:
         title=row.title,
         content=row.content,
         score=round(r.score, 4),
-        components=r.components,
-        flags=flags(caller, r),
+        components=parts,
+        flags=marks,
         status=row.status,
         importance=row.importance,
         created_at=datetime.fromtimestamp(row.created_at, tz=UTC),
