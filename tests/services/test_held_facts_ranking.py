@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 import anyio
 import pytest
+import time_machine
 from row_reads import record_row_reads
 
 from nooa_mcp import Memory
@@ -262,3 +263,29 @@ async def test_candidates_taken_as_columns_rank_as_the_rows_do(store_target) -> 
                 assert ids[3] not in {row[0] for row in ways["columns"]}
         assert {"both", "sparse", "dense"} <= sources and faded > 0
         assert {r.id for r in old} & {r[0] for r in ways["columns"]}
+
+
+async def test_uses_days_apart_rank_from_the_columns_as_from_the_rows(store_target) -> None:
+    """Recalls on three days leave memories with several use times (held in a dict beside
+    the columns, not in the lone-time column): ranked as the rows rank them, a week later,
+    and at a clock behind every use, where each age counts as none (the same ranking a
+    week further back)."""
+    start = datetime.now(UTC)
+    async with Memory.open(store_target, owner="me", embedder=HashEmbedder()) as mem:
+        await _store(mem)
+        for day in range(3):
+            with time_machine.travel(start + timedelta(days=day, hours=1), tick=False):
+                for query in QUERIES:
+                    await mem.recall(query, k=3)
+                await mem.engine.flush()
+        index = mem.engine.index
+        assert len(index.facts.times) >= 3  # memories with more than one use time
+        later = (start + timedelta(days=9)).timestamp()
+        await _same(mem, later)
+        behind = [
+            (await _both(mem, q, start.timestamp() - d * 86400))[0]
+            for d in (7, 14)
+            for q in QUERIES
+        ]
+        assert behind[: len(QUERIES)] == behind[len(QUERIES) :]
+        assert all(row[4] == row[4] for ranking in behind for row in ranking)  # no NaN rec
