@@ -187,7 +187,9 @@ async def _four_ways(
                 assert read.hit_rows is not None and read.hits is None
                 if way == "named":
                     at, scores = read.hit_rows
-                    read.hits = list(zip(index.ids.names(at.tolist()), scores.tolist()))
+                    read.hits = list(
+                        zip(index.ids.names(at.tolist()), scores.tolist(), strict=True)
+                    )
                     read.hit_rows = None
             else:
                 read = await keyword_candidates(
