@@ -55,48 +55,15 @@ async def _store(mem: Memory) -> list[str]:
     return ids
 
 
-async def _both(mem: Memory, query: str, now: float) -> tuple[list[tuple], list[tuple]]:
-    """The ranking of `query` from held facts and from the store's rows, at the same `now`."""
-    c = mem._caller
-    scope = c.scope("mine")
-    settings = c.settings.recall
-    vector = await c.engine.query_vector(query)
-    out = []
-    for held in (True, False):
-        async with c.engine.vectors(scope.visible_roles) as index:
-            assert index.holds(scope.visible_roles)
-            read = await keyword_candidates(
-                query, store=c.store, scope=scope, settings=settings, held=held
-            )
-            assert (read.hits is not None) is held
-
-            async def done(read=read):
-                return read
-
-            ranking = await rank(
-                query,
-                store=c.store,
-                index=index,
-                query_vector=vector,
-                scope=scope,
-                settings=settings,
-                now=now,
-                keyword=done(),
-            )
-        out.append(
-            [
-                (r.id, r.source, r.score, r.rel, r.rec, r.imp, r.spread, r.stale, r.superseded_by)
-                for r in ranking.rows
-            ]
-        )
-    return out[0], out[1]
+#: Every way `_ways` ranks.
+FOUR = ("columns", "named", "held", "rows")
 
 
 async def _same(mem: Memory, now: float | None = None) -> None:
     now = utc_now().timestamp() if now is None else now
     for query in QUERIES:
-        held, read = await _both(mem, query, now)
-        assert held and held == read, query
+        ways = await _ways(mem, query, now)
+        assert ways["held"] and ways["held"] == ways["rows"], query
 
 
 async def test_held_facts_rank_as_the_rows_do_as_uses_and_edits_come(store_target) -> None:
@@ -161,19 +128,26 @@ async def test_a_recall_reads_the_rows_of_what_it_shows_only(mem: Memory, monkey
     assert all(h.content for h in result.hits)
 
 
-async def _four_ways(
-    mem: Memory, query: str, types: set[str] | None, now: float, whole: bool
+async def _ways(
+    mem: Memory,
+    query: str,
+    now: float,
+    ways: tuple[str, ...] = ("held", "rows"),
+    types: set[str] | None = None,
+    whole: bool = False,
 ) -> dict[str, list[tuple]]:
-    """The ranking of `query` from the held postings' rows and the columns beside them (what
-    a warm server does); from the same hits named by id, their facts looked up by id; from
-    the store's keyword search and held facts; and from the store's search and rows."""
+    """The ranking of `query` at `now`, each of `ways`: "columns", from the held postings'
+    rows and the columns beside them (what a warm server does); "named", from the same hits
+    named by id, their facts looked up by id; "held", from the store's keyword search and
+    held facts; "rows", from the store's search and rows."""
     c = mem._caller
     scope = c.scope("mine")
     settings = c.settings.recall
     vector = await c.engine.query_vector(query)
     out = {}
-    for way in ("columns", "named", "held", "rows"):
+    for way in ways:
         async with c.engine.vectors(scope.visible_roles) as index:
+            assert index.holds(scope.visible_roles)
             if way in ("columns", "named"):
                 read = await held_keywords(
                     query,
@@ -201,6 +175,7 @@ async def _four_ways(
                     whole_archive=whole,
                     held=way == "held",
                 )
+                assert (read.hits is not None) is (way == "held")
 
             async def done(read=read):
                 return read
@@ -218,7 +193,20 @@ async def _four_ways(
                 whole_archive=whole,
             )
         out[way] = [
-            (r.id, r.source, r.score, r.cos, r.rel, r.rec, r.imp, r.spread, r.faded, r.path)
+            (
+                r.id,
+                r.source,
+                r.score,
+                r.cos,
+                r.rel,
+                r.rec,
+                r.imp,
+                r.spread,
+                r.stale,
+                r.superseded_by,
+                r.faded,
+                r.path,
+            )
             for r in ranking.rows
         ]
     return out
@@ -256,12 +244,12 @@ async def test_candidates_taken_as_columns_rank_as_the_rows_do(store_target) -> 
                 ({"skill", "episode"}, False),
                 (None, True),
             ]:
-                ways = await _four_ways(mem, query, types, now, whole)
+                ways = await _ways(mem, query, now, FOUR, types, whole)
                 assert ways["columns"] == ways["named"], (query, types, whole)
                 if same_search:
                     assert ways["columns"] == ways["held"] == ways["rows"], (query, types, whole)
                 sources |= {row[1] for row in ways["columns"]}
-                faded += sum(row[8] for row in ways["columns"])
+                faded += sum(row[10] for row in ways["columns"])
                 assert ids[3] not in {row[0] for row in ways["columns"]}
         assert {"both", "sparse", "dense"} <= sources and faded > 0
         assert {r.id for r in old} & {r[0] for r in ways["columns"]}
@@ -285,9 +273,9 @@ async def test_uses_days_apart_rank_from_the_columns_as_from_the_rows(store_targ
         later = (start + timedelta(days=9)).timestamp()
         await _same(mem, later)
         behind = [
-            (await _both(mem, q, start.timestamp() - d * 86400))[0]
+            (await _ways(mem, q, start.timestamp() - d * 86400))["held"]
             for d in (7, 14)
             for q in QUERIES
         ]
         assert behind[: len(QUERIES)] == behind[len(QUERIES) :]
-        assert all(row[4] == row[4] for ranking in behind for row in ranking)  # no NaN rec
+        assert all(row[5] == row[5] for ranking in behind for row in ranking)  # no NaN rec
