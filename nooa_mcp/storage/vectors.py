@@ -825,8 +825,8 @@ class VectorIndex:
         keywords = self.keywords
         if not keywords.ready or not ids:
             return {}
-        found = self.ids.rows_of(list(ids)) if rows is None else np.asarray(rows, np.int64)
-        held, at = self._held_at(found)
+        asked_rows = self.ids.rows_of(list(ids)) if rows is None else np.asarray(rows, np.int64)
+        held, at = self._held_at(asked_rows)
         seqs = np.where(held, self.seqs[at], 0)
         held &= seqs < keywords.lengths.size
         held[held] = keywords.lengths[seqs[held]] >= 0
