@@ -460,8 +460,10 @@ def _held_table(
         index.archived[at].tolist(),
         index.faded[at].tolist(),
     )
+    hit = dict(zip(hit_at.tolist(), hit_bm25.tolist(), strict=True))
     out = {}
     for row, name, c, x in zip(held, source, cos, lex, strict=True):
+        row.bm25 = hit.get(row.at)  # as a hit's row by id carries it (`_held_candidates`)
         # Without a query vector, BM25 (scaled by the best hit) stands in for the cosine.
         out[row.id] = Ranked(row, name, cos=c, lex=x, semantic=x if vector is None else (c or 0.0))
     return out

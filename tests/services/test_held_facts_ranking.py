@@ -206,6 +206,7 @@ async def _ways(
                 r.superseded_by,
                 r.faded,
                 r.path,
+                r.row.bm25,
             )
             for r in ranking.rows
         ]
