@@ -441,10 +441,12 @@ def _held_table(
         at, both = at[kept], both[kept]
         source = [name for name, keep in zip(source, kept.tolist(), strict=True) if keep]
     top = float(kw_bm25.max()) if kw_bm25.size else 0.0
-    keyword = dict(zip(kw_at.tolist(), kw_bm25.tolist(), strict=True))
+    # A candidate that is a hit is one of the types asked for (a dense row passed the same
+    # type mask): its score is the one the places were counted by.
+    hit = dict(zip(hit_at.tolist(), hit_bm25.tolist(), strict=True))
     cosine = dict(zip(dense_at.tolist(), dense_cos.tolist(), strict=True))
     rows = at.tolist()
-    lex = [keyword.get(row, 0.0) / top if top > 0 else 0.0 for row in rows]
+    lex = [hit.get(row, 0.0) / top if top > 0 else 0.0 for row in rows]
     cos: list[float | None] = [
         cosine[row] if b else None for row, b in zip(rows, both.tolist(), strict=True)
     ]
@@ -452,15 +454,7 @@ def _held_table(
         sparse = [k for k, b in enumerate(both.tolist()) if not b]
         for k, sim in zip(sparse, index.cosines_at(at[sparse], vector), strict=True):
             cos[k] = sim
-    ids = index.ids.names(rows)
-    held = index.facts.rows(
-        at,
-        ids,
-        index.type_names(at),
-        index.archived[at].tolist(),
-        index.faded[at].tolist(),
-    )
-    hit = dict(zip(hit_at.tolist(), hit_bm25.tolist(), strict=True))
+    held = index.held_rows_at(at, index.ids.names(rows))
     out = {}
     for row, name, c, x in zip(held, source, cos, lex, strict=True):
         row.bm25 = hit.get(row.at)  # as a hit's row by id carries it (`_held_candidates`)
@@ -686,7 +680,7 @@ async def held_keywords(
     types: set[str] | None = None,
     whole_archive: bool = False,
 ) -> KeywordRead:
-    """`keyword_candidates` from the postings the index holds (`VectorIndex.keyword_hits`),
+    """`keyword_candidates` from the postings the index holds (`VectorIndex.keyword_hit_rows`),
     for an index brought up to date and holding every role of `scope`: awaited after the
     sync. Inside a transaction (whose rows the postings do not hold yet), or before the
     postings are loaded, the store searches."""

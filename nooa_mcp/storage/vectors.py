@@ -216,6 +216,11 @@ def product(rows: Matrix, query: np.ndarray, picked: np.ndarray | None = None) -
     return out
 
 
+def _no_rows(dtype: Any) -> tuple[np.ndarray, np.ndarray]:
+    """An empty search result: no rows (int64) and no scores (`dtype`)."""
+    return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=dtype)
+
+
 def padded_product(matrix: Matrix, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
     """`product` of the gathered `rows` of `matrix`, padded to a multiple of `LANES` rows
     so that none is left to the kernel's leftover loop: each cosine the same bits as the
@@ -521,19 +526,19 @@ class VectorIndex:
         if not at.size:
             return {}
         found = [i for i, keep in zip(ids, held.tolist(), strict=True) if keep]
-        made = self.facts.rows(
-            at,
-            found,
-            self.type_names(at),
-            self.archived[at].tolist(),
-            self.faded[at].tolist(),
-        )
-        return dict(zip(found, made, strict=True))
+        return dict(zip(found, self.held_rows_at(at, found), strict=True))
 
-    def type_names(self, rows: np.ndarray) -> list[str]:
-        """The type of each of `rows`, by name."""
+    def held_rows_at(self, rows: np.ndarray, ids: list[str]) -> list[HeldRow]:
+        """The candidates at `rows` (ids `ids`), each with its facts held: their types and
+        flags, and the facts' columns, read for all of them at once."""
         names = self._type_names()
-        return [names[t] for t in self.type_code[rows].tolist()]
+        return self.facts.rows(
+            rows,
+            ids,
+            [names[t] for t in self.type_code[rows].tolist()],
+            self.archived[rows].tolist(),
+            self.faded[rows].tolist(),
+        )
 
     def type_allowed(self, types: set[str]) -> np.ndarray:
         """A lookup table by type code: whether a row of that type is one of `types`."""
@@ -844,26 +849,6 @@ class VectorIndex:
             for i in np.flatnonzero(held).tolist()
         }
 
-    def keyword_hits(
-        self,
-        stems: Sequence[str],
-        scope: Scope,
-        *,
-        limit: int,
-        faded: int,
-        wide: bool,
-        floor: int,
-        looked: dict[str, tuple[np.ndarray, np.ndarray]] | None = None,
-    ) -> list[tuple[str, float]] | None:
-        """`keyword_hit_rows` as (id, BM25) pairs."""
-        found = self.keyword_hit_rows(
-            stems, scope, limit=limit, faded=faded, wide=wide, floor=floor, looked=looked
-        )
-        if found is None:
-            return None
-        rows, scores = found
-        return list(zip(self.ids.names(rows.tolist()), scores.tolist(), strict=True))
-
     def keyword_hit_rows(
         self,
         stems: Sequence[str],
@@ -884,7 +869,7 @@ class VectorIndex:
         keywords = self.keywords
         if not keywords.ready:
             return None
-        none = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64))
+        none = _no_rows(np.float64)
         if limit <= 0 or not stems:
             return none
         seqs, scores = keywords.search(stems, floor, COMMON_SHARE, looked)
@@ -1007,7 +992,7 @@ class VectorIndex:
         tombstone check looks at the archived rows alone instead of holding the event loop
         for a product over every row on each write.
         """
-        none = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
+        none = _no_rows(np.float32)
         if self.size == 0 or n <= 0:
             return none
         query = np.asarray(query, np.float32)
@@ -1045,16 +1030,6 @@ class VectorIndex:
             at, top = at[above], top[above]
         return at, sims[top]
 
-    def search_tiers(
-        self, query: np.ndarray, mask: np.ndarray, n: int, n_faded: int
-    ) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
-        """`search_tier_rows` as (id, cosine) pairs, a list per tier."""
-        live, faded = self.search_tier_rows(query, mask, n, n_faded)
-        return (
-            list(zip(self.ids.names(live[0].tolist()), live[1].tolist(), strict=True)),
-            list(zip(self.ids.names(faded[0].tolist()), faded[1].tolist(), strict=True)),
-        )
-
     def search_tier_rows(
         self, query: np.ndarray, mask: np.ndarray, n: int, n_faded: int
     ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
@@ -1065,8 +1040,7 @@ class VectorIndex:
         faded = mask & self.faded[:n_rows]
         live = mask & ~self.archived[:n_rows]
         if n_faded <= 0 or not faded.any():
-            none = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
-            return self.search_rows(query, live, n), none
+            return self.search_rows(query, live, n), _no_rows(np.float32)
         query = np.asarray(query, np.float32)
         both = live | faded
         kept = int(np.count_nonzero(both))
@@ -1144,7 +1118,7 @@ class VectorIndex:
         kept = keep if rows is None else keep[rows]
         n = min(n, int(np.count_nonzero(kept)))
         if n <= 0:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=sims.dtype)
+            return _no_rows(sims.dtype)
         tier = np.where(kept, sims, -np.inf)
         top = best(tier, n)
         at = top if rows is None else rows[top]

@@ -1,5 +1,5 @@
 """Keyword search from the postings held in memory ranks as the store's own search does
-(`storage.postings`, `VectorIndex.keyword_hits`; DESIGN.md §5.13).
+(`storage.postings`, `VectorIndex.keyword_hit_rows`; DESIGN.md §5.13).
 
 The store's search (FTS5's `bm25()` in SQLite, its formula in PostgreSQL's SQL) is the
 reference: for every query, scope and tier setting, the held search must return the same ids
@@ -94,6 +94,15 @@ async def _fill(target, n: int) -> list[list[str]]:
     return ids
 
 
+def _held_hits(index, stems, scope, **tiers) -> list[tuple[str, float]] | None:
+    """`VectorIndex.keyword_hit_rows` as the store gives its hits: (id, BM25) pairs."""
+    found = index.keyword_hit_rows(stems, scope, **tiers)
+    if found is None:
+        return None
+    rows, scores = found
+    return list(zip(index.ids.names(rows.tolist()), scores.tolist(), strict=True))
+
+
 def _alike(store, got: list[tuple[str, float]], want: list[tuple[str, float]]) -> bool:
     if store.dialect.name == "sqlite":
         return got == want
@@ -110,7 +119,8 @@ async def _compare(store, index, queries, scopes) -> int:
                 want = await store.keyword_hits(
                     query, scope, limit=limit, faded=faded, include_archived=wide
                 )
-                got = index.keyword_hits(
+                got = _held_hits(
+                    index,
                     query_stems(query),
                     scope,
                     limit=limit,
@@ -188,8 +198,8 @@ async def test_held_search_follows_rewrites_and_archives(filled) -> None:
     await index.pull_keywords(store)
     queries = ("zebra", "storm crane", "harbour crane", "rewritten")
     assert await _compare(store, index, queries, SCOPES[:2]) > 0
-    zebra = index.keyword_hits(
-        ["zebra"], SCOPES[0], limit=50, faded=5, wide=False, floor=store.common_floor
+    zebra = _held_hits(
+        index, ["zebra"], SCOPES[0], limit=50, faded=5, wide=False, floor=store.common_floor
     )
     assert len(zebra) == 13  # the 13 rewritten rows, each found by its new words only
     # And a fresh index, loaded from scratch, holds the same.
@@ -224,7 +234,7 @@ async def test_the_pool_fallback_finds_the_scope_s_rows_below_others(tmp_path) -
         await index.load_keywords(store)
         ana = Scope(owner="ana@laptop")
         want = await store.keyword_hits("zebra", ana, limit=5, faded=0)
-        got = index.keyword_hits(["zebra"], ana, limit=5, faded=0, wide=False, floor=1000)
+        got = _held_hits(index, ["zebra"], ana, limit=5, faded=0, wide=False, floor=1000)
         assert got == want and len(got) == 5
     finally:
         await store.close()
@@ -247,7 +257,7 @@ async def test_an_index_holding_only_an_empty_role_finds_nothing_as_the_store(tm
         await index.ensure(store, carl.visible_roles)
         await index.load_keywords(store)
         assert index.holds(carl.visible_roles) and index.keywords.count == 5
-        got = index.keyword_hits(["crane"], carl, limit=50, faded=5, wide=False, floor=1000)
+        got = _held_hits(index, ["crane"], carl, limit=50, faded=5, wide=False, floor=1000)
         assert got == await store.keyword_hits("crane", carl, limit=50, faded=5) == []
     finally:
         await store.close()
