@@ -850,18 +850,39 @@ def _held(run: _Pass) -> bool:
     return run.index.holds(run.scope.visible_roles)
 
 
-async def _out_edges(run: _Pass, sources: list[str]) -> list[EdgeRow]:
-    """Out-edges of `sources` to live targets inside the scope (`storage.links`)."""
+async def _out_edges(
+    run: _Pass, sources: list[str], ranked: list[Ranked] | None = None
+) -> list[EdgeRow]:
+    """Out-edges of `sources` to live targets inside the scope (`storage.links`); by their
+    rows when they are `ranked` candidates all held (`_held_at`)."""
     if not _held(run):
         return await run.store.out_edges(sources, run.scope)
+    at = None if ranked is None else _held_at(ranked)
+    if at is not None:
+        return run.index.links.out_edges_at(at, run.scope, run.index)
     return run.index.links.out_edges(sources, run.scope, run.index)
 
 
-async def _successors(run: _Pass, targets: list[str]) -> list[EdgeRow]:
+async def _successors(run: _Pass, targets: list[Ranked]) -> list[EdgeRow]:
     """Superseding links into `targets` from live sources inside the scope, likewise."""
     if not _held(run):
-        return await run.store.successors(targets, SUPERSEDING_RELATIONS, run.scope)
-    return run.index.links.successors(targets, SUPERSEDING_RELATIONS, run.scope, run.index)
+        ids = [r.id for r in targets]
+        return await run.store.successors(ids, SUPERSEDING_RELATIONS, run.scope)
+    links, index = run.index.links, run.index
+    at = _held_at(targets)
+    if at is not None:
+        return links.successors_at(at, SUPERSEDING_RELATIONS, run.scope, index)
+    return links.successors([r.id for r in targets], SUPERSEDING_RELATIONS, run.scope, index)
+
+
+def _held_at(ranked: list[Ranked]) -> np.ndarray | None:
+    """The index rows of `ranked` when every one was scored on held facts (`HeldRow.at`),
+    else None: a row read from the store is looked up by id, as an edge may name a memory
+    the index does not hold yet."""
+    rows = [r.row.at if isinstance(r.row, HeldRow) else -1 for r in ranked]
+    if -1 in rows:
+        return None
+    return np.array(rows, dtype=np.int64)
 
 
 async def _add_outsiders(run: _Pass, ids: list[str]) -> None:
@@ -920,10 +941,12 @@ async def _spread(run: _Pass, seeds: list[Ranked], hops: int) -> None:
     frontier = {r.id: r.base for r in seeds}
     received: dict[str, float] = {}
     paths: dict[str, list[str]] = {}
+    first: list[Ranked] | None = seeds  # the first hop's sources, by row where held
     for _ in range(hops):
         # DESIGN.md §16.3, §16.4: only edges to live targets inside the scope, so an archived
         # or foreign memory is never written into the frontier and relays nothing.
-        found = await _out_edges(run, list(frontier))
+        found = await _out_edges(run, list(frontier), first)
+        first = None
         # `scoring.spread_hop` on arrays: each edge's source by its place in the frontier,
         # the edges of one source in the store's order (ties keep it).
         places = {node: place for place, node in enumerate(frontier)}
@@ -964,7 +987,7 @@ async def _supersession(run: _Pass) -> None:
     candidates = run.candidates
     if not candidates:
         return
-    links = await _successors(run, list(candidates))
+    links = await _successors(run, list(candidates.values()))
     await _add_outsiders(run, [e.src for e in links if e.src not in candidates])
     for e in links:
         old, new = candidates.get(e.dst), candidates.get(e.src)

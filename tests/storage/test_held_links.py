@@ -9,6 +9,8 @@ revision pull) once synced.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 from held_edges import held_edges
@@ -18,6 +20,7 @@ from nooa_mcp.domain.scope import Scope
 from nooa_mcp.embeddings import HashEmbedder
 from nooa_mcp.storage import Store, open_store
 from nooa_mcp.storage.base import EdgeRow
+from nooa_mcp.storage.ids import IdTable
 from nooa_mcp.storage.links import HeldLinks, _key
 from nooa_mcp.storage.vectors import VectorIndex
 
@@ -71,15 +74,28 @@ async def fill(store: Store) -> dict[str, str]:
 
 
 async def assert_same(store: Store, held: HeldLinks, index: VectorIndex, ids: list[str]) -> int:
-    """Held reads equal store reads for every scope; how many edges they returned."""
+    """Held reads, by id and by the index's rows, equal store reads for every scope; how many
+    edges they returned."""
     seen = 0
+    rows = index.ids.rows_of(ids)
+    by_row = bool((rows >= 0).all())  # not when a memory asked for is no row yet
     for name, scope in SCOPES.items():
         want = key(await store.out_edges(ids, scope))
         assert key(held.out_edges(ids, scope, index)) == want, name
+        assert not by_row or key(held.out_edges_at(rows, scope, index)) == want, name
         into = key(await store.successors(ids, RELATIONS, scope))
         assert key(held.successors(ids, RELATIONS, scope, index)) == into, name
+        assert not by_row or key(held.successors_at(rows, RELATIONS, scope, index)) == into, name
         seen += len(want) + len(into)
+    assert_row_ends(held, index)
     return seen
+
+
+def assert_row_ends(held: HeldLinks, index: VectorIndex) -> None:
+    """The end code kept for each row of the index (made once, then extended as ends and
+    rows come) is the one its id has now."""
+    every = [index.ids[row] for row in range(len(index.ids))]
+    assert held._row_ends(index).tolist() == held.ends.rows_of(every).tolist()
 
 
 async def test_held_edges_answer_as_the_store_for_every_scope(store: Store) -> None:
@@ -107,6 +123,7 @@ async def test_held_edges_follow_another_connections_links_and_archivals(store_t
         index, held = VectorIndex(EMBED.dim), HeldLinks()
         await index.sync(b)
         await held.sync(b)
+        await assert_same(b, held, index, list(ids.values()))  # the rows' ends kept from here
         late = await put(a, "coder three", "coder@laptop")
         async with a.transaction():
             await a.add_edge(ids["c1"], late, EdgeType.causes, 0.95)
@@ -242,6 +259,39 @@ def test_the_keys_kept_between_inserts_follow_drops_and_many_small_batches() -> 
         gone = set(ends[round_ * 7 : round_ * 7 + 7])
         assert held.drop(sorted(gone)) > 0
         everything = [e for e in everything if e.src not in gone and e.dst not in gone]
+
+
+def test_each_rows_end_is_kept_as_ends_and_rows_come_and_go() -> None:
+    """Ranking asks for its candidates' edges by row: the end code kept for each row follows
+    rows added after their edges, edges added after their rows, a drop that renumbers the
+    ends and an index made anew (a role let go), as a lookup of every id would."""
+    rng = np.random.default_rng(11)
+    names = [f"{i:032x}" for i in range(300)]
+
+    def among(lo: int, hi: int, n: int) -> list[EdgeRow]:
+        picks = rng.integers(lo, hi, (n, 2)).tolist()
+        return [EdgeRow(names[s], names[d], "related", 0.5) for s, d in picks]
+
+    index = SimpleNamespace(ids=IdTable())
+    for name in names[:100]:
+        index.ids.append(name)
+    held = HeldLinks()
+    held.apply(among(50, 150, 80))  # ends of which half are no row yet
+    assert_row_ends(held, index)
+    for name in names[100:200]:  # rows that were ends already, and rows that are not
+        index.ids.append(name)
+    assert_row_ends(held, index)
+    held.apply(among(150, 260, 60))  # new ends: rows, and not rows yet
+    assert_row_ends(held, index)
+    assert held.drop(names[60:75]) > 0  # the ends renumbered
+    assert_row_ends(held, index)
+    kept = IdTable()  # the index made anew with some of its rows (`VectorIndex.release_idle`)
+    for name in names[::3]:
+        kept.append(name)
+    kept.settle()
+    index.ids = kept
+    assert_row_ends(held, index)
+    assert (held._row_ends(index) >= 0).sum() > 20  # the comparisons are not of -1s alone
 
 
 async def test_edges_a_sync_reads_go_in_place_at_the_next_read_or_past_a_bound(
