@@ -637,14 +637,21 @@ async def export(ctx: Context, include_archived: bool, as_json: bool) -> None:
     live and faded ones (what recall reaches), and forgotten ones with --include-archived."""
     as_array = as_json or ctx.as_json
     records = []
+    written = 0
     async with open_memory(ctx, create=False) as mem:
         async for record in mem.export_records(include_archived=include_archived):
+            written += 1
             if as_array:
                 records.append(record)
             else:
                 click.echo(json.dumps(record, ensure_ascii=False))
+        # An export is a backup: one that holds nothing because every memory belongs to a
+        # role this --owner does not read says so, on stderr (stdout is the file).
+        hidden = "" if written else await hidden_note(mem)
     if as_array:
         click.echo(json.dumps(records, indent=2, ensure_ascii=False))
+    if hidden:
+        click.echo(f"Exported no memory. {hidden}", err=True)
 
 
 @main.command(name="list")

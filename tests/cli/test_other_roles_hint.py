@@ -45,6 +45,19 @@ def test_the_cli_names_the_roles_and_the_flag_without_their_content(
     assert "vault" not in out.output and "SSH keys are" not in out.output
 
 
+@pytest.mark.parametrize("flags", [[], ["--json"]], ids=["jsonl", "json"])
+def test_an_export_that_holds_nothing_says_why_on_stderr(cli: Cli, flags: list[str]) -> None:
+    """A backup of an empty scope would be an empty file and exit 0: the sentence goes to
+    stderr, and stdout stays a valid (empty) export."""
+    out = cli("export", *flags)
+    assert out.exit_code == 0, out.output
+    assert out.stdout.strip() in ("", "[]")
+    assert "Exported no memory." in out.stderr and HINT in out.stderr
+    assert "--owner me" in out.stderr and "vault" not in out.stderr
+    full = cli("--owner", "me@code", "export", *flags)
+    assert SECRET in full.stdout and full.stderr == ""
+
+
 def test_stats_json_carries_the_counts_and_the_sentence(cli: Cli) -> None:
     data = cli.json("stats", "--json")
     assert data["total"] == 0
