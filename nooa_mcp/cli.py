@@ -12,6 +12,7 @@ import functools
 import json
 import sys
 from collections.abc import Callable, Coroutine
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -132,6 +133,20 @@ def other_roles_line(hidden: dict[str, int], owner: str) -> str:
 async def hidden_note(mem: Any) -> str:
     hidden = await mem.other_roles()
     return other_roles_line(hidden, mem.owner) if hidden else ""
+
+
+def local_time(text: str | None) -> str | None:
+    """A time typed at the terminal without Z or an offset is the typist's own clock: this
+    machine's local time, made explicit (the store reads a time without one as UTC, which is
+    right for a model's arguments and hours off for a person's). Anything that is not an ISO
+    8601 time goes on as typed, for the store to name the field and the fix."""
+    if not text:
+        return text
+    try:
+        value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return text
+    return (value if value.tzinfo is not None else value.astimezone()).isoformat()
 
 
 def table(headers: list[str], rows: list[list[Any]]) -> str:
@@ -286,7 +301,11 @@ async def _reachable(target: Path | str) -> None:
     help="A reference instead of a copy: file:<path under --reference-root>, memory:<id> or "
     "url:<address> (repeatable).",
 )
-@click.option("--fire-at", help="For --type intent: fire once this ISO 8601 time has passed.")
+@click.option(
+    "--fire-at",
+    help="For --type intent: fire once this ISO 8601 time has passed (this machine's local "
+    "time unless it ends in Z or an offset).",
+)
 @click.option("--cue", help="For --type intent: fire when these words come up later.")
 @click.option("--every-hours", type=float, help="For --type intent: re-arm after firing.")
 @json_option
@@ -309,7 +328,7 @@ async def author(
     """Remember TEXT (`-` reads it from stdin: `cat notes.txt | nooa-mcp author -`)."""
     if text == "-":
         text = sys.stdin.read()
-    trigger = {"fire_at": fire_at, "cue": cue, "every_hours": every_hours}
+    trigger = {"fire_at": local_time(fire_at), "cue": cue, "every_hours": every_hours}
     async with open_memory(ctx) as mem:
         result = await mem.author(
             text,

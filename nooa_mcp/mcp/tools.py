@@ -444,7 +444,7 @@ def _render_intents(result: IntentResult, omitted: int) -> str:
         when = ", ".join(
             part
             for part in (
-                f"at {i.fire_at:%Y-%m-%d %H:%M}" if i.fire_at else "",
+                f"at {i.fire_at:%Y-%m-%d %H:%M} UTC" if i.fire_at else "",
                 f"on '{i.cue}'" if i.cue else "",
                 f"every {i.every_hours:g} h" if i.every_hours else "",
             )

@@ -62,3 +62,34 @@ def test_an_import_fires_no_intent_and_the_next_command_shows_it(cli: Cli, tmp_p
     assert fired_counts(cli)["Pay the tax bill"] == 0  # not spent by the import
     out = cli("author", "Lunch is at noon")
     assert out.output.splitlines()[1].endswith("Pay the tax bill")
+
+
+@pytest.mark.parametrize(
+    ("typed", "stored"),
+    [
+        ("2030-01-01T09:00", "2030-01-01T14:00:00+00:00"),  # New York's 9 am
+        ("2030-07-01T09:00:00", "2030-07-01T13:00:00+00:00"),  # summer time
+        ("2030-01-01T09:00Z", "2030-01-01T09:00:00+00:00"),
+        ("2030-01-01T09:00+02:00", "2030-01-01T07:00:00+00:00"),
+    ],
+)
+def test_a_time_typed_without_an_offset_is_the_machines_local_time(
+    cli: Cli, typed: str, stored: str
+) -> None:
+    """A person typing 9:00 means their clock's 9:00; the store reads a time with no offset
+    as UTC (a model's argument), so the CLI makes the local one explicit first."""
+    import time
+
+    with pytest.MonkeyPatch.context() as local:
+        local.setenv("TZ", "America/New_York")
+        time.tzset()
+        out = cli("author", "Call the bank", "--type", "intent", "--fire-at", typed)
+    time.tzset()
+    assert out.exit_code == 0, out.output
+    [line] = cli("export").stdout.splitlines()
+    assert json.loads(line)["trigger"]["fire_at"] in (stored, stored.replace("+00:00", "Z"))
+
+
+def test_a_time_that_is_no_time_is_named_as_before(cli: Cli) -> None:
+    out = cli("author", "Call the bank", "--type", "intent", "--fire-at", "tomorrow")
+    assert out.exit_code != 0 and "'tomorrow' is not a date" in out.output

@@ -336,6 +336,21 @@ async def test_intent_with_a_future_fire_at_does_not_fire(client: Client) -> Non
     assert result.structured_content["reminders"] == []
 
 
+async def test_an_intents_time_is_shown_as_the_utc_it_was_read_as(client: Client) -> None:
+    """A time with no offset is read as UTC: the reply says UTC, so a model that meant its
+    user's local time sees the difference."""
+    added = await client.call_tool(
+        "intent", {"action": "add", "content": "Call the bank", "fire_at": "2030-01-01T09:00"}
+    )
+    assert not added.is_error
+    listed = await client.call_tool("intent", {"action": "list"})
+    assert "(at 2030-01-01 09:00 UTC)" in listed.content[0].text
+    offset = await client.call_tool(
+        "intent", {"action": "add", "content": "Call Paris", "fire_at": "2030-01-01T09:00+01:00"}
+    )
+    assert "at 2030-01-01 08:00 UTC" in offset.content[0].text
+
+
 async def test_intent_without_a_trigger_is_refused_naming_trigger(client: Client) -> None:
     result = await client.call_tool("intent", {"action": "add", "content": "Sometime"})
     assert result.is_error and "trigger" in result.content[0].text
