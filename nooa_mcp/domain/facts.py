@@ -4,7 +4,8 @@ Pure. Two texts are an *exact repeat* when they are equal after Unicode NFKC, ca
 whitespace collapsing. Two near-identical texts are still *different facts* when they differ in
 a value: a number, a date or time, an identifier (JIRA-5678, web-02, 10.0.0.12), a name or a
 negation. Embeddings put "the rate limit is 100" and "… 500" at cosine 0.99; these rules are
-what keeps the second from being folded into the first.
+what keeps the second from being folded into the first. A number may be written in words
+("three" / "four" worker nodes).
 
 Two texts *say the same thing* (`same_statement`, the only pairs reflection merges) when they
 have the same words in the same order — after case, punctuation, the articles a, an and the
@@ -59,6 +60,14 @@ _DATE = re.compile(
     re.IGNORECASE,
 )
 _NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:[.,]\d+)*(?![\w])")
+#: Numbers in words are values too: "three worker nodes" and "four worker nodes" are two facts
+#: (and a reply that called them a rewording told the model the change was cosmetic). "One"
+#: is left out: mostly a pronoun ("the new one"), and against "two" the other word differs.
+_NUMBER_WORDS = frozenset(
+    """zero two three four five six seven eight nine ten eleven twelve thirteen fourteen
+    fifteen sixteen seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty
+    ninety hundred thousand million billion trillion dozen once twice thrice""".split()  # noqa: SIM905
+)
 _NAME = re.compile(r"\b[A-Z][a-z]+(?:[A-Z][a-z]+)*\b")
 _NEGATION = re.compile(
     r"\b(not|no|never|none|nobody|nothing|neither|nor|without|cannot|isn't|aren't|wasn't|"
@@ -105,11 +114,13 @@ def values(text: str) -> Values:
     # Dates and times first (02:00, 2026-03-01, 3 pm), then identifiers, then bare numbers, each
     # taken out of the text before the next looks, so "10.0.0.12" is one identifier.
     dates = {m.group(0).lower().replace(" ", "") for m in _DATE.finditer(flat)}
-    dates |= {w for w in re.findall(r"[a-z]+", flat.lower()) if w in _MONTHS}
+    lowered = re.findall(r"[a-z]+", flat.lower())
+    dates |= {w for w in lowered if w in _MONTHS}
     rest = _DATE.sub(" ", flat)
     identifiers = {m.group(0).lower() for m in _IDENTIFIER.finditer(rest)}
     rest = _IDENTIFIER.sub(" ", rest)
     numbers = {m.group(0).replace(",", "") for m in _NUMBER.finditer(rest)}
+    numbers |= {w for w in lowered if w in _NUMBER_WORDS}
     # Capitalised words, minus function words that start a sentence ("The", "We").
     names = {m.group(0) for m in _NAME.finditer(flat) if m.group(0).lower() not in STOPWORDS}
     negations = len(_NEGATION.findall(flat))

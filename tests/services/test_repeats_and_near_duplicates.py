@@ -76,6 +76,10 @@ def test_negations_are_counted_and_only_their_parity_tells_facts_apart():
         ("the bug is JIRA-5678", "the bug is JIRA-5679", ["identifier"]),
         ("the owner is Alice", "the owner is Bob", ["name"]),
         ("the rate limit is 100", "the rate limit is 100", []),
+        ("the cluster has three worker nodes", "the cluster has four worker nodes", ["number"]),
+        ("backups run once a day", "backups run twice a day", ["number"]),
+        ("the cluster has 3 nodes", "the cluster has three nodes", ["number"]),
+        ("use the new one", "use the new version", []),  # "one" is mostly a pronoun
         (
             "Alice sets the limit 100 on web-01 at 02:00",
             "Bob does not set the limit 200 on web-02 at 03:00",
@@ -152,6 +156,24 @@ async def test_a_blocked_rewording_reports_its_cosine_to_four_places(mem):
     assert (blocked.id, blocked.similarity) == (first.id, expected)
     assert (blocked.tombstone.memory_id, blocked.tombstone.similarity) == (first.id, expected)
     assert blocked.tombstone.reason == "rotated away"
+
+
+@pytest.mark.anyio
+async def test_a_number_in_words_changed_is_a_new_fact_not_a_forgotten_rewording(mem):
+    """Forgotten: "... three worker nodes". Written next: "... four worker nodes", which the
+    hash embedder puts within the tombstone's line: a changed number, in words, is another
+    fact, written and reported as differing in a number, never refused as the forgotten one."""
+    old = (
+        "The staging cluster in the Frankfurt region has three worker nodes behind the shared "
+        "load balancer and a database replica"
+    )
+    new = old.replace("three", "four")
+    assert cosine(old, new) >= 0.95
+    first = await mem.author(old)
+    await mem.forget(first.id, reason="scaled up")
+    written = await mem.author(new)
+    assert written.status == "created" and written.id != first.id
+    assert (await mem.get(written.id)).content == new
 
 
 @pytest.mark.anyio
