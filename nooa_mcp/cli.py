@@ -518,7 +518,9 @@ def _render_explain(r: Any) -> str:
 async def stats(ctx: Context, as_json: bool, scope: str) -> None:
     """Counts and health of the store."""
     async with open_memory(ctx, create=False) as mem:
-        result = (await mem.stats(scope=scope)).model_dump(mode="json")
+        # The person at the terminal named the store (or took the default): its whole path
+        # says which file was counted.
+        result = (await mem.stats(scope=scope, show_path=True)).model_dump(mode="json")
         hidden = await mem.other_roles() if result["active"] == 0 else {}
         owner = mem.owner
     if hidden:
@@ -543,7 +545,7 @@ def _render_stats(s: dict[str, Any]) -> str:
     ]
     rows += [[f"type {k}", v] for k, v in s["by_type"].items()]
     rows += [[f"owner {k or '(shared)'}", v] for k, v in s["by_owner"].items()]
-    rows += [[k, v] for k, v in s["extra"].items()]
+    rows += [[k, "-" if v is None else v] for k, v in s["extra"].items()]
     out = table(["what", "value"], rows)
     return out + (f"\n{s['note']}" if s.get("note") else "")
 
@@ -736,7 +738,7 @@ async def list_(
                 v.id[:8],
                 v.type.value,
                 v.owner or "(shared)",
-                "archived" if v.archived else (v.status or "live"),
+                _list_state(v),
                 v.importance_label,
                 ",".join(v.tags)[:24],
                 f"{v.created_at:%Y-%m-%d}",
@@ -748,6 +750,20 @@ async def list_(
     if more is not None:
         lines += f"\nMore: nooa-mcp list --after {more} (with the same filters)."
     click.echo(lines)
+
+
+def _list_state(view: Any) -> str:
+    """The state column: archived, a todo's status, an intent's trigger (armed, or fired and
+    spent: a one-shot intent that fired is still live, but will not fire again), or live."""
+    if view.archived:
+        return "archived"
+    if view.status:
+        return view.status
+    trigger = view.trigger or {}
+    fired = trigger.get("fired_count") or 0
+    if view.type.value == "intent" and fired:
+        return f"fired {fired}x" if trigger.get("every_hours") else "fired"
+    return "live"
 
 
 # ---------------------------------------------------------------------------- reflect

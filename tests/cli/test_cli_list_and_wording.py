@@ -59,6 +59,25 @@ def test_list_filters_by_type_owner_tag_and_state(cli: Cli) -> None:
     assert bad.exit_code == 2 and "'note' is not a memory type" in bad.output
 
 
+def test_list_says_which_intents_have_fired(cli: Cli) -> None:
+    """A one-shot intent that fired stays live but will not fire again: `list` says "fired"
+    where it said "live"; a recurring one says how often; an armed one stays "live"."""
+    once = cli("author", "Pay the tax bill", "--type", "intent", "--fire-at", "2020-01-01T00:00Z")
+    every = cli(
+        "author", "Stretch", "--type", "intent", "--fire-at", "2020-01-01T00:00Z",
+        "--every-hours", "24",
+    )  # fmt: skip
+    armed = cli("author", "Renew the domain", "--type", "intent", "--fire-at", "2099-01-01")
+    assert cli("author", "The staging cluster has three worker nodes").exit_code == 0  # fires
+    listed = cli("list", "--type", "intent").output
+    states = {line[:8]: line.split("  ")[3].strip() for line in listed.splitlines()[2:]}
+    assert states == {
+        once.output.split()[1][:8]: "fired",
+        every.output.split()[1][:8]: "fired 1x",
+        armed.output.split()[1][:8]: "live",
+    }
+
+
 def test_an_unknown_id_points_at_list_which_finds_it(cli: Cli) -> None:
     made = cli("author", "The backup job runs at 3am").output.split()[1]
     out = cli("explain", "--id", "deadbeef")

@@ -142,6 +142,18 @@ def test_cli_stats_never_says_the_model_is_warming(
     assert "warming" not in json.dumps(cli.json("stats", "--json"))
 
 
+def test_stats_names_the_whole_store_path_and_prints_no_python_none(cli: Cli) -> None:
+    """Which file was counted is the first thing a person checks; an empty value reads as a
+    dash, not as Python's None."""
+    assert cli("author", "Deploys go out on Tuesdays").exit_code == 0
+    out = cli("stats")
+    assert out.exit_code == 0, out.output
+    assert f"sqlite:{cli.store}" in out.output
+    assert "None" not in out.output
+    assert "last_reflection_at" in out.output
+    assert cli.json("stats", "--json")["extra"]["last_reflection_at"] is None
+
+
 def test_explain_on_an_empty_store_prints_a_sentence(cli: Cli) -> None:
     assert cli("reflect").exit_code == 0  # a write: creates the store, empty
     out = cli("explain", "x")
