@@ -445,6 +445,18 @@ def _explain_flags(x: Any) -> str:
     ).strip()
 
 
+def _terms_cell(t: Any) -> str:
+    """The terms a score adds up (`ScoreTerms`): the scaled, weighted rel, rec and imp, then
+    spread, a penalty and a version's move where not 0."""
+    if t is None:
+        return ""
+    cell = f"{t.rel:.2f}+{t.rec:.2f}+{t.imp:.2f}"
+    for value in (t.spread, t.penalty, t.order):
+        if abs(value) >= 0.005:
+            cell += f"{value:+.2f}"
+    return cell
+
+
 def _render_explain(r: Any) -> str:
     if r.mode == "query" and not r.rows:
         return "Nothing stored matches this query."
@@ -455,6 +467,7 @@ def _render_explain(r: Any) -> str:
                 x.rank,
                 x.id[:8],
                 f"{x.score:.3f}",
+                _terms_cell(x.terms),
                 x.source,
                 _cos(x.cos),
                 f"{x.rel:.2f}",
@@ -473,6 +486,7 @@ def _render_explain(r: Any) -> str:
                     "#",
                     "id",
                     "score",
+                    "= rel+rec+imp(+spread…)",
                     "source",
                     "cos",
                     "rel",

@@ -70,15 +70,14 @@ def _int(page: Page, name: str, default: int, low: int, high: int) -> int:
     return value
 
 
-def weights(page: Page) -> dict[str, float]:
-    """What each score part is multiplied by in the score (spread arrives already × γ)."""
-    r = page.memory.settings.recall
-    return {"rel": r.a_rel, "rec": r.a_rec, "imp": r.a_imp, "spread": 1.0}
+#: The bars draw the score's terms (`ScoreTerms`), already scaled and weighted: each counts once.
+TERM_WEIGHTS = dict.fromkeys(svg.PARTS, 1.0)
 
 
-def parts(row: Any) -> dict[str, float | None]:
-    """rel, rec, imp and spread (already × γ) of an explain row."""
-    return {p: getattr(row, p) for p in svg.PARTS}
+def parts(terms: Any) -> dict[str, float | None]:
+    """The terms a score adds for rel, rec, imp and spread (explain's `terms`): the segments
+    add up to the score, less its penalties."""
+    return {p: None if terms is None else getattr(terms, p) for p in svg.PARTS}
 
 
 async def other_roles(page: Page) -> dict[str, int]:
@@ -108,8 +107,8 @@ async def search(page: Page) -> Response:
         return page.render("search.html", query="", k=k, result=None, rows=[])
     await ready(page)
     result = await page.memory.explain(query, k=k)
-    w = weights(page)
-    values = [parts(r) for r in result.rows]
+    w = TERM_WEIGHTS
+    values = [parts(r.terms) for r in result.rows]
     scale = svg.bar_scale(values, w, BAR_WIDTH)
     rows = [(r, svg.score_segments(v, w, scale)) for r, v in zip(result.rows, values, strict=True)]
     return page.render(
@@ -134,14 +133,11 @@ async def why(page: Page) -> Response:
     result = await page.memory.explain(query, memory_id=memory_id, k=k)
     answer = result.why_not
     assert answer is not None  # explain with a query and an id always says why (not)
-    gamma = page.memory.settings.recall.gamma
-    w = weights(page)
+    w = TERM_WEIGHTS
     bars = []
-    for label, comps in (("this memory", answer.components), (f"rank {k}", answer.kth_components)):
-        if comps is not None:
-            values = {p: getattr(comps, p) for p in svg.PARTS}
-            values["spread"] = (values["spread"] or 0.0) * gamma
-            bars.append((label, values))
+    for label, terms in (("this memory", answer.terms), (f"rank {k}", answer.kth_terms)):
+        if terms is not None:
+            bars.append((label, parts(terms)))
     scale = svg.bar_scale([v for _, v in bars], w, BAR_WIDTH)
     drawn = [(label, svg.score_segments(v, w, scale)) for label, v in bars]
     template = "why_fragment.html" if page.arg("fragment") else "why.html"

@@ -125,6 +125,24 @@ class UpdateResult(BaseModel):
     reminders_more: int = 0
 
 
+class ScoreTerms(BaseModel):
+    """What a score is made of: these add up to it (to rounding). The parts a row reports
+    (rel, rec, imp) are raw; the score takes each min-max scaled over the candidates of its
+    query, times its weight, with recency and importance scaled by relevance (rel over the
+    best rel among them): S = a_rel·rel' + g·(a_rec·rec' + a_imp·imp') + γ·spread − penalties
+    (DESIGN.md §5.5)."""
+
+    rel: float
+    rec: float
+    imp: float
+    spread: float
+    #: Taken off for a validity that ended and for a memory another replaced.
+    penalty: float = 0.0
+    #: The move that keeps one version below another (a replaced memory below what replaced
+    #: it, an older version below a newer one that says the same in other words): 0 mostly.
+    order: float = 0.0
+
+
 class ExplainRow(BaseModel):
     rank: int
     id: str
@@ -142,6 +160,8 @@ class ExplainRow(BaseModel):
     flags: Flags = Field(default_factory=Flags)
     #: Forgotten by its user: ranked here only because "why not" asked about it by id.
     forgotten: bool = False
+    #: The score's terms, which add up to it.
+    terms: ScoreTerms | None = None
 
 
 class WhyNot(BaseModel):
@@ -155,6 +175,9 @@ class WhyNot(BaseModel):
     components: Components | None
     kth_score: float | None
     kth_components: Components | None
+    #: The terms of `score` and of `kth_score` (see `ScoreTerms`): where the gap comes from.
+    terms: ScoreTerms | None = None
+    kth_terms: ScoreTerms | None = None
     retention: float
     prune_eta: datetime | None
     archived: bool

@@ -25,6 +25,7 @@ from ..domain.replies import (
     RecallHit,
     RecallResult,
     Reminder,
+    ScoreTerms,
     UpdateResult,
 )
 
@@ -338,6 +339,20 @@ def _row_flags(row: ExplainRow) -> str:
     return f" [{', '.join(marks)}]" if marks else ""
 
 
+def _terms(terms: ScoreTerms | None) -> str:
+    """ " (= 1 rel + 0.2 rec + 0.03 imp …)": the terms the score adds up, the scaled and
+    weighted parts (spread, a penalty and a version's move only when not 0)."""
+    if terms is None:
+        return ""
+    said = f"{_num(terms.rel)} rel + {_num(terms.rec)} rec + {_num(terms.imp)} imp"
+    for name, value in (("spread", terms.spread), ("penalty", terms.penalty)):
+        if abs(value) >= 0.005:
+            said += f" {'-' if value < 0 else '+'} {_num(abs(value))} {name}"
+    if abs(terms.order) >= 0.005:
+        said += f" {'-' if terms.order < 0 else '+'} {_num(abs(terms.order))} to order versions"
+    return f" (= {said})"
+
+
 def render_explain(result: ExplainResult) -> str:
     lines: list[str] = []
     if result.mode == "query":
@@ -345,7 +360,8 @@ def render_explain(result: ExplainResult) -> str:
         for row in result.rows:
             path = f" via {' → '.join(p[:8] for p in row.path)}" if row.path else ""
             lines.append(
-                f"{row.rank}. [{row.id[:8]}] {row.type.value} score {_num(row.score)} "
+                f"{row.rank}. [{row.id[:8]}] {row.type.value} score {_num(row.score)}"
+                f"{_terms(row.terms)} "
                 f"cos {'-' if row.cos is None else _num(row.cos)} rel {_num(row.rel)} "
                 f"rec {_num(row.rec)} imp {_num(row.imp)} "
                 f"spread {_num(row.spread)} ({row.source}){path}{_row_flags(row)} — {row.head}"

@@ -92,6 +92,7 @@ def _row(caller: Caller, position: int, r: Ranked) -> ExplainRow:
         path=r.path,
         flags=flags(caller, r),
         forgotten=r.forgotten,
+        terms=r.terms(caller.settings.recall),
     )
 
 
@@ -160,6 +161,8 @@ async def _why_not(caller: Caller, target: str, ranking: Ranking, k: int) -> Why
         components=None if mine is None else mine.components,
         kth_score=None if kth is None else round(kth.score, 4),
         kth_components=None if kth is None else kth.components,
+        terms=None if mine is None else mine.terms(caller.settings.recall),
+        kth_terms=None if kth is None else kth.terms(caller.settings.recall),
         retention=round(
             retention(memory.last_accessed_at, memory.strength, now, policy.tau_hours), 4
         ),

@@ -28,6 +28,7 @@ from ..config import RecallSettings
 from ..domain import scoring
 from ..domain.facts import same_statement
 from ..domain.repeats import one_place, one_time
+from ..domain.replies import ScoreTerms
 from ..domain.schema import SUPERSEDING, TYPE_WEIGHT, Components
 from ..domain.scope import Scope
 from ..domain.text import tokens
@@ -71,6 +72,9 @@ class Ranked:
     #: Relevance the ranking takes off (a faded memory's `faded_penalty`); `rel` stays as it
     #: is for the weak line and the reply.
     drop: float = 0.0
+    #: The base's three terms as the score adds them (`_base`): a_rel·rel', g·a_rec·rec',
+    #: g·a_imp·imp' (each part min-max scaled over the candidates).
+    base_terms: tuple[float, float, float] = (0.0, 0.0, 0.0)
 
     @property
     def ranked_rel(self) -> float:
@@ -103,6 +107,23 @@ class Ranked:
             rec=round(self.rec, 4),
             imp=round(self.imp, 4),
             spread=round(self.spread, 4),
+        )
+
+    def terms(self, s: RecallSettings) -> ScoreTerms:
+        """What the score is made of, rounded as the reply rounds the score: the base's three
+        terms, spreading (γ·spread), the penalties, and what placing one version below
+        another moved (the rest of the score, and of the rounding)."""
+        rel, rec, imp = self.base_terms
+        spread = s.gamma * self.spread
+        penalty = -(s.stale_penalty if self.stale else 0.0) - (
+            s.superseded_penalty if self.superseded_by is not None else 0.0
+        )
+        # Each rounded as the score is, the rest of the rounded score in `order`: the terms
+        # shown add up to the score shown.
+        shown = [round(v, 4) + 0.0 for v in (rel, rec, imp, spread, penalty)]  # no -0.0
+        order = round(round(self.score, 4) - sum(shown), 4) + 0.0
+        return ScoreTerms(
+            rel=shown[0], rec=shown[1], imp=shown[2], spread=shown[3], penalty=shown[4], order=order
         )
 
     @property
@@ -823,8 +844,17 @@ def _base(rows: list[Ranked], ranges: dict[str, tuple[float, float]], s: RecallS
     }
     gate = scoring.relevance_gate(rel, ranges["rel"][1])
     base = scoring.base_scores(normed["rel"], normed["rec"], normed["imp"], w, gate)
-    for r, b in zip(rows, base, strict=True):
-        r.base = float(b)
+    # The same terms apart, for the reply (`Ranked.terms`): the score is `base` as computed.
+    terms = np.column_stack(
+        [
+            w.a_rel * normed["rel"],
+            gate * (w.a_rec * normed["rec"]),
+            gate * (w.a_imp * normed["imp"]),
+        ]
+    ).tolist()
+    for r, b, t in zip(rows, base.tolist(), terms, strict=True):
+        r.base = b
+        r.base_terms = (t[0], t[1], t[2])
 
 
 @dataclass

@@ -33,37 +33,42 @@ async def search(page, url: str, query: str) -> None:
     await page.wait_for_selector("table.results")
 
 
-async def test_search_draws_each_score_part_at_the_value_explain_reports(
+async def test_search_draws_each_score_term_at_the_value_explain_reports(
     site, owner_settings, embedder
 ):
+    """Each bar is the score's terms (explain's `terms`): its segments add up to the score
+    (less penalties), on one scale for every row."""
     url, chromium = site
     page = await chromium.new_page()
     await search(page, url, QUERY)
     await shot(page, "search")
     async with Memory.open(settings=owner_settings, embedder=embedder) as mem:
         explained = await mem.explain(QUERY, k=10)
-        weights = mem.settings.recall
     rows = page.locator("table.results tbody tr")
     assert await rows.count() == len(explained.rows)
     assert [await rows.nth(i).get_attribute("data-id") for i in range(await rows.count())] == [
         r.id for r in explained.rows
     ]
-    weight = {"rel": weights.a_rel, "rec": weights.a_rec, "imp": weights.a_imp, "spread": 1.0}
     pixels_per_unit = None
     for i, row in enumerate(explained.rows):
+        assert row.terms is not None
         rects = rows.nth(i).locator("svg.bar rect.part")
         assert await rects.count() == 4
+        drawn = 0.0
         for j, part in enumerate(("rel", "rec", "imp", "spread")):
             rect = rects.nth(j)
             assert await rect.get_attribute("data-part") == part
             value = float(await rect.get_attribute("data-value"))
-            assert value == pytest.approx(getattr(row, part), abs=0.01)
+            assert value == pytest.approx(getattr(row.terms, part), abs=0.001)
             width = float(await rect.get_attribute("width"))
-            if value * weight[part] > 0.05:
-                scale = width / (value * weight[part])
+            drawn += value
+            if value > 0.05:
+                scale = width / value
                 pixels_per_unit = pixels_per_unit or scale
                 # Every segment of every row is drawn on one scale, so bars compare.
                 assert scale == pytest.approx(pixels_per_unit, rel=0.01)
+        penalties = row.terms.penalty + row.terms.order
+        assert drawn + penalties == pytest.approx(row.score, abs=0.001)
     assert pixels_per_unit is not None
 
 

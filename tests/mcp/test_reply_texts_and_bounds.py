@@ -454,7 +454,7 @@ def test_a_memory_with_thousands_of_edges_keeps_the_most_that_fit_and_at_least_o
 
 
 def test_items_are_counted_one_by_one_against_what_the_rest_leaves() -> None:
-    rows = [_row(i + 1, f"{i:032x}") for i in range(30)]
+    rows = [_row(i + 10, f"{i:032x}") for i in range(30)]  # ranks of one width: one size
     each = -(-len(rows[0].model_dump_json()) // JSON_CHARS)
     assert all(-(-len(r.model_dump_json()) // JSON_CHARS) == each for r in rows)
     # Room for exactly 7 items: the 8th would pass it by one token.
