@@ -135,16 +135,21 @@ async def hidden_note(mem: Any) -> str:
     return other_roles_line(hidden, mem.owner) if hidden else ""
 
 
+def _iso_time(text: str) -> datetime | None:
+    """`text` as an ISO 8601 time (a trailing Z for UTC), or None when it is none."""
+    try:
+        return datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
 def local_time(text: str | None) -> str | None:
     """A time typed at the terminal without Z or an offset is the typist's own clock: this
     machine's local time, made explicit (the store reads a time without one as UTC, which is
     right for a model's arguments and hours off for a person's). Anything that is not an ISO
     8601 time goes on as typed, for the store to name the field and the fix."""
-    if not text:
-        return text
-    try:
-        value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
+    value = _iso_time(text) if text else None
+    if value is None:
         return text
     return (value if value.tzinfo is not None else value.astimezone()).isoformat()
 
@@ -328,6 +333,20 @@ async def author(
     """Remember TEXT (`-` reads it from stdin: `cat notes.txt | nooa-mcp author -`)."""
     if text == "-":
         text = sys.stdin.read()
+    given = [flag for flag, v in (("--fire-at", fire_at), ("--cue", cue)) if v is not None]
+    if every_hours is not None:
+        given.append("--every-hours")
+    if given and type_ != "intent":
+        raise click.UsageError(
+            f"{' and '.join(given)} {'is' if len(given) == 1 else 'are'} for intents: add "
+            f"--type intent (the type given is {type_})."
+        )
+    if fire_at and _iso_time(fire_at) is None:
+        raise click.BadParameter(
+            f"'{fire_at}' is not an ISO 8601 time: write e.g. 2030-01-01T09:00 (local time) "
+            "or 2030-01-01T09:00Z.",
+            param_hint="--fire-at",
+        )
     trigger = {"fire_at": local_time(fire_at), "cue": cue, "every_hours": every_hours}
     async with open_memory(ctx) as mem:
         result = await mem.author(
@@ -345,7 +364,9 @@ async def author(
 
 @main.command()
 @click.argument("query")
-@click.option("-k", "k", default=5, show_default=True, type=int)
+@click.option(
+    "-k", "k", default=5, show_default=True, type=click.IntRange(1, 50), help="How many (1-50)."
+)
 @click.option("--scope", default="mine", show_default=True, help="mine, instance, * or an owner.")
 @click.option("--hops", type=int, default=None, help="Spreading depth (0 = search only).")
 @json_option
@@ -419,7 +440,9 @@ def _render_recall(r: Any) -> str:
 @main.command()
 @click.argument("query", required=False)
 @click.option("--id", "memory_id", help="A memory id or 8-char prefix.")
-@click.option("-k", "k", default=10, show_default=True, type=int)
+@click.option(
+    "-k", "k", default=10, show_default=True, type=click.IntRange(1, 50), help="How many (1-50)."
+)
 @click.option("--scope", default="mine", show_default=True)
 @json_option
 @click.pass_obj
@@ -428,6 +451,8 @@ async def explain(
     ctx: Context, query: str | None, memory_id: str | None, k: int, scope: str, as_json: bool
 ) -> None:
     """Explain a ranking (QUERY), a memory's history (--id), or why it was not recalled (both)."""
+    if query is None and memory_id is None:
+        raise click.UsageError("Give a QUERY, --id ID, or both.")
     async with open_memory(ctx, create=False) as mem:
         await mem.wait_ready()
         result = await mem.explain(query, memory_id=memory_id, k=k, scope=scope)

@@ -161,3 +161,37 @@ def test_explain_on_an_empty_store_prints_a_sentence(cli: Cli) -> None:
     text = out.output.strip()
     assert text and text.endswith("."), repr(out.output)
     assert "score" not in text
+
+
+# --------------------------------------------------------------------------- flags, not arguments
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["explain"], "Give a QUERY, --id ID, or both."),
+        (["recall", "keys", "-k", "0"], "0 is not in the range 1<=x<=50"),
+        (["explain", "keys", "-k", "51"], "51 is not in the range 1<=x<=50"),
+        (
+            ["author", "A fact", "--fire-at", "2030-01-01"],
+            "--fire-at is for intents: add --type intent (the type given is info).",
+        ),
+        (
+            ["author", "A todo", "--type", "todo", "--cue", "rent", "--every-hours", "2"],
+            "--cue and --every-hours are for intents",
+        ),
+        (
+            ["author", "Call the bank", "--type", "intent", "--fire-at", "tomorrow"],
+            "'tomorrow' is not an ISO 8601 time: write e.g. 2030-01-01T09:00 (local time)",
+        ),
+    ],
+)
+def test_the_cli_names_its_own_flags_when_it_refuses(cli: Cli, args: list[str], said: str) -> None:
+    """A person at the terminal reads the CLI's flags (--id, -k, --type intent), not the
+    names of the tools' arguments (memory_id, type=intent); nothing is written."""
+    assert cli("reflect").exit_code == 0  # the store exists, empty
+    out = cli(*args)
+    assert out.exit_code == 2, out.output
+    assert said in out.output
+    assert "memory_id" not in out.output and "type=intent" not in out.output
+    assert cli.json("stats", "--json")["total"] == 0

@@ -90,6 +90,7 @@ def test_a_time_typed_without_an_offset_is_the_machines_local_time(
     assert json.loads(line)["trigger"]["fire_at"] in (stored, stored.replace("+00:00", "Z"))
 
 
-def test_a_time_that_is_no_time_is_named_as_before(cli: Cli) -> None:
+def test_a_time_that_is_no_time_is_refused_naming_the_flag(cli: Cli) -> None:
     out = cli("author", "Call the bank", "--type", "intent", "--fire-at", "tomorrow")
-    assert out.exit_code != 0 and "'tomorrow' is not a date" in out.output
+    assert out.exit_code == 2 and "--fire-at" in out.output
+    assert "'tomorrow' is not an ISO 8601 time" in out.output
