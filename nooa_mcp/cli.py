@@ -269,6 +269,14 @@ def serve(
         # The server opens its store inside the MCP lifespan, where a wrong URL or a database
         # that is down would end in a traceback: check a PostgreSQL store first.
         anyio.run(_reachable, settings.store)
+        if transport == "stdio" and sys.stdin.isatty():
+            # Run by hand in a terminal, the server would wait in silence for a client's
+            # JSON-RPC on stdin; an MCP client starts it on pipes and never sees this.
+            click.echo(
+                f"nooa-mcp is serving MCP over stdio for an MCP client (store {settings.store}); "
+                "to try it from a shell, see `nooa-mcp --help`. Ctrl-C to stop.",
+                err=True,
+            )
         serving.run(settings, transport=transport, host=host, port=port, tokens_file=tokens_file)
     except NooaError as exc:
         raise click.ClickException(str(exc)) from None

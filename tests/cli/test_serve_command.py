@@ -9,8 +9,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import socket
 import subprocess
+import time
 from pathlib import Path
 
 import anyio
@@ -111,3 +113,44 @@ def test_tokens_with_the_stdio_transport_are_refused_in_one_sentence(tmp_path: P
     assert out.returncode != 0
     assert "--tokens" in out.stderr and "http" in out.stderr, out.stderr
     assert "Traceback" not in out.stderr
+
+
+@pytest.mark.processes
+@pytest.mark.parametrize("terminal", [True, False], ids=["terminal", "pipe"])
+def test_stdio_serve_says_what_it_waits_for_only_to_a_terminal(
+    tmp_path: Path, terminal: bool
+) -> None:
+    """`nooa-mcp` typed in a shell waits for a client's JSON-RPC: it says so on stderr. A
+    client starts it on pipes and gets not a byte on stderr before its first request."""
+    import pty
+
+    store = tmp_path / "m.sqlite"
+    leader, follower = pty.openpty() if terminal else (None, subprocess.PIPE)
+    proc = subprocess.Popen(
+        [console_script(), "--store", str(store)],
+        stdin=follower,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=env_without_nooa(),
+    )
+    said = b""
+    try:
+        assert proc.stderr is not None
+        # The line comes before serving starts; on pipes, by the same moment, nothing.
+        deadline = time.monotonic() + (30 if terminal else 4)
+        while b"\n" not in said and time.monotonic() < deadline:
+            if select.select([proc.stderr], [], [], 0.2)[0]:
+                said += os.read(proc.stderr.fileno(), 4096)
+        assert proc.poll() is None  # still waiting for a client
+    finally:
+        proc.terminate()
+        said += proc.communicate(timeout=30)[1]
+        if leader is not None:
+            os.close(leader)
+            os.close(follower)
+    text = said.decode()
+    if terminal:
+        assert "serving MCP over stdio for an MCP client" in text and str(store) in text
+        assert "Ctrl-C to stop" in text
+    else:
+        assert "serving MCP" not in text
