@@ -479,14 +479,14 @@ def _explain_flags(x: Any) -> str:
 
 
 def _terms_cell(t: Any) -> str:
-    """The terms a score adds up (`ScoreTerms`): the scaled, weighted rel, rec and imp, then
-    spread, a penalty and a version's move where not 0."""
+    """The terms a score adds up (`ScoreTerms`): the scaled, weighted rel, rec and imp, then,
+    named, spreading, a penalty and a version's move where not 0."""
     if t is None:
         return ""
-    cell = f"{t.rel:.2f}+{t.rec:.2f}+{t.imp:.2f}"
-    for value in (t.spread, t.penalty, t.order):
-        if abs(value) >= 0.005:
-            cell += f"{value:+.2f}"
+    cell = f"{t.rel:.3f}+{t.rec:.3f}+{t.imp:.3f}"
+    for name, value in (("spread", t.spread), ("penalty", t.penalty), ("order", t.order)):
+        if abs(value) >= 0.0005:
+            cell += f" {value:+.3f} {name}"
     return cell
 
 
@@ -519,7 +519,7 @@ def _render_explain(r: Any) -> str:
                     "#",
                     "id",
                     "score",
-                    "= rel+rec+imp(+spread…)",
+                    "= rel'+rec'+imp' (scaled, weighted)",
                     "source",
                     "cos",
                     "rel",
@@ -549,10 +549,19 @@ def _render_explain(r: Any) -> str:
         parts.append(table(["when", "channel", "rank", "score", "reader", "query"], rows))
     if r.why_not:
         w = r.why_not
+        scores = []
+        if w.score is not None:
+            scores.append(f"score {w.score:.3f} = {_terms_cell(w.terms)}")
+        if w.kth_score is not None:
+            scores.append(f"rank {w.k}'s {w.kth_score:.3f} = {_terms_cell(w.kth_terms)}")
         parts.append(
-            f"\n{w.reason}\nretention {w.retention:.3f}, prune ETA {w.prune_eta:%Y-%m-%d}"
-            if w.prune_eta
-            else f"\n{w.reason}"
+            f"\n{w.reason}"
+            + (f"\n{'; '.join(scores)}" if scores else "")
+            + (
+                f"\nretention {w.retention:.3f}, prune ETA {w.prune_eta:%Y-%m-%d}"
+                if w.prune_eta
+                else ""
+            )
         )
     return "\n".join(parts)
 

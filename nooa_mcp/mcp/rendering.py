@@ -384,6 +384,13 @@ def render_explain(result: ExplainResult) -> str:
         w = result.why_not
         verdict = f"in the top {w.k} at rank {w.rank}" if w.in_top_k else f"not in the top {w.k}"
         lines.append(f'{w.id[:8]} for "{result.query}": {verdict}. {w.reason}')
+        if w.score is not None:
+            against = (
+                f"; rank {w.k}'s {_num(w.kth_score)}{_terms(w.kth_terms)}"
+                if w.kth_score is not None
+                else ""
+            )
+            lines.append(f"score {_num(w.score)}{_terms(w.terms)}{against}")
         lines.append(
             f"retention {_num(w.retention)}"
             + (f", prune ETA {w.prune_eta:%Y-%m-%d}" if w.prune_eta else "")

@@ -85,7 +85,7 @@ def _row(caller: Caller, position: int, r: Ranked) -> ExplainRow:
         rel=round(r.rel, 4),
         rec=round(r.rec, 4),
         imp=round(r.imp, 4),
-        spread=round(caller.settings.recall.gamma * r.spread, 4),
+        spread=round(r.spread, 4),
         type=r.row.type,
         owner=r.full.owner,
         head=r.head,
@@ -140,9 +140,7 @@ async def _why_not(caller: Caller, target: str, ranking: Ranking, k: int) -> Why
                 if getattr(mine, name) < getattr(kth, name):
                     gaps.append(f"{name} {getattr(mine, name):.3f} < {getattr(kth, name):.3f}")
             if mine.spread < kth.spread:
-                # As the rows show it: the part of the score spreading adds (γ·spread).
-                gamma = caller.settings.recall.gamma
-                gaps.append(f"spread {gamma * mine.spread:.3f} < {gamma * kth.spread:.3f}")
+                gaps.append(f"spread {mine.spread:.3f} < {kth.spread:.3f}")
         reason = f"It ranks {position}, below the top {k}" + (
             f": {', '.join(gaps)} against rank {k}." if gaps else "."
         )

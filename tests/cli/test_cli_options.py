@@ -195,3 +195,19 @@ def test_the_cli_names_its_own_flags_when_it_refuses(cli: Cli, args: list[str], 
     assert said in out.output
     assert "memory_id" not in out.output and "type=intent" not in out.output
     assert cli.json("stats", "--json")["total"] == 0
+
+
+def test_explain_prints_the_terms_each_score_adds_up_to(cli: Cli) -> None:
+    """The table's terms column and the why-not line: each score beside the terms that make
+    it, so a reader can check it (the raw parts beside them do not add up to it)."""
+    keys = cli("author", "The production SSH keys are in the team vault").output.split()[1]
+    cli("author", "Lunch orders are due by 11am on Fridays")
+    data = cli.json("explain", "where are the SSH keys", "--json")
+    out = cli("explain", "where are the SSH keys")
+    assert "= rel'+rec'+imp' (scaled, weighted)" in out.output
+    for row in data["rows"]:
+        t = row["terms"]
+        assert f"{t['rel']:.3f}+{t['rec']:.3f}+{t['imp']:.3f}" in out.output
+    why = cli("explain", "lunch orders", "--id", keys[:8], "-k", "1")
+    line = next(x for x in why.output.splitlines() if x.startswith("score "))
+    assert re.fullmatch(r"score [\d.-]+ = [\d.+-]+.*; rank 1's [\d.]+ = [\d.+-]+.*", line), line

@@ -29,6 +29,7 @@ from nooa_mcp.domain.replies import (
     RecallResult,
     Reminder,
     ResolvedReference,
+    ScoreTerms,
     SimilarTo,
     TombstoneInfo,
     UpdateResult,
@@ -223,10 +224,13 @@ def _why_not(**extra: object) -> WhyNot:
     return WhyNot.model_validate(fields)
 
 
-def test_why_not_gives_the_verdict_the_reason_and_the_retention() -> None:
-    out = ExplainResult(mode="why_not", query="relay", why_not=_why_not())
+def test_why_not_gives_the_verdict_the_reason_both_scores_and_the_retention() -> None:
+    mine = ScoreTerms(rel=0.1, rec=0.05, imp=0.05, spread=0.0, penalty=0.0, order=0.0)
+    kth = ScoreTerms(rel=0.6, rec=0.1, imp=0.2, spread=0.0, penalty=0.0, order=0.0)
+    out = ExplainResult(mode="why_not", query="relay", why_not=_why_not(terms=mine, kth_terms=kth))
     assert render_explain(out).splitlines() == [
         'c1c2c3d4 for "relay": not in the top 5. Its relevance is below the fifth hit\'s.',
+        "score 0.2 (= 0.1 rel + 0.05 rec + 0.05 imp); rank 5's 0.9 (= 0.6 rel + 0.1 rec + 0.2 imp)",
         "retention 0.25",
     ]
     eta = datetime(2027, 2, 1, tzinfo=UTC)
@@ -236,6 +240,7 @@ def test_why_not_gives_the_verdict_the_reason_and_the_retention() -> None:
     text = render_explain(ExplainResult(mode="why_not", query="relay", why_not=inside))
     assert text.splitlines() == [
         'c1c2c3d4 for "relay": in the top 5 at rank 3. Ranked.',
+        "score 0.2; rank 5's 0.9",
         "retention 0.25, prune ETA 2027-02-01, faded",
     ]
 

@@ -304,8 +304,8 @@ async def test_why_not_compares_a_memory_with_the_kth_result(mem):
 
 
 async def test_why_not_quotes_spread_as_the_rows_show_it(mem):
-    """The reason compares the spread each row's score holds (γ·spread), not the raw
-    activation: it said 0.755 beside a row showing 0.3775."""
+    """The reason compares the spread as the rows show it (the raw part, as rel, rec and imp
+    are; the score's term is γ·spread): it once said 0.755 beside a row showing 0.3775."""
     a = (await mem.author("omega deployment checklist")).id
     b = (await mem.author("rollback runbook kept in the wiki")).id
     await mem.link(a, b, "causes")

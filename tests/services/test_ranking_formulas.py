@@ -401,11 +401,11 @@ async def test_spreading_passes_base_times_delta_times_novelty_to_a_linked_memor
     assert spread.rel == pytest.approx(0.5 * max(float(q @ b), 0.0) + 0.3, abs=1e-3)
     novelty = min(max((0.9 - float(a @ b)) / 0.4, 0.0), 1.0)
     base = expected_bases(result.rows)
-    # act · δ · weight · type weight · novelty, shown as γ · spread
-    assert spread.spread == pytest.approx(
-        0.5 * base[nightly.id] * 0.6 * 0.5 * 1.0 * novelty, abs=1e-3
-    )
-    assert spread.score == pytest.approx(base[budget.id] + spread.spread, abs=2e-3)
+    # act · δ · weight · type weight · novelty; the score adds γ · spread (its term)
+    assert spread.spread == pytest.approx(base[nightly.id] * 0.6 * 0.5 * 1.0 * novelty, abs=1e-3)
+    assert spread.terms is not None
+    assert spread.terms.spread == pytest.approx(0.5 * spread.spread, abs=1e-4)
+    assert spread.score == pytest.approx(base[budget.id] + spread.terms.spread, abs=2e-3)
     assert rows[nightly.id].spread == 0.0
 
 

@@ -71,7 +71,7 @@ async def test_every_rows_terms_add_up_to_its_score_and_name_its_penalties(tmp_p
         # Each base term is at most its weight (a part scaled to [0, 1], gated by ≤ 1).
         assert 0 <= row.terms.rel <= s.a_rel and 0 <= row.terms.rec <= s.a_rec
         assert 0 <= row.terms.imp <= s.a_imp
-        assert row.terms.spread == pytest.approx(row.spread, abs=1e-4)  # both γ·spread
+        assert row.terms.spread == pytest.approx(s.gamma * row.spread, abs=1e-4)  # raw part
         if row.id != ids["old"]:  # only a replaced memory is moved below another
             assert abs(row.terms.order) <= 1e-4, row  # the rest is the rounding
     assert rows[ids["ended"]].terms.penalty == -s.stale_penalty
