@@ -273,7 +273,8 @@ def serve(
             # Run by hand in a terminal, the server would wait in silence for a client's
             # JSON-RPC on stdin; an MCP client starts it on pipes and never sees this.
             click.echo(
-                f"nooa-mcp is serving MCP over stdio for an MCP client (store {settings.store}); "
+                "nooa-mcp is serving MCP over stdio for an MCP client (store "
+                f"{serving.shown_store(settings.store)}); "
                 "to try it from a shell, see `nooa-mcp --help`. Ctrl-C to stop.",
                 err=True,
             )

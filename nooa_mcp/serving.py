@@ -28,7 +28,18 @@ if TYPE_CHECKING:  # a stdio server starts without the HTTP stack, the console o
     from .mcp.memory_server import MemoryServer
     from .memory import Memory
 
-__all__ = ["build_http_server", "run", "single_threaded_blas"]
+__all__ = ["build_http_server", "run", "shown_store", "single_threaded_blas"]
+
+
+def shown_store(store: Path | str) -> str:
+    """The store as a line on a terminal may name it: a PostgreSQL URL without its password."""
+    text = str(store)
+    parts = urlsplit(text)
+    if parts.scheme.startswith("postgres") and parts.password is not None:
+        host = parts.netloc.rpartition("@")[2]
+        user = f"{parts.username}@" if parts.username else ""
+        return parts._replace(netloc=user + host).geturl()
+    return text
 
 
 def build_http_server(
@@ -132,7 +143,8 @@ def run(
     if settings.allowed_hosts:
         state += f" · also answers Host {', '.join(settings.allowed_hosts)}"
     print(
-        f"nooa-mcp serving {base}/mcp (console {base}/ui) · store {settings.store} · {state}",
+        f"nooa-mcp serving {base}/mcp (console {base}/ui) · store {shown_store(settings.store)}"
+        f" · {state}",
         file=sys.stderr,
     )
     import uvicorn  # only the HTTP transport needs it; stdio start-up stays lean

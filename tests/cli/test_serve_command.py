@@ -154,3 +154,16 @@ def test_stdio_serve_says_what_it_waits_for_only_to_a_terminal(
         assert "Ctrl-C to stop" in text
     else:
         assert "serving MCP" not in text
+
+
+def test_a_served_stores_line_never_shows_a_password() -> None:
+    from nooa_mcp.serving import shown_store
+
+    assert shown_store("postgresql://ann:s3cret@db.local:5432/mem") == (
+        "postgresql://ann@db.local:5432/mem"
+    )
+    assert shown_store("postgres://:s3cret@db.local/mem?sslmode=require") == (
+        "postgres://db.local/mem?sslmode=require"
+    )
+    assert shown_store("postgresql://ann@db.local/mem") == "postgresql://ann@db.local/mem"
+    assert shown_store(Path("/data/memory.sqlite")) == "/data/memory.sqlite"
