@@ -322,6 +322,16 @@ async def _reachable(target: Path | str) -> None:
 )
 @click.option("--cue", help="For --type intent: fire when these words come up later.")
 @click.option("--every-hours", type=float, help="For --type intent: re-arm after firing.")
+@click.option(
+    "--link",
+    "links",
+    multiple=True,
+    metavar="ID[:RELATION]",
+    help="Link it to a memory (id or 8-char prefix): related unless a relation is named, e.g. "
+    "a1b2c3d4:refines for a correction (repeatable).",
+)
+@click.option("--valid-from", help="True from this ISO 8601 time on (local time unless Z).")
+@click.option("--valid-to", help="True until this ISO 8601 time (local time unless Z).")
 @json_option
 @click.pass_obj
 @run
@@ -337,6 +347,9 @@ async def author(
     fire_at: str | None,
     cue: str | None,
     every_hours: float | None,
+    links: tuple[str, ...],
+    valid_from: str | None,
+    valid_to: str | None,
     as_json: bool,
 ) -> None:
     """Remember TEXT (`-` reads it from stdin: `cat notes.txt | nooa-mcp author -`)."""
@@ -350,13 +363,22 @@ async def author(
             f"{' and '.join(given)} {'is' if len(given) == 1 else 'are'} for intents: add "
             f"--type intent (the type given is {type_})."
         )
-    if fire_at and _iso_time(fire_at) is None:
-        raise click.BadParameter(
-            f"'{fire_at}' is not an ISO 8601 time: write e.g. 2030-01-01T09:00 (local time) "
-            "or 2030-01-01T09:00Z.",
-            param_hint="--fire-at",
-        )
+    for flag, value in (
+        ("--fire-at", fire_at),
+        ("--valid-from", valid_from),
+        ("--valid-to", valid_to),
+    ):
+        if value and _iso_time(value) is None:
+            raise click.BadParameter(
+                f"'{value}' is not an ISO 8601 time: write e.g. 2030-01-01T09:00 (local time) "
+                "or 2030-01-01T09:00Z.",
+                param_hint=flag,
+            )
     trigger = {"fire_at": local_time(fire_at), "cue": cue, "every_hours": every_hours}
+    linked = [
+        {"target": target, "relation": relation or "related"}
+        for target, _, relation in (link.partition(":") for link in links)
+    ]
     async with open_memory(ctx) as mem:
         result = await mem.author(
             text,
@@ -367,6 +389,9 @@ async def author(
             entities=list(entities),
             references=list(refs) or None,
             trigger={k: v for k, v in trigger.items() if v is not None} or None,
+            links=linked or None,
+            valid_from=local_time(valid_from),
+            valid_to=local_time(valid_to),
         )
     emit(result, as_json, lambda r: with_reminders(f"{r.status}  {r.id}", r))
 
@@ -453,18 +478,25 @@ def _render_recall(r: Any) -> str:
     "-k", "k", default=10, show_default=True, type=click.IntRange(1, 50), help="How many (1-50)."
 )
 @click.option("--scope", default="mine", show_default=True)
+@click.option("--hops", type=int, default=None, help="Spreading depth (0 = search only).")
 @json_option
 @click.pass_obj
 @run
 async def explain(
-    ctx: Context, query: str | None, memory_id: str | None, k: int, scope: str, as_json: bool
+    ctx: Context,
+    query: str | None,
+    memory_id: str | None,
+    k: int,
+    scope: str,
+    hops: int | None,
+    as_json: bool,
 ) -> None:
     """Explain a ranking (QUERY), a memory's history (--id), or why it was not recalled (both)."""
     if query is None and memory_id is None:
         raise click.UsageError("Give a QUERY, --id ID, or both.")
     async with open_memory(ctx, create=False) as mem:
         await mem.wait_ready()
-        result = await mem.explain(query, memory_id=memory_id, k=k, scope=scope)
+        result = await mem.explain(query, memory_id=memory_id, k=k, scope=scope, hops=hops)
     emit(result, as_json, _render_explain)
 
 

@@ -211,3 +211,27 @@ def test_explain_prints_the_terms_each_score_adds_up_to(cli: Cli) -> None:
     why = cli("explain", "lunch orders", "--id", keys[:8], "-k", "1")
     line = next(x for x in why.output.splitlines() if x.startswith("score "))
     assert re.fullmatch(r"score [\d.-]+ = [\d.+-]+.*; rank 1's [\d.]+ = [\d.+-]+.*", line), line
+
+
+def test_author_links_and_bounds_a_memory_from_the_shell(cli: Cli) -> None:
+    """--link ID[:RELATION] and --valid-to, as the tools' links and valid_to: a correction
+    ranks its predecessor below it (superseded), an ended fact is flagged stale, and explain
+    --hops 0 searches without spreading."""
+    old = cli("author", "The VPN password rotates every 90 days", "--importance", "CRITICAL")
+    old_id = old.output.split()[1]
+    new = cli("author", "The VPN password rotates every 30 days", "--link", f"{old_id[:8]}:refines")
+    assert new.exit_code == 0, new.output
+    ended = cli("author", "The VPN runs on the old firewall", "--valid-to", "2026-01-01T00:00")
+    assert ended.exit_code == 0, ended.output
+    related = cli("author", "VPN tokens live in the vault", "--link", old_id[:8])
+    assert related.exit_code == 0, related.output
+    rows = {r["id"]: r for r in cli.json("explain", "VPN password rotates", "--json")["rows"]}
+    assert rows[old_id]["flags"]["superseded_by"] == new.output.split()[1]
+    assert rows[ended.output.split()[1]]["flags"]["stale"] is True
+    exported = [json.loads(x) for x in cli("export").stdout.splitlines()]
+    edges = {(x["id"], e["target"], e["type"]) for x in exported for e in x.get("edges", [])}
+    assert (related.output.split()[1], old_id, "related") in edges
+    searched = cli.json("explain", "VPN tokens", "--hops", "0", "--json")["rows"]
+    assert all(r["spread"] == 0 for r in searched)
+    bad = cli("author", "x", "--link", f"{old_id[:8]}:frobs")
+    assert bad.exit_code != 0 and "'frobs' is not a relation" in bad.output
