@@ -186,11 +186,11 @@ class MemoryTools:
         ] = None,
         include_archived: Annotated[
             bool,
-            Field(description="Also weak faded hits (never forgotten ones)."),
+            Field(description="Also weak faded hits, not forgotten ones."),
         ] = False,
     ) -> Annotated[CallToolResult, RecallResult]:
         """Recall what you know about something before acting on it; weak hits are only
-        loosely related; a faded one (archived by reflection) is live again once recalled."""
+        loosely related; a faded hit (archived by reflection) is live again."""
         request = RecallRequest(
             query=query,
             k=k,
@@ -207,7 +207,7 @@ class MemoryTools:
         self,
         query: Annotated[
             str | None,
-            Field(description="Dry-run it: every candidate and its score parts."),
+            Field(description="Dry-run it: each score and the terms it sums."),
         ] = None,
         memory_id: Annotated[
             str | None,
@@ -236,7 +236,7 @@ class MemoryTools:
         status: TodoStatus | None = None,
         links: list[Link] | None = None,
         valid_to: Annotated[datetime | None, Field(description="No longer true from then.")] = None,
-        forget: Annotated[bool, Field(description="Forget it: kept, never recalled.")] = False,
+        forget: Annotated[bool, Field(description="Archive it: kept, never recalled.")] = False,
     ) -> Annotated[CallToolResult, UpdateResult]:
         """Correct, re-rate, link or archive (forget=true) a memory of yours."""
         request = UpdateRequest(
@@ -299,7 +299,7 @@ class MemoryTools:
         content: Annotated[str | None, Field(description="For add: what to do.")] = None,
         fire_at: Annotated[
             datetime | None,
-            Field(description="For add: when to fire."),
+            Field(description="For add: when (UTC unless offset)."),
         ] = None,
         cue: Annotated[
             str | None,
@@ -309,7 +309,9 @@ class MemoryTools:
             float | None, Field(gt=0, description="For add: repeat every N hours.")
         ] = None,
         memory_id: Annotated[str | None, Field(description="For cancel.")] = None,
-        text: Annotated[str | None, Field(description="For check: what is going on.")] = None,
+        text: Annotated[
+            str | None, Field(description="For check (fires cues): what is going on.")
+        ] = None,
         importance: Importance = "MEDIUM",
     ) -> Annotated[CallToolResult, IntentResult]:
         """Do something later, at a time or on a cue. Fired ones come back in reminders."""

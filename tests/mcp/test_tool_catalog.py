@@ -131,3 +131,12 @@ async def test_the_writer_regenerates_the_committed_file(tmp_path: Path) -> None
         REGENERATE
     )
     assert len(entries) == 7
+
+
+def test_what_the_model_reads_every_turn_stays_under_6_kib() -> None:
+    """The README promises the tool list under 6 KB: names, descriptions and input schemas,
+    as compact JSON. A word added to a description must be paid for by one taken out."""
+    listed = json.loads((Path(catalog.__file__).parent / "tools.json").read_text())
+    read = [{k: t[k] for k in ("name", "description", "inputSchema") if k in t} for t in listed]
+    size = len(json.dumps(read, separators=(",", ":"), ensure_ascii=False).encode())
+    assert 5_000 < size <= 6 * 1024, size
