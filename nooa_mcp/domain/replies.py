@@ -126,11 +126,11 @@ class UpdateResult(BaseModel):
 
 
 class ScoreTerms(BaseModel):
-    """What a score is made of: these add up to it (to rounding). The parts a row reports
-    (rel, rec, imp) are raw; the score takes each min-max scaled over the candidates of its
-    query, times its weight, with recency and importance scaled by relevance (rel over the
-    best rel among them): S = a_rel·rel' + g·(a_rec·rec' + a_imp·imp') + γ·spread − penalties
-    (DESIGN.md §5.5)."""
+    """What a score is made of: these add up to the score shown. The parts a row reports
+    (rel, rec, imp, spread) are raw; the score takes rel, rec and imp min-max scaled over the
+    candidates of its query, times their weights, recency and importance also scaled by
+    relevance (rel over the best rel among them), and spread times γ:
+    S = a_rel·rel' + g·(a_rec·rec' + a_imp·imp') + γ·spread − penalties (DESIGN.md §5.5)."""
 
     rel: float
     rec: float
@@ -139,7 +139,8 @@ class ScoreTerms(BaseModel):
     #: Taken off for a validity that ended and for a memory another replaced.
     penalty: float = 0.0
     #: The move that keeps one version below another (a replaced memory below what replaced
-    #: it, an older version below a newer one that says the same in other words): 0 mostly.
+    #: it, an older version below a newer one that says the same in other words), and the last
+    #: digit of rounding: 0 mostly.
     order: float = 0.0
 
 
