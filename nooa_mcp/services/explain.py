@@ -59,7 +59,7 @@ async def explain(caller: Caller, request: ExplainRequest) -> ExplainResult:
         caller, query, scope_obj, None, hops, extra=extra, whole_archive=True, shown=k
     )
     await settle(caller, ranking, k)
-    rows = [_row(caller, i, r) for i, r in enumerate(ranking.rows[:k], 1)]
+    rows = [_row(caller, ranking, i, r) for i, r in enumerate(ranking.rows[:k], 1)]
     ready = "ready" if ranking.dense_ready else "warming"
     if target is None:
         return ExplainResult(mode="query", query=query, rows=rows, embeddings=ready)
@@ -75,7 +75,7 @@ async def explain(caller: Caller, request: ExplainRequest) -> ExplainResult:
     )
 
 
-def _row(caller: Caller, position: int, r: Ranked) -> ExplainRow:
+def _row(caller: Caller, ranking: Ranking, position: int, r: Ranked) -> ExplainRow:
     return ExplainRow(
         rank=position,
         id=r.id,
@@ -92,7 +92,7 @@ def _row(caller: Caller, position: int, r: Ranked) -> ExplainRow:
         path=r.path,
         flags=flags(caller, r),
         forgotten=r.forgotten,
-        terms=r.terms(caller.settings.recall),
+        terms=ranking.terms(r, caller.settings.recall),
     )
 
 
@@ -159,8 +159,8 @@ async def _why_not(caller: Caller, target: str, ranking: Ranking, k: int) -> Why
         components=None if mine is None else mine.components,
         kth_score=None if kth is None else round(kth.score, 4),
         kth_components=None if kth is None else kth.components,
-        terms=None if mine is None else mine.terms(caller.settings.recall),
-        kth_terms=None if kth is None else kth.terms(caller.settings.recall),
+        terms=None if mine is None else ranking.terms(mine, caller.settings.recall),
+        kth_terms=None if kth is None else ranking.terms(kth, caller.settings.recall),
         retention=round(
             retention(memory.last_accessed_at, memory.strength, now, policy.tau_hours), 4
         ),

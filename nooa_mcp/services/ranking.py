@@ -72,9 +72,6 @@ class Ranked:
     #: Relevance the ranking takes off (a faded memory's `faded_penalty`); `rel` stays as it
     #: is for the weak line and the reply.
     drop: float = 0.0
-    #: The base's three terms as the score adds them (`_base`): a_rel·rel', g·a_rec·rec',
-    #: g·a_imp·imp' (each part min-max scaled over the candidates).
-    base_terms: tuple[float, float, float] = (0.0, 0.0, 0.0)
 
     @property
     def ranked_rel(self) -> float:
@@ -109,23 +106,6 @@ class Ranked:
             spread=round(self.spread, 4),
         )
 
-    def terms(self, s: RecallSettings) -> ScoreTerms:
-        """What the score is made of, rounded as the reply rounds the score: the base's three
-        terms, spreading (γ·spread), the penalties, and what placing one version below
-        another moved (the rest of the score, and of the rounding)."""
-        rel, rec, imp = self.base_terms
-        spread = s.gamma * self.spread
-        penalty = -(s.stale_penalty if self.stale else 0.0) - (
-            s.superseded_penalty if self.superseded_by is not None else 0.0
-        )
-        # Each rounded as the score is, the rest of the rounded score in `order`: the terms
-        # shown add up to the score shown.
-        shown = [round(v, 4) + 0.0 for v in (rel, rec, imp, spread, penalty)]  # no -0.0
-        order = round(round(self.score, 4) - sum(shown), 4) + 0.0
-        return ScoreTerms(
-            rel=shown[0], rec=shown[1], imp=shown[2], spread=shown[3], penalty=shown[4], order=order
-        )
-
     @property
     def full(self) -> ScoringRow:
         """The memory's row, for what a reply shows of it (after `Ranking.fill`)."""
@@ -147,6 +127,33 @@ class Ranking:
     dense_ready: bool
     ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
     query_vector: np.ndarray | None = None
+
+    def terms(self, r: Ranked, s: RecallSettings) -> ScoreTerms:
+        """What `r`'s score is made of, rounded as the reply rounds the score: the base's three
+        terms on this ranking's ranges (`_scaled`, as `_base` weighed them), spreading
+        (γ·spread), the penalties, and what placing one version below another moved (the rest
+        of the score, and of the rounding). Made for the rows a reply shows, not for every
+        candidate of every recall."""
+        rel, rec, imp, gate = _scaled(
+            np.array([r.ranked_rel]), np.array([r.rec]), np.array([r.imp]), self.ranges, s
+        )
+        penalty = -(s.stale_penalty if r.stale else 0.0) - (
+            s.superseded_penalty if r.superseded_by is not None else 0.0
+        )
+        parts = (
+            s.a_rel * float(rel[0]),
+            float(gate[0]) * (s.a_rec * float(rec[0])),
+            float(gate[0]) * (s.a_imp * float(imp[0])),
+            s.gamma * r.spread,
+            penalty,
+        )
+        # Each rounded as the score is, the rest of the rounded score in `order`: the terms
+        # shown add up to the score shown.
+        shown = [round(v, 4) + 0.0 for v in parts]  # no -0.0
+        order = round(round(r.score, 4) - sum(shown), 4) + 0.0
+        return ScoreTerms(
+            rel=shown[0], rec=shown[1], imp=shown[2], spread=shown[3], penalty=shown[4], order=order
+        )
 
     def rank_of(self, memory_id: str) -> int | None:
         for i, r in enumerate(self.rows, 1):
@@ -827,34 +834,38 @@ def _ranges(rows: list[Ranked]) -> dict[str, tuple[float, float]]:
     return out
 
 
+def _scaled(
+    rel: np.ndarray,
+    rec: np.ndarray,
+    imp: np.ndarray,
+    ranges: dict[str, tuple[float, float]],
+    s: RecallSettings,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """rel', rec' and imp' (min-max on the candidates' `ranges`; rec and imp over a span of at
+    least `norm_min_span`) and the relevance gate: what S_base weighs (DESIGN.md §5.5)."""
+    return (
+        scoring.minmax(rel, *ranges["rel"], min_span=0.0),
+        scoring.minmax(rec, *ranges["rec"], min_span=s.norm_min_span),
+        scoring.minmax(imp, *ranges["imp"], min_span=s.norm_min_span),
+        scoring.relevance_gate(rel, ranges["rel"][1]),
+    )
+
+
 def _base(rows: list[Ranked], ranges: dict[str, tuple[float, float]], s: RecallSettings) -> None:
     """S_base with min-max over the candidate set; rows added later use the same ranges."""
     if not rows:
         return
     w = scoring.Weights(s.a_rel, s.a_rec, s.a_imp, s.gamma)
-    span = {"rel": 0.0, "rec": s.norm_min_span, "imp": s.norm_min_span}
-    rel = np.array([r.ranked_rel for r in rows])
-    normed = {
-        name: scoring.minmax(
-            rel if name == "rel" else np.array([getattr(r, name) for r in rows]),
-            *ranges[name],
-            min_span=span[name],
-        )
-        for name in ("rel", "rec", "imp")
-    }
-    gate = scoring.relevance_gate(rel, ranges["rel"][1])
-    base = scoring.base_scores(normed["rel"], normed["rec"], normed["imp"], w, gate)
-    # The same terms apart, for the reply (`Ranked.terms`): the score is `base` as computed.
-    terms = np.column_stack(
-        [
-            w.a_rel * normed["rel"],
-            gate * (w.a_rec * normed["rec"]),
-            gate * (w.a_imp * normed["imp"]),
-        ]
-    ).tolist()
-    for r, b, t in zip(rows, base.tolist(), terms, strict=True):
-        r.base = b
-        r.base_terms = (t[0], t[1], t[2])
+    rel, rec, imp, gate = _scaled(
+        np.array([r.ranked_rel for r in rows]),
+        np.array([r.rec for r in rows]),
+        np.array([r.imp for r in rows]),
+        ranges,
+        s,
+    )
+    base = scoring.base_scores(rel, rec, imp, w, gate)
+    for r, b in zip(rows, base, strict=True):
+        r.base = float(b)
 
 
 @dataclass
