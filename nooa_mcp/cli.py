@@ -12,7 +12,6 @@ import functools
 import json
 import sys
 from collections.abc import Callable, Coroutine
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -135,20 +134,14 @@ async def hidden_note(mem: Any) -> str:
     return other_roles_line(hidden, mem.owner) if hidden else ""
 
 
-def _iso_time(text: str) -> datetime | None:
-    """`text` as an ISO 8601 time (a trailing Z for UTC), or None when it is none."""
-    try:
-        return datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
 def local_time(text: str | None) -> str | None:
     """A time typed at the terminal without Z or an offset is the typist's own clock: this
     machine's local time, made explicit (the store reads a time without one as UTC, which is
     right for a model's arguments and hours off for a person's). Anything that is not an ISO
     8601 time goes on as typed, for the store to name the field and the fix."""
-    value = _iso_time(text) if text else None
+    from .domain.schema import iso_time
+
+    value = iso_time(text) if text else None
     if value is None:
         return text
     return (value if value.tzinfo is not None else value.astimezone()).isoformat()
@@ -353,6 +346,8 @@ async def author(
     as_json: bool,
 ) -> None:
     """Remember TEXT (`-` reads it from stdin: `cat notes.txt | nooa-mcp author -`)."""
+    from .domain.schema import iso_time
+
     if text == "-":
         text = sys.stdin.read()
     given = [flag for flag, v in (("--fire-at", fire_at), ("--cue", cue)) if v is not None]
@@ -368,7 +363,7 @@ async def author(
         ("--valid-from", valid_from),
         ("--valid-to", valid_to),
     ):
-        if value and _iso_time(value) is None:
+        if value and iso_time(value) is None:
             raise click.BadParameter(
                 f"'{value}' is not an ISO 8601 time: write e.g. 2030-01-01T09:00 (local time) "
                 "or 2030-01-01T09:00Z.",

@@ -126,6 +126,15 @@ def now() -> datetime:
     return datetime.now(UTC)
 
 
+def iso_time(text: str) -> datetime | None:
+    """`text` as an ISO 8601 date or datetime (a trailing Z for UTC), naive when it names no
+    offset; None when it is no such time."""
+    try:
+        return datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
 def as_utc(value: datetime | str | None, field: str) -> datetime | None:
     """Parse an ISO-8601 date or datetime; naive values are taken as UTC."""
     if value is None or value == "":
@@ -135,12 +144,12 @@ def as_utc(value: datetime | str | None, field: str) -> datetime | None:
             field, f"{_shown(value)} is not a date.", "Use ISO 8601, e.g. 2026-05-01T09:00:00Z."
         )
     if isinstance(value, str):
-        try:
-            value = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-        except ValueError:
+        parsed = iso_time(value)
+        if parsed is None:
             raise InvalidInput(
                 field, f"{_shown(value)} is not a date.", "Use ISO 8601, e.g. 2026-05-01T09:00:00Z."
-            ) from None
+            )
+        value = parsed
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
     return value.astimezone(UTC)
