@@ -350,9 +350,8 @@ async def author(
 
     if text == "-":
         text = sys.stdin.read()
-    given = [flag for flag, v in (("--fire-at", fire_at), ("--cue", cue)) if v is not None]
-    if every_hours is not None:
-        given.append("--every-hours")
+    triggers = (("--fire-at", fire_at), ("--cue", cue), ("--every-hours", every_hours))
+    given = [flag for flag, value in triggers if value is not None]
     if given and type_ != "intent":
         raise click.UsageError(
             f"{' and '.join(given)} {'is' if len(given) == 1 else 'are'} for intents: add "
