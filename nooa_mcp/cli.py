@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import re
 import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -46,6 +47,45 @@ class Context:
         )
 
 
+#: The tools' argument names as the CLI spells them. The services name what was wrong by
+#: the tool's field (`links.target`); at a terminal the person typed a flag, so the refusal
+#: names the flag they can fix.
+CLI_NAMES = {
+    "content": "TEXT",
+    "query": "QUERY",
+    "memory_id": "--id",
+    "links": "--link",
+    "links.target": "--link",
+    "links.relation": "--link",
+    "references": "--ref",
+    "importance": "--importance",
+    "authored_importance": "--importance",
+    "trigger": "--fire-at/--cue",
+    "trigger.cue": "--cue",
+    "trigger.every_hours": "--every-hours",
+    "every_hours": "--every-hours",
+    "fire_at": "--fire-at",
+    "valid_from": "--valid-from",
+    "valid_to": "--valid-to",
+}
+
+
+def cli_message(exc: NooaError) -> str:
+    """The error's sentence with the tool's field names turned into the CLI's flags."""
+    text = str(exc)
+    field = getattr(exc, "field", None)
+    if not isinstance(field, str) or not text.startswith(f"{field}: "):
+        return text
+    rest = re.sub(
+        r"\b(fire_at|every_hours|valid_from|valid_to)\b",
+        lambda m: CLI_NAMES[m.group(1)],
+        text[len(field) + 2 :],
+    )
+    if field == "trigger":
+        rest = rest.replace(", cue (", ", --cue (")
+    return f"{CLI_NAMES.get(field, field)}: {rest}"
+
+
 def run(fn: Callable[..., Coroutine[Any, Any, Any]]) -> Callable[..., Any]:
     """Run an async command body; turn NooaError into a clean click error."""
 
@@ -54,7 +94,7 @@ def run(fn: Callable[..., Coroutine[Any, Any, Any]]) -> Callable[..., Any]:
         try:
             return anyio.run(functools.partial(fn, *args, **kwargs))
         except NooaError as exc:
-            raise click.ClickException(str(exc)) from None
+            raise click.ClickException(cli_message(exc)) from None
 
     return wrapper
 

@@ -106,8 +106,14 @@ class SimilarTo(BaseModel):
 class AuthorResult(BaseModel):
     id: str
     status: Literal["created", "exists", "blocked-by-tombstone", "revived"]
-    similarity: float | None = None
-    similar_to: SimilarTo | None = None
+    #: Set when the write was not stored as a new memory (any status but created): how close
+    #: the text is to the memory `id` names. A new memory's close match is `similar_to`.
+    similarity: float | None = Field(
+        None, description="Unless created: how close the text is to the memory id names."
+    )
+    similar_to: SimilarTo | None = Field(
+        None, description="When created: the closest other memory; both kept, linked related."
+    )
     tombstone: TombstoneInfo | None = None
     reminders: list[Reminder] = Field(default_factory=list)
     #: Intents due now but not shown in this reply (at most 5 are): they stay armed and come

@@ -132,7 +132,9 @@ async def view(
         prune_eta=None
         if memory.archived
         else prune_eta(memory.last_accessed_at, memory.strength, policy, now),
-        stability_hours=stability_hours(memory.strength, policy.tau_hours),
+        # To 4 places as retention: a reader draws the curve from it, and the prune ETA it
+        # gives stays within a second of the view's own.
+        stability_hours=round(stability_hours(memory.strength, policy.tau_hours), 4),
         protected=protection(memory.type, memory.importance, memory.status, policy),
         writable=caller.may_write(memory.owner),
         flags=Flags(stale=stale, faded=memory.archived and memory.faded),

@@ -122,9 +122,32 @@ def test_every_memory_command_takes_json(cli: Cli) -> None:
 def test_the_cli_refuses_an_intent_without_a_trigger(cli: Cli) -> None:
     out = cli("author", "Call the landlord about the heating", "--type", "intent")
     assert out.exit_code != 0
-    assert "trigger" in out.output and re.search(r"fire[_-]at", out.output), out.output
-    assert "cue" in out.output and "Traceback" not in out.output
+    assert "Error: --fire-at/--cue: an intent needs a time or a cue" in out.output, out.output
+    assert "Pass --fire-at (" in out.output and ", --cue (" in out.output
+    assert "fire_at" not in out.output and "Traceback" not in out.output
     assert cli.json("stats", "--json")["total"] == 0
+
+
+def test_cli_refusals_name_the_flag_not_the_tools_field(cli: Cli) -> None:
+    """The services name a bad argument by the tool's field (`links.target`); a person at a
+    terminal typed a flag, so the sentence names the flag."""
+    first = cli.json("author", "The boiler is serviced every October", "--json")["id"]
+    refusals = {
+        ("--link", "deadbeef"): "Error: --link: no memory with id 'deadbeef'.",
+        ("--link", f"{first[:8]}:fixes"): "Error: --link: 'fixes' is not a relation.",
+        ("--importance", "12"): "Error: --importance: '12' is outside 0–10.",
+        ("--ref", "bogus:x"): "Error: --ref: 'bogus:x' has no known kind.",
+        ("--valid-from", "2027-01-01", "--valid-to", "2026-01-01"): (
+            "Error: --valid-to: is before --valid-from."
+        ),
+    }
+    for flags, sentence in refusals.items():
+        out = cli("author", "The boiler needs a new valve", *flags)
+        assert out.exit_code == 1 and sentence in out.output, (flags, out.output)
+        assert "links." not in out.output and "valid_from" not in out.output
+    assert cli("author", "").output.startswith("Error: TEXT: is empty.")
+    assert "Error: --id: no memory with id 'abcdef12'." in cli("explain", "--id", "abcdef12").output
+    assert cli.json("stats", "--json")["total"] == 1
 
 
 # --------------------------------------------------------------------------- stats and explain
