@@ -107,18 +107,23 @@ class Caller:
             **fields,
         )
 
+    def uses_count(self, owner: str) -> bool:
+        """Whether this reader's use of a memory of `owner` changes it (its age, its strength,
+        a faded state): a shared memory counts every role's reads; another role's memory,
+        read through a grant, is only logged (DESIGN.md §3.2)."""
+        return owner == "" or owner_role(owner) == self.role
+
     def apply(
         self, memory: Memory | AccessState, access: AccessRecord, bump_strength: bool = True
     ) -> None:
         """Record `access` on `memory`; another role's reads never age this owner's memory."""
-        same_role = memory.owner == "" or owner_role(memory.owner) == self.role
         apply_access(
             memory,
             access,
             ring_size=self.settings.ring_size,
             exact_k=self.settings.recall.exact_accesses,
             bump_strength=bump_strength,
-            count_for_owner=same_role,
+            count_for_owner=self.uses_count(memory.owner),
             grain=self.settings.recall.time_grain,
         )
 

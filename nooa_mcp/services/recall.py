@@ -178,11 +178,13 @@ async def recall(caller: Caller, request: RecallRequest) -> RecallResult:
     # Each hit's flags and score parts once: the log and the reply show the same.
     marks = [flags(caller, r) for r in top]
     parts = [r.components for r in top]
-    revived = [
-        r.id
-        for r, f in zip(top, marks, strict=True)
-        if r.faded and not f.weak and r.id not in anchors
+    used = [
+        r for r, f in zip(top, marks, strict=True) if r.faded and not f.weak and r.id not in anchors
     ]
+    # Another role's faded memory, read through a grant, stays faded: a read grant never
+    # changes that owner's memories (DESIGN.md §3.2).
+    revived = [r.id for r in used if caller.uses_count(r.full.owner)]
+    left_faded = len(used) - len(revived)
     if top and caller.store.writable:
         # DESIGN.md §16.9: only what the reader could have used counts as use. A weak hit is
         # logged as `shown`: no base-level, no strength, no rehearsal.
@@ -220,6 +222,11 @@ async def recall(caller: Caller, request: RecallRequest) -> RecallResult:
         note = (note + " " if note else "") + (
             f"{len(revived)} result(s) had faded (archived by reflection, flagged faded); "
             "this recall used them, so they are live again."
+        )
+    if left_faded and caller.store.writable:
+        note = (note + " " if note else "") + (
+            f"{left_faded} result(s) are faded memories of another role: they stay faded, since "
+            "only that role's own use brings them back."
         )
     use_dense = caller.settings.recall.use_dense
     if ranking.dense_ready is False and use_dense:

@@ -99,6 +99,35 @@ def test_a_pruned_memory_answers_its_question_flagged_faded_and_lives_again(
 
 
 @pytest.mark.anyio
+async def test_a_granted_readers_recall_leaves_the_owners_faded_memory_faded(
+    store_target,
+) -> None:
+    """A read grant never changes the owner's memories (DESIGN.md §3.2): another role's
+    recall that returns a faded memory shows it, logs the read, and leaves it faded; the
+    owner's own recall is a use and brings it back."""
+    daughter, _ = await prune_later(
+        store_target, {"content": DAUGHTER}, {"content": SKILL, "type": "skill"}
+    )
+    reviewer = Settings(store=store_target, owner="reviewer@desk", read=["coder"])
+    async with Client(build_server(reviewer, embedder=HashEmbedder())) as c:
+        seen = await call(c, "memory_recall", query=QUESTION, scope="coder")
+    assert seen["hits"][0]["id"] == daughter and seen["hits"][0]["flags"]["faded"] is True
+    assert "live again" not in seen["note"]
+    assert "1 result(s) are faded memories of another role: they stay faded" in seen["note"]
+    async with Memory.open(settings=settings_for(store_target), embedder=HashEmbedder()) as mem:
+        assert (await mem.stats()).archived == 1
+        view = await mem.get(daughter)
+        assert view.archived and view.flags.faded
+        history = await mem.explain(memory_id=daughter)
+        assert history.accesses[0].reader_owner == "reviewer@desk"
+    async with Client(build_server(settings_for(store_target), embedder=HashEmbedder())) as c:
+        own = await call(c, "memory_recall", query=QUESTION)
+    assert own["hits"][0]["id"] == daughter and "live again" in own["note"]
+    async with Memory.open(settings=settings_for(store_target), embedder=HashEmbedder()) as mem:
+        assert (await mem.stats()).archived == 0
+
+
+@pytest.mark.anyio
 async def test_a_faded_memory_ranks_below_a_live_one_of_similar_relevance(store_target) -> None:
     # The faded one is (a little) more relevant: only the faded tier's penalty puts it second.
     faded, live = await prune_later(
