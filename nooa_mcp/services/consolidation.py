@@ -76,6 +76,7 @@ from ..errors import InvalidInput, NooaError
 from ..malloc_tuning import release_free_memory
 from . import provenance, views
 from .caller import Caller
+from .corrections import live_corrected
 from .planning import PAIR_STEPS, Planner, edges_around
 from .references import visible_contents
 from .sampler import Sampler
@@ -455,10 +456,18 @@ class _Pass:
             plan = await anyio.to_thread.run_sync(
                 prune_rows, rows, at, self.caller.settings.forgetting
             )
-            return plan, functools.partial(self._prune, at=at)
+            return await self._keep_corrections(plan), functools.partial(self._prune, at=at)
         if name == "reconcile":
             return await self._reconcile_plan(rows), self._reconcile
         return await self._abstract_plan(rows), self._abstract
+
+    async def _keep_corrections(self, plan: list[Any]) -> list[Any]:
+        """The plan without the corrections of a memory that stays live (DESIGN.md §7.2): one
+        whose corrected memory fades in this plan too goes with it."""
+        planned = {item.id for item in plan}
+        corrected = await live_corrected(self.caller, [item.id for item in plan])
+        kept = {src for src, olds in corrected.items() if not set(olds) <= planned}
+        return [item for item in plan if item.id not in kept]
 
     async def _merge_plan(self, rows: Rows) -> list[Any]:
         a, b, cos = self.planner.pairs(rows, MERGE_SIMILARITY)

@@ -11,6 +11,7 @@ import math
 import statistics
 
 from ..domain.forgetting import protection, prune_eta, retention, stability_hours
+from ..domain.kinds import SUPERSEDING
 from ..domain.replies import Flags, MaintenanceRecord, MemoryView, Stats
 from ..domain.schema import (
     IMPORTANCE,
@@ -25,6 +26,7 @@ from ..domain.text import choices, head
 from ..errors import InvalidInput
 from ..storage.base import Counts, KpiTotals
 from .caller import Caller
+from .corrections import correction_reason, live_corrected
 from .references import resolve_all
 
 __all__ = [
@@ -96,6 +98,10 @@ async def view(
     policy = caller.settings.forgetting
     now = utc_now()
     stale = memory.valid_to is not None and memory.valid_to < now
+    protected = protection(memory.type, memory.importance, memory.status, policy)
+    if protected is None and not memory.archived and any(e.type in SUPERSEDING for e in edges):
+        corrected = (await live_corrected(caller, [memory.id])).get(memory.id)
+        protected = correction_reason(corrected) if corrected else None
     references, _ = await resolve_all(caller, memory.references, scope)
     return MemoryView(
         id=memory.id,
@@ -130,12 +136,12 @@ async def view(
             retention(memory.last_accessed_at, memory.strength, now, policy.tau_hours), 4
         ),
         prune_eta=None
-        if memory.archived
+        if memory.archived or protected is not None
         else prune_eta(memory.last_accessed_at, memory.strength, policy, now),
         # To 4 places as retention: a reader draws the curve from it, and the prune ETA it
         # gives stays within a second of the view's own.
         stability_hours=round(stability_hours(memory.strength, policy.tau_hours), 4),
-        protected=protection(memory.type, memory.importance, memory.status, policy),
+        protected=protected,
         writable=caller.may_write(memory.owner),
         flags=Flags(stale=stale, faded=memory.archived and memory.faded),
     )

@@ -13,7 +13,10 @@ and PostgreSQL, and fails on a plausible bug in the rule it names:
 - rescore never moves what the author set HIGH below the prune guard;
 - prune re-checks each item when it applies it: a memory recalled or raised since the plan
   stays;
-- only a newer memory supersedes the one it refines.
+- only a newer memory supersedes the one it refines;
+- a correction outlives what it corrects: prune keeps it while the memory it refines is live
+  (an old HIGH fact would otherwise come back first while the correction sits faded), and
+  fades it with that memory when both are unused.
 
 The pure bookkeeping of `domain.accesses` is asserted value by value at the end.
 """
@@ -321,3 +324,55 @@ def test_the_ring_keeps_the_newest_accesses_and_the_history_exports_them() -> No
     assert datetime.fromisoformat(record["learned_at"]) == T0
     rec = float(sigmoid(base_level([3600.0 * 2], 1, None)))
     assert 0 < rec < 1 and math.isfinite(rec)
+
+
+# --------------------------------------------------------------------------- corrections
+
+
+BILLING_OLD = "The billing service runs on host zeta-7"
+BILLING_NEW = "The billing service moved to host omega-3"
+BILLING_Q = "which host runs the billing service"
+
+
+def test_prune_keeps_a_correction_while_the_fact_it_corrects_is_live(store_target) -> None:
+    """The old fact is HIGH (never pruned); the correction is MEDIUM and goes unused for
+    months. Without the rule, prune fades the correction and the old fact ranks first again,
+    unsuperseded."""
+    (old,) = at(T0, store_target, author(BILLING_OLD, importance="CRITICAL"))
+    (new,) = at(
+        T0 + DAY,
+        store_target,
+        author(BILLING_NEW, links=[{"target": old["id"], "relation": "refines"}]),
+    )
+    # Unrelated memories that go unused as long: prune has something to take.
+    (idle,) = at(T0 + DAY, store_target, author(ONCE))
+    before = views(store_target, [new["id"], idle["id"]], NOW)
+    assert before[new["id"]].protected == f"corrects {old['id'][:8]}, which is still live"
+    assert before[new["id"]].prune_eta is None
+    assert before[idle["id"]].protected is None and before[idle["id"]].prune_eta < NOW
+    (report,) = at(NOW, store_target, ("memory_reflect", {"steps": ["prune"]}))
+    assert [s["applied"] for s in report["steps"]] == [1]
+    after = views(store_target, [old["id"], new["id"], idle["id"]], NOW)
+    assert [after[i].archived for i in (old["id"], new["id"], idle["id"])] == [False, False, True]
+    rows = explained(store_target, BILLING_Q, NOW + timedelta(hours=1))
+    assert rows[old["id"]]["flags"]["superseded_by"] == new["id"]
+    assert rows[new["id"]]["rank"] < rows[old["id"]]["rank"]
+    # Forgotten on purpose, the old fact no longer holds the correction: it may fade.
+    at(NOW, store_target, ("memory_update", {"memory_id": old["id"], "forget": True}))
+    freed = views(store_target, [new["id"]], NOW)[new["id"]]
+    assert freed.protected is None and freed.prune_eta < NOW
+
+
+def test_a_correction_and_the_fact_it_corrects_fade_together(store_target) -> None:
+    """Both unused for months and neither protected: the pass fades both, so nothing stale is
+    left live above a faded correction."""
+    (old,) = at(T0, store_target, author(BILLING_OLD))
+    (new,) = at(
+        T0 + DAY,
+        store_target,
+        author(BILLING_NEW, links=[{"target": old["id"], "relation": "refines"}]),
+    )
+    (report,) = at(NOW, store_target, ("memory_reflect", {"steps": ["prune"]}))
+    assert [s["applied"] for s in report["steps"]] == [2]
+    after = views(store_target, [old["id"], new["id"]], NOW)
+    assert after[old["id"]].archived and after[new["id"]].archived

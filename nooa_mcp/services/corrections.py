@@ -1,0 +1,46 @@
+"""A correction outlives what it corrects.
+
+A memory that `refines` or `contradicts` an older one is its current version: recall ranks the
+older one below it (DESIGN.md §5.7), but only while the correction is live. Prune fades what
+nobody uses, and an old fact that is protected (importance ≥ 8) or simply more used would
+then come back unsuperseded, above nothing, while the user's correction sits faded. So prune
+keeps a correction while a memory it corrects is live (DESIGN.md §7.2), and a memory's view
+says why it is never pruned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..domain.kinds import SUPERSEDING
+from .caller import Caller
+from .planning import EDGE_CHUNK
+
+_RELATIONS = frozenset(kind.value for kind in SUPERSEDING)
+
+
+async def live_corrected(caller: Caller, ids: Sequence[str]) -> dict[str, list[str]]:
+    """For each of `ids` that refines or contradicts a live memory written no later than it
+    (the memories it supersedes in recall): those memories' ids. Ids that correct nothing
+    live are left out."""
+    wanted = set(ids)
+    pairs: list[tuple[str, str]] = []
+    for start in range(0, len(ids), EDGE_CHUNK):
+        for e in await caller.store.edges_touching(list(ids[start : start + EDGE_CHUNK])):
+            if e.src in wanted and e.type in _RELATIONS and e.dst != e.src:
+                pairs.append((e.src, e.dst))
+    if not pairs:
+        return {}
+    rows = await caller.store.fetch_many(list({end for pair in pairs for end in pair}))
+    out: dict[str, list[str]] = {}
+    for src, dst in pairs:
+        new, old = rows.get(src), rows.get(dst)
+        if new is None or old is None or old.archived or old.created_at > new.created_at:
+            continue
+        out.setdefault(src, []).append(dst)
+    return out
+
+
+def correction_reason(corrected: Sequence[str]) -> str:
+    """Why a correction is never pruned, naming what it corrects."""
+    return f"corrects {corrected[0][:8]}, which is still live"
