@@ -681,9 +681,10 @@ def _render_stats(s: dict[str, Any]) -> str:
 async def import_(ctx: Context, file: Any, as_json: bool) -> None:
     """Import memories from a JSONL FILE (one memory per line, as `export` writes).
 
-    Every line is checked before anything is written: a bad line is named and nothing is
-    imported. Archived memories come back archived, with their tombstones, and each exported
-    memory as its own, even beside another with the same text. An id that another
+    Every line is checked before anything is written: a bad line (or a field no export
+    writes) is named and nothing is imported; a file with no memories is refused. Archived
+    memories come back archived, with their tombstones, and each exported memory as its
+    own, even beside another with the same text. An id that another
     owner's memory holds is imported under an id of yours derived from it, the same each
     time (importing a file again adds nothing); a line that says a shared memory again is
     that memory; an edge to a memory you cannot link to is not added, and named.
@@ -692,6 +693,12 @@ async def import_(ctx: Context, file: Any, as_json: bool) -> None:
     from .services.transfer import check_records
 
     items = _import_lines(file)
+    if not items:
+        # Before the store is opened: an empty file creates no empty store.
+        name = getattr(file, "name", "FILE")
+        raise click.ClickException(
+            f"{name}: holds no memories (it is empty, or only blank lines). Nothing was imported."
+        )
     try:
         # Before the store is opened: a refused file creates no store and writes nothing.
         checked = check_records(items, ctx.settings().owner)

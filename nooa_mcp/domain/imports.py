@@ -5,9 +5,9 @@ and more: its edges, the archive flag and, for an archived memory, its tombstone
 importance its author set (rescore starts from it), an intent's firing state, and its use
 history (`accesses.History`). Each of those is checked here for type and size, so a malformed
 line is refused by number before the first write instead of being coerced, skipped without a
-word or stored at any size. Keys this module does not know are left to whoever reads them: a
-newer export may carry more. A line without a history (an older export, plain notes) is
-learned when it is imported.
+word or stored at any size. A key no export writes is refused by the service before any of
+this (`services.transfer.LINE_FIELDS`), so a misspelt field is named, never dropped. A line
+without a history (an older export, plain notes) is learned when it is imported.
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ and — for archived memories — the archive state and every tombstone, so `exp
 still blocked by its tombstone), and a copied store ranks, explains and forgets as its source
 did. A line without a history (an older export, plain notes) is learned at its import.
 Import validates every line before it writes anything; a bad line is named by its number and
-nothing is written. Ids and edge targets resolve only within the importer's scope
+nothing is written, and a key no export writes (`LINE_FIELDS`) is refused by name, never
+dropped. Ids and edge targets resolve only within the importer's scope
 (`import_scope`). Each line becomes one memory; an exact repeat of a stored memory is
 `exists`, but an export line (an id and a history) is only ever its own memory, so memories
 the source kept apart with one text come back apart (DESIGN.md §4.7).
@@ -17,6 +18,8 @@ the source kept apart with one text come back apart (DESIGN.md §4.7).
 
 from __future__ import annotations
 
+import difflib
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -34,7 +37,7 @@ from ..domain.imports import (
 )
 from ..domain.inputs import build_memory
 from ..domain.requests import AuthorRequest, request_of
-from ..domain.schema import now as utc_now
+from ..domain.schema import Trigger, now as utc_now
 from ..errors import InvalidInput
 from .authoring import author_many
 from .caller import Caller
@@ -43,6 +46,8 @@ from .views import redact, view
 
 __all__ = [
     "IMPORT_FIELDS",
+    "LINE_FIELDS",
+    "OLDER_FIELDS",
     "CheckedFile",
     "Imported",
     "check_records",
@@ -70,6 +75,22 @@ IMPORT_FIELDS = (
     "trigger",
     "references",
 )
+#: Every key an export line may carry: the author request's fields and what `export_records`
+#: writes beside them (what `check_line` and `carried` read). Any other key is refused by
+#: name: a misspelled field dropped without a word would lose what its user wrote.
+LINE_FIELDS = (
+    *IMPORT_FIELDS,
+    "owner",
+    "archived",
+    "edges",
+    "authored_importance",
+    "history",
+    "tombstones",
+)
+#: The keys of a line's `trigger` (what the export writes of an intent's `Trigger`).
+TRIGGER_FIELDS = tuple(Trigger.model_fields)
+#: The keys of an `accesses_of` line (more of a memory's accesses than fit on its own line).
+OLDER_FIELDS = ("accesses_of", "accesses")
 BATCH = 256
 
 Tick = Callable[[int], Awaitable[None] | None]
@@ -93,6 +114,43 @@ def _refused_line(line: int, exc: InvalidInput) -> InvalidInput:
     return InvalidInput(f"line {line}", f"{exc.field}: {exc.problem}", "Nothing was imported.")
 
 
+def _short(value: Any) -> str:
+    """A value as a refusal quotes it: as JSON, as the line wrote it, cut short."""
+    shown = json.dumps(value, ensure_ascii=False)
+    return shown if len(shown) <= 40 else shown[:39] + "…"
+
+
+def _name(key: str) -> str:
+    """A key as a refusal names it: as written when it is short and printable."""
+    return key if len(key) <= 40 and key.isprintable() else _short(key)
+
+
+def _check_keys(item: dict[str, Any], fields: Sequence[str], kind: str, at: str = "") -> None:
+    """Refuse a key the line's kind does not have, naming it and the field it most
+    resembles (else the fields there are).
+
+    Raises:
+        InvalidInput: the first unknown key is named (and how many more the line has).
+    """
+    unknown = [key for key in item if key not in fields]
+    if not unknown:
+        return
+    by_lower = {f.lower(): f for f in fields}
+
+    def meant(key: str) -> str | None:
+        # A key of megabytes is no misspelling: compare its start only.
+        close = difflib.get_close_matches(key[:64].lower(), list(by_lower), n=1, cutoff=0.6)
+        return by_lower[close[0]] if close else None
+
+    key = unknown[0]
+    fix = f"Did you mean {meant(key)}?" if meant(key) else f"Use only {', '.join(fields)}."
+    if len(unknown) > 1:
+        also = [at + _name(k) + (f" ({meant(k)}?)" if meant(k) else "") for k in unknown[1:4]]
+        more = "" if len(unknown) <= 4 else f" and {len(unknown) - 4} more"
+        fix += f" Also not fields: {', '.join(also)}{more}."
+    raise InvalidInput(at + _name(key), f"is not a field of {kind}. {fix}")
+
+
 def _split_older(
     items: Sequence[tuple[int, Any]],
 ) -> tuple[list[tuple[int, Any]], dict[str, list[tuple[int, tuple[Any, ...]]]]]:
@@ -102,6 +160,8 @@ def _split_older(
     for line, item in items:
         try:
             more = older_accesses(item) if isinstance(item, dict) else None
+            if more is not None:
+                _check_keys(item, OLDER_FIELDS, "an accesses_of line")
         except InvalidInput as exc:
             raise _refused_line(line, exc) from None
         if more is None:
@@ -124,6 +184,15 @@ def _check(item: Any, line: int, owner: str) -> dict[str, Any]:
     if not isinstance(item, dict):
         raise InvalidInput(f"line {line}", "is not a JSON object.", "Nothing was imported.")
     try:
+        _check_keys(item, LINE_FIELDS, "an export line")
+        if isinstance(item.get("trigger"), dict):
+            _check_keys(item["trigger"], TRIGGER_FIELDS, "a trigger", "trigger.")
+        content = item.get("content")
+        if content is not None and not isinstance(content, str):
+            raise InvalidInput(
+                "content",
+                f"{_short(content)} is not text. Pass the memory's text as a JSON string.",
+            )
         build_memory(request_of(AuthorRequest, import_spec(item)), owner)
         check_line(item)
     except InvalidInput as exc:

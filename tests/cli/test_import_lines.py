@@ -194,3 +194,111 @@ def test_importing_another_owners_lines_as_the_shared_owner_says_they_are_shared
     assert "1 line(s) belonged to another owner and are shared memories now" in shared.stderr
     own = cli(["--store", str(tmp_path / "bob.sqlite"), "--owner", "bob", "import", str(dump)])
     assert own.exit_code == 0 and "shared memories now" not in own.stderr
+
+
+# A field the import does not read was dropped without a word: the line below was imported
+# as an `info` of importance 5, no tags and no end of validity, and the report said created: 1.
+MISSPELT = {
+    "content": "The deploy key is in vault slot 9",
+    "importnce": "CRITICAL",
+    "tag": ["ops"],
+    "valid_until": "2027-01-01T00:00:00Z",
+    "Type": "todo",
+}
+
+UNKNOWN_FIELDS = [
+    (
+        MISSPELT,
+        "Error: line 3: importnce: is not a field of an export line. Did you mean importance? "
+        "Also not fields: tag (tags?), valid_until (valid_to?), Type (type?). "
+        "Nothing was imported.",
+    ),
+    (
+        {**GOOD, "zzzq": 1},
+        "Error: line 3: zzzq: is not a field of an export line. Use only id, content, type, "
+        "title, importance, salience, confidence, tags, entities, place_or_task, created_at, "
+        "valid_from, valid_to, status, trigger, references, owner, archived, edges, "
+        "authored_importance, history, tombstones. Nothing was imported.",
+    ),
+    (
+        {**GOOD, "type": "intent", "trigger": {"cue": "deploy", "fire_time": "2027-01-01"}},
+        "Error: line 3: trigger.fire_time: is not a field of a trigger. Did you mean fire_at? "
+        "Nothing was imported.",
+    ),
+    (
+        {"content": 5},
+        "Error: line 3: content: 5 is not text. Pass the memory's text as a JSON string. "
+        "Nothing was imported.",
+    ),
+    (
+        {"content": ["a"] * 1000},
+        'Error: line 3: content: ["a", "a", "a", "a", "a", "a", "a", "a"… is not text. '
+        "Pass the memory's text as a JSON string. Nothing was imported.",
+    ),
+]
+
+
+def _stored(store: Path) -> list[dict]:
+    out = cli(["--store", str(store), "--owner", "alice", "export"])
+    assert out.exit_code == 0, out.output
+    return [json.loads(x) for x in out.stdout.splitlines()]
+
+
+@pytest.mark.parametrize(
+    ("bad", "sentence"),
+    UNKNOWN_FIELDS,
+    ids=["misspelt", "unknown", "trigger", "content-int", "content-list"],
+)
+def test_an_unknown_field_or_content_that_is_not_text_refuses_the_whole_file(
+    tmp_path: Path, bad: dict, sentence: str
+) -> None:
+    store = tmp_path / "m.sqlite"
+    result = _import(store, _dump(tmp_path, GOOD, GOOD | {"content": "Second."}, bad))
+    assert result.exit_code == 1, result.output
+    assert exited_cleanly(result), repr(result.exception)
+    assert result.stderr.strip() == sentence
+    assert not store.exists()  # refused before the store is opened
+    # Into a store that holds memories already: nothing of the file is written either.
+    assert _import(store, _dump(tmp_path, {"content": "Kept."})).exit_code == 0
+    result = _import(store, _dump(tmp_path, GOOD, bad))
+    assert result.exit_code == 1, result.output
+    assert result.stderr.strip() == sentence.replace("line 3", "line 2")
+    assert [x["content"] for x in _stored(store)] == ["Kept."]
+
+
+def test_an_accesses_of_line_with_an_unknown_field_is_refused(tmp_path: Path) -> None:
+    store = tmp_path / "m.sqlite"
+    history = {
+        "learned_at": "2026-01-01T00:00:00+00:00",
+        "last_used_at": "2026-01-01T00:00:00+00:00",
+        "uses": 1,
+        "strength": 1,
+    }
+    line = {**GOOD, "id": "ab" * 16, "history": history}
+    older = {"accesses_of": "ab" * 16, "accesses": [], "acesses": []}
+    result = _import(store, _dump(tmp_path, line, older))
+    assert result.exit_code == 1, result.output
+    assert result.stderr.strip() == (
+        "Error: line 2: acesses: is not a field of an accesses_of line. Did you mean accesses? "
+        "Nothing was imported."
+    )
+    assert not store.exists()
+    # Without the misspelt key the same file imports.
+    del older["acesses"]
+    assert _import(store, _dump(tmp_path, line, older)).exit_code == 0
+
+
+@pytest.mark.parametrize("text", ["", "\n\n  \n"], ids=["empty", "blank-lines"])
+def test_a_file_without_memories_is_refused_and_creates_no_store(tmp_path: Path, text: str) -> None:
+    store = tmp_path / "m.sqlite"
+    dump = tmp_path / "dump.jsonl"
+    dump.write_text(text)
+    result = _import(store, dump)
+    assert result.exit_code == 1, result.output
+    assert exited_cleanly(result), repr(result.exception)
+    assert result.stderr.strip() == (
+        f"Error: {dump}: holds no memories (it is empty, or only blank lines). "
+        "Nothing was imported."
+    )
+    assert result.stdout == ""  # no "edges: 0" report
+    assert not store.exists()
