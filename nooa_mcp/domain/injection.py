@@ -37,6 +37,7 @@ __all__ = [
     "cue_overlap",
     "enough_shared",
     "importance_label",
+    "item_line",
     "relevant",
     "render_prompt",
     "render_session",
@@ -141,7 +142,8 @@ def _clip(text: str, n: int = ITEM_CHARS) -> str:
     return flat if len(flat) <= n else flat[: n - 1] + "…"
 
 
-def _line(item: Item, with_type: bool = True) -> str:
+def item_line(item: Item, with_type: bool = True) -> str:
+    """One item as a bullet: id, type (unless left out), importance word, clipped text, note."""
     memory_id, kind, importance, text, extra = item
     tag = f"{memory_id[:8]} {kind} " if with_type else f"{memory_id[:8]} "
     note = f" ({extra})" if extra else ""
@@ -180,13 +182,13 @@ def render_prompt(reminders: Sequence[Item], memories: Sequence[Item]) -> str:
     lines: list[str] = []
     if reminders:
         lines.append("Reminders from your memory (intents you set, due now; act on them):")
-        lines += [_line(r, with_type=False) for r in reminders]
+        lines += [item_line(r, with_type=False) for r in reminders]
     if memories:
         lines.append(
             "From your long-term memory, possibly relevant to this prompt (injected by a hook; "
             "memory_recall finds more):"
         )
-        lines += [_line(m) for m in memories]
+        lines += [item_line(m) for m in memories]
     return _bounded(lines)
 
 
@@ -202,14 +204,14 @@ def render_session(
     if todos:
         more = f" ({open_todos} in all)" if open_todos > len(todos) else ""
         lines.append(f"Open todos{more}; mark one done with the todo tool when you finish it:")
-        lines += [_line(t, with_type=False) for t in todos]
+        lines += [item_line(t, with_type=False) for t in todos]
     if reminders:
         lines.append("Intents that are due now (act on them when the moment fits):")
-        lines += [_line(r, with_type=False) for r in reminders]
+        lines += [item_line(r, with_type=False) for r in reminders]
     if memories:
         where = f" for {project}" if project else ""
         lines.append(f"Most important memories{where}:")
-        lines += [_line(m) for m in memories]
+        lines += [item_line(m) for m in memories]
     if not lines:
         return ""
     head = (

@@ -12,6 +12,7 @@ from mcp.server.mcpserver import MCPServer
 
 import nooa_mcp
 
+from ..domain.injection import item_line
 from ..domain.text import head
 from .handlers import current_memory, resource_errors
 
@@ -71,19 +72,24 @@ def register_prompts(server: MCPServer) -> None:
     @resource_errors
     async def session_start() -> str:
         memory = await current_memory()
-        context = await memory.context(limit=10)
-        # Listing todos also evaluates time triggers: intents that are due fire here, and the
-        # prompt is where they are delivered (DESIGN.md §9.3).
-        todos = await memory.todo("list", limit=20)
+        # The selection is the session-start hook's (`services.injection.at_session_start`):
+        # open todos, the intents due now (they fire here and are delivered by this prompt,
+        # DESIGN.md §9.3) and the important memories, none superseded, stale, archived, a
+        # scratch note or an intent. Each memory is in one section only: todos under "Open
+        # todos", where their count and the way to close them are said, never again in the
+        # memory list.
+        got = await memory.inject_at_start()
+        todos = [item_line(t, with_type=False) for t in got.todos]
+        if got.open_todos > len(got.todos):
+            todos.append(f"- … {got.open_todos} open in all (`todo` with action=list shows them)")
         return start.body.safe_substitute(
-            context=context.strip() or "Nothing stored yet.",
-            todos=_bullets(
-                [f"- [{t.id8}] {t.importance_label} {t.title or t.content}" for t in todos.todos],
-                "No open todos.",
+            context=_bullets(
+                [item_line(m) for m in got.memories],
+                "No HIGH or CRITICAL memory to show: `memory_recall` finds the rest.",
             ),
+            todos=_bullets(todos, "No open todos."),
             intents=_bullets(
-                [f"- [{r.intent_id[:8]}] {r.content}" for r in todos.reminders],
-                "No intents are due.",
+                [item_line(r, with_type=False) for r in got.reminders], "No intents are due."
             ),
         )
 

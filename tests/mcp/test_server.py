@@ -532,6 +532,76 @@ async def test_session_start_prompt_leaves_no_placeholders(client: Client) -> No
     assert "$" not in prompt.messages[0].content.text
 
 
+async def session_start_text(client: Client) -> str:
+    prompt = await client.get_prompt("session_start")
+    return prompt.messages[0].content.text
+
+
+async def test_session_start_prompt_leaves_out_a_superseded_memory(client: Client) -> None:
+    # What the session-start hook shows (services.injection.at_session_start), never a
+    # second selection: the README says superseded memories are never shown.
+    old = await author(client, "The user lives in Lisbon, Portugal.", importance="HIGH")
+    await author(
+        client,
+        "The user moved to Berlin, Germany in December 2026.",
+        importance="HIGH",
+        links=[{"target": old, "relation": "refines"}],
+    )
+    text = await session_start_text(client)
+    assert "moved to Berlin" in text
+    assert "Lisbon" not in text
+    assert old[:8] not in text
+
+
+async def test_session_start_prompt_leaves_out_a_memory_past_its_valid_to(client: Client) -> None:
+    stale = await author(client, "The office wifi password is tulip-42.", importance="HIGH")
+    past = (now() - timedelta(minutes=5)).isoformat()
+    result = await client.call_tool("memory_update", {"memory_id": stale, "valid_to": past})
+    assert not result.is_error, result.content
+    await author(client, "The user prefers metric units.", importance="HIGH")
+    text = await session_start_text(client)
+    assert "metric units" in text
+    assert "tulip-42" not in text
+
+
+async def test_session_start_prompt_shows_a_due_intent_once_and_never_an_armed_one(
+    client: Client,
+) -> None:
+    past = (now() - timedelta(minutes=5)).isoformat()
+    later = (now() + timedelta(days=2)).isoformat()
+    # The armed one first: a later tool call would fire (and deliver) the due one itself.
+    for content, fire_at in (
+        ("Ask about the Munich trip", later),
+        ("Ask how the Berlin move went", past),
+    ):
+        result = await client.call_tool(
+            "intent", {"action": "add", "content": content, "fire_at": fire_at}
+        )
+        assert not result.is_error, result.content
+    first = await session_start_text(client)
+    assert first.count("Ask how the Berlin move went") == 1
+    assert "Munich trip" not in first
+    # It fired with the first prompt: a one-shot intent that fired is not shown again.
+    second = await session_start_text(client)
+    assert "Berlin move" not in second
+    assert "Munich trip" not in second
+
+
+async def test_session_start_prompt_shows_an_open_todo_exactly_once(client: Client) -> None:
+    await client.call_tool(
+        "todo", {"action": "add", "content": "Renew the TLS certificate", "importance": "HIGH"}
+    )
+    done = await client.call_tool(
+        "todo", {"action": "add", "content": "Archive the old logs", "importance": "HIGH"}
+    )
+    await client.call_tool("todo", {"action": "done", "memory_id": done.structured_content["id"]})
+    text = await session_start_text(client)
+    assert text.count("Renew the TLS certificate") == 1
+    todos = text.split("## Open todos", 1)[1].split("##", 1)[0]
+    assert "Renew the TLS certificate" in todos
+    assert "Archive the old logs" not in text
+
+
 async def test_reflect_prompt_lists_recent_episodes(client: Client) -> None:
     await author(client, "Migrated the billing DB; the lock timeout bit us.", type="episode")
     prompt = await client.get_prompt("reflect")
