@@ -19,6 +19,7 @@ import anyio
 import anyio.to_thread
 
 from .config import Settings
+from .domain.injection import render_session
 from .domain.replies import (
     AuthorResult,
     ExplainResult,
@@ -266,9 +267,13 @@ class Memory:
         return await views.recent_accesses(self._caller, **options)
 
     @_after_logging
-    async def context(self, *, limit: int = 10) -> str:
-        """The injection block; reading it logs `injected`, which never reinforces."""
-        return await views.context(self._caller, limit=limit)
+    async def context(self) -> str:
+        """The session-start block as the hook shows it (`inject_at_start`), without firing
+        intents: open todos and the most important memories, none superseded, stale or
+        archived. Reading it logs `injected`, which never reinforces."""
+        got = await self.inject_at_start(fire=False)
+        block = render_session("", got.todos, got.open_todos, [], got.memories)
+        return block or "(nothing to show: no open todos and no HIGH or CRITICAL memory)"
 
     @_after_logging
     async def inject_for_prompt(self, prompt: str) -> injection.Injected:
@@ -277,10 +282,11 @@ class Memory:
         return await injection.for_prompt(self._caller, prompt)
 
     @_after_logging
-    async def inject_at_start(self, project: str = "") -> injection.Injected:
-        """What a harness shows at session start: open todos, due intents and the most
-        important memories (those labelled `project` first); logged `injected`."""
-        return await injection.at_session_start(self._caller, project)
+    async def inject_at_start(self, project: str = "", *, fire: bool = True) -> injection.Injected:
+        """What a harness shows at session start: open todos, due intents (unless `fire` is
+        False) and the most important memories (those labelled `project` first); logged
+        `injected`."""
+        return await injection.at_session_start(self._caller, project, fire=fire)
 
     @_after_logging
     async def stats(self, *, scope: str = "mine", show_path: bool = False) -> Stats:

@@ -195,8 +195,10 @@ def register_resources(server: MCPServer, budget: int) -> None:
     @server.resource("memory://context", name="context", mime_type="text/markdown")
     @resource_errors
     async def context_block() -> str:
-        """The block a harness injects at session start. Reading it is logged as `injected`."""
-        return await (await current_memory()).context(limit=10)
+        """The block a harness injects at session start, without firing intents (a client
+        may read this on its own; the session_start prompt delivers them). Reading it is
+        logged as `injected`."""
+        return await (await current_memory()).context()
 
 
 def _paged(

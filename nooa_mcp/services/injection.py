@@ -151,8 +151,12 @@ async def for_prompt(caller: Caller, prompt: str, *, limit: int = PROMPT_MEMORIE
     return out
 
 
-async def at_session_start(caller: Caller, project: str = "") -> Injected:
-    """Open todos, due intents and the most important memories (the project's first)."""
+async def at_session_start(caller: Caller, project: str = "", *, fire: bool = True) -> Injected:
+    """Open todos, due intents and the most important memories (the project's first).
+
+    `fire=False` leaves intents armed and shows none: for a reader that may not deliver what
+    fired to the model (a resource a client reads on its own), since firing spends a one-shot.
+    """
     project = project.replace("\x00", "")
     out = Injected(embeddings=caller.engine.embeddings_state)
     own = caller.actor.own
@@ -162,7 +166,7 @@ async def at_session_start(caller: Caller, project: str = "") -> Injected:
     todos.sort(key=lambda m: todo_order(m.status, m.importance, m.created_at))
     out.open_todos = len(todos)
     out.todos = [_item(m) for m in todos[:START_TODOS]]
-    out.reminders = await _reminders(caller, None, None)
+    out.reminders = await _reminders(caller, None, None) if fire else []
     out.memories = [_item(m) for m in await _important(caller, project, len(todos))]
     await _log(caller, [t[0] for t in out.todos] + [m[0] for m in out.memories], None)
     return out

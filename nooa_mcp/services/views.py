@@ -17,12 +17,11 @@ from ..domain.schema import (
     IMPORTANCE,
     MAINTENANCE_KINDS,
     AccessRecord,
-    Channel,
     Memory,
     now as utc_now,
 )
 from ..domain.scope import Scope, owner_role, parse_owner
-from ..domain.text import choices, head
+from ..domain.text import choices
 from ..errors import InvalidInput
 from ..storage.base import Counts, KpiTotals
 from .caller import Caller
@@ -33,7 +32,6 @@ __all__ = [
     "KPI_SHARES",
     "READ_CHANNELS",
     "access_log",
-    "context",
     "get",
     "kpi_shares",
     "kpi_snapshot",
@@ -212,41 +210,6 @@ async def recent_accesses(
     )
     shown = caller.actor.effective()
     return [(seq, mid, redact(record, shown)) for seq, mid, record in stream]
-
-
-async def context(caller: Caller, *, limit: int = 10) -> str:
-    """The injection block: open todos, then the most important and most used memories.
-
-    Reading it logs `injected` on each memory shown, which never reinforces (DESIGN.md §3.1).
-    """
-    limit = max(1, min(limit, 50))
-    if not caller.store.writable:
-        shown = await caller.store.context_rows(caller.actor.own, limit)
-        return _context_block(shown)
-    # Read the rows inside the write transaction: their access state is saved back, and a
-    # row read before the lock would write a concurrent access's old values back over it.
-    async with caller.store.transaction():
-        shown = await caller.store.context_rows(caller.actor.own, limit)
-        logged = []
-        for memory in shown:
-            access = caller.access(Channel.injected)
-            caller.apply(memory, access)
-            logged.append((memory.id, access))
-        if shown:
-            await caller.store.save_accesses(shown)
-            await caller.store.append_accesses(logged)
-    return _context_block(shown)
-
-
-def _context_block(shown: list[Memory]) -> str:
-    lines = []
-    for m in shown:
-        label = m.type.value + (f":{m.status}" if m.status else "")
-        lines.append(
-            f"- [{m.id[:8]} {label} {IMPORTANCE.label(m.importance)}] "
-            f"{head(m.title or m.content, 200)}"
-        )
-    return "\n".join(lines) if lines else "(no memories yet)"
 
 
 def kpi_shares(counts: Counts, raw: KpiTotals) -> dict[str, float | int]:

@@ -434,9 +434,32 @@ async def test_context_resource_never_reinforces(client: Client) -> None:
     assert (await read_json(client, f"memory://memories/{wanted}"))["strength"] == before
 
 
-async def test_context_resource_shows_the_memory_heads(client: Client) -> None:
-    wanted = await author(client, "The deploy key lives in the team vault.")
-    assert wanted[:8] in await read_text(client, "memory://context")
+async def test_context_resource_shows_what_the_session_start_hook_shows(client: Client) -> None:
+    """The hook's selection (`services.injection.at_session_start`): the important memories,
+    none superseded; and, unlike the session_start prompt, it fires no intent (a client may
+    read a resource on its own, and firing spends a one-shot)."""
+    old = await author(client, "The deploy key lives in the team vault.", importance="HIGH")
+    new = (
+        await client.call_tool(
+            "memory_author",
+            {
+                "content": "The deploy key moved to the release vault.",
+                "importance": "HIGH",
+                "links": [{"target": old, "relation": "refines"}],
+            },
+        )
+    ).structured_content["id"]
+    due = await client.call_tool(
+        "intent", {"action": "add", "content": "Rotate the deploy key", "fire_at": "2020-01-01"}
+    )
+    block = await read_text(client, "memory://context")
+    assert new[:8] in block and old[:8] not in block
+    assert "Rotate the deploy key" not in block
+    fired = (await client.call_tool("intent", {"action": "check"})).content[0].text
+    assert (
+        fired.startswith("check: 1 fired.")
+        and f"- [{due.structured_content['id'][:8]}] (time)" in fired
+    )
 
 
 async def test_archived_listing_pages_with_a_cursor(client: Client) -> None:

@@ -114,7 +114,8 @@ async def test_accesses_beyond_the_ring_still_count_toward_base_level(mem):
 
 
 async def test_injected_reads_never_change_strength_or_base_level(mem):
-    target = await ids(mem, "the injected memory")
+    # HIGH: the session-start block shows the most important memories only.
+    target = (await mem.author("the injected memory", importance="HIGH")).id
     before = await mem.get(target)
     actr_before = (await mem.engine.store.fetch(target)).actr_times
     for _ in range(3):

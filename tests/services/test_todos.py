@@ -81,7 +81,12 @@ async def test_open_todos_lead_the_session_context(mem):
     await mem.author("an important fact", importance="CRITICAL")
     todo = await mem.todo("add", content="call the bank back", importance="LOW")
     block = await mem.context()
-    assert block.splitlines()[0].startswith(f"- [{todo.id[:8]} todo:open")
+    lines = block.splitlines()
+    at = next(n for n, line in enumerate(lines) if line.startswith("Open todos"))
+    assert lines[at + 1].startswith(f"- [{todo.id[:8]} ")
+    assert [line for line in lines if "an important fact" in line] and block.index(
+        "call the bank back"
+    ) < block.index("an important fact")
 
 
 async def test_update_refuses_a_status_that_is_not_a_todo_status(mem: Memory) -> None:
