@@ -12,7 +12,7 @@ import functools
 import json
 import re
 import sys
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -133,6 +133,32 @@ def must_exist(store: Path | str) -> None:
             "there. Check --store (or NOOA_STORE) for a typo; `nooa-mcp author` creates a "
             "store with its first memory."
         )
+
+
+def stderr_is_terminal() -> bool:
+    return sys.stderr.isatty()
+
+
+class _NoBar:
+    """What a progress bar is to a pipe or a file: its count, and nothing written (click's
+    bar would print its label alone there, a stray line in a log)."""
+
+    def __init__(self, length: int) -> None:
+        self.length = length
+        self.pos = 0
+
+    def update(self, n: int, current_item: Any = None) -> None:
+        self.pos += n
+
+
+@contextlib.contextmanager
+def progress_bar(length: int, label: str, **options: Any) -> Iterator[Any]:
+    """click's progress bar on stderr when a person watches it (a terminal); none otherwise."""
+    if not stderr_is_terminal():
+        yield _NoBar(length)
+        return
+    with click.progressbar(length=length, label=label, file=sys.stderr, **options) as bar:
+        yield bar
 
 
 def reminder_lines(reminders: list[Any], more: int = 0) -> list[str]:
@@ -622,7 +648,7 @@ def _render_explain(r: Any) -> str:
         if w.kth_score is not None:
             scores.append(f"rank {w.k}'s {w.kth_score:.3f} = {_terms_cell(w.kth_terms)}")
         parts.append(
-            f"\n{w.reason}"
+            f"\n{w.id[:8]} for {r.query!r}: {w.reason}"
             + (f"\n{'; '.join(scores)}" if scores else "")
             + (
                 f"\nretention {w.retention:.3f}, prune ETA {w.prune_eta:%Y-%m-%d}"
@@ -706,7 +732,7 @@ async def import_(ctx: Context, file: Any, as_json: bool) -> None:
         raise click.ClickException(str(exc)) from None
     async with open_memory(ctx) as mem:
         await mem.wait_ready()
-        with click.progressbar(length=len(items), label="importing", file=sys.stderr) as bar:
+        with progress_bar(len(items), "importing") as bar:
             report = await mem.import_records(checked, tick=bar.update)
     widened = report.counts.get("from_other_owners", 0)
     if widened and ctx.settings().owner == "":
@@ -918,13 +944,7 @@ async def reflect(ctx: Context, steps: tuple[str, ...], as_json: bool) -> None:
     sampling) and are skipped here.
     """
     async with open_memory(ctx) as mem:
-        with click.progressbar(
-            length=1,
-            label="reflecting",
-            file=sys.stderr,
-            show_pos=True,
-            item_show_func=lambda item: item,
-        ) as bar:
+        with progress_bar(1, "reflecting", show_pos=True, item_show_func=lambda item: item) as bar:
 
             async def progress(done: int, total: int, message: str) -> None:
                 bar.length = max(total, done, 1)
@@ -1170,10 +1190,9 @@ async def migrate(source: str, dest: str, as_json: bool) -> None:
         def sized(sizes: dict[str, int]) -> None:
             nonlocal bar
             bar = stack.enter_context(
-                click.progressbar(
-                    length=max(1, sum(sizes.values())),
-                    label="copying",
-                    file=sys.stderr,
+                progress_bar(
+                    max(1, sum(sizes.values())),
+                    "copying",
                     show_pos=True,
                     item_show_func=lambda table: table,
                 )

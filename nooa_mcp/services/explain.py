@@ -128,9 +128,9 @@ async def _why_not(caller: Caller, target: str, ranking: Ranking, k: int) -> Why
         reason = (
             f"It has faded (archived by reflection) and ranks {position} of the top {k}, below "
             "live memories of similar relevance; a recall that returns it makes it live again."
-        )
+        ) + _penalised(mine)
     elif in_top:
-        reason = f"It ranks {position} of the top {k}."
+        reason = f"It ranks {position} of the top {k}." + _penalised(mine)
     elif mine is None:
         reason = "It was not a candidate: it is filtered out for this query."
     else:
@@ -144,10 +144,7 @@ async def _why_not(caller: Caller, target: str, ranking: Ranking, k: int) -> Why
         reason = f"It ranks {position}, below the top {k}" + (
             f": {', '.join(gaps)} against rank {k}." if gaps else "."
         )
-        if mine.superseded_by:
-            reason += f" It is superseded by {mine.superseded_by[:8]}."
-        if mine.stale:
-            reason += " Its validity ended (valid_to is past)."
+        reason += _penalised(mine)
         if faded:
             reason += " It has faded (archived by reflection), which ranks it lower."
     return WhyNot(
@@ -169,3 +166,19 @@ async def _why_not(caller: Caller, target: str, ranking: Ranking, k: int) -> Why
         reason=reason,
         state=state(memory.archived, memory.faded),
     )
+
+
+def _penalised(mine: Ranked | None) -> str:
+    """What the score's penalty term stands for, by name: superseded (and by which memory),
+    validity ended."""
+    if mine is None:
+        return ""
+    said = ""
+    if mine.superseded_by:
+        said += (
+            f" It is superseded by {mine.superseded_by[:8]} (a newer memory refines or "
+            "contradicts it): a penalty, and it never ranks above that memory."
+        )
+    if mine.stale:
+        said += " Its validity ended (valid_to is past): a penalty."
+    return said

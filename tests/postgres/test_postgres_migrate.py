@@ -184,11 +184,15 @@ async def test_a_failed_copy_leaves_the_destination_empty(tmp_path, postgres) ->
         await dst.close()
 
 
-def test_the_migrate_command_copies_with_a_progress_bar_and_a_table(tmp_path, postgres) -> None:
+def test_the_migrate_command_copies_with_a_progress_bar_and_a_table(
+    tmp_path, postgres, monkeypatch
+) -> None:
     import anyio
 
     source = tmp_path / "source.sqlite"
     anyio.run(build_source, source, HashEmbedder())
+    # The bar is drawn for a person at a terminal (on a pipe it writes nothing).
+    monkeypatch.setattr(cli, "stderr_is_terminal", lambda: True)
     runner = CliRunner()
     result = runner.invoke(cli.main, ["migrate", str(source), postgres, "--json"])
     assert result.exit_code == 0, result.output

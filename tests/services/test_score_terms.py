@@ -114,3 +114,18 @@ async def test_the_models_text_says_what_each_score_adds_up_to(tmp_path) -> None
         t = row["terms"]
         printed = [float(x) for x in said.groups()]
         assert printed == pytest.approx([row["score"], t["rel"], t["rec"], t["imp"]], abs=0.005)
+
+
+async def test_why_not_names_what_a_penalty_stands_for_inside_the_top_k_too(tmp_path) -> None:
+    """A superseded or ended memory in the top k: the reason says which penalty, and by which
+    memory, not only "- 1 penalty" in the terms."""
+    async with Memory.open(tmp_path / "m.sqlite", owner="me", embedder=HashEmbedder()) as mem:
+        ids = await fill(mem)
+        old = (await mem.explain(QUERY, memory_id=ids["old"], k=10)).why_not
+        ended = (await mem.explain(QUERY, memory_id=ids["ended"], k=10)).why_not
+        new = (await mem.explain(QUERY, memory_id=ids["new"], k=10)).why_not
+    assert old is not None and old.in_top_k and old.terms.penalty < 0
+    assert f"It is superseded by {ids['new'][:8]} (a newer memory refines" in old.reason
+    assert ended is not None and ended.in_top_k
+    assert "Its validity ended (valid_to is past): a penalty." in ended.reason
+    assert new is not None and "superseded" not in new.reason and "penalty" not in new.reason
