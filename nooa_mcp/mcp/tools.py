@@ -89,7 +89,7 @@ class TriggerArg(BaseModel):
     """When an intent fires: a time, a cue, or both."""
 
     fire_at: datetime | None = None
-    cue: str | None = Field(None, description="Words that fire it when they come up.")
+    cue: str | None = Field(None, description="Words; fires when all or their gist come up.")
     every_hours: float | None = Field(None, gt=0, description="Re-arm after firing.")
 
 
@@ -123,11 +123,11 @@ class MemoryTools:
         importance: Importance = "MEDIUM",
         salience: Annotated[
             str | float | None,
-            Field(description="PIVOTAL, NOTABLE, ROUTINE, NONE or 0-1."),
+            Field(description="Surprise: PIVOTAL, NOTABLE, ROUTINE, NONE or 0-1."),
         ] = None,
         confidence: Annotated[
             str | float | None,
-            Field(description="CERTAIN, CONFIDENT, TENTATIVE, UNCERTAIN or 0-1."),
+            Field(description="Belief: CERTAIN, CONFIDENT, TENTATIVE, UNCERTAIN or 0-1."),
         ] = None,
         tags: list[str] | None = None,
         entities: Annotated[list[str] | None, Field(description="People, systems, places.")] = None,
@@ -136,19 +136,16 @@ class MemoryTools:
             list[str] | None,
             Field(description="file:<relative path>, memory:<id>, url:<address>."),
         ] = None,
-        links: Annotated[
-            list[Link] | None,
-            Field(description="Edges to other memories."),
-        ] = None,
+        links: list[Link] | None = None,
         valid_from: datetime | None = None,
         valid_to: Annotated[datetime | None, Field(description="When it stops being true.")] = None,
         trigger: Annotated[
             TriggerArg | None,
-            Field(description="type=intent only: when it fires."),
+            Field(description="For type=intent."),
         ] = None,
         revive: Annotated[bool, Field(description="Keep a write that a forget blocked.")] = False,
     ) -> Annotated[CallToolResult, AuthorResult]:
-        """Remember something for next time. A close match is named in similar_to; for a
+        """Remember something for next time. A near-duplicate is named in similar_to; for a
         changed fact, link the old one with refines."""
         request = AuthorRequest(
             content=content,
@@ -189,8 +186,8 @@ class MemoryTools:
             Field(description="Also weak faded hits, not forgotten ones."),
         ] = False,
     ) -> Annotated[CallToolResult, RecallResult]:
-        """Recall what you know about something before acting on it; weak hits are only
-        loosely related; a faded hit (archived by reflection) is live again."""
+        """Recall what you know before acting on it. Weak hits are loosely related; a faded
+        hit (archived by reflection) is live again."""
         request = RecallRequest(
             query=query,
             k=k,
@@ -214,7 +211,7 @@ class MemoryTools:
             Field(description="Its access history; with query: why (not) recalled."),
         ] = None,
         k: Annotated[int, Field(ge=1, le=50)] = 10,
-        scope: str = "mine",
+        scope: Annotated[str, Field(description="As recall's.")] = "mine",
         hops: Annotated[int | None, Field(ge=0, le=3)] = None,
     ) -> Annotated[CallToolResult, ExplainResult]:
         """Why memories rank where they do; logs nothing."""
@@ -232,13 +229,13 @@ class MemoryTools:
         importance: Annotated[
             str | float | None, Field(description="CRITICAL, HIGH, MEDIUM, LOW, TRIVIAL, 0-10.")
         ] = None,
-        tags: list[str] | None = None,
+        tags: Annotated[list[str] | None, Field(description="Replaces all tags.")] = None,
         status: TodoStatus | None = None,
         links: list[Link] | None = None,
         valid_to: Annotated[datetime | None, Field(description="No longer true from then.")] = None,
         forget: Annotated[bool, Field(description="Archive it: kept, never recalled.")] = False,
     ) -> Annotated[CallToolResult, UpdateResult]:
-        """Correct, re-rate, link or archive (forget=true) a memory of yours."""
+        """Correct, re-rate, link or forget (archive) a memory of yours."""
         request = UpdateRequest(
             memory_id=memory_id,
             content=content,
@@ -272,7 +269,7 @@ class MemoryTools:
         status: TodoListing = "open",
         limit: Annotated[int, Field(ge=1, le=100)] = 20,
     ) -> Annotated[CallToolResult, TodoResult]:
-        """Commitments: add, list (open first), done, drop, reopen. Open ones are never pruned."""
+        """Commitments; open ones list first and are never pruned."""
         request = TodoRequest(
             action=action,
             content=content,
@@ -303,7 +300,7 @@ class MemoryTools:
         ] = None,
         cue: Annotated[
             str | None,
-            Field(description="For add: words that fire it."),
+            Field(description="For add: words; fires when all or their gist come up."),
         ] = None,
         every_hours: Annotated[
             float | None, Field(gt=0, description="For add: repeat every N hours.")
@@ -314,7 +311,7 @@ class MemoryTools:
         ] = None,
         importance: Importance = "MEDIUM",
     ) -> Annotated[CallToolResult, IntentResult]:
-        """Do something later, at a time or on a cue. Fired ones come back in reminders."""
+        """Act later, at a time or on a cue; fired ones come back in reminders."""
         request = IntentRequest(
             action=action,
             content=content,
@@ -342,7 +339,7 @@ class MemoryTools:
             Field(description="Default: all, in order."),
         ] = None,
     ) -> Annotated[CallToolResult, ReflectReport]:
-        """Consolidate now: merge repeats, link neighbours, rescore, prune."""
+        """Consolidate: merge repeats, link neighbours, rescore, prune."""
         memory = await current_memory()
         sampler = None
         if memory.settings.generative_reflection:
