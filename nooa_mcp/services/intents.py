@@ -81,7 +81,9 @@ async def intent(caller: Caller, request: IntentRequest, *, remind: bool = True)
         vector = await caller.engine.query_vector(text) if text else None
         due = (await reminders.fire(caller, [(text or None, vector)]))[0]
         result.reminders, result.reminders_more = due.reminders, due.more
-        result.outcome = f"{len(result.reminders)} fired"
+        result.outcome = f"{len(result.reminders)} fired" + (
+            "" if text else " (times only: pass text to check cues against it)"
+        )
     elif remind:
         due = (await reminders.fire(caller))[0]
         result.reminders, result.reminders_more = due.reminders, due.more

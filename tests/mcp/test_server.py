@@ -457,7 +457,7 @@ async def test_context_resource_shows_what_the_session_start_hook_shows(client: 
     assert "Rotate the deploy key" not in block
     fired = (await client.call_tool("intent", {"action": "check"})).content[0].text
     assert (
-        fired.startswith("check: 1 fired.")
+        fired.startswith("check: 1 fired (times only: pass text to check cues against it).")
         and f"- [{due.structured_content['id'][:8]}] (time)" in fired
     )
 

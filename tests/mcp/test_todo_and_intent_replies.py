@@ -92,6 +92,8 @@ async def test_todo_and_intent_replies_have_no_double_spaces(client: Client) -> 
         is_error, text, _ = await call(client, tool, args)
         assert not is_error, text
         texts.append(text)
-    assert "1 fired" in texts[2]
+    # Without text only times are checked, and the reply says how to check a cue.
+    assert texts[1].startswith("check: 0 fired (times only: pass text to check cues against it).")
+    assert texts[2].startswith("check: 1 fired.")
     for text in texts:
         assert "  " not in text, repr(text)
