@@ -133,8 +133,10 @@ async def view(
         retention=round(
             retention(memory.last_accessed_at, memory.strength, now, policy.tau_hours), 4
         ),
+        # When retention crosses the prune line; `protected` says when pruning never comes
+        # (the console draws the crossing for both).
         prune_eta=None
-        if memory.archived or protected is not None
+        if memory.archived
         else prune_eta(memory.last_accessed_at, memory.strength, policy, now),
         # To 4 places as retention: a reader draws the curve from it, and the prune ETA it
         # gives stays within a second of the view's own.

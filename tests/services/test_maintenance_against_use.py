@@ -348,8 +348,8 @@ def test_prune_keeps_a_correction_while_the_fact_it_corrects_is_live(store_targe
     (idle,) = at(T0 + DAY, store_target, author(ONCE))
     before = views(store_target, [new["id"], idle["id"]], NOW)
     assert before[new["id"]].protected == f"corrects {old['id'][:8]}, which is still live"
-    assert before[new["id"]].prune_eta is None
-    assert before[idle["id"]].protected is None and before[idle["id"]].prune_eta < NOW
+    assert before[new["id"]].prune_eta < NOW and before[idle["id"]].prune_eta < NOW
+    assert before[idle["id"]].protected is None
     (report,) = at(NOW, store_target, ("memory_reflect", {"steps": ["prune"]}))
     assert [s["applied"] for s in report["steps"]] == [1]
     after = views(store_target, [old["id"], new["id"], idle["id"]], NOW)
@@ -359,8 +359,10 @@ def test_prune_keeps_a_correction_while_the_fact_it_corrects_is_live(store_targe
     assert rows[new["id"]]["rank"] < rows[old["id"]]["rank"]
     # Forgotten on purpose, the old fact no longer holds the correction: it may fade.
     at(NOW, store_target, ("memory_update", {"memory_id": old["id"], "forget": True}))
-    freed = views(store_target, [new["id"]], NOW)[new["id"]]
-    assert freed.protected is None and freed.prune_eta < NOW
+    assert views(store_target, [new["id"]], NOW)[new["id"]].protected is None
+    (again,) = at(NOW, store_target, ("memory_reflect", {"steps": ["prune"]}))
+    assert [s["applied"] for s in again["steps"]] == [1]
+    assert views(store_target, [new["id"]], NOW)[new["id"]].archived
 
 
 def test_a_correction_and_the_fact_it_corrects_fade_together(store_target) -> None:
