@@ -733,7 +733,11 @@ async def import_(ctx: Context, file: Any, as_json: bool) -> None:
     async with open_memory(ctx) as mem:
         await mem.wait_ready()
         with progress_bar(len(items), "importing") as bar:
-            report = await mem.import_records(checked, tick=bar.update)
+            try:
+                report = await mem.import_records(checked, tick=bar.update)
+            except NooaError as exc:
+                # The fields it names are the file's, not this command's flags.
+                raise click.ClickException(str(exc)) from None
     widened = report.counts.get("from_other_owners", 0)
     if widened and ctx.settings().owner == "":
         # The file's owners are not configuration, but a private memory made shared here is

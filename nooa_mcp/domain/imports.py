@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from ..errors import InvalidInput
 from .accesses import History
+from .references import PREVIEW_CHARS, parse_reference
 from .schema import (
     EDGE_WEIGHT,
     IMPORTANCE,
@@ -29,6 +30,7 @@ from .schema import (
     Channel,
     Components,
     EdgeType,
+    Reference,
     as_utc,
     now as utc_now,
     refuse_nul,
@@ -155,6 +157,10 @@ class Carried:
     fired_at: datetime | None = None
     fired_count: int = 0
     archive: tuple[Stone, ...] | None = None
+    #: The references' previews as they were captured where the line was exported, by uri:
+    #: kept as they are, never captured again here (a memory the reference names may be a
+    #: later line of the file, or archived; a file may be under no root here).
+    snapshots: tuple[Reference, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -277,7 +283,44 @@ def carried(item: dict[str, Any], now: datetime) -> Carried:
         fired_at=as_utc(trigger.get("fired_at"), "trigger.fired_at"),
         fired_count=_count(fired or 0, "trigger.fired_count"),
         archive=_stones(item, now) if item.get("archived") else None,
+        snapshots=_snapshots(item.get("references")),
     )
+
+
+def _snapshots(raw: Any) -> tuple[Reference, ...]:
+    """The references a line carries with their previews (`{"uri", "preview",
+    "captured_at", "root"}`, as `export` writes them); a plain uri carries none.
+
+    Raises:
+        InvalidInput: a snapshot's fields are malformed (the field is named).
+    """
+    if not isinstance(raw, list):
+        return ()
+    out = []
+    for entry in raw:
+        if not isinstance(entry, dict) or "preview" not in entry:
+            continue
+        ref = parse_reference(entry.get("uri"), "references.uri")
+        preview, root = entry.get("preview"), entry.get("root")
+        if not isinstance(preview, str) or len(preview) > PREVIEW_CHARS:
+            raise InvalidInput(
+                "references.preview",
+                f"is not text of at most {PREVIEW_CHARS} characters.",
+                "Leave it out to capture the reference again.",
+            )
+        if root is not None and (not isinstance(root, str) or len(root) > 4096):
+            raise InvalidInput("references.root", "is not a path.", "Leave it out.")
+        captured = as_utc(entry.get("captured_at"), "references.captured_at")
+        out.append(
+            ref.model_copy(
+                update={
+                    "preview": refuse_nul(preview, "references.preview"),
+                    "captured_at": captured or ref.captured_at,
+                    "root": root,
+                }
+            )
+        )
+    return tuple(out)
 
 
 def _stones(item: dict[str, Any], now: datetime) -> tuple[Stone, ...]:

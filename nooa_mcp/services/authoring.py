@@ -33,6 +33,7 @@ from ..domain.schema import (
     Channel,
     EdgeType,
     Memory,
+    Reference,
     normalise_id,
     now as utc_now,
     parse_link,
@@ -49,6 +50,26 @@ from .tombstones import archive_as_exported, blocked_or_revived, tombstone_match
 __all__ = ["author_many", "import_edges", "parse_links"]
 
 Near = tuple[str | None, float, int]
+
+
+async def _capture(
+    caller: Caller, records: Sequence[Memory], extra: Sequence[Carried | None]
+) -> None:
+    """Capture the records' references, except those an export line carries with their
+    previews (`Carried.snapshots`): those are restored as they were captured, never captured
+    again (what they name may be a later line of the file, archived, or under no root here)."""
+    kept: list[dict[str, Reference]] = []
+    order: list[list[str]] = []
+    for record, found in zip(records, extra, strict=True):
+        snapshots = {ref.uri: ref for ref in found.snapshots} if found is not None else {}
+        kept.append(snapshots)
+        order.append([r.uri for r in record.references])
+        record.references = [r for r in record.references if r.uri not in snapshots]
+    await capture_all(caller, records)
+    for record, snapshots, uris in zip(records, kept, order, strict=True):
+        if snapshots:
+            captured = {r.uri: r for r in record.references}
+            record.references = [snapshots.get(uri) or captured[uri] for uri in uris]
 
 
 async def parse_links(
@@ -95,7 +116,7 @@ async def author_many(
     given = [request.id is not None for request in requests]
     links = [await parse_links(caller, request.links) for request in requests]
     extra = list(carried) if carried is not None else [None] * len(records)
-    await capture_all(caller, records)
+    await _capture(caller, records, extra)
     vectors = await caller.engine.embed([text_of(r.title, r.content) for r in records])
     # Near-duplicates among the rows cached now, for the whole batch in one product, before
     # the transaction and off the event loop (a product per item made a write's cost grow

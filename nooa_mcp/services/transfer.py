@@ -276,7 +276,10 @@ async def import_records(
         batch = list(enumerate(checked[start : start + BATCH], start))
         # A line that says a shared memory again is that memory: nothing to write.
         written = [(at, line, item) for at, (line, item) in batch if at not in claimed.shared_at]
-        restores = [_renamed(carried(item, now), prefixes) for _, _, item in written]
+        restores = [
+            _renamed_targets(specs[at], _renamed(carried(item, now), prefixes), renamed)
+            for at, _, item in written
+        ]
         results = await author_many(
             caller,
             [request_of(AuthorRequest, specs[at]) for at, _, _ in written],
@@ -330,6 +333,26 @@ def _renamed(found: Carried, renamed: dict[str, str]) -> Carried:  # old → new
     return replace(found, archive=stones)
 
 
+def _renamed_targets(spec: dict[str, Any], found: Carried, renamed: dict[str, str]) -> Carried:
+    """A line's `memory:` references to memories this import gave new ids (old → new full
+    id), in its request and its snapshots, name them by those ids."""
+    if not renamed or not isinstance(spec.get("references"), list):
+        return found
+    spec["references"] = [
+        f"memory:{renamed[r[7:]]}"
+        if isinstance(r, str) and r.startswith("memory:") and r[7:] in renamed
+        else r
+        for r in spec["references"]
+    ]
+    snapshots = tuple(
+        s.model_copy(update={"target": renamed[s.target]})
+        if s.kind == "memory" and s.target in renamed
+        else s
+        for s in found.snapshots
+    )
+    return replace(found, snapshots=snapshots)
+
+
 async def export_records(caller: Caller, *, include_archived: bool = False) -> AsyncIterator[dict]:
     """Every memory of the caller's scope that recall can still reach (live and faded) as an
     export record, in insertion order; forgotten ones too with `include_archived`.
@@ -355,7 +378,18 @@ async def export_records(caller: Caller, *, include_archived: bool = False) -> A
             record["edges"] = [
                 {k: e[k] for k in ("target", "type", "weight", "created_at")} for e in shown.edges
             ]
-            record["references"] = [r.uri for r in memory.references]
+            # With each preview as it was captured: an import keeps it rather than capture it
+            # again (the memory it names may come later in the file, or be archived; a file
+            # may be under no root there).
+            record["references"] = [
+                {
+                    "uri": r.uri,
+                    "preview": r.preview,
+                    "captured_at": r.captured_at.isoformat(),
+                    "root": r.root,
+                }
+                for r in memory.references
+            ]
             record["authored_importance"] = memory.authored
             accesses = await _all_accesses(caller, memory.id)
             record["history"] = history_record(memory, accesses[-MAX_HISTORY_TIMES:])

@@ -132,6 +132,10 @@ def test_export_then_import_round_trips_every_field_a_memory_can_carry(run, tmp_
     lines = {x["id"]: x for x in map(json.loads, exported.splitlines())}
     assert set(lines) == {rich, intent, todo, gone}
     for field, value in RICH.items():
+        if field == "references":  # each with the preview and time it was captured at
+            assert [r["uri"] for r in lines[rich][field]] == value
+            assert {"preview", "captured_at", "root"} <= set(lines[rich][field][0])
+            continue
         assert lines[rich][field] == value, field
     assert lines[rich]["authored_importance"] == 8.0
     (edge,) = lines[rich]["edges"]

@@ -101,6 +101,16 @@ async def build(target: Path, root: Path) -> dict[str, str]:
             ids["faded"] = (await call(c, "memory_author", content="Lunch was soup on a Monday"))[
                 "id"
             ]
+            # Memory references into the same file (one import batch): the one it names is not
+            # stored yet when this line is written, and one is forgotten by export time.
+            ids["citing"] = (
+                await call(
+                    c,
+                    "memory_author",
+                    content="Both numbers are in the ops binder",
+                    references=[f"memory:{ids['plain']}", f"memory:{ids['forgotten']}"],
+                )
+            )["id"]
         with time_machine.travel(T0 + timedelta(days=1)):
             await call(c, "memory_update", memory_id=ids["expiring"], valid_to="2026-02-01")
             await call(c, "todo", action="done", memory_id=ids["todo"])
@@ -122,10 +132,7 @@ async def views(target: Path | str, root: Path, ids: dict[str, str]) -> dict[str
         out = {}
         for name, memory_id in ids.items():
             view = (await mem.get(memory_id)).model_dump(mode="json")
-            # A reference is captured again under the importing server's root (a path means
-            # nothing without its root): when is not carried, what it found is compared.
-            for ref in view["references"]:
-                ref.pop("snapshot_at")
+            # A reference keeps the preview and the time it was captured at, as exported.
             out[name] = {k: v for k, v in view.items() if k not in DERIVED}
         return out
 
@@ -164,6 +171,10 @@ def test_every_field_survives_export_and_import(store_target, tmp_path, monkeypa
     assert before["raised"]["importance"] > 3.0
     assert before["forgotten"]["archived"] and not before["forgotten"]["flags"]["faded"]
     assert before["faded"]["archived"] and before["faded"]["flags"]["faded"]
+    assert [r["uri"][7:15] for r in before["citing"]["references"]] == [
+        ids["plain"][:8],
+        ids["forgotten"][:8],
+    ]
     for name in ids:
         for field in before[name]:
             assert after[name][field] == before[name][field], (name, field)

@@ -135,3 +135,23 @@ async def test_a_store_moved_by_a_plain_export_keeps_its_faded_memories(tmp_path
             assert (await mem.get(code)).flags.faded
             hits = (await mem.recall("what is the garage door code")).hits
             assert code in [h.id for h in hits]
+
+
+async def test_a_memory_reference_follows_the_memory_it_names_to_its_new_id(tmp_path) -> None:
+    """Bob imports alice's export into the same store: every line gets a new id, and a
+    `memory:` reference to another line names that line's new id, with its preview as
+    captured (the memory it names is written in the same batch, after or before it)."""
+    store = tmp_path / "m.sqlite"
+    async with _open(store) as mem:
+        ferry = (await mem.author("The ferry leaves pier nine at noon.")).id
+        citing = (
+            await mem.author("Timetables are in the harbour office", references=[f"memory:{ferry}"])
+        ).id
+    lines = await _export(store)
+    async with _open(store, "bob") as mem:
+        report = await mem.import_records(list(enumerate(lines, 1)))
+        ids = dict(zip([line["id"] for line in lines], report.ids, strict=True))
+        assert ids[ferry] != ferry and ids[citing] != citing
+        (ref,) = (await mem.get(ids[citing])).references
+    assert ref.uri == f"memory:{ids[ferry]}"
+    assert ref.value == "The ferry leaves pier nine at noon." and ref.state == "LIVE"
