@@ -53,6 +53,12 @@ class Context:
 CLI_NAMES = {
     "content": "TEXT",
     "query": "QUERY",
+    "type": "--type",
+    "title": "--title",
+    "tags": "--tag",
+    "entities": "--entity",
+    "hops": "--hops",
+    "scope": "--scope",
     "memory_id": "--id",
     "links": "--link",
     "links.target": "--link",
@@ -418,7 +424,7 @@ async def author(
         text = sys.stdin.read()
     triggers = (("--fire-at", fire_at), ("--cue", cue), ("--every-hours", every_hours))
     given = [flag for flag, value in triggers if value is not None]
-    if given and type_ != "intent":
+    if given and type_.strip().lower() != "intent":
         raise click.UsageError(
             f"{' and '.join(given)} {'is' if len(given) == 1 else 'are'} for intents: add "
             f"--type intent (the type given is {type_})."
@@ -435,9 +441,16 @@ async def author(
                 param_hint=flag,
             )
     trigger = {"fire_at": local_time(fire_at), "cue": cue, "every_hours": every_hours}
+    parts = [link.partition(":") for link in links]
+    for link, (_, colon, relation) in zip(links, parts, strict=True):
+        if colon and not relation.strip():
+            raise click.BadParameter(
+                f"'{link}' names no relation after the colon: write ID alone (related) or "
+                "ID:RELATION, e.g. a1b2c3d4:refines.",
+                param_hint="--link",
+            )
     linked = [
-        {"target": target, "relation": relation or "related"}
-        for target, _, relation in (link.partition(":") for link in links)
+        {"target": target, "relation": relation or "related"} for target, _, relation in parts
     ]
     async with open_memory(ctx) as mem:
         result = await mem.author(

@@ -106,6 +106,7 @@ async def _why_not(caller: Caller, target: str, ranking: Ranking, k: int) -> Why
     weak_line = caller.settings.recall.weak_relevance
     faded = memory.archived and memory.faded
     forgotten = memory.archived and not memory.faded
+    own = caller.uses_count(memory.owner)  # another role's read never revives it
     relevant = mine is not None and not mine.weak(weak_line)
     in_top = position is not None and position <= k and not forgotten
     anchor = (await merged_anchors(caller, [target])).get(target) if faded else None
@@ -122,12 +123,19 @@ async def _why_not(caller: Caller, target: str, ranking: Ranking, k: int) -> Why
         reason = (
             "It has faded (archived by reflection: pruned or merged) and is only weakly related "
             f"to this query (rel {0.0 if mine is None else mine.rel:.3f} < {weak_line:g}), so "
-            "recall leaves it out; a query it answers brings it back."
+            "recall leaves it out; a query it answers "
+            + ("brings it back." if own else "shows it (its own role's recall brings it back).")
         )
     elif in_top and faded:
         reason = (
             f"It has faded (archived by reflection) and ranks {position} of the top {k}, below "
-            "live memories of similar relevance; a recall that returns it makes it live again."
+            "live memories of similar relevance; a recall that returns it "
+            + (
+                "makes it live again."
+                if own
+                else "shows it and leaves it faded (it is another role's: only that role's "
+                "recall makes it live again)."
+            )
         ) + _penalised(mine)
     elif in_top:
         reason = f"It ranks {position} of the top {k}." + _penalised(mine)

@@ -89,6 +89,12 @@ LINE_FIELDS = (
 )
 #: The keys of a line's `trigger` (what the export writes of an intent's `Trigger`).
 TRIGGER_FIELDS = tuple(Trigger.model_fields)
+#: The keys of each entry of a line's lists of objects, as `export_records` writes them.
+NESTED_FIELDS = {
+    "edges": ("target", "type", "weight", "created_at"),
+    "tombstones": ("reason", "ts", "lifted_at"),
+    "references": ("uri", "preview", "captured_at", "root"),
+}
 #: The keys of an `accesses_of` line (more of a memory's accesses than fit on its own line).
 OLDER_FIELDS = ("accesses_of", "accesses")
 BATCH = 256
@@ -187,6 +193,11 @@ def _check(item: Any, line: int, owner: str) -> dict[str, Any]:
         _check_keys(item, LINE_FIELDS, "an export line")
         if isinstance(item.get("trigger"), dict):
             _check_keys(item["trigger"], TRIGGER_FIELDS, "a trigger", "trigger.")
+        for key, fields in NESTED_FIELDS.items():
+            entries = item.get(key)
+            for entry in entries if isinstance(entries, list) else ():
+                if isinstance(entry, dict):
+                    _check_keys(entry, fields, f"one of a line's {key}", f"{key}.")
         content = item.get("content")
         if content is not None and not isinstance(content, str):
             raise InvalidInput(

@@ -146,8 +146,20 @@ def test_cli_refusals_name_the_flag_not_the_tools_field(cli: Cli) -> None:
         assert out.exit_code == 1 and sentence in out.output, (flags, out.output)
         assert "links." not in out.output and "valid_from" not in out.output
     assert cli("author", "").output.startswith("Error: TEXT: is empty.")
+    wrong = cli("author", "x", "--type", "wrong").output
+    assert "Error: --type: 'wrong' is not a memory type." in wrong
+    assert "Error: --hops: 9 is not between 0 and 3." in cli("recall", "x", "--hops", "9").output
+    empty = cli("author", "x", "--link", f"{first[:8]}:")
+    assert empty.exit_code == 2 and "names no relation after the colon" in empty.output
+    # The type is read as the services read it, whatever its case.
+    assert (
+        cli.json("author", "Ping the lab", "--type", "INTENT", "--cue", "lab results", "--json")[
+            "status"
+        ]
+        == "created"
+    )
     assert "Error: --id: no memory with id 'abcdef12'." in cli("explain", "--id", "abcdef12").output
-    assert cli.json("stats", "--json")["total"] == 1
+    assert cli.json("stats", "--json")["total"] == 2
 
 
 # --------------------------------------------------------------------------- stats and explain

@@ -226,6 +226,16 @@ UNKNOWN_FIELDS = [
         "Nothing was imported.",
     ),
     (
+        {"content": "Linked.", "edges": [{"target": "a" * 32, "type": "related", "wieght": 2}]},
+        "Error: line 3: edges.wieght: is not a field of one of a line's edges. Did you mean "
+        "weight? Nothing was imported.",
+    ),
+    (
+        {"content": "Cited.", "references": [{"uri": "url:https://x.org", "preveiw": "x"}]},
+        "Error: line 3: references.preveiw: is not a field of one of a line's references. "
+        "Did you mean preview? Nothing was imported.",
+    ),
+    (
         {"content": 5},
         "Error: line 3: content: 5 is not text. Pass the memory's text as a JSON string. "
         "Nothing was imported.",
@@ -247,7 +257,7 @@ def _stored(store: Path) -> list[dict]:
 @pytest.mark.parametrize(
     ("bad", "sentence"),
     UNKNOWN_FIELDS,
-    ids=["misspelt", "unknown", "trigger", "content-int", "content-list"],
+    ids=["misspelt", "unknown", "trigger", "edge", "reference", "content-int", "content-list"],
 )
 def test_an_unknown_field_or_content_that_is_not_text_refuses_the_whole_file(
     tmp_path: Path, bad: dict, sentence: str

@@ -114,6 +114,9 @@ async def test_a_granted_readers_recall_leaves_the_owners_faded_memory_faded(
     assert seen["hits"][0]["id"] == daughter and seen["hits"][0]["flags"]["faded"] is True
     assert "live again" not in seen["note"]
     assert "1 result(s) are faded memories of another role: they stay faded" in seen["note"]
+    async with Client(build_server(reviewer, embedder=HashEmbedder())) as c:
+        why = await call(c, "memory_explain", query=QUESTION, memory_id=daughter, scope="coder")
+    assert "shows it and leaves it faded (it is another role's" in why["why_not"]["reason"]
     async with Memory.open(settings=settings_for(store_target), embedder=HashEmbedder()) as mem:
         assert (await mem.stats()).archived == 1
         view = await mem.get(daughter)
