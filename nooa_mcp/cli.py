@@ -930,6 +930,8 @@ def _list_state(view: Any) -> str:
     spent: a one-shot intent that fired is still live, but will not fire again), or live."""
     if view.archived:
         return "archived"
+    if view.flags.superseded_by:
+        return f"superseded by {view.flags.superseded_by[:8]}"
     if view.status:
         return view.status
     trigger = view.trigger or {}

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..domain.kinds import SUPERSEDING
+from ..domain.schema import Memory
+from ..domain.scope import Scope
 from .caller import Caller
 from .planning import EDGE_CHUNK
 
@@ -39,6 +41,17 @@ async def live_corrected(caller: Caller, ids: Sequence[str]) -> dict[str, list[s
             continue
         out.setdefault(src, []).append(dst)
     return out
+
+
+async def successor_of(caller: Caller, memory: Memory, scope: Scope) -> str | None:
+    """The live memory in `scope` written no earlier than `memory` that refines or
+    contradicts it (the one recall ranks it below, DESIGN.md §5.7), or None."""
+    links = await caller.store.successors([memory.id], list(_RELATIONS), scope)
+    newer = await caller.store.fetch_many([e.src for e in links if e.src != memory.id])
+    found = sorted(
+        (m.created_at, m.id) for m in newer.values() if m.created_at >= memory.created_at
+    )
+    return found[-1][1] if found else None
 
 
 def correction_reason(corrected: Sequence[str]) -> str:

@@ -384,7 +384,7 @@ async def export_records(caller: Caller, *, include_archived: bool = False) -> A
         stones = await caller.store.all_tombstones([m.id for m in page if m.archived])
         for memory in page:
             after = memory.seq
-            shown = await view(caller, memory, scope, edge_limit=None)
+            shown = await view(caller, memory, scope, edge_limit=None, successor=False)
             record = shown.model_dump(mode="json", include={*IMPORT_FIELDS, "owner", "archived"})
             record["edges"] = [
                 {k: e[k] for k in ("target", "type", "weight", "created_at")} for e in shown.edges

@@ -25,7 +25,7 @@ from ..domain.text import choices
 from ..errors import InvalidInput
 from ..storage.base import Counts, KpiTotals
 from .caller import Caller
-from .corrections import correction_reason, live_corrected
+from .corrections import correction_reason, live_corrected, successor_of
 from .references import resolve_all
 
 __all__ = [
@@ -79,13 +79,19 @@ async def get(caller: Caller, memory_id: str, *, scope: str = "mine") -> MemoryV
 
 
 async def view(
-    caller: Caller, memory: Memory, scope: Scope, *, edge_limit: int | None = VIEW_EDGES
+    caller: Caller,
+    memory: Memory,
+    scope: Scope,
+    *,
+    edge_limit: int | None = VIEW_EDGES,
+    successor: bool = True,
 ) -> MemoryView:
     """A memory as a reader in `scope` sees it: only edges and references the scope shows.
 
     References are resolved live without logging deref: reading a record is a look, not a use.
     A reply shows the `edge_limit` strongest edges; an export asks for all of them (None),
-    since a copy that kept only some would lose links its user made.
+    since a copy that kept only some would lose links its user made. `successor=False`
+    (an export, which writes no flags) skips the look for a memory that supersedes it.
     """
     edges = await caller.store.edges_of(memory.id)
     owners = await caller.store.owners_of([e.target for e in edges]) if edges else {}
@@ -100,6 +106,8 @@ async def view(
     if protected is None and not memory.archived and any(e.type in SUPERSEDING for e in edges):
         corrected = (await live_corrected(caller, [memory.id])).get(memory.id)
         protected = correction_reason(corrected) if corrected else None
+    # What recall ranks it below, so a listing says so as a recall's flags do.
+    newer = None if memory.archived or not successor else await successor_of(caller, memory, scope)
     references, _ = await resolve_all(caller, memory.references, scope)
     return MemoryView(
         id=memory.id,
@@ -143,7 +151,7 @@ async def view(
         stability_hours=round(stability_hours(memory.strength, policy.tau_hours), 4),
         protected=protected,
         writable=caller.may_write(memory.owner),
-        flags=Flags(stale=stale, faded=memory.archived and memory.faded),
+        flags=Flags(stale=stale, faded=memory.archived and memory.faded, superseded_by=newer),
     )
 
 

@@ -78,6 +78,20 @@ def test_list_says_which_intents_have_fired(cli: Cli) -> None:
     }
 
 
+def test_list_says_which_memory_replaced_one(cli: Cli) -> None:
+    """A memory a newer one refines is listed as superseded by it, as recall flags it."""
+    old = cli.json("author", "The staging cluster has three worker nodes", "--json")["id"]
+    new = cli.json(
+        "author", "The staging cluster has five worker nodes", "--link", f"{old[:8]}:refines",
+        "--json",
+    )["id"]  # fmt: skip
+    listed = cli("list").output
+    states = {line[:8]: line.split("  ")[3].strip() for line in listed.splitlines()[2:]}
+    assert states == {old[:8]: f"superseded by {new[:8]}", new[:8]: "live"}
+    shown = {m["id"]: m["flags"]["superseded_by"] for m in cli.json("list", "--json")["memories"]}
+    assert shown == {old: new, new: None}
+
+
 def test_an_unknown_id_points_at_list_which_finds_it(cli: Cli) -> None:
     made = cli("author", "The backup job runs at 3am").output.split()[1]
     out = cli("explain", "--id", "deadbeef")
