@@ -663,11 +663,9 @@ def _render_explain(r: Any) -> str:
         parts.append(
             f"\n{w.id[:8]} for {r.query!r}: {w.reason}"
             + (f"\n{'; '.join(scores)}" if scores else "")
-            + (
-                f"\nretention {w.retention:.3f}, prune ETA {w.prune_eta:%Y-%m-%d}"
-                if w.prune_eta
-                else ""
-            )
+            + f"\nretention {w.retention:.3f}"
+            + (f", prune ETA {w.prune_eta:%Y-%m-%d}" if w.prune_eta else "")
+            + ("" if w.prune_eta or w.archived else ", never pruned (protected)")
         )
     return "\n".join(parts)
 

@@ -394,6 +394,7 @@ def render_explain(result: ExplainResult) -> str:
         lines.append(
             f"retention {_num(w.retention)}"
             + (f", prune ETA {w.prune_eta:%Y-%m-%d}" if w.prune_eta else "")
+            + ("" if w.prune_eta or w.archived else ", never pruned (protected)")
             + (f", {w.state}" if w.state != "live" else "")
         )
     if result.embeddings == "warming":

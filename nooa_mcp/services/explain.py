@@ -9,7 +9,7 @@ by maintenance, which recall still reaches) or forgotten (by its user, which it 
 from __future__ import annotations
 
 from ..domain.archive import state
-from ..domain.forgetting import prune_eta, retention
+from ..domain.forgetting import protection, prune_eta, retention
 from ..domain.inputs import recall_args
 from ..domain.replies import ExplainResult, ExplainRow, WhyNot
 from ..domain.requests import ExplainRequest
@@ -169,7 +169,10 @@ async def _why_not(caller: Caller, target: str, ranking: Ranking, k: int) -> Why
         retention=round(
             retention(memory.last_accessed_at, memory.strength, now, policy.tau_hours), 4
         ),
-        prune_eta=prune_eta(memory.last_accessed_at, memory.strength, policy, now),
+        # A memory pruning never takes, or one already archived, has no prune date (§7.3).
+        prune_eta=None
+        if memory.archived or protection(memory.type, memory.importance, memory.status, policy)
+        else prune_eta(memory.last_accessed_at, memory.strength, policy, now),
         archived=memory.archived,
         reason=reason,
         state=state(memory.archived, memory.faded),

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Coroutine, Sequence
 from datetime import UTC, datetime
 
 from ..domain.accesses import AccessState
-from ..domain.forgetting import prune_eta, retention
+from ..domain.forgetting import protection, prune_eta, retention
 from ..domain.inputs import recall_args
 from ..domain.replies import Flags, RecallHit, RecallResult
 from ..domain.requests import RecallRequest
@@ -282,7 +282,10 @@ def _hit(caller: Caller, position: int, r: Ranked, marks: Flags, parts: Componen
         valid_from=None if row.valid_from is None else datetime.fromtimestamp(row.valid_from, UTC),
         valid_to=None if row.valid_to is None else datetime.fromtimestamp(row.valid_to, UTC),
         retention=round(retention(last, row.strength, utc_now(), policy.tau_hours), 4),
-        prune_eta=prune_eta(last, row.strength, policy, utc_now()),
+        # A memory pruning never takes has no prune date (DESIGN.md §7.3).
+        prune_eta=None
+        if protection(row.type, row.importance, row.status, policy)
+        else prune_eta(last, row.strength, policy, utc_now()),
         path=r.path,
     )
 

@@ -270,3 +270,17 @@ def test_author_links_and_bounds_a_memory_from_the_shell(cli: Cli) -> None:
     assert all(r["spread"] == 0 for r in searched)
     bad = cli("author", "x", "--link", f"{old_id[:8]}:frobs")
     assert bad.exit_code != 0 and "'frobs' is not a relation" in bad.output
+
+
+def test_a_protected_memory_shows_no_prune_date_in_recall_or_why_not(cli: Cli) -> None:
+    """DESIGN §7.3: pruning never takes a HIGH memory, so no reply gives it a prune date; an
+    unprotected one keeps its date."""
+    high = cli.json("author", "The vault key rotates monthly", "--importance", "HIGH", "--json")
+    plain = cli.json("author", "The vault door squeaks", "--json")
+    hits = {h["id"]: h for h in cli.json("recall", "vault", "--json")["hits"]}
+    assert hits[high["id"]]["prune_eta"] is None
+    assert hits[plain["id"]]["prune_eta"] is not None
+    shown = cli("explain", "vault key", "--id", high["id"][:8]).output
+    assert shown.rstrip().endswith("retention 1.000, never pruned (protected)"), shown
+    other = cli("explain", "vault key", "--id", plain["id"][:8]).output
+    assert "prune ETA" in other and "never pruned" not in other

@@ -231,7 +231,8 @@ def test_why_not_gives_the_verdict_the_reason_both_scores_and_the_retention() ->
     assert render_explain(out).splitlines() == [
         'c1c2c3d4 for "relay": not in the top 5. Its relevance is below the fifth hit\'s.',
         "score 0.2 (= 0.1 rel + 0.05 rec + 0.05 imp); rank 5's 0.9 (= 0.6 rel + 0.1 rec + 0.2 imp)",
-        "retention 0.25",
+        # Live with no prune date: pruning never takes it.
+        "retention 0.25, never pruned (protected)",
     ]
     eta = datetime(2027, 2, 1, tzinfo=UTC)
     inside = _why_not(
