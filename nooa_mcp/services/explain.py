@@ -16,6 +16,7 @@ from ..domain.requests import ExplainRequest
 from ..domain.schema import now as utc_now
 from ..errors import InvalidInput
 from .caller import Caller
+from .corrections import live_corrected
 from .ranking import Ranked, Ranking
 from .recall import flags, ranking_for, settle
 from .tombstones import merged_anchors
@@ -171,7 +172,9 @@ async def _why_not(caller: Caller, target: str, ranking: Ranking, k: int) -> Why
         ),
         # A memory pruning never takes, or one already archived, has no prune date (§7.3).
         prune_eta=None
-        if memory.archived or protection(memory.type, memory.importance, memory.status, policy)
+        if memory.archived
+        or protection(memory.type, memory.importance, memory.status, policy)
+        or await live_corrected(caller, [memory.id])
         else prune_eta(memory.last_accessed_at, memory.strength, policy, now),
         archived=memory.archived,
         reason=reason,

@@ -355,6 +355,8 @@ def test_prune_keeps_a_correction_while_the_fact_it_corrects_is_live(store_targe
     after = views(store_target, [old["id"], new["id"], idle["id"]], NOW)
     assert [after[i].archived for i in (old["id"], new["id"], idle["id"])] == [False, False, True]
     rows = explained(store_target, BILLING_Q, NOW + timedelta(hours=1))
+    (why,) = at(NOW, store_target, ("memory_explain", {"query": BILLING_Q, "memory_id": new["id"]}))
+    assert why["why_not"]["prune_eta"] is None  # kept while the fact it corrects is live
     assert rows[old["id"]]["flags"]["superseded_by"] == new["id"]
     assert rows[new["id"]]["rank"] < rows[old["id"]]["rank"]
     # Forgotten on purpose, the old fact no longer holds the correction: it may fade.
