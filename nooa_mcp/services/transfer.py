@@ -89,6 +89,18 @@ LINE_FIELDS = (
 )
 #: The keys of a line's `trigger` (what the export writes of an intent's `Trigger`).
 TRIGGER_FIELDS = tuple(Trigger.model_fields)
+#: The keys of a line's `history` (`accesses.history_record`, what `imports.carried` reads).
+HISTORY_FIELDS = (
+    "learned_at",
+    "last_used_at",
+    "uses",
+    "use_times",
+    "strength",
+    "access_count",
+    "reinforcements",
+    "channels",
+    "accesses",
+)
 #: The keys of each entry of a line's lists of objects, as `export_records` writes them.
 NESTED_FIELDS = {
     "edges": ("target", "type", "weight", "created_at"),
@@ -193,6 +205,8 @@ def _check(item: Any, line: int, owner: str) -> dict[str, Any]:
         _check_keys(item, LINE_FIELDS, "an export line")
         if isinstance(item.get("trigger"), dict):
             _check_keys(item["trigger"], TRIGGER_FIELDS, "a trigger", "trigger.")
+        if isinstance(item.get("history"), dict):
+            _check_keys(item["history"], HISTORY_FIELDS, "a line's history", "history.")
         for key, fields in NESTED_FIELDS.items():
             entries = item.get(key)
             for entry in entries if isinstance(entries, list) else ():

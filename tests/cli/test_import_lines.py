@@ -236,6 +236,11 @@ UNKNOWN_FIELDS = [
         "Did you mean preview? Nothing was imported.",
     ),
     (
+        {"content": "Used.", "history": {"learned_at": "2026-01-01T00:00:00Z", "usez": 3}},
+        "Error: line 3: history.usez: is not a field of a line's history. Did you mean uses? "
+        "Nothing was imported.",
+    ),
+    (
         {"content": 5},
         "Error: line 3: content: 5 is not text. Pass the memory's text as a JSON string. "
         "Nothing was imported.",
@@ -257,7 +262,16 @@ def _stored(store: Path) -> list[dict]:
 @pytest.mark.parametrize(
     ("bad", "sentence"),
     UNKNOWN_FIELDS,
-    ids=["misspelt", "unknown", "trigger", "edge", "reference", "content-int", "content-list"],
+    ids=[
+        "misspelt",
+        "unknown",
+        "trigger",
+        "edge",
+        "reference",
+        "history",
+        "content-int",
+        "content-list",
+    ],
 )
 def test_an_unknown_field_or_content_that_is_not_text_refuses_the_whole_file(
     tmp_path: Path, bad: dict, sentence: str
