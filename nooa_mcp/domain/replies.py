@@ -125,6 +125,8 @@ class UpdateResult(BaseModel):
     id: str
     changed: list[str]
     archived: bool = False
+    #: The tags now, when this update replaced them (the list given replaces the old one).
+    tags: list[str] | None = Field(None, description="The tags now, when they changed.")
     reminders: list[Reminder] = Field(default_factory=list)
     #: Intents due now but not shown in this reply (at most 5 are): they stay armed and come
     #: with later replies, or all at once with `intent` action=check.

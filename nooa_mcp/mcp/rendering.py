@@ -313,6 +313,9 @@ def render_author(result: AuthorResult) -> str:
 def render_update(result: UpdateResult) -> str:
     changed = ", ".join(result.changed) if result.changed else "nothing"
     line = f"Updated {result.id[:8]}: {changed}."
+    if result.tags is not None:
+        # The list given replaced the old one: say what it is now.
+        line += f" Tags now: {', '.join(result.tags) or 'none'}."
     if result.archived:
         line += " It is forgotten now (kept, never recalled; revive brings it back)."
     return "\n".join([line, *render_reminders(result.reminders, result.reminders_more)])

@@ -127,6 +127,8 @@ async def update(caller: Caller, request: UpdateRequest) -> UpdateResult:
     caller.index.mark_dirty()
     archived = memory.archived or forget
     result = UpdateResult(id=target, changed=changed, archived=archived)
+    if "tags" in changed:
+        result.tags = list(memory.tags)
     if "content" in changed:
         # New content is a cue like authored content (an intent never cues itself).
         due = (await reminders.fire(caller, [(memory.content, vector)], exclude=[target]))[0]

@@ -913,3 +913,14 @@ async def test_a_tool_call_is_served_as_one_call_for_the_background_reads(
     [(engine, serving)] = seen
     assert serving == 1
     assert engine._serving == 0  # idle again once the call is answered
+
+
+async def test_an_update_that_replaces_tags_says_what_they_are_now(client: Client) -> None:
+    """`tags` replaces the list (the description says so); the reply shows the result, so a
+    model that meant to add one tag sees the others went."""
+    wanted = await author(client, "Atlas v1.0 ships by January.", tags=["atlas", "deadline"])
+    result = await client.call_tool("memory_update", {"memory_id": wanted, "tags": ["urgent"]})
+    assert result.content[0].text.startswith(f"Updated {wanted[:8]}: tags. Tags now: urgent.")
+    assert result.structured_content["tags"] == ["urgent"]
+    again = await client.call_tool("memory_update", {"memory_id": wanted, "title": "Atlas"})
+    assert "Tags now" not in again.content[0].text and again.structured_content["tags"] is None
