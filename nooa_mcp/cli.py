@@ -142,6 +142,7 @@ def must_exist(store: Path | str) -> None:
 
 
 def stderr_is_terminal() -> bool:
+    """Whether a person watches stderr (tests make it one to see the bar)."""
     return sys.stderr.isatty()
 
 
@@ -924,8 +925,9 @@ async def list_(
 
 
 def _list_state(view: Any) -> str:
-    """The state column: archived, a todo's status, an intent's trigger (armed, or fired and
-    spent: a one-shot intent that fired is still live, but will not fire again), or live."""
+    """The state column: archived, superseded (by the memory recall ranks it below), a todo's
+    status, an intent's trigger (armed, or fired and spent: a one-shot intent that fired is
+    still live, but will not fire again), or live."""
     if view.archived:
         return "archived"
     if view.flags.superseded_by:
