@@ -65,8 +65,9 @@ def _reminder(r: Reminder, importance: float = 5.0) -> Item:
 
 async def _log(caller: Caller, ids: list[str], query: str | None) -> None:
     """Log `injected` on each memory shown, in the order shown (never use: DESIGN.md §3.1),
-    in one transaction (`recall.log_batch`)."""
-    if not ids:
+    in one transaction (`recall.log_batch`). A read-only store logs nothing: what is shown
+    is still shown, as recall answers there."""
+    if not ids or not caller.store.writable:
         return
 
     accesses = [

@@ -466,3 +466,35 @@ async def test_a_reference_captured_under_another_root_is_dangling(tmp_path: Pat
     assert (reference["state"], reference["value"]) == ("DANGLING", "Project A checklist.")
     assert "Project B" not in reply_text(result)
     assert "another root" in reply_text(result)
+
+
+@pytest.mark.real_model
+def test_a_read_only_store_still_serves_the_session_start_block(tmp_path: Path) -> None:
+    """The context resource and the session_start prompt log `injected` where they can; on a
+    read-only store they still answer with what they show (as recall does), logging nothing."""
+    import anyio
+
+    source = tmp_path / "rw"
+    source.mkdir()
+    store = ["--store", str(source / "ro.sqlite"), "--owner", "alice"]
+    authored = cli([*store, "author", RO_FACT, "--importance", "HIGH", "--json"])
+    assert authored.exit_code == 0, authored.output
+    fact = json.loads(authored.stdout)["id"]
+    target = tmp_path / "ro"
+    why = mount_read_only(source, target)
+    if why is not None:
+        machine_lacks(f"a read-only bind mount is not possible here: {why}")
+
+    async def read() -> tuple[str, str]:
+        settings = Settings(store=target / "ro.sqlite", owner="alice")
+        async with Client(build_server(settings), cache=None) as client:
+            block = (await client.read_resource("memory://context")).contents[0].text
+            prompt = (await client.get_prompt("session_start")).messages[0].content.text
+        return block, prompt
+
+    try:
+        block, prompt = anyio.run(read)
+    finally:
+        umount(target)
+    assert f"[{fact[:8]} info HIGH] {RO_FACT}" in block
+    assert f"[{fact[:8]} info HIGH] {RO_FACT}" in prompt
