@@ -5,15 +5,16 @@ older one below it (DESIGN.md §5.7), but only while the correction is live. Pru
 nobody uses, and an old fact that is protected (importance ≥ 8) or simply more used would
 then come back unsuperseded, above nothing, while the user's correction sits faded. So prune
 keeps a correction while a memory it corrects is live (DESIGN.md §7.2), and a memory's view
-says why it is never pruned.
+and explain say why it is never pruned (`kept_from_pruning`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..domain.forgetting import protection
 from ..domain.kinds import SUPERSEDING
-from ..domain.schema import Memory
+from ..domain.schema import Edge, Memory
 from ..domain.scope import Scope
 from .caller import Caller
 from .planning import EDGE_CHUNK
@@ -21,15 +22,20 @@ from .planning import EDGE_CHUNK
 _RELATIONS = frozenset(kind.value for kind in SUPERSEDING)
 
 
+#: Whose memories a correction may correct: any owner's (a link reached it when it was
+#: written; whether it is live is all that counts, whoever reads the correction).
+_ANY_OWNER = Scope(roles=None)
+
+
 async def live_corrected(caller: Caller, ids: Sequence[str]) -> dict[str, list[str]]:
     """For each of `ids` that refines or contradicts a live memory written no later than it
     (the memories it supersedes in recall): those memories' ids. Ids that correct nothing
     live are left out."""
-    wanted = set(ids)
     pairs: list[tuple[str, str]] = []
     for start in range(0, len(ids), EDGE_CHUNK):
-        for e in await caller.store.edges_touching(list(ids[start : start + EDGE_CHUNK])):
-            if e.src in wanted and e.type in _RELATIONS and e.dst != e.src:
+        # Out-edges to live memories only: the store drops archived targets.
+        for e in await caller.store.out_edges(list(ids[start : start + EDGE_CHUNK]), _ANY_OWNER):
+            if e.type in _RELATIONS and e.dst != e.src:
                 pairs.append((e.src, e.dst))
     if not pairs:
         return {}
@@ -37,10 +43,26 @@ async def live_corrected(caller: Caller, ids: Sequence[str]) -> dict[str, list[s
     out: dict[str, list[str]] = {}
     for src, dst in pairs:
         new, old = rows.get(src), rows.get(dst)
-        if new is None or old is None or old.archived or old.created_at > new.created_at:
+        if new is None or old is None or old.created_at > new.created_at:
             continue
         out.setdefault(src, []).append(dst)
     return out
+
+
+async def kept_from_pruning(
+    caller: Caller, memory: Memory, edges: Sequence[Edge] | None = None
+) -> str | None:
+    """Why prune never takes `memory`, or None when it may: its type, status or importance
+    (`domain.forgetting.protection`), or a live memory it corrects. `edges`, the memory's
+    out-edges when the caller has read them, spares the look when none supersedes."""
+    policy = caller.settings.forgetting
+    reason = protection(memory.type, memory.importance, memory.status, policy)
+    if reason is not None or memory.archived:
+        return reason
+    if edges is not None and not any(e.type in _RELATIONS for e in edges):
+        return None
+    corrected = (await live_corrected(caller, [memory.id])).get(memory.id)
+    return correction_reason(corrected) if corrected else None
 
 
 async def successor_of(caller: Caller, memory: Memory, scope: Scope) -> str | None:

@@ -9,14 +9,14 @@ by maintenance, which recall still reaches) or forgotten (by its user, which it 
 from __future__ import annotations
 
 from ..domain.archive import state
-from ..domain.forgetting import protection, prune_eta, retention
+from ..domain.forgetting import prune_eta, retention
 from ..domain.inputs import recall_args
 from ..domain.replies import ExplainResult, ExplainRow, WhyNot
 from ..domain.requests import ExplainRequest
 from ..domain.schema import now as utc_now
 from ..errors import InvalidInput
 from .caller import Caller
-from .corrections import live_corrected
+from .corrections import kept_from_pruning
 from .ranking import Ranked, Ranking
 from .recall import flags, ranking_for, settle
 from .tombstones import merged_anchors
@@ -172,9 +172,7 @@ async def _why_not(caller: Caller, target: str, ranking: Ranking, k: int) -> Why
         ),
         # A memory pruning never takes, or one already archived, has no prune date (§7.3).
         prune_eta=None
-        if memory.archived
-        or protection(memory.type, memory.importance, memory.status, policy)
-        or await live_corrected(caller, [memory.id])
+        if memory.archived or await kept_from_pruning(caller, memory)
         else prune_eta(memory.last_accessed_at, memory.strength, policy, now),
         archived=memory.archived,
         reason=reason,

@@ -10,8 +10,7 @@ from __future__ import annotations
 import math
 import statistics
 
-from ..domain.forgetting import protection, prune_eta, retention, stability_hours
-from ..domain.kinds import SUPERSEDING
+from ..domain.forgetting import prune_eta, retention, stability_hours
 from ..domain.replies import Flags, MaintenanceRecord, MemoryView, Stats
 from ..domain.schema import (
     IMPORTANCE,
@@ -25,7 +24,7 @@ from ..domain.text import choices
 from ..errors import InvalidInput
 from ..storage.base import Counts, KpiTotals
 from .caller import Caller
-from .corrections import correction_reason, live_corrected, successor_of
+from .corrections import kept_from_pruning, successor_of
 from .references import resolve_all
 
 __all__ = [
@@ -102,10 +101,7 @@ async def view(
     policy = caller.settings.forgetting
     now = utc_now()
     stale = memory.valid_to is not None and memory.valid_to < now
-    protected = protection(memory.type, memory.importance, memory.status, policy)
-    if protected is None and not memory.archived and any(e.type in SUPERSEDING for e in edges):
-        corrected = (await live_corrected(caller, [memory.id])).get(memory.id)
-        protected = correction_reason(corrected) if corrected else None
+    protected = await kept_from_pruning(caller, memory, edges)
     # What recall ranks it below, so a listing says so as a recall's flags do.
     newer = None if memory.archived or not successor else await successor_of(caller, memory, scope)
     references, _ = await resolve_all(caller, memory.references, scope)
