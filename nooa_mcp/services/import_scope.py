@@ -113,9 +113,18 @@ async def claim_ids(caller: Caller, lines: Sequence[int], specs: list[dict[str, 
                 claimed.renamed[ident] = copy
         pending = [i for i in pending if i not in claimed.renamed]
         tries += 1
+    renamed = claimed.renamed
     for spec in specs:
-        if spec.get("id") in claimed.renamed:
-            spec["id"] = claimed.renamed[spec["id"]]
+        if spec.get("id") in renamed:
+            spec["id"] = renamed[spec["id"]]
+        # A `memory:` reference to a line renamed here names it by its new id.
+        if renamed and isinstance(spec.get("references"), list):
+            spec["references"] = [
+                f"memory:{renamed[r[7:]]}"
+                if isinstance(r, str) and r.startswith("memory:") and r[7:] in renamed
+                else r
+                for r in spec["references"]
+            ]
     return claimed
 
 

@@ -301,10 +301,7 @@ async def import_records(
         batch = list(enumerate(checked[start : start + BATCH], start))
         # A line that says a shared memory again is that memory: nothing to write.
         written = [(at, line, item) for at, (line, item) in batch if at not in claimed.shared_at]
-        restores = [
-            _renamed_targets(specs[at], _renamed(carried(item, now), prefixes), renamed)
-            for at, _, item in written
-        ]
+        restores = [_renamed(carried(item, now), renamed, prefixes) for _, _, item in written]
         results = await author_many(
             caller,
             [request_of(AuthorRequest, specs[at]) for at, _, _ in written],
@@ -348,34 +345,25 @@ async def import_records(
     return report
 
 
-def _renamed(found: Carried, renamed: dict[str, str]) -> Carried:  # old → new id8
-    """A line's tombstones naming memories by the ids this import gave them: a duplicate's
-    "merged into <anchor>" must name the anchor as stored here, or forgetting the anchor
-    would leave the duplicate answering, and recall would revive it beside the anchor."""
-    if not renamed or not found.archive:
+def _renamed(found: Carried, renamed: dict[str, str], prefixes: dict[str, str]) -> Carried:
+    """What a line carries, naming memories by the ids this import gave them (`renamed`: old
+    → new id; `prefixes`: the same by their first 8 characters). A duplicate's tombstone
+    "merged into <anchor>" must name the anchor as stored here, or forgetting the anchor would
+    leave the duplicate answering, and recall would revive it beside the anchor; a `memory:`
+    reference's snapshot names the line it points at (its request was renamed by
+    `claim_ids`)."""
+    if not renamed:
         return found
-    stones = tuple(replace(s, reason=renamed_reason(s.reason, renamed)) for s in found.archive)
-    return replace(found, archive=stones)
-
-
-def _renamed_targets(spec: dict[str, Any], found: Carried, renamed: dict[str, str]) -> Carried:
-    """A line's `memory:` references to memories this import gave new ids (old → new full
-    id), in its request and its snapshots, name them by those ids."""
-    if not renamed or not isinstance(spec.get("references"), list):
-        return found
-    spec["references"] = [
-        f"memory:{renamed[r[7:]]}"
-        if isinstance(r, str) and r.startswith("memory:") and r[7:] in renamed
-        else r
-        for r in spec["references"]
-    ]
+    stones = found.archive
+    if stones:
+        stones = tuple(replace(s, reason=renamed_reason(s.reason, prefixes)) for s in stones)
     snapshots = tuple(
         s.model_copy(update={"target": renamed[s.target]})
         if s.kind == "memory" and s.target in renamed
         else s
         for s in found.snapshots
     )
-    return replace(found, snapshots=snapshots)
+    return replace(found, archive=stones, snapshots=snapshots)
 
 
 async def export_records(caller: Caller, *, include_archived: bool = False) -> AsyncIterator[dict]:
