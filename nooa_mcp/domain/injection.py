@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
 
 from .cues import cue_keywords
 from .text import STOPWORDS
@@ -36,6 +37,7 @@ __all__ = [
     "content_words",
     "cue_overlap",
     "enough_shared",
+    "holds_from",
     "importance_label",
     "item_line",
     "relevant",
@@ -127,6 +129,14 @@ def relevant(
     if cos is not None and lam * cos + mu * overlap >= weak_floor:
         return True
     return enough_shared(shared, prompt_words) or overlap >= CUE_OVERLAP
+
+
+def holds_from(valid_from: float | None, now: float) -> str:
+    """The note on a fact that holds only from a later date ("" once it holds): shown unasked,
+    "rent is 1,500 from March" must not read as today's rent."""
+    if valid_from is None or valid_from <= now:
+        return ""
+    return f"holds from {datetime.fromtimestamp(valid_from, UTC):%Y-%m-%d}"
 
 
 def importance_label(importance: float) -> str:

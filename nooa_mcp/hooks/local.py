@@ -28,6 +28,7 @@ from ..domain.injection import (
     Item,
     content_words,
     cue_overlap,
+    holds_from,
     relevant,
     render_prompt,
     render_session,
@@ -177,14 +178,18 @@ def prompt_context(store: QuickStore, owner: str, prompt: str, session: str | No
     ]
     done = store.log_injected(shown, [(i, decide, rec) for i, decide, rec, _ in fired])
     memories: list[Item] = [
-        (r["id"], r["type"], r["importance"], r["title"] or r["content"], _faded(r)) for r in chosen
+        (r["id"], r["type"], r["importance"], r["title"] or r["content"], _note(r, now))
+        for r in chosen
     ]
     return render_prompt(_fired_items(fired, done, reasons), memories)
 
 
-def _faded(row: dict) -> str:
-    """The note on a memory reflection archived (faded) that the prompt still brings in."""
-    return "faded: archived by reflection" if row.get("faded") else ""
+def _note(row: dict, now: datetime) -> str:
+    """The note on a memory shown: archived by reflection (faded) and still brought in by the
+    prompt, and holding only from a later date."""
+    faded = "faded: archived by reflection" if row.get("faded") else ""
+    notes = (faded, holds_from(row["valid_from"], now.timestamp()))
+    return "; ".join(note for note in notes if note)
 
 
 def session_context(store: QuickStore, owner: str, project: str, session: str | None) -> str:
@@ -204,8 +209,14 @@ def session_context(store: QuickStore, owner: str, project: str, session: str | 
     done = store.log_injected(shown, [(i, decide, rec) for i, decide, rec, _ in fired])
     return render_session(
         project,
-        [(t["id"], "todo", t["importance"], t["title"] or t["content"], "") for t in todos],
+        [
+            (t["id"], "todo", t["importance"], t["title"] or t["content"], _note(t, now))
+            for t in todos
+        ],
         open_count,
         _fired_items(fired, done, reasons),
-        [(m["id"], m["type"], m["importance"], m["title"] or m["content"], "") for m in memories],
+        [
+            (m["id"], m["type"], m["importance"], m["title"] or m["content"], _note(m, now))
+            for m in memories
+        ],
     )

@@ -22,6 +22,7 @@ from ..domain.injection import (
     START_TODOS,
     Item,
     content_words,
+    holds_from,
     relevant,
     shared_words,
 )
@@ -54,8 +55,9 @@ class Injected:
     embeddings: str = "ready"
 
 
-def _item(m: Memory) -> Item:
-    return (m.id, m.type.value, m.importance, m.title or m.content, "")
+def _item(m: Memory, now: float) -> Item:
+    valid_from = None if m.valid_from is None else m.valid_from.timestamp()
+    return (m.id, m.type.value, m.importance, m.title or m.content, holds_from(valid_from, now))
 
 
 def _reminder(r: Reminder, importance: float = 5.0) -> Item:
@@ -96,6 +98,7 @@ async def for_prompt(caller: Caller, prompt: str, *, limit: int = PROMPT_MEMORIE
     out = Injected(embeddings=caller.engine.embeddings_state)
     if not query:
         return out
+    now = utc_now().timestamp()
     settings = caller.settings.recall
     vector = None
     if settings.use_dense and caller.engine.embeddings_state == "ready":
@@ -109,7 +112,7 @@ async def for_prompt(caller: Caller, prompt: str, *, limit: int = PROMPT_MEMORIE
             query_vector=vector,
             scope=scope,
             settings=settings,
-            now=utc_now().timestamp(),
+            now=now,
             types=PROMPT_TYPES,
             hops=0,
         )
@@ -143,7 +146,14 @@ async def for_prompt(caller: Caller, prompt: str, *, limit: int = PROMPT_MEMORIE
             r.full.type,
             r.full.importance,
             r.full.title or r.full.content,
-            "faded: archived by reflection" if r.faded else "",
+            "; ".join(
+                note
+                for note in (
+                    "faded: archived by reflection" if r.faded else "",
+                    holds_from(r.full.valid_from, now),
+                )
+                if note
+            ),
         )
         for r in chosen
     ]
@@ -166,9 +176,10 @@ async def at_session_start(caller: Caller, project: str = "", *, fire: bool = Tr
     )
     todos.sort(key=lambda m: todo_order(m.status, m.importance, m.created_at))
     out.open_todos = len(todos)
-    out.todos = [_item(m) for m in todos[:START_TODOS]]
+    now = utc_now().timestamp()
+    out.todos = [_item(m, now) for m in todos[:START_TODOS]]
     out.reminders = await _reminders(caller, None, None) if fire else []
-    out.memories = [_item(m) for m in await _important(caller, project, len(todos))]
+    out.memories = [_item(m, now) for m in await _important(caller, project, len(todos))]
     await _log(caller, [t[0] for t in out.todos] + [m[0] for m in out.memories], None)
     return out
 

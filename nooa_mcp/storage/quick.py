@@ -40,7 +40,7 @@ RING_SIZE = 64
 
 _ROW = (
     "m.seq, m.id, m.type, m.owner, m.title, m.content, m.tags, m.entities, m.place_or_task, "
-    "m.importance, m.status, m.valid_to, m.created_at"
+    "m.importance, m.status, m.valid_from, m.valid_to, m.created_at"
 )
 
 
