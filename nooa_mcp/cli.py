@@ -12,9 +12,9 @@ import functools
 import json
 import re
 import sys
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import click
@@ -23,6 +23,9 @@ from . import startup_gc
 from .config import Settings, default_store_path
 from .domain.kinds import REFLECTION_STEPS
 from .errors import NooaError
+
+if TYPE_CHECKING:
+    from .memory import Memory
 
 
 class Context:
@@ -117,15 +120,19 @@ def emit(data: Any, as_json: bool, render: Callable[[Any], str]) -> None:
         click.echo(render(data))
 
 
-def open_memory(ctx: Context, *, create: bool = True):  # -> async context manager of Memory
+@contextlib.asynccontextmanager
+async def open_memory(ctx: Context, *, create: bool = True) -> AsyncIterator[Memory]:
     """The configured store's Memory. A command that only reads passes `create=False`: a
-    mistyped --store must not leave an empty store (and its folders) behind."""
+    mistyped --store must not leave an empty store (and its folders) behind; nor does a
+    command that creates one and is then refused (`undone_if_refused`)."""
     from .memory import Memory
 
     settings = ctx.settings()
     if not create:
         must_exist(settings.store)
-    return Memory.open(settings=settings)
+    with undone_if_refused(settings.store):
+        async with Memory.open(settings=settings) as mem:
+            yield mem
 
 
 def must_exist(store: Path | str) -> None:
@@ -139,6 +146,36 @@ def must_exist(store: Path | str) -> None:
             "there. Check --store (or NOOA_STORE) for a typo; `nooa-mcp author` creates a "
             "store with its first memory."
         )
+
+
+@contextlib.contextmanager
+def undone_if_refused(store: Path | str) -> Iterator[None]:
+    """A command that fails after it created a store file leaves none if nothing was written
+    into it: no empty store, no `-wal`/`-shm` beside it, no folders made for it (a refused
+    import must not look, the next time, like a store that took the file). A store holding a
+    memory is kept whatever failed after the write."""
+    from .storage import file_holds_memories, store_kind
+
+    if store_kind(store) != "sqlite" or Path(store).exists():
+        yield
+        return
+    path = Path(store).absolute()
+    made = [p for p in (path.parent, *path.parent.parents) if not p.exists()]
+    try:
+        yield
+    except BaseException:
+        if file_holds_memories(path):
+            raise
+        for leftover in (path, *(path.with_name(path.name + end) for end in _SIDE_FILES)):
+            leftover.unlink(missing_ok=True)
+        for folder in made:  # innermost first
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
+
+
+#: SQLite's files beside a database.
+_SIDE_FILES = ("-wal", "-shm", "-journal")
 
 
 def stderr_is_terminal() -> bool:
@@ -513,6 +550,7 @@ def _render_recall(r: Any) -> str:
             f"{h.components.spread:.2f}",
             ("weak " if h.flags.weak else "")
             + ("stale " if h.flags.stale else "")
+            + (f"from:{h.flags.holds_from:%Y-%m-%d} " if h.flags.holds_from else "")
             + (f"superseded-by:{h.flags.superseded_by[:8]} " if h.flags.superseded_by else "")
             + ("faded " if h.flags.faded else ""),
             (h.title or h.content)[:60].replace("\n", " "),
@@ -579,6 +617,7 @@ def _explain_flags(x: Any) -> str:
     return (
         ("weak " if f.weak else "")
         + ("stale " if f.stale else "")
+        + (f"from:{f.holds_from:%Y-%m-%d} " if f.holds_from else "")
         + (f"superseded-by:{f.superseded_by[:8]} " if f.superseded_by else "")
         + ("faded " if f.faded else "")
         + ("forgotten " if x.forgotten else "")
@@ -856,7 +895,7 @@ async def export(ctx: Context, include_archived: bool, as_json: bool) -> None:
     type=click.Choice(["live", "archived", "all"]),
     default="live",
     show_default=True,
-    help="Live memories, forgotten (archived) ones, or both.",
+    help="Live memories, archived ones (faded by reflection, or forgotten), or both.",
 )
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 500))
 @click.option("--after", type=click.IntRange(0), help="Continue after this cursor.")
@@ -925,11 +964,12 @@ async def list_(
 
 
 def _list_state(view: Any) -> str:
-    """The state column: archived, superseded (by the memory recall ranks it below), a todo's
-    status, an intent's trigger (armed, or fired and spent: a one-shot intent that fired is
-    still live, but will not fire again), or live."""
+    """The state column: faded (archived by reflection: recall still reaches it) or forgotten
+    (by its user), superseded (by the memory recall ranks it below), a todo's status, an
+    intent's trigger (armed, or fired and spent: a one-shot intent that fired is still live,
+    but will not fire again), or live."""
     if view.archived:
-        return "archived"
+        return "faded" if view.flags.faded else "forgotten"
     if view.flags.superseded_by:
         return f"superseded by {view.flags.superseded_by[:8]}"
     if view.status:

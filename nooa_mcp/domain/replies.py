@@ -41,6 +41,9 @@ class ResolvedReference(BaseModel):
 class Flags(BaseModel):
     weak: bool = False
     stale: bool = False
+    #: Not valid yet: it holds from this time on (its `valid_from` is ahead), ranked below
+    #: what holds now as a stale memory is.
+    holds_from: datetime | None = None
     superseded_by: str | None = None
     #: Archived by maintenance (pruned, merged, superseded by a reconcile) when ranked: a
     #: recall that returns it (not weak) uses it, and it is live again.

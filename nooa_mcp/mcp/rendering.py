@@ -239,6 +239,8 @@ def _flags(hit: RecallHit) -> str:
         marks.append("WEAK")
     if hit.flags.stale:
         marks.append("STALE")
+    if hit.flags.holds_from:
+        marks.append(f"holds from {hit.flags.holds_from:%Y-%m-%d}")
     if hit.flags.superseded_by:
         marks.append(f"superseded by {hit.flags.superseded_by[:8]}")
     if hit.flags.faded:
@@ -337,6 +339,8 @@ def _row_flags(row: ExplainRow) -> str:
         )
         if on
     ]
+    if row.flags.holds_from:
+        marks.append(f"holds from {row.flags.holds_from:%Y-%m-%d}")
     if row.flags.superseded_by:
         marks.append(f"superseded by {row.flags.superseded_by[:8]}")
     return f" [{', '.join(marks)}]" if marks else ""

@@ -66,8 +66,8 @@ async def kept_from_pruning(
 
 
 async def successor_of(caller: Caller, memory: Memory, scope: Scope) -> str | None:
-    """The live memory in `scope` written no earlier than `memory` that refines or
-    contradicts it (the one recall ranks it below, DESIGN.md §5.7), or None."""
+    """The memory in `scope`, live or faded (not forgotten), written no earlier than `memory`
+    that refines or contradicts it (the one recall ranks it below, DESIGN.md §5.7), or None."""
     links = await caller.store.successors([memory.id], list(_RELATIONS), scope)
     newer = await caller.store.fetch_many([e.src for e in links if e.src != memory.id])
     found = sorted(

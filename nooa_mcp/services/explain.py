@@ -8,6 +8,8 @@ by maintenance, which recall still reaches) or forgotten (by its user, which it 
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from ..domain.archive import state
 from ..domain.forgetting import prune_eta, retention
 from ..domain.inputs import recall_args
@@ -182,7 +184,7 @@ async def _why_not(caller: Caller, target: str, ranking: Ranking, k: int) -> Why
 
 def _penalised(mine: Ranked | None) -> str:
     """What the score's penalty term stands for, by name: superseded (and by which memory),
-    validity ended."""
+    validity ended or not begun."""
     if mine is None:
         return ""
     said = ""
@@ -193,4 +195,9 @@ def _penalised(mine: Ranked | None) -> str:
         )
     if mine.stale:
         said += " Its validity ended (valid_to is past): a penalty."
+    if mine.upcoming and mine.row.valid_from is not None:
+        said += (
+            f" It holds only from {datetime.fromtimestamp(mine.row.valid_from, UTC):%Y-%m-%d}"
+            " (valid_from is ahead): a penalty, as for a memory whose validity ended."
+        )
     return said

@@ -65,6 +65,8 @@ class Ranked:
     score: float = 0.0
     path: list[str] = field(default_factory=list)
     stale: bool = False
+    #: Its `valid_from` is still ahead: it does not hold yet (the same penalty as stale).
+    upcoming: bool = False
     superseded_by: str | None = None
     #: Replaces a relevant memory: it is relevant as that memory's current version, even when
     #: its own words miss the query (DESIGN.md §16.7 over §16.8).
@@ -137,7 +139,7 @@ class Ranking:
         rel, rec, imp, gate = _scaled(
             np.array([r.ranked_rel]), np.array([r.rec]), np.array([r.imp]), self.ranges, s
         )
-        penalty = -(s.stale_penalty if r.stale else 0.0) - (
+        penalty = -(s.stale_penalty if r.stale or r.upcoming else 0.0) - (
             s.superseded_penalty if r.superseded_by is not None else 0.0
         )
         parts = (
@@ -313,6 +315,9 @@ async def rank(
     for r in candidates.values():
         if r.row.valid_to is not None and r.row.valid_to < now:
             r.stale = True
+            r.score -= s.stale_penalty
+        elif r.row.valid_from is not None and r.row.valid_from > now:
+            r.upcoming = True  # not valid yet: below what holds now, as a stale one is
             r.score -= s.stale_penalty
     for r in candidates.values():
         if r.superseded_by is not None:
@@ -559,7 +564,9 @@ async def _versions(
       revived as a live, unsuperseded fact above the memory that replaced it).
     - Two live ones that differ in a word ("… three worker nodes" / "… four worker nodes",
       both kept) rank newer first, unless the query names a word they differ in (then
-      relevance decides: "which cluster has three nodes?"). A word is a stem of the words
+      relevance decides: "which cluster has three nodes?"). When one of two versions holds
+      now and the other does not (stale, or valid only from a later date), the one that
+      holds comes first, newer or not, under the same exception. A word is a stem of the words
       keyword search indexes (title, content, tags, entities: `storage.keywords`); when
       this ranking searched the held postings (`postings`: those it looked up) they are
       read there, with no row read.
@@ -629,6 +636,7 @@ async def _versions(
         return named[r.id]
 
     pairs = []
+    holding: list[tuple[Ranked, Ranked]] = []
     for i, j in close.tolist():
         a, b = known[i][0], known[j][0]
         if a.faded != b.faded:
@@ -641,6 +649,12 @@ async def _versions(
             continue
         if a.faded or a.superseded_by is not None or b.superseded_by is not None:
             continue  # a superseded version already ranks below the one that replaced it
+        a_holds, b_holds = not (a.stale or a.upcoming), not (b.stale or b.upcoming)
+        if a_holds != b_holds:  # what holds now first, whichever is newer
+            holding.append((a, b) if a_holds else (b, a))
+            continue
+        if not a_holds:
+            continue  # neither holds now: their penalties order them
         newer, older = (a, b) if (a.row.created_at, a.id) > (b.row.created_at, b.id) else (b, a)
         pairs.append((newer, older))
     # Newest first, so each newer memory's own place is settled before it places an older.
@@ -649,6 +663,11 @@ async def _versions(
     for newer, older in pairs:
         if older.score >= newer.score and names(newer) == names(older):
             older.score = newer.score - 1e-6
+    # Then validity: a version that does not hold now (stale, or valid only from a later
+    # date) goes below one that does, unless the query names a word they differ in.
+    for holds, other in holding:
+        if other.score >= holds.score and names(holds) == names(other):
+            other.score = holds.score - 1e-6
 
 
 def _rows_in(index: VectorIndex, ranked: list[Ranked]) -> list[int]:
@@ -948,6 +967,9 @@ async def _add_outsiders(run: _Pass, ids: list[str]) -> None:
     for r in rows:
         r.semantic = r.cos or 0.0
     _score_parts(rows, run.query_tokens, run.now, run.s, run.index.facts)
+    for r in rows:
+        if r.faded:  # a correction maintenance faded, brought in by what it supersedes
+            r.drop = run.s.faded_penalty
     if rows:
         _base(rows, run.ranges or _ranges(rows), run.s)
     run.candidates.update({r.id: r for r in rows})

@@ -125,7 +125,17 @@ async def ranking_for(
 
 def flags(caller: Caller, r: Ranked) -> Flags:
     weak = r.weak(caller.settings.recall.weak_relevance)
-    return Flags(weak=weak, stale=r.stale, superseded_by=r.superseded_by, faded=r.faded)
+    return Flags(
+        weak=weak,
+        stale=r.stale,
+        holds_from=(
+            datetime.fromtimestamp(r.row.valid_from, UTC)
+            if r.upcoming and r.row.valid_from is not None
+            else None
+        ),
+        superseded_by=r.superseded_by,
+        faded=r.faded,
+    )
 
 
 async def settle(caller: Caller, ranking: Ranking, k: int) -> dict[str, str]:

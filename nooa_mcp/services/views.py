@@ -102,8 +102,10 @@ async def view(
     now = utc_now()
     stale = memory.valid_to is not None and memory.valid_to < now
     protected = await kept_from_pruning(caller, memory, edges)
-    # What recall ranks it below, so a listing says so as a recall's flags do.
-    newer = None if memory.archived or not successor else await successor_of(caller, memory, scope)
+    # What recall ranks it below (a faded memory too: recall reaches it), so a listing says so
+    # as a recall's flags do.
+    forgotten = memory.archived and not memory.faded
+    newer = None if forgotten or not successor else await successor_of(caller, memory, scope)
     references, _ = await resolve_all(caller, memory.references, scope)
     return MemoryView(
         id=memory.id,
@@ -147,7 +149,12 @@ async def view(
         stability_hours=round(stability_hours(memory.strength, policy.tau_hours), 4),
         protected=protected,
         writable=caller.may_write(memory.owner),
-        flags=Flags(stale=stale, faded=memory.archived and memory.faded, superseded_by=newer),
+        flags=Flags(
+            stale=stale,
+            holds_from=memory.valid_from if memory.valid_from and memory.valid_from > now else None,
+            faded=memory.archived and memory.faded,
+            superseded_by=newer,
+        ),
     )
 
 

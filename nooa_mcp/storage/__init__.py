@@ -16,7 +16,7 @@ if FOR_TYPE_CHECKERS:
 
     from .base import Store
 
-__all__ = ["Store", "copy_store", "open_store", "store_kind"]
+__all__ = ["Store", "copy_store", "file_holds_memories", "open_store", "store_kind"]
 
 
 def __getattr__(name: str) -> object:
@@ -29,6 +29,26 @@ def store_kind(target: str | Path) -> str:
     """ "postgresql" for a postgres:// or postgresql:// URL, else "sqlite" (a file path)."""
     text = str(target)
     return "postgresql" if text.startswith(("postgresql://", "postgres://")) else "sqlite"
+
+
+def file_holds_memories(path: str | Path) -> bool:
+    """Whether the SQLite file holds a memory (True when it cannot be read: a caller deciding
+    whether to delete it keeps it)."""
+    import sqlite3
+    from contextlib import closing
+    from pathlib import Path
+
+    path = Path(path).absolute()
+    if not path.exists():
+        return False
+    try:
+        with closing(sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)) as conn:
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+            if "memories" not in tables:
+                return False
+            return conn.execute("SELECT 1 FROM memories LIMIT 1").fetchone() is not None
+    except sqlite3.Error:
+        return True
 
 
 async def open_store(target: str | Path) -> Store:

@@ -266,6 +266,8 @@ class RankFacts:
     valid_to: float | None
     cues: frozenset[str]
     uses: UseState
+    #: Not valid before this time (None: always): a memory not valid yet ranks below.
+    valid_from: float | None = None
 
 
 @dataclass(slots=True)
@@ -637,7 +639,10 @@ class Store(Protocol):
 
     async def successors(
         self, targets: Sequence[str], relations: Sequence[str], scope: Scope
-    ) -> list[EdgeRow]: ...
+    ) -> list[EdgeRow]:
+        """Edges with one of `relations` into `targets` from memories inside `scope` that are
+        not forgotten: live or faded (a correction maintenance faded still supersedes)."""
+        ...
 
     async def links_of(self, ids: Sequence[str], scope: Scope) -> list[EdgeRow]:
         """Edges with either end in `ids` whose other end is inside `scope`, archived or not
@@ -652,7 +657,11 @@ class Store(Protocol):
         roles `among` (`storage.links`), in one statement."""
         ...
 
-    async def copy_edges(self, src: str, dst: str) -> int: ...
+    async def copy_edges(self, src: str, dst: str) -> int:
+        """Copy `src`'s edges, leaving and arriving, onto `dst` (a merge: a correction that
+        pointed at the duplicate corrects what it was merged into); the larger weight wins,
+        and no edge between the two is copied. Returns how many."""
+        ...
 
     async def edges_touching(self, ids: Sequence[str]) -> list[EdgeRow]:
         """Every edge (any type, either end archived or not) with `src` or `dst` among `ids`,

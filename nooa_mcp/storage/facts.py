@@ -35,6 +35,7 @@ FACT_ARRAYS = (
     "importance",
     "created",
     "valid_to",
+    "valid_from",
     "uses",
     "first_use",
     "newest_use",
@@ -59,6 +60,7 @@ class HeldRow:
     #: Its row in the index that holds it (the row of `HeldFacts`' columns).
     at: int
     bm25: float | None = None
+    valid_from: float | None = None
 
 
 class HeldFacts:
@@ -69,6 +71,7 @@ class HeldFacts:
         self.importance = np.zeros(0, dtype=np.float64)
         self.created = np.zeros(0, dtype=np.float64)
         self.valid_to = np.zeros(0, dtype=np.float64)
+        self.valid_from = np.zeros(0, dtype=np.float64)
         self.uses = np.zeros(0, dtype=np.int32)
         self.first_use = np.zeros(0, dtype=np.float64)
         self.newest_use = np.zeros(0, dtype=np.float64)
@@ -89,6 +92,7 @@ class HeldFacts:
         self.importance[row] = facts.importance
         self.created[row] = facts.created_at
         self.valid_to[row] = np.nan if facts.valid_to is None else facts.valid_to
+        self.valid_from[row] = np.nan if facts.valid_from is None else facts.valid_from
         code = self._cue_codes.get(facts.cues)
         if code is None:
             code = self._cue_codes[facts.cues] = len(self._cue_sets)
@@ -140,10 +144,12 @@ class HeldFacts:
             self.importance[rows].tolist(),
             self.created[rows].tolist(),
             self.valid_to[rows].tolist(),
+            self.valid_from[rows].tolist(),
             strict=True,
         )
         return [
-            # id, type, archived, faded, importance, created_at, valid_to (NaN: open), at
+            # id, type, archived, faded, importance, created_at, valid_to (NaN: open), at,
+            # bm25, valid_from (NaN: always)
             HeldRow(
                 memory_id,
                 type_,
@@ -153,8 +159,10 @@ class HeldFacts:
                 created,
                 None if valid_to != valid_to else valid_to,
                 at,
+                None,
+                None if valid_from != valid_from else valid_from,
             )
-            for memory_id, type_, gone, fade, (at, imp, created, valid_to) in zip(
+            for memory_id, type_, gone, fade, (at, imp, created, valid_to, valid_from) in zip(
                 ids, types, archived, faded, columns, strict=True
             )
         ]

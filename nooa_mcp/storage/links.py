@@ -281,8 +281,8 @@ class HeldLinks:
     def successors(
         self, targets: Sequence[str], relations: Sequence[str], scope: Scope, index: VectorIndex
     ) -> list[EdgeRow]:
-        """`Store.successors`: edges with one of `relations` into `targets` from live sources
-        inside `scope`."""
+        """`Store.successors`: edges with one of `relations` into `targets` from sources inside
+        `scope` that are not forgotten (live or faded)."""
         self._settle()
         return self._successors(self._known(targets), relations, scope, index)
 
@@ -299,7 +299,7 @@ class HeldLinks:
         at = self._spans(self._by_target(), codes, self.by_dst)
         wanted = [self._kinds[r] for r in relations if r in self._kinds]
         at = at[np.isin(self.kind[at], wanted)]
-        return self._visible(at, self.src, scope, index)
+        return self._visible(at, self.src, scope, index, faded=True)
 
     def _by_target(self) -> np.ndarray:
         """The targets in `by_dst` order, kept while neither array is replaced (both are
@@ -352,16 +352,23 @@ class HeldLinks:
         return at if order is None else order[at]
 
     def _visible(
-        self, at: np.ndarray, other: np.ndarray, scope: Scope, index: VectorIndex
+        self,
+        at: np.ndarray,
+        other: np.ndarray,
+        scope: Scope,
+        index: VectorIndex,
+        *,
+        faded: bool = False,
     ) -> list[EdgeRow]:
-        """The edges at `at` whose `other` end is live inside `scope`, as rows."""
+        """The edges at `at` whose `other` end is live (`faded`: or faded) inside `scope`, as
+        rows."""
         if not at.size:
             return []
         # Each end's id decoded once (an end is on several of the edges, both sides asked).
         ends, inverse = np.unique(other[at], return_inverse=True)
         codes = ends.tolist()
         ids = self.ends.names(codes)
-        kept = at[index.visible(index.ids.rows_of(ids), scope)[inverse]]
+        kept = at[index.visible(index.ids.rows_of(ids), scope, faded=faded)[inverse]]
         src, dst = self.src[kept].tolist(), self.dst[kept].tolist()
         named = dict(zip(codes, ids, strict=True))
         rest = list(set(src + dst) - named.keys())

@@ -141,7 +141,8 @@ class QuickStore:
         return [{**_decoded(r), "bm25": -r["score"]} for r in rows]
 
     def superseded(self, ids: Sequence[str], role: str) -> set[str]:
-        """Ids that a newer live memory the caller sees refines or contradicts."""
+        """Ids that a newer memory the caller sees, live or faded (not forgotten), refines or
+        contradicts."""
         if not ids:
             return set()
         where, params = role_where(role, SQLITE, "n")
@@ -149,7 +150,7 @@ class QuickStore:
             "SELECT e.dst FROM edges e JOIN memories n ON n.id = e.src "
             "JOIN memories o ON o.id = e.dst "
             f"WHERE {SQLITE.one_of('e.dst', 'ids')} AND e.type IN ('refines', 'contradicts') "
-            f"AND n.archived = 0 AND n.created_at >= o.created_at AND {where}",
+            f"AND (n.archived = 0 OR n.faded = 1) AND n.created_at >= o.created_at AND {where}",
             {**params, "ids": SQLITE.values(ids)},
         )
         return {r[0] for r in rows}

@@ -87,7 +87,8 @@ USE_COLUMNS = "m.actr_count, m.first_access_at, m.actr_times"
 
 #: The columns ranking holds beside each vector (`facts_from_row`).
 FACT_COLUMNS = (
-    f"m.importance, m.created_at, m.valid_to, m.tags, m.entities, m.place_or_task, {USE_COLUMNS}"
+    "m.importance, m.created_at, m.valid_from, m.valid_to, m.tags, m.entities, m.place_or_task, "
+    f"{USE_COLUMNS}"
 )
 
 #: How a keyword search makes its result of a row and the row's keyword score (None: a row
@@ -173,6 +174,7 @@ def facts_from_row(row: Row) -> RankFacts:
         importance=row["importance"],
         created_at=row["created_at"],
         valid_to=row["valid_to"],
+        valid_from=row["valid_from"],
         cues=_cues(_text(row["tags"]), _text(row["entities"]), row["place_or_task"]),
         uses=use_from_row(row),
     )
@@ -185,6 +187,7 @@ def facts_of(memory: Memory) -> RankFacts:
         importance=memory.importance,
         created_at=epoch(memory.created_at),
         valid_to=epoch_or_none(memory.valid_to),
+        valid_from=epoch_or_none(memory.valid_from),
         cues=frozenset(memory.cue_set),
         uses=uses_of(memory),
     )

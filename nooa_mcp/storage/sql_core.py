@@ -626,16 +626,27 @@ class SqlVerbs(SqlPrimitives):
         return [edge_from_row(r) for r in rows]
 
     async def copy_edges(self, src: str, dst: str) -> int:
-        """Copy `src`'s outgoing edges onto `dst` (larger weight wins); returns how many."""
+        """Copy `src`'s edges onto `dst`, leaving and arriving (larger weight wins; none
+        between the two); returns how many."""
         d = self.dialect
         self.edge_writes += 1
-        return await self._exec(
+        upsert = (
+            "ON CONFLICT (src, dst, type) "
+            f"DO UPDATE SET weight = {d.greatest}(edges.weight, excluded.weight)"
+        )
+        out = await self._exec(
             "INSERT INTO edges(src, dst, type, weight, created_at) "
             f"SELECT {d.p('d')}, dst, type, weight, created_at FROM edges "
-            f"WHERE src = {d.p('s')} AND dst != {d.p('d')} ON CONFLICT (src, dst, type) "
-            f"DO UPDATE SET weight = {d.greatest}(edges.weight, excluded.weight)",
+            f"WHERE src = {d.p('s')} AND dst != {d.p('d')} {upsert}",
             {"s": src, "d": dst},
         )
+        into = await self._exec(
+            "INSERT INTO edges(src, dst, type, weight, created_at) "
+            f"SELECT src, {d.p('d')}, type, weight, created_at FROM edges "
+            f"WHERE dst = {d.p('s')} AND src != {d.p('d')} {upsert}",
+            {"s": src, "d": dst},
+        )
+        return out + into
 
     async def edge_pairs(self, role: str | None, live_only: bool = True) -> list[EdgeRow]:
         """Edges leaving a role's memories (every role for None), by default only between
@@ -724,13 +735,14 @@ class SqlVerbs(SqlPrimitives):
     async def successors(
         self, targets: Sequence[str], relations: Sequence[str], scope: Scope
     ) -> list[EdgeRow]:
-        """Live, visible memories that point at `targets` with one of `relations`."""
+        """Visible memories, live or faded (not forgotten), that point at `targets` with one
+        of `relations`."""
         d = self.dialect
         where, params = scope_where(scope, d)
         rows = await self._rows(
             "SELECT e.src, e.dst, e.type, e.weight FROM edges e JOIN memories m ON m.id = e.src "
             f"WHERE {d.one_of('e.dst', 'ids')} AND {d.one_of('e.type', 'rel')} "
-            f"AND m.archived = {d.false} AND {where}",
+            f"AND (m.archived = {d.false} OR m.faded = {d.true}) AND {where}",
             {**params, "ids": d.values(targets), "rel": d.values(relations)},
         )
         return [edge_from_row(r) for r in rows]

@@ -774,12 +774,14 @@ class VectorIndex:
             return self.mark is not None
         return self.residency.missing(roles) == []
 
-    def visible(self, rows: np.ndarray, scope: Scope) -> np.ndarray:
-        """Whether each of `rows` (-1: not held) is live and inside `scope`, vector or not:
-        the store's condition on an edge's other end (`storage.links`). A role the scope sees
-        must be held (`ensure`) first: a row of a role not held reads as not visible."""
+    def visible(self, rows: np.ndarray, scope: Scope, *, faded: bool = False) -> np.ndarray:
+        """Whether each of `rows` (-1: not held) is live (`faded`: or faded, not forgotten)
+        and inside `scope`, vector or not: the store's condition on an edge's other end
+        (`storage.links`). A role the scope sees must be held (`ensure`) first: a row of a
+        role not held reads as not visible."""
         held, at = self._held_at(rows)
-        return held & ~self.archived[at] & self._in_scope(at, scope)
+        gone = self.archived[at] & ~self.faded[at] if faded else self.archived[at]
+        return held & ~gone & self._in_scope(at, scope)
 
     def _held_at(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Which of `rows` (-1: not held) are rows of the index, and the rows to read their

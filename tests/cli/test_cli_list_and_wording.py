@@ -45,7 +45,10 @@ def test_list_filters_by_type_owner_tag_and_state(cli: Cli) -> None:
     assert ids_of(listed.output) == [ops[:8], todo[:8]]  # shared scope, live, written order
     assert ids_of(cli("list", "--type", "todo").output) == [todo[:8]]
     assert ids_of(cli("list", "--tag", "OPS").output) == [ops[:8]]
-    assert ids_of(cli("list", "--state", "archived").output) == [gone[:8]]
+    archived = cli("list", "--state", "archived").output
+    assert ids_of(archived) == [gone[:8]]
+    (row,) = [line for line in archived.splitlines() if line.startswith(gone[:8])]
+    assert row.split()[3] == "forgotten"  # by its user; reflection's would read "faded"
     assert ids_of(cli("list", "--state", "all").output) == [ops[:8], todo[:8], gone[:8]]
     assert ids_of(cli("--owner", "me", "list", "--by", "me@code").output) == [mine[:8]]
     assert ids_of(cli("--owner", "me", "list", "--by", "(shared)").output) == [ops[:8], todo[:8]]

@@ -4,8 +4,14 @@
 import subprocess
 from pathlib import Path
 
+import anyio
 import pytest
 from writes_support import Cli, console_script, hash_cli
+
+from nooa_mcp.cli import undone_if_refused
+from nooa_mcp.embeddings import HashEmbedder
+from nooa_mcp.memory import Memory
+from nooa_mcp.storage import file_holds_memories
 
 READ_ONLY = [
     ["recall", "hi"],
@@ -60,3 +66,39 @@ def test_the_installed_command_refuses_a_typo_in_one_sentence(
     assert done.stderr.startswith(f"Error: No store at {typo}:")
     assert len(done.stderr.strip().splitlines()) == 1
     assert not typo.parent.exists()
+
+
+REFUSED_WRITES = [
+    (["author", ""], "TEXT: is empty"),
+    (["author", "Deploys go out on Tuesdays", "--link", "abcdef12:refines"], "--link"),
+    (["import", "{old}"], "needs a reference root"),
+]
+
+
+@pytest.mark.parametrize(("command", "said"), REFUSED_WRITES, ids=lambda c: str(c)[:30])
+def test_a_write_refused_after_it_opened_a_new_store_leaves_no_store_and_no_folders(
+    cli: Cli, tmp_path: Path, command: list[str], said: str
+) -> None:
+    # An export of before references carried their snapshot: a plain file: uri is captured
+    # on import, which needs a reference root this command has not got.
+    old = tmp_path / "old.jsonl"
+    old.write_text('{"content": "See the notes", "references": ["file:notes.txt"]}\n')
+    new = tmp_path / "fresh" / "deeper" / "memory.sqlite"
+    out = cli("--store", str(new), *[part.format(old=old) for part in command])
+    assert out.exit_code == 1 and said in out.output and "Traceback" not in out.output
+    assert not (tmp_path / "fresh").exists()
+
+
+def test_a_failure_after_a_new_store_took_a_memory_keeps_the_store(tmp_path: Path) -> None:
+    """What a user wrote is never deleted: only a store that holds no memory is undone."""
+    new = tmp_path / "fresh" / "memory.sqlite"
+
+    async def write_then_fail() -> None:
+        with undone_if_refused(new):
+            async with Memory.open(new, embedder=HashEmbedder()) as mem:
+                await mem.author("Deploys go out on Tuesdays")
+            raise RuntimeError("the reply could not be printed")
+
+    with pytest.raises(RuntimeError):
+        anyio.run(write_then_fail)
+    assert new.exists() and file_holds_memories(new)

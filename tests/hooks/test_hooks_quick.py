@@ -410,6 +410,31 @@ def test_a_faded_memory_is_shown_after_live_ones_and_noted_faded(
     assert lines[1].endswith("(faded: archived by reflection)")
 
 
+def test_a_fact_whose_correction_faded_with_it_is_not_brought_in(
+    store: Path, project: Path
+) -> None:
+    """Maintenance faded a fact and the correction that refines it together: the correction
+    still supersedes it (DESIGN.md §7.2), so the prompt brings in the correction, not the
+    replaced fact."""
+
+    async def fill() -> tuple[str, str]:
+        async with open_memory(store, OWNER) as mem:
+            old = await mem.author("The nightly invoice export writes CSV files by FTP")
+            new = await mem.author(
+                "The nightly invoice export writes CSV files to the bucket now",
+                links=[{"target": old.id, "relation": "refines"}],
+            )
+            return old.id, new.id
+
+    _, new = anyio.run(fill)
+    with sqlite3.connect(store) as conn:  # as a prune pass leaves them (DESIGN.md §7.2)
+        conn.execute("UPDATE memories SET archived = 1, faded = 1")
+    prompt = "Where does the nightly invoice export write its CSV files?"
+    text = _hook("user-prompt", recorded("user_prompt", project, prompt=prompt), store)
+    lines = [line for line in text.splitlines() if line.startswith("- [")]
+    assert [line[3:11] for line in lines] == [new[:8]], text
+
+
 def test_session_start_lines_ranks_and_current_memories(store: Path, project: Path) -> None:
     """Todos then memories, ranked in the order shown; a memory valid until next week is
     current; a todo's line is its importance and text, with no note."""

@@ -580,7 +580,7 @@ def test_hit_contents_are_clipped_at_two_thousand_characters_naming_where_the_re
 
 
 def test_reminders_are_clipped_before_any_hit_is() -> None:
-    result = _long_recall(3, 1_600, reminders=5)
+    result = _long_recall(3, 1_500, reminders=5)
     bounded = bound_recall(result)
     assert [len(r.content) for r in bounded.reminders] == [200] * 5
     assert [h.content for h in bounded.hits] == [h.content for h in result.hits]

@@ -181,6 +181,7 @@ async def test_a_weakly_related_faded_memory_stays_faded_unless_asked_for(store_
         assert wide["hits"][1]["flags"] == {
             "weak": True,
             "stale": False,
+            "holds_from": None,
             "superseded_by": None,
             "faded": True,
         }

@@ -380,3 +380,109 @@ def test_a_correction_and_the_fact_it_corrects_fade_together(store_target) -> No
     assert [s["applied"] for s in report["steps"]] == [2]
     after = views(store_target, [old["id"], new["id"]], NOW)
     assert after[old["id"]].archived and after[new["id"]].archived
+    # Faded together, the correction still supersedes: the old fact never comes back first,
+    # unflagged, while the correction sits faded (a faded successor is not a forgotten one).
+    assert after[old["id"]].flags.superseded_by == new["id"]
+    rows = explained(store_target, BILLING_Q, NOW + timedelta(hours=1))
+    assert rows[old["id"]]["flags"]["superseded_by"] == new["id"]
+    assert rows[new["id"]]["rank"] < rows[old["id"]]["rank"]
+    (found,) = at(
+        NOW + timedelta(hours=2), store_target, ("memory_recall", {**recall(BILLING_Q)[1], "k": 1})
+    )
+    assert [hit["id"] for hit in found["hits"]] == [new["id"]]
+    revived = views(store_target, [old["id"], new["id"]], NOW + timedelta(hours=3))
+    assert revived[old["id"]].archived and not revived[new["id"]].archived
+
+
+def test_a_merge_carries_a_correction_of_the_duplicate_to_what_survives(store_target) -> None:
+    """Two copies of one statement, the newer corrected by a third memory: the merge folds one
+    copy into the other, and the correction, which pointed at one copy, corrects the memory
+    that is left (it would otherwise be live, unflagged and first, the correction below it)."""
+    (first,) = at(T0, store_target, author("The payments queue is served by RabbitMQ on mq-1"))
+    (second,) = at(
+        T0 + DAY,
+        store_target,
+        author("The payments queue is served by RabbitMQ on mq-1.", tags=["payments"]),
+    )
+    (fix,) = at(
+        T0 + 2 * DAY,
+        store_target,
+        author(
+            "The payments queue moved from RabbitMQ to Kafka on kafka-3",
+            links=[{"target": second["id"], "relation": "contradicts"}],
+        ),
+    )
+    (report,) = at(T0 + 3 * DAY, store_target, ("memory_reflect", {"steps": ["merge"]}))
+    assert [s["applied"] for s in report["steps"]] == [1]
+    shown = views(store_target, [first["id"], second["id"]], T0 + 3 * DAY)
+    (kept,) = [i for i, v in shown.items() if not v.archived]
+    assert shown[kept].flags.superseded_by == fix["id"]
+    query = "which host serves the payments queue"
+    rows = explained(store_target, query, T0 + 3 * DAY)
+    assert rows[kept]["flags"]["superseded_by"] == fix["id"]
+    assert rows[fix["id"]]["rank"] < rows[kept]["rank"]
+
+
+CI_OLD = "The legacy CI host ci-legacy-01 builds the mobile app"
+CI_NEW = "The new CI host ci-02 builds the mobile app"
+CI_Q = "which CI host builds the mobile app"
+CI_OTHERS = (
+    "The mobile app release checklist lives in the team wiki",
+    "CI pipelines run the linter before the unit tests",
+    "The docs site is built on the pages host",
+    "Nightly builds of the app are uploaded to the beta channel",
+)
+
+
+def test_what_holds_now_ranks_above_a_version_valid_only_from_a_later_date(
+    store_target,
+) -> None:
+    """The old host holds until the switch, the new one from it: before the switch the old
+    ranks first and the new one is flagged with its date; after it, the old is stale and
+    the new first. A query naming a word they differ in lets relevance decide."""
+    switch = T0 + 60 * DAY
+    # Other memories the query half matches: relevance is stretched over a store's range.
+    at(T0, store_target, *(author(text) for text in CI_OTHERS))
+    (old,) = at(T0, store_target, author(CI_OLD, importance="HIGH", valid_to=switch.isoformat()))
+    (new,) = at(
+        T0 + DAY, store_target, author(CI_NEW, importance="HIGH", valid_from=switch.isoformat())
+    )
+    before = explained(store_target, CI_Q, T0 + 10 * DAY)
+    assert before[old["id"]]["rank"] < before[new["id"]]["rank"]
+    assert before[new["id"]]["flags"]["holds_from"].startswith(f"{switch:%Y-%m-%d}")
+    assert before[old["id"]]["flags"]["holds_from"] is None
+    named = explained(store_target, "which CI host builds the mobile app, ci-02?", T0 + 10 * DAY)
+    assert named[new["id"]]["rank"] < named[old["id"]]["rank"]
+    (why,) = at(
+        T0 + 10 * DAY,
+        store_target,
+        ("memory_explain", {"query": CI_Q, "memory_id": new["id"]}),
+    )
+    assert f"holds only from {switch:%Y-%m-%d}" in why["why_not"]["reason"]
+    after = explained(store_target, CI_Q, switch + 10 * DAY)
+    assert after[new["id"]]["rank"] < after[old["id"]]["rank"]
+    assert after[old["id"]]["flags"]["stale"] and after[new["id"]]["flags"]["holds_from"] is None
+    shown = views(store_target, [new["id"]], T0 + 10 * DAY)[new["id"]]
+    assert shown.flags.holds_from == switch
+
+
+def test_of_two_versions_of_one_statement_the_one_that_holds_now_ranks_first(
+    store_target,
+) -> None:
+    """Two versions a word apart (versions of one statement rank newer first): when the newer
+    holds only from a later date, the one that holds now ranks first until that date."""
+    old = (
+        "The mobile app for the shop is built by the CI host alpha in the Frankfurt data "
+        "centre behind the shared runner pool"
+    )
+    new = old.replace("alpha", "omega")
+    switch = T0 + 60 * DAY
+    (first,) = at(T0, store_target, author(old, importance="HIGH"))
+    (second,) = at(
+        T0 + DAY, store_target, author(new, importance="HIGH", valid_from=switch.isoformat())
+    )
+    query = "which CI host builds the shop's mobile app"
+    before = explained(store_target, query, T0 + 10 * DAY)
+    assert before[first["id"]]["rank"] < before[second["id"]]["rank"]
+    after = explained(store_target, query, switch + DAY)
+    assert after[second["id"]]["rank"] < after[first["id"]]["rank"]

@@ -37,12 +37,14 @@ SCOPES = {
 RELATIONS = ["refines", "contradicts"]
 
 
-async def put(store: Store, content: str, owner: str, archived: bool = False) -> str:
+async def put(
+    store: Store, content: str, owner: str, archived: bool = False, faded: bool = False
+) -> str:
     memory = Memory(content=content, owner=owner)
     async with store.transaction():
         await store.insert(memory, EMBED.embed([content])[0])
-        if archived:
-            await store.set_archived(memory.id, True, memory.created_at)
+        if archived or faded:
+            await store.set_archived(memory.id, True, memory.created_at, faded=faded)
     return memory.id
 
 
@@ -112,6 +114,27 @@ async def test_held_edges_answer_as_the_store_for_every_scope(store: Store) -> N
     assert held.out_edges([ids["c1"]], SCOPES["nobody named"], index) == [
         e for e in held.out_edges([ids["c1"]], SCOPES["everyone"], index) if e.dst == ids["s1"]
     ]
+
+
+async def test_a_faded_correction_supersedes_from_the_held_edges_as_from_the_store(
+    store: Store,
+) -> None:
+    """`successors` takes faded sources (maintenance faded them; their user did not forget
+    them) and leaves forgotten ones, held or read; spreading's out-edges stay live only."""
+    ids = await fill(store)
+    faded = await put(store, "faded coder", "coder@laptop", faded=True)
+    async with store.transaction():
+        await store.add_edge(faded, ids["c1"], EdgeType.contradicts, 0.7)
+        await store.add_edge(ids["gone"], ids["c2"], EdgeType.refines, 0.6)
+        await store.add_edge(ids["c2"], faded, EdgeType.related, 0.4)
+    index, held = VectorIndex(EMBED.dim), HeldLinks()
+    await index.sync(store)
+    await held.sync(store)
+    await assert_same(store, held, index, [*ids.values(), faded])
+    into = key(held.successors([ids["c1"], ids["c2"]], RELATIONS, SCOPES["coder"], index))
+    assert (faded, ids["c1"], "contradicts", 0.7) in into
+    assert ids["gone"] not in {src for src, *_ in into}
+    assert faded not in {e.dst for e in held.out_edges([ids["c2"]], SCOPES["coder"], index)}
 
 
 async def test_held_edges_follow_another_connections_links_and_archivals(store_target) -> None:

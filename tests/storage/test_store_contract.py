@@ -1026,15 +1026,24 @@ async def test_out_edges_drop_archived_and_hidden_targets(store: Store) -> None:
     assert {e.dst for e in await store.out_edges([src.id], EVERYONE)} == {live.id, hidden.id}
 
 
-async def test_successors_are_live_visible_sources_by_relation(store: Store) -> None:
+async def test_successors_are_visible_sources_not_forgotten_by_relation(store: Store) -> None:
+    """A correction maintenance faded still supersedes; one its user forgot does not."""
     old = await put(store, "old fact")
     new = await put(store, "new fact")
+    faded = await put(store, "a faded correction")
+    gone = await put(store, "a forgotten correction")
     note = await put(store, "a related note")
     async with store.transaction():
         await store.add_edge(new.id, old.id, EdgeType.refines, 1.0)
+        await store.add_edge(faded.id, old.id, EdgeType.contradicts, 1.0)
+        await store.add_edge(gone.id, old.id, EdgeType.refines, 1.0)
         await store.add_edge(note.id, old.id, EdgeType.related, 1.0)
+        await store.set_archived(faded.id, True, T0, faded=True)
+        await store.set_archived(gone.id, True, T0)
     got = await store.successors([old.id], ["refines", "contradicts"], CODER)
-    assert [(e.src, e.type) for e in got] == [(new.id, "refines")]
+    assert sorted((e.src, e.type) for e in got) == sorted(
+        [(new.id, "refines"), (faded.id, "contradicts")]
+    )
 
 
 async def test_edge_pairs_by_role_and_liveness_and_copy_edges(store: Store) -> None:
@@ -1049,8 +1058,11 @@ async def test_edge_pairs_by_role_and_liveness_and_copy_edges(store: Store) -> N
     assert len(await store.edge_pairs("coder", live_only=False)) == 2
     assert len(await store.edge_pairs(None)) == 2
     async with store.transaction():
-        assert await store.copy_edges(a.id, b.id) == 1  # a→b itself is not copied onto b
+        # a→b itself is not copied onto b; what leaves a and what arrives at a are.
+        assert await store.copy_edges(a.id, b.id) == 2
     assert {(e.target, e.type.value) for e in await store.edges_of(b.id)} == {(c.id, "causes")}
+    arriving = {(e.src, e.type) for e in await store.edges_touching([b.id]) if e.dst == b.id}
+    assert arriving == {(a.id, "related"), (w.id, "related")}
 
 
 async def test_edges_touching_are_every_edge_at_either_end_once(store: Store) -> None:
