@@ -227,3 +227,24 @@ async def test_a_shared_memory_is_readable_but_a_forged_forget_is_refused_as_the
     assert refused.status_code == 403 and OWNER in refused.text
     async with Memory.open(store, owner="", embedder=embedder) as shared:
         assert not (await shared.get(note.id)).archived
+
+
+async def test_a_fact_valid_only_from_a_later_date_is_flagged_with_its_date(tmp_path, embedder):
+    """Search and the memory page flag it as recall does: it does not hold yet."""
+    settings = Settings(store=tmp_path / "m.sqlite", owner=OWNER)
+    ahead = datetime.now(UTC) + timedelta(days=40)
+    async with Memory.open(settings=settings, embedder=embedder) as mem:
+        later = await mem.author("The office moves to the harbour building", valid_from=ahead)
+        now = await mem.author("The office is in the old mill building")
+    async with Engine.open(settings, embedder) as engine:
+        console = Console.for_engine(engine, LoopbackOnly(OWNER))
+        async with client(console.app()) as http:
+            found = await http.get("/", params={"q": "where is the office building"})
+            page = await http.get(f"/memory/{later.id}")
+            other = await http.get(f"/memory/{now.id}")
+    flag = (
+        'data-flag="holds-from" title="valid_from is ahead: it does not hold yet">'
+        f"holds from {ahead:%Y-%m-%d}"
+    )
+    assert found.text.count('data-flag="holds-from"') == 1 and flag in found.text
+    assert flag in page.text and 'data-flag="holds-from"' not in other.text
