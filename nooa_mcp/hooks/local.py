@@ -153,8 +153,12 @@ def prompt_context(store: QuickStore, owner: str, prompt: str, session: str | No
     rows = store.keyword_candidates(query_stems(query), role, CANDIDATES)
     best = max((r["bm25"] for r in rows), default=0.0)
     superseded = store.superseded([r["id"] for r in rows], role)
+    # A duplicate reflection merged into a memory not forgotten: that memory speaks for it.
+    merged = store.merged_duplicates([r["id"] for r in rows if r["faded"]])
     chosen = []
     for r in rows:
+        if r["id"] in merged:
+            continue
         cues = [*r["tags"], *r["entities"], r["place_or_task"]]
         overlap = cue_overlap(query, cues)
         text = " ".join([r["title"], r["content"], *cues])

@@ -319,13 +319,20 @@ async def rank(
         elif r.row.valid_from is not None and r.row.valid_from > now:
             r.upcoming = True  # not valid yet: below what holds now, as a stale one is
             r.score -= s.stale_penalty
-    for r in candidates.values():
-        if r.superseded_by is not None:
-            r.score -= s.superseded_penalty
-            successor = candidates.get(r.superseded_by)
-            # DESIGN.md §16.7: a replaced memory ranks below what replaced it.
+    replaced = [r for r in candidates.values() if r.superseded_by is not None]
+    for r in replaced:
+        r.score -= s.superseded_penalty
+    # DESIGN.md §16.7: a replaced memory ranks below what replaced it, along a chain too (A
+    # refined by B, B contradicted by C: A below B below C, in whatever order they come).
+    for _ in range(len(replaced)):
+        moved = False
+        for r in replaced:
+            successor = candidates.get(r.superseded_by or "")
             if successor is not None and r.score >= successor.score:
                 r.score = successor.score - 1e-6
+                moved = True
+        if not moved:
+            break
     await _versions(store, index, query, candidates, s, shown, postings)
     ordered = _in_order(candidates.values(), s)
     return Ranking(query, ordered, dense_ready, ranges, query_vector)

@@ -155,6 +155,24 @@ class QuickStore:
         )
         return {r[0] for r in rows}
 
+    def merged_duplicates(self, ids: Sequence[str]) -> set[str]:
+        """The faded memories among `ids` that reflection merged into a memory not forgotten
+        (`services.tombstones.merged_anchors`' rule, in one statement): the anchor speaks for
+        such a duplicate, which recall leaves out beside it (DESIGN.md §5.8). The reason's
+        wording is `domain.archive.merged_reason`'s, not imported: the fast path stays light."""
+        if not ids:
+            return set()
+        rows = self._rows(
+            "SELECT DISTINCT t.memory_id FROM tombstones t JOIN memories d ON d.id = t.memory_id "
+            "JOIN edges e ON e.dst = t.memory_id AND e.type = 'refines' "
+            "JOIN memories a ON a.id = e.src "
+            f"WHERE {SQLITE.one_of('t.memory_id', 'ids')} AND t.lifted_at IS NULL "
+            "AND d.archived = 1 AND t.reason = 'merged into ' || substr(e.src, 1, 8) "
+            "AND (a.archived = 0 OR a.faded = 1)",
+            {"ids": SQLITE.values(ids)},
+        )
+        return {r[0] for r in rows}
+
     def open_todos(self, role: str, limit: int) -> tuple[list[dict], int]:
         """Open todos, most important first, then oldest first; and how many are open."""
         where, params = role_where(role, SQLITE)

@@ -435,6 +435,41 @@ def test_a_fact_whose_correction_faded_with_it_is_not_brought_in(
     assert [line[3:11] for line in lines] == [new[:8]], text
 
 
+@pytest.mark.parametrize("corrected", [False, True], ids=["merged", "merged and corrected"])
+def test_a_duplicate_merged_into_another_memory_is_not_brought_in(
+    store: Path, project: Path, corrected: bool
+) -> None:
+    """Reflection merged a copy into the memory that said it first: that memory speaks for
+    the faded copy, as recall leaves it out (DESIGN.md §5.8). Corrected, the correction alone
+    is brought in, never the copy holding the corrected fact's words."""
+
+    async def fill() -> list[str]:
+        async with open_memory(store, OWNER) as mem:
+            first = await mem.author("The release branch is named stable")
+            await mem.author("The release branch is named stable.", tags=["release"])
+            (step,) = (await mem.reflect(["merge"])).steps
+            assert step.applied == 1
+            if not corrected:
+                return [first.id]
+            fix = await mem.author(
+                "The release branch was renamed from stable to main",
+                links=[{"target": first.id, "relation": "refines"}],
+            )
+            return [fix.id]
+
+    wanted = anyio.run(fill)
+    prompt = "what is the release branch named?"
+    text = _hook("user-prompt", recorded("user_prompt", project, prompt=prompt), store)
+    lines = [line for line in text.splitlines() if line.startswith("- [")]
+    assert [line[3:11] for line in lines] == [i[:8] for i in wanted], text
+
+    async def served() -> list[str]:  # the server's route (a hook with --url) alike
+        async with open_memory(store, OWNER) as mem:
+            return [m[0] for m in (await mem.inject_for_prompt(prompt)).memories]
+
+    assert anyio.run(served) == wanted
+
+
 def test_session_start_lines_ranks_and_current_memories(store: Path, project: Path) -> None:
     """Todos then memories, ranked in the order shown; a memory valid until next week is
     current; a todo's line is its importance and text, with no note."""

@@ -486,3 +486,32 @@ def test_of_two_versions_of_one_statement_the_one_that_holds_now_ranks_first(
     assert before[first["id"]]["rank"] < before[second["id"]]["rank"]
     after = explained(store_target, query, switch + DAY)
     assert after[second["id"]]["rank"] < after[first["id"]]["rank"]
+
+
+def test_a_chain_of_corrections_ranks_newest_first_however_relevant_the_oldest(
+    store_target,
+) -> None:
+    """A refined by B, B contradicted by C, the oldest the most relevant to the query: each
+    ranks below what replaced it, so C, then B, then A (a clamp applied in visiting order
+    once left A above both, placed below B before B was placed below C)."""
+    (a,) = at(T0, store_target, author("The CI pipeline caches dependencies on the runner disk"))
+    (b,) = at(
+        T0 + DAY,
+        store_target,
+        author(
+            "Dependency caching moved to the shared volume",
+            links=[{"target": a["id"], "relation": "refines"}],
+        ),
+    )
+    (c,) = at(
+        T0 + 2 * DAY,
+        store_target,
+        author(
+            "No dependency cache any more: builds fetch fresh",
+            links=[{"target": b["id"], "relation": "contradicts"}],
+        ),
+    )
+    rows = explained(store_target, "where does the CI pipeline cache dependencies", T0 + 3 * DAY)
+    assert rows[a["id"]]["flags"]["superseded_by"] == b["id"]
+    assert rows[b["id"]]["flags"]["superseded_by"] == c["id"]
+    assert rows[c["id"]]["rank"] < rows[b["id"]]["rank"] < rows[a["id"]]["rank"]
