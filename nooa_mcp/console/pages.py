@@ -42,7 +42,7 @@ KPI_LINES = {
     "never_fetched_share": "never fetched",
     "reflection_reads_share": "reads of reflection output",
     "top10pct_read_share": "reads going to the top 10%",
-    "archived_share": "forgotten",
+    "archived_share": "archived (faded or forgotten)",
 }
 #: The link graph's picture: the page's width, taller as it holds more memories.
 GRAPH_WIDTH = 1100.0
