@@ -153,7 +153,9 @@ def undone_if_refused(store: Path | str) -> Iterator[None]:
     """A command that fails after it created a store file leaves none if nothing was written
     into it: no empty store, no `-wal`/`-shm` beside it, no folders made for it (a refused
     import must not look, the next time, like a store that took the file). A store holding a
-    memory is kept whatever failed after the write."""
+    memory is kept whatever failed after the write, and so is one another process has open
+    (its `-wal`/`-shm` outlive this command's connection: SQLite removes them with the last
+    one), which a server started at the same moment may be about to write into."""
     from .storage import file_holds_memories, store_kind
 
     if store_kind(store) != "sqlite" or Path(store).exists():
@@ -164,9 +166,11 @@ def undone_if_refused(store: Path | str) -> Iterator[None]:
     try:
         yield
     except BaseException:
-        if file_holds_memories(path):
+        sides = [path.with_name(path.name + end) for end in _SIDE_FILES]
+        # The side files first: reading the file to look for memories makes its own.
+        if any(side.exists() for side in sides) or file_holds_memories(path):
             raise
-        for leftover in (path, *(path.with_name(path.name + end) for end in _SIDE_FILES)):
+        for leftover in (path, *sides):
             leftover.unlink(missing_ok=True)
         for folder in made:  # innermost first
             with contextlib.suppress(OSError):

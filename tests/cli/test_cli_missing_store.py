@@ -102,3 +102,21 @@ def test_a_failure_after_a_new_store_took_a_memory_keeps_the_store(tmp_path: Pat
     with pytest.raises(RuntimeError):
         anyio.run(write_then_fail)
     assert new.exists() and file_holds_memories(new)
+
+
+def test_a_new_store_another_process_has_open_is_never_undone(tmp_path: Path) -> None:
+    """A server that opened the same new store at the same moment may write into it next:
+    deleting the file under it would lose what it writes. Its open connection keeps it."""
+    new = tmp_path / "fresh" / "memory.sqlite"
+
+    async def refused_beside_a_server() -> None:
+        server = Memory.open(new, embedder=HashEmbedder())
+        with pytest.raises(RuntimeError), undone_if_refused(new):
+            async with Memory.open(new, embedder=HashEmbedder()):
+                mem = await server.__aenter__()  # the server opens it too
+            raise RuntimeError("TEXT: is empty.")
+        await mem.author("Written by the server after the refusal")
+        await server.__aexit__(None, None, None)
+
+    anyio.run(refused_beside_a_server)
+    assert file_holds_memories(new)
