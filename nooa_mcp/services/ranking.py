@@ -68,6 +68,8 @@ class Ranked:
     #: Its `valid_from` is still ahead: it does not hold yet (the same penalty as stale).
     upcoming: bool = False
     superseded_by: str | None = None
+    #: Every memory that replaces it (`superseded_by` is the first): it ranks below each.
+    replaced_by: list[str] = field(default_factory=list)
     #: Replaces a relevant memory: it is relevant as that memory's current version, even when
     #: its own words miss the query (DESIGN.md §16.7 over §16.8).
     succeeds_relevant: bool = False
@@ -306,9 +308,8 @@ async def rank(
     await _supersession(run)
     for r in candidates.values():
         if r.superseded_by and not r.weak(s.weak_relevance):
-            successor = candidates.get(r.superseded_by)
-            if successor is not None:
-                successor.succeeds_relevant = True
+            for newer in r.replaced_by:  # each is a current version of a relevant memory
+                candidates[newer].succeeds_relevant = True  # `_supersession` kept both
 
     for r in candidates.values():
         r.score = r.base + s.gamma * r.spread
@@ -322,14 +323,16 @@ async def rank(
     replaced = [r for r in candidates.values() if r.superseded_by is not None]
     for r in replaced:
         r.score -= s.superseded_penalty
-    # DESIGN.md §16.7: a replaced memory ranks below what replaced it, along a chain too (A
-    # refined by B, B contradicted by C: A below B below C, in whatever order they come).
+    # DESIGN.md §16.7: a replaced memory ranks below each memory that replaced it, along a
+    # chain too (A refined by B, B contradicted by C: A below B below C, in whatever order
+    # they come).
     for _ in range(len(replaced)):
         moved = False
         for r in replaced:
-            successor = candidates.get(r.superseded_by or "")
-            if successor is not None and r.score >= successor.score:
-                r.score = successor.score - 1e-6
+            newer = [candidates[i].score for i in r.replaced_by if i in candidates]
+            lowest = min(newer, default=float("inf"))
+            if r.score >= lowest:
+                r.score = lowest - 1e-6
                 moved = True
         if not moved:
             break
@@ -1063,7 +1066,10 @@ async def _supersession(run: _Pass) -> None:
         old, new = candidates.get(e.dst), candidates.get(e.src)
         if old is None or new is None or old.id == new.id:
             continue
-        if new.row.created_at >= old.row.created_at and old.superseded_by is None:
+        if new.row.created_at >= old.row.created_at:
+            old.replaced_by.append(new.id)
+            if old.superseded_by is not None:
+                continue
             old.superseded_by = new.id
             if new.source == "spread" and not new.path:
                 new.path = [old.id[:8], f"<-{e.type}-", new.id[:8]]

@@ -515,3 +515,20 @@ def test_a_chain_of_corrections_ranks_newest_first_however_relevant_the_oldest(
     assert rows[a["id"]]["flags"]["superseded_by"] == b["id"]
     assert rows[b["id"]]["flags"]["superseded_by"] == c["id"]
     assert rows[c["id"]]["rank"] < rows[b["id"]]["rank"] < rows[a["id"]]["rank"]
+
+
+def test_a_fact_two_memories_refine_ranks_below_both(store_target) -> None:
+    """A refined by B and by C, B's own words far from the query: B is a current version of
+    a relevant memory (not weak), and A ranks below both, not only below the first."""
+    (a,) = at(T0, store_target, author("The staging database listens on port 5432"))
+    link = [{"target": a["id"], "relation": "refines"}]
+    (b,) = at(T0 + DAY, store_target, author("Moved behind pgbouncer last sprint", links=link))
+    (c,) = at(
+        T0 + 2 * DAY,
+        store_target,
+        author("The staging database port is now 6432", links=link),
+    )
+    rows = explained(store_target, "which port does the staging database listen on", T0 + 3 * DAY)
+    assert rows[a["id"]]["flags"]["superseded_by"] in (b["id"], c["id"])
+    assert not rows[b["id"]]["flags"]["weak"]
+    assert rows[a["id"]]["rank"] > max(rows[b["id"]]["rank"], rows[c["id"]]["rank"])
