@@ -45,7 +45,7 @@ from ..storage.rows import facts_of
 from . import provenance, reminders
 from .caller import Caller
 from .references import capture_all
-from .tombstones import archive_as_exported, blocked_or_revived, tombstone_match
+from .tombstones import archive_as_exported, blocked_or_revived, merged_anchors, tombstone_match
 
 __all__ = ["author_many", "import_edges", "parse_links"]
 
@@ -75,7 +75,9 @@ async def _capture(
 async def parse_links(
     caller: Caller, links: Sequence[Any] | None
 ) -> list[tuple[str, EdgeType, float]]:
-    """Validate links and resolve their targets among memories the caller can see.
+    """Validate links and resolve their targets among memories the caller can see. A target
+    reflection merged into another memory (not forgotten) is that memory: it speaks for the
+    duplicate, so a correction linked to the duplicate corrects what recall shows.
 
     Raises:
         InvalidInput: not a list, a malformed link, an unknown relation or a bad weight.
@@ -89,6 +91,9 @@ async def parse_links(
         target = await caller.resolve(link.target, caller.actor.own, "links.target")
         weight = EDGE_WEIGHT.parse(link.weight, "links.weight") if link.weight is not None else 1.0
         out.append((target, link.relation, weight))
+    if out:
+        anchors = await merged_anchors(caller, [target for target, _, _ in out])
+        out = [(anchors.get(target, target), kind, weight) for target, kind, weight in out]
     return out
 
 

@@ -329,8 +329,8 @@ async def rank(
     for _ in range(len(replaced)):
         moved = False
         for r in replaced:
-            newer = [candidates[i].score for i in r.replaced_by if i in candidates]
-            lowest = min(newer, default=float("inf"))
+            scores = [candidates[i].score for i in r.replaced_by if i in candidates]
+            lowest = min(scores, default=float("inf"))
             if r.score >= lowest:
                 r.score = lowest - 1e-6
                 moved = True

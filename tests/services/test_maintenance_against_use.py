@@ -532,3 +532,29 @@ def test_a_fact_two_memories_refine_ranks_below_both(store_target) -> None:
     assert rows[a["id"]]["flags"]["superseded_by"] in (b["id"], c["id"])
     assert not rows[b["id"]]["flags"]["weak"]
     assert rows[a["id"]]["rank"] > max(rows[b["id"]]["rank"], rows[c["id"]]["rank"])
+
+
+def test_a_correction_linked_to_a_merged_duplicate_corrects_the_memory_it_was_merged_into(
+    store_target,
+) -> None:
+    """After the merge, a model holding the duplicate's id links a correction to it: the
+    memory the duplicate was merged into speaks for it, so that memory is the one corrected
+    (else it stays live, first and unflagged, and the hook injects it)."""
+    backup = "The nightly backup job of the storage cluster runs at 02:00 on the first node"
+    (first,) = at(T0, store_target, author(backup))
+    (copy,) = at(T0 + DAY, store_target, author(backup + ".", tags=["backup"]))
+    (report,) = at(T0 + 2 * DAY, store_target, ("memory_reflect", {"steps": ["merge"]}))
+    assert [s["applied"] for s in report["steps"]] == [1]
+    (fix,) = at(
+        T0 + 3 * DAY,
+        store_target,
+        author(
+            "The nightly backup job moved to 04:00",
+            links=[{"target": copy["id"], "relation": "refines"}],
+        ),
+    )
+    rows = explained(store_target, "when does the nightly backup job run", T0 + 4 * DAY)
+    assert rows[first["id"]]["flags"]["superseded_by"] == fix["id"]
+    assert rows[fix["id"]]["rank"] < rows[first["id"]]["rank"]
+    edges = views(store_target, [fix["id"]], T0 + 4 * DAY)[fix["id"]].edges
+    assert [(e["target"], e["type"]) for e in edges] == [(first["id"], "refines")]
