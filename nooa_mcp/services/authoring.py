@@ -223,6 +223,17 @@ async def _author_one(
         return AuthorResult(id=existing, status="exists", similarity=1.0)
     # An export line is that memory, archived or not, whatever was forgotten here before.
     match = None if restored else await tombstone_match(caller, record, vector)
+    if match is not None and match.same and match.memory.faded:
+        # A duplicate reflection merged into a live memory is said again: that memory speaks
+        # for it and is the one used. Revived, the duplicate would be a second live copy that
+        # no pass merges again, and, once the survivor is corrected, an outdated one.
+        anchor = (await merged_anchors(caller, [match.memory.id])).get(match.memory.id)
+        survivor = None if anchor is None else await caller.store.fetch(anchor)
+        if survivor is not None and not survivor.archived:
+            await _repeat(caller, survivor, record, edges)
+            return AuthorResult(
+                id=survivor.id, status="exists", similarity=round(match.similarity, 4)
+            )
     if match is not None:
         answered = await blocked_or_revived(caller, match, revive, record, edges)
         if answered is not None:

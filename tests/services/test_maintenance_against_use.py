@@ -558,3 +558,21 @@ def test_a_correction_linked_to_a_merged_duplicate_corrects_the_memory_it_was_me
     assert rows[fix["id"]]["rank"] < rows[first["id"]]["rank"]
     edges = views(store_target, [fix["id"]], T0 + 4 * DAY)[fix["id"]].edges
     assert [(e["target"], e["type"]) for e in edges] == [(first["id"], "refines")]
+
+
+def test_saying_a_merged_duplicate_again_uses_the_memory_it_was_merged_into(
+    store_target,
+) -> None:
+    """The same statement as a duplicate reflection merged away is said again: the memory it
+    was merged into is reinforced (`exists`, its id), and the duplicate stays faded (revived,
+    it was a second live copy no pass merges again)."""
+    backup = "The nightly backup job of the storage cluster runs at 02:00 on the first node"
+    (first,) = at(T0, store_target, author(backup))
+    (copy,) = at(T0 + DAY, store_target, author(backup + ".", tags=["backup"]))
+    (report,) = at(T0 + 2 * DAY, store_target, ("memory_reflect", {"steps": ["merge"]}))
+    assert [s["applied"] for s in report["steps"]] == [1]
+    (again,) = at(T0 + 3 * DAY, store_target, author(backup + "!"))
+    assert (again["id"], again["status"]) == (first["id"], "exists")
+    shown = views(store_target, [first["id"], copy["id"]], T0 + 3 * DAY)
+    assert not shown[first["id"]].archived and shown[copy["id"]].archived
+    assert shown[first["id"]].reinforcement_count == 2  # the merge's, and this one
