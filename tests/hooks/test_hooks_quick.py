@@ -19,6 +19,7 @@ import anyio
 import pytest
 from hooks_support import hook_env, open_memory, recorded
 
+from nooa_mcp.domain.injection import holds_from
 from nooa_mcp.hooks import local, run
 from nooa_mcp.storage.quick import QuickStore, QuickUnavailable
 
@@ -548,3 +549,76 @@ def test_a_word_in_a_thousand_memories_or_more_is_too_common_to_bring_one_in(
     # A prompt of common words only has nothing to rank by: nothing is brought in.
     payload = recorded("user_prompt", project, prompt="invoice export")
     assert _hook("user-prompt", payload, store) == ""
+
+
+# --------------------------------------------------------------------------- not valid yet
+# A fact that holds only from a later date, shown unasked (DESIGN.md §12): session start and a
+# prompt's block note "holds from <date>" on it, on the hook's keyword path and on the server's
+# route alike, and say nothing once the date has come. "The rent is 1,500 from March" must not
+# read as today's rent.
+
+RENT = "The flat's rent is 1,500 euros a month, paid on the first"
+
+
+def _line_of(text: str, memory_id: str) -> str:
+    (line,) = [line for line in text.splitlines() if line.startswith(f"- [{memory_id[:8]} ")]
+    return line
+
+
+def _fill_rent(store: Path, valid_from: datetime) -> tuple[str, str]:
+    async def fill() -> tuple[str, str]:
+        async with open_memory(store, OWNER) as mem:
+            later = await mem.author(RENT, importance="HIGH", valid_from=valid_from)
+            now = await mem.author(
+                "The flat's heating is serviced every October", importance="HIGH"
+            )
+            return later.id, now.id
+
+    return anyio.run(fill)
+
+
+def test_holds_from_names_the_date_only_while_it_is_ahead() -> None:
+    day = datetime(2027, 3, 1, tzinfo=UTC).timestamp()
+    assert holds_from(day, day - 1) == "holds from 2027-03-01"
+    assert holds_from(day, day) == ""
+    assert holds_from(day, day + 1) == ""
+    assert holds_from(None, day) == ""
+
+
+def test_the_hooks_keyword_path_notes_a_fact_that_holds_from_a_later_date(
+    store: Path, tmp_path: Path
+) -> None:
+    ahead = datetime.now(UTC) + timedelta(days=40)
+    later, current = _fill_rent(store, ahead)
+    project = tmp_path / "flat"
+    project.mkdir()
+
+    start = _hook("session-start", recorded("session_start", project), store)
+    assert _line_of(start, later).endswith(f"({holds_from(ahead.timestamp(), 0.0)})")
+    assert _line_of(start, current).endswith("every October")
+
+    prompt = "How much is the flat's rent each month?"
+    block = _hook("user-prompt", recorded("user_prompt", project, prompt=prompt), store)
+    assert _line_of(block, later).endswith(f"(holds from {ahead:%Y-%m-%d})")
+
+
+def test_the_servers_route_notes_it_as_the_hook_does_and_drops_the_note_once_it_holds(
+    store: Path, tmp_path: Path
+) -> None:
+    ahead = datetime.now(UTC) + timedelta(days=40)
+    later, _ = _fill_rent(store, ahead)
+    past = datetime.now(UTC) - timedelta(days=40)
+    other = tmp_path / "other.sqlite"
+    held, _ = _fill_rent(other, past)
+
+    async def injected(path: Path, memory_id: str) -> tuple[str, str]:
+        async with open_memory(path, OWNER) as mem:
+            start = await mem.inject_at_start(fire=False)
+            prompt = await mem.inject_for_prompt("How much is the flat's rent each month?")
+            (at_start,) = [m[4] for m in start.memories if m[0] == memory_id]
+            (for_prompt,) = [m[4] for m in prompt.memories if m[0] == memory_id]
+            return at_start, for_prompt
+
+    note = f"holds from {ahead:%Y-%m-%d}"
+    assert anyio.run(injected, store, later) == (note, note)
+    assert anyio.run(injected, other, held) == ("", "")

@@ -534,17 +534,26 @@ def test_a_fact_two_memories_refine_ranks_below_both(store_target) -> None:
     assert rows[a["id"]]["rank"] > max(rows[b["id"]]["rank"], rows[c["id"]]["rank"])
 
 
+BACKUP = "The nightly backup job of the storage cluster runs at 02:00 on the first node"
+
+
+def merged_copies(store_target) -> tuple[dict, dict]:
+    """BACKUP written twice (the second with a full stop and a tag), then merged by a pass:
+    the first written (the anchor, live) and the copy (faded, merged into it)."""
+    (first,) = at(T0, store_target, author(BACKUP))
+    (copy,) = at(T0 + DAY, store_target, author(BACKUP + ".", tags=["backup"]))
+    (report,) = at(T0 + 2 * DAY, store_target, ("memory_reflect", {"steps": ["merge"]}))
+    assert [s["applied"] for s in report["steps"]] == [1]
+    return first, copy
+
+
 def test_a_correction_linked_to_a_merged_duplicate_corrects_the_memory_it_was_merged_into(
     store_target,
 ) -> None:
     """After the merge, a model holding the duplicate's id links a correction to it: the
     memory the duplicate was merged into speaks for it, so that memory is the one corrected
     (else it stays live, first and unflagged, and the hook injects it)."""
-    backup = "The nightly backup job of the storage cluster runs at 02:00 on the first node"
-    (first,) = at(T0, store_target, author(backup))
-    (copy,) = at(T0 + DAY, store_target, author(backup + ".", tags=["backup"]))
-    (report,) = at(T0 + 2 * DAY, store_target, ("memory_reflect", {"steps": ["merge"]}))
-    assert [s["applied"] for s in report["steps"]] == [1]
+    first, copy = merged_copies(store_target)
     (fix,) = at(
         T0 + 3 * DAY,
         store_target,
@@ -566,12 +575,8 @@ def test_saying_a_merged_duplicate_again_uses_the_memory_it_was_merged_into(
     """The same statement as a duplicate reflection merged away is said again: the memory it
     was merged into is reinforced (`exists`, its id), and the duplicate stays faded (revived,
     it was a second live copy no pass merges again)."""
-    backup = "The nightly backup job of the storage cluster runs at 02:00 on the first node"
-    (first,) = at(T0, store_target, author(backup))
-    (copy,) = at(T0 + DAY, store_target, author(backup + ".", tags=["backup"]))
-    (report,) = at(T0 + 2 * DAY, store_target, ("memory_reflect", {"steps": ["merge"]}))
-    assert [s["applied"] for s in report["steps"]] == [1]
-    (again,) = at(T0 + 3 * DAY, store_target, author(backup + "!"))
+    first, copy = merged_copies(store_target)
+    (again,) = at(T0 + 3 * DAY, store_target, author(BACKUP + "!"))
     assert (again["id"], again["status"]) == (first["id"], "exists")
     shown = views(store_target, [first["id"], copy["id"]], T0 + 3 * DAY)
     assert not shown[first["id"]].archived and shown[copy["id"]].archived
