@@ -65,15 +65,29 @@ async def kept_from_pruning(
     return correction_reason(corrected) if corrected else None
 
 
+async def successors_of(caller: Caller, memories: Sequence[Memory], scope: Scope) -> dict[str, str]:
+    """For each of `memories` that a memory in `scope`, live or faded (not forgotten), written
+    no earlier than it refines or contradicts (one recall ranks it below, DESIGN.md §5.7):
+    the newest such memory. Memories nothing supersedes are left out."""
+    if not memories:
+        return {}
+    links = await caller.store.successors([m.id for m in memories], list(_RELATIONS), scope)
+    newer = await caller.store.fetch_many(list({e.src for e in links if e.src != e.dst}))
+    created = {m.id: m.created_at for m in memories}
+    found: dict[str, Memory] = {}
+    for e in links:
+        new = newer.get(e.src)
+        if new is None or e.src == e.dst or new.created_at < created[e.dst]:
+            continue
+        kept = found.get(e.dst)
+        if kept is None or (new.created_at, new.id) > (kept.created_at, kept.id):
+            found[e.dst] = new
+    return {memory_id: new.id for memory_id, new in found.items()}
+
+
 async def successor_of(caller: Caller, memory: Memory, scope: Scope) -> str | None:
-    """The memory in `scope`, live or faded (not forgotten), written no earlier than `memory`
-    that refines or contradicts it (the one recall ranks it below, DESIGN.md §5.7), or None."""
-    links = await caller.store.successors([memory.id], list(_RELATIONS), scope)
-    newer = await caller.store.fetch_many([e.src for e in links if e.src != memory.id])
-    found = sorted(
-        (m.created_at, m.id) for m in newer.values() if m.created_at >= memory.created_at
-    )
-    return found[-1][1] if found else None
+    """`successors_of` for one memory: the newest memory that supersedes it, or None."""
+    return (await successors_of(caller, [memory], scope)).get(memory.id)
 
 
 def correction_reason(corrected: Sequence[str]) -> str:

@@ -28,9 +28,10 @@ from ..domain.injection import (
 )
 from ..domain.prospective import todo_order
 from ..domain.replies import Reminder
-from ..domain.schema import SUPERSEDING, Channel, Memory, now as utc_now
+from ..domain.schema import Channel, Memory, now as utc_now
 from . import reminders
 from .caller import Caller
+from .corrections import successors_of
 from .ranking import rank
 from .recall import log_batch
 
@@ -210,14 +211,5 @@ async def _important(caller: Caller, project: str, open_todos: int) -> list[Memo
         and not m.archived
         and (m.valid_to is None or m.valid_to > now)
     ]
-    if not pool:
-        return []
-    links = await caller.store.successors([m.id for m in pool], [e.value for e in SUPERSEDING], own)
-    newer = await caller.store.fetch_many(list({e.src for e in links}))
-    created = {m.id: m.created_at for m in pool}
-    superseded = {
-        e.dst
-        for e in links
-        if e.src in newer and newer[e.src].created_at >= created.get(e.dst, now)
-    }
+    superseded = await successors_of(caller, pool, own)
     return [m for m in pool if m.id not in superseded][:START_MEMORIES]

@@ -67,8 +67,7 @@ class Ranked:
     stale: bool = False
     #: Its `valid_from` is still ahead: it does not hold yet (the same penalty as stale).
     upcoming: bool = False
-    superseded_by: str | None = None
-    #: Every memory that replaces it (`superseded_by` is the first): it ranks below each.
+    #: Every memory that replaces it (`superseded_by` names the first): it ranks below each.
     replaced_by: list[str] = field(default_factory=list)
     #: Replaces a relevant memory: it is relevant as that memory's current version, even when
     #: its own words miss the query (DESIGN.md §16.7 over §16.8).
@@ -76,6 +75,11 @@ class Ranked:
     #: Relevance the ranking takes off (a faded memory's `faded_penalty`); `rel` stays as it
     #: is for the weak line and the reply.
     drop: float = 0.0
+
+    @property
+    def superseded_by(self) -> str | None:
+        """The first memory that replaces it (the one its flag and explain name), or None."""
+        return self.replaced_by[0] if self.replaced_by else None
 
     @property
     def ranked_rel(self) -> float:
@@ -294,10 +298,6 @@ async def rank(
             for i, r in candidates.items()
             if not (r.faded and r.weak(s.weak_relevance)) or i in extra_ids
         }
-    for r in candidates.values():
-        if r.faded:
-            r.drop = s.faded_penalty
-
     ranked = list(candidates.values())
     ranges = _ranges(ranked)
     _base(ranked, ranges, s)
@@ -776,7 +776,8 @@ def _spreads(s: RecallSettings, hops: int) -> bool:
 def _score_parts(
     rows: list[Ranked], query_tokens: set[str], now: float, s: RecallSettings, facts: HeldFacts
 ) -> None:
-    """rel, rec and imp of every row in one vectorised pass (no per-candidate numpy calls).
+    """rel, rec and imp of every row in one vectorised pass (no per-candidate numpy calls),
+    and the relevance a faded row ranks without (`Ranked.drop`).
 
     A row scored on held facts (`storage.facts`) has its importance, cue words and use
     history read from the columns for all of them at once; a row read from the store, from
@@ -851,6 +852,9 @@ def _score_parts(
         r.rel = rel_i
         r.rec = rec_i
         r.imp = imp
+        # A faded one (a candidate, or a correction brought in by what it supersedes) ranks
+        # as if it were less relevant; `rel` stays as it is for the weak line and the reply.
+        r.drop = s.faded_penalty if r.faded else 0.0
 
 
 def _ranges(rows: list[Ranked]) -> dict[str, tuple[float, float]]:
@@ -977,9 +981,6 @@ async def _add_outsiders(run: _Pass, ids: list[str]) -> None:
     for r in rows:
         r.semantic = r.cos or 0.0
     _score_parts(rows, run.query_tokens, run.now, run.s, run.index.facts)
-    for r in rows:
-        if r.faded:  # a correction maintenance faded, brought in by what it supersedes
-            r.drop = run.s.faded_penalty
     if rows:
         _base(rows, run.ranges or _ranges(rows), run.s)
     run.candidates.update({r.id: r for r in rows})
@@ -1068,8 +1069,5 @@ async def _supersession(run: _Pass) -> None:
             continue
         if new.row.created_at >= old.row.created_at:
             old.replaced_by.append(new.id)
-            if old.superseded_by is not None:
-                continue
-            old.superseded_by = new.id
-            if new.source == "spread" and not new.path:
+            if len(old.replaced_by) == 1 and new.source == "spread" and not new.path:
                 new.path = [old.id[:8], f"<-{e.type}-", new.id[:8]]

@@ -251,6 +251,7 @@ def test_only_a_newer_memory_supersedes_the_one_it_refines(store_target) -> None
     (found,) = at(NOW, store_target, recall("how many worker nodes has the staging cluster"))
     flags = {h["id"]: h["flags"]["superseded_by"] for h in found["hits"]}
     assert flags[new["id"]] is None
+    assert views(store_target, [new["id"]], NOW)[new["id"]].flags.superseded_by is None
     # The newer one refining the older one supersedes it.
     at(
         NOW,
@@ -264,6 +265,8 @@ def test_only_a_newer_memory_supersedes_the_one_it_refines(store_target) -> None
     flags = {h["id"]: h["flags"]["superseded_by"] for h in found["hits"]}
     assert flags[old["id"]] == new["id"] and flags[new["id"]] is None
     assert found["hits"][0]["id"] == new["id"]
+    shown = views(store_target, [old["id"], new["id"]], NOW)
+    assert [shown[i].flags.superseded_by for i in (old["id"], new["id"])] == [new["id"], None]
 
 
 # --------------------------------------------------------------------------- the bookkeeping
