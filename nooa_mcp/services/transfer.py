@@ -21,15 +21,16 @@ from __future__ import annotations
 import difflib
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from ..domain.accesses import access_record, history_record
+from ..domain.accesses import History, access_record, history_record
 from ..domain.archive import id8s, renamed_reason
 from ..domain.imports import (
     MAX_HISTORY_TIMES,
     Carried,
     LineEdge,
+    Stone,
     carried,
     check_line,
     line_edges,
@@ -37,7 +38,7 @@ from ..domain.imports import (
 )
 from ..domain.inputs import build_memory
 from ..domain.requests import AuthorRequest, request_of
-from ..domain.schema import Trigger, now as utc_now
+from ..domain.schema import Edge, Trigger, now as utc_now
 from ..errors import InvalidInput
 from .authoring import author_many
 from .caller import Caller
@@ -89,22 +90,12 @@ LINE_FIELDS = (
 )
 #: The keys of a line's `trigger` (what the export writes of an intent's `Trigger`).
 TRIGGER_FIELDS = tuple(Trigger.model_fields)
-#: The keys of a line's `history` (`accesses.history_record`, what `imports.carried` reads).
-HISTORY_FIELDS = (
-    "learned_at",
-    "last_used_at",
-    "uses",
-    "use_times",
-    "strength",
-    "access_count",
-    "reinforcements",
-    "channels",
-    "accesses",
-)
+#: The keys of a line's `history` (`accesses.history_record` writes a `History`'s fields).
+HISTORY_FIELDS = tuple(f.name for f in fields(History))
 #: The keys of each entry of a line's lists of objects, as `export_records` writes them.
 NESTED_FIELDS = {
-    "edges": ("target", "type", "weight", "created_at"),
-    "tombstones": ("reason", "ts", "lifted_at"),
+    "edges": tuple(Edge.model_fields),
+    "tombstones": tuple(f.name for f in fields(Stone)),
     "references": ("uri", "preview", "captured_at", "root"),
 }
 #: The keys of an `accesses_of` line (more of a memory's accesses than fit on its own line).
@@ -388,9 +379,7 @@ async def export_records(caller: Caller, *, include_archived: bool = False) -> A
             after = memory.seq
             shown = await view(caller, memory, scope, edge_limit=None, successor=False)
             record = shown.model_dump(mode="json", include={*IMPORT_FIELDS, "owner", "archived"})
-            record["edges"] = [
-                {k: e[k] for k in ("target", "type", "weight", "created_at")} for e in shown.edges
-            ]
+            record["edges"] = [{k: e[k] for k in NESTED_FIELDS["edges"]} for e in shown.edges]
             # With each preview as it was captured: an import keeps it rather than capture it
             # again (the memory it names may come later in the file, or be archived; a file
             # may be under no root there).
