@@ -552,11 +552,7 @@ def _render_recall(r: Any) -> str:
             f"{h.components.rec:.2f}",
             f"{h.components.imp:.2f}",
             f"{h.components.spread:.2f}",
-            ("weak " if h.flags.weak else "")
-            + ("stale " if h.flags.stale else "")
-            + (f"from:{h.flags.holds_from:%Y-%m-%d} " if h.flags.holds_from else "")
-            + (f"superseded-by:{h.flags.superseded_by[:8]} " if h.flags.superseded_by else "")
-            + ("faded " if h.flags.faded else ""),
+            _flag_words(h.flags),
             (h.title or h.content)[:60].replace("\n", " "),
         ]
         for h in r.hits
@@ -616,16 +612,19 @@ async def explain(
     emit(result, as_json, _render_explain)
 
 
-def _explain_flags(x: Any) -> str:
-    f = x.flags
+def _flag_words(f: Any) -> str:
+    """A hit's or a row's flags as the flags column shows them, each followed by a space."""
     return (
         ("weak " if f.weak else "")
         + ("stale " if f.stale else "")
         + (f"from:{f.holds_from:%Y-%m-%d} " if f.holds_from else "")
         + (f"superseded-by:{f.superseded_by[:8]} " if f.superseded_by else "")
         + ("faded " if f.faded else "")
-        + ("forgotten " if x.forgotten else "")
-    ).strip()
+    )
+
+
+def _explain_flags(x: Any) -> str:
+    return (_flag_words(x.flags) + ("forgotten " if x.forgotten else "")).strip()
 
 
 def _terms_cell(t: Any) -> str:
