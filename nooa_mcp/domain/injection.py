@@ -40,6 +40,7 @@ __all__ = [
     "holds_from",
     "importance_label",
     "item_line",
+    "item_note",
     "relevant",
     "render_prompt",
     "render_session",
@@ -137,6 +138,13 @@ def holds_from(valid_from: float | None, now: float) -> str:
     if valid_from is None or valid_from <= now:
         return ""
     return f"holds from {datetime.fromtimestamp(valid_from, UTC):%Y-%m-%d}"
+
+
+def item_note(faded: bool, valid_from: float | None, now: float) -> str:
+    """The note on a memory shown unasked: archived by reflection (faded) and still brought
+    in, and holding only from a later date (`holds_from`); "" for neither."""
+    notes = ("faded: archived by reflection" if faded else "", holds_from(valid_from, now))
+    return "; ".join(note for note in notes if note)
 
 
 def importance_label(importance: float) -> str:

@@ -28,7 +28,7 @@ from ..domain.injection import (
     Item,
     content_words,
     cue_overlap,
-    holds_from,
+    item_note,
     relevant,
     render_prompt,
     render_session,
@@ -189,11 +189,8 @@ def prompt_context(store: QuickStore, owner: str, prompt: str, session: str | No
 
 
 def _note(row: dict, now: datetime) -> str:
-    """The note on a memory shown: archived by reflection (faded) and still brought in by the
-    prompt, and holding only from a later date."""
-    faded = "faded: archived by reflection" if row.get("faded") else ""
-    notes = (faded, holds_from(row["valid_from"], now.timestamp()))
-    return "; ".join(note for note in notes if note)
+    """`domain.injection.item_note` of a row (one a prompt brings in may be faded)."""
+    return item_note(bool(row.get("faded")), row["valid_from"], now.timestamp())
 
 
 def session_context(store: QuickStore, owner: str, project: str, session: str | None) -> str:

@@ -22,7 +22,7 @@ from ..domain.injection import (
     START_TODOS,
     Item,
     content_words,
-    holds_from,
+    item_note,
     relevant,
     shared_words,
 )
@@ -57,8 +57,10 @@ class Injected:
 
 
 def _item(m: Memory, now: float) -> Item:
+    """A live memory or todo as session start lists it."""
     valid_from = None if m.valid_from is None else m.valid_from.timestamp()
-    return (m.id, m.type.value, m.importance, m.title or m.content, holds_from(valid_from, now))
+    note = item_note(False, valid_from, now)
+    return (m.id, m.type.value, m.importance, m.title or m.content, note)
 
 
 def _reminder(r: Reminder, importance: float = 5.0) -> Item:
@@ -147,14 +149,7 @@ async def for_prompt(caller: Caller, prompt: str, *, limit: int = PROMPT_MEMORIE
             r.full.type,
             r.full.importance,
             r.full.title or r.full.content,
-            "; ".join(
-                note
-                for note in (
-                    "faded: archived by reflection" if r.faded else "",
-                    holds_from(r.full.valid_from, now),
-                )
-                if note
-            ),
+            item_note(r.faded, r.full.valid_from, now),
         )
         for r in chosen
     ]
