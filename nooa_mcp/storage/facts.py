@@ -148,8 +148,8 @@ class HeldFacts:
             strict=True,
         )
         return [
-            # id, type, archived, faded, importance, created_at, valid_to (NaN: open), at,
-            # bm25, valid_from (NaN: always)
+            # id, type, archived, faded, importance, created_at, valid_to (NaN: open), at;
+            # valid_from (NaN: always)
             HeldRow(
                 memory_id,
                 type_,
@@ -159,8 +159,7 @@ class HeldFacts:
                 created,
                 None if valid_to != valid_to else valid_to,
                 at,
-                None,
-                None if valid_from != valid_from else valid_from,
+                valid_from=None if valid_from != valid_from else valid_from,
             )
             for memory_id, type_, gone, fade, (at, imp, created, valid_to, valid_from) in zip(
                 ids, types, archived, faded, columns, strict=True
