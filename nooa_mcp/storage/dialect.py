@@ -200,9 +200,12 @@ def role_where(role: str, d: Dialect, alias: str = "m", name: str = "role") -> t
 
 
 def intents_sql(d: Dialect, columns: str = "*") -> str:
-    """Live intents of the role `role` that carry a trigger, oldest first (the store's
-    `intents` and the hook's)."""
+    """Live intents of the role `role` and shared ones that carry a trigger, oldest first (the
+    store's `intents` and the hook's). A shared intent (owner "", set from the CLI or an
+    import) fires for whichever role's call meets it first, as its shared todos show to
+    every role at session start."""
+    where, _ = role_where("", d)
     return (
-        f"SELECT {columns} FROM memories WHERE type = 'intent' AND archived = {d.false} "
-        f"AND role = {d.p('role')} AND trigger IS NOT NULL ORDER BY seq"
+        f"SELECT {columns} FROM memories m WHERE m.type = 'intent' AND m.archived = {d.false} "
+        f"AND {where} AND m.trigger IS NOT NULL ORDER BY m.seq"
     )

@@ -622,3 +622,26 @@ def test_the_servers_route_notes_it_as_the_hook_does_and_drops_the_note_once_it_
     note = f"holds from {ahead:%Y-%m-%d}"
     assert anyio.run(injected, store, later) == (note, note)
     assert anyio.run(injected, other, held) == ("", "")
+
+
+def test_a_shared_intent_fires_once_for_the_first_role_whose_session_meets_it(
+    store: Path, project: Path
+) -> None:
+    """An intent set without an owner (the CLI's `author --type intent`) is everyone's, as a
+    shared todo is: it fires at this role's session start, and being one-shot, only once."""
+    now = datetime.now(UTC)
+
+    async def fill() -> str:
+        async with open_memory(store, "") as mem:
+            added = await mem.intent(
+                "add", content="Rotate the shared deploy key", fire_at=now + timedelta(seconds=1)
+            )
+            return added.id
+
+    intent = anyio.run(fill)
+    time.sleep(1.1)
+    start = _hook("session-start", recorded("session_start", project), store)
+    assert "Rotate the shared deploy key" in start
+    assert intent[:8] in start
+    again = _hook("session-start", recorded("session_start", project), store, owner="bob")
+    assert "Rotate the shared deploy key" not in again

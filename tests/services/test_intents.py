@@ -176,3 +176,28 @@ async def test_intents_are_read_again_only_after_a_change(store_target) -> None:
         fired = await a.recall("how do I make a release build?")
         assert [r.intent_id for r in fired.reminders] == [added.id]
         assert len(reads) > before
+
+
+async def test_a_shared_intent_fires_for_a_role_and_is_listed_but_not_cancelled_by_it(
+    store_target,
+) -> None:
+    """An intent set without an owner (the CLI's) is every role's to be reminded of, as shared
+    todos are (DESIGN.md §9.2): a role's recall fires it and its list shows it; cancelling
+    it is a write to the shared owner's memory, which a role may not make."""
+    from nooa_mcp import Memory
+    from nooa_mcp.embeddings import HashEmbedder
+    from nooa_mcp.errors import OwnerForbidden
+
+    async with Memory.open(store_target, owner="", embedder=HashEmbedder()) as shared:
+        added = await shared.intent("add", content="Bump the version first", cue="release build")
+    async with Memory.open(store_target, owner="coder@laptop", embedder=HashEmbedder()) as coder:
+        assert [i.id for i in (await coder.intent("list")).intents] == [added.id]
+        fired = await coder.recall("how do I make a release build?")
+        assert [r.intent_id for r in fired.reminders] == [added.id]
+        with pytest.raises(OwnerForbidden):
+            await coder.intent("cancel", memory_id=added.id)
+    async with Memory.open(store_target, owner="reviewer", embedder=HashEmbedder()) as other:
+        # One-shot: spent by the first role it reminded.
+        assert (await other.recall("another release build question")).reminders == []
+        (item,) = (await other.intent("list")).intents
+        assert (item.armed, item.fired_count) == (False, 1)
