@@ -49,6 +49,18 @@ async def live_corrected(caller: Caller, ids: Sequence[str]) -> dict[str, list[s
     return out
 
 
+async def correcting_live(caller: Caller, ids: Sequence[str], scope: Scope) -> set[str]:
+    """Those of `ids` (memories inside `scope`) that prune keeps as they correct a live memory
+    (`live_corrected`). When the index holds the scope's roles, their held edges say first
+    which of them refine or contradict anything at all: most recalls return none, and ask
+    the store nothing."""
+    if caller.index.holds(scope.visible_roles):
+        ids = list(caller.index.links.sources_with(ids, sorted(_RELATIONS)) & set(ids))
+    if not ids:
+        return set()
+    return set(await live_corrected(caller, ids))
+
+
 async def kept_from_pruning(
     caller: Caller, memory: Memory, edges: Sequence[Edge] | None = None
 ) -> str | None:

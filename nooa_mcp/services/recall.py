@@ -24,6 +24,7 @@ from ..errors import StoreConflict
 from ..storage.rows import uses_of
 from . import reminders
 from .caller import Caller
+from .corrections import correcting_live
 from .ranking import KeywordRead, Ranked, Ranking, held_keywords, keyword_candidates, rank
 from .references import resolve_all
 from .tombstones import merged_anchors, revive_by_use
@@ -219,6 +220,11 @@ async def recall(caller: Caller, request: RecallRequest) -> RecallResult:
         _hit(caller, position, r, f, c)
         for position, (r, f, c) in enumerate(zip(top, marks, parts, strict=True), 1)
     ]
+    # A correction of a live memory is never pruned (DESIGN.md §7.2): no prune date either.
+    kept = await correcting_live(caller, [h.id for h in hits if h.prune_eta], scope_obj)
+    for hit in hits:
+        if hit.id in kept:
+            hit.prune_eta = None
     await _attach_references(caller, hits, stored_refs, scope_obj)
     caller.note_activity()
     due = (await reminders.fire(caller, [(query, ranking.query_vector)]))[0]

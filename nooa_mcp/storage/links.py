@@ -301,6 +301,16 @@ class HeldLinks:
         at = at[np.isin(self.kind[at], wanted)]
         return self._visible(at, self.src, scope, index, faded=True)
 
+    def sources_with(self, sources: Sequence[str], relations: Sequence[str]) -> set[str]:
+        """Those of `sources` with an edge of one of `relations` to another memory, wherever
+        it points (live, archived, out of any scope): a source's edges are held whole once its
+        role is, so a source not named here has none."""
+        self._settle()
+        at = self._spans(self.src, self._known(sources), None)
+        wanted = [self._kinds[r] for r in relations if r in self._kinds]
+        at = at[np.isin(self.kind[at], wanted) & (self.src[at] != self.dst[at])]
+        return set(self.ends.names(np.unique(self.src[at]).tolist()))
+
     def _by_target(self) -> np.ndarray:
         """The targets in `by_dst` order, kept while neither array is replaced (both are
         replaced, never changed in place): gathering them took ~1 ms a recall at 300k edges."""

@@ -370,6 +370,30 @@ def test_prune_keeps_a_correction_while_the_fact_it_corrects_is_live(store_targe
     assert views(store_target, [new["id"]], NOW)[new["id"]].archived
 
 
+def test_a_recall_gives_a_kept_correction_no_prune_date_until_what_it_corrects_goes(
+    store_target,
+) -> None:
+    """Recall's hits carry the prune date a view gives: none for a correction prune keeps
+    while the fact it corrects is live, a date again once that fact is forgotten."""
+    (old,) = at(T0, store_target, author(BILLING_OLD, importance="CRITICAL"))
+    (new, other) = at(
+        T0 + DAY,
+        store_target,
+        author(BILLING_NEW, links=[{"target": old["id"], "relation": "refines"}]),
+        author("Invoices for billing are archived for ten years"),
+    )
+
+    def prune_dates() -> dict[str, str | None]:
+        (found,) = at(NOW, store_target, ("memory_recall", {"query": BILLING_Q, "k": 10}))
+        return {h["id"]: h["prune_eta"] for h in found["hits"]}
+
+    dates = prune_dates()
+    assert dates[new["id"]] is None and dates[other["id"]] is not None
+    assert dates[old["id"]] is None  # CRITICAL: protected by its importance
+    at(NOW, store_target, ("memory_update", {"memory_id": old["id"], "forget": True}))
+    assert prune_dates()[new["id"]] is not None
+
+
 def test_a_correction_and_the_fact_it_corrects_fade_together(store_target) -> None:
     """Both unused for months and neither protected: the pass fades both, so nothing stale is
     left live above a faded correction."""
