@@ -55,15 +55,25 @@ KPI_SHARES = (
 VIEW_EDGES = 50
 
 
-def redact(record: AccessRecord, scope: Scope) -> AccessRecord:
-    """An access by a reader outside the scope: when and how, but not what they asked.
+#: What a reader outside the scope leaves on its access: its time and channel only.
+_REDACTED: dict[str, object] = {
+    "reader_owner": "",
+    **dict.fromkeys(("query", "session_ref", "trace_ref", "score", "rank", "components")),
+}
 
-    A shared memory is read by every role; one role's queries (and the ids of its own
-    memories in a deref note) are not another's to read (DESIGN.md §10).
+
+def redact(record: AccessRecord, scope: Scope) -> AccessRecord:
+    """An access by a reader outside the scope: when and how it was used, not by whom nor
+    for what.
+
+    A shared memory is read by every role, and a granted role reads another's memories; one
+    role's name, its queries (and the ids of its own memories in a deref note) and how well
+    its query matched are not another's to read (DESIGN.md §10): the reader is left blank,
+    as the shared owner's own accesses are, so no reply names a role the caller may not read.
     """
     if scope.allows(record.reader_owner):
         return record
-    return record.model_copy(update={"query": None, "session_ref": None, "trace_ref": None})
+    return record.model_copy(update=_REDACTED)
 
 
 async def get(caller: Caller, memory_id: str, *, scope: str = "mine") -> MemoryView:
