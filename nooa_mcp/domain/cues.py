@@ -1,7 +1,8 @@
 """Trigger rules that need no model: cue keywords, time triggers, recurrence (DESIGN.md §9.2).
 
-Pure and standard-library only, so the Claude Code hook's fast path (a fresh process before
-every prompt, no numpy, no pydantic) applies exactly the rules the server applies. A trigger
+Pure, the standard library and the stemmer only, so the Claude Code hook's fast path (a fresh
+process before every prompt, no numpy, no pydantic) applies exactly the rules the server
+applies. A trigger
 here is anything with `fire_at`, `cue`, `every_hours`, `fired_at` and `fired_count`
 attributes: the stored `Trigger` model, or a plain namespace read from the store's JSON.
 `prospective` adds the cosine half of cue matching and the evaluation over many intents.
@@ -12,6 +13,8 @@ from __future__ import annotations
 import math
 import re
 from datetime import datetime, timedelta
+
+from .text import stem
 
 __all__ = [
     "cue_keywords",
@@ -46,11 +49,13 @@ def text_words(text: str) -> set[str]:
 
 
 def keyword_present(keyword: str, words: set[str]) -> bool:
-    """Whether `keyword` is among `words`; one of 4+ letters also matches its inflections
-    ("deploy" in "deploying")."""
+    """Whether `keyword` is among `words`, or a word with its stem is (the English Snowball
+    stemmer keyword search uses): "deploy" in "deploying", "upgrade" in "upgrading", but not
+    "plan" in "planet" (a word that only begins with it)."""
     if keyword in words:
         return True
-    return len(keyword) >= 4 and any(w.startswith(keyword) for w in words)
+    wanted = stem(keyword)
+    return any(stem(w) == wanted for w in words)
 
 
 def keywords_match(cue: str, text: str) -> bool:

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 from collections.abc import Sequence
+from functools import lru_cache
 
 __all__ = [
     "STOPWORDS",
@@ -17,6 +19,7 @@ __all__ = [
     "fts_terms",
     "head",
     "sizes",
+    "stem",
     "tokens",
 ]
 
@@ -86,3 +89,21 @@ def english_stemmer():
     import Stemmer
 
     return Stemmer.Stemmer("english")
+
+
+#: One stemmer for the process, made at its first word; it keeps its state on itself, so it
+#: stems one word at a time.
+_stemmer = None
+_stemming = threading.Lock()
+
+
+@lru_cache(maxsize=1 << 16)
+def stem(word: str) -> str:
+    """One word's stem: what keyword search indexes (`storage.keywords`) and what a cue word
+    is matched on (`domain.cues`), so "deploying" meets "deploy" and "planet" not "plan".
+    Kept for the words seen most: a cue is matched against every word of each text."""
+    global _stemmer
+    with _stemming:
+        if _stemmer is None:
+            _stemmer = english_stemmer()
+        return _stemmer.stemWord(word) or word

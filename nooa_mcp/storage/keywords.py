@@ -20,12 +20,11 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import unicodedata
 from collections.abc import Sequence
 from functools import lru_cache
 
-from ..domain.text import STOPWORDS, english_stemmer, fts_terms
+from ..domain.text import STOPWORDS, fts_terms, stem
 
 __all__ = [
     "LONGEST",
@@ -44,11 +43,6 @@ LONGEST = 100
 _WORD = re.compile(r"[^\W_]+")
 
 
-_STEMMER = english_stemmer()
-#: The stemmer keeps its state on itself: one word at a time.
-_STEMMING = threading.Lock()
-
-
 def words(text: str) -> list[str]:
     """The words of a text: lower-cased, diacritics removed, `_` and marks as separators."""
     folded = text.lower()
@@ -59,12 +53,6 @@ def words(text: str) -> list[str]:
 
 
 @lru_cache(maxsize=65536)
-def stem(word: str) -> str:
-    """One word's stem (a word of `words`)."""
-    with _STEMMING:
-        return _STEMMER.stemWord(word) or word
-
-
 def stemmed(text: str) -> str:
     """A text as the index holds it: its words' stems, space-separated."""
     return " ".join(stem(w) for w in words(text))

@@ -40,6 +40,11 @@ def test_cue_keywords_drop_stop_words():
 def test_a_cue_matches_when_every_keyword_is_present_even_inflected():
     assert cue_matches("deploy staging", "we are deploying to staging now")[0]
     assert not cue_matches("deploy staging", "we are deploying to production")[0]
+    # An inflection is a word with the cue word's stem: a final "e" dropped counts, a longer
+    # word that only begins with the cue word does not.
+    assert cue_matches("kubernetes upgrade", "we are upgrading kubernetes today")[0]
+    assert cue_matches("release", "the releases went out")[0]
+    assert not cue_matches("plan test", "testament of the planet")[0]
 
 
 def test_a_cue_matches_on_cosine_at_or_above_055():
