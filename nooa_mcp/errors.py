@@ -96,10 +96,14 @@ class OwnerForbidden(NooaError, PermissionError):
         self.owner = owner
         self.target_owner = target_owner
         self.action = action
-        super().__init__(
-            f"owner: '{owner}' may not {action} a memory of '{target_owner}'; "
-            "writes stay inside your own role."
+        fix = (
+            "shared memories are the user's: ask them to change it (the console without "
+            "--owner, `nooa-mcp ui`)."
+            if target_owner == ""
+            else "writes stay inside your own role."
         )
+        whose = "a shared memory" if target_owner == "" else f"a memory of '{target_owner}'"
+        super().__init__(f"owner: '{owner}' may not {action} {whose}; {fix}")
 
 
 class StoreTooNew(NooaError, RuntimeError):

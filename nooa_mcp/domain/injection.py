@@ -28,6 +28,7 @@ __all__ = [
     "ITEM_CHARS",
     "LINE_CHARS",
     "PROMPT_MEMORIES",
+    "SHARED_TODO",
     "START_IMPORTANCE",
     "START_MEMORIES",
     "START_REMINDERS",
@@ -140,10 +141,22 @@ def holds_from(valid_from: float | None, now: float) -> str:
     return f"holds from {datetime.fromtimestamp(valid_from, UTC):%Y-%m-%d}"
 
 
-def item_note(faded: bool, valid_from: float | None, now: float) -> str:
+#: The note on a shared todo: the session is told to mark todos done, and a role may not
+#: write the shared owner's memory (DESIGN.md §10).
+SHARED_TODO = "shared: the user closes it; tell them when it is done"
+
+
+def item_note(
+    faded: bool, valid_from: float | None, now: float, *, shared_todo: bool = False
+) -> str:
     """The note on a memory shown unasked: archived by reflection (faded) and still brought
-    in, and holding only from a later date (`holds_from`); "" for neither."""
-    notes = ("faded: archived by reflection" if faded else "", holds_from(valid_from, now))
+    in, holding only from a later date (`holds_from`), a todo only the user may close
+    (`shared_todo`); "" for none."""
+    notes = (
+        "faded: archived by reflection" if faded else "",
+        holds_from(valid_from, now),
+        SHARED_TODO if shared_todo else "",
+    )
     return "; ".join(note for note in notes if note)
 
 

@@ -190,7 +190,10 @@ def prompt_context(store: QuickStore, owner: str, prompt: str, session: str | No
 
 def _note(row: dict, now: datetime) -> str:
     """`domain.injection.item_note` of a row (one a prompt brings in may be faded)."""
-    return item_note(bool(row.get("faded")), row["valid_from"], now.timestamp())
+    shared_todo = row.get("type") == "todo" and row.get("owner") == ""
+    return item_note(
+        bool(row.get("faded")), row["valid_from"], now.timestamp(), shared_todo=shared_todo
+    )
 
 
 def session_context(store: QuickStore, owner: str, project: str, session: str | None) -> str:

@@ -59,7 +59,8 @@ class Injected:
 def _item(m: Memory, now: float) -> Item:
     """A live memory or todo as session start lists it."""
     valid_from = None if m.valid_from is None else m.valid_from.timestamp()
-    note = item_note(False, valid_from, now)
+    shared_todo = m.type.value == "todo" and m.owner == ""
+    note = item_note(False, valid_from, now, shared_todo=shared_todo)
     return (m.id, m.type.value, m.importance, m.title or m.content, note)
 
 

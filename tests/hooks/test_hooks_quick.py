@@ -19,7 +19,7 @@ import anyio
 import pytest
 from hooks_support import hook_env, open_memory, recorded
 
-from nooa_mcp.domain.injection import holds_from
+from nooa_mcp.domain.injection import SHARED_TODO, holds_from
 from nooa_mcp.hooks import local, run
 from nooa_mcp.storage.quick import QuickStore, QuickUnavailable
 
@@ -645,3 +645,25 @@ def test_a_shared_intent_fires_once_for_the_first_role_whose_session_meets_it(
     assert intent[:8] in start
     again = _hook("session-start", recorded("session_start", project), store, owner="bob")
     assert "Rotate the shared deploy key" not in again
+
+
+def test_a_shared_todo_is_noted_as_the_users_to_close_at_both_session_starts(
+    store: Path, project: Path
+) -> None:
+    """Session start asks the model to mark todos done, and a role may not write a shared
+    one: it is noted as the user's (hook and server alike), the role's own is not."""
+
+    async def fill() -> tuple[str, str, str]:
+        async with open_memory(store, "") as shared:
+            everyone = (await shared.todo("add", content="Renew the team TLS certificate")).id
+        async with open_memory(store, OWNER) as mine:
+            own = (await mine.todo("add", content="Tidy the billing fixtures")).id
+            block = await mine.context()
+        return everyone, own, block
+
+    everyone, own, served = anyio.run(fill)
+    hooked = _hook("session-start", recorded("session_start", project), store)
+    for text in (hooked, served):
+        lines = {line[3:11]: line for line in text.splitlines() if line.startswith("- [")}
+        assert lines[everyone[:8]].endswith(f"({SHARED_TODO})")
+        assert "shared" not in lines[own[:8]]

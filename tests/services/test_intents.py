@@ -194,7 +194,7 @@ async def test_a_shared_intent_fires_for_a_role_and_is_listed_but_not_cancelled_
         assert [i.id for i in (await coder.intent("list")).intents] == [added.id]
         fired = await coder.recall("how do I make a release build?")
         assert [r.intent_id for r in fired.reminders] == [added.id]
-        with pytest.raises(OwnerForbidden):
+        with pytest.raises(OwnerForbidden, match="shared memories are the user's"):
             await coder.intent("cancel", memory_id=added.id)
     async with Memory.open(store_target, owner="reviewer", embedder=HashEmbedder()) as other:
         # One-shot: spent by the first role it reminded.
