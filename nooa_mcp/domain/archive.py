@@ -22,7 +22,7 @@ forget can ever be read as maintenance.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
 #: A memory's state as replies name it.
@@ -38,6 +38,7 @@ __all__ = [
     "pruned_reason",
     "reason_fades",
     "renamed_reason",
+    "standing_fade",
     "state",
     "superseded_reason",
 ]
@@ -93,6 +94,14 @@ def reason_fades(reason: str | None) -> bool:
     """Whether a standing tombstone's reason says maintenance archived the memory (faded);
     False for a user's forget, an unknown reason or none at all (forgotten)."""
     return reason is not None and reason.startswith(FADED_REASONS)
+
+
+def standing_fade(reasons: Sequence[str]) -> bool:
+    """Whether an archived memory whose standing (not lifted) tombstones give `reasons` is
+    faded: every one of them is maintenance's. One user's forget among them makes it
+    forgotten, whatever the order of their times (a forget stamped by a clock behind the
+    pass that faded it still forgets it); none at all reads as forgotten."""
+    return bool(reasons) and all(reason_fades(r) for r in reasons)
 
 
 def state(archived: bool, faded: bool) -> State:

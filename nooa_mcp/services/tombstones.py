@@ -30,7 +30,7 @@ from ..domain.archive import (
     forgotten_with_reason,
     merged_anchor,
     merged_reason,
-    reason_fades,
+    standing_fade,
 )
 from ..domain.facts import differs_in, same_statement
 from ..domain.imports import Stone
@@ -85,16 +85,17 @@ async def _twins(caller: Caller, memory: Memory, reason: str) -> list[Memory]:
 
 async def archive_as_exported(caller: Caller, memory: Memory, stones: Sequence[Stone]) -> None:
     """Inside the transaction that creates an imported memory: archive it again with the
-    tombstones its line carried (lifted ones stay lifted). Faded or forgotten as the standing
-    tombstone's reason says (`domain.archive`). In the same transaction, so no reader ever
-    sees a memory its user forgot live, and an import stopped halfway leaves none behind."""
+    tombstones its line carried (lifted ones stay lifted). Faded only when every standing
+    tombstone's reason is maintenance's (`domain.archive.standing_fade`). In the same
+    transaction, so no reader ever sees a memory its user forgot live, and an import stopped
+    halfway leaves none behind."""
     when = stones[-1].ts if stones else utc_now()
     for stone in stones:
         await caller.store.add_tombstone(memory.id, stone.reason, stone.ts)
         if stone.lifted_at is not None:
             await caller.store.lift_tombstones(memory.id, stone.lifted_at)
     standing = [s.reason for s in stones if s.lifted_at is None]
-    memory.archived, memory.faded = True, bool(standing) and reason_fades(standing[-1])
+    memory.archived, memory.faded = True, standing_fade(standing)
     await caller.store.set_archived(memory.id, True, when, faded=memory.faded)
 
 

@@ -161,18 +161,18 @@ HASH_MATCHES = 8
 
 
 def tell_faded_sql(archived: str, true: str) -> str:
-    """The statement that sets `faded` on every archived row whose standing tombstone (the
-    newest not lifted) gives a reason of maintenance (`domain.archive.reason_fades`), in SQL
-    both backends run; `archived` is the condition for an archived row, `true` the flag's
-    true value. A store written before the flag existed is upgraded with it."""
+    """The statement that sets `faded` on every archived row whose standing tombstones (not
+    lifted) all give a reason of maintenance (`domain.archive.standing_fade`), in SQL both
+    backends run; `archived` is the condition for an archived row, `true` the flag's true
+    value. A store written before the flag existed is upgraded with it."""
     match = " OR ".join(
-        f"substr(s.reason, 1, {len(prefix)}) = '{prefix}'" for prefix in FADED_REASONS
+        f"substr(t.reason, 1, {len(prefix)}) = '{prefix}'" for prefix in FADED_REASONS
     )
+    standing = "FROM tombstones t WHERE t.memory_id = memories.id AND t.lifted_at IS NULL"
     return (
-        f"UPDATE memories SET faded = {true} WHERE {archived} AND EXISTS (SELECT 1 FROM "
-        "(SELECT t.reason FROM tombstones t WHERE t.memory_id = memories.id "
-        "AND t.lifted_at IS NULL ORDER BY t.ts DESC, t.seq DESC LIMIT 1) s "
-        f"WHERE {match})"
+        f"UPDATE memories SET faded = {true} WHERE {archived} "
+        f"AND EXISTS (SELECT 1 {standing}) "
+        f"AND NOT EXISTS (SELECT 1 {standing} AND NOT ({match}))"
     )
 
 

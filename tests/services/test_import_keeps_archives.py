@@ -155,3 +155,41 @@ async def test_a_memory_reference_follows_the_memory_it_names_to_its_new_id(tmp_
         (ref,) = (await mem.get(ids[citing])).references
     assert ref.uri == f"memory:{ids[ferry]}"
     assert ref.value == "The ferry leaves pier nine at noon." and ref.state == "LIVE"
+
+
+async def test_a_forget_stamped_before_the_pass_that_faded_it_still_forgets_after_import(
+    tmp_path,
+) -> None:
+    """Two machines on one store, clocks a day apart: a pass on the one ahead fades a memory,
+    then its user forgets it from the one behind, so the forget's tombstone is the older. The
+    store says forgotten; an import read the newest standing tombstone (the pass's) and
+    brought the memory back faded, recallable and revived by the next recall."""
+    from datetime import timedelta
+
+    import time_machine
+
+    from nooa_mcp.domain.schema import now as utc_now
+
+    source = tmp_path / "source.sqlite"
+    start = utc_now()
+    with time_machine.travel(start, tick=False):
+        async with _open(source) as mem:
+            pin = (await mem.author("My old bank PIN was 4321")).id
+    with time_machine.travel(start + timedelta(days=121), tick=False):
+        async with _open(source) as mem:
+            await mem.reflect(["prune"])
+            assert (await mem.get(pin)).flags.faded
+    with time_machine.travel(start + timedelta(days=120), tick=False):
+        async with _open(source) as mem:
+            await mem.forget(pin)
+    with time_machine.travel(start + timedelta(days=122), tick=False):
+        lines = await _export(source)
+        stones = lines[0]["tombstones"]
+        assert [s["reason"][:6] for s in stones] == ["forgot", "pruned"]  # the forget is older
+        target = tmp_path / "target.sqlite"
+        async with _open(target) as mem:
+            await mem.import_records(list(enumerate(lines, 1)))
+            view = await mem.get(pin)
+            assert view.archived and not view.flags.faded
+            hits = (await mem.recall("what was my bank PIN", include_archived=True)).hits
+            assert pin not in [h.id for h in hits]
