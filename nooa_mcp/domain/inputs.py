@@ -6,6 +6,7 @@ tools refuse the same things with the same sentence: the field, what is wrong, a
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ..errors import InvalidInput
@@ -70,6 +71,10 @@ def parse_status(value: Any, field: str = "status", allowed: tuple[str, ...] = T
     return value
 
 
+#: Lines holding only spaces or tabs at the start of a text.
+_LEADING_BLANK_LINES = re.compile(r"\A(?:[ \t]*\r?\n)+")
+
+
 def check_content(content: Any, *, required_fix: str = "Pass the text to remember.") -> str:
     """Content as stored: non-empty text without NUL, at most MAX_CONTENT characters.
 
@@ -84,7 +89,9 @@ def check_content(content: Any, *, required_fix: str = "Pass the text to remembe
             f"is {len(content)} characters; the limit is {MAX_CONTENT}.",
             "Split it, or store a file: reference instead.",
         )
-    return refuse_nul(content, "content").strip()
+    # Blank lines before the text and whitespace after it go (a file piped in ends with a
+    # newline); the first line's indentation stays, or code loses its shape.
+    return _LEADING_BLANK_LINES.sub("", refuse_nul(content, "content").rstrip())
 
 
 def check_short_text(value: Any, field: str) -> str:

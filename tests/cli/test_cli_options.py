@@ -91,6 +91,23 @@ def test_author_dash_reads_long_text_from_stdin(cli: Cli) -> None:
     assert [m["content"] for m in exported] == [text]
 
 
+def test_code_keeps_its_first_lines_indentation_through_export_and_import(
+    cli: Cli, tmp_path: Path
+) -> None:
+    """Only blank lines before the text and whitespace after it go: stripping both ends took
+    the first line's indentation off a snippet, and its shape with it."""
+    code = "    def total(rows):\n        return sum(r.amount for r in rows)"
+    assert cli("author", "-", input="\n  \n" + code + "\n\n").exit_code == 0
+    exported = cli("export").stdout
+    assert [json.loads(line)["content"] for line in exported.splitlines()] == [code]
+    (tmp_path / "moved.jsonl").write_text(exported)
+    other = str(tmp_path / "other.sqlite")
+    assert cli("--store", other, "import", str(tmp_path / "moved.jsonl")).exit_code == 0
+    assert Path(other).exists()
+    moved = cli("--store", other, "export").stdout.splitlines()
+    assert [json.loads(line)["content"] for line in moved] == [code]
+
+
 # --------------------------------------------------------------------------- --json everywhere
 
 
