@@ -26,6 +26,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from .references import MAX_REFERENCES
 from .schema import Memory, MemoryType, clean_labels
 
 __all__ = [
@@ -98,9 +99,13 @@ def absorb(kept: Memory, again: Memory) -> None:
 
 
 def absorb_labels(kept: Memory, again: Memory) -> None:
-    """Keep in `kept` the tags and entities of `again`, and its place when `kept` has none (a
-    merge takes its scores from `reflection.merged_fields`, its labels from here)."""
+    """Keep in `kept` the tags, entities and references of `again`, and its place when `kept`
+    has none (a merge takes its scores from `reflection.merged_fields`, its labels from
+    here): what the duplicate pointed at is still pointed at once it fades."""
     kept.tags = clean_labels(kept.tags + again.tags, "tags")
     kept.entities = clean_labels(kept.entities + again.entities, "entities")
+    held = {r.uri for r in kept.references}
+    added = [r for r in again.references if r.uri not in held]
+    kept.references = [*kept.references, *added][:MAX_REFERENCES]
     if not kept.place_or_task.strip():
         kept.place_or_task = again.place_or_task

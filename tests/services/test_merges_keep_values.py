@@ -120,6 +120,35 @@ def test_a_reworded_duplicate_in_the_same_words_still_merges(run):
     assert [h["id"] for h in hits] == [kept]
 
 
+@pytest.mark.anyio
+async def test_a_merge_keeps_the_duplicates_references_on_the_memory_it_folds_into(
+    tmp_path,
+) -> None:
+    """The duplicate is faded and left out beside what it merged into: a reference only it
+    held was no longer shown by any recall (auditor's finding); its tags already moved."""
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "keys.md").write_text("rotate every 90 days")
+    settings = Settings(
+        store=tmp_path / "m.sqlite", owner=OWNER, dedup_similarity=1.01, reference_root=tmp_path
+    )
+    async with Memory.open(settings=settings, embedder=OneVector()) as mem:
+        kept = (await mem.author("Key rotation runbook lives in the docs folder")).id
+        await mem.author(
+            "key rotation runbook lives in the docs folder.",
+            tags=["runbook"],
+            references=["file:docs/keys.md", "url:https://wiki.example/keys"],
+        )
+        assert (await mem.reflect(["merge"])).steps[0].applied == 1
+        view = await mem.get(kept)
+        assert [r.uri for r in view.references] == [
+            "file:docs/keys.md",
+            "url:https://wiki.example/keys",
+        ]
+        assert view.tags == ["runbook"]
+        (hit,) = (await mem.recall("where is the key rotation runbook", k=1)).hits
+        assert (hit.id, [r.uri for r in hit.references]) == (kept, [r.uri for r in view.references])
+
+
 class OneVector:
     """Every text at one point: cosine 1 for every pair, so only the words rule decides."""
 
