@@ -1264,15 +1264,16 @@ async def migrate(source: str, dest: str, as_json: bool) -> None:
             bar.update(rows, current_item=table)
 
         report = await copy(store_target(source), store_target(dest), progress, sized)
-    for line in report.left_out:
-        click.echo(f"not copied: {line}", err=True)
-    if report.left_out:
+    for line in report.replaced:
+        click.echo(f"copied changed: {line}", err=True)
+    if report.replaced:
         click.echo(
-            f"{len(report.left_out)} row(s) were not copied (listed above); everything else was.",
+            f"{len(report.replaced)} row(s) were copied with a NUL character replaced by U+FFFD "
+            "(listed above); everything else was copied as it was.",
             err=True,
         )
     emit(
-        {"copied": report.copied, "dest": report.dest_sizes, "left_out": report.left_out},
+        {"copied": report.copied, "dest": report.dest_sizes, "replaced": report.replaced},
         as_json,
         lambda r: table(
             ["table", "copied", "in DEST"],

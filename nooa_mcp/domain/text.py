@@ -10,6 +10,7 @@ import re
 import threading
 from collections.abc import Sequence
 from functools import lru_cache
+from typing import Any
 
 __all__ = [
     "STOPWORDS",
@@ -21,6 +22,7 @@ __all__ = [
     "sizes",
     "stem",
     "tokens",
+    "without_nul",
 ]
 
 #: Function words: they match nearly every memory and would drown the words that matter.
@@ -107,3 +109,21 @@ def stem(word: str) -> str:
         if _stemmer is None:
             _stemmer = english_stemmer()
         return _stemmer.stemWord(word) or word
+
+
+#: What a NUL character becomes where it cannot go (PostgreSQL text, an import line): the
+#: Unicode replacement character, so the text keeps its place and shows that one was there.
+NUL_REPLACEMENT = "\ufffd"
+
+
+def without_nul(value: Any) -> Any:
+    """`value` (text, or JSON decoded into lists and dicts) with every NUL character replaced
+    by U+FFFD. Stores of releases before NUL was refused may hold one; a copy of such a store
+    keeps the memory rather than leave it out."""
+    if isinstance(value, str):
+        return value.replace("\x00", NUL_REPLACEMENT)
+    if isinstance(value, dict):
+        return {without_nul(k): without_nul(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [without_nul(v) for v in value]
+    return value

@@ -7,8 +7,9 @@ search indexes. The copy is one transaction on the destination: it lands whole o
 and it is undone and run again when the source changed while it was read.
 
 PostgreSQL's text and JSON types cannot hold a NUL character, which an SQLite file written
-before such text was refused may hold. Into PostgreSQL, a row holding one is left out and
-named in the report, with the rows that belong to a memory left out; the rest is copied.
+before such text was refused may hold. Into PostgreSQL, each NUL becomes U+FFFD (the
+replacement character) and the row is named in the report: the memory is copied with
+everything else it holds, never left out.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..domain.schema import content_hash
+from ..domain.text import without_nul
 from ..errors import StoreUnavailable
 from . import open_store, store_kind
 from .base import DUMP_TABLES, Store
@@ -31,11 +34,12 @@ PAGE = 1000
 @dataclass
 class CopyReport:
     """Rows copied per table, the row counts the destination holds afterwards, and the rows
-    the destination cannot hold (one line each: table, key and why), left out."""
+    copied with a character the destination cannot hold replaced (one line each: table, key
+    and which columns)."""
 
     copied: dict[str, int] = field(default_factory=dict)
     dest_sizes: dict[str, int] = field(default_factory=dict)
-    left_out: list[str] = field(default_factory=list)
+    replaced: list[str] = field(default_factory=list)
 
     @property
     def total(self) -> int:
@@ -108,24 +112,19 @@ async def _copy(
     progress: Callable[[str, int], None] | None,
     page: int,
 ) -> None:
-    dropped: set[str] = set()  # ids of memories left out: their edges, accesses, stones too
     for table in DUMP_TABLES:
         report.copied[table] = 0
         after = None
         while True:
             rows, after = await source.dump(table, after, page)
             if dest.kind == "postgresql":
-                rows = _carried(table, rows, dropped, report.left_out)
+                rows = _carried(table, rows, report.replaced)
             await dest.load(table, rows)
             report.copied[table] += len(rows)
             if progress is not None:
                 progress(table, len(rows))
             if after is None:
                 break
-
-
-#: The column of each table that names the memory a row belongs to.
-_MEMORY_OF = {"edges": ("src", "dst"), "accesses": ("memory_id",), "tombstones": ("memory_id",)}
 
 
 def _nul_in(value: Any) -> bool:
@@ -150,27 +149,23 @@ def _key(table: str, row: dict[str, Any]) -> str:
 
 
 def _carried(
-    table: str, rows: Sequence[dict[str, Any]], dropped: set[str], left_out: list[str]
+    table: str, rows: Sequence[dict[str, Any]], replaced: list[str]
 ) -> list[dict[str, Any]]:
-    """The rows PostgreSQL can hold; the others are named in `left_out` (memory ids in
-    `dropped`, so the rows that belong to them stay behind too)."""
+    """The rows as PostgreSQL can hold them: each NUL character replaced by U+FFFD (a changed
+    content hashed again, so saying it again is still a repeat), the row named in
+    `replaced`."""
     kept = []
     for row in rows:
-        owners = [row[c] for c in _MEMORY_OF.get(table, ())]
-        gone = next((o for o in owners if o in dropped), None)
-        if gone is not None:
-            left_out.append(f"{table} {_key(table, row)}: belongs to memory {gone}, left out")
-            continue
         columns = [c for c, v in row.items() if _nul_in(v)]
-        if not columns:
-            kept.append(row)
-            continue
-        if table == "memories":
-            dropped.add(row["id"])
-        left_out.append(
-            f"{table} {_key(table, row)}: a NUL character in {', '.join(columns)}, "
-            "which PostgreSQL text cannot hold"
-        )
+        if columns:
+            row = {c: without_nul(v) for c, v in row.items()}
+            if table == "memories" and "content" in columns:
+                row["content_hash"] = content_hash(row["content"])
+            replaced.append(
+                f"{table} {_key(table, row)}: a NUL character in {', '.join(columns)}, "
+                "which PostgreSQL text cannot hold, replaced by U+FFFD"
+            )
+        kept.append(row)
     return kept
 
 

@@ -154,26 +154,51 @@ async def _store_with_a_nul_row(path: Path) -> tuple[str, list[str]]:
     return bad.id, [g.id for g in good]
 
 
-def test_migrate_into_postgres_names_the_rows_it_cannot_carry_and_copies_the_rest(
+def test_migrate_into_postgres_replaces_a_nul_and_copies_every_memory(
     tmp_path, postgres
 ) -> None:
+    """A NUL PostgreSQL cannot hold becomes U+FFFD, named on stderr: the memory, its edge and
+    its access are copied (they were left out, a whole memory dropped for one character)."""
     source = tmp_path / "old.sqlite"
     bad, good = anyio.run(_store_with_a_nul_row, source)
     result = CliRunner().invoke(cli.main, ["migrate", str(source), postgres, "--json"])
     assert result.exit_code == 0, result.output
     assert "Traceback" not in result.output
     report = json.loads(result.stdout)
-    assert report["copied"]["memories"] == 2
-    assert any(bad in line and "tags" in line for line in report["left_out"]), report
-    assert any(bad in line and line.startswith("edges") for line in report["left_out"])
-    assert any(bad in line and line.startswith("accesses") for line in report["left_out"])
+    assert report["copied"]["memories"] == 3 and report["copied"]["edges"] == 1
+    (line,) = report["replaced"]
+    assert line.startswith(f"memories {bad}: a NUL character in tags"), report
     assert bad in result.stderr
 
-    async def copied() -> set[str]:
+    async def copied() -> dict[str, list[str]]:
         store = await open_store(postgres)
         try:
-            return {m.id for m in await store.list_memories(Scope(roles=None), archived=None)}
+            found = await store.list_memories(Scope(roles=None), archived=None)
+            return {m.id: m.tags for m in found}
         finally:
             await store.close()
 
-    assert anyio.run(copied) == set(good)
+    tags = anyio.run(copied)
+    assert set(tags) == {bad, *good}
+    assert tags[bad] == [NUL.replace("\x00", "\ufffd")]
+
+
+def test_an_export_of_a_store_holding_a_nul_imports_whole(tmp_path) -> None:
+    """Import refuses a line holding a NUL, and with it the whole file: the export writes the
+    replacement character instead, so a store of an earlier release moves whole."""
+    source = tmp_path / "old.sqlite"
+    bad, good = anyio.run(_store_with_a_nul_row, source)
+    runner = CliRunner()
+    exported = runner.invoke(
+        cli.main, ["--store", str(source), "--owner", "alice", "export", "--include-archived"]
+    )
+    assert exported.exit_code == 0, exported.output
+    assert "\\u0000" not in exported.stdout
+    (tmp_path / "moved.jsonl").write_text(exported.stdout)
+    target = str(tmp_path / "new.sqlite")
+    moved = runner.invoke(
+        cli.main, ["--store", target, "--owner", "alice", "import", str(tmp_path / "moved.jsonl")]
+    )
+    assert moved.exit_code == 0, moved.output
+    again = runner.invoke(cli.main, ["--store", target, "--owner", "alice", "export"]).stdout
+    assert {json.loads(line)["id"] for line in again.splitlines()} == {bad, *good}
