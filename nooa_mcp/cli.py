@@ -1001,9 +1001,10 @@ def _list_state(view: Any) -> str:
 async def reflect(ctx: Context, steps: tuple[str, ...], as_json: bool) -> None:
     """Consolidate memory now: merge near-duplicates, link neighbours, rescore, prune.
 
-    Each item is committed on its own, so Ctrl-C leaves a consistent store and the next run
-    picks up where this one stopped. Reconcile and abstract need a client's model (MCP
-    sampling) and are skipped here.
+    Without --owner the pass covers every role's memories (each within its role); with it,
+    that role's. Each item is committed on its own, so Ctrl-C leaves a consistent store and
+    the next run picks up where this one stopped. Reconcile and abstract need a client's
+    model (MCP sampling) and are skipped here.
     """
     async with open_memory(ctx) as mem:
         with progress_bar(1, "reflecting", show_pos=True, item_show_func=lambda item: item) as bar:
