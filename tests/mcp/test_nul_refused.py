@@ -154,9 +154,7 @@ async def _store_with_a_nul_row(path: Path) -> tuple[str, list[str]]:
     return bad.id, [g.id for g in good]
 
 
-def test_migrate_into_postgres_replaces_a_nul_and_copies_every_memory(
-    tmp_path, postgres
-) -> None:
+def test_migrate_into_postgres_replaces_a_nul_and_copies_every_memory(tmp_path, postgres) -> None:
     """A NUL PostgreSQL cannot hold becomes U+FFFD, named on stderr: the memory, its edge and
     its access are copied (they were left out, a whole memory dropped for one character)."""
     source = tmp_path / "old.sqlite"
