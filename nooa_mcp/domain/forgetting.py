@@ -58,12 +58,27 @@ def prune_eta(
     return last_accessed_at + timedelta(hours=hours)
 
 
+#: The status the prune rule reads for a one-shot intent that has fired (an intent has no
+#: stored status): its reminder was given, nothing is left to wait for, so it may fade like a
+#: closed todo instead of being kept, and listed, for good.
+SPENT = "spent"
+
+
+def intent_status(trigger: object | None) -> str | None:
+    """`SPENT` for a trigger that fired once and never re-arms, else None (`trigger`: the
+    stored `Trigger` or anything with `every_hours` and `fired_count`)."""
+    if trigger is None or getattr(trigger, "every_hours", None) is not None:
+        return None
+    return SPENT if (getattr(trigger, "fired_count", 0) or 0) > 0 else None
+
+
 def protection(
     type: MemoryType | str, importance: float, status: str | None, policy: ForgettingPolicy
 ) -> str | None:
-    """Why a memory may never be pruned, or None when it may be."""
+    """Why a memory may never be pruned, or None when it may be. An intent's `status` is
+    `intent_status` of its trigger: a spent one is not protected by its type."""
     kind = MemoryType(type)
-    if kind.value in policy.protected_types:
+    if kind.value in policy.protected_types and not (kind is MemoryType.intent and status == SPENT):
         return f"type {kind.value} is protected"
     if kind is MemoryType.todo and status == "open":
         return "open todo"
@@ -103,7 +118,7 @@ class Prunable(Protocol):
     @property
     def importance(self) -> float: ...
     @property
-    def status(self) -> str | None: ...
+    def prune_status(self) -> str | None: ...
     @property
     def archived(self) -> bool: ...
     @property
@@ -120,7 +135,7 @@ def prunable(row: Prunable, now: datetime, policy: ForgettingPolicy | None = Non
     return should_prune(
         type=row.type,
         importance=row.importance,
-        status=row.status,
+        status=row.prune_status,
         archived=row.archived,
         learned_at=row.learned_at,
         last_accessed_at=row.last_accessed_at,

@@ -18,7 +18,7 @@ from typing import Literal
 
 import numpy as np
 
-from .forgetting import ForgettingPolicy, prunable, retention
+from .forgetting import SPENT, ForgettingPolicy, prunable, retention
 from .scope import owner_role
 from .similarity import sweep
 
@@ -93,6 +93,12 @@ class Node:
     @property
     def role(self) -> str:
         return owner_role(self.owner)
+
+    @property
+    def prune_status(self) -> str | None:
+        """The status the prune rule reads: read with the row (`storage.dialect.
+        reflection_columns`), an intent's spent or not."""
+        return self.status
 
     @property
     def learned_at(self) -> datetime:
@@ -655,6 +661,8 @@ def prune_rows(
     suspects = (idle_hours / stability) > (math.log(1.0 / policy.prune_below) * (1 - 1e-9))
     suspects &= (at - rows.learned_at) >= policy.min_age_hours * 3600 - 1.0
     suspects &= rows.importance < policy.protected_importance + 1e-9
-    suspects &= rows.mask_types(policy.protected_types, keep=False)
+    # A protected type, unless a spent intent (`forgetting.protection` decides each one).
+    spent = np.array([name == SPENT for name in rows.statuses], dtype=bool)[rows.status_code]
+    suspects &= rows.mask_types(policy.protected_types, keep=False) | spent
     candidates = [rows.node(p) for p in np.flatnonzero(suspects).tolist()]
     return plan_prune(candidates, now, policy)

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..errors import InvalidInput
 from .facts import normalised_hash
+from .forgetting import intent_status
 from .kinds import (  # the names live in `kinds` (read at start-up without pydantic)
     ACTR_CHANNELS as ACTR_CHANNELS,
     EDGE_TYPES as EDGE_TYPES,
@@ -286,6 +287,14 @@ class Memory(BaseModel):
     @property
     def content_hash(self) -> str:
         return content_hash(self.content)
+
+    @property
+    def prune_status(self) -> str | None:
+        """The status the prune rule reads (`forgetting.protection`): a todo's, or whether an
+        intent is spent (fired once, never re-armed)."""
+        if self.type is MemoryType.intent:
+            return intent_status(self.trigger)
+        return self.status
 
     @property
     def learned_at(self) -> datetime:

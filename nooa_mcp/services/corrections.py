@@ -68,7 +68,7 @@ async def kept_from_pruning(
     (`domain.forgetting.protection`), or a live memory it corrects. `edges`, the memory's
     out-edges when the caller has read them, spares the look when none supersedes."""
     policy = caller.settings.forgetting
-    reason = protection(memory.type, memory.importance, memory.status, policy)
+    reason = protection(memory.type, memory.importance, memory.prune_status, policy)
     if reason is not None or memory.archived:
         return reason
     if edges is not None and not any(e.type in _RELATIONS for e in edges):

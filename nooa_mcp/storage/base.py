@@ -44,7 +44,6 @@ __all__ = [
     "DUMP_KEYS",
     "DUMP_TABLES",
     "HASH_MATCHES",
-    "REFLECTION_COLUMNS",
     "Counts",
     "EdgeRow",
     "KpiRaw",
@@ -72,13 +71,6 @@ ACCESS_COLUMNS = (
     "actr_times",
     "ring",
     "channels",
-)
-
-#: The columns `reflection_rows` reads, in the order `Rows.from_records` takes them.
-REFLECTION_COLUMNS = (
-    "seq, id, type, owner, status, importance, authored_importance, salience, confidence, "
-    "strength, reinforcement_count, created_at, last_accessed_at, "
-    "coalesce(first_access_at, created_at)"
 )
 
 #: What a dump carries, table by table, in the order `load` needs them (memories before the

@@ -31,6 +31,7 @@ __all__ = [
     "SQLITE",
     "Dialect",
     "intents_sql",
+    "reflection_columns",
     "role_where",
     "scope_where",
 ]
@@ -208,4 +209,22 @@ def intents_sql(d: Dialect, columns: str = "*") -> str:
     return (
         f"SELECT {columns} FROM memories m WHERE m.type = 'intent' AND m.archived = {d.false} "
         f"AND {where} AND m.trigger IS NOT NULL ORDER BY m.seq"
+    )
+
+
+def reflection_columns(d: Dialect) -> str:
+    """What a reflection pass reads of a row (`domain.reflection.Rows`), in its order; an
+    intent's status is `domain.forgetting.intent_status` of its trigger (spent: fired once,
+    never re-armed), read here so the prune rule sees it without the trigger's JSON."""
+    from ..domain.forgetting import SPENT  # here: the hook's fast path never reads it
+
+    fired = f"CAST({d.field('trigger', 'fired_count')} AS INTEGER)"
+    spent = (
+        f"CASE WHEN type = 'intent' AND {d.field('trigger', 'every_hours')} IS NULL "
+        f"AND coalesce({fired}, 0) > 0 THEN '{SPENT}' ELSE status END"
+    )
+    return (
+        f"seq, id, type, owner, {spent} AS status, importance, authored_importance, salience, "
+        "confidence, strength, reinforcement_count, created_at, last_accessed_at, "
+        "coalesce(first_access_at, created_at)"
     )

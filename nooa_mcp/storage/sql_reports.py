@@ -23,12 +23,11 @@ from .base import (
     DUMP_JSON,
     DUMP_KEYS,
     DUMP_TABLES,
-    REFLECTION_COLUMNS,
     KpiRaw,
     KpiTotals,
     MaintenanceEntry,
 )
-from .dialect import scope_where
+from .dialect import reflection_columns, scope_where
 from .keywords import row_stems
 from .rows import access_from_row, time_from_epoch, values_of
 from .sql_core import SqlPrimitives
@@ -234,7 +233,7 @@ class SqlReports(SqlPrimitives):
         where = f"role = {d.p('role')}" if role is not None else d.true
         owner, seq = after or ("", 0)
         rows = await self._bulk_rows(
-            f"SELECT {REFLECTION_COLUMNS} FROM memories WHERE {where} "
+            f"SELECT {reflection_columns(d)} FROM memories WHERE {where} "
             f"AND (owner, seq) > ({d.p('owner')}, {d.p('seq')}) AND archived = {d.false} "
             f"ORDER BY owner, seq LIMIT {d.p('limit')}",
             {"role": role, "owner": owner, "seq": seq, "limit": limit},

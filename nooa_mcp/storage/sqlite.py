@@ -38,7 +38,6 @@ from ..domain.scope import Scope
 from ..errors import StoreTooNew, StoreUnavailable
 from .base import (
     COMMON_FLOOR,
-    REFLECTION_COLUMNS,
     Counts,
     EdgeRow,
     RowChanges,
@@ -48,7 +47,7 @@ from .base import (
     tell_faded_sql,
 )
 from .checkpoints import Checkpointer
-from .dialect import NEXT_REV, SQLITE, scope_where
+from .dialect import NEXT_REV, SQLITE, reflection_columns, scope_where
 from .keywords import row_stems
 from .rows import (
     FACT_COLUMNS,
@@ -876,8 +875,8 @@ class SQLiteStore(SqlVerbs, SqlReports):
             upto = await self._bulk_rows("SELECT coalesce(max(rev), 0) FROM memories")
             return RowChanges(Rows.from_records([]), [], np.zeros(0, dtype=bool), upto[0][0])
         rows = await self._bulk_rows(
-            f"SELECT {REFLECTION_COLUMNS}, role, archived, rev FROM memories WHERE rev > :since "
-            "ORDER BY rev LIMIT :limit",
+            f"SELECT {reflection_columns(SQLITE)}, role, archived, rev FROM memories "
+            "WHERE rev > :since ORDER BY rev LIMIT :limit",
             {"since": since, "limit": limit},
         )
         return RowChanges(

@@ -394,6 +394,36 @@ def test_a_recall_gives_a_kept_correction_no_prune_date_until_what_it_corrects_g
     assert prune_dates()[new["id"]] is not None
 
 
+def test_a_spent_one_shot_intent_fades_like_a_closed_todo_and_an_armed_one_never(
+    store_target,
+) -> None:
+    """An intent is kept while it can still fire; a one-shot that fired has given its
+    reminder, and was kept (and listed, and recalled) for good."""
+    soon = (T0 + timedelta(hours=1)).isoformat()
+    spent, waiting, daily = (
+        r["id"]
+        for r in at(
+            T0,
+            store_target,
+            ("intent", {"action": "add", "content": "Send the invoice run", "fire_at": soon}),
+            ("intent", {"action": "add", "content": "Renew the domain", "fire_at": "2099-01-01"}),
+            (
+                "intent",
+                {"action": "add", "content": "Rotate the logs", "fire_at": soon, "every_hours": 24},
+            ),
+        )
+    )
+    (fired,) = at(T0 + timedelta(hours=2), store_target, ("intent", {"action": "check"}))
+    assert {r["intent_id"] for r in fired["reminders"]} == {spent, daily}
+    before = views(store_target, [spent, waiting, daily], NOW)
+    assert before[spent].protected is None and before[spent].prune_eta < NOW
+    assert before[waiting].protected == before[daily].protected == "type intent is protected"
+    (report,) = at(NOW, store_target, ("memory_reflect", {"steps": ["prune"]}))
+    assert [s["applied"] for s in report["steps"]] == [1]
+    after = views(store_target, [spent, waiting, daily], NOW)
+    assert [after[i].archived for i in (spent, waiting, daily)] == [True, False, False]
+
+
 def test_a_correction_and_the_fact_it_corrects_fade_together(store_target) -> None:
     """Both unused for months and neither protected: the pass fades both, so nothing stale is
     left live above a faded correction."""
