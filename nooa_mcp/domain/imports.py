@@ -117,7 +117,9 @@ def line_edges(item: dict[str, Any]) -> list[LineEdge]:
             )
         relation = raw.get("type")
         if not isinstance(relation, str) or relation not in EdgeType._value2member_map_:
-            raise InvalidInput("edges.type", "is not a relation.", f"Use one of {_RELATIONS}.")
+            raise InvalidInput(
+                "edges.type", f"{relation!r} is not a relation.", f"Use one of {_RELATIONS}."
+            )
         weight = raw.get("weight")
         out.append(
             LineEdge(

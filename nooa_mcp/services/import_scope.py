@@ -163,11 +163,15 @@ async def attach_edges(
 ) -> tuple[int, list[str]]:
     """Add each (source memory, line, edge) whose target resolves in the importer's scope,
     following ids the import replaced; none from a `shared` source (a shared memory the file
-    said again: only the shared owner links from it). Returns how many were added and, per
-    edge not added, one sentence naming its line."""
+    said again: only the shared owner links from it). Returns how many were added (not an
+    edge the store held already, as when a file is imported again) and, per edge not added,
+    one sentence naming its line."""
     added, skipped = 0, []
     scope = caller.actor.own
     async with caller.store.transaction():
+        sources = list({src for src, _, _ in edges})
+        touching = await caller.store.edges_touching(sources) if sources else []
+        held = {(e.src, e.dst, e.type) for e in touching}
         for src, line, edge in edges:
             if src in shared:
                 skipped.append(
@@ -194,7 +198,8 @@ async def attach_edges(
                 skipped.append(_not_added(line, edge, "it points at its own memory"))
                 continue
             await caller.store.add_edge(src, target, edge.relation, edge.weight, edge.created_at)
-            added += 1
+            added += (src, target, edge.relation.value) not in held
+            held.add((src, target, edge.relation.value))
     return added, skipped
 
 

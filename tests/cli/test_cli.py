@@ -155,6 +155,9 @@ def test_export_then_import_round_trips_every_field_a_memory_can_carry(run, tmp_
     imported = json.loads(run("import", str(tmp_path / "dump.jsonl"), "--json").stdout)
     assert imported["created"] == 4 and imported["edges"] == 1
     assert run("export", "--include-archived").output == exported
+    # Again: every line exists, and the edge it carries was there already.
+    again = json.loads(run("import", str(tmp_path / "dump.jsonl"), "--json").stdout)
+    assert (again.get("created", 0), again["edges"]) == (0, 0), again
 
 
 def test_import_refuses_a_broken_file_without_writing(run, tmp_path):
