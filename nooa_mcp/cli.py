@@ -969,8 +969,8 @@ async def list_(
 def _list_state(view: Any) -> str:
     """The state column: faded (archived by reflection: recall still reaches it) or forgotten
     (by its user), superseded (by the memory recall ranks it below), a todo's status, an
-    intent's trigger (armed, or fired and spent: a one-shot intent that fired is still live,
-    but will not fire again), or live."""
+    intent's trigger (a one-shot intent that fired is still live, but will not fire again; a
+    recurring one stays armed), or live."""
     if view.archived:
         return "faded" if view.flags.faded else "forgotten"
     if view.flags.superseded_by:
@@ -980,7 +980,8 @@ def _list_state(view: Any) -> str:
     trigger = view.trigger or {}
     fired = trigger.get("fired_count") or 0
     if view.type.value == "intent" and fired:
-        return f"fired {fired}x" if trigger.get("every_hours") else "fired"
+        # A recurring one fires again: it is armed, however often it fired.
+        return f"armed, fired {fired}x" if trigger.get("every_hours") else "fired"
     return "live"
 
 

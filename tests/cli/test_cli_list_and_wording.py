@@ -64,7 +64,8 @@ def test_list_filters_by_type_owner_tag_and_state(cli: Cli) -> None:
 
 def test_list_says_which_intents_have_fired(cli: Cli) -> None:
     """A one-shot intent that fired stays live but will not fire again: `list` says "fired"
-    where it said "live"; a recurring one says how often; an armed one stays "live"."""
+    where it said "live"; a recurring one says it is armed and how often it fired; an armed
+    one stays "live"."""
     once = cli("author", "Pay the tax bill", "--type", "intent", "--fire-at", "2020-01-01T00:00Z")
     every = cli(
         "author", "Stretch", "--type", "intent", "--fire-at", "2020-01-01T00:00Z",
@@ -76,7 +77,7 @@ def test_list_says_which_intents_have_fired(cli: Cli) -> None:
     states = {line[:8]: line.split("  ")[3].strip() for line in listed.splitlines()[2:]}
     assert states == {
         once.output.split()[1][:8]: "fired",
-        every.output.split()[1][:8]: "fired 1x",
+        every.output.split()[1][:8]: "armed, fired 1x",
         armed.output.split()[1][:8]: "live",
     }
 
