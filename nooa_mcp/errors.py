@@ -80,13 +80,19 @@ class ReferenceOutsideRoot(InvalidInput):
 class NotFound(NooaError, LookupError):
     """No memory has that id or prefix (prefixes shorter than 6 characters never match)."""
 
-    def __init__(self, ident: str, field: str = "memory_id", what: str = "memory") -> None:
+    def __init__(
+        self, ident: str, field: str = "memory_id", what: str = "memory", granted: str = ""
+    ) -> None:
         self.ident = ident
         self.field = field
         hint = " Ids are 32 hex characters; a prefix of at least 6 (8 is usual) works."
         if len(ident) >= 6:
             hint = " Recall or list to find the id."
-        super().__init__(f"{field}: no {what} with id '{ident}'.{hint}")
+        if granted:
+            # A role this connection was granted to read holds it: the scope word reaches it.
+            hint = f" It is in role '{granted}', which you may read: pass scope='{granted}'."
+        where = " in this scope" if granted else ""
+        super().__init__(f"{field}: no {what} with id '{ident}'{where}.{hint}")
 
 
 class OwnerForbidden(NooaError, PermissionError):

@@ -15,7 +15,7 @@ from ..domain.accesses import AccessState, apply_access
 from ..domain.schema import AccessRecord, Channel, Memory, normalise_id, now as utc_now
 from ..domain.scope import Actor, Scope, owner_role
 from ..engine import Engine
-from ..errors import InvalidInput, NotFound, OwnerForbidden
+from ..errors import AmbiguousId, InvalidInput, NotFound, OwnerForbidden
 from ..storage import Store
 from ..storage.vectors import VectorIndex
 from . import provenance
@@ -68,11 +68,33 @@ class Caller:
             raise InvalidInput(field, f"{ident!r} is not an id.", "Pass an id or 8-char prefix.")
         # Resolved inside the scope: another owner's id prefixes are neither a match nor
         # an ambiguity, and never listed.
-        memory_id = await self.store.resolve_id(normalise_id(ident, field), field, scope)
-        owner = (await self.store.owners_of([memory_id])).get(memory_id)
-        if owner is None or not scope.allows(owner):
-            raise NotFound(ident, field)
+        try:
+            memory_id = await self.store.resolve_id(normalise_id(ident, field), field, scope)
+            owner = (await self.store.owners_of([memory_id])).get(memory_id)
+            if owner is None or not scope.allows(owner):
+                raise NotFound(ident, field)
+        except NotFound as missing:
+            role = await self._granted_role_of(ident, field, scope)
+            if role is None:
+                raise
+            raise NotFound(ident, field, granted=role) from missing
         return memory_id
+
+    async def _granted_role_of(self, ident: str, field: str, scope: Scope) -> str | None:
+        """The role of a memory outside `scope` that a server-side grant lets this caller read
+        (a recall with scope=<role> showed it, and an explain or view without the scope did
+        not find it): named in the error, as the caller may read it. None otherwise."""
+        readable = self.actor.effective()
+        if readable == scope or not self.actor.grants:
+            return None
+        try:
+            memory_id = await self.store.resolve_id(normalise_id(ident, field), field, readable)
+        except (NotFound, AmbiguousId, InvalidInput):
+            return None
+        owner = (await self.store.owners_of([memory_id])).get(memory_id)
+        if owner is None or owner == "" or not readable.allows(owner):
+            return None
+        return owner_role(owner)
 
     async def fetch(self, memory_id: str) -> Memory:
         found = await self.store.fetch(memory_id)

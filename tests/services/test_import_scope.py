@@ -144,4 +144,8 @@ async def test_reimporting_your_own_export_is_exists_and_keeps_its_edges(tmp_pat
     result = await _import(tmp_path, store, lines)
     assert result.exit_code == 0, result.output
     counts = json.loads(result.stdout)
-    assert (counts["exists"], counts.get("created", 0), counts["edges"]) == (2, 0, 1)
+    # The edge was there already: none added, and it is still there.
+    assert (counts["exists"], counts.get("created", 0), counts["edges"]) == (2, 0, 0)
+    async with Memory.open(store, owner="alice", embedder=HashEmbedder()) as mem:
+        edges = (await mem.get(lines[1]["id"])).edges
+        assert [(e["target"], e["type"]) for e in edges] == [(lines[0]["id"], "supports")]

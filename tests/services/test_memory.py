@@ -257,6 +257,27 @@ async def test_shared_rows_are_visible_to_everyone_but_written_only_by_the_share
             await coder.update(fact, content="founded in 2001")
 
 
+async def test_an_id_in_a_granted_role_outside_the_scope_is_named_with_the_scope_to_pass(
+    settings, embedder
+):
+    """Recall with scope=coder shows the memory; explain of its id without the scope did not
+    find it and said only "no memory". The error names the granted role to pass; an id of a
+    role without a grant stays plainly not found."""
+    async with Memory.open(settings=settings, embedder=embedder) as mine:
+        own = (await mine.author("omicron design doc")).id
+    hidden = Settings(store=settings.store, owner="ops@box")
+    async with Memory.open(settings=hidden, embedder=embedder) as ops:
+        secret = (await ops.author("ops rota for omicron")).id
+    granted = Settings(store=settings.store, owner="reviewer@desk", read=["coder"])
+    async with Memory.open(settings=granted, embedder=embedder) as theirs:
+        with pytest.raises(NotFound, match="It is in role 'coder', which you may read: pass sc"):
+            await theirs.explain(memory_id=own)
+        assert (await theirs.explain(memory_id=own, scope="coder")).memory_id == own
+        with pytest.raises(NotFound) as plain:
+            await theirs.explain(memory_id=secret)
+        assert "ops" not in str(plain.value) and "role" not in str(plain.value)
+
+
 async def test_a_foreign_read_is_logged_but_does_not_age_the_owner_s_memory(settings, embedder):
     async with Memory.open(settings=settings, embedder=embedder) as mine:
         own = (await mine.author("omicron design doc")).id
