@@ -13,6 +13,7 @@ from typing import Any
 from starlette.responses import Response
 
 from .. import InvalidInput, MemoryType
+from ..cursors import CURSORS
 from . import svg
 from .auth import LoopbackOnly
 from .web import Page
@@ -68,6 +69,21 @@ def _int(page: Page, name: str, default: int, low: int, high: int) -> int:
     if not low <= value <= high:
         raise InvalidInput(name, f"{value} is outside {low}–{high}.", f"Use {low}–{high}.")
     return value
+
+
+def _after(page: Page) -> int | None:
+    """Where a listing continues: the position behind the page's opaque `after` cursor."""
+    raw = page.arg("after")
+    if not raw:
+        return None
+    position = CURSORS.position(raw)
+    if position is None:
+        raise InvalidInput(
+            "after",
+            f"'{raw[:40]}' is not a page of this console (or one it has let go of).",
+            "Follow the More link of the page before, or start from the first page.",
+        )
+    return int(position)
 
 
 #: The bars draw the score's terms (`ScoreTerms`), already scaled and weighted: each counts once.
@@ -200,7 +216,7 @@ async def memories(page: Page) -> Response:
     archived = {"live": False, "archived": True, "all": None}.get(state)
     if state not in ("live", "archived", "all"):
         raise InvalidInput("archived", f"'{state}' is not a state.", "Use live, archived or all.")
-    after = _int(page, "after", 0, 0, 2**62) or None
+    after = _after(page)
     # One row more than a page says whether there is a next page.
     rows = await page.memory.list_memories(
         type=kind,
@@ -215,7 +231,8 @@ async def memories(page: Page) -> Response:
         "memories.html",
         hidden=await other_roles(page) if not rows and not filtered else {},
         views=[v for _, v in rows[:LIST_PAGE]],
-        next_after=rows[LIST_PAGE - 1][0] if len(rows) > LIST_PAGE else None,
+        # An opaque cursor, not the store's sequence number, which counts every role's rows.
+        next_after=CURSORS.issue(str(rows[LIST_PAGE - 1][0])) if len(rows) > LIST_PAGE else None,
         kind=kind or "",
         owner=owner_arg,
         tag=page.arg("tag"),

@@ -11,6 +11,7 @@ from typing import Any
 from mcp.server.mcpserver import MCPServer
 from pydantic import BaseModel
 
+from ..cursors import CURSORS
 from ..domain.replies import MemoryView
 from ..domain.schema import TODO_STATUSES
 from ..domain.text import head
@@ -49,34 +50,41 @@ def _summary(view: MemoryView) -> dict[str, Any]:
     }
 
 
-def _page(items: list[dict[str, Any]], next_cursor: str | None, base_uri: str) -> str:
+def _page(items: list[dict[str, Any]], position: str | None, base_uri: str) -> str:
+    """One page; `position` (where the next page starts) goes out as an opaque cursor: the
+    store's sequence numbers count every role's rows (`nooa_mcp.cursors`)."""
+    next_cursor = None if position is None else CURSORS.issue(position)
     next_uri = f"{base_uri}?cursor={next_cursor}" if next_cursor else None
     return Page(items=items, next_cursor=next_cursor, next_uri=next_uri).model_dump_json(indent=1)
 
 
-def _cursor(cursor: str) -> int | None:
-    """Cursors are opaque to clients; here they are the stream or insertion sequence number."""
+def _position(cursor: str) -> str | None:
+    """The position a cursor this server gave stands for; None for no cursor (the first page)."""
     if not cursor:
         return None
-    # ASCII digits only ("²".isdigit() is true but int() refuses it), and small enough for
-    # an SQLite integer (a 20-digit cursor overflowed it).
-    if not (cursor.isascii() and cursor.isdigit() and len(cursor) <= 18):
+    position = CURSORS.position(cursor)
+    if position is None:
         raise InvalidInput(
             "cursor",
-            f"'{cursor}' is not a cursor from this server.",
+            f"'{cursor[:40]}' is not a cursor from this server (or one it has let go of).",
             "Pass next_cursor from the previous page, or leave it out for the first page.",
         )
-    return int(cursor)
+    return position
+
+
+def _cursor(cursor: str) -> int | None:
+    """The stream or insertion sequence number a listing's cursor stands for."""
+    position = _position(cursor)
+    return None if position is None else int(position)
 
 
 def _todo_cursor(cursor: str) -> tuple[str, int | None]:
-    """A todo listing cursor: `<status>.<seq>`, or a plain sequence number (open todos)."""
-    status, dot, seq = cursor.partition(".")
-    if not dot:
-        return "open", _cursor(cursor)
-    if status not in TODO_STATUSES:
-        _cursor(cursor)  # raises: not a cursor from this server
-    return status, _cursor(seq)
+    """A todo listing's cursor: the status it was listing and the last sequence number seen."""
+    position = _position(cursor)
+    if position is None:
+        return "open", None
+    status, _, seq = position.partition(".")
+    return status, int(seq)
 
 
 def _offset(offset: str, length: int) -> int:

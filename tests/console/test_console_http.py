@@ -248,3 +248,25 @@ async def test_a_fact_valid_only_from_a_later_date_is_flagged_with_its_date(tmp_
     )
     assert found.text.count('data-flag="holds-from"') == 1 and flag in found.text
     assert flag in page.text and 'data-flag="holds-from"' not in other.text
+
+
+async def test_the_memories_listing_pages_with_a_cursor_that_is_no_sequence_number(
+    owner_settings, embedder
+):
+    """The More link's `after` was the store's sequence number, which counts every role's
+    rows (DESIGN.md §10): it is an opaque cursor, and a number written by hand is refused."""
+    async with Memory.open(settings=owner_settings, embedder=embedder) as mem:
+        for i in range(52):
+            await mem.author(f"Paged note number {i} about the parking rota")
+    async with Engine.open(owner_settings, embedder) as engine:
+        c = Console.for_engine(engine, LoopbackOnly(OWNER))
+        async with c.running(), client(c.app()) as http:
+            first = await http.get("/memories", headers={"accept": "text/html"})
+            after = re.search(r'rel="next" href="[^"]*after=([^"&]+)', first.text).group(1)
+            assert not after.isdigit()
+            second = await http.get(f"/memories?after={after}", headers={"accept": "text/html"})
+            assert second.status_code == 200
+            assert "note number 51 about" in second.text
+            assert "note number 0 about" not in second.text
+            forged = await http.get("/memories?after=50", headers={"accept": "text/html"})
+            assert forged.status_code == 400 and "after" in forged.text

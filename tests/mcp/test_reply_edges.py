@@ -35,7 +35,9 @@ async def read_json(client: Client, uri: str) -> dict:
     return json.loads((await client.read_resource(uri)).contents[0].text)  # type: ignore[union-attr]
 
 
-async def test_todo_pages_follow_open_then_done_and_a_plain_cursor_means_open(client) -> None:
+async def test_todo_pages_follow_open_then_done_behind_cursors_that_say_no_position(
+    client,
+) -> None:
     heads = ["Rotate the deploy key", "Renew the TLS cert", "Archive old logs", "Fix the pager"]
     ids = []
     for head in heads:
@@ -53,15 +55,21 @@ async def test_todo_pages_follow_open_then_done_and_a_plain_cursor_means_open(cl
         [("Fix the pager", "open"), ("Renew the TLS cert", "done")],
         [],  # a full page always offers a next one
     ]
-    # A cursor of a bare sequence number continues the open todos after it, then the rest.
+    # The cursor continues the open todos after the first, then the rest; it is a token, not
+    # the store's sequence number (which counts every role's rows: DESIGN.md §10), and a
+    # position written by hand is no cursor.
     first = await read_json(client, "memory://todos?limit=1")
-    seq = first["next_cursor"].removeprefix("open.")
-    after = await read_json(client, f"memory://todos?cursor={seq}&limit=10")
+    cursor = first["next_cursor"]
+    assert not any(c in cursor for c in ".") and not cursor.isdigit()
+    after = await read_json(client, f"memory://todos?cursor={cursor}&limit=10")
     assert [i["head"] for i in after["items"]] == [
         "Archive old logs",
         "Fix the pager",
         "Renew the TLS cert",
     ]
+    for forged in ("1", "open.1"):
+        with pytest.raises(MCPError, match="cursor"):
+            await read_json(client, f"memory://todos?cursor={forged}&limit=10")
 
 
 async def test_an_offset_outside_the_content_is_refused_naming_offset(client) -> None:

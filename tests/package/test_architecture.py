@@ -32,6 +32,7 @@ TIERS: dict[str, int] = {
     "malloc_tuning": 1,
     "startup_gc": 1,
     "hosts": 1,
+    "cursors": 1,
     "model_file": 1,
     "shared_runs": 2,
     "engine": 2,
