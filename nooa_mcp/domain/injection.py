@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 
 from .cues import cue_keywords
-from .text import STOPWORDS
+from .text import STOPWORDS, stem
 
 __all__ = [
     "CONTEXT_CHARS",
@@ -84,16 +84,10 @@ def content_words(text: str) -> set[str]:
 
 
 def shared_words(prompt: set[str], memory: set[str]) -> set[str]:
-    """Prompt words the memory contains; a word of 4+ letters also matches its inflections
-    ("deploy" and "deploying"), in either direction."""
-    out = set()
-    for word in prompt:
-        inflected = len(word) >= 4 and any(
-            m.startswith(word) or (len(m) >= 4 and word.startswith(m)) for m in memory
-        )
-        if word in memory or inflected:
-            out.add(word)
-    return out
+    """Prompt words the memory contains, or a word with the same stem ("deploy" and
+    "deploying", in either direction; not "plan" and "planet"), as cue words match."""
+    stems = {stem(m) for m in memory}
+    return {word for word in prompt if word in memory or stem(word) in stems}
 
 
 def enough_shared(shared: int, prompt_words: int) -> bool:

@@ -23,8 +23,6 @@ from ..domain.injection import (
     Item,
     content_words,
     item_note,
-    relevant,
-    shared_words,
 )
 from ..domain.prospective import todo_order
 from ..domain.replies import Reminder
@@ -34,6 +32,7 @@ from .caller import Caller
 from .corrections import successors_of
 from .ranking import rank
 from .recall import log_batch
+from .relevance import on_its_own_terms
 
 __all__ = ["Injected", "at_session_start", "for_prompt"]
 
@@ -127,20 +126,7 @@ async def for_prompt(caller: Caller, prompt: str, *, limit: int = PROMPT_MEMORIE
         row = r.full
         if row.type == "todo" and row.status not in (None, "open"):
             continue
-        text = " ".join((row.title, row.content, *row.cues))
-        ok = relevant(
-            weak=r.weak(settings.weak_relevance),
-            stale=r.stale,
-            superseded=r.superseded_by is not None,
-            shared=len(shared_words(words, content_words(text))),
-            prompt_words=len(words),
-            overlap=r.overlap,
-            cos=r.cos,
-            lam=settings.lam,
-            mu=settings.mu,
-            weak_floor=settings.weak_relevance,
-        )
-        if ok:
+        if on_its_own_terms(r, words, settings):
             chosen.append(r)
         if len(chosen) == limit:
             break

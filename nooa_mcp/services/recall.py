@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 
 from ..domain.accesses import AccessState
 from ..domain.forgetting import protection, prune_eta, retention
+from ..domain.injection import content_words
 from ..domain.inputs import recall_args
 from ..domain.replies import Flags, RecallHit, RecallResult
 from ..domain.requests import RecallRequest
@@ -27,6 +28,7 @@ from .caller import Caller
 from .corrections import correcting_live
 from .ranking import KeywordRead, Ranked, Ranking, held_keywords, keyword_candidates, rank
 from .references import resolve_all
+from .relevance import on_its_own_terms
 from .tombstones import merged_anchors, revive_by_use
 
 __all__ = [
@@ -185,12 +187,19 @@ async def recall(caller: Caller, request: RecallRequest) -> RecallResult:
     top = ranking.rows[:k]
     channel = Channel.searched if hops == 0 else Channel.recalled
     stored_refs = {r.id: r.full.references() for r in top}
-    # Retrieved by a cue strong enough to clear the weak line: a use, which revives it.
     # Each hit's flags and score parts once: the log and the reply show the same.
     marks = [flags(caller, r) for r in top]
     parts = [r.components for r in top]
+    # A faded hit the query answers on its own terms (not one incidental word that made it
+    # the best keyword hit: `relevance`) was used, which revives it; else it is only shown.
+    words = content_words(query)
     used = [
-        r for r, f in zip(top, marks, strict=True) if r.faded and not f.weak and r.id not in anchors
+        r
+        for r, f in zip(top, marks, strict=True)
+        if r.faded
+        and not f.weak
+        and r.id not in anchors
+        and on_its_own_terms(r, words, caller.settings.recall, current_only=False)
     ]
     # Another role's faded memory, read through a grant, stays faded: a read grant never
     # changes that owner's memories (DESIGN.md §3.2).

@@ -136,6 +136,11 @@ def test_shared_words_match_inflections_and_ignore_function_words() -> None:
     memory = injection.content_words("Deploying an invoice export to the staging cluster")
     assert injection.shared_words(prompt, memory) == {"deploy", "invoices", "staging"}
     assert "please" not in prompt and "the" not in prompt
+    # A word that only begins with another is not it: one stem, not a prefix.
+    planet = injection.content_words("The planet test plan")
+    assert injection.shared_words({"plan", "testing"}, planet) == {"plan", "testing"}
+    assert injection.shared_words({"plan"}, {"planet"}) == set()
+    assert injection.shared_words({"upgrading"}, {"upgrade"}) == {"upgrading"}
 
 
 def test_the_trust_list_lives_in_the_user_config_dir(monkeypatch, tmp_path) -> None:

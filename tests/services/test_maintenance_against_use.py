@@ -424,6 +424,42 @@ def test_a_spent_one_shot_intent_fades_like_a_closed_todo_and_an_armed_one_never
     assert [after[i].archived for i in (spent, waiting, daily)] == [True, False, False]
 
 
+def test_one_incidental_word_shows_a_faded_memory_but_does_not_revive_it(
+    store_target, minilm
+) -> None:
+    """The only keyword hit gets the full keyword score, which clears the weak line: "orders"
+    alone brought back a faded note about lunch orders as used, live again, for a question
+    about billing (real model: cosine 0.34). It is shown, flagged faded, and stays faded; a
+    question it answers revives it."""
+    settings = settings_for(store_target)
+
+    async def run(query: str) -> tuple[list, str, bool]:
+        async with Memory.open(settings=settings, embedder=minilm) as mem:
+            found = await mem.recall(query)
+            return found.hits, found.note, (await mem.get(lunch)).archived
+
+    async def write() -> str:
+        async with Memory.open(settings=settings, embedder=minilm) as mem:
+            return (await mem.author("Lunch orders are due by 11am on Fridays")).id
+
+    async def prune() -> int:
+        async with Memory.open(settings=settings, embedder=minilm) as mem:
+            return (await mem.reflect(["prune"])).steps[0].applied
+
+    with time_machine.travel(T0, tick=False):
+        lunch = anyio.run(write)
+    with time_machine.travel(NOW, tick=False):
+        assert anyio.run(prune) == 1
+        hits, note, archived = anyio.run(
+            run, "How are customer orders processed in the billing service?"
+        )
+        (hit,) = [h for h in hits if h.id == lunch]
+        assert hit.flags.faded and not hit.flags.weak  # shown, as it ranks
+        assert archived and "live again" not in note  # not used
+        hits, note, archived = anyio.run(run, "When are the lunch orders due?")
+        assert hits[0].id == lunch and not archived and "live again" in note
+
+
 def test_a_correction_and_the_fact_it_corrects_fade_together(store_target) -> None:
     """Both unused for months and neither protected: the pass fades both, so nothing stale is
     left live above a faded correction."""
