@@ -27,6 +27,16 @@ class ForgettingPolicy:
     protected_importance: float = 8.0
 
 
+def fading_since(last_accessed_at: datetime, valid_from: datetime | None) -> datetime:
+    """Where forgetting's clock starts for a memory: its last touching access, or for a fact
+    that holds only from a later date, that date. Written ahead, such a fact goes unused by
+    design until it holds (as an intent set for next year); pruned before, it came back
+    faded, below the stale fact it replaces, on the day it began to hold."""
+    if valid_from is not None and valid_from > last_accessed_at:
+        return valid_from
+    return last_accessed_at
+
+
 def stability_hours(strength: int, tau_hours: float = 336.0) -> float:
     """S = τ·(1 + ln(1 + strength)): each rehearsal stretches the forgetting curve."""
     return tau_hours * (1.0 + math.log1p(max(strength, 0)))

@@ -77,6 +77,8 @@ class Node:
     type: str
     owner: str
     created_at: datetime
+    #: Where forgetting's clock starts: the last touching access, or a later valid_from
+    #: (`forgetting.fading_since`).
     last_accessed_at: datetime
     importance: float
     authored_importance: float

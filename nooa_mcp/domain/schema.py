@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..errors import InvalidInput
 from .facts import normalised_hash
-from .forgetting import intent_status
+from .forgetting import fading_since, intent_status
 from .kinds import (  # the names live in `kinds` (read at start-up without pydantic)
     ACTR_CHANNELS as ACTR_CHANNELS,
     EDGE_TYPES as EDGE_TYPES,
@@ -287,6 +287,12 @@ class Memory(BaseModel):
     @property
     def content_hash(self) -> str:
         return content_hash(self.content)
+
+    @property
+    def fading_since(self) -> datetime:
+        """Where forgetting's clock starts (`forgetting.fading_since`): the last touching
+        access, or a later `valid_from`."""
+        return fading_since(self.last_accessed_at, self.valid_from)
 
     @property
     def prune_status(self) -> str | None:

@@ -592,7 +592,7 @@ class _Pass:
             authored_importance=anchor.authored_importance,
             salience=anchor.salience,
             confidence=anchor.confidence,
-            last_accessed_at=anchor.last_accessed_at.timestamp(),
+            last_accessed_at=anchor.fading_since.timestamp(),
         )
         return f"{dup.id[:8]} → {anchor.id[:8]}"
 
@@ -644,9 +644,9 @@ class _Pass:
         m = await caller.store.fetch(item.id)
         if m is None:
             return ""
-        if not prunable(m, at, policy):
+        if not prunable(_node(m), at, policy):
             return ""
-        r = retention(m.last_accessed_at, m.strength, at, policy.tau_hours)
+        r = retention(m.fading_since, m.strength, at, policy.tau_hours)
         await fade(caller, m, pruned_reason(r, policy.prune_below))
         self.planner.archived([m.id])
         return f"{item.id[:8]} (retention {r:.4f})"
@@ -800,7 +800,7 @@ def _node(m: Memory) -> Node:
         type=m.type.value,
         owner=m.owner,
         created_at=m.created_at,
-        last_accessed_at=m.last_accessed_at,
+        last_accessed_at=m.fading_since,
         importance=m.importance,
         authored_importance=m.importance
         if m.authored_importance is None
@@ -809,7 +809,7 @@ def _node(m: Memory) -> Node:
         confidence=m.confidence,
         strength=m.strength,
         reinforcement_count=m.reinforcement_count,
-        status=m.status,
+        status=m.prune_status,
         archived=m.archived,
         learned=m.learned_at,
     )

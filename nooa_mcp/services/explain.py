@@ -169,13 +169,11 @@ async def _why_not(caller: Caller, target: str, ranking: Ranking, k: int) -> Why
         kth_components=None if kth is None else kth.components,
         terms=None if mine is None else ranking.terms(mine, caller.settings.recall),
         kth_terms=None if kth is None else ranking.terms(kth, caller.settings.recall),
-        retention=round(
-            retention(memory.last_accessed_at, memory.strength, now, policy.tau_hours), 4
-        ),
+        retention=round(retention(memory.fading_since, memory.strength, now, policy.tau_hours), 4),
         # A memory pruning never takes, or one already archived, has no prune date (§7.3).
         prune_eta=None
         if memory.archived or await kept_from_pruning(caller, memory)
-        else prune_eta(memory.last_accessed_at, memory.strength, policy, now),
+        else prune_eta(memory.fading_since, memory.strength, policy, now),
         archived=memory.archived,
         reason=reason,
         state=state(memory.archived, memory.faded),

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Coroutine, Sequence
 from datetime import UTC, datetime
 
 from ..domain.accesses import AccessState
-from ..domain.forgetting import protection, prune_eta, retention
+from ..domain.forgetting import fading_since, protection, prune_eta, retention
 from ..domain.injection import content_words
 from ..domain.inputs import recall_args
 from ..domain.replies import Flags, RecallHit, RecallResult
@@ -288,7 +288,8 @@ async def recall(caller: Caller, request: RecallRequest) -> RecallResult:
 
 def _hit(caller: Caller, position: int, r: Ranked, marks: Flags, parts: Components) -> RecallHit:
     row = r.full
-    last = datetime.fromtimestamp(row.last_accessed_at, tz=UTC)
+    valid_from = None if row.valid_from is None else datetime.fromtimestamp(row.valid_from, UTC)
+    last = fading_since(datetime.fromtimestamp(row.last_accessed_at, tz=UTC), valid_from)
     policy = caller.settings.forgetting
     return RecallHit(
         rank=position,
@@ -304,7 +305,7 @@ def _hit(caller: Caller, position: int, r: Ranked, marks: Flags, parts: Componen
         status=row.status,
         importance=row.importance,
         created_at=datetime.fromtimestamp(row.created_at, tz=UTC),
-        valid_from=None if row.valid_from is None else datetime.fromtimestamp(row.valid_from, UTC),
+        valid_from=valid_from,
         valid_to=None if row.valid_to is None else datetime.fromtimestamp(row.valid_to, UTC),
         retention=round(retention(last, row.strength, utc_now(), policy.tau_hours), 4),
         # A memory pruning never takes has no prune date (DESIGN.md §7.3).

@@ -146,14 +146,12 @@ async def view(
         references=references,
         channels=memory.channels,
         sizes=memory.sizes,
-        retention=round(
-            retention(memory.last_accessed_at, memory.strength, now, policy.tau_hours), 4
-        ),
+        retention=round(retention(memory.fading_since, memory.strength, now, policy.tau_hours), 4),
         # When retention crosses the prune line; `protected` says when pruning never comes
         # (the console draws the crossing for both).
         prune_eta=None
         if memory.archived
-        else prune_eta(memory.last_accessed_at, memory.strength, policy, now),
+        else prune_eta(memory.fading_since, memory.strength, policy, now),
         # To 4 places as retention: a reader draws the curve from it, and the prune ETA it
         # gives stays within a second of the view's own.
         stability_hours=round(stability_hours(memory.strength, policy.tau_hours), 4),

@@ -215,7 +215,8 @@ def intents_sql(d: Dialect, columns: str = "*") -> str:
 def reflection_columns(d: Dialect) -> str:
     """What a reflection pass reads of a row (`domain.reflection.Rows`), in its order; an
     intent's status is `domain.forgetting.intent_status` of its trigger (spent: fired once,
-    never re-armed), read here so the prune rule sees it without the trigger's JSON."""
+    never re-armed), read here so the prune rule sees it without the trigger's JSON; its last
+    use is where forgetting's clock starts (a later `valid_from` starts it)."""
     from ..domain.forgetting import SPENT  # here: the hook's fast path never reads it
 
     fired = f"CAST({d.field('trigger', 'fired_count')} AS INTEGER)"
@@ -223,8 +224,10 @@ def reflection_columns(d: Dialect) -> str:
         f"CASE WHEN type = 'intent' AND {d.field('trigger', 'every_hours')} IS NULL "
         f"AND coalesce({fired}, 0) > 0 THEN '{SPENT}' ELSE status END"
     )
+    # Forgetting's clock (`domain.forgetting.fading_since`): a later valid_from starts it.
+    clock = f"{d.greatest}(last_accessed_at, coalesce(valid_from, last_accessed_at))"
     return (
         f"seq, id, type, owner, {spent} AS status, importance, authored_importance, salience, "
-        "confidence, strength, reinforcement_count, created_at, last_accessed_at, "
+        f"confidence, strength, reinforcement_count, created_at, {clock}, "
         "coalesce(first_access_at, created_at)"
     )

@@ -460,6 +460,39 @@ def test_one_incidental_word_shows_a_faded_memory_but_does_not_revive_it(
         assert hits[0].id == lunch and not archived and "live again" in note
 
 
+def test_a_fact_written_ahead_starts_fading_when_it_starts_to_hold(store_target) -> None:
+    """ "VPN endpoint is vpn2" from June, written in January and unused until then by design,
+    was pruned in May, before it held, and came back faded below the stale vpn1 in June.
+    Forgetting's clock starts at its valid_from: kept before, and for as long after as an
+    unused memory is kept after its last use."""
+    starts = T0 + timedelta(days=150)
+    vpn2, other = (
+        r["id"]
+        for r in at(
+            T0,
+            store_target,
+            author("The VPN endpoint is vpn2.example.net", valid_from=starts.isoformat()),
+            author(ONCE),
+        )
+    )
+    before = views(store_target, [vpn2, other], starts - DAY)
+    assert before[other].prune_eta < starts - DAY < before[vpn2].prune_eta
+    assert before[vpn2].prune_eta > starts + timedelta(days=90)
+    (report,) = at(starts - DAY, store_target, ("memory_reflect", {"steps": ["prune"]}))
+    # The idle note, not the VPN fact: not even planned.
+    assert [(s["planned"], s["applied"]) for s in report["steps"]] == [(1, 1)]
+    (again,) = at(
+        starts + timedelta(days=30), store_target, ("memory_reflect", {"steps": ["prune"]})
+    )
+    assert [s["applied"] for s in again["steps"]] == [0]
+    after = views(store_target, [vpn2, other], starts + timedelta(days=30))
+    assert (after[vpn2].archived, after[other].archived) == (False, True)
+    (late,) = at(
+        starts + timedelta(days=120), store_target, ("memory_reflect", {"steps": ["prune"]})
+    )
+    assert [s["applied"] for s in late["steps"]] == [1]  # unused for 120 days once it held
+
+
 def test_a_correction_and_the_fact_it_corrects_fade_together(store_target) -> None:
     """Both unused for months and neither protected: the pass fades both, so nothing stale is
     left live above a faded correction."""
