@@ -572,14 +572,15 @@ async def _versions(
       duplicate reflection merged into it) is left out: the live one answers, superseded or
       not (a duplicate of a superseded memory is no newer than it, and used here it was
       revived as a live, unsuperseded fact above the memory that replaced it).
-    - Two live ones that differ in a word ("… three worker nodes" / "… four worker nodes",
-      both kept) rank newer first, unless the query names a word they differ in (then
-      relevance decides: "which cluster has three nodes?"). When one of two versions holds
-      now and the other does not (stale, or valid only from a later date), the one that
-      holds comes first, newer or not, under the same exception. A word is a stem of the words
-      keyword search indexes (title, content, tags, entities: `storage.keywords`); when
-      this ranking searched the held postings (`postings`: those it looked up) they are
-      read there, with no row read.
+    - Two that differ in a word ("… three worker nodes" / "… four worker nodes", both kept)
+      rank newer first, unless the query names a word they differ in (then relevance
+      decides: "which cluster has three nodes?"), the newer faded or not: unused since it
+      was written, it faded while the older, used before, stayed live. When one of two
+      versions holds now and the other does not (stale, or valid only from a later date),
+      the one that holds comes first, newer or not, under the same exception. A word is a
+      stem of the words keyword search indexes (title, content, tags, entities:
+      `storage.keywords`); when this ranking searched the held postings (`postings`: those
+      it looked up) they are read there, with no row read.
     """
     pool = [r for r in candidates.values() if not r.forgotten and not r.weak(s.weak_relevance)]
     if len(pool) < 2:
@@ -656,8 +657,13 @@ async def _versions(
                 text_of(live.full.title, live.full.content),
             ):
                 candidates.pop(faded.id, None)
-            continue
-        if a.faded or a.superseded_by is not None or b.superseded_by is not None:
+                continue
+            # Two versions, one faded by disuse: the newer still leads ("four worker nodes",
+            # written after "three" and unused since, faded while "three", used before it,
+            # stayed live, and came back below it).
+        elif a.faded:
+            continue  # both faded: their penalties order them
+        if a.superseded_by is not None or b.superseded_by is not None:
             continue  # a superseded version already ranks below the one that replaced it
         a_holds, b_holds = not (a.stale or a.upcoming), not (b.stale or b.upcoming)
         if a_holds != b_holds:  # what holds now first, whichever is newer

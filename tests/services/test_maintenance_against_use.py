@@ -493,6 +493,41 @@ def test_a_fact_written_ahead_starts_fading_when_it_starts_to_hold(store_target)
     assert [s["applied"] for s in late["steps"]] == [1]  # unused for 120 days once it held
 
 
+def test_a_newer_version_that_faded_unused_still_ranks_above_the_older_live_one(
+    store_target, minilm
+) -> None:
+    """ "... three worker nodes", protected (or much used before), stays live; "... four worker
+    nodes", written later and not asked about since, fades. The versions rule paired only
+    live memories, so "three" came back first; the newer leads, and the recall uses it."""
+    settings = settings_for(store_target)
+
+    async def write(text: str, importance: str) -> str:
+        async with Memory.open(settings=settings, embedder=minilm) as mem:
+            return (await mem.author(text, importance=importance)).id
+
+    async def prune() -> int:
+        async with Memory.open(settings=settings, embedder=minilm) as mem:
+            return (await mem.reflect(["prune"])).steps[0].applied
+
+    async def ask(query: str) -> tuple[list[str], bool, bool]:
+        async with Memory.open(settings=settings, embedder=minilm) as mem:
+            found = await mem.recall(query)
+            return (
+                [h.id for h in found.hits],
+                found.hits[0].flags.faded,
+                (await mem.get(new)).archived,
+            )
+
+    with time_machine.travel(T0, tick=False):
+        old = anyio.run(write, "The staging cluster has three worker nodes", "CRITICAL")
+    with time_machine.travel(T0 + DAY, tick=False):
+        new = anyio.run(write, "The staging cluster has four worker nodes", "MEDIUM")
+    with time_machine.travel(NOW, tick=False):
+        assert anyio.run(prune) == 1
+        ids, faded, archived = anyio.run(ask, "How many worker nodes does staging have?")
+    assert ids[:2] == [new, old] and faded and not archived  # shown first, and used
+
+
 def test_a_correction_and_the_fact_it_corrects_fade_together(store_target) -> None:
     """Both unused for months and neither protected: the pass fades both, so nothing stale is
     left live above a faded correction."""
