@@ -16,6 +16,8 @@ import secrets
 import threading
 from collections import OrderedDict
 
+from .errors import InvalidInput
+
 __all__ = ["CURSORS", "KEPT", "Cursors"]
 
 #: Cursors one process remembers; the oldest is let go first (a client pages on, it does not
@@ -44,6 +46,21 @@ class Cursors:
         """The position `token` was given for, or None when this process gave no such token."""
         with self._lock:
             return self._positions.get(token)
+
+    def resume(self, token: str, field: str, fix: str) -> str | None:
+        """The position `token` stands for; None for no token (the first page).
+
+        Raises:
+            InvalidInput: naming `field`, when this process gave no such token.
+        """
+        if not token:
+            return None
+        position = self.position(token)
+        if position is None:
+            raise InvalidInput(
+                field, f"'{token[:40]}' is not a cursor this server gave (or still keeps).", fix
+            )
+        return position
 
 
 #: The process's cursors, shared by the MCP resources and the console.

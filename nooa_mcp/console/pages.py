@@ -73,17 +73,12 @@ def _int(page: Page, name: str, default: int, low: int, high: int) -> int:
 
 def _after(page: Page) -> int | None:
     """Where a listing continues: the position behind the page's opaque `after` cursor."""
-    raw = page.arg("after")
-    if not raw:
-        return None
-    position = CURSORS.position(raw)
-    if position is None:
-        raise InvalidInput(
-            "after",
-            f"'{raw[:40]}' is not a page of this console (or one it has let go of).",
-            "Follow the More link of the page before, or start from the first page.",
-        )
-    return int(position)
+    position = CURSORS.resume(
+        page.arg("after"),
+        "after",
+        "Follow the More link of the page before, or start from the first page.",
+    )
+    return None if position is None else int(position)
 
 
 #: The bars draw the score's terms (`ScoreTerms`), already scaled and weighted: each counts once.

@@ -60,16 +60,11 @@ def _page(items: list[dict[str, Any]], position: str | None, base_uri: str) -> s
 
 def _position(cursor: str) -> str | None:
     """The position a cursor this server gave stands for; None for no cursor (the first page)."""
-    if not cursor:
-        return None
-    position = CURSORS.position(cursor)
-    if position is None:
-        raise InvalidInput(
-            "cursor",
-            f"'{cursor[:40]}' is not a cursor from this server (or one it has let go of).",
-            "Pass next_cursor from the previous page, or leave it out for the first page.",
-        )
-    return position
+    return CURSORS.resume(
+        cursor,
+        "cursor",
+        "Pass next_cursor from the previous page, or leave it out for the first page.",
+    )
 
 
 def _cursor(cursor: str) -> int | None:
