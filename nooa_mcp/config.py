@@ -79,6 +79,10 @@ class RecallSettings(BaseModel):
         0.92,
         description="two memories this close are versions of one statement: the newer first",
     )
+    validity_similarity: float = Field(
+        0.55,
+        description="two facts this close share a subject: of them, what holds now comes first",
+    )
     use_dense: bool = True
     use_sparse: bool = True
 

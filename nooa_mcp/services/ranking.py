@@ -591,13 +591,24 @@ async def _versions(
     if len(known) < 2:
         return
     vectors = index.matrix[[row for _, row in known]]
-    close = np.argwhere(np.triu(vectors @ vectors.T, 1) >= s.version_similarity)
-    if not close.size:
+    sims = np.triu(vectors @ vectors.T, 1)
+    close = np.argwhere(sims >= s.version_similarity)
+    # Two facts on one subject, not versions, of which one holds now and the other does not
+    # ("The team wiki lives on Confluence" until March, "... on Notion" from March: cosine
+    # 0.69): what holds now leads, as between versions. Their penalty alone did not do it
+    # among a few candidates, where the stretch makes the more relevant one's rel' 1.
+    now_holds = np.array([not (r.stale or r.upcoming) for r, _ in known], dtype=bool)
+    related = np.argwhere(
+        (sims >= s.validity_similarity)
+        & (sims < s.version_similarity)
+        & (now_holds[:, None] != now_holds[None, :])
+    )
+    if not close.size and not related.size:
         return
     # Their words decide (DESIGN.md §5.7): which of the query's words each holds, from the
     # held postings when this ranking searched them (`postings`), else from its row; a
     # faded memory paired with a live one is compared whole (`same_statement`), from rows.
-    paired = sorted({int(i) for i in close.ravel().tolist()})
+    paired = sorted({int(i) for i in [*close.ravel().tolist(), *related.ravel().tolist()]})
     asked = named_stems(query)
     ids = [known[i][0].id for i in paired]
     held = (
@@ -624,14 +635,17 @@ async def _versions(
         )
         for memory_id in gone:  # held, not stored (see `Ranking.fill`): out of the ranking
             candidates.pop(memory_id, None)
-        close = np.array(
-            [
-                (i, j)
-                for i, j in close.tolist()
-                if known[i][0].id not in gone and known[j][0].id not in gone
-            ],
-            dtype=np.int64,
-        ).reshape(-1, 2)
+        close, related = (
+            np.array(
+                [
+                    (i, j)
+                    for i, j in found.tolist()
+                    if known[i][0].id not in gone and known[j][0].id not in gone
+                ],
+                dtype=np.int64,
+            ).reshape(-1, 2)
+            for found in (close, related)
+        )
     named: dict[str, frozenset[str]] = {}
 
     def names(r: Ranked) -> frozenset[str]:
@@ -673,6 +687,10 @@ async def _versions(
             continue  # neither holds now: their penalties order them
         newer, older = (a, b) if (a.row.created_at, a.id) > (b.row.created_at, b.id) else (b, a)
         pairs.append((newer, older))
+    for i, j in related.tolist():
+        a, b = known[i][0], known[j][0]
+        if a.superseded_by is None and b.superseded_by is None:
+            holding.append((a, b) if now_holds[i] else (b, a))
     # Newest first, so each newer memory's own place is settled before it places an older.
     # Their words are compared only for a pair the newer one does not already lead.
     pairs.sort(key=lambda p: (-p[0].row.created_at, p[0].id))

@@ -461,7 +461,7 @@ def test_one_incidental_word_shows_a_faded_memory_but_does_not_revive_it(
 
 
 def test_a_fact_written_ahead_starts_fading_when_it_starts_to_hold(store_target) -> None:
-    """ "VPN endpoint is vpn2" from June, written in January and unused until then by design,
+    """A "VPN endpoint is vpn2" from June, written in January and unused until then by design,
     was pruned in May, before it held, and came back faded below the stale vpn1 in June.
     Forgetting's clock starts at its valid_from: kept before, and for as long after as an
     unused memory is kept after its last use."""
@@ -496,7 +496,7 @@ def test_a_fact_written_ahead_starts_fading_when_it_starts_to_hold(store_target)
 def test_a_newer_version_that_faded_unused_still_ranks_above_the_older_live_one(
     store_target, minilm
 ) -> None:
-    """ "... three worker nodes", protected (or much used before), stays live; "... four worker
+    """A "... three worker nodes", protected (or much used before), stays live; "... four worker
     nodes", written later and not asked about since, fades. The versions rule paired only
     live memories, so "three" came back first; the newer leads, and the recall uses it."""
     settings = settings_for(store_target)
@@ -526,6 +526,29 @@ def test_a_newer_version_that_faded_unused_still_ranks_above_the_older_live_one(
         assert anyio.run(prune) == 1
         ids, faded, archived = anyio.run(ask, "How many worker nodes does staging have?")
     assert ids[:2] == [new, old] and faded and not archived  # shown first, and used
+
+
+def test_of_two_facts_on_one_subject_what_holds_now_leads_in_a_small_store(
+    store_target, minilm
+) -> None:
+    """The wiki "lives on Confluence" until a date, "... on Notion" from it (cosine 0.69,
+    not versions). With only these two candidates the stretch gave the more relevant stale
+    one rel' 1, which its penalty only cancelled, and it came first. What holds now leads,
+    unless the query names a word they differ in."""
+    settings = settings_for(store_target)
+    switch = (NOW - 10 * DAY).isoformat()
+
+    async def run() -> tuple[list[str], list[str], str, str]:
+        async with Memory.open(settings=settings, embedder=minilm) as mem:
+            old = (await mem.author("The team wiki lives on Confluence", valid_to=switch)).id
+            new = (await mem.author("The team wiki lives on Notion", valid_from=switch)).id
+            plain = [h.id for h in (await mem.recall("where does the team wiki live?")).hits]
+            named = [h.id for h in (await mem.recall("is the wiki on Confluence?")).hits]
+            return plain, named, old, new
+
+    plain, named, old, new = anyio.run(run)
+    assert plain == [new, old]
+    assert named == [old, new]
 
 
 def test_a_correction_and_the_fact_it_corrects_fade_together(store_target) -> None:
