@@ -56,14 +56,18 @@ def prune_eta(
     strength: int,
     policy: ForgettingPolicy | None = None,
     now: datetime | None = None,
+    valid_from: datetime | None = None,
 ) -> datetime:
-    """When retention falls below the prune threshold: last_accessed + S·ln(1/threshold).
+    """When retention falls below the prune threshold: last_accessed + S·ln(1/threshold),
+    from a later `valid_from` instead (`fading_since`).
 
-    A last access after `now` counts as now, so a future stamp never postpones pruning.
+    A last access after `now` counts as now, so a future stamp never postpones pruning; a
+    `valid_from` ahead does, as the fact is not meant to be used before it holds.
     """
     policy = policy or ForgettingPolicy()
     if now is not None:
         last_accessed_at = min(last_accessed_at, now)
+    last_accessed_at = fading_since(last_accessed_at, valid_from)
     hours = stability_hours(strength, policy.tau_hours) * math.log(1.0 / policy.prune_below)
     return last_accessed_at + timedelta(hours=hours)
 

@@ -173,7 +173,7 @@ async def _why_not(caller: Caller, target: str, ranking: Ranking, k: int) -> Why
         # A memory pruning never takes, or one already archived, has no prune date (§7.3).
         prune_eta=None
         if memory.archived or await kept_from_pruning(caller, memory)
-        else prune_eta(memory.fading_since, memory.strength, policy, now),
+        else prune_eta(memory.last_accessed_at, memory.strength, policy, now, memory.valid_from),
         archived=memory.archived,
         reason=reason,
         state=state(memory.archived, memory.faded),

@@ -289,7 +289,8 @@ async def recall(caller: Caller, request: RecallRequest) -> RecallResult:
 def _hit(caller: Caller, position: int, r: Ranked, marks: Flags, parts: Components) -> RecallHit:
     row = r.full
     valid_from = None if row.valid_from is None else datetime.fromtimestamp(row.valid_from, UTC)
-    last = fading_since(datetime.fromtimestamp(row.last_accessed_at, tz=UTC), valid_from)
+    used = datetime.fromtimestamp(row.last_accessed_at, tz=UTC)
+    last = fading_since(used, valid_from)
     policy = caller.settings.forgetting
     return RecallHit(
         rank=position,
@@ -311,7 +312,7 @@ def _hit(caller: Caller, position: int, r: Ranked, marks: Flags, parts: Componen
         # A memory pruning never takes has no prune date (DESIGN.md §7.3).
         prune_eta=None
         if protection(row.type, row.importance, row.status, policy)
-        else prune_eta(last, row.strength, policy, utc_now()),
+        else prune_eta(used, row.strength, policy, utc_now(), valid_from),
         path=r.path,
     )
 

@@ -151,7 +151,7 @@ async def view(
         # (the console draws the crossing for both).
         prune_eta=None
         if memory.archived
-        else prune_eta(memory.fading_since, memory.strength, policy, now),
+        else prune_eta(memory.last_accessed_at, memory.strength, policy, now, memory.valid_from),
         # To 4 places as retention: a reader draws the curve from it, and the prune ETA it
         # gives stays within a second of the view's own.
         stability_hours=round(stability_hours(memory.strength, policy.tau_hours), 4),
