@@ -29,36 +29,40 @@ class Cursors:
     """Positions behind opaque tokens, the newest `kept` of them."""
 
     def __init__(self, kept: int = KEPT) -> None:
-        self._positions: OrderedDict[str, str] = OrderedDict()
+        self._positions: OrderedDict[str, tuple[str, str]] = OrderedDict()
         self._kept = kept
         self._lock = threading.Lock()
 
-    def issue(self, position: str) -> str:
-        """A new token for `position`."""
+    def issue(self, listing: str, position: str) -> str:
+        """A new token for `position` in `listing` (a listing's name: its base URI)."""
         token = secrets.token_urlsafe(12)
         with self._lock:
-            self._positions[token] = position
+            self._positions[token] = (listing, position)
             while len(self._positions) > self._kept:
                 self._positions.popitem(last=False)
         return token
 
-    def position(self, token: str) -> str | None:
-        """The position `token` was given for, or None when this process gave no such token."""
+    def position(self, listing: str, token: str) -> str | None:
+        """The position `token` was given for in `listing`, or None when this process gave no
+        such token for it (a token of another listing stands for another kind of position)."""
         with self._lock:
-            return self._positions.get(token)
+            found = self._positions.get(token)
+        return found[1] if found is not None and found[0] == listing else None
 
-    def resume(self, token: str, field: str, fix: str) -> str | None:
-        """The position `token` stands for; None for no token (the first page).
+    def resume(self, listing: str, token: str, field: str, fix: str) -> str | None:
+        """The position `token` stands for in `listing`; None for no token (the first page).
 
         Raises:
-            InvalidInput: naming `field`, when this process gave no such token.
+            InvalidInput: naming `field`, when this process gave no such token for `listing`.
         """
         if not token:
             return None
-        position = self.position(token)
+        position = self.position(listing, token)
         if position is None:
             raise InvalidInput(
-                field, f"'{token[:40]}' is not a cursor this server gave (or still keeps).", fix
+                field,
+                f"'{token[:40]}' is not a cursor this server gave for this listing (or kept).",
+                fix,
             )
         return position
 

@@ -50,32 +50,38 @@ def _summary(view: MemoryView) -> dict[str, Any]:
     }
 
 
+#: The todo listing's base URI (its cursors are `<status>.<seq>` behind the token).
+TODOS = "memory://todos"
+
+
 def _page(items: list[dict[str, Any]], position: str | None, base_uri: str) -> str:
     """One page; `position` (where the next page starts) goes out as an opaque cursor: the
     store's sequence numbers count every role's rows (`nooa_mcp.cursors`)."""
-    next_cursor = None if position is None else CURSORS.issue(position)
+    next_cursor = None if position is None else CURSORS.issue(base_uri, position)
     next_uri = f"{base_uri}?cursor={next_cursor}" if next_cursor else None
     return Page(items=items, next_cursor=next_cursor, next_uri=next_uri).model_dump_json(indent=1)
 
 
-def _position(cursor: str) -> str | None:
-    """The position a cursor this server gave stands for; None for no cursor (the first page)."""
+def _position(cursor: str, listing: str) -> str | None:
+    """The position a cursor this server gave for `listing` (its base URI) stands for; None
+    for no cursor (the first page)."""
     return CURSORS.resume(
+        listing,
         cursor,
         "cursor",
         "Pass next_cursor from the previous page, or leave it out for the first page.",
     )
 
 
-def _cursor(cursor: str) -> int | None:
+def _cursor(cursor: str, listing: str) -> int | None:
     """The stream or insertion sequence number a listing's cursor stands for."""
-    position = _position(cursor)
+    position = _position(cursor, listing)
     return None if position is None else int(position)
 
 
 def _todo_cursor(cursor: str) -> tuple[str, int | None]:
     """A todo listing's cursor: the status it was listing and the last sequence number seen."""
-    position = _position(cursor)
+    position = _position(cursor, TODOS)
     if position is None:
         return "open", None
     status, _, seq = position.partition(".")
@@ -132,16 +138,17 @@ def register_resources(server: MCPServer, budget: int) -> None:
         memory = await current_memory()
         view = await memory.get(memory_id)
         size = _limit(limit)
-        rows = await memory.access_log(view.id, limit=size, before=_cursor(cursor))
+        log = f"{memory_uri(view.id)}/access-log"
+        rows = await memory.access_log(view.id, limit=size, before=_cursor(cursor, log))
         items = [r.model_dump(mode="json") for _, r in rows]
         nxt = str(rows[-1][0]) if len(rows) == size else None
-        return _page(items, nxt, f"{memory_uri(view.id)}/access-log")
+        return _page(items, nxt, log)
 
     async def archived_page(cursor: str = "", limit: str = "") -> str:
         """Archived (forgotten, merged or cancelled) memories, a page at a time."""
         size = _limit(limit)
         rows = await (await current_memory()).list_memories(
-            archived=True, limit=size, after=_cursor(cursor)
+            archived=True, limit=size, after=_cursor(cursor, "memory://archived")
         )
         nxt = str(rows[-1][0]) if len(rows) == size else None
         return _page([_summary(v) for _, v in rows], nxt, "memory://archived")
@@ -160,7 +167,8 @@ def register_resources(server: MCPServer, budget: int) -> None:
     async def recent_page(cursor: str = "", limit: str = "") -> str:
         """The newest accesses across the store (the stream), a page at a time."""
         size = _limit(limit)
-        rows = await (await current_memory()).recent_accesses(limit=size, before=_cursor(cursor))
+        before = _cursor(cursor, "memory://access-log")
+        rows = await (await current_memory()).recent_accesses(limit=size, before=before)
         items = [{"memory_id": mid, **r.model_dump(mode="json")} for _, mid, r in rows]
         nxt = str(rows[-1][0]) if len(rows) == size else None
         return _page(items, nxt, "memory://access-log")
@@ -185,7 +193,7 @@ def register_resources(server: MCPServer, budget: int) -> None:
             if len(items) == size:
                 nxt = f"{status}.{rows[-1][0]}"
                 break
-        return _page(items, nxt, "memory://todos")
+        return _page(items, nxt, TODOS)
 
     _paged(server, "memory://todos", "todos", todos_page)
 

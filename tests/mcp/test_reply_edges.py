@@ -70,6 +70,14 @@ async def test_todo_pages_follow_open_then_done_behind_cursors_that_say_no_posit
     for forged in ("1", "open.1"):
         with pytest.raises(MCPError, match="cursor"):
             await read_json(client, f"memory://todos?cursor={forged}&limit=10")
+    # A cursor stands for a position in its own listing only: another listing refuses it
+    # (a todo's position is no sequence number of the access stream, nor of the archive).
+    for other in ("memory://access-log", "memory://archived"):
+        with pytest.raises(MCPError, match="cursor"):
+            await read_json(client, f"{other}?cursor={cursor}&limit=10")
+    stream = await read_json(client, "memory://access-log?limit=1")
+    with pytest.raises(MCPError, match="cursor"):
+        await read_json(client, f"memory://todos?cursor={stream['next_cursor']}&limit=10")
 
 
 async def test_an_offset_outside_the_content_is_refused_naming_offset(client) -> None:
