@@ -90,7 +90,7 @@ class NotFound(NooaError, LookupError):
             hint = " Recall or list to find the id."
         if granted:
             # A role this connection was granted to read holds it: the scope word reaches it.
-            hint = f" It is in role '{granted}', which you may read: pass scope='{granted}'."
+            hint = f" It is in role '{granted}', which you may read: pass the scope '{granted}'."
         where = " in this scope" if granted else ""
         super().__init__(f"{field}: no {what} with id '{ident}'{where}.{hint}")
 

@@ -68,22 +68,32 @@ class Caller:
             raise InvalidInput(field, f"{ident!r} is not an id.", "Pass an id or 8-char prefix.")
         # Resolved inside the scope: another owner's id prefixes are neither a match nor
         # an ambiguity, and never listed.
-        try:
-            memory_id = await self.store.resolve_id(normalise_id(ident, field), field, scope)
-            owner = (await self.store.owners_of([memory_id])).get(memory_id)
-            if owner is None or not scope.allows(owner):
-                raise NotFound(ident, field)
-        except NotFound as missing:
-            role = await self._granted_role_of(ident, field, scope)
-            if role is None:
-                raise
-            raise NotFound(ident, field, granted=role) from missing
+        memory_id = await self.store.resolve_id(normalise_id(ident, field), field, scope)
+        owner = (await self.store.owners_of([memory_id])).get(memory_id)
+        if owner is None or not scope.allows(owner):
+            raise NotFound(ident, field)
         return memory_id
 
+    async def resolve_in_scope(self, ident: Any, scope: Scope, field: str = "memory_id") -> str:
+        """`resolve`, for a read that takes a scope word (explain): an id not in `scope` but in
+        a role granted to this caller is not found, and the error names that role as the
+        scope to pass (a recall with that scope showed it; the default scope does not reach
+        it). An ungranted role's id stays plainly not found.
+
+        Raises:
+            InvalidInput / AmbiguousId / NotFound: as `resolve`.
+        """
+        try:
+            return await self.resolve(ident, scope, field)
+        except NotFound as missing:
+            role = await self._granted_role_of(str(ident), field, scope)
+            if role is None:
+                raise
+            raise NotFound(str(ident), field, granted=role) from missing
+
     async def _granted_role_of(self, ident: str, field: str, scope: Scope) -> str | None:
-        """The role of a memory outside `scope` that a server-side grant lets this caller read
-        (a recall with scope=<role> showed it, and an explain or view without the scope did
-        not find it): named in the error, as the caller may read it. None otherwise."""
+        """The role of a memory outside `scope` that a server-side grant lets this caller read,
+        or None."""
         readable = self.actor.effective()
         if readable == scope or not self.actor.grants:
             return None

@@ -40,7 +40,7 @@ async def explain(caller: Caller, request: ExplainRequest) -> ExplainResult:
         raise InvalidInput(
             "query", "is missing, and so is memory_id.", "Pass a query, a memory_id, or both."
         )
-    target = await caller.resolve(memory_id, scope_obj) if memory_id is not None else None
+    target = await caller.resolve_in_scope(memory_id, scope_obj) if memory_id is not None else None
     if query is None:
         assert target is not None  # one of query and memory_id was given
         stream = await caller.store.access_stream(target, limit=100)

@@ -270,8 +270,12 @@ async def test_an_id_in_a_granted_role_outside_the_scope_is_named_with_the_scope
         secret = (await ops.author("ops rota for omicron")).id
     granted = Settings(store=settings.store, owner="reviewer@desk", read=["coder"])
     async with Memory.open(settings=granted, embedder=embedder) as theirs:
-        with pytest.raises(NotFound, match="It is in role 'coder', which you may read: pass sc"):
+        with pytest.raises(NotFound, match="It is in role 'coder', which you may read: pass th"):
             await theirs.explain(memory_id=own)
+        # A call that takes no scope (an update, a view by id) is not told to pass one.
+        with pytest.raises(NotFound) as unscoped:
+            await theirs.get(own)
+        assert "role" not in str(unscoped.value)
         assert (await theirs.explain(memory_id=own, scope="coder")).memory_id == own
         with pytest.raises(NotFound) as plain:
             await theirs.explain(memory_id=secret)
