@@ -110,11 +110,9 @@ def test_a_memory_stamped_in_2031_gets_no_recency_bonus_and_no_impossible_age(
     source.write_text(
         jsonl(
             [
-                {
-                    "content": "The office wifi password is Blue-Falcon-77",
-                    "created_at": FUTURE,
-                    "valid_from": FUTURE,
-                },
+                # Stamped by a clock years ahead. (A `valid_from` that far ahead would say
+                # the fact holds only from then: kept, by design, until it does.)
+                {"content": "The office wifi password is Blue-Falcon-77", "created_at": FUTURE},
             ]
         )
     )
