@@ -11,9 +11,10 @@ scale; one that is relevant (not weak) is ranked as if it were `faded_penalty` l
 than it is (so a live memory of similar relevance comes first, and a much more relevant faded
 one still ranks above it), and the rest are dropped. Memories a user forgot are never
 candidates. Faded memories neither relay nor receive spreading, and one that says the same
-thing as a live candidate (a duplicate merged into it) is left out. Two live memories that
-are versions of one statement (cosine ≥ `version_similarity`) rank newer first when the query
-names none of the words they differ in.
+thing as a live candidate (a duplicate merged into it) is left out. Two memories that are
+versions of one statement (cosine ≥ `version_similarity`, live or one faded) rank newer first
+when the query names none of the words they differ in; of two facts on one subject (cosine ≥
+`validity_similarity`), the one that holds now comes first, under the same exception.
 """
 
 from __future__ import annotations
@@ -566,7 +567,8 @@ async def _versions(
     postings: dict[str, tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> None:
     """Order memories that are versions of one statement (cosine at least
-    `version_similarity`, both relevant).
+    `version_similarity`, both relevant), and facts on one subject (`validity_similarity`)
+    of which one holds now and the other does not.
 
     - A faded memory that says the same thing in the same words as a live candidate (a
       duplicate reflection merged into it) is left out: the live one answers, superseded or
@@ -581,6 +583,8 @@ async def _versions(
       stem of the words keyword search indexes (title, content, tags, entities:
       `storage.keywords`); when this ranking searched the held postings (`postings`: those
       it looked up) they are read there, with no row read.
+    - Two facts closer than `validity_similarity` but not versions, one holding now and the
+      other not: the one that holds comes first, under the same exception.
     """
     pool = [r for r in candidates.values() if not r.forgotten and not r.weak(s.weak_relevance)]
     if len(pool) < 2:
