@@ -206,13 +206,17 @@ async def recall(caller: Caller, request: RecallRequest) -> RecallResult:
     revived = [r.id for r in used if caller.uses_count(r.full.owner)]
     left_faded = len(used) - len(revived)
     if top and caller.store.writable:
-        # DESIGN.md §16.9: only what the reader could have used counts as use. A weak hit is
-        # logged as `shown`: no base-level, no strength, no rehearsal.
+        # DESIGN.md §16.9: only what the reader could have used counts as use. A weak hit,
+        # or one the query does not answer on its own terms (`relevance`), is logged as
+        # `shown`: no base-level, no strength, no rehearsal.
         accesses = [
             (
                 r.id,
                 caller.access(
-                    Channel.shown if f.weak else channel,
+                    Channel.shown
+                    if f.weak
+                    or not on_its_own_terms(r, words, caller.settings.recall, current_only=False)
+                    else channel,
                     query=query[:200],
                     score=round(r.score, 4),
                     rank=position,

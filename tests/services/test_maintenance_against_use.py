@@ -553,6 +553,30 @@ def test_of_two_facts_on_one_subject_what_holds_now_leads_in_a_small_store(
     assert named == [old, new]
 
 
+def test_a_hit_of_one_incidental_word_is_shown_not_used(store_target, minilm) -> None:
+    """A question about billing orders made a lunch note the only keyword hit of "orders",
+    not weak, and every time it was asked the note was logged as used: it never faded
+    (auditor: an onboarding note got 25 uses from a PostgreSQL question). Only a hit the
+    query answers on its own terms is used; the others are logged as shown."""
+
+    async def run() -> list[str]:
+        async with Memory.open(settings=settings_for(store_target), embedder=minilm) as mem:
+            lunch = (await mem.author("Lunch orders are due by 11am on Fridays")).id
+            checkout = (
+                await mem.author("Checkout hands each customer purchase to the payments worker")
+            ).id
+            hits = (
+                await mem.recall("How are customer orders processed in the billing service?")
+            ).hits
+            assert {h.id for h in hits if not h.flags.weak} == {lunch, checkout}
+            await mem.engine.flush()
+            logs = [await mem.access_log(i) for i in (lunch, checkout)]
+            return [log[0][1].channel.value for log in logs]  # newest first
+
+    newest = anyio.run(run)
+    assert newest == ["shown", "recalled"]
+
+
 def test_a_correction_and_the_fact_it_corrects_fade_together(store_target) -> None:
     """Both unused for months and neither protected: the pass fades both, so nothing stale is
     left live above a faded correction."""
