@@ -186,8 +186,8 @@ class MemoryTools:
             Field(description="Also weak faded hits, not forgotten ones."),
         ] = False,
     ) -> Annotated[CallToolResult, RecallResult]:
-        """Recall what you know before acting on it. Weak hits are loosely related; a faded
-        hit (archived by reflection) is live again."""
+        """Recall what you know before acting. Weak hits are loosely related; a faded hit
+        (archived by reflection) the query answers is live again."""
         request = RecallRequest(
             query=query,
             k=k,
