@@ -95,6 +95,18 @@ def views(target: Path | str, ids: list[str], when: datetime) -> dict:
         return anyio.run(_views, target, ids)
 
 
+def on_model(target: Path | str, model, when: datetime, body):
+    """`body(mem)` on a facade over `target` with `model` (the real one, where a rule reads
+    cosines), the clock held at `when`."""
+
+    async def run():
+        async with Memory.open(settings=settings_for(target), embedder=model) as mem:
+            return await body(mem)
+
+    with time_machine.travel(when, tick=False):
+        return anyio.run(run)
+
+
 # --------------------------------------------------------------------------- use and prune
 
 
@@ -432,33 +444,28 @@ def test_one_incidental_word_shows_a_faded_memory_but_does_not_revive_it(
     alone brought back a faded note about lunch orders as used, live again, for a question
     about billing (real model: cosine 0.34). It is shown, flagged faded, and stays faded; a
     question it answers revives it."""
-    settings = settings_for(store_target)
 
-    async def run(query: str) -> tuple[list, str, bool]:
-        async with Memory.open(settings=settings, embedder=minilm) as mem:
+    async def write(mem: Memory) -> str:
+        return (await mem.author("Lunch orders are due by 11am on Fridays")).id
+
+    async def prune(mem: Memory) -> int:
+        return (await mem.reflect(["prune"])).steps[0].applied
+
+    def ask(query: str) -> tuple[list, str, bool]:
+        async def body(mem: Memory) -> tuple[list, str, bool]:
             found = await mem.recall(query)
             return found.hits, found.note, (await mem.get(lunch)).archived
 
-    async def write() -> str:
-        async with Memory.open(settings=settings, embedder=minilm) as mem:
-            return (await mem.author("Lunch orders are due by 11am on Fridays")).id
+        return on_model(store_target, minilm, NOW, body)
 
-    async def prune() -> int:
-        async with Memory.open(settings=settings, embedder=minilm) as mem:
-            return (await mem.reflect(["prune"])).steps[0].applied
-
-    with time_machine.travel(T0, tick=False):
-        lunch = anyio.run(write)
-    with time_machine.travel(NOW, tick=False):
-        assert anyio.run(prune) == 1
-        hits, note, archived = anyio.run(
-            run, "How are customer orders processed in the billing service?"
-        )
-        (hit,) = [h for h in hits if h.id == lunch]
-        assert hit.flags.faded and not hit.flags.weak  # shown, as it ranks
-        assert archived and "live again" not in note  # not used
-        hits, note, archived = anyio.run(run, "When are the lunch orders due?")
-        assert hits[0].id == lunch and not archived and "live again" in note
+    lunch = on_model(store_target, minilm, T0, write)
+    assert on_model(store_target, minilm, NOW, prune) == 1
+    hits, note, archived = ask("How are customer orders processed in the billing service?")
+    (hit,) = [h for h in hits if h.id == lunch]
+    assert hit.flags.faded and not hit.flags.weak  # shown, as it ranks
+    assert archived and "live again" not in note  # not used
+    hits, note, archived = ask("When are the lunch orders due?")
+    assert hits[0].id == lunch and not archived and "live again" in note
 
 
 def test_a_fact_written_ahead_starts_fading_when_it_starts_to_hold(store_target) -> None:
@@ -501,32 +508,25 @@ def test_a_newer_version_that_faded_unused_still_ranks_above_the_older_live_one(
     """A "... three worker nodes", protected (or much used before), stays live; "... four worker
     nodes", written later and not asked about since, fades. The versions rule paired only
     live memories, so "three" came back first; the newer leads, and the recall uses it."""
-    settings = settings_for(store_target)
 
-    async def write(text: str, importance: str) -> str:
-        async with Memory.open(settings=settings, embedder=minilm) as mem:
+    def write(when: datetime, text: str, importance: str) -> str:
+        async def body(mem: Memory) -> str:
             return (await mem.author(text, importance=importance)).id
 
-    async def prune() -> int:
-        async with Memory.open(settings=settings, embedder=minilm) as mem:
-            return (await mem.reflect(["prune"])).steps[0].applied
+        return on_model(store_target, minilm, when, body)
 
-    async def ask(query: str) -> tuple[list[str], bool, bool]:
-        async with Memory.open(settings=settings, embedder=minilm) as mem:
-            found = await mem.recall(query)
-            return (
-                [h.id for h in found.hits],
-                found.hits[0].flags.faded,
-                (await mem.get(new)).archived,
-            )
+    async def prune(mem: Memory) -> int:
+        return (await mem.reflect(["prune"])).steps[0].applied
 
-    with time_machine.travel(T0, tick=False):
-        old = anyio.run(write, "The staging cluster has three worker nodes", "CRITICAL")
-    with time_machine.travel(T0 + DAY, tick=False):
-        new = anyio.run(write, "The staging cluster has four worker nodes", "MEDIUM")
-    with time_machine.travel(NOW, tick=False):
-        assert anyio.run(prune) == 1
-        ids, faded, archived = anyio.run(ask, "How many worker nodes does staging have?")
+    async def ask(mem: Memory) -> tuple[list[str], bool, bool]:
+        found = await mem.recall("How many worker nodes does staging have?")
+        ids = [h.id for h in found.hits]
+        return ids, found.hits[0].flags.faded, (await mem.get(new)).archived
+
+    old = write(T0, "The staging cluster has three worker nodes", "CRITICAL")
+    new = write(T0 + DAY, "The staging cluster has four worker nodes", "MEDIUM")
+    assert on_model(store_target, minilm, NOW, prune) == 1
+    ids, faded, archived = on_model(store_target, minilm, NOW, ask)
     assert ids[:2] == [new, old] and faded and not archived  # shown first, and used
 
 
@@ -537,18 +537,16 @@ def test_of_two_facts_on_one_subject_what_holds_now_leads_in_a_small_store(
     not versions). With only these two candidates the stretch gave the more relevant stale
     one rel' 1, which its penalty only cancelled, and it came first. What holds now leads,
     unless the query names a word they differ in."""
-    settings = settings_for(store_target)
     switch = (NOW - 10 * DAY).isoformat()
 
-    async def run() -> tuple[list[str], list[str], str, str]:
-        async with Memory.open(settings=settings, embedder=minilm) as mem:
-            old = (await mem.author("The team wiki lives on Confluence", valid_to=switch)).id
-            new = (await mem.author("The team wiki lives on Notion", valid_from=switch)).id
-            plain = [h.id for h in (await mem.recall("where does the team wiki live?")).hits]
-            named = [h.id for h in (await mem.recall("is the wiki on Confluence?")).hits]
-            return plain, named, old, new
+    async def run(mem: Memory) -> tuple[list[str], list[str], str, str]:
+        old = (await mem.author("The team wiki lives on Confluence", valid_to=switch)).id
+        new = (await mem.author("The team wiki lives on Notion", valid_from=switch)).id
+        plain = [h.id for h in (await mem.recall("where does the team wiki live?")).hits]
+        named = [h.id for h in (await mem.recall("is the wiki on Confluence?")).hits]
+        return plain, named, old, new
 
-    plain, named, old, new = anyio.run(run)
+    plain, named, old, new = on_model(store_target, minilm, NOW, run)
     assert plain == [new, old]
     assert named == [old, new]
 
@@ -559,21 +557,18 @@ def test_a_hit_of_one_incidental_word_is_shown_not_used(store_target, minilm) ->
     (auditor: an onboarding note got 25 uses from a PostgreSQL question). Only a hit the
     query answers on its own terms is used; the others are logged as shown."""
 
-    async def run() -> list[str]:
-        async with Memory.open(settings=settings_for(store_target), embedder=minilm) as mem:
-            lunch = (await mem.author("Lunch orders are due by 11am on Fridays")).id
-            checkout = (
-                await mem.author("Checkout hands each customer purchase to the payments worker")
-            ).id
-            hits = (
-                await mem.recall("How are customer orders processed in the billing service?")
-            ).hits
-            assert {h.id for h in hits if not h.flags.weak} == {lunch, checkout}
-            await mem.engine.flush()
-            logs = [await mem.access_log(i) for i in (lunch, checkout)]
-            return [log[0][1].channel.value for log in logs]  # newest first
+    async def run(mem: Memory) -> list[str]:
+        lunch = (await mem.author("Lunch orders are due by 11am on Fridays")).id
+        checkout = (
+            await mem.author("Checkout hands each customer purchase to the payments worker")
+        ).id
+        hits = (await mem.recall("How are customer orders processed in the billing service?")).hits
+        assert {h.id for h in hits if not h.flags.weak} == {lunch, checkout}
+        await mem.engine.flush()
+        logs = [await mem.access_log(i) for i in (lunch, checkout)]
+        return [log[0][1].channel.value for log in logs]  # newest first
 
-    newest = anyio.run(run)
+    newest = on_model(store_target, minilm, NOW, run)
     assert newest == ["shown", "recalled"]
 
 
