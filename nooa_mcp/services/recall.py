@@ -190,40 +190,34 @@ async def recall(caller: Caller, request: RecallRequest) -> RecallResult:
     # Each hit's flags and score parts once: the log and the reply show the same.
     marks = [flags(caller, r) for r in top]
     parts = [r.components for r in top]
-    # A faded hit the query answers on its own terms (not one incidental word that made it
-    # the best keyword hit: `relevance`) was used, which revives it; else it is only shown.
+    # DESIGN.md §16.9: only what the reader could have used counts as use: a hit not weak
+    # that the query answers on its own terms (not one incidental word that made it the
+    # best keyword hit: `relevance`). A faded one so used is revived; the others are shown.
     words = content_words(query)
-    used = [
-        r
+    usable = [
+        not f.weak and on_its_own_terms(r, words, caller.settings.recall, current_only=False)
         for r, f in zip(top, marks, strict=True)
-        if r.faded
-        and not f.weak
-        and r.id not in anchors
-        and on_its_own_terms(r, words, caller.settings.recall, current_only=False)
     ]
+    used = [r for r, u in zip(top, usable, strict=True) if r.faded and u and r.id not in anchors]
     # Another role's faded memory, read through a grant, stays faded: a read grant never
     # changes that owner's memories (DESIGN.md §3.2).
     revived = [r.id for r in used if caller.uses_count(r.full.owner)]
     left_faded = len(used) - len(revived)
     if top and caller.store.writable:
-        # DESIGN.md §16.9: only what the reader could have used counts as use. A weak hit,
-        # or one the query does not answer on its own terms (`relevance`), is logged as
-        # `shown`: no base-level, no strength, no rehearsal.
+        # A hit the reader could not have used is logged as `shown`: no base-level, no
+        # strength, no rehearsal.
         accesses = [
             (
                 r.id,
                 caller.access(
-                    Channel.shown
-                    if f.weak
-                    or not on_its_own_terms(r, words, caller.settings.recall, current_only=False)
-                    else channel,
+                    channel if u else Channel.shown,
                     query=query[:200],
                     score=round(r.score, 4),
                     rank=position,
                     components=c,
                 ),
             )
-            for position, (r, f, c) in enumerate(zip(top, marks, parts, strict=True), 1)
+            for position, (r, u, c) in enumerate(zip(top, usable, parts, strict=True), 1)
         ]
         await log_after_reply(caller, accesses)
     if revived and caller.store.writable:
