@@ -93,17 +93,22 @@ def english_stemmer():
     return Stemmer.Stemmer("english")
 
 
+#: Stems `stem` keeps: ~0.6 MiB (65,536 held ~10 MiB for good once a server had indexed a
+#: large vocabulary, which the words a query and its hits read do not need).
+STEMS_KEPT = 4096
+
 #: One stemmer for the process, made at its first word; it keeps its state on itself, so it
 #: stems one word at a time.
 _stemmer = None
 _stemming = threading.Lock()
 
 
-@lru_cache(maxsize=1 << 16)
+@lru_cache(maxsize=STEMS_KEPT)
 def stem(word: str) -> str:
     """One word's stem: what keyword search indexes (`storage.keywords`) and what a cue word
     is matched on (`domain.cues`), so "deploying" meets "deploy" and "planet" not "plan".
-    Kept for the words seen most: a cue is matched against every word of each text."""
+    The words seen most recently are kept: a cue, and recall's use rule, stem every word of
+    each text they read, most of them the same few words."""
     global _stemmer
     with _stemming:
         if _stemmer is None:
