@@ -1021,10 +1021,14 @@ async def reflect(ctx: Context, steps: tuple[str, ...], as_json: bool) -> None:
 def _render_reflect(r: Any) -> str:
     rows = [[s.step, s.planned, s.applied, s.skipped, s.failed, s.note] for s in r.steps]
     seconds = (r.finished_at - r.started_at).total_seconds() if r.finished_at else 0.0
-    return (
-        table(["step", "planned", "applied", "skipped", "failed", "note"], rows)
-        + f"\n{r.status}: {r.applied} changes in {seconds:.1f} s"
-    )
+    lines = [table(["step", "planned", "applied", "skipped", "failed", "note"], rows)]
+    for s in r.steps:
+        shown, more = s.outcomes()
+        lines += [f"{s.step}: {d}" for d in shown]
+        if more:
+            where = " (`list --state archived` lists what faded)" if s.step == "prune" else ""
+            lines.append(f"{s.step}: … and {more} more{where}")
+    return "\n".join([*lines, f"{r.status}: {r.applied} changes in {seconds:.1f} s"])
 
 
 # --------------------------------------------------------------------------- hooks

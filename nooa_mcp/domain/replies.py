@@ -371,6 +371,13 @@ class ReflectStep(BaseModel):
     note: str = ""
     details: list[str] = Field(default_factory=list)
 
+    def outcomes(self) -> tuple[list[str], int]:
+        """The outcomes a reply spells out, and how many more the step applied (a pass keeps
+        at most 20): up to 10 of what a merge or a prune archived, which a reader may want
+        back, up to 3 of the other steps' (links, new scores)."""
+        shown = self.details[: 10 if self.step in ("merge", "prune") else 3]
+        return shown, max(self.applied - len(shown), 0)
+
 
 class ReflectReport(BaseModel):
     """A reflection pass, as written to the maintenance log."""

@@ -408,7 +408,11 @@ def _render_report(report: Any) -> str:
             f"- {s.step}: planned {s.planned}, applied {s.applied}, skipped {s.skipped}, "
             f"failed {s.failed}{note}"
         )
-        lines += [f"    {d}" for d in s.details[:5]]
+        shown, more = s.outcomes()
+        lines += [f"    {d}" for d in shown]
+        if more:
+            where = " (memory://archived lists what faded)" if s.step == "prune" else ""
+            lines.append(f"    … and {more} more{where}")
     return "\n".join(lines)
 
 

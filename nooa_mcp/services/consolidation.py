@@ -70,7 +70,7 @@ from ..domain.repeats import absorb_labels, one_memory
 from ..domain.replies import ReflectReport, ReflectStep
 from ..domain.schema import REFLECTION_STEPS, Channel, EdgeType, Memory, now as utc_now
 from ..domain.scope import Actor, owner_role
-from ..domain.text import choices
+from ..domain.text import choices, head
 from ..engine import Engine, RoleState, text_of
 from ..errors import InvalidInput, NooaError
 from ..malloc_tuning import release_free_memory
@@ -649,7 +649,8 @@ class _Pass:
         r = retention(m.fading_since, m.strength, at, policy.tau_hours)
         await fade(caller, m, pruned_reason(r, policy.prune_below))
         self.planner.archived([m.id])
-        return f"{item.id[:8]} (retention {r:.4f})"
+        # What faded, in its own words: a reader (or the model) sees what it would lose.
+        return f"{item.id[:8]} (retention {r:.4f}) {head(text_of(m.title, m.content), 60)}"
 
     async def _sample(self, prompt: str, max_tokens: int) -> str:
         if self.sampler is None:

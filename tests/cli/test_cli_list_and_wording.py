@@ -3,10 +3,12 @@ to say: one sentence for an empty recall, the references' state in the table, a 
 without a client that does not blame a client."""
 
 import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import anyio
 import pytest
+import time_machine
 from loading_model import loading
 from mcp import Client
 from writes_support import Cli, hash_cli
@@ -153,3 +155,13 @@ async def test_an_mcp_recall_while_the_model_loads_says_keyword_only_once(
             gate.set()
     assert result.structured_content["embeddings"] == "warming"
     assert result.content[0].text.count("keyword matches only") == 1
+
+
+def test_reflect_from_the_cli_names_what_it_faded(cli: Cli) -> None:
+    for i in range(12):
+        cli("author", f"Widget {i} of the plant turns on gear number {i * 7}.")
+    with time_machine.travel(datetime.now(UTC) + timedelta(days=400), tick=False):
+        out = cli("reflect", "--step", "prune").output
+    pruned = [line for line in out.splitlines() if line.startswith("prune: ")]
+    assert len(pruned) == 11 and all("Widget " in line for line in pruned[:10])
+    assert pruned[10] == "prune: … and 2 more (`list --state archived` lists what faded)"

@@ -1,8 +1,10 @@
 """memory_reflect over the in-memory client (DESIGN.md §8, §13.1)."""
 
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+import time_machine
 from mcp import Client
 
 from nooa_mcp.config import Settings
@@ -74,3 +76,20 @@ async def test_a_second_reflect_says_it_compared_only_what_changed(client: Clien
         1,
     )
     assert "the 1 memories changed since the last pass" in second.content[0].text
+
+
+async def test_a_prune_names_what_it_faded_and_counts_the_rest(client: Client) -> None:
+    # What a pass archives is what a reader may want back: each line says it in its own
+    # words (ten of them; the others are counted, and memory://archived lists them all).
+    for i in range(14):
+        await client.call_tool(
+            "memory_author", {"content": f"Widget {i} of the plant turns on gear number {i * 7}."}
+        )
+    with time_machine.travel(datetime.now(UTC) + timedelta(days=400), tick=False):
+        result = await client.call_tool("memory_reflect", {"steps": ["prune"]})
+    text = result.content[0].text
+    lines = [line.strip() for line in text.splitlines() if "(retention" in line]
+    assert len(lines) == 10
+    assert all(line.split(") ", 1)[1].startswith("Widget ") for line in lines)
+    assert "… and 4 more (memory://archived lists what faded)" in text
+    assert result.structured_content["steps"][0]["applied"] == 14
