@@ -33,7 +33,7 @@ from .schema import (
     Reference,
     as_utc,
     now as utc_now,
-    refuse_nul,
+    refuse_unstorable,
 )
 
 __all__ = [
@@ -138,7 +138,7 @@ def _check_tombstones(item: dict[str, Any]) -> None:
             raise InvalidInput(
                 "tombstones", "a tombstone is not an object with a reason.", "Write {reason, ts}."
             )
-        reason = refuse_nul(stone["reason"], "tombstones.reason")
+        reason = refuse_unstorable(stone["reason"], "tombstones.reason")
         if len(reason) > MAX_REASON:
             raise InvalidInput(
                 "tombstones.reason",
@@ -220,7 +220,7 @@ def _access(raw: Any) -> AccessRecord:
     return AccessRecord(
         ts=_time(raw.get("ts"), f"{field}.ts"),
         channel=Channel(channel),
-        query=None if query is None else refuse_nul(query, f"{field}.query"),
+        query=None if query is None else refuse_unstorable(query, f"{field}.query"),
         score=None if score is None or not math.isfinite(score) else float(score),
         rank=rank,
         components=components,
@@ -316,7 +316,7 @@ def _snapshots(raw: Any) -> tuple[Reference, ...]:
         out.append(
             ref.model_copy(
                 update={
-                    "preview": refuse_nul(preview, "references.preview"),
+                    "preview": refuse_unstorable(preview, "references.preview"),
                     "captured_at": captured or ref.captured_at,
                     "root": root,
                 }

@@ -27,7 +27,7 @@ from .schema import (
     new_id,
     normalise_id,
     now as utc_now,
-    refuse_nul,
+    refuse_unstorable,
 )
 from .text import a_or_an, choices
 
@@ -91,7 +91,7 @@ def check_content(content: Any, *, required_fix: str = "Pass the text to remembe
         )
     # Blank lines before the text and whitespace after it go (a file piped in ends with a
     # newline); the first line's indentation stays, or code loses its shape.
-    return _LEADING_BLANK_LINES.sub("", refuse_nul(content, "content").rstrip())
+    return _LEADING_BLANK_LINES.sub("", refuse_unstorable(content, "content").rstrip())
 
 
 def check_short_text(value: Any, field: str) -> str:
@@ -104,7 +104,7 @@ def check_short_text(value: Any, field: str) -> str:
         raise InvalidInput(
             field, f"must be text of at most {MAX_SHORT_TEXT} characters.", "Shorten it."
         )
-    return " ".join(refuse_nul(value, field).split())
+    return " ".join(refuse_unstorable(value, field).split())
 
 
 def check_situation(text: Any, field: str = "text") -> str | None:
@@ -117,7 +117,7 @@ def check_situation(text: Any, field: str = "text") -> str | None:
         return None
     if not isinstance(text, str):
         raise InvalidInput(field, "must be text.", "Pass what is happening now.")
-    return refuse_nul(text, field) or None
+    return refuse_unstorable(text, field) or None
 
 
 #: How to give an intent its trigger, in the words of the tool arguments (fire_at, cue).
@@ -146,7 +146,7 @@ def parse_trigger(value: Any) -> Trigger:
     if cue is not None and (not isinstance(cue, str) or len(cue) > 500):
         raise InvalidInput("trigger.cue", "must be text under 500 characters.", "Shorten it.")
     if cue is not None:
-        refuse_nul(cue, "trigger.cue")
+        refuse_unstorable(cue, "trigger.cue")
     every = value.get("every_hours")
     if every is not None and (
         isinstance(every, bool) or not isinstance(every, int | float) or not 0 < every <= 24 * 366
@@ -252,7 +252,7 @@ def recall_args(query: Any, k: Any, types: Any, hops: Any) -> tuple[str, set[str
     """
     if not isinstance(query, str) or not query.strip():
         raise InvalidInput("query", "is empty.", "Pass the words to look for.")
-    refuse_nul(query, "query")
+    refuse_unstorable(query, "query")
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 50:
         raise InvalidInput("k", f"{k!r} is not between 1 and 50.", "Pass a small integer.")
     if hops is not None and (

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..errors import InvalidInput, ReferenceOutsideRoot
-from .schema import Reference, refuse_nul
+from .schema import Reference, refuse_unstorable
 
 __all__ = [
     "MAX_REFERENCES",
@@ -53,14 +53,14 @@ def parse_reference(value: Any, field: str = "references") -> Reference:
         checked = parse_reference(f"{value['kind']}:{value['target']}", field)
         for part in ("preview", "root"):
             if isinstance(value.get(part), str):
-                refuse_nul(value[part], f"{field}.{part}")
+                refuse_unstorable(value[part], f"{field}.{part}")
         try:
             return Reference.model_validate({**value, "target": checked.target})
         except ValueError:
             raise InvalidInput(field, f"{value!r} is not a reference.", _FIX) from None
     if not isinstance(value, str):
         raise InvalidInput(field, f"{value!r} is not a reference.", _FIX)
-    text = refuse_nul(value, field).strip()
+    text = refuse_unstorable(value, field).strip()
     if len(text) > MAX_URI_CHARS:
         raise InvalidInput(field, f"a reference of {len(text)} characters is too long.", _FIX)
     if re.match(r"^https?://", text, re.IGNORECASE):

@@ -330,16 +330,29 @@ def cue_set(tags: list[str], entities: list[str], place_or_task: str) -> set[str
     return words
 
 
-def refuse_nul(value: str, field: str) -> str:
-    """Text as every store can keep it: PostgreSQL's text (and JSON) types hold no NUL
-    character, so one is refused on both backends before anything is written.
+def refuse_unstorable(value: str, field: str) -> str:
+    """Text as every store can keep it and every export can write: PostgreSQL's text (and
+    JSON) types hold no NUL character, and a lone surrogate (what Python makes of bytes that
+    are not UTF-8 in a command line or a pipe) has no UTF-8 form, so the model cannot read it
+    and no export can write it. Both are refused on both backends before anything is written.
 
     Raises:
-        InvalidInput: the text holds a NUL character.
+        InvalidInput: the text holds a NUL character or a lone surrogate.
     """
     if "\x00" in value:
         raise InvalidInput(field, "contains a NUL byte.", "Remove control characters.")
+    if not value.isascii() and (found := _SURROGATE.search(value)) is not None:
+        raise InvalidInput(
+            field,
+            f"is not valid text: character {found.start() + 1} is a lone surrogate "
+            "(bytes that are not UTF-8).",
+            "Pass UTF-8 text.",
+        )
     return value
+
+
+#: UTF-16 halves: valid only in pairs inside UTF-16, never as characters of a str.
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def clean_labels(values: Sequence[str] | None, field: str) -> list[str]:
@@ -359,7 +372,7 @@ def clean_labels(values: Sequence[str] | None, field: str) -> list[str]:
             raise InvalidInput(
                 field, f"{_shown(value)} is not text.", "Pass a list of short strings."
             )
-        item = " ".join(refuse_nul(value, field).split())
+        item = " ".join(refuse_unstorable(value, field).split())
         if len(item) > 100:
             raise InvalidInput(
                 field, f"'{item[:20]}…' is longer than 100 characters.", "Keep each label short."

@@ -19,10 +19,11 @@ __all__ = [
     "english_stemmer",
     "fts_terms",
     "head",
+    "holds_unstorable",
     "sizes",
     "stem",
     "tokens",
-    "without_nul",
+    "without_unstorable",
 ]
 
 #: Function words: they match nearly every memory and would drown the words that matter.
@@ -116,19 +117,36 @@ def stem(word: str) -> str:
         return _stemmer.stemWord(word) or word
 
 
-#: What a NUL character becomes where it cannot go (PostgreSQL text, an import line): the
-#: Unicode replacement character, so the text keeps its place and shows that one was there.
+#: What a NUL character or a lone surrogate becomes where it cannot go (PostgreSQL text, an
+#: import line, UTF-8): the Unicode replacement character, so the text keeps its place and
+#: shows that one was there.
 NUL_REPLACEMENT = "\ufffd"
 
+#: What no store or export can hold: NUL (PostgreSQL's text), and the halves of a UTF-16 pair
+#: alone (no UTF-8 form; Python makes them of bytes that are not UTF-8 in a command line).
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
-def without_nul(value: Any) -> Any:
-    """`value` (text, or JSON decoded into lists and dicts) with every NUL character replaced
-    by U+FFFD. Stores of releases before NUL was refused may hold one; a copy of such a store
-    keeps the memory rather than leave it out."""
+
+def holds_unstorable(value: Any) -> bool:
+    """Whether `value` (text, or JSON decoded into lists and dicts) holds a NUL or a lone
+    surrogate; it stops at the first."""
     if isinstance(value, str):
-        return value.replace("\x00", NUL_REPLACEMENT)
+        return _UNSTORABLE.search(value) is not None
     if isinstance(value, dict):
-        return {without_nul(k): without_nul(v) for k, v in value.items()}
+        return any(holds_unstorable(k) or holds_unstorable(v) for k, v in value.items())
     if isinstance(value, list | tuple):
-        return [without_nul(v) for v in value]
+        return any(holds_unstorable(v) for v in value)
+    return False
+
+
+def without_unstorable(value: Any) -> Any:
+    """`value` (text, or JSON decoded into lists and dicts) with every NUL character and lone
+    surrogate replaced by U+FFFD. Stores of releases before they were refused may hold one; a
+    copy of such a store keeps the memory rather than leave it out."""
+    if isinstance(value, str):
+        return _UNSTORABLE.sub(NUL_REPLACEMENT, value)
+    if isinstance(value, dict):
+        return {without_unstorable(k): without_unstorable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [without_unstorable(v) for v in value]
     return value

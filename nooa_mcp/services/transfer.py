@@ -39,7 +39,7 @@ from ..domain.imports import (
 from ..domain.inputs import build_memory
 from ..domain.requests import AuthorRequest, request_of
 from ..domain.schema import Edge, Trigger, now as utc_now
-from ..domain.text import without_nul
+from ..domain.text import without_unstorable
 from ..errors import InvalidInput
 from .authoring import author_many
 from .caller import Caller
@@ -405,14 +405,14 @@ async def export_records(caller: Caller, *, include_archived: bool = False) -> A
                     }
                     for t in stones.get(memory.id, [])
                 ]
-            # A NUL (which stores of earlier releases may hold) becomes U+FFFD: an import
-            # refuses a line holding one, and with it the whole file.
-            yield without_nul(record)
+            # A NUL or a lone surrogate (which stores of earlier releases may hold) becomes
+            # U+FFFD: an import refuses a line holding one, and with it the whole file.
+            yield without_unstorable(record)
             # What the line has no room for follows it, oldest first, so an import keeps every
             # access the store kept and explain replays the whole history.
             rest = accesses[:-MAX_HISTORY_TIMES]
             for start in range(0, len(rest), MAX_HISTORY_TIMES):
-                yield without_nul(
+                yield without_unstorable(
                     {
                         "accesses_of": memory.id,
                         "accesses": [

@@ -18,6 +18,7 @@ from ..domain.schema import (
     AccessRecord,
     Memory,
     now as utc_now,
+    refuse_unstorable,
 )
 from ..domain.scope import Scope, owner_role, parse_owner
 from ..domain.text import choices
@@ -193,7 +194,7 @@ async def list_memories(
     if tag is not None:
         if not isinstance(tag, str) or not tag.split():
             raise InvalidInput("tag", "is empty.", "Pass a tag, or leave it out.")
-        tag = " ".join(tag.split())
+        tag = " ".join(refuse_unstorable(tag, "tag").split())
     memories = await caller.store.list_memories(
         scope_obj,
         archived=archived,

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..domain.schema import content_hash
-from ..domain.text import without_nul
+from ..domain.text import holds_unstorable, without_unstorable
 from ..errors import StoreUnavailable
 from . import open_store, store_kind
 from .base import DUMP_TABLES, Store
@@ -127,17 +127,6 @@ async def _copy(
                 break
 
 
-def _nul_in(value: Any) -> bool:
-    """Whether a dumped value (text, or JSON decoded into lists and dicts) holds a NUL."""
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(_nul_in(k) or _nul_in(v) for k, v in value.items())
-    if isinstance(value, list | tuple):
-        return any(_nul_in(v) for v in value)
-    return False
-
-
 def _key(table: str, row: dict[str, Any]) -> str:
     if table == "memories":
         return str(row["id"])
@@ -156,14 +145,14 @@ def _carried(
     `replaced`."""
     kept = []
     for row in rows:
-        columns = [c for c, v in row.items() if _nul_in(v)]
+        columns = [c for c, v in row.items() if holds_unstorable(v)]
         if columns:
-            row = {c: without_nul(v) for c, v in row.items()}
+            row = {c: without_unstorable(v) for c, v in row.items()}
             if table == "memories" and "content" in columns:
                 row["content_hash"] = content_hash(row["content"])
             replaced.append(
-                f"{table} {_key(table, row)}: a NUL character in {', '.join(columns)}, "
-                "which PostgreSQL text cannot hold, replaced by U+FFFD"
+                f"{table} {_key(table, row)}: a NUL character or a lone surrogate in "
+                f"{', '.join(columns)}, which PostgreSQL text cannot hold, replaced by U+FFFD"
             )
         kept.append(row)
     return kept

@@ -54,6 +54,10 @@ BAD_LINES = [
     ({**GOOD, "archived": "yes"}, "archived"),
     ('{"content": "Deep.", "tags": ' + "[" * 100_000 + "]" * 100_000 + "}", "not JSON"),
     ('{"content": "Long int.", "importance": ' + "9" * 5000 + "}", "not JSON"),
+    # A lone surrogate has no UTF-8 form: it ended in the model's TypeError after the first
+    # 256 lines were written.
+    ('{"content": "bad \\ud800 surrogate"}', "content"),
+    ({**GOOD, "tags": ["t\udcff"]}, "tags"),
 ]
 
 

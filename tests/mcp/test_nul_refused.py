@@ -32,6 +32,8 @@ from nooa_mcp.storage import open_store
 pytestmark = pytest.mark.anyio
 
 NUL = "left\x00right"
+#: What Python makes of a byte that is not UTF-8 in a command line (0xff): no UTF-8 form.
+LONE = "left\udcffright"
 
 #: (tool, arguments, the field the refusal must name)
 CALLS = [
@@ -132,12 +134,13 @@ async def test_a_hook_prompt_holding_a_nul_is_answered_on_postgres(postgres) -> 
 # --------------------------------------------------------------------------- migrate
 
 
-async def _store_with_a_nul_row(path: Path) -> tuple[str, list[str]]:
+async def _store_with_a_nul_row(path: Path, bad_tag: str = NUL) -> tuple[str, list[str]]:
     """An SQLite store (written below today's validation, as an older release could) with a
-    memory holding a NUL in its tags, an edge and an access of it, and two clean memories."""
+    memory holding a NUL (or `bad_tag`) in its tags, an edge and an access of it, and two
+    clean memories."""
     store = await open_store(path)
     try:
-        bad = Record(content="The bad one.", owner="alice", tags=[NUL])
+        bad = Record(content="The bad one.", owner="alice", tags=[bad_tag])
         good = [Record(content=f"Clean memory {i}.", owner="alice") for i in range(2)]
         vector = HashEmbedder().embed(["x"])[0]
         async with store.transaction():
@@ -154,18 +157,22 @@ async def _store_with_a_nul_row(path: Path) -> tuple[str, list[str]]:
     return bad.id, [g.id for g in good]
 
 
-def test_migrate_into_postgres_replaces_a_nul_and_copies_every_memory(tmp_path, postgres) -> None:
-    """A NUL PostgreSQL cannot hold becomes U+FFFD, named on stderr: the memory, its edge and
-    its access are copied (they were left out, a whole memory dropped for one character)."""
+@pytest.mark.parametrize("bad_tag", [NUL, LONE], ids=["nul", "lone-surrogate"])
+def test_migrate_into_postgres_replaces_a_nul_and_copies_every_memory(
+    tmp_path, postgres, bad_tag
+) -> None:
+    """A NUL PostgreSQL cannot hold (or a lone surrogate, which has no UTF-8 form) becomes
+    U+FFFD, named on stderr: the memory, its edge and its access are copied (they were left
+    out, a whole memory dropped for one character)."""
     source = tmp_path / "old.sqlite"
-    bad, good = anyio.run(_store_with_a_nul_row, source)
+    bad, good = anyio.run(_store_with_a_nul_row, source, bad_tag)
     result = CliRunner().invoke(cli.main, ["migrate", str(source), postgres, "--json"])
     assert result.exit_code == 0, result.output
     assert "Traceback" not in result.output
     report = json.loads(result.stdout)
     assert report["copied"]["memories"] == 3 and report["copied"]["edges"] == 1
     (line,) = report["replaced"]
-    assert line.startswith(f"memories {bad}: a NUL character in tags"), report
+    assert line.startswith(f"memories {bad}: a NUL character or a lone surrogate in tags"), report
     assert bad in result.stderr
 
     async def copied() -> dict[str, list[str]]:
@@ -178,21 +185,24 @@ def test_migrate_into_postgres_replaces_a_nul_and_copies_every_memory(tmp_path, 
 
     tags = anyio.run(copied)
     assert set(tags) == {bad, *good}
-    assert tags[bad] == [NUL.replace("\x00", "\ufffd")]
+    assert tags[bad] == ["left\ufffdright"]
 
 
-def test_an_export_of_a_store_holding_a_nul_imports_whole(tmp_path) -> None:
-    """Import refuses a line holding a NUL, and with it the whole file: the export writes the
-    replacement character instead, so a store of an earlier release moves whole."""
+@pytest.mark.parametrize("bad_tag", [NUL, LONE], ids=["nul", "lone-surrogate"])
+def test_an_export_of_a_store_holding_a_nul_imports_whole(tmp_path, bad_tag) -> None:
+    """Import refuses a line holding a NUL (or bytes that are not UTF-8, as a lone surrogate
+    was written), and with it the whole file: the export writes the replacement character
+    instead, so a store of an earlier release moves whole."""
     source = tmp_path / "old.sqlite"
-    bad, good = anyio.run(_store_with_a_nul_row, source)
+    bad, good = anyio.run(_store_with_a_nul_row, source, bad_tag)
     runner = CliRunner()
     exported = runner.invoke(
         cli.main, ["--store", str(source), "--owner", "alice", "export", "--include-archived"]
     )
     assert exported.exit_code == 0, exported.output
     assert "\\u0000" not in exported.stdout
-    (tmp_path / "moved.jsonl").write_text(exported.stdout)
+    exported.stdout_bytes.decode("utf-8")  # strict: every byte UTF-8
+    (tmp_path / "moved.jsonl").write_bytes(exported.stdout_bytes)
     target = str(tmp_path / "new.sqlite")
     moved = runner.invoke(
         cli.main, ["--store", target, "--owner", "alice", "import", str(tmp_path / "moved.jsonl")]
