@@ -128,6 +128,10 @@ class UpdateResult(BaseModel):
     id: str
     changed: list[str]
     archived: bool = False
+    #: The id asked for, when reflection had merged it into `id`: the change went there.
+    merged_from: str | None = Field(
+        None, description="The id asked for, merged by reflection into id: changed there."
+    )
     #: The tags now, when this update replaced them (the list given replaces the old one).
     tags: list[str] | None = Field(None, description="The tags now, when they changed.")
     reminders: list[Reminder] = Field(default_factory=list)

@@ -315,6 +315,11 @@ def render_author(result: AuthorResult) -> str:
 def render_update(result: UpdateResult) -> str:
     changed = ", ".join(result.changed) if result.changed else "nothing"
     line = f"Updated {result.id[:8]}: {changed}."
+    if result.merged_from:
+        line = (
+            f"{result.merged_from[:8]} was merged into {result.id[:8]} by reflection, which "
+            f"answers for it: updated that one: {changed}."
+        )
     if result.tags is not None:
         # The list given replaced the old one: say what it is now.
         line += f" Tags now: {', '.join(result.tags) or 'none'}."

@@ -91,9 +91,31 @@ async def parse_links(
         target = await caller.resolve(link.target, caller.actor.own, "links.target")
         weight = EDGE_WEIGHT.parse(link.weight, "links.weight") if link.weight is not None else 1.0
         out.append((target, link.relation, weight))
-    if out:
-        anchors = await merged_anchors(caller, [target for target, _, _ in out])
-        out = [(anchors.get(target, target), kind, weight) for target, kind, weight in out]
+    return await to_anchors(caller, out)
+
+
+async def to_anchors(
+    caller: Caller, edges: list[tuple[str, EdgeType, float]]
+) -> list[tuple[str, EdgeType, float]]:
+    """Each link's target, or the memory reflection merged it into (see `parse_links`). Asked
+    again inside the write's transaction: a merge that committed after the links were parsed
+    (and while the text was embedded) has moved the duplicate's place to its anchor, and a
+    link to the duplicate would correct a memory recall no longer shows."""
+    if not edges:
+        return edges
+    anchors = await merged_anchors(caller, [target for target, _, _ in edges])
+    return [(anchors.get(target, target), kind, weight) for target, kind, weight in edges]
+
+
+async def _links_to_anchors(
+    caller: Caller, links: list[list[tuple[str, EdgeType, float]]]
+) -> list[list[tuple[str, EdgeType, float]]]:
+    """`to_anchors` for each write of a batch, in one read."""
+    flat = await to_anchors(caller, [edge for edges in links for edge in edges])
+    out, at = [], 0
+    for edges in links:
+        out.append(flat[at : at + len(edges)])
+        at += len(edges)
     return out
 
 
@@ -136,6 +158,7 @@ async def author_many(
         try:
             async with caller.store.transaction():
                 await caller.engine.sync_vectors(roles)
+                links = await _links_to_anchors(caller, links)
                 batch: dict[tuple[object, ...], str] = {}
                 for record, vector, edges, again, near, named, more in zip(
                     records, vectors, links, revive, prior, given, extra, strict=True

@@ -14,7 +14,7 @@ from ..domain.text import a_or_an
 from ..engine import text_of
 from ..errors import InvalidInput
 from . import reminders
-from .authoring import parse_links
+from .authoring import parse_links, to_anchors
 from .caller import Caller
 from .tombstones import archive, merged_anchors, restore, revive_by_use
 
@@ -67,8 +67,19 @@ async def update(caller: Caller, request: UpdateRequest) -> UpdateResult:
     if basis != text_of(memory.title, memory.content):
         vector = (await caller.engine.embed([basis]))[0]
     changed: list[str] = []
+    merged_from = None
     async with caller.store.transaction():
         memory = await caller.fetch(target)
+        anchor = (await merged_anchors(caller, [target])).get(target) if memory.faded else None
+        if anchor is not None:
+            # A duplicate reflection merged away lives on through its anchor, which recall
+            # shows for it: the change goes there (on the duplicate it changed a hidden copy
+            # and the reply called it forgotten; a content edit there ranked below the text
+            # it replaced).
+            merged_from, target = target, anchor
+            memory = await caller.fetch(target)
+            caller.writable(memory)
+        edges = await to_anchors(caller, edges)
         if new_content is not None and new_content != memory.content:
             memory.content = new_content
             changed.append("content")
@@ -126,7 +137,7 @@ async def update(caller: Caller, request: UpdateRequest) -> UpdateResult:
             changed.append("archived")
     caller.index.mark_dirty()
     archived = memory.archived or forget
-    result = UpdateResult(id=target, changed=changed, archived=archived)
+    result = UpdateResult(id=target, changed=changed, archived=archived, merged_from=merged_from)
     if "tags" in changed:
         result.tags = list(memory.tags)
     if "content" in changed:
