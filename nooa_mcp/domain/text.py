@@ -37,6 +37,11 @@ STOPWORDS = frozenset(
 )
 _WORD = re.compile(r"[\w'-]+")
 _SEARCH_WORD = re.compile(r"\w+")
+#: An English clitic ("what's", "user's", "don't", "I'm", "we'll"): its letters are no word a
+#: query asks for, and "s" or "t" alone matched every possessive and negation stored ("what's
+#: the plan?" put "The user's cat is called Tom" first). "can't" and "won't" keep their verb.
+_CLITIC = re.compile(r"\b(ca|wo)(?=n['’]t\b)|(?<=\w)(?:n['’]t|['’](?:s|m|d|ll|re|ve))\b")
+_CLITIC_VERB = {"ca": "can", "wo": "will"}
 _SENTENCE_END = re.compile(r"[.!?]+(\s|$)")
 
 
@@ -45,13 +50,18 @@ def tokens(text: str) -> set[str]:
     return {w.strip("'-") for w in _WORD.findall(text.lower())} - STOPWORDS - {""}
 
 
+def _without_clitic(found: re.Match[str]) -> str:
+    return _CLITIC_VERB.get(found.group(1) or "", "")
+
+
 def fts_terms(text: str, max_terms: int = 32) -> list[str]:
-    """The distinct keyword terms of user text, function words dropped (kept if alone).
+    """The distinct keyword terms of user text, function words and clitics dropped (function
+    words kept if alone).
 
     Stopwords match nearly every row and would drown the real terms; they are kept only when
     the query has nothing else.
     """
-    words = _SEARCH_WORD.findall(text.lower())
+    words = _SEARCH_WORD.findall(_CLITIC.sub(_without_clitic, text.lower()))
     content = [w for w in words if w not in STOPWORDS]
     return list(dict.fromkeys(content or words))[:max_terms]
 
