@@ -258,7 +258,10 @@ def local_time(text: str | None) -> str | None:
     value = iso_time(text) if text else None
     if value is None:
         return text
-    return (value if value.tzinfo is not None else value.astimezone()).isoformat()
+    try:
+        return (value if value.tzinfo is not None else value.astimezone()).isoformat()
+    except (OverflowError, ValueError):
+        return text  # past the range local time can hold: the store names the field
 
 
 def table(headers: list[str], rows: list[list[Any]]) -> str:
@@ -355,7 +358,9 @@ def _with_hosts(settings: Settings, names: tuple[str, ...]) -> Settings:
     "--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True
 )
 @click.option("--host", default="127.0.0.1", show_default=True, help="HTTP bind address.")
-@click.option("--port", default=8765, show_default=True, type=int, help="HTTP port.")
+@click.option(
+    "--port", default=8765, show_default=True, type=click.IntRange(0, 65535), help="HTTP port."
+)
 @tokens_option("JSON file mapping bearer token → owner; requests without one are refused.")
 @allow_host_option
 @click.pass_obj
@@ -901,7 +906,7 @@ async def export(ctx: Context, include_archived: bool, as_json: bool) -> None:
     help="Live memories, archived ones (faded by reflection, or forgotten), or both.",
 )
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 500))
-@click.option("--after", type=click.IntRange(0), help="Continue after this cursor.")
+@click.option("--after", type=click.IntRange(0, 2**63 - 1), help="Continue after this cursor.")
 @json_option
 @click.pass_obj
 @run
@@ -1301,7 +1306,9 @@ main.add_command(eval_group)
 
 @main.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Bind address.")
-@click.option("--port", default=8766, show_default=True, type=int, help="Port.")
+@click.option(
+    "--port", default=8766, show_default=True, type=click.IntRange(0, 65535), help="Port."
+)
 @tokens_option("JSON file mapping token → owner: sign in with a token instead of --owner.")
 @allow_host_option
 @click.pass_obj

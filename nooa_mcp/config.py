@@ -11,9 +11,10 @@ import os
 from pathlib import Path
 
 import platformdirs
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from .domain.forgetting import ForgettingPolicy
+from .errors import InvalidInput
 
 
 def default_store_path() -> Path:
@@ -159,7 +160,19 @@ class Settings(BaseModel):
                 values[name] = os.environ[f"NOOA_{name.upper()}"]
         if os.environ.get("NOOA_REFLECT_TOOL", "").strip().lower() in ("0", "false", "no", "off"):
             values["reflect_tool"] = False
-        values.update({k: v for k, v in overrides.items() if v is not None})
+        given = {k: v for k, v in overrides.items() if v is not None}
+        values.update(given)
         if "store" in values:
             values["store"] = store_target(values["store"])  # type: ignore[arg-type]
-        return cls(**values)
+        try:
+            return cls(**values)
+        except ValidationError as exc:
+            # A variable set to "abc" or -5: name it, not pydantic's report with a traceback.
+            error = exc.errors()[0]
+            name = str(error["loc"][0]) if error["loc"] else "settings"
+            source = name if name in given else f"NOOA_{name.upper()}"
+            raise InvalidInput(
+                source,
+                f"{str(error.get('input'))[:80]!r} is not accepted: {error['msg'].lower()}.",
+                "Correct it, or unset it for the default.",
+            ) from None

@@ -153,7 +153,15 @@ def as_utc(value: datetime | str | None, field: str) -> datetime | None:
         value = parsed
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except (OverflowError, ValueError):
+        # 9999-12-31T23:59-05:00 is a valid ISO time past the last day UTC can hold.
+        raise InvalidInput(
+            field,
+            f"{_shown(value.isoformat())} falls outside the years 1 to 9999 in UTC.",
+            "Pass a date between 0001-01-02 and 9999-12-30.",
+        ) from None
 
 
 # --------------------------------------------------------------------------- records

@@ -285,6 +285,14 @@ class SQLiteStore(SqlVerbs, SqlReports):
                 raise StoreUnavailable(
                     str(path), f"cannot be created ({exc.strerror}).", "Pick a writable folder."
                 ) from None
+            if not os.access(path.parent, os.W_OK | os.X_OK):
+                # Told before SQLite tries: a failed connect leaves aiosqlite's thread to
+                # report into a closed event loop, a traceback after the one sentence.
+                raise StoreUnavailable(
+                    str(path),
+                    "cannot be created (its folder is read-only).",
+                    "Pick a writable folder.",
+                )
         try:
             conn = await _connect(path, writable)
         except sqlite3.Error as exc:

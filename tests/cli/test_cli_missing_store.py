@@ -120,3 +120,37 @@ def test_a_new_store_another_process_has_open_is_never_undone(tmp_path: Path) ->
 
     anyio.run(refused_beside_a_server)
     assert file_holds_memories(new)
+
+
+@pytest.mark.parametrize("command", [["author", "hi"], ["import", "ONE"]], ids=" ".join)
+def test_a_store_in_a_read_only_folder_is_refused_in_one_sentence(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """Through the real process: after the sentence came two tracebacks from aiosqlite's
+    thread reporting into the closed event loop (auditor). Root writes through a folder's
+    mode, so it runs without that capability (as any other user would)."""
+    import os
+    import shutil
+
+    from shared_support import process_env
+
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    (tmp_path / "one.jsonl").write_text('{"content": "A line."}\n')
+    folder.chmod(0o555)
+    args = [a.replace("ONE", str(tmp_path / "one.jsonl")) for a in command]
+    argv = [console_script(), "--store", str(folder / "x.sqlite"), *args]
+    if os.geteuid() == 0:
+        assert shutil.which("setpriv"), "util-linux's setpriv drops root's override"
+        caps = "-dac_override,-dac_read_search"
+        argv = ["setpriv", f"--inh-caps={caps}", f"--bounding-set={caps}", *argv]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, env=process_env(), timeout=60)
+    finally:
+        folder.chmod(0o755)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        f"Error: {folder / 'x.sqlite'}: cannot be created (its folder is read-only). "
+        "Pick a writable folder."
+    ]
+    assert list(folder.iterdir()) == []

@@ -304,3 +304,38 @@ def test_a_protected_memory_shows_no_prune_date_in_recall_or_why_not(cli: Cli) -
     assert shown.rstrip().endswith("retention 1.000, never pruned (protected)"), shown
     other = cli("explain", "vault key", "--id", plain["id"][:8]).output
     assert "prune ETA" in other and "never pruned" not in other
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "said"),
+    [
+        ("NOOA_VECTOR_IDLE_SECONDS", "abc", "valid number"),
+        ("NOOA_VECTOR_MAX_ROLES", "-5", "greater than or equal to 0"),
+        ("NOOA_MAX_SESSIONS_PER_CLIENT", "abc", "valid integer"),
+    ],
+)
+def test_a_bad_environment_variable_is_named_in_one_sentence(
+    tmp_path: Path, variable: str, value: str, said: str
+) -> None:
+    """It ended in pydantic's ValidationError traceback (and a stdio server died of it)."""
+    from shared_support import cli as run_cli
+
+    result = run_cli(["--store", str(tmp_path / "m.sqlite"), "stats"], **{variable: value})
+    assert result.exit_code == 1
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    (line,) = [x for x in result.output.splitlines() if x.strip()]
+    assert line.startswith(f"Error: {variable}: '{value}' is not accepted: ") and said in line
+    assert line.endswith("Correct it, or unset it for the default.")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["serve", "--transport", "http", "--port", "99999"], ["ui", "--port", "70000"]],
+    ids=["serve", "ui"],
+)
+def test_a_port_past_65535_is_refused_by_the_option(args: list[str]) -> None:
+    from shared_support import cli as run_cli
+
+    result = run_cli(args)
+    assert result.exit_code == 2
+    assert "Invalid value for '--port'" in result.output and "0<=x<=65535" in result.output

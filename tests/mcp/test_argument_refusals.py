@@ -189,3 +189,50 @@ async def test_an_update_that_names_no_change_is_refused(client: Client) -> None
         client, "memory_update", {"memory_id": memory_id, "importance": "HIGH"}
     )
     assert not is_error and changed["changed"] == ["importance"]
+
+
+# --------------------------------------------------------------------------- dates past UTC's range
+
+PAST_UTC = [
+    (
+        "memory_author",
+        {"content": "Ends late.", "valid_to": "9999-12-31T23:59:59-05:00"},
+        "valid_to",
+    ),
+    (
+        "memory_author",
+        {"content": "Starts early.", "valid_from": "0001-01-01T00:00:00+05:00"},
+        "valid_from",
+    ),
+    (
+        "intent",
+        {"action": "add", "content": "Ping me.", "fire_at": "9999-12-31T23:00:00-05:00"},
+        "fire_at",
+    ),
+]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("tool", "args", "field"), PAST_UTC, ids=[p[2] for p in PAST_UTC])
+async def test_a_date_outside_utcs_years_is_refused_naming_the_field(
+    client: Client, tool: str, args: dict, field: str
+) -> None:
+    """A valid ISO time whose offset moves it past year 9999 (or before year 1) in UTC: the
+    reply was "Error executing tool memory_author" (an OverflowError in the server's log)."""
+    text = await refused(client, tool, args)
+    assert f"{tool}: {field}: " in text, text  # the SDK puts "Error executing tool X: " first
+    assert "outside the years 1 to 9999 in UTC" in text and "Pass a date between" in text
+    stats = json.loads((await client.read_resource("memory://stats")).contents[0].text)
+    assert stats["total"] == 0
+
+
+def test_the_cli_refuses_a_date_past_utcs_years_naming_the_option(tmp_path: Path) -> None:
+    store = str(tmp_path / "cli.sqlite")
+    result = CliRunner().invoke(
+        main, ["--store", store, "author", "x", "--valid-to", "9999-12-31T23:59:59-05:00"]
+    )
+    assert result.exit_code == 1
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert "--valid-to: '9999-12-31T23:59:59-05:00' falls outside the years 1 to 9999" in (
+        result.output
+    )
