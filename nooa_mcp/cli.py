@@ -646,7 +646,7 @@ def _terms_cell(t: Any) -> str:
 
 def _render_explain(r: Any) -> str:
     if r.mode == "query" and not r.rows:
-        return "Nothing stored matches this query."
+        return "\n".join(filter(None, ["Nothing stored matches this query.", r.note]))
     parts = []
     if r.rows:
         rows = [
@@ -715,6 +715,8 @@ def _render_explain(r: Any) -> str:
             + (f", prune ETA {w.prune_eta:%Y-%m-%d}" if w.prune_eta else "")
             + ("" if w.prune_eta or w.archived else ", never pruned (protected)")
         )
+    if r.note:
+        parts.append(r.note)
     return "\n".join(parts)
 
 
@@ -733,7 +735,7 @@ async def stats(ctx: Context, as_json: bool, scope: str) -> None:
         owner = mem.owner
     if hidden:
         result["other_roles"] = hidden
-        result["note"] = other_roles_line(hidden, owner)
+        result["note"] = " ".join(filter(None, [result["note"], other_roles_line(hidden, owner)]))
     # The model loads beside a one-shot command that never needs it: "warming" would read as
     # a state to wait for. Counting needs no model, so say whether this process has it.
     if result["embeddings"] != "ready":

@@ -8,6 +8,7 @@ Only front ends build a Settings (from flags and environment); mechanisms receiv
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import platformdirs
@@ -27,7 +28,18 @@ def store_target(value: str | Path) -> Path | str:
     text = str(value)
     if text.startswith(("postgresql://", "postgres://")):
         return text
+    if isinstance(value, str) and (url := _URL.match(text)) is not None:
+        # Taken as a path, "mysql://host/db" made the folders ./mysql:/host and a new store.
+        raise InvalidInput(
+            "--store (or NOOA_STORE)",
+            f"{url.group(1)}:// is not a store nooa-mcp can open.",
+            "Pass a SQLite file path or a postgresql:// URL.",
+        )
     return Path(text).expanduser()
+
+
+#: A URL's scheme ("mysql://…"): a store is a file path or a PostgreSQL URL.
+_URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
 
 
 class RecallSettings(BaseModel):

@@ -214,6 +214,8 @@ class ExplainResult(BaseModel):
     total_accesses: int = 0
     why_not: WhyNot | None = None
     embeddings: Literal["ready", "warming"] = "ready"
+    #: Said when the scope word asked for roles this connection has no grant for.
+    note: str = ""
 
 
 class MemoryView(BaseModel):
@@ -307,6 +309,8 @@ class Stats(BaseModel):
     embeddings: Literal["ready", "warming"]
     store: str
     extra: dict[str, float | int | str | None] = Field(default_factory=dict)
+    #: Said when the scope word asked for roles this connection has no grant for.
+    note: str = ""
 
 
 # --------------------------------------------------------------------------- living memory

@@ -411,4 +411,6 @@ def render_explain(result: ExplainResult) -> str:
         )
     if result.embeddings == "warming":
         lines.append("(embedding model still loading: keyword candidates only)")
+    if result.note:
+        lines.append(result.note)
     return "\n".join(lines)

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, ToolAnnotations
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StrictFloat
 
 from ..domain.replies import (
     AuthorResult,
@@ -78,8 +78,9 @@ TodoListing = Annotated[str, one_of((*TODO_STATUSES, "all"), "For list.")]
 IntentAction = Annotated[str, one_of(INTENT_ACTIONS)]
 Step = Annotated[str, one_of(REFLECTION_STEPS)]
 
+# Strict: JSON true is not a level (lax validation stored it as importance 1).
 Importance = Annotated[
-    str | float,
+    str | StrictFloat,
     Field(description="CRITICAL, HIGH, MEDIUM, LOW, TRIVIAL, 0-10."),
 ]
 MemoryId = Annotated[str, Field(description="Id or 8-char prefix.")]
@@ -227,7 +228,8 @@ class MemoryTools:
         content: str | None = None,
         title: str | None = None,
         importance: Annotated[
-            str | float | None, Field(description="CRITICAL, HIGH, MEDIUM, LOW, TRIVIAL, 0-10.")
+            str | StrictFloat | None,
+            Field(description="CRITICAL, HIGH, MEDIUM, LOW, TRIVIAL, 0-10."),
         ] = None,
         tags: Annotated[list[str] | None, Field(description="Replaces all tags.")] = None,
         status: TodoStatus | None = None,

@@ -58,6 +58,16 @@ class Caller:
         """
         return self.actor.scope(word)
 
+    def narrowed(self, word: str | None, scope: Scope, done: str = "Searched") -> str:
+        """The sentence a read's reply carries when its scope word asked for roles this
+        connection has no grant for (`scope` is what it resolved to): the word cannot widen
+        what the connection reads (DESIGN.md §10), and the reader is told. "" otherwise."""
+        asked = (word or "mine").strip()
+        if asked in ("mine", "instance", self.role) or scope != self.actor.own:
+            return ""
+        searched = f"{self.role} and shared" if self.role else "shared"
+        return f"{done} only {searched} memories: this connection has no read grant for {asked!r}."
+
     async def resolve(self, ident: Any, scope: Scope, field: str = "memory_id") -> str:
         """Full id of a visible memory; a memory outside the scope does not exist here.
 

@@ -53,6 +53,7 @@ async def explain(caller: Caller, request: ExplainRequest) -> ExplainResult:
             accesses=[redact(a, shown) for _, _, a in stream],
             total_accesses=await caller.store.count_accesses(target),
             embeddings=caller.engine.embeddings_state,
+            note=caller.narrowed(request.scope, scope_obj),
         )
     query, _ = recall_args(query, k, None, hops)
     extra = (target,) if target else ()
@@ -64,8 +65,9 @@ async def explain(caller: Caller, request: ExplainRequest) -> ExplainResult:
     await settle(caller, ranking, k)
     rows = [_row(caller, ranking, i, r) for i, r in enumerate(ranking.rows[:k], 1)]
     ready = "ready" if ranking.dense_ready else "warming"
+    narrowed = caller.narrowed(request.scope, scope_obj)
     if target is None:
-        return ExplainResult(mode="query", query=query, rows=rows, embeddings=ready)
+        return ExplainResult(mode="query", query=query, rows=rows, embeddings=ready, note=narrowed)
     why_not = await _why_not(caller, target, ranking, k)
     return ExplainResult(
         mode="why_not",
@@ -75,6 +77,7 @@ async def explain(caller: Caller, request: ExplainRequest) -> ExplainResult:
         rows=rows,
         why_not=why_not,
         embeddings=ready,
+        note=narrowed,
     )
 
 

@@ -264,13 +264,9 @@ async def recall(caller: Caller, request: RecallRequest) -> RecallResult:
             f"{due.more} more reminder(s) are due; they come with later replies, or call intent "
             "with action=check to see them."
         )
-    asked = (scope or "mine").strip()
-    if asked not in ("mine", "instance", caller.role) and scope_obj == caller.actor.own:
-        # DESIGN.md §10: the model's scope word cannot widen what this connection may read.
-        searched = f"{caller.role} and shared" if caller.role else "shared"
-        note = (note + " " if note else "") + (
-            f"Searched only {searched} memories: this connection has no read grant for {asked!r}."
-        )
+    narrowed = caller.narrowed(scope, scope_obj)
+    if narrowed:
+        note = (note + " " if note else "") + narrowed
     return RecallResult(
         query=query,
         scope=scope or "mine",

@@ -305,6 +305,7 @@ async def stats(caller: Caller, *, scope: str = "mine", show_path: bool = False)
         embeddings=caller.engine.embeddings_state,
         store=f"{store.kind}:{where}",
         extra=extra,
+        note=caller.narrowed(scope, scope_obj, "Counted"),
     )
 
 

@@ -236,3 +236,19 @@ def test_the_cli_refuses_a_date_past_utcs_years_naming_the_option(tmp_path: Path
     assert "--valid-to: '9999-12-31T23:59:59-05:00' falls outside the years 1 to 9999" in (
         result.output
     )
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("tool", ["memory_author", "memory_update"])
+async def test_true_is_no_importance(client: Client, tool: str) -> None:
+    """Lax validation made JSON true importance 1 (and false 0 on an update)."""
+    made = await client.call_tool("memory_author", {"content": "A note to rate."})
+    args = (
+        {"content": "Rated."}
+        if tool == "memory_author"
+        else {"memory_id": made.structured_content["id"]}
+    )
+    text = await refused(client, tool, {**args, "importance": True})
+    assert "importance" in text, text
+    note = await client.call_tool("memory_recall", {"query": "note to rate"})
+    assert note.structured_content["hits"][0]["importance"] == 5.0

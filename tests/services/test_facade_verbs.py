@@ -365,4 +365,14 @@ async def test_a_scope_word_without_a_grant_says_what_was_searched(
     ) as m:
         await m.author("The deploy runs at night")
         note = (await m.recall("deploy", scope="everything")).note
-    assert f"Searched only {searched} memories: this connection has no read grant for " in note
+        # explain and stats said nothing of it (auditor): the same sentence, counted for stats
+        why = await m.explain(query="deploy", scope="everything")
+        hidden = await m.explain(memory_id=(await m.recall("deploy")).hits[0].id, scope="else")
+        counted = (await m.stats(scope="everything")).note
+        plain = (await m.stats()).note, (await m.explain(query="deploy")).note
+    grant = "memories: this connection has no read grant for "
+    assert f"Searched only {searched} {grant}'everything'." in note
+    assert why.note == f"Searched only {searched} {grant}'everything'."
+    assert hidden.note == f"Searched only {searched} {grant}'else'."
+    assert counted == f"Counted only {searched} {grant}'everything'."
+    assert plain == ("", "")
