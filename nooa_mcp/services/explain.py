@@ -102,6 +102,17 @@ def _row(caller: Caller, ranking: Ranking, position: int, r: Ranked) -> ExplainR
     )
 
 
+def _gaps(mine: Ranked | None, other: Ranked) -> list[str]:
+    """The parts in which `mine` falls short of `other` ("rel 0.093 < 0.136")."""
+    if mine is None:
+        return []
+    return [
+        f"{name} {getattr(mine, name):.3f} < {getattr(other, name):.3f}"
+        for name in ("rel", "rec", "imp", "spread")
+        if getattr(mine, name) < getattr(other, name)
+    ]
+
+
 async def _why_not(caller: Caller, target: str, ranking: Ranking, k: int) -> WhyNot:
     memory = await caller.fetch(target)
     position = ranking.rank_of(target)
@@ -144,17 +155,17 @@ async def _why_not(caller: Caller, target: str, ranking: Ranking, k: int) -> Why
             )
         ) + _penalised(mine)
     elif in_top:
-        reason = f"It ranks {position} of the top {k}." + _penalised(mine)
+        reason = f"It ranks {position} of the top {k}"
+        if position is not None and position > 1:
+            # What puts the one above it first, not rank k's (which ranks below it).
+            above = ranking.rows[position - 2]
+            gaps = _gaps(mine, above)
+            reason += f", below {above.id[:8]}" + (f": {', '.join(gaps)}" if gaps else "")
+        reason += "." + _penalised(mine)
     elif mine is None:
         reason = "It was not a candidate: it is filtered out for this query."
     else:
-        gaps = []
-        if kth is not None:
-            for name in ("rel", "rec", "imp"):
-                if getattr(mine, name) < getattr(kth, name):
-                    gaps.append(f"{name} {getattr(mine, name):.3f} < {getattr(kth, name):.3f}")
-            if mine.spread < kth.spread:
-                gaps.append(f"spread {mine.spread:.3f} < {kth.spread:.3f}")
+        gaps = [] if kth is None else _gaps(mine, kth)
         reason = f"It ranks {position}, below the top {k}" + (
             f": {', '.join(gaps)} against rank {k}." if gaps else "."
         )

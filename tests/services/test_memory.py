@@ -422,3 +422,20 @@ async def test_another_readers_query_on_a_shared_memory_is_redacted(tmp_path: Pa
         assert alice_read.score is not None and alice_read.rank == 1
         dumped = str([a.model_dump() for a in records])
         assert "bobsprivatequestion" not in dumped and "bob" not in dumped
+
+
+async def test_why_not_for_a_memory_below_the_first_names_the_one_above(mem):
+    """In the top k but not first: the reason compared it with rank k, which ranks below it
+    (newcomer: "rank 2 of the top 3 … rank 3's 0.55"); it names the memory above and how."""
+    first = (await mem.author("the quarterly planning meeting agenda", importance="HIGH")).id
+    second = (await mem.author("notes from a quarterly planning meeting", importance="LOW")).id
+    await mem.author("the office plants need water on Fridays")
+    rows = (await mem.explain("quarterly planning meeting", k=3)).rows
+    assert [r.id for r in rows[:2]] == [first, second]
+    why = (await mem.explain("quarterly planning meeting", memory_id=second, k=3)).why_not
+    assert why.in_top_k and why.rank == 2
+    assert why.reason.startswith(f"It ranks 2 of the top 3, below {first[:8]}: ")
+    assert f"imp {rows[1].imp:.3f} < {rows[0].imp:.3f}" in why.reason
+    assert "rank 3" not in why.reason
+    top = (await mem.explain("quarterly planning meeting", memory_id=first, k=3)).why_not
+    assert top.reason == "It ranks 1 of the top 3."
