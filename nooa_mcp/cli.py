@@ -840,7 +840,8 @@ def _import_lines(file: Any) -> list[tuple[int, Any]]:
                 "memory. Nothing was imported."
             )
         try:
-            text = raw.decode("utf-8")
+            # A byte-order mark (Windows editors write one) opens the file, not a memory.
+            text = raw.decode("utf-8-sig" if n == 1 else "utf-8")
         except UnicodeDecodeError:
             raise click.ClickException(f"line {n}: not UTF-8 text. Nothing was imported.") from None
         if not text.strip():
@@ -852,7 +853,12 @@ def _import_lines(file: Any) -> list[tuple[int, Any]]:
                 f"line {n}: not JSON (nested too deeply). Nothing was imported."
             ) from None
         except ValueError as exc:  # JSONDecodeError, or an integer of thousands of digits
-            why = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc).split(";")[0]
+            if isinstance(exc, json.JSONDecodeError):
+                # "Invalid control character at": the decoder's words stop where its position
+                # would follow; the column says where.
+                why = f"{exc.msg.removesuffix(' at')}, column {exc.colno}"
+            else:
+                why = str(exc).split(";")[0]
             hint = ""
             if n == 1 and text.lstrip().startswith("["):
                 # What `export --json` writes: one array over many lines.

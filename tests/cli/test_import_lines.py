@@ -330,3 +330,23 @@ def test_a_file_without_memories_is_refused_and_creates_no_store(tmp_path: Path,
     )
     assert result.stdout == ""  # no "edges: 0" report
     assert not store.exists()
+
+
+def test_a_byte_order_mark_opens_the_file_and_is_no_part_of_a_memory(tmp_path: Path) -> None:
+    """Windows editors write one: the import refused it in Python's words ("Unexpected UTF-8
+    BOM (decode using utf-8-sig)")."""
+    store, dump = tmp_path / "m.sqlite", tmp_path / "bom.jsonl"
+    dump.write_bytes(b"\xef\xbb\xbf" + json.dumps(GOOD).encode() + b"\n")
+    result = _import(store, dump)
+    assert result.exit_code == 0, result.output
+    assert _total(store) == 1
+
+
+def test_a_broken_line_says_where_it_breaks(tmp_path: Path) -> None:
+    """The decoder's sentence stopped at "at" ("Invalid control character at")."""
+    store, dump = tmp_path / "m.sqlite", tmp_path / "cut.jsonl"
+    dump.write_bytes(json.dumps(GOOD).encode() + b'\n{"content": "cut \x01 here"}\n')
+    result = _import(store, dump)
+    assert result.exit_code == 1
+    assert "line 2: not JSON (Invalid control character, column 18)." in result.stderr
+    assert not store.exists()
