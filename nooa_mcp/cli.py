@@ -1241,7 +1241,8 @@ def hooks_trust(path: Path | None, remove: bool) -> None:
     if remove:
         click.echo(f"No longer trusted: {target}." if changed else f"{target} was not trusted.")
     else:
-        click.echo(f"Trusted: {target}." if changed else f"{target} was already trusted.")
+        yet = "" if Path(target).exists() else " (nothing there yet: read once written)"
+        click.echo(f"Trusted: {target}{yet}." if changed else f"{target} was already trusted.")
 
 
 # ------------------------------------------------------------------------ migrate

@@ -26,6 +26,7 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from .remote import hook_url
 
@@ -88,6 +89,12 @@ def handlers(
     bearer token read from the environment variable `token_env` when given. `deadline` is the
     command hook's whole-hook deadline in seconds (`--deadline`; without it, 2 s).
     """
+    if url and urlsplit(url).scheme not in ("http", "https"):
+        # Written into both hooks as given, "notaurl" failed only at the first prompt.
+        raise InstallError(
+            f"url: {url!r} is not an http(s) URL. Pass the server's address, e.g. "
+            "http://127.0.0.1:8765."
+        )
     out: dict[str, dict[str, Any]] = {}
     for event, name in EVENTS.items():
         if http:

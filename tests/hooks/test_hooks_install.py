@@ -246,3 +246,13 @@ def test_an_installed_hook_answers_the_recorded_hook_json(tmp_path: Path) -> Non
     assert "Fix the invoice export retry" in answers["SessionStart"]
     assert "billing cron at 02:00" in answers["SessionStart"]
     assert "billing cron at 02:00" in answers["UserPromptSubmit"]
+
+
+@pytest.mark.parametrize("flags", [[], ["--http"]], ids=["command", "http"])
+def test_install_refuses_a_url_that_is_not_http(settings: Path, flags: list[str]) -> None:
+    """`--url notaurl` was written into both hooks, to fail at the first prompt (auditor)."""
+    before = settings.read_text()
+    done = cli("install", "--settings", str(settings), "--url", "notaurl", *flags)
+    assert done.exit_code == 1
+    assert "url: 'notaurl' is not an http(s) URL" in done.output
+    assert settings.read_text() == before

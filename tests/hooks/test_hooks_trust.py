@@ -114,3 +114,16 @@ def test_a_planted_store_behind_a_symlink_or_beside_a_trusted_one_is_not_trusted
         answer = run_hook("session-start", recorded("session_start", where), env)
         assert (answer.code, answer.stdout) == (0, ""), answer
     assert len(log_lines(tmp_path)) == 2
+
+
+def test_trusting_a_path_with_no_store_yet_says_so(tmp_path: Path, monkeypatch) -> None:
+    """A project folder may be trusted before its first write; the reply says nothing is
+    there yet, not a plain "Trusted" for a typo (auditor: /nonexistent/dir)."""
+    from click.testing import CliRunner
+
+    from nooa_mcp.cli import main
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    missing = tmp_path / "no-such-project"
+    out = CliRunner().invoke(main, ["hooks", "trust", str(missing)]).output
+    assert "(nothing there yet: read once written)" in out
