@@ -43,6 +43,7 @@ __all__ = [
     "parse_trigger",
     "parse_types",
     "recall_args",
+    "refuse_foreign",
 ]
 
 MAX_CONTENT = 100_000
@@ -69,6 +70,23 @@ def parse_status(value: Any, field: str = "status", allowed: tuple[str, ...] = T
     if value not in allowed:
         raise InvalidInput(field, f"{value!r} is not a status.", f"Use {choices(allowed)}.")
     return value
+
+
+def refuse_foreign(action: str, given: dict[str, Any], belongs: dict[str, tuple[str, ...]]) -> None:
+    """Refuse an argument given to an action it does not belong to (`belongs`: each argument
+    with the actions that read it; None means not given). A model that passes memory_id to
+    `todo add` believes the todo is tied to that memory; silently ignored, it never learns.
+
+    Raises:
+        InvalidInput: naming the first such argument and the actions that take it.
+    """
+    for name, value in given.items():
+        if value is not None and action not in belongs[name]:
+            raise InvalidInput(
+                name,
+                f"is not used by {action}.",
+                f"Leave it out (it is for {choices(belongs[name])}).",
+            )
 
 
 #: Lines holding only spaces or tabs at the start of a text.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..domain.inputs import check_situation
+from ..domain.inputs import check_situation, refuse_foreign
 from ..domain.replies import IntentItem, IntentResult
 from ..domain.requests import AuthorRequest, IntentRequest
 from ..domain.schema import INTENT_ACTIONS
@@ -40,6 +40,26 @@ async def intent(caller: Caller, request: IntentRequest, *, remind: bool = True)
         raise InvalidInput(
             "remind", "check is the action that fires intents.", "Use list to look without firing."
         )
+    add = ("add",)
+    refuse_foreign(
+        action,
+        {
+            "content": content,
+            "fire_at": request.fire_at,
+            "cue": request.cue,
+            "every_hours": request.every_hours,
+            "memory_id": memory_id,
+            "text": request.text,
+        },
+        {
+            "content": add,
+            "fire_at": add,
+            "cue": add,
+            "every_hours": add,
+            "memory_id": ("cancel",),
+            "text": ("check",),
+        },
+    )
     result = IntentResult(action=action)  # type: ignore[arg-type]
     if action == "add":
         if not isinstance(content, str) or not content.strip():

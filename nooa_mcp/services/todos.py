@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..domain.inputs import parse_status
+from ..domain.inputs import parse_status, refuse_foreign
 from ..domain.replies import Reminder, TodoItem, TodoResult
 from ..domain.requests import AuthorRequest, TodoRequest, UpdateRequest
 from ..domain.schema import IMPORTANCE, TODO_ACTIONS, TODO_STATUSES, now as utc_now
@@ -37,6 +37,11 @@ async def todo(caller: Caller, request: TodoRequest, *, remind: bool = True) -> 
         raise InvalidInput(
             "action", f"{action!r} is not a todo action.", f"Use {choices(TODO_ACTIONS)}."
         )
+    refuse_foreign(
+        action,
+        {"content": content, "memory_id": memory_id},
+        {"content": ("add",), "memory_id": tuple(_CLOSE)},
+    )
     fired: list[Reminder] = []
     result = TodoResult(action=action)  # type: ignore[arg-type]
     if action == "add":

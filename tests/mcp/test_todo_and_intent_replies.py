@@ -97,3 +97,27 @@ async def test_todo_and_intent_replies_have_no_double_spaces(client: Client) -> 
     assert texts[2].startswith("check: 1 fired.")
     for text in texts:
         assert "  " not in text, repr(text)
+
+
+FOREIGN = [
+    ("todo", {"action": "add", "content": "Rotate keys.", "memory_id": "abc12345"}, "memory_id"),
+    ("todo", {"action": "list", "content": "stray"}, "content"),
+    ("todo", {"action": "done", "memory_id": "abc12345", "content": "x"}, "content"),
+    ("intent", {"action": "list", "memory_id": "abc12345"}, "memory_id"),
+    ("intent", {"action": "check", "cue": "deploy"}, "cue"),
+    ("intent", {"action": "cancel", "memory_id": "abc12345", "text": "now"}, "text"),
+]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("tool", "args", "field"), FOREIGN, ids=[f"{t}-{a['action']}" for t, a, _ in FOREIGN]
+)
+async def test_an_argument_of_another_action_is_refused_naming_it(client, tool, args, field):
+    """`todo add` with memory_id stored a todo tied to nothing and said nothing (auditor): a
+    model believed the link it never got."""
+    reply = await client.call_tool(tool, args)
+    assert reply.is_error, reply.content[0].text
+    assert f"{field}: is not used by {args['action']}." in reply.content[0].text
+    listed = await client.call_tool("todo", {"action": "list"})
+    assert listed.structured_content["todos"] == []
