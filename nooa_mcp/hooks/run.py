@@ -87,8 +87,14 @@ def _payload(raw: str) -> dict:
 
 
 def _text(data: dict, key: str) -> str:
+    """A text field of the hook input, "" when absent. Any other value is refused (and so
+    logged): a prompt of 5 was read as empty, and the hook printed and logged nothing."""
     value = data.get(key)
-    return value if isinstance(value, str) else ""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise HookFailed(f"the hook input's {key!r} is {type(value).__name__}, not text")
+    return value
 
 
 def _read(stream) -> str:

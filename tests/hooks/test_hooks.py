@@ -379,6 +379,9 @@ def test_any_failure_prints_nothing_exits_zero_and_leaves_one_log_line(
     cases = [
         ("user-prompt", "not json {", ["--store", str(store)], "not JSON"),
         ("user-prompt", "[1, 2, 3]", ["--store", str(store)], "not a JSON object"),
+        # A prompt that is no text was read as an empty one: no answer and no log line.
+        ("user-prompt", '{"prompt": 5}', ["--store", str(store)], "'prompt' is int, not text"),
+        ("user-prompt", '{"prompt": "hi", "cwd": 5}', ["--store", str(store)], "'cwd' is int"),
         ("user-prompt", recorded("user_prompt", project), ["--owner", "bad owner!"], "owner"),
         (
             "session-start",

@@ -146,6 +146,9 @@ async def test_bad_bodies_and_web_pages_are_refused_and_nothing_is_logged(
     async with hook_app(store) as app, client(app) as c:
         assert (await post(c, b"not json")).status_code == 400
         assert (await post(c, b"[1, 2]")).status_code == 400
+        typed = await post(c, b'{"hook_event_name": "UserPromptSubmit", "prompt": 5}')
+        assert typed.status_code == 400
+        assert typed.json() == {"error": "the hook input's 'prompt' is int, not text"}
         page = await post(c, recorded("session_start", project), Origin="http://evil.example")
         assert page.status_code == 403
         assert page.json() == {"error": "hooks are not answered to web pages"}
