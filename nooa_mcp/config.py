@@ -26,6 +26,12 @@ def default_store_path() -> Path:
 def store_target(value: str | Path) -> Path | str:
     """A store as configured: a PostgreSQL URL stays text, anything else is a file path."""
     text = str(value)
+    if not text.strip():
+        raise InvalidInput(
+            "--store (or NOOA_STORE)",
+            "is empty.",
+            "Pass a SQLite file path or a postgresql:// URL, or leave it out for the default.",
+        )
     if text.startswith(("postgresql://", "postgres://")):
         return text
     if isinstance(value, str) and (url := _URL.match(text)) is not None:

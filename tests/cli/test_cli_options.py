@@ -339,3 +339,24 @@ def test_a_port_past_65535_is_refused_by_the_option(args: list[str]) -> None:
     result = run_cli(args)
     assert result.exit_code == 2
     assert "Invalid value for '--port'" in result.output and "0<=x<=65535" in result.output
+
+
+@pytest.mark.parametrize(
+    ("store", "said"),
+    [
+        ("mysql://127.0.0.1/x", "mysql:// is not a store nooa-mcp can open."),
+        ("", "is empty."),
+    ],
+    ids=["other-scheme", "empty"],
+)
+def test_a_store_that_is_no_path_nor_postgres_is_refused(tmp_path, monkeypatch, store, said):
+    """mysql://… was taken as a path: folders ./mysql:/127.0.0.1 and a new store in them;
+    an empty --store opened "." and said it is a directory (auditor)."""
+    from shared_support import cli as run_cli
+
+    monkeypatch.chdir(tmp_path)
+    result = run_cli(["--store", store, "author", "hi"])
+    assert result.exit_code == 1
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert f"Error: --store (or NOOA_STORE): {said}" in result.output
+    assert list(tmp_path.iterdir()) == []
