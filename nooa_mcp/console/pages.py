@@ -14,6 +14,7 @@ from starlette.responses import Response
 
 from .. import InvalidInput, MemoryType
 from ..cursors import CURSORS
+from ..domain.forgetting import prune_eta
 from . import svg
 from .auth import LoopbackOnly
 from .web import Page
@@ -168,16 +169,21 @@ async def memory(page: Page) -> Response:
         [(a.ts, a.channel.value) for a in accesses], axis, LANES, t["top"], t["lane"]
     )
     policy = mem.settings.forgetting
-    # A memory pruning never takes has no prune date to mark, only a curve that fades.
-    eta = None if view.protected or view.archived else view.prune_eta
+    # A memory pruning never takes has no prune date to mark, only a curve that fades: drawn
+    # to where it crosses the prune line.
+    fades_at = (
+        None
+        if view.archived
+        else prune_eta(view.last_accessed_at, view.strength, policy, now, view.valid_from)
+    )
     curve = svg.retention_curve(
         view.last_accessed_at,
         view.stability_hours,
         now,
-        eta,
+        view.prune_eta,
         policy.prune_below,
         CURVE_BOX,
-        fades_at=view.prune_eta,
+        fades_at=fades_at,
     )
     return page.render(
         "memory.html",
@@ -189,7 +195,7 @@ async def memory(page: Page) -> Response:
         timeline=t,
         total_accesses=sum(view.channels.values()),
         curve=curve,
-        eta=eta,
+        eta=view.prune_eta,
         tick_anchor=svg.tick_anchor,
         threshold=policy.prune_below,
         protected=view.protected,

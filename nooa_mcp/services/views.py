@@ -148,10 +148,10 @@ async def view(
         channels=memory.channels,
         sizes=memory.sizes,
         retention=round(retention(memory.fading_since, memory.strength, now, policy.tau_hours), 4),
-        # When retention crosses the prune line; `protected` says when pruning never comes
-        # (the console draws the crossing for both).
+        # When a pass would prune it: none for a memory pruning never takes (`protected`
+        # says why), as recall and explain give none (DESIGN.md §7.3).
         prune_eta=None
-        if memory.archived
+        if memory.archived or protected
         else prune_eta(memory.last_accessed_at, memory.strength, policy, now, memory.valid_from),
         # To 4 places as retention: a reader draws the curve from it, and the prune ETA it
         # gives stays within a second of the view's own.

@@ -376,3 +376,15 @@ async def test_a_scope_word_without_a_grant_says_what_was_searched(
     assert hidden.note == f"Searched only {searched} {grant}'else'."
     assert counted == f"Counted only {searched} {grant}'everything'."
     assert plain == ("", "")
+
+
+async def test_a_protected_memory_has_no_prune_date_in_any_reply(mem):
+    """list --json and recall --json disagreed: the view gave a HIGH note a prune date."""
+    kept = (await mem.author("The vault key rotates yearly", importance="HIGH")).id
+    plain = (await mem.author("The vault door is painted blue")).id
+    view, other = await mem.get(kept), await mem.get(plain)
+    hit = {h.id: h for h in (await mem.recall("vault key rotation", k=5)).hits}
+    why = (await mem.explain("vault key rotation", memory_id=kept)).why_not
+    assert view.protected and view.prune_eta is None
+    assert hit[kept].prune_eta is None and why.prune_eta is None
+    assert other.protected is None and other.prune_eta is not None
