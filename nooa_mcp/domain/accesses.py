@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
-from .schema import ACTR_CHANNELS, TOUCH_CHANNELS, AccessRecord, Channel, Memory
+from .schema import ACTR_CHANNELS, TOUCH_CHANNELS, AccessRecord, Channel, Memory, from_epoch
 
 
 @dataclass(slots=True)
@@ -151,7 +151,7 @@ def history_record(
         "learned_at": memory.learned_at.isoformat(),
         "last_used_at": memory.last_accessed_at.isoformat(),
         "uses": memory.actr_count,
-        "use_times": [datetime.fromtimestamp(t, UTC).isoformat() for t in memory.actr_times],
+        "use_times": [from_epoch(t).isoformat() for t in memory.actr_times],
         "strength": memory.strength,
         "access_count": memory.access_count,
         "reinforcements": memory.reinforcement_count,

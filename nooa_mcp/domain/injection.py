@@ -132,7 +132,10 @@ def holds_from(valid_from: float | None, now: float) -> str:
     "rent is 1,500 from March" must not read as today's rent."""
     if valid_from is None or valid_from <= now:
         return ""
-    return f"holds from {datetime.fromtimestamp(valid_from, UTC):%Y-%m-%d}"
+    try:
+        return f"holds from {datetime.fromtimestamp(valid_from, UTC):%Y-%m-%d}"
+    except (OverflowError, ValueError, OSError):  # past a datetime's years (old stores)
+        return "holds from 9999-12-31"
 
 
 #: The note on a shared todo: the session is told to mark todos done, and a role may not

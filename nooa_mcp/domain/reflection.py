@@ -13,12 +13,13 @@ import math
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Literal
 
 import numpy as np
 
 from .forgetting import SPENT, ForgettingPolicy, prunable, retention
+from .schema import from_epoch
 from .scope import owner_role
 from .similarity import sweep
 
@@ -312,8 +313,8 @@ class Rows:
             id=self.ids[p],
             type=self.type_of(p),
             owner=self.owner_of(p),
-            created_at=datetime.fromtimestamp(float(self.created_at[p]), UTC),
-            last_accessed_at=datetime.fromtimestamp(float(self.last_accessed_at[p]), UTC),
+            created_at=from_epoch(float(self.created_at[p])),
+            last_accessed_at=from_epoch(float(self.last_accessed_at[p])),
             importance=float(self.importance[p]),
             authored_importance=float(self.authored_importance[p]),
             salience=float(self.salience[p]),
@@ -322,7 +323,7 @@ class Rows:
             reinforcement_count=int(self.reinforcement_count[p]),
             status=self.status_of(p),
             row=row,
-            learned=datetime.fromtimestamp(float(self.learned_at[p]), UTC),
+            learned=from_epoch(float(self.learned_at[p])),
         )
 
 

@@ -140,6 +140,7 @@ def as_utc(value: datetime | str | None, field: str) -> datetime | None:
     """Parse an ISO-8601 date or datetime; naive values are taken as UTC."""
     if value is None or value == "":
         return None
+    original = value
     if not isinstance(value, str | datetime):
         raise InvalidInput(
             field, f"{_shown(value)} is not a date.", "Use ISO 8601, e.g. 2026-05-01T09:00:00Z."
@@ -154,14 +155,34 @@ def as_utc(value: datetime | str | None, field: str) -> datetime | None:
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
     try:
-        return value.astimezone(UTC)
+        utc: datetime | None = value.astimezone(UTC)
     except (OverflowError, ValueError):
-        # 9999-12-31T23:59-05:00 is a valid ISO time past the last day UTC can hold.
+        utc = None  # 9999-12-31T23:59-05:00: a valid ISO time past the last day UTC holds
+    if utc is None or not EARLIEST <= utc <= LATEST:
+        # Stored as epoch seconds (a float): the last day rounds past year 9999, and a
+        # store holding such a time could not read its rows back.
+        shown = original if isinstance(original, str) else value.isoformat()
         raise InvalidInput(
             field,
-            f"{_shown(value.isoformat())} falls outside the years 1 to 9999 in UTC.",
-            "Pass a date between 0001-01-02 and 9999-12-30.",
-        ) from None
+            f"{_shown(shown)} falls outside 0001-01-02 to 9999-12-30 in UTC.",
+            "Pass a date between them.",
+        )
+    return utc
+
+
+def from_epoch(value: float) -> datetime:
+    """A stored time (epoch seconds) as an aware UTC datetime. One past what a datetime holds
+    (9999-12-31T23:59:59.999999Z rounds to year 10000 as a float; releases before `LATEST`
+    took it) reads as the nearest it holds: one such row made every read of its store fail."""
+    try:
+        return datetime.fromtimestamp(value, UTC)
+    except (OverflowError, ValueError, OSError):
+        return datetime.max.replace(tzinfo=UTC) if value > 0 else datetime.min.replace(tzinfo=UTC)
+
+
+#: The times a store keeps: a day inside the years datetime and epoch floats both hold.
+EARLIEST = datetime(1, 1, 2, tzinfo=UTC)
+LATEST = datetime(9999, 12, 30, 23, 59, 59, 999999, tzinfo=UTC)
 
 
 # --------------------------------------------------------------------------- records

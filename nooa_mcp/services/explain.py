@@ -8,14 +8,12 @@ by maintenance, which recall still reaches) or forgotten (by its user, which it 
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from ..domain.archive import state
 from ..domain.forgetting import prune_eta, retention
 from ..domain.inputs import recall_args
 from ..domain.replies import ExplainResult, ExplainRow, WhyNot
 from ..domain.requests import ExplainRequest
-from ..domain.schema import now as utc_now
+from ..domain.schema import from_epoch, now as utc_now
 from ..errors import InvalidInput
 from .caller import Caller
 from .corrections import kept_from_pruning
@@ -209,7 +207,7 @@ def _penalised(mine: Ranked | None) -> str:
         said += " Its validity ended (valid_to is past): a penalty."
     if mine.upcoming and mine.row.valid_from is not None:
         said += (
-            f" It holds only from {datetime.fromtimestamp(mine.row.valid_from, UTC):%Y-%m-%d}"
+            f" It holds only from {from_epoch(mine.row.valid_from):%Y-%m-%d}"
             " (valid_from is ahead): a penalty, as for a memory whose validity ended."
         )
     return said

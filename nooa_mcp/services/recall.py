@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Coroutine, Sequence
-from datetime import UTC, datetime
 
 from ..domain.accesses import AccessState
 from ..domain.forgetting import fading_since, protection, prune_eta, retention
@@ -19,7 +18,14 @@ from ..domain.injection import content_words
 from ..domain.inputs import recall_args
 from ..domain.replies import Flags, RecallHit, RecallResult
 from ..domain.requests import RecallRequest
-from ..domain.schema import AccessRecord, Channel, Components, Reference, now as utc_now
+from ..domain.schema import (
+    AccessRecord,
+    Channel,
+    Components,
+    Reference,
+    from_epoch,
+    now as utc_now,
+)
 from ..domain.scope import Scope
 from ..errors import StoreConflict
 from ..storage.rows import uses_of
@@ -132,9 +138,7 @@ def flags(caller: Caller, r: Ranked) -> Flags:
         weak=weak,
         stale=r.stale,
         holds_from=(
-            datetime.fromtimestamp(r.row.valid_from, UTC)
-            if r.upcoming and r.row.valid_from is not None
-            else None
+            from_epoch(r.row.valid_from) if r.upcoming and r.row.valid_from is not None else None
         ),
         superseded_by=r.superseded_by,
         faded=r.faded,
@@ -282,8 +286,8 @@ async def recall(caller: Caller, request: RecallRequest) -> RecallResult:
 
 def _hit(caller: Caller, position: int, r: Ranked, marks: Flags, parts: Components) -> RecallHit:
     row = r.full
-    valid_from = None if row.valid_from is None else datetime.fromtimestamp(row.valid_from, UTC)
-    used = datetime.fromtimestamp(row.last_accessed_at, tz=UTC)
+    valid_from = None if row.valid_from is None else from_epoch(row.valid_from)
+    used = from_epoch(row.last_accessed_at)
     last = fading_since(used, valid_from)
     policy = caller.settings.forgetting
     return RecallHit(
@@ -299,9 +303,9 @@ def _hit(caller: Caller, position: int, r: Ranked, marks: Flags, parts: Componen
         flags=marks,
         status=row.status,
         importance=row.importance,
-        created_at=datetime.fromtimestamp(row.created_at, tz=UTC),
+        created_at=from_epoch(row.created_at),
         valid_from=valid_from,
-        valid_to=None if row.valid_to is None else datetime.fromtimestamp(row.valid_to, UTC),
+        valid_to=None if row.valid_to is None else from_epoch(row.valid_to),
         retention=round(retention(last, row.strength, utc_now(), policy.tau_hours), 4),
         # A memory pruning never takes has no prune date (DESIGN.md §7.3).
         prune_eta=None

@@ -12,14 +12,22 @@ import functools
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Protocol
 
 import numpy as np
 from pydantic import TypeAdapter
 
 from ..domain.accesses import AccessState
-from ..domain.schema import AccessRecord, Components, Memory, Reference, Trigger, cue_set
+from ..domain.schema import (
+    AccessRecord,
+    Components,
+    Memory,
+    Reference,
+    Trigger,
+    cue_set,
+    from_epoch,
+)
 from ..domain.scope import Scope
 from .base import EdgeRow, RankFacts, ScoringRow, Tombstone, UseState, VectorRow
 from .keywords import row_stems
@@ -113,13 +121,13 @@ def epoch_or_none(value: datetime | None) -> float | None:
 
 
 def time_from_epoch(value: float) -> datetime:
-    """A stored time (epoch seconds) as an aware UTC datetime."""
-    return datetime.fromtimestamp(value, UTC)
+    """A stored time (epoch seconds) as an aware UTC datetime (`domain.schema.from_epoch`)."""
+    return from_epoch(value)
 
 
 def time_or_none(value: float | None) -> datetime | None:
     """`time_from_epoch` of an optional stored time."""
-    return None if value is None else datetime.fromtimestamp(value, UTC)
+    return None if value is None else time_from_epoch(value)
 
 
 def vector_from_blob(blob: bytes | None) -> np.ndarray | None:

@@ -221,7 +221,7 @@ async def test_a_date_outside_utcs_years_is_refused_naming_the_field(
     reply was "Error executing tool memory_author" (an OverflowError in the server's log)."""
     text = await refused(client, tool, args)
     assert f"{tool}: {field}: " in text, text  # the SDK puts "Error executing tool X: " first
-    assert "outside the years 1 to 9999 in UTC" in text and "Pass a date between" in text
+    assert "falls outside 0001-01-02 to 9999-12-30 in UTC" in text and "Pass a date between" in text
     stats = json.loads((await client.read_resource("memory://stats")).contents[0].text)
     assert stats["total"] == 0
 
@@ -233,7 +233,7 @@ def test_the_cli_refuses_a_date_past_utcs_years_naming_the_option(tmp_path: Path
     )
     assert result.exit_code == 1
     assert result.exception is None or isinstance(result.exception, SystemExit)
-    assert "--valid-to: '9999-12-31T23:59:59-05:00' falls outside the years 1 to 9999" in (
+    assert "--valid-to: '9999-12-31T23:59:59-05:00' falls outside 0001-01-02 to 9999-12-30" in (
         result.output
     )
 
