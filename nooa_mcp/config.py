@@ -34,6 +34,13 @@ def store_target(value: str | Path) -> Path | str:
         )
     if text.startswith(("postgresql://", "postgres://")):
         return text
+    if isinstance(value, str) and text.startswith("file:"):
+        # SQLite reads "file:" as a URI of its own, and the name left a stray file behind.
+        raise InvalidInput(
+            "--store (or NOOA_STORE)",
+            f"{text!r} is a file: URI.",
+            "Pass the file's path without file:.",
+        )
     if isinstance(value, str) and (url := _URL.match(text)) is not None:
         # Taken as a path, "mysql://host/db" made the folders ./mysql:/host and a new store.
         raise InvalidInput(

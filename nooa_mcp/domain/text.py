@@ -40,7 +40,10 @@ _SEARCH_WORD = re.compile(r"\w+")
 #: An English clitic ("what's", "user's", "don't", "I'm", "we'll"): its letters are no word a
 #: query asks for, and "s" or "t" alone matched every possessive and negation stored ("what's
 #: the plan?" put "The user's cat is called Tom" first). "can't" and "won't" keep their verb.
-_CLITIC = re.compile(r"\b(ca|wo)(?=n['’]t\b)|(?<=\w)(?:n['’]t|['’](?:s|m|d|ll|re|ve))\b")
+_APOSTROPHE = "['’‘`´＇]"  # what keyboards and editors put between "what" and "s"
+_CLITIC = re.compile(
+    rf"\b(ca|wo)(?=n{_APOSTROPHE}t\b)|(?<=\w)(?:n{_APOSTROPHE}t|{_APOSTROPHE}(?:s|m|d|ll|re|ve))\b"
+)
 _CLITIC_VERB = {"ca": "can", "wo": "will"}
 _SENTENCE_END = re.compile(r"[.!?]+(\s|$)")
 

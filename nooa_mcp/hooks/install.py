@@ -72,6 +72,20 @@ def default_command(scope: str) -> str:
     return shutil.which("nooa-mcp") or "nooa-mcp"
 
 
+def _http_url(url: str) -> bool:
+    """An http(s) URL with a host, and a port a socket can have."""
+    try:
+        parts = urlsplit(url)
+        return (
+            parts.scheme in ("http", "https")
+            and bool(parts.hostname)
+            and (parts.port is None or parts.port > 0)
+            and " " not in url
+        )
+    except ValueError:  # a port past 65535, or not a number
+        return False
+
+
 def handlers(
     *,
     command: str,
@@ -89,7 +103,7 @@ def handlers(
     bearer token read from the environment variable `token_env` when given. `deadline` is the
     command hook's whole-hook deadline in seconds (`--deadline`; without it, 2 s).
     """
-    if url and urlsplit(url).scheme not in ("http", "https"):
+    if url and not _http_url(url):
         # Written into both hooks as given, "notaurl" failed only at the first prompt.
         raise InstallError(
             f"url: {url!r} is not an http(s) URL. Pass the server's address, e.g. "

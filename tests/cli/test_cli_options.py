@@ -346,8 +346,9 @@ def test_a_port_past_65535_is_refused_by_the_option(args: list[str]) -> None:
     [
         ("mysql://127.0.0.1/x", "mysql:// is not a store nooa-mcp can open."),
         ("", "is empty."),
+        ("file:m.sqlite", "'file:m.sqlite' is a file: URI."),
     ],
-    ids=["other-scheme", "empty"],
+    ids=["other-scheme", "empty", "file-uri"],
 )
 def test_a_store_that_is_no_path_nor_postgres_is_refused(tmp_path, monkeypatch, store, said):
     """mysql://… was taken as a path: folders ./mysql:/127.0.0.1 and a new store in them;

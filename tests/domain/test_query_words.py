@@ -17,6 +17,7 @@ from nooa_mcp.storage.keywords import query_stems
     [
         ("what's the plan for tomorrow?", ["plan", "tomorrow"]),
         ("What’s the user’s cat called?", ["user", "cat", "called"]),
+        ("what‘s `the´ user＇s plan`s", ["user", "plan"]),
         (
             "I'm sure they'd say we'll ship; you've seen it, they're late",
             ["sure", "say", "ship", "seen", "late"],

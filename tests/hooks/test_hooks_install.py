@@ -249,10 +249,12 @@ def test_an_installed_hook_answers_the_recorded_hook_json(tmp_path: Path) -> Non
 
 
 @pytest.mark.parametrize("flags", [[], ["--http"]], ids=["command", "http"])
-def test_install_refuses_a_url_that_is_not_http(settings: Path, flags: list[str]) -> None:
-    """`--url notaurl` was written into both hooks, to fail at the first prompt (auditor)."""
+@pytest.mark.parametrize("url", ["notaurl", "http://", "http://exa mple/mcp", "http://h:99999"])
+def test_install_refuses_a_url_that_is_not_http(settings: Path, flags: list[str], url) -> None:
+    """`--url notaurl` was written into both hooks, to fail at the first prompt (auditor);
+    so were a URL without a host, with a space, with a port no socket has (re-tester)."""
     before = settings.read_text()
-    done = cli("install", "--settings", str(settings), "--url", "notaurl", *flags)
+    done = cli("install", "--settings", str(settings), "--url", url, *flags)
     assert done.exit_code == 1
-    assert "url: 'notaurl' is not an http(s) URL" in done.output
+    assert f"url: {url!r} is not an http(s) URL" in done.output
     assert settings.read_text() == before
