@@ -103,7 +103,14 @@ async def to_anchors(
     link to the duplicate would correct a memory recall no longer shows."""
     if not edges:
         return edges
-    anchors = await merged_anchors(caller, [target for target, _, _ in edges])
+    targets = [target for target, _, _ in edges]
+    if caller.store.in_transaction:
+        # Held until this write commits (PostgreSQL: FOR UPDATE; a merge locks the duplicate
+        # the same way first): a merge either committed before this read, which then sees
+        # it, or waits and copies the link this write adds. Read committed alone let a merge
+        # commit between this read and the write's commit (re-tester: 3 runs of 7).
+        await caller.store.fetch_many(targets)
+    anchors = await merged_anchors(caller, targets)
     return [(anchors.get(target, target), kind, weight) for target, kind, weight in edges]
 
 
