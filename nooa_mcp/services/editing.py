@@ -70,12 +70,14 @@ async def update(caller: Caller, request: UpdateRequest) -> UpdateResult:
     merged_from = None
     async with caller.store.transaction():
         memory = await caller.fetch(target)
-        anchor = (await merged_anchors(caller, [target])).get(target) if memory.faded else None
+        merged = memory.faded and not forget
+        anchor = (await merged_anchors(caller, [target])).get(target) if merged else None
         if anchor is not None:
             # A duplicate reflection merged away lives on through its anchor, which recall
             # shows for it: the change goes there (on the duplicate it changed a hidden copy
             # and the reply called it forgotten; a content edit there ranked below the text
-            # it replaced).
+            # it replaced). Not a forget: the anchor may have been edited since the merge, and
+            # forgetting the copy must not drop what the anchor says now.
             merged_from, target = target, anchor
             memory = await caller.fetch(target)
             caller.writable(memory)

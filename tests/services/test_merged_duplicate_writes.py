@@ -88,3 +88,17 @@ async def test_a_link_parsed_before_a_merge_lands_on_the_anchor(store_target, mo
         edges = {(e.src, e.dst, e.type) for e in await mem._caller.store.edges_touching([fix.id])}
         assert (fix.id, anchor, "refines") in edges
         assert (fix.id, dup, "refines") not in edges
+
+
+async def test_forgetting_a_merged_duplicate_forgets_that_copy_and_not_its_anchor(store_target):
+    """The anchor may have been edited since the merge: a forget of the old copy must not
+    drop what the anchor says now (re-tester: forget on the duplicate forgot the anchor)."""
+    async with Memory.open(settings=_settings(store_target), embedder=HashEmbedder()) as mem:
+        anchor, dup = await _merged(mem)
+        edited = "The deploy key for the billing cluster rotates every quarter."
+        await mem.update(anchor, content=edited)
+        result = await mem.update(dup, forget=True)
+        assert (result.id, result.merged_from, result.archived) == (dup, None, True)
+        kept, gone = await mem.get(anchor), await mem.get(dup)
+        assert (kept.archived, kept.content) == (False, edited)
+        assert gone.archived and not gone.flags.faded  # forgotten by its user now
