@@ -32,6 +32,8 @@ async def update(caller: Caller, request: UpdateRequest) -> UpdateResult:
     content, title, status = request.content, request.title, request.status
     valid_to, forget = request.valid_to, request.forget
     given = (content, title, request.importance, request.tags, status, valid_to)
+    # The id first: an unknown one is named as such, not answered with "nothing to change".
+    target = await caller.resolve(request.memory_id, caller.actor.own)
     if all(v is None for v in given) and not request.links and not forget:
         # Answering "Updated …: nothing" would let a model believe a change it never sent.
         raise InvalidInput(
@@ -40,7 +42,6 @@ async def update(caller: Caller, request: UpdateRequest) -> UpdateResult:
             "Pass at least one of content, title, importance, tags, status, links, valid_to "
             "or forget.",
         )
-    target = await caller.resolve(request.memory_id, caller.actor.own)
     edges = await parse_links(caller, request.links)
     importance = request.importance
     new_importance = IMPORTANCE.parse(importance) if importance is not None else None

@@ -189,6 +189,9 @@ async def test_an_update_that_names_no_change_is_refused(client: Client) -> None
         client, "memory_update", {"memory_id": memory_id, "importance": "HIGH"}
     )
     assert not is_error and changed["changed"] == ["importance"]
+    # An unknown id alone is named as unknown (auditor: it said "nothing to change").
+    unknown = await refused(client, "memory_update", {"memory_id": "deadbeef"})
+    assert "deadbeef" in unknown and "only the id was given" not in unknown
 
 
 # --------------------------------------------------------------------------- dates past UTC's range
