@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from .schema import ACTR_CHANNELS, TOUCH_CHANNELS, AccessRecord, Channel, Memory, from_epoch
+from .epoch import from_epoch
+from .schema import ACTR_CHANNELS, TOUCH_CHANNELS, AccessRecord, Channel, Memory
 
 
 @dataclass(slots=True)

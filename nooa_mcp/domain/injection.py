@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime
 
 from .cues import cue_keywords
+from .epoch import from_epoch
 from .text import STOPWORDS, stem
 
 __all__ = [
@@ -132,10 +132,7 @@ def holds_from(valid_from: float | None, now: float) -> str:
     "rent is 1,500 from March" must not read as today's rent."""
     if valid_from is None or valid_from <= now:
         return ""
-    try:
-        return f"holds from {datetime.fromtimestamp(valid_from, UTC):%Y-%m-%d}"
-    except (OverflowError, ValueError, OSError):  # past a datetime's years (old stores)
-        return "holds from 9999-12-31"
+    return f"holds from {from_epoch(valid_from):%Y-%m-%d}"
 
 
 #: The note on a shared todo: the session is told to mark todos done, and a role may not

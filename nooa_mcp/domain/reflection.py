@@ -18,8 +18,8 @@ from typing import Literal
 
 import numpy as np
 
+from .epoch import from_epoch
 from .forgetting import SPENT, ForgettingPolicy, prunable, retention
-from .schema import from_epoch
 from .scope import owner_role
 from .similarity import sweep
 

@@ -170,16 +170,6 @@ def as_utc(value: datetime | str | None, field: str) -> datetime | None:
     return utc
 
 
-def from_epoch(value: float) -> datetime:
-    """A stored time (epoch seconds) as an aware UTC datetime. One past what a datetime holds
-    (9999-12-31T23:59:59.999999Z rounds to year 10000 as a float; releases before `LATEST`
-    took it) reads as the nearest it holds: one such row made every read of its store fail."""
-    try:
-        return datetime.fromtimestamp(value, UTC)
-    except (OverflowError, ValueError, OSError):
-        return datetime.max.replace(tzinfo=UTC) if value > 0 else datetime.min.replace(tzinfo=UTC)
-
-
 #: The times a store keeps: a day inside the years datetime and epoch floats both hold.
 EARLIEST = datetime(1, 1, 2, tzinfo=UTC)
 LATEST = datetime(9999, 12, 30, 23, 59, 59, 999999, tzinfo=UTC)

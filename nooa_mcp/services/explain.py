@@ -9,11 +9,12 @@ by maintenance, which recall still reaches) or forgotten (by its user, which it 
 from __future__ import annotations
 
 from ..domain.archive import state
+from ..domain.epoch import from_epoch
 from ..domain.forgetting import prune_eta, retention
 from ..domain.inputs import recall_args
 from ..domain.replies import ExplainResult, ExplainRow, WhyNot
 from ..domain.requests import ExplainRequest
-from ..domain.schema import from_epoch, now as utc_now
+from ..domain.schema import now as utc_now
 from ..errors import InvalidInput
 from .caller import Caller
 from .corrections import kept_from_pruning

@@ -13,6 +13,7 @@ import asyncio
 from collections.abc import Awaitable, Coroutine, Sequence
 
 from ..domain.accesses import AccessState
+from ..domain.epoch import from_epoch
 from ..domain.forgetting import fading_since, protection, prune_eta, retention
 from ..domain.injection import content_words
 from ..domain.inputs import recall_args
@@ -23,7 +24,6 @@ from ..domain.schema import (
     Channel,
     Components,
     Reference,
-    from_epoch,
     now as utc_now,
 )
 from ..domain.scope import Scope

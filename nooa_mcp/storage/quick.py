@@ -19,8 +19,9 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 
+from ..domain.epoch import from_epoch
 from .dialect import COMMON_FLOOR, COMMON_SHARE, NEXT_REV, SQLITE, intents_sql, role_where
 from .keywords import stemmed
 from .sqlite_schema import SCHEMA_VERSION
@@ -57,7 +58,7 @@ class QuickUnavailable(Exception):
 
 def iso(ts: float) -> str:
     """An epoch time as pydantic writes a UTC datetime into JSON ("...Z")."""
-    return datetime.fromtimestamp(ts, UTC).isoformat().replace("+00:00", "Z")
+    return from_epoch(ts).isoformat().replace("+00:00", "Z")
 
 
 class QuickStore:

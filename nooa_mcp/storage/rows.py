@@ -19,6 +19,7 @@ import numpy as np
 from pydantic import TypeAdapter
 
 from ..domain.accesses import AccessState
+from ..domain.epoch import from_epoch
 from ..domain.schema import (
     AccessRecord,
     Components,
@@ -26,7 +27,6 @@ from ..domain.schema import (
     Reference,
     Trigger,
     cue_set,
-    from_epoch,
 )
 from ..domain.scope import Scope
 from .base import EdgeRow, RankFacts, ScoringRow, Tombstone, UseState, VectorRow
@@ -54,7 +54,6 @@ __all__ = [
     "memory_from_row",
     "memory_values",
     "scoring_from_row",
-    "time_from_epoch",
     "time_or_none",
     "tombstone_from_row",
     "use_from_row",
@@ -120,14 +119,9 @@ def epoch_or_none(value: datetime | None) -> float | None:
     return None if value is None else value.timestamp()
 
 
-def time_from_epoch(value: float) -> datetime:
-    """A stored time (epoch seconds) as an aware UTC datetime (`domain.schema.from_epoch`)."""
-    return from_epoch(value)
-
-
 def time_or_none(value: float | None) -> datetime | None:
-    """`time_from_epoch` of an optional stored time."""
-    return None if value is None else time_from_epoch(value)
+    """`domain.epoch.from_epoch` of an optional stored time."""
+    return None if value is None else from_epoch(value)
 
 
 def vector_from_blob(blob: bytes | None) -> np.ndarray | None:
@@ -234,8 +228,8 @@ def memory_from_row(row: Row) -> Memory:
         tags=json.loads(row["tags"]),
         entities=json.loads(row["entities"]),
         place_or_task=row["place_or_task"],
-        created_at=time_from_epoch(row["created_at"]),
-        last_accessed_at=time_from_epoch(row["last_accessed_at"]),
+        created_at=from_epoch(row["created_at"]),
+        last_accessed_at=from_epoch(row["last_accessed_at"]),
         valid_from=time_or_none(row["valid_from"]),
         valid_to=time_or_none(row["valid_to"]),
         references=[Reference.model_validate(r) for r in json.loads(row["refs"])],
@@ -304,7 +298,7 @@ def tombstone_from_row(row: Row) -> Tombstone:
         type=row["type"],
         content_hash=row["content_hash"],
         reason=row["reason"],
-        ts=time_from_epoch(row["ts"]),
+        ts=from_epoch(row["ts"]),
         lifted_at=time_or_none(row["lifted_at"]),
         embedding=vector_from_blob(row["embedding"]),
     )
@@ -361,7 +355,7 @@ def access_state_from_row(row: Row) -> AccessState:
         owner=row["owner"],
         strength=row["strength"],
         access_count=row["access_count"],
-        last_accessed_at=time_from_epoch(row["last_accessed_at"]),
+        last_accessed_at=from_epoch(row["last_accessed_at"]),
         actr_count=row["actr_count"],
         first_access_at=time_or_none(row["first_access_at"]),
         actr_times=_loaded(row["actr_times"]),
@@ -393,7 +387,7 @@ def access_from_row(row: Row) -> AccessRecord:
     """An `accesses` row as the record."""
     components = row["components"]
     return AccessRecord(
-        ts=time_from_epoch(row["ts"]),
+        ts=from_epoch(row["ts"]),
         channel=row["channel"],
         reader_owner=row["reader_owner"],
         session_ref=row["session_ref"],

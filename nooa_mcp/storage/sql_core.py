@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from ..domain.accesses import AccessState
+from ..domain.epoch import from_epoch
 from ..domain.schema import AccessRecord, Edge, EdgeType, Memory
 from ..domain.scope import Scope
 from ..errors import AmbiguousId, NotFound
@@ -57,7 +58,6 @@ from .rows import (
     memory_from_row,
     memory_values,
     scoring_from_row,
-    time_from_epoch,
     tombstone_from_row,
     vector_of,
     vector_row_from,
@@ -714,7 +714,7 @@ class SqlVerbs(SqlPrimitives):
                 target=r["dst"],
                 type=r["type"],
                 weight=r["weight"],
-                created_at=time_from_epoch(r["created_at"]),
+                created_at=from_epoch(r["created_at"]),
             )
             for r in rows
         ]

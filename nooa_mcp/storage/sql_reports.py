@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ..domain.epoch import from_epoch
 from ..domain.reflection import Node, Rows
 from ..domain.schema import AccessRecord
 from ..domain.scope import Scope
@@ -29,7 +30,7 @@ from .base import (
 )
 from .dialect import reflection_columns, scope_where
 from .keywords import row_stems
-from .rows import access_from_row, time_from_epoch, values_of
+from .rows import access_from_row, values_of
 from .sql_core import SqlPrimitives
 
 __all__ = ["SqlReports"]
@@ -69,7 +70,7 @@ class SqlReports(SqlPrimitives):
             params,
         )
         return [
-            MaintenanceEntry(r["seq"], time_from_epoch(r["ts"]), r["kind"], json.loads(r["report"]))
+            MaintenanceEntry(r["seq"], from_epoch(r["ts"]), r["kind"], json.loads(r["report"]))
             for r in rows
         ]
 
@@ -108,8 +109,8 @@ class SqlReports(SqlPrimitives):
                     id=r["id"],
                     type=r["type"],
                     owner=r["owner"],
-                    created_at=time_from_epoch(r["created_at"]),
-                    last_accessed_at=time_from_epoch(r["last_accessed_at"]),
+                    created_at=from_epoch(r["created_at"]),
+                    last_accessed_at=from_epoch(r["last_accessed_at"]),
                     importance=r["importance"],
                     authored_importance=r["importance"] if authored is None else authored,
                     salience=r["salience"],
@@ -214,7 +215,7 @@ class SqlReports(SqlPrimitives):
         )
         return KpiRaw(
             per_memory=per_memory,
-            todos=[(r["status"], time_from_epoch(r["created_at"])) for r in todos],
+            todos=[(r["status"], from_epoch(r["created_at"])) for r in todos],
             cross_owner_reads=cross,
             tombstones=tombstones,
             edges=edges,
@@ -291,7 +292,7 @@ class SqlReports(SqlPrimitives):
                 for r in rows
                 if not r["archived"]
             ],
-            todos=[(r["status"], time_from_epoch(r["created_at"])) for r in todos],
+            todos=[(r["status"], from_epoch(r["created_at"])) for r in todos],
             cross_owner_reads=sum(r["foreign_reads"] for r in rows),
             tombstones=rest["tombstones"],
             edges=rest["edges"],
