@@ -23,12 +23,16 @@ def default_store_path() -> Path:
     return Path(platformdirs.user_data_dir("nooa-mcp", appauthor=False)) / "memory.sqlite"
 
 
+#: Where a store is configured, as a refusal names it.
+STORE_OPTION = "--store (or NOOA_STORE)"
+
+
 def store_target(value: str | Path) -> Path | str:
     """A store as configured: a PostgreSQL URL stays text, anything else is a file path."""
     text = str(value)
     if not text.strip():
         raise InvalidInput(
-            "--store (or NOOA_STORE)",
+            STORE_OPTION,
             "is empty.",
             "Pass a SQLite file path or a postgresql:// URL, or leave it out for the default.",
         )
@@ -37,14 +41,14 @@ def store_target(value: str | Path) -> Path | str:
     if isinstance(value, str) and text.startswith("file:"):
         # SQLite reads "file:" as a URI of its own, and the name left a stray file behind.
         raise InvalidInput(
-            "--store (or NOOA_STORE)",
+            STORE_OPTION,
             f"{text!r} is a file: URI.",
             "Pass the file's path without file:.",
         )
     if isinstance(value, str) and (url := _URL.match(text)) is not None:
         # Taken as a path, "mysql://host/db" made the folders ./mysql:/host and a new store.
         raise InvalidInput(
-            "--store (or NOOA_STORE)",
+            STORE_OPTION,
             f"{url.group(1)}:// is not a store nooa-mcp can open.",
             "Pass a SQLite file path or a postgresql:// URL.",
         )

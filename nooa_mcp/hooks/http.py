@@ -25,7 +25,7 @@ from starlette.routing import Route
 from ..services import provenance
 from .paths import find_project
 from .remote import HOOK_PATH
-from .run import DEFAULT_OWNER, EVENTS, output
+from .run import DEFAULT_OWNER, EVENTS, not_text, output
 
 if TYPE_CHECKING:  # the engine is the server's; importing it here would load numpy early
     from ..engine import Engine
@@ -128,12 +128,9 @@ def hook_route(
             return JSONResponse({"error": "the hook input is not JSON"}, status_code=400)
         if not isinstance(data, dict):
             return JSONResponse({"error": "the hook input is not a JSON object"}, status_code=400)
-        for key in ("prompt", "cwd", "session_id"):
-            if data.get(key) is not None and not isinstance(data[key], str):
-                return JSONResponse(
-                    {"error": f"the hook input's {key!r} is {type(data[key]).__name__}, not text"},
-                    status_code=400,
-                )
+        problem = not_text(data)
+        if problem is not None:
+            return JSONResponse({"error": problem}, status_code=400)
         event = _BY_NAME.get(str(data.get("hook_event_name", "")))
         prompt = data["prompt"] if isinstance(data.get("prompt"), str) else ""
         if event is None or (event == "user-prompt" and not prompt.strip()):

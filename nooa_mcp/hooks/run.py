@@ -33,7 +33,16 @@ from datetime import UTC, datetime
 
 from . import paths
 
-__all__ = ["DEFAULT_OWNER", "DEFAULT_SECONDS", "EVENTS", "hard_deadline", "output", "run"]
+__all__ = [
+    "DEFAULT_OWNER",
+    "DEFAULT_SECONDS",
+    "EVENTS",
+    "TEXT_FIELDS",
+    "hard_deadline",
+    "not_text",
+    "output",
+    "run",
+]
 
 #: Command name → Claude Code's hook event name.
 EVENTS = {"session-start": "SessionStart", "user-prompt": "UserPromptSubmit"}
@@ -86,15 +95,28 @@ def _payload(raw: str) -> dict:
     return data
 
 
+#: The hook input's text fields (Claude Code's JSON).
+TEXT_FIELDS = ("prompt", "cwd", "session_id")
+
+
+def not_text(data: dict, keys: tuple[str, ...] = TEXT_FIELDS) -> str | None:
+    """What is wrong with the first of `keys` the hook input gives as something other than
+    text, or None: a prompt of 5 was read as empty, and the hook printed and logged nothing.
+    The command hook and the HTTP route both refuse it with this sentence."""
+    for key in keys:
+        value = data.get(key)
+        if value is not None and not isinstance(value, str):
+            return f"the hook input's {key!r} is {type(value).__name__}, not text"
+    return None
+
+
 def _text(data: dict, key: str) -> str:
-    """A text field of the hook input, "" when absent. Any other value is refused (and so
-    logged): a prompt of 5 was read as empty, and the hook printed and logged nothing."""
-    value = data.get(key)
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise HookFailed(f"the hook input's {key!r} is {type(value).__name__}, not text")
-    return value
+    """A text field of the hook input, "" when absent; any other value is refused (and so
+    logged, `not_text`)."""
+    problem = not_text(data, (key,))
+    if problem is not None:
+        raise HookFailed(problem)
+    return data.get(key) or ""
 
 
 def _read(stream) -> str:
