@@ -29,6 +29,7 @@ from ..domain.schema import (
     cue_set,
 )
 from ..domain.scope import Scope
+from ..domain.text import holds_unstorable, without_unstorable
 from .base import EdgeRow, RankFacts, ScoringRow, Tombstone, UseState, VectorRow
 from .keywords import row_stems
 
@@ -165,6 +166,26 @@ def _loaded(value: Any) -> Any:
     return json.loads(value) if isinstance(value, str) else value
 
 
+def stored_json(text: Any) -> Any:
+    """A JSON column's text as the readers take it: a store of a release before lone
+    surrogates and NULs were refused may hold one as a `\\u` escape, which Python decodes
+    but pydantic refuses and no UTF-8 output can write (a list, an export, the access log of a
+    recall failed on it). Such a text comes back with each written as U+FFFD, as an export
+    writes it (DESIGN.md §4.1); any other text comes back as it is, unparsed."""
+    if not isinstance(text, str) or "\\u" not in text:
+        return text
+    value = json.loads(text)
+    if not holds_unstorable(value):
+        return text
+    return json.dumps(without_unstorable(value), ensure_ascii=False)
+
+
+def _stored(value: Any) -> Any:
+    """`_loaded` of `stored_json`: a JSON column decoded, with what no output can write
+    replaced."""
+    return _loaded(stored_json(value))
+
+
 def _text(value: Any) -> str:
     """A JSON column's text (a binary read hands the value decoded)."""
     return value if isinstance(value, str) else json.dumps(value)
@@ -211,7 +232,7 @@ def hit_from_row(row: Row, bm25: float | None) -> tuple[str, float | None]:
 
 def memory_from_row(row: Row) -> Memory:
     """A full `memories` row as the domain record."""
-    trigger = row["trigger"]
+    trigger = stored_json(row["trigger"])
     authored = row["authored_importance"]
     return Memory(
         id=row["id"],
@@ -225,20 +246,20 @@ def memory_from_row(row: Row) -> Memory:
         strength=row["strength"],
         reinforcement_count=row["reinforcement_count"],
         access_count=row["access_count"],
-        tags=json.loads(row["tags"]),
-        entities=json.loads(row["entities"]),
+        tags=json.loads(stored_json(row["tags"])),
+        entities=json.loads(stored_json(row["entities"])),
         place_or_task=row["place_or_task"],
         created_at=from_epoch(row["created_at"]),
         last_accessed_at=from_epoch(row["last_accessed_at"]),
         valid_from=time_or_none(row["valid_from"]),
         valid_to=time_or_none(row["valid_to"]),
-        references=[Reference.model_validate(r) for r in json.loads(row["refs"])],
+        references=[Reference.model_validate(r) for r in json.loads(stored_json(row["refs"]))],
         archived=bool(row["archived"]),
         faded=bool(row["faded"]),
         status=row["status"],
         trigger=Trigger.model_validate_json(trigger) if trigger else None,
-        access_log=RING.validate_json(row["ring"]),
-        channels=json.loads(row["channels"]),
+        access_log=RING.validate_json(stored_json(row["ring"])),
+        channels=json.loads(stored_json(row["channels"])),
         actr_count=row["actr_count"],
         first_access_at=time_or_none(row["first_access_at"]),
         actr_times=json.loads(row["actr_times"]),
@@ -282,10 +303,10 @@ def scoring_from_row(row: Row, bm25: float | None = None) -> ScoringRow:
         first_access_at=row["first_access_at"],
         actr_times=json.loads(row["actr_times"]),
         bm25=bm25,
-        refs_json=row["refs"],
+        refs_json=stored_json(row["refs"]),
         place=row["place_or_task"] or "",
-        tags_json=row["tags"],
-        entities_json=row["entities"],
+        tags_json=stored_json(row["tags"]),
+        entities_json=stored_json(row["entities"]),
     )
 
 
@@ -359,8 +380,8 @@ def access_state_from_row(row: Row) -> AccessState:
         actr_count=row["actr_count"],
         first_access_at=time_or_none(row["first_access_at"]),
         actr_times=_loaded(row["actr_times"]),
-        channels=_loaded(row["channels"]),
-        ring=_loaded(row["ring"]),
+        channels=_stored(row["channels"]),
+        ring=_stored(row["ring"]),
     )
 
 
