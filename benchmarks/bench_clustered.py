@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import numpy as np
 from bench_reflect import Vectors, texts
 
-from nooa_mcp.domain.reflection import LINK_LOW, MERGE_SIMILARITY
+from nooa_mcp.domain.reflection import LINK_LOW, SWEEP_SPILL
 from nooa_mcp.domain.similarity import PROBES, clustered_sweep, sweep
 
 
@@ -66,7 +66,7 @@ def main() -> None:
                 and np.array_equal(approx.pairs.q, again.pairs.q)
             )
             cells = []
-            for at in (LINK_LOW, MERGE_SIMILARITY):
+            for at in (LINK_LOW, SWEEP_SPILL):
                 want, got = keys(exact, size, at), keys(approx, size, at)
                 hit = np.isin(want, got).sum()
                 cells += [f"{want.size:,}", f"{hit / max(want.size, 1):.4f}"]

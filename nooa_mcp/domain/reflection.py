@@ -28,6 +28,7 @@ __all__ = [
     "LINK_LOW",
     "MAX_NEW_LINKS",
     "MERGE_SIMILARITY",
+    "SWEEP_SPILL",
     "LinkItem",
     "MergeItem",
     "Node",
@@ -50,9 +51,17 @@ __all__ = [
     "similar_pairs",
 ]
 
-MERGE_SIMILARITY = 0.95
 LINK_LOW = 0.80
 LINK_HIGH = 0.95
+#: Two memories are candidates for a merge from this cosine; what merges them is saying the
+#: same thing in the same words (`facts.same_statement`, DESIGN.md §8.2), so the gate only
+#: spares comparing texts far apart. A final period or "!" alone moves MiniLM's cosine of one
+#: statement to 0.92 (1–1.5 % of 400 LoCoMo lines so varied fell under 0.95, the gate before,
+#: and such a twin of a corrected fact outranked the correction).
+MERGE_SIMILARITY = LINK_LOW
+#: A sweep that caps the pairs it keeps per row never drops one at this cosine or above
+#: (`similarity.sweep`'s spill): most duplicates sit here.
+SWEEP_SPILL = 0.95
 MAX_NEW_LINKS = 5
 #: Types reflection never merges: scratch is a working note, never consolidated; intents carry
 #: triggers that must not be folded into each other; two todos alike are two things to do (the
@@ -110,8 +119,9 @@ class Node:
 
 @dataclass(frozen=True)
 class MergeItem:
-    """Fold `dup` into the older `anchor` (cosine ≥ 0.95, same type and role; the pass plans
-    only pairs that say the same thing in the same words, `facts.same_statement`)."""
+    """Fold `dup` into the older `anchor` (cosine ≥ `MERGE_SIMILARITY`, same type and role;
+    the pass plans only pairs that say the same thing in the same words,
+    `facts.same_statement`)."""
 
     anchor: str
     dup: str

@@ -38,7 +38,7 @@ import numpy as np
 
 from ..domain.accesses import apply_access, created_record
 from ..domain.archive import merged_reason, pruned_reason, superseded_reason
-from ..domain.facts import same_statement
+from ..domain.facts import same_statement, statement_words
 from ..domain.forgetting import prunable, retention
 from ..domain.generative import (
     SYSTEM,
@@ -476,18 +476,19 @@ class _Pass:
         a, b, cos = a[same], b[same], cos[same]
         if not a.size:
             return []
+        # Only two memories that say the same thing in the same words are one memory; any
+        # other changed word ("three" / "four", "low" / "high", a place) keeps both. Asked
+        # first: of the pairs from the links' cosine, few are left to read the edges of.
+        texts = await _texts(self.caller, [rows.ids[p] for p in np.unique(np.concatenate([a, b]))])
+        same = await anyio.to_thread.run_sync(_same_pairs, rows, a, b, texts)
+        a, b, cos = a[same], b[same], cos[same]
+        if not a.size:
+            return []
         # A memory and what it refines, contradicts or was derived from are versions.
         ends = np.unique(np.concatenate([a, b]))
         facts = await edges_around(self.caller, rows, ends, SUPERSEDING_OR_DERIVED)
         keep = ~facts.joins(a, b, len(rows))
         a, b, cos = a[keep], b[keep], cos[keep]
-        if not a.size:
-            return []
-        # Only two memories that say the same thing in the same words are one memory; any
-        # other changed word ("three" / "four", "low" / "high", a place) keeps both.
-        texts = await _texts(self.caller, [rows.ids[p] for p in np.unique(np.concatenate([a, b]))])
-        same = await anyio.to_thread.run_sync(_same_pairs, rows, a, b, texts)
-        a, b, cos = a[same], b[same], cos[same]
         # Off the event loop: a full plan can name much of a large role.
         return await anyio.to_thread.run_sync(_merge_items, rows, a, b, cos)
 
@@ -775,16 +776,16 @@ async def _texts(caller: Caller, ids: list[str]) -> dict[str, str]:
 
 
 def _same_pairs(rows: Rows, a: np.ndarray, b: np.ndarray, texts: dict[str, str]) -> np.ndarray:
-    """Which pairs (positions into `rows`) say the same thing in the same words."""
-    return np.array(
-        [
-            rows.ids[p] in texts
-            and rows.ids[q] in texts
-            and same_statement(texts[rows.ids[p]], texts[rows.ids[q]])
-            for p, q in zip(a.tolist(), b.tolist(), strict=True)
-        ],
-        dtype=bool,
-    )
+    """Which pairs (positions into `rows`) say the same thing in the same words. Candidates
+    start at the links' cosine, so most pairs differ: their words, split once per memory,
+    settle it before the whole comparison runs."""
+    words = {i: statement_words(t) for i, t in texts.items()}
+    out = np.zeros(a.size, dtype=bool)
+    for k, (p, q) in enumerate(zip(a.tolist(), b.tolist(), strict=True)):
+        left, right = rows.ids[p], rows.ids[q]
+        if left in words and right in words and words[left] == words[right]:
+            out[k] = same_statement(texts[left], texts[right])
+    return out
 
 
 def _merge_items(rows: Rows, a: np.ndarray, b: np.ndarray, cos: np.ndarray) -> list[Any]:

@@ -48,6 +48,7 @@ from ..domain.reflection import (
     LINK_HIGH,
     LINK_LOW,
     MERGE_SIMILARITY,
+    SWEEP_SPILL,
     PackedRows,
     Rows,
     among,
@@ -450,7 +451,7 @@ class Planner:
             eligible = rows.mask_types(RECONCILED_TYPES)[positions]
             wanted = (CLUSTER_SIMILARITY, cluster_reach(), eligible)
         groups = rows.role_codes()[positions] if self.role is None else None
-        spill = MERGE_SIMILARITY if "merge" in self.pair_steps else np.inf
+        spill = SWEEP_SPILL if "merge" in self.pair_steps else np.inf
         if focus is None and wanted is None and positions.size >= CLUSTERED_FROM:
             # A first sweep of a large role: through clusters, not every pair (see the
             # module docstring); reconcile's neighbour counts still need the exact one.

@@ -11,6 +11,7 @@ import pytest
 import time_machine
 
 from nooa_mcp.domain.reflection import (
+    MERGE_SIMILARITY,
     Node,
     among,
     merged_fields,
@@ -125,9 +126,9 @@ def test_a_duplicate_never_becomes_an_anchor_so_chains_stay_stable():
     """A ~ B and B ~ C but not A ~ C: B joins A, C stays; replanning after the merge agrees."""
     e = basis()
     a = e[0]
-    b = at_cos(a, e[1], 0.97)
-    c = at_cos(b, e[2], 0.97)
-    assert float(a @ c) < 0.95
+    b = at_cos(a, e[1], 0.85)
+    c = at_cos(b, e[2], 0.85)
+    assert float(a @ c) < MERGE_SIMILARITY <= 0.85
     vecs = np.stack([a, b, c])
     nodes = [node("A", 0), node("B", 1, hours=1), node("C", 2, hours=2)]
     assert [(m.anchor, m.dup) for m in plan_merges(nodes, vecs)] == [("A", "B")]
