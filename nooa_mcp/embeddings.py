@@ -13,7 +13,6 @@ import hashlib
 import json
 import re
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
@@ -150,8 +149,6 @@ class MiniLMEmbedder:
             str(self.model_path), sess_options=options, providers=["CPUExecutionProvider"]
         )
         self._inputs = {node.name for node in self._session.get_inputs()}
-        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._cache_lock = threading.Lock()
         # Loading parses the protobuf and folds the int8 weights into float32 ones: ~60 MB
         # of what it allocated is free again but still resident.
         release_free_memory()
@@ -177,7 +174,7 @@ class MiniLMEmbedder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         if len(texts) == 1:
-            return self._embed_one(texts[0])[None, :]
+            return self._run_one(texts[0])[None, :]
         if len(texts) < ONE_BY_ONE_BELOW:
             rows = np.stack([self._run_one(text) for text in texts])
         else:
@@ -201,20 +198,6 @@ class MiniLMEmbedder:
 
     def _run_one(self, text: str) -> np.ndarray:
         return _normalise(self._run([text]))[0]
-
-    def _embed_one(self, text: str) -> np.ndarray:
-        """Single texts are mostly queries and repeat often: keep the last 512 in an LRU."""
-        with self._cache_lock:
-            hit = self._cache.get(text)
-            if hit is not None:
-                self._cache.move_to_end(text)
-                return hit
-        row = self._run_one(text)
-        with self._cache_lock:
-            self._cache[text] = row
-            if len(self._cache) > 512:
-                self._cache.popitem(last=False)
-        return row
 
 
 class WarmingEmbedder:

@@ -98,7 +98,7 @@ async def intent(caller: Caller, request: IntentRequest, *, remind: bool = True)
             result.reminders, result.reminders_more = due.reminders, due.more
     elif action == "check":
         text = check_situation(request.text)
-        vector = await caller.engine.query_vector(text) if text else None
+        vector = await caller.engine.query_vector(text, caller.role) if text else None
         due = (await reminders.fire(caller, [(text or None, vector)]))[0]
         result.reminders, result.reminders_more = due.reminders, due.more
         result.outcome = f"{len(result.reminders)} fired" + (

@@ -97,7 +97,7 @@ async def ranking_for(
             )
         )
     try:
-        query_vector = await caller.engine.query_vector(query)
+        query_vector = await caller.engine.query_vector(query, caller.role)
         # Every role the scope sees is loaded before the search (a cold role's first recall
         # reads its rows), and none is let go while the ranking holds row numbers.
         async with caller.engine.vectors(

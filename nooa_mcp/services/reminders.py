@@ -53,7 +53,9 @@ async def fire(
         return out
     now = utc_now()
     triggers = {i: m.trigger for i, m in intents.items() if m.trigger is not None}
-    cues = await caller.engine.cue_vectors_for([t.cue for t in triggers.values() if t.cue])
+    cues = await caller.engine.cue_vectors_for(
+        [t.cue for t in triggers.values() if t.cue], caller.role
+    )
     cue_vecs = {i: cues[t.cue] for i, t in triggers.items() if t.cue and t.cue in cues}
     chosen: list[tuple[int, list[Firing]]] = []
     for position, (text, vector) in enumerate(texts):

@@ -147,12 +147,13 @@ def test_minilm_vectors_are_fastembeds_bit_for_bit(minilm):
 
 
 @pytest.mark.real_model
-def test_minilm_single_queries_match_batches_and_are_cached(minilm):
+def test_minilm_single_queries_match_batches(minilm):
+    """The model keeps no texts: a cache shared by every role was a timing oracle across
+    roles (the engine keeps queries per role, `test_embedding_cache_per_role.py`)."""
     batch = minilm.embed(["where is the deploy key", "something else"])
     single = minilm.embed(["where is the deploy key"])
     assert single[0] @ batch[0] == pytest.approx(1.0, abs=1e-4)
-    assert minilm.embed(["where is the deploy key"]) is not None
-    assert "where is the deploy key" in minilm._cache
+    assert not any(isinstance(v, dict) and v for v in vars(minilm).values())
 
 
 @pytest.mark.real_model

@@ -143,7 +143,7 @@ async def _ways(
     c = mem._caller
     scope = c.scope("mine")
     settings = c.settings.recall
-    vector = await c.engine.query_vector(query)
+    vector = await c.engine.query_vector(query, c.role)
     out = {}
     for way in ways:
         async with c.engine.vectors(scope.visible_roles) as index:

@@ -127,7 +127,7 @@ async def test_held_links_rank_as_the_stores_reads_on_both_backends(store_target
                 "harbour crane",
                 store=c.store,
                 index=index,
-                query_vector=await c.engine.query_vector("harbour crane"),
+                query_vector=await c.engine.query_vector("harbour crane", c.role),
                 scope=scope,
                 settings=c.settings.recall,
                 now=utc_now().timestamp(),
