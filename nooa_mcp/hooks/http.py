@@ -23,8 +23,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..services import provenance
-from .paths import find_project
-from .remote import HOOK_PATH
+from .paths import label_of
+from .remote import HOOK_PATH, PROJECT_FIELD
 from .run import DEFAULT_OWNER, EVENTS, not_text, output
 
 if TYPE_CHECKING:  # the engine is the server's; importing it here would load numpy early
@@ -137,7 +137,11 @@ def hook_route(
             return Response(status_code=200)
         cwd = data.get("cwd") if isinstance(data.get("cwd"), str) else None
         session = data.get("session_id") if isinstance(data.get("session_id"), str) else None
-        _, project = find_project(cwd)
+        # The command hook found the project on its own disk; Claude Code's http hook sends
+        # only the cwd, named by its last folder. The server's disk is never asked about a
+        # client's path (a token holder could tell which folders exist here).
+        sent = data.get(PROJECT_FIELD)
+        project = sent.strip()[:200] if isinstance(sent, str) else label_of(cwd)
         from .facade import injected_text
 
         text = ""

@@ -26,6 +26,7 @@ __all__ = [
     "default_store",
     "find_project",
     "is_trusted",
+    "label_of",
     "log_file",
     "set_trusted",
     "trust_file",
@@ -122,6 +123,15 @@ def default_store() -> str:
 def log_file() -> str:
     """Where a hook that failed says why (it never prints an error into the prompt)."""
     return os.path.join(data_dir(), "hooks.log")
+
+
+def label_of(cwd: str | None) -> str:
+    """A project label from a working directory's name alone, reading no disk: what a server
+    answering another machine's hook (or anyone's, with a token) may use. Resolving a
+    client's path on the server's disk told the client which folders exist there."""
+    if not cwd or not cwd.startswith("/"):
+        return ""
+    return os.path.basename(os.path.normpath(cwd).rstrip("/"))
 
 
 def find_project(cwd: str | None) -> tuple[str, str]:

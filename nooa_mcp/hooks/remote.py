@@ -16,10 +16,13 @@ import re
 import socket
 import time
 
-__all__ = ["HOOK_PATH", "RemoteFailed", "ask", "hook_url"]
+__all__ = ["HOOK_PATH", "PROJECT_FIELD", "RemoteFailed", "ask", "hook_url"]
 
 #: The route beside /mcp that answers Claude Code hooks (see hooks/http.py).
 HOOK_PATH = "/hooks"
+#: The field the command hook adds to the hook JSON it posts: the project it found from the
+#: cwd on its own disk (the server reads none of a client's paths).
+PROJECT_FIELD = "nooa_project"
 #: The largest answer read back (the hook's context is a few thousand characters).
 MAX_ANSWER = 256 * 1024
 _URL = re.compile(r"^(https?)://(\[[0-9A-Fa-f:.]+\]|[^/:?#\s]+)(?::(\d{1,5}))?(/[^?#\s]*)?$")

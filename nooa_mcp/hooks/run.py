@@ -153,6 +153,15 @@ def _store(explicit: str | None, root: str) -> str:
     if root:
         own = os.path.join(root, paths.PROJECT_STORE)
         if os.path.lexists(own):
+            # A store trusted for one project, reached through a link a checkout shipped,
+            # is not this project's: the list names where a store lies, not what leads to it.
+            real = os.path.realpath(own)
+            if real != os.path.join(os.path.realpath(root), paths.PROJECT_STORE):
+                raise HookFailed(
+                    f"{own} links to {real} (a checkout can ship a link to a store you trusted "
+                    f"for another project), so it was not read; to use that store here, pass "
+                    f"--store {real}"
+                )
             if not paths.is_trusted(own):
                 raise HookFailed(
                     f"{own} is a project store you have not configured (a checkout can ship "
@@ -200,10 +209,13 @@ def answer(
     owner = _owner(owner)
     session = _text(data, "session_id")[:200] or None
     if url:
-        from .remote import RemoteFailed, ask
+        from .remote import PROJECT_FIELD, RemoteFailed, ask
 
         # The event is the command's, whatever the input says: the server answers that one.
-        body = json.dumps({**data, "hook_event_name": EVENTS[event]}).encode()
+        # The project is found here, on the disk the cwd is on (the server never looks).
+        _, project = paths.find_project(_text(data, "cwd"))
+        sent = {**data, "hook_event_name": EVENTS[event], PROJECT_FIELD: project}
+        body = json.dumps(sent).encode()
         # The server gets the budget but a reserve, so the store can still answer without it.
         left = deadline - time.monotonic()
         try:

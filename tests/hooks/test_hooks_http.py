@@ -329,3 +329,64 @@ async def test_a_400_mb_post_to_hooks_is_refused_while_reading(
     # holds (the model loading in the background adds up to ~170 MiB; main peaked at 1,009).
     assert peak < 400 * 1024, (before, peak)
     assert answer == b"" or answer.startswith(b"HTTP/1.1 413"), answer
+
+
+# --------------------------------------------------------------------------- a client's paths
+
+
+async def _high(store: Path, owner: str) -> None:
+    async with open_memory(store, owner) as mem:
+        await mem.author("Deploys of billing need a second reviewer", importance="HIGH")
+
+
+def _label(text: str) -> str:
+    (line,) = [x for x in text.splitlines() if x.startswith("Most important memories")]
+    return line
+
+
+async def test_the_route_names_a_clients_folder_without_looking_at_the_servers_disk(
+    tmp_path: Path, project: Path
+) -> None:
+    """A token holder posted cwds and read the label back: "/root/.ssh" answered "memories for
+    .ssh", a folder that does not exist no label, and a path inside a checkout the checkout's
+    name. The label now comes from the cwd's own last folder, on whichever machine it is."""
+    store = tmp_path / "memory.sqlite"
+    await _high(store, "claude-code")
+    (project / "src").mkdir()
+    (tmp_path / "real" / ".ssh").mkdir(parents=True)
+    answers = {}
+    async with hook_app(store) as app, client(app) as c:
+        for cwd in (
+            project / "src",
+            tmp_path / "nowhere" / "src",
+            tmp_path / "real" / ".ssh",
+            tmp_path / "gone" / ".ssh",
+        ):
+            answers[cwd] = _label(context(await post(c, recorded("session_start", cwd))))
+    labels = list(answers.values())
+    assert labels[0] == labels[1] == "Most important memories for src:", answers
+    assert labels[2] == labels[3] == "Most important memories for .ssh:", answers
+
+
+async def test_the_command_hook_sends_the_project_it_found_on_its_own_disk(
+    tmp_path: Path, project: Path
+) -> None:
+    store = tmp_path / "memory.sqlite"
+    await _high(store, "alice@laptop")
+    deep = project / "src" / "invoices"
+    deep.mkdir(parents=True)
+    env = hook_env(tmp_path, NOOA_TOKEN=ALICE)
+    elsewhere = str(tmp_path / "empty.sqlite")
+    async with hook_app(store, tokens=TOKENS) as app, serving(app) as url:
+        answer = await anyio.to_thread.run_sync(
+            lambda: run_hook(
+                "session-start",
+                recorded("session_start", deep),
+                env,
+                "--store",
+                elsewhere,
+                after=("--url", url),
+            )
+        )
+    assert answer.code == 0 and log_lines(tmp_path) == []
+    assert _label(answer.context) == "Most important memories for billing:"

@@ -116,6 +116,46 @@ def test_a_planted_store_behind_a_symlink_or_beside_a_trusted_one_is_not_trusted
     assert len(log_lines(tmp_path)) == 2
 
 
+@pytest.mark.parametrize("linked", ["file", "folder"])
+def test_a_checkout_linking_to_a_store_trusted_for_another_project_is_not_read(
+    tmp_path: Path, linked: str
+) -> None:
+    """A checkout shipped `.nooa/memory.sqlite` (or `.nooa`) as a link to a store the user
+    trusted for another project: the trust check resolved the link, found that store on the
+    list, and the hook injected the other project's memories, labelled as this one's (trust
+    audit). Trust is for the store where it lies: a project's store must be in the project."""
+    env = hook_env(tmp_path)
+    billing = tmp_path / "src" / "billing"
+    (billing / ".git").mkdir(parents=True)
+    secret = "Billing project: the Stripe live key rotation is on the 5th"
+
+    async def write() -> None:
+        async with open_memory(billing / ".nooa" / "memory.sqlite", "me@code") as mem:
+            await mem.author(secret, importance="HIGH")
+
+    anyio.run(write)
+    assert _nooa(env, "hooks", "trust", str(billing)).returncode == 0
+    evil = tmp_path / "src" / "evil"
+    (evil / ".git").mkdir(parents=True)
+    if linked == "file":
+        (evil / ".nooa").mkdir()
+        (evil / ".nooa" / "memory.sqlite").symlink_to(billing / ".nooa" / "memory.sqlite")
+    else:
+        (evil / ".nooa").symlink_to(billing / ".nooa")
+    answer = run_hook("session-start", recorded("session_start", evil), env, "--owner", "me@code")
+    assert (answer.code, answer.stdout) == (0, ""), answer
+    (line,) = log_lines(tmp_path)
+    real = os.path.realpath(billing / ".nooa" / "memory.sqlite")
+    assert f"links to {real}" in line and f"--store {real}" in line, line
+    # The trusted store is still read from its own project.
+    assert (
+        secret
+        in run_hook(
+            "session-start", recorded("session_start", billing), env, "--owner", "me@code"
+        ).context
+    )
+
+
 def test_trusting_a_path_with_no_store_yet_says_so(tmp_path: Path, monkeypatch) -> None:
     """A project folder may be trusted before its first write; the reply says nothing is
     there yet, not a plain "Trusted" for a typo (auditor: /nonexistent/dir)."""
