@@ -289,6 +289,7 @@ async def import_records(
     now = utc_now()
     prefixes = id8s(renamed)
     shared = {specs[at]["id"] for at in claimed.shared_at}
+    folded: dict[str, str] = {}
     for start in range(0, len(checked), BATCH):
         batch = list(enumerate(checked[start : start + BATCH], start))
         # A line that says a shared memory again is that memory: nothing to write.
@@ -312,6 +313,11 @@ async def import_records(
                 continue
             result, found = next(outcomes)
             report.ids.append(result.id)
+            # A line folded into a memory stored already (an exact repeat, a plain note said
+            # again) lives on in it: an edge of the file to the line's id goes there.
+            said_id = _line_id(item)
+            if said_id and result.id != renamed.get(said_id, said_id):
+                folded[said_id] = result.id
             counts[result.status] = counts.get(result.status, 0) + 1
             edges += [(result.id, line, e) for e in line_edges(item)]
             if found.archive is not None and result.status == "created":
@@ -329,7 +335,9 @@ async def import_records(
         done = tick(sum(len(found) for found in older.values()))
         if done is not None:
             await done
-    counts["edges"], report.skipped_edges = await attach_edges(caller, edges, renamed, shared)
+    counts["edges"], report.skipped_edges = await attach_edges(
+        caller, edges, {**renamed, **folded}, shared
+    )
     if report.skipped_edges:
         counts["edges_skipped"] = len(report.skipped_edges)
     if renamed:

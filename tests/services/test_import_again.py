@@ -160,3 +160,28 @@ async def test_a_dated_copy_faded_by_a_pass_is_found_again_not_copied(store_path
         assert again.ids == [copy] and again.counts.get("exists") == 1
         assert (await alice.get(copy)).archived
     assert await _own_count(store_path, "alice@a") == 1
+
+
+async def test_an_edge_to_a_line_folded_into_a_stored_memory_lands_on_that_memory(
+    store_path,
+) -> None:
+    """A plain line that says a stored memory again (an episode within the hour) is folded
+    into it, `exists`; an edge another line of the file made to its id was skipped, "the id
+    names no memory you can link to" (time-passing helper)."""
+    rent, again, account = ("5" * 32, "6" * 32, "7" * 32)
+    lines = [
+        {"id": rent, "type": "episode", "content": "Paid the office rent",
+         "created_at": "2026-01-01T10:00:00Z"},
+        {"id": again, "type": "episode", "content": "Paid the office rent",
+         "created_at": "2026-01-01T10:40:00Z", "tags": ["finance"]},
+        {"id": account, "content": "Rent is paid from the operations account",
+         "created_at": "2026-01-02T10:00:00Z",
+         "edges": [{"target": again, "type": "related", "weight": 1.0}]},
+    ]  # fmt: skip
+    async with _open(store_path, "alice@a") as mem:
+        report = await mem.import_records(list(enumerate(lines, 1)))
+        assert report.counts.get("exists") == 1 and report.counts["edges"] == 1, report
+        assert report.skipped_edges == []
+        edges = (await mem.get(account)).edges
+        assert [(e["target"], e["type"]) for e in edges] == [(rent, "related")], edges
+        assert (await mem.get(rent)).tags == ["finance"]
