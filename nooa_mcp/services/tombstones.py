@@ -2,8 +2,8 @@
 
 Archiving records a tombstone (the content hash and embedding of what was archived, why and
 when). A later write is checked against the archived memories of the writer's role with the
-same content hash or at cosine ≥ 0.95, of one memory with it (`domain.repeats`: type, time,
-place; DESIGN.md §4.4):
+same content hash or at cosine ≥ 0.95 (from 0.80 for the same words: punctuation alone moves
+the cosine), of one memory with it (`domain.repeats`: type, time, place; DESIGN.md §4.4):
 
 - the same statement (`facts.same_statement`) of a faded memory revives it with what the
   write adds; of a forgotten one it is blocked unless the author passes `revive=true`, which
@@ -34,6 +34,7 @@ from ..domain.archive import (
 )
 from ..domain.facts import differs_in, same_statement
 from ..domain.imports import Stone
+from ..domain.reflection import MERGE_SIMILARITY
 from ..domain.repeats import absorb, one_memory
 from ..domain.replies import AuthorResult, TombstoneInfo
 from ..domain.schema import Channel, EdgeType, Memory, now as utc_now
@@ -54,6 +55,10 @@ __all__ = [
 ]
 
 TOMBSTONE_SIMILARITY = 0.95
+#: The same statement in the same words is its memory said again from the cosine merge asks
+#: for (`reflection.MERGE_SIMILARITY`): a final period alone put a forgotten memory's words at
+#: 0.93, under TOMBSTONE_SIMILARITY, and writing them again silently undid the forget.
+SAID_AGAIN_FROM = MERGE_SIMILARITY
 #: Archived rows a write's tombstone check reads first (then four times as many, and so on,
 #: while every row read was at the threshold and none was the memory it says again).
 TOMBSTONE_FIRST = 5
@@ -147,7 +152,7 @@ async def tombstone_match(
     # one it says again (and the memory its user forgot was written again).
     wanted, checked = TOMBSTONE_FIRST, set[str]()
     while True:
-        hits = caller.index.search(vector, mask, wanted, floor=TOMBSTONE_SIMILARITY)
+        hits = caller.index.search(vector, mask, wanted, floor=SAID_AGAIN_FROM)
         fresh = [(i, similarity) for i, similarity in hits if i not in checked]
         checked |= {i for i, _ in fresh}
         stones = await caller.store.tombstones_of([i for i, _ in fresh]) if fresh else {}
@@ -157,7 +162,9 @@ async def tombstone_match(
             if stone is None or stone.role != caller.role or memory_id not in archived_rows:
                 continue
             same = _said_again(archived_rows[memory_id], memory)
-            if same is not None:
+            # Under TOMBSTONE_SIMILARITY only the same words say it again: a rewording
+            # that far apart is another statement.
+            if same is True or (same is False and similarity >= TOMBSTONE_SIMILARITY):
                 return Match(stone, similarity, same, archived_rows[memory_id])
         if len(hits) < wanted:
             return None

@@ -97,28 +97,38 @@ async def test_one_relevant_hit_among_weak_ones_is_not_nothing_relevant(tmp_path
 # --------------------------------------------------------------------------- tombstones
 
 
-async def test_a_forgotten_value_is_blocked_at_cosine_097_and_not_at_093(tmp_path: Path) -> None:
-    """Catches: tombstone cosine threshold 0.95 → 0.9999 (and any drop toward dedup's 0.92),
-    and a block of a different statement however close.
+async def test_a_forgotten_value_is_blocked_in_its_words_from_cosine_080(tmp_path: Path) -> None:
+    """Catches: tombstone cosine threshold 0.95 → 0.9999, the same words' floor 0.80 → 0.95
+    (a final period alone puts one statement at 0.948), and a block of a different statement
+    however close.
 
     DESIGN.md §4.4: writing again a forgotten memory's statement (same words, another hash:
-    case and punctuation) at cosine ≥ 0.95 is blocked; a text at 0.97 with another value (a
+    case and punctuation) at cosine ≥ 0.80 is blocked; a text at 0.97 with another value (a
     month) is a new memory.
     """
     query = "never asked"
     # Keys told apart by case alone (the embedder matches them case-sensitively), so the
     # texts are one statement with their own hashes and exact cosines.
-    cosines = {"The vault": 1.0, "the vault": 0.97, "THE VAULT": 0.93, "caretaker keeps": 0.97}
+    cosines = {
+        "The vault": 1.0,
+        "the vault": 0.97,
+        "THE VAULT": 0.93,
+        "ThE VaUlT": 0.78,
+        "caretaker keeps": 0.97,
+    }
     embedder = TableEmbedder(query, cosines)
     # The first key = e0, the others c·e0 + √(1−c²)·e_i, so cos(first, X) = c exactly.
     async with Memory.open(tmp_path / "m.sqlite", owner="a", embedder=embedder) as mem:
         first = await mem.author("The vault code is kept by the caretaker.")
         await mem.forget(first.id, reason="moved to the new vault")
         close = await mem.author("the vault code is kept by the caretaker!")
-        apart = await mem.author("THE VAULT code is kept by the caretaker")
+        near = await mem.author("THE VAULT code is kept by the caretaker")
+        apart = await mem.author("ThE VaUlT code is kept by the caretaker")
         other = await mem.author("Since May the caretaker keeps the code of the vault.")
     assert close.status == "blocked-by-tombstone"
     assert close.tombstone is not None and close.tombstone.similarity == pytest.approx(0.97, 1e-3)
     assert close.tombstone.reason == "moved to the new vault"
+    assert near.status == "blocked-by-tombstone"
+    assert near.tombstone is not None and near.tombstone.similarity == pytest.approx(0.93, 1e-3)
     assert apart.status == "created"
     assert other.status == "created" and other.tombstone is None
