@@ -309,7 +309,7 @@ def _hit(caller: Caller, position: int, r: Ranked, marks: Flags, parts: Componen
         retention=round(retention(last, row.strength, utc_now(), policy.tau_hours), 4),
         # A memory pruning never takes has no prune date (DESIGN.md §7.3).
         prune_eta=None
-        if protection(row.type, row.importance, row.status, policy)
+        if protection(row.type, row.importance, row.prune_status, policy)
         else prune_eta(used, row.strength, policy, utc_now(), valid_from),
         path=r.path,
     )

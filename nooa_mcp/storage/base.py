@@ -20,12 +20,14 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
+from types import SimpleNamespace
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from ..domain.accesses import AccessState
 from ..domain.archive import FADED_REASONS
+from ..domain.forgetting import intent_status
 from ..domain.reflection import Node, Rows
 from ..domain.schema import AccessRecord, Edge, EdgeType, Memory, Reference
 from ..domain.scope import Scope
@@ -221,6 +223,19 @@ class ScoringRow:
     #: (`storage.keywords.indexed_stems`).
     tags_json: str = "[]"
     entities_json: str = "[]"
+    #: An intent's trigger as stored (JSON text, or the value a binary read decodes): whether
+    #: it is spent decides whether it may be pruned.
+    trigger: Any = None
+
+    @property
+    def prune_status(self) -> str | None:
+        """The status the prune rule reads, as `Memory.prune_status` gives it: a todo's, or
+        whether an intent is spent (a recall showed a spent one-shot intent as never
+        pruned while its view gave a prune date)."""
+        if self.type != "intent":
+            return self.status
+        trigger = json.loads(self.trigger) if isinstance(self.trigger, str) else self.trigger
+        return intent_status(SimpleNamespace(**trigger) if isinstance(trigger, dict) else None)
 
     @property
     def head(self) -> str:

@@ -83,7 +83,7 @@ RING = TypeAdapter(list[AccessRecord])
 SCORING_COLUMNS = (
     "m.seq, m.id, m.type, m.owner, m.title, m.content, m.tags, m.entities, m.place_or_task, "
     "m.importance, m.strength, m.status, m.archived, m.faded, m.created_at, m.last_accessed_at, "
-    "m.valid_from, m.valid_to, m.actr_count, m.first_access_at, m.actr_times, m.refs"
+    "m.valid_from, m.valid_to, m.actr_count, m.first_access_at, m.actr_times, m.refs, m.trigger"
 )
 
 #: What a keyword search reads when ranking holds the rest (`hit_from_row`; archived for the
@@ -307,6 +307,7 @@ def scoring_from_row(row: Row, bm25: float | None = None) -> ScoringRow:
         place=row["place_or_task"] or "",
         tags_json=stored_json(row["tags"]),
         entities_json=stored_json(row["entities"]),
+        trigger=row["trigger"],
     )
 
 

@@ -438,6 +438,37 @@ def test_a_spent_one_shot_intent_fades_like_a_closed_todo_and_an_armed_one_never
     assert [after[i].archived for i in (spent, waiting, daily)] == [True, False, False]
 
 
+def test_a_recall_gives_a_spent_one_shot_intent_the_prune_date_its_view_gives(
+    store_target,
+) -> None:
+    """Recall decided "never pruned" from the stored status, which an intent does not keep:
+    a spent one-shot showed no prune date in a recall and one in its view and explain."""
+    soon = (T0 + timedelta(hours=1)).isoformat()
+    spent, waiting = (
+        r["id"]
+        for r in at(
+            T0,
+            store_target,
+            ("intent", {"action": "add", "content": "Send the invoice run", "fire_at": soon}),
+            (
+                "intent",
+                {"action": "add", "content": "Send the invoice archive", "fire_at": "2099-01-01"},
+            ),
+        )
+    )
+    at(T0 + timedelta(hours=2), store_target, ("intent", {"action": "check"}))
+    shown = views(store_target, [spent, waiting], T0 + timedelta(hours=3))
+    (found,) = at(
+        T0 + timedelta(hours=3),
+        store_target,
+        ("memory_recall", {"query": "send the invoice run", "k": 10, "types": ["intent"]}),
+    )
+    dates = {h["id"]: h["prune_eta"] for h in found["hits"]}
+    assert dates[waiting] is None and shown[waiting].prune_eta is None
+    assert dates[spent] is not None
+    assert datetime.fromisoformat(dates[spent]) == shown[spent].prune_eta
+
+
 def test_one_incidental_word_shows_a_faded_memory_but_does_not_revive_it(
     store_target, minilm
 ) -> None:
