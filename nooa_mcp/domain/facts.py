@@ -140,7 +140,11 @@ def differs_in(a: str, b: str) -> list[str]:
 
 #: Words as a statement's comparison splits them: runs of letters and digits (an apostrophe
 #: or a hyphen splits too, as the keyword index does).
-_CONTENT_WORD = re.compile(r"\w+")
+#: A word, or a sign that is part of what a text says: "C++" is not "C", "~/data" not "/data",
+#: "> 500" not "< 500", a question not a statement, 👍 not 👎. Only marks that carry no meaning
+#: of their own are left out (a sentence's end but "?", commas, quotes, brackets, dashes), so a
+#: restatement may differ in those alone.
+_CONTENT_WORD = re.compile(r"\w+|[^\w\s.,;:!'\"`()\[\]{}\-\u2010-\u2015\u2018-\u201f\u2026]")
 
 
 #: The only words a restatement may add or drop: articles, and a possessive's "s".
@@ -148,7 +152,8 @@ _NEUTRAL_WORDS = frozenset({"a", "an", "the", "s"})
 
 
 def statement_words(text: str) -> tuple[str, ...]:
-    """A text's words in order: NFKC, case folded, split on punctuation, the articles and a
+    """A text's words in order: NFKC, case folded, split on punctuation (a sign that says
+    something, "+", "/", "~", "?", "<", an emoji, is a word of its own), the articles and a
     possessive's "s" dropped. Every other word stays as written, function words and endings
     included: "from", "to", "was", "will", "he" and "she" change a meaning, and so do
     "finished" / "finishing" and "user" / "users"."""
