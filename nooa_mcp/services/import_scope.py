@@ -27,6 +27,7 @@ added, whatever its relation. Edges that are not added are named, line by line.
 
 from __future__ import annotations
 
+import bisect
 import uuid
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
@@ -168,6 +169,7 @@ async def attach_edges(
     one sentence naming its line."""
     added, skipped = 0, []
     scope = caller.actor.own
+    keys = sorted(renamed)
     async with caller.store.transaction():
         sources = list({src for src, _, _ in edges})
         touching = await caller.store.edges_touching(sources) if sources else []
@@ -183,7 +185,7 @@ async def attach_edges(
                     )
                 )
                 continue
-            wanted = renamed.get(edge.target, edge.target)
+            wanted = _followed(edge.target, renamed, keys)
             try:
                 target = await caller.store.resolve_id(wanted, "edges.target", scope)
             except (NotFound, AmbiguousId) as exc:
@@ -205,3 +207,17 @@ async def attach_edges(
 
 def _not_added(line: int, edge: LineEdge, why: str) -> str:
     return f"line {line}: the {edge.relation.value} edge to {edge.target} was not added: {why}."
+
+
+def _followed(target: str, renamed: dict[str, str], keys: list[str]) -> str:
+    """The id an edge's target names after the import: a line's id the import replaced (or
+    folded into a stored memory) by its whole id or by a prefix only it starts with; else the
+    target as written, which the store resolves."""
+    if target in renamed:
+        return renamed[target]
+    found = set()
+    at = bisect.bisect_left(keys, target)
+    while at < len(keys) and keys[at].startswith(target):
+        found.add(renamed[keys[at]])
+        at += 1
+    return found.pop() if len(found) == 1 else target

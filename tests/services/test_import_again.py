@@ -177,11 +177,16 @@ async def test_an_edge_to_a_line_folded_into_a_stored_memory_lands_on_that_memor
         {"id": account, "content": "Rent is paid from the operations account",
          "created_at": "2026-01-02T10:00:00Z",
          "edges": [{"target": again, "type": "related", "weight": 1.0}]},
+        {"id": "8" * 32, "content": "The landlord is paid on the first of the month",
+         "created_at": "2026-01-02T11:00:00Z",
+         "edges": [{"target": again[:8], "type": "related", "weight": 1.0}]},
     ]  # fmt: skip
     async with _open(store_path, "alice@a") as mem:
         report = await mem.import_records(list(enumerate(lines, 1)))
-        assert report.counts.get("exists") == 1 and report.counts["edges"] == 1, report
+        assert report.counts.get("exists") == 1 and report.counts["edges"] == 2, report
         assert report.skipped_edges == []
         edges = (await mem.get(account)).edges
         assert [(e["target"], e["type"]) for e in edges] == [(rent, "related")], edges
+        by_prefix = (await mem.get("8" * 32)).edges  # the target named by its first 8
+        assert [(e["target"], e["type"]) for e in by_prefix] == [(rent, "related")], by_prefix
         assert (await mem.get(rent)).tags == ["finance"]
