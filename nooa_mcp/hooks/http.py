@@ -25,7 +25,7 @@ from starlette.routing import Route
 from ..services import provenance
 from .paths import label_of
 from .remote import HOOK_PATH, PROJECT_FIELD
-from .run import DEFAULT_OWNER, EVENTS, not_text, output
+from .run import DEFAULT_OWNER, EVENTS, not_text, output, storable_input
 
 if TYPE_CHECKING:  # the engine is the server's; importing it here would load numpy early
     from ..engine import Engine
@@ -128,6 +128,7 @@ def hook_route(
             return JSONResponse({"error": "the hook input is not JSON"}, status_code=400)
         if not isinstance(data, dict):
             return JSONResponse({"error": "the hook input is not a JSON object"}, status_code=400)
+        data = storable_input(data)
         problem = not_text(data)
         if problem is not None:
             return JSONResponse({"error": problem}, status_code=400)

@@ -17,6 +17,7 @@ it equals `config.default_store_path()`).
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 __all__ = [
@@ -131,7 +132,14 @@ def label_of(cwd: str | None) -> str:
     client's path on the server's disk told the client which folders exist there."""
     if not cwd or not cwd.startswith("/"):
         return ""
-    return os.path.basename(os.path.normpath(cwd).rstrip("/"))
+    folder = os.path.normpath(cwd)
+    # A home folder is not a project (as `find_project` says on its own disk): by its shape.
+    if _HOME_SHAPE.fullmatch(folder):
+        return ""
+    return os.path.basename(folder.rstrip("/"))
+
+
+_HOME_SHAPE = re.compile(r"/|/root|/home/[^/]+|/Users/[^/]+")
 
 
 def find_project(cwd: str | None) -> tuple[str, str]:

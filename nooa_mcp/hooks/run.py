@@ -31,6 +31,7 @@ import threading
 import time
 from datetime import UTC, datetime
 
+from ..domain.text import holds_unstorable, without_unstorable
 from . import paths
 
 __all__ = [
@@ -92,7 +93,14 @@ def _payload(raw: str) -> dict:
         raise HookFailed(f"the hook input is not JSON ({exc.msg})") from None
     if not isinstance(data, dict):
         raise HookFailed("the hook input is not a JSON object")
-    return data
+    return storable_input(data)
+
+
+def storable_input(data: dict) -> dict:
+    """The hook input with each NUL and lone surrogate (a `\\ud800` escape decodes to one) as
+    U+FFFD: a hook never breaks a prompt, and no store or UTF-8 output takes either (the HTTP
+    route answered 500 to one in a prompt, a cwd or a session id)."""
+    return without_unstorable(data) if holds_unstorable(data) else data
 
 
 #: The hook input's text fields (Claude Code's JSON).

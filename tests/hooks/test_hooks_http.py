@@ -390,3 +390,47 @@ async def test_the_command_hook_sends_the_project_it_found_on_its_own_disk(
         )
     assert answer.code == 0 and log_lines(tmp_path) == []
     assert _label(answer.context) == "Most important memories for billing:"
+
+
+async def test_escaped_lone_surrogates_in_the_input_are_answered_not_a_500(
+    tmp_path: Path, project: Path
+) -> None:
+    """JSON may escape a lone surrogate ("\\ud800"), which no UTF-8 answer can hold: the
+    route answered 500 to one in a prompt, a cwd, a session id or the project's name."""
+    store = tmp_path / "memory.sqlite"
+    await _high(store, "claude-code")
+    start = {"hook_event_name": "SessionStart", "session_id": "s1"}
+    bodies = [
+        {**start, "cwd": "/srv/bill\\udfffing"},
+        {**start, "cwd": str(project), "nooa_project": "bill\\ud800ing"},
+        {**start, "cwd": str(project), "session_id": "s\\ud800"},
+        {**start, "hook_event_name": "UserPromptSubmit", "cwd": str(project),
+         "prompt": "who reviews billing \\ud800 deploys?"},
+    ]  # fmt: skip
+    async with hook_app(store) as app, client(app) as c:
+        for body in bodies:
+            raw = json.dumps(body).replace("\\\\u", "\\u").encode()
+            assert b"\\ud" in raw.lower()
+            response = await post(c, raw)
+            assert response.status_code == 200, (body, response.text)
+            if body["hook_event_name"] == "SessionStart":
+                label = _label(context(response))
+                assert "\ufffd" in label or "billing" in label, label
+
+
+def test_a_label_is_a_folders_name_and_a_home_folder_has_none() -> None:
+    from nooa_mcp.hooks.paths import label_of
+    from nooa_mcp.hooks.run import _payload
+
+    assert [label_of(c) for c in ("/srv/billing/", "/home/alice", "/Users/bob", "/root")] == [
+        "billing",
+        "",
+        "",
+        "",
+    ]
+    assert label_of("/home/alice/billing") == "billing"
+    assert label_of("relative/billing") == label_of("") == label_of("/") == ""
+    assert _payload(r'{"prompt": "a\ud800b", "cwd": "/x\u0000y"}') == {
+        "prompt": "a\ufffdb",
+        "cwd": "/x\ufffdy",
+    }
