@@ -187,8 +187,8 @@ class MemoryTools:
             Field(description="Also weak faded hits, not forgotten ones."),
         ] = False,
     ) -> Annotated[CallToolResult, RecallResult]:
-        """Recall what you know before acting. Weak hits are loosely related; a faded hit
-        (archived by reflection) the query answers is live again."""
+        """Recall what you know before acting (todos: todo list). Weak hits are loosely
+        related; a faded hit the query answers is live again."""
         request = RecallRequest(
             query=query,
             k=k,
@@ -237,7 +237,7 @@ class MemoryTools:
         valid_to: Annotated[datetime | None, Field(description="No longer true from then.")] = None,
         forget: Annotated[bool, Field(description="Archive it: kept, never recalled.")] = False,
     ) -> Annotated[CallToolResult, UpdateResult]:
-        """Correct, re-rate, link or forget (archive) a memory of yours."""
+        """Correct, re-rate, link or forget a memory of yours."""
         request = UpdateRequest(
             memory_id=memory_id,
             content=content,
@@ -271,7 +271,7 @@ class MemoryTools:
         status: TodoListing = "open",
         limit: Annotated[int, Field(ge=1, le=100)] = 20,
     ) -> Annotated[CallToolResult, TodoResult]:
-        """Commitments; open ones list first and are never pruned."""
+        """Commitments: open ones list first, never pruned."""
         request = TodoRequest(
             action=action,
             content=content,
@@ -305,7 +305,7 @@ class MemoryTools:
             Field(description="For add: words; fires when all or their gist come up."),
         ] = None,
         every_hours: Annotated[
-            float | None, Field(gt=0, description="For add: repeat every N hours.")
+            float | None, Field(gt=0, description="For add: re-arm N hours after firing.")
         ] = None,
         memory_id: Annotated[str | None, Field(description="For cancel.")] = None,
         text: Annotated[
@@ -313,7 +313,8 @@ class MemoryTools:
         ] = None,
         importance: Importance = "MEDIUM",
     ) -> Annotated[CallToolResult, IntentResult]:
-        """Act later, at a time or on a cue; fired ones come back in reminders."""
+        """Act later, at a time or on a cue, once unless every_hours; it comes in
+        reminders."""
         request = IntentRequest(
             action=action,
             content=content,
