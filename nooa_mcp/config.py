@@ -136,7 +136,9 @@ class Settings(BaseModel):
     reflect_every_writes: int = Field(200, ge=0, description="a pass after N writes; 0 = off")
     reflect_idle_seconds: float = Field(600.0, ge=0, description="a pass when idle; 0 = off")
     generative_reflection: bool = Field(
-        False, description="reconcile and abstract through the client's model (MCP sampling)"
+        False,
+        description="reconcile and abstract through the client's model (MCP sampling); "
+        "env NOOA_GENERATIVE_REFLECTION=1",
     )
     reflect_tool: bool = Field(True, description="offer memory_reflect (env NOOA_REFLECT_TOOL=0)")
     model_cache_dir: Path | None = None
@@ -184,7 +186,7 @@ class Settings(BaseModel):
             values["allowed_hosts"] = [
                 h for h in os.environ["NOOA_ALLOWED_HOSTS"].split(",") if h.strip()
             ]
-        for name in ("vector_idle_seconds", "vector_max_roles"):
+        for name in ("vector_idle_seconds", "vector_max_roles", "generative_reflection"):
             if os.environ.get(f"NOOA_{name.upper()}"):
                 values[name] = os.environ[f"NOOA_{name.upper()}"]
         if os.environ.get("NOOA_REFLECT_TOOL", "").strip().lower() in ("0", "false", "no", "off"):

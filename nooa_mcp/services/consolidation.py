@@ -328,7 +328,10 @@ class _Pass:
             step = ReflectStep(step=name)
             self.report.steps.append(step)
             if name in GENERATIVE and self.sampler is None:
-                step.note = "skipped: needs a client's model (MCP sampling); this pass has none"
+                step.note = (
+                    "skipped: runs only with generative reflection on "
+                    "(NOOA_GENERATIVE_REFLECTION=1) and a client that offers MCP sampling"
+                )
                 continue
             plan, apply = await self._plan(name)
             self._count()

@@ -129,7 +129,14 @@ def test_reflect_from_the_cli_does_not_blame_a_client(cli: Cli) -> None:
     assert out.exit_code == 0
     assert "client does not offer" not in out.output
     notes = [json.loads(cli("reflect", "--json").stdout)["steps"][i]["note"] for i in (1, 4)]
-    assert notes == ["skipped: needs a client's model (MCP sampling); this pass has none"] * 2
+    assert (
+        notes
+        == [
+            "skipped: runs only with generative reflection on (NOOA_GENERATIVE_REFLECTION=1) "
+            "and a client that offers MCP sampling"
+        ]
+        * 2
+    )
 
 
 @pytest.mark.anyio

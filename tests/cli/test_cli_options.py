@@ -312,6 +312,7 @@ def test_a_protected_memory_shows_no_prune_date_in_recall_or_why_not(cli: Cli) -
         ("NOOA_VECTOR_IDLE_SECONDS", "abc", "valid number"),
         ("NOOA_VECTOR_MAX_ROLES", "-5", "greater than or equal to 0"),
         ("NOOA_MAX_SESSIONS_PER_CLIENT", "abc", "valid integer"),
+        ("NOOA_GENERATIVE_REFLECTION", "perhaps", "valid boolean"),
     ],
 )
 def test_a_bad_environment_variable_is_named_in_one_sentence(
@@ -361,3 +362,14 @@ def test_a_store_that_is_no_path_nor_postgres_is_refused(tmp_path, monkeypatch, 
     assert result.exception is None or isinstance(result.exception, SystemExit)
     assert f"Error: --store (or NOOA_STORE): {said}" in result.output
     assert list(tmp_path.iterdir()) == []
+
+
+def test_generative_reflection_is_turned_on_by_its_variable(monkeypatch) -> None:
+    """It had no variable or flag: a client offering sampling heard that reconcile "needs a
+    client's model", as if it were the client's fault (newcomer helper)."""
+    from nooa_mcp.config import Settings
+
+    monkeypatch.delenv("NOOA_GENERATIVE_REFLECTION", raising=False)
+    assert Settings.from_env().generative_reflection is False
+    monkeypatch.setenv("NOOA_GENERATIVE_REFLECTION", "1")
+    assert Settings.from_env().generative_reflection is True
