@@ -216,7 +216,10 @@ def reminder_lines(reminders: list[Any], more: int = 0) -> list[str]:
     for r in reminders:
         also = f", and {len(r.also)} more with this text" if r.also else ""
         again = ", re-armed" if r.rearmed else ""
-        lines.append(f"Reminder ({r.reason}, intent {r.intent_id[:8]}{also}{again}): {r.content}")
+        lines.append(
+            f"Reminder ({r.reason}{r.lateness()}, intent {r.intent_id[:8]}{also}{again}): "
+            f"{r.content}"
+        )
     if more:
         lines.append(f"{more} more reminder(s) are due: they come with the next commands.")
     return lines

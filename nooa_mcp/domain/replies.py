@@ -6,7 +6,7 @@ nothing relevant found) are fields here, never exceptions and never free text.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -25,6 +25,17 @@ class Reminder(BaseModel):
     reason: Literal["time", "cue"]
     fired_at: datetime
     rearmed: bool = False
+    #: When a time trigger came due (it fires at the first call after): a reminder given days
+    #: late must not read as given on time.
+    due_at: datetime | None = None
+
+    def lateness(self) -> str:
+        """ ", due <time>, <n> late" when it fired an hour or more after it came due, else ""."""
+        if self.due_at is None or self.fired_at - self.due_at < timedelta(hours=1):
+            return ""
+        late = self.fired_at - self.due_at
+        span = f"{late.days} day(s)" if late.days else f"{late.seconds // 3600} hour(s)"
+        return f", due {self.due_at:%Y-%m-%d %H:%M} UTC, {span} late"
 
 
 class ResolvedReference(BaseModel):

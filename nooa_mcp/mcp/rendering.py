@@ -227,7 +227,7 @@ def render_reminders(reminders: list[Reminder], more: int = 0) -> list[str]:
     lines = ["", "Reminders (intents that fired — act on them):"]
     for r in reminders:
         also = f" (also {len(r.also)} more intent(s) with this text)" if r.also else ""
-        lines.append(f"- [{r.intent_id[:8]}] ({r.reason}) {r.content}{also}")
+        lines.append(f"- [{r.intent_id[:8]}] ({r.reason}{r.lateness()}) {r.content}{also}")
     if more:
         lines.append(f"{more} more due: they come with later replies, or call intent action=check.")
     return lines

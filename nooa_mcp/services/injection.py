@@ -65,7 +65,7 @@ def _item(m: Memory, now: float) -> Item:
 
 def _reminder(r: Reminder, importance: float = 5.0) -> Item:
     note = "time" if r.reason == "time" else "cue"
-    return (r.intent_id, "intent", importance, r.content, f"fired on its {note}")
+    return (r.intent_id, "intent", importance, r.content, f"fired on its {note}{r.lateness()}")
 
 
 async def _log(caller: Caller, ids: list[str], query: str | None) -> None:

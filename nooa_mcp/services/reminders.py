@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 
 import numpy as np
 
@@ -79,6 +80,7 @@ async def fire(
             text, vector = texts[position]
             fired_ids: list[str] = []
             reason = None
+            due: datetime | None = None
             for firing in group:
                 memory = await caller.store.fetch(firing.intent_id)
                 if memory is None or memory.archived or memory.trigger is None:
@@ -86,6 +88,8 @@ async def fire(
                 again = evaluate([(memory.id, memory.trigger)], now, text, vector, cue_vecs)
                 if not again:
                     continue
+                if again[0].reason == "time" and due is None:
+                    due = memory.trigger.fire_at
                 memory.trigger = again[0].trigger
                 access = caller.access(Channel.injected, query=(text or "")[:200] or None)
                 caller.apply(memory, access)
@@ -115,6 +119,7 @@ async def fire(
                     reason=reason.reason,
                     fired_at=now,
                     rearmed=reason.rearmed,
+                    due_at=due if reason.reason == "time" else None,
                 )
             )
     caller.index.mark_dirty()

@@ -27,7 +27,8 @@ def test_the_author_that_fires_a_due_intent_prints_it(cli: Cli) -> None:
     assert out.exit_code == 0, out.output
     lines = out.output.splitlines()
     assert lines[0].startswith("created")
-    assert lines[1].startswith("Reminder (time, intent ") and lines[1].endswith("Pay the tax bill")
+    assert lines[1].startswith("Reminder (time, due 2020-01-01 00:00 UTC, ")
+    assert "day(s) late, intent " in lines[1] and lines[1].endswith("Pay the tax bill")
     assert fired_counts(cli)["Pay the tax bill"] == 1
     # Spent: the next command neither fires nor prints it again.
     assert "Pay the tax bill" not in cli("author", "Lunch is at noon").output

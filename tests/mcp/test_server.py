@@ -458,7 +458,7 @@ async def test_context_resource_shows_what_the_session_start_hook_shows(client: 
     fired = (await client.call_tool("intent", {"action": "check"})).content[0].text
     assert (
         fired.startswith("check: 1 fired (times only: pass text to check cues against it).")
-        and f"- [{due.structured_content['id'][:8]}] (time)" in fired
+        and f"- [{due.structured_content['id'][:8]}] (time, due 2020-01-01 00:00 UTC, " in fired
     )
 
 

@@ -50,6 +50,26 @@ async def test_a_cue_intent_fires_from_authored_content_but_never_from_itself(me
     assert [r.intent_id for r in written.reminders] == [added.id]
 
 
+async def test_a_reminder_given_days_after_it_came_due_says_how_late(mem, clock):
+    """A reminder due on a day nobody called came weeks later as "(fired on its time)"
+    (newcomer helper): it names when it was due and how late it is, an hour or more late."""
+    from nooa_mcp.mcp.rendering import render_reminders
+
+    due_at = (now() + timedelta(hours=2)).replace(microsecond=0)
+    added = await mem.intent("add", content="Send the invoice run", fire_at=due_at)
+    soon = await mem.intent("add", content="Water the plants", fire_at=now() + timedelta(days=19))
+    clock.advance(timedelta(days=19, hours=3))
+    (late, on_time) = sorted((await mem.intent("check")).reminders, key=lambda r: r.content)
+    assert (late.intent_id, late.due_at) == (added.id, due_at)
+    assert late.lateness() == f", due {due_at:%Y-%m-%d %H:%M} UTC, 19 day(s) late"
+    assert (
+        on_time.intent_id == soon.id
+        and on_time.lateness() == f", due {on_time.due_at:%Y-%m-%d %H:%M} UTC, 3 hour(s) late"
+    )
+    shown = render_reminders([late])[-1]
+    assert shown.startswith(f"- [{added.id[:8]}] (time, due ") and "19 day(s) late) " in shown
+
+
 async def test_a_time_intent_fires_once_due(mem, clock):
     added = await mem.intent("add", content="Renew the domain", fire_at=now() + timedelta(hours=2))
     assert (await mem.intent("check")).reminders == []
