@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..domain.inputs import check_situation, refuse_foreign
 from ..domain.replies import IntentItem, IntentResult
 from ..domain.requests import AuthorRequest, IntentRequest
-from ..domain.schema import INTENT_ACTIONS
+from ..domain.schema import INTENT_ACTIONS, as_utc, now as utc_now
 from ..domain.text import a_or_an, choices, head
 from ..errors import InvalidInput
 from . import reminders
@@ -81,6 +81,13 @@ async def intent(caller: Caller, request: IntentRequest, *, remind: bool = True)
             raise InvalidInput(exc.field.removeprefix("trigger."), exc.problem, exc.fix) from None
         result.id, result.outcome = written.id, written.status
         result.reminders, result.reminders_more = written.reminders, written.reminders_more
+        when = as_utc(request.fire_at, "fire_at")
+        if written.status == "created" and when is not None and when < utc_now():
+            # A mistyped year is accepted as a time that has come: say so, once.
+            result.outcome += (
+                f" (fire_at {when:%Y-%m-%d %H:%M} UTC has passed: it fires at the next call;"
+                " check the date if that was not meant)"
+            )
     elif action == "cancel":
         if not memory_id:
             raise InvalidInput("memory_id", "is missing.", "Pass the id of the intent.")

@@ -70,6 +70,17 @@ async def test_a_reminder_given_days_after_it_came_due_says_how_late(mem, clock)
     assert shown.startswith(f"- [{added.id[:8]}] (time, due ") and "19 day(s) late) " in shown
 
 
+async def test_an_intent_added_with_a_time_past_says_so(mem):
+    """A fire_at already past (a mistyped year) was accepted as 'created', no word."""
+    past = await mem.intent("add", content="File the taxes", fire_at="2025-04-01T09:00:00Z")
+    assert past.outcome == (
+        "created (fire_at 2025-04-01 09:00 UTC has passed: it fires at the next call;"
+        " check the date if that was not meant)"
+    )
+    ahead = await mem.intent("add", content="Renew the lease", fire_at=now() + timedelta(days=3))
+    assert ahead.outcome == "created"
+
+
 async def test_a_time_intent_fires_once_due(mem, clock):
     added = await mem.intent("add", content="Renew the domain", fire_at=now() + timedelta(hours=2))
     assert (await mem.intent("check")).reminders == []
