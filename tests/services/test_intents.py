@@ -81,6 +81,15 @@ async def test_an_intent_added_with_a_time_past_says_so(mem):
     assert ahead.outcome == "created"
 
 
+@pytest.mark.parametrize("cue", ["the", "and then we", "it is"])
+async def test_a_cue_of_only_common_words_is_refused_naming_it(mem, cue):
+    """cue="the" was accepted, never fired, and was never pruned (newcomer helper)."""
+    with pytest.raises(InvalidInput) as refused:
+        await mem.intent("add", content="Mention the rollback script", cue=cue)
+    assert refused.value.field == "cue" and "would never fire" in str(refused.value)
+    assert (await mem.intent("list")).intents == []
+
+
 async def test_a_time_intent_fires_once_due(mem, clock):
     added = await mem.intent("add", content="Renew the domain", fire_at=now() + timedelta(hours=2))
     assert (await mem.intent("check")).reminders == []
