@@ -98,6 +98,27 @@ def next_fire_at(fire_at: datetime, every_hours: float, now: datetime) -> dateti
     return fire_at + missed * step
 
 
+def due_occurrence(
+    fire_at: datetime | None, every_hours: float | None, now: datetime
+) -> datetime | None:
+    """The occurrence of a time trigger that a firing at `now` answers: `fire_at`, or for a
+    recurring one the latest `fire_at + n·every` not after now (the ones missed before it
+    collapse into this firing, `next_fire_at`)."""
+    if fire_at is None or every_hours is None or fire_at > now:
+        return fire_at
+    return next_fire_at(fire_at, every_hours, now) - timedelta(hours=every_hours)
+
+
+def lateness(due: datetime | None, fired: datetime) -> str:
+    """ ", due <time> UTC, <n> day(s) late" for a reminder given an hour or more after its time
+    came (a day nobody called), else "": it must not read as given on time."""
+    if due is None or fired - due < timedelta(hours=1):
+        return ""
+    late = fired - due
+    span = f"{late.days} day(s)" if late.days else f"{late.seconds // 3600} hour(s)"
+    return f", due {due:%Y-%m-%d %H:%M} UTC, {span} late"
+
+
 def fired_fields(trigger: object, now: datetime) -> tuple[dict, bool]:
     """What firing now changes on a trigger, and whether it is re-armed (recurring)."""
     every = trigger.every_hours  # type: ignore[attr-defined]

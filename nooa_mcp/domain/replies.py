@@ -6,12 +6,13 @@ nothing relevant found) are fields here, never exceptions and never free text.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from .archive import State
+from .cues import lateness
 from .schema import AccessRecord, Components, MemoryType
 
 
@@ -30,12 +31,8 @@ class Reminder(BaseModel):
     due_at: datetime | None = None
 
     def lateness(self) -> str:
-        """ ", due <time>, <n> late" when it fired an hour or more after it came due, else ""."""
-        if self.due_at is None or self.fired_at - self.due_at < timedelta(hours=1):
-            return ""
-        late = self.fired_at - self.due_at
-        span = f"{late.days} day(s)" if late.days else f"{late.seconds // 3600} hour(s)"
-        return f", due {self.due_at:%Y-%m-%d %H:%M} UTC, {span} late"
+        """ ", due <time> UTC, <n> late" when it fired an hour or more after it came due."""
+        return lateness(self.due_at, self.fired_at)
 
 
 class ResolvedReference(BaseModel):

@@ -16,7 +16,14 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from types import SimpleNamespace
 
-from ..domain.cues import fired_fields, is_armed, keywords_match, time_due
+from ..domain.cues import (
+    due_occurrence,
+    fired_fields,
+    is_armed,
+    keywords_match,
+    lateness,
+    time_due,
+)
 from ..domain.injection import (
     MU,
     PROMPT_MEMORIES,
@@ -130,12 +137,20 @@ def _fire(
     return out
 
 
-def _fired_items(fired: list, done: list[str], reasons: dict[str, str]) -> list[Item]:
+def _fired_items(
+    fired: list, done: list[str], reasons: dict[str, str], now: datetime
+) -> list[Item]:
     rows = {f[0]: f[3] for f in fired}
-    return [
-        (i, "intent", rows[i]["importance"], rows[i]["content"], f"fired on its {reasons[i]}")
-        for i in done
-    ]
+    out: list[Item] = []
+    for i in done:
+        late = ""
+        if reasons[i] == "time":
+            # As a server's reminder says it: a day nobody called is not "on its time".
+            trigger = _trigger(rows[i]["trigger"])
+            late = lateness(due_occurrence(trigger.fire_at, trigger.every_hours, now), now)
+        note = f"fired on its {reasons[i]}{late}"
+        out.append((i, "intent", rows[i]["importance"], rows[i]["content"], note))
+    return out
 
 
 def _reasons(fired: list, now: datetime, text: str | None) -> dict[str, str]:
@@ -185,7 +200,7 @@ def prompt_context(store: QuickStore, owner: str, prompt: str, session: str | No
         (r["id"], r["type"], r["importance"], r["title"] or r["content"], _note(r, now))
         for r in chosen
     ]
-    return render_prompt(_fired_items(fired, done, reasons), memories)
+    return render_prompt(_fired_items(fired, done, reasons, now), memories)
 
 
 def _note(row: dict, now: datetime) -> str:
@@ -218,7 +233,7 @@ def session_context(store: QuickStore, owner: str, project: str, session: str | 
             for t in todos
         ],
         open_count,
-        _fired_items(fired, done, reasons),
+        _fired_items(fired, done, reasons, now),
         [
             (m["id"], m["type"], m["importance"], m["title"] or m["content"], _note(m, now))
             for m in memories

@@ -82,7 +82,7 @@ async def intent(caller: Caller, request: IntentRequest, *, remind: bool = True)
             content=content, type="intent", trigger=trigger, importance=request.importance
         )
         try:
-            written = (await author_many(caller, [added]))[0]
+            written = (await author_many(caller, [added], remind=remind))[0]
         except InvalidInput as exc:
             # The tool takes fire_at, cue and every_hours as arguments of their own.
             if not exc.field.startswith("trigger."):

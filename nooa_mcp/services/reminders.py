@@ -17,6 +17,7 @@ from datetime import datetime
 
 import numpy as np
 
+from ..domain.cues import due_occurrence
 from ..domain.prospective import Firing, evaluate
 from ..domain.replies import Reminder
 from ..domain.schema import Channel, now as utc_now
@@ -89,7 +90,7 @@ async def fire(
                 if not again:
                     continue
                 if again[0].reason == "time" and due is None:
-                    due = memory.trigger.fire_at
+                    due = due_occurrence(memory.trigger.fire_at, memory.trigger.every_hours, now)
                 memory.trigger = again[0].trigger
                 access = caller.access(Channel.injected, query=(text or "")[:200] or None)
                 caller.apply(memory, access)

@@ -130,6 +130,39 @@ def test_every_hook_access_moves_the_store_revision(store: Path, project: Path) 
 # --------------------------------------------------------------------------- intents
 
 
+def test_the_fast_path_says_how_late_a_reminder_is_from_its_latest_occurrence(
+    store: Path, project: Path
+) -> None:
+    """The hook's own path said "(fired on its time)" of a reminder due 12 days before, and
+    a recurring one measured its lateness from the first occurrence missed (re-test helper):
+    both now say it as a server's reply does, from the occurrence this firing answers."""
+    now = datetime.now(UTC)
+
+    async def fill() -> None:
+        async with open_memory(store, OWNER) as mem:
+            # remind=False: neither add fires the other; the hook fires both.
+            await mem.intent(
+                "add",
+                remind=False,
+                content="Renew the TLS certificate",
+                fire_at=now - timedelta(days=12),
+            )
+            await mem.intent(
+                "add",
+                remind=False,
+                content="Read the nightly backup report",
+                fire_at=now - timedelta(days=6, hours=4),
+                every_hours=24,
+            )
+
+    anyio.run(fill)
+    shown = _hook("session-start", recorded("session_start", project), store)
+    (tls,) = [line for line in shown.splitlines() if "Renew the TLS certificate" in line]
+    (nightly,) = [line for line in shown.splitlines() if "nightly backup" in line]
+    assert "fired on its time, due " in tls and "12 day(s) late" in tls, tls
+    assert "4 hour(s) late" in nightly or "3 hour(s) late" in nightly, nightly
+
+
 def test_a_recurring_intent_fires_rearms_and_moves_to_its_next_time(
     store: Path, project: Path
 ) -> None:
