@@ -26,6 +26,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from .forgetting import SPENT
 from .references import MAX_REFERENCES
 from .schema import Memory, MemoryType, clean_labels
 
@@ -56,7 +57,21 @@ def one_memory(kept: Memory, again: Memory) -> bool:
         return False
     if kept.type is MemoryType.todo and (kept.status or "open") != (again.status or "open"):
         return False
+    if kept.type is MemoryType.intent and (
+        trigger_key(kept) != trigger_key(again) or kept.prune_status == SPENT
+    ):
+        # Another time or cue is another intent (a repeat dropped the new trigger, and the
+        # cue never fired); a spent one-shot said again is asked for again.
+        return False
     return one_place(kept.place_or_task, again.place_or_task)
+
+
+def trigger_key(memory: Memory) -> tuple[object, ...] | None:
+    """What an intent waits for: its time, cue (case folded) and period."""
+    t = memory.trigger
+    if t is None:
+        return None
+    return (t.fire_at, " ".join((t.cue or "").casefold().split()), t.every_hours)
 
 
 def one_place(a: str, b: str) -> bool:
@@ -85,6 +100,7 @@ def repeat_key(memory: Memory) -> tuple[object, ...]:
         when if memory.type is MemoryType.episode else None,
         memory.place_or_task.strip().casefold(),
         memory.status if memory.type is MemoryType.todo else None,
+        trigger_key(memory) if memory.type is MemoryType.intent else None,
     )
 
 

@@ -241,3 +241,18 @@ async def test_a_shared_intent_fires_for_a_role_and_is_listed_but_not_cancelled_
         assert (await other.recall("another release build question")).reminders == []
         (item,) = (await other.intent("list")).intents
         assert (item.armed, item.fired_count) == (False, 1)
+
+
+async def test_the_same_text_with_another_trigger_is_another_intent(mem, clock):
+    """Adding an intent's text again with a cue answered `exists` and dropped the cue, which
+    then never fired (re-test helper); a spent one-shot said again is asked for again."""
+    when = now() + timedelta(hours=2)
+    timed = await mem.intent("add", content="Run the payroll check", fire_at=when)
+    same = await mem.intent("add", content="Run the payroll check", fire_at=when)
+    assert (same.outcome, same.id) == ("exists", timed.id)  # the same intent said again
+    cued = await mem.intent("add", content="Run the payroll check", cue="payroll")
+    assert cued.outcome == "created" and cued.id != timed.id
+    fired = await mem.recall("when does payroll run?")
+    assert [r.intent_id for r in fired.reminders] == [cued.id]
+    again = await mem.intent("add", content="Run the payroll check", cue="Payroll")
+    assert again.outcome == "created" and again.id not in (timed.id, cued.id)
