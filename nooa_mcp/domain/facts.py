@@ -140,11 +140,19 @@ def differs_in(a: str, b: str) -> list[str]:
 
 #: Words as a statement's comparison splits them: runs of letters and digits (an apostrophe
 #: or a hyphen splits too, as the keyword index does).
-#: A word, or a sign that is part of what a text says: "C++" is not "C", "~/data" not "/data",
-#: "> 500" not "< 500", a question not a statement, 👍 not 👎. Only marks that carry no meaning
-#: of their own are left out (a sentence's end but "?", commas, quotes, brackets, dashes), so a
-#: restatement may differ in those alone.
-_CONTENT_WORD = re.compile(r"\w+|[^\w\s.,;:!'\"`()\[\]{}\-\u2010-\u2015\u2018-\u201f\u2026]")
+#: A word, or a sign that is part of what a text says: "C++" is not "C", "C#" not "C",
+#: "~/data" not "/data", "> 500" not "< 500", "!=" not "=", a question not a statement, 👍 not
+#: 👎. Marks that carry no meaning of their own are left out: a sentence's end but "?", commas,
+#: quotes, brackets, dashes, and markdown's emphasis, bullets, headings, tables and mentions
+#: ("*", "#" before a word, "|", "@"), so a restatement may differ in those alone.
+_CONTENT_WORD = re.compile(
+    r"\w+|(?<=\w)#|!(?=[\w=])"
+    r"|[^\w\s.,;:!'\"`()\[\]{}\-\u2010-\u2015\u2018-\u201f\u2026*@|#]"
+)
+#: Written two ways, one sign: arrows; a quote's leading ">"; a path's closing "/".
+_ARROW = re.compile(r"-+>|=>")
+_QUOTED = re.compile(r"(?m)^[ \t]*(?:>[ \t]*)+")
+_CLOSING_SLASH = re.compile(r"(?<=\w)/+(?=[\s)\]}.,;:!?'\"]|$)")
 
 
 #: The only words a restatement may add or drop: articles, and a possessive's "s".
@@ -161,7 +169,9 @@ def statement_words(text: str) -> tuple[str, ...]:
 
 
 def _words(text: str) -> list[str]:
-    return _CONTENT_WORD.findall(unicodedata.normalize("NFKC", text).casefold())
+    flat = unicodedata.normalize("NFKC", text).casefold()
+    flat = _CLOSING_SLASH.sub("", _QUOTED.sub("", _ARROW.sub("→", flat)))
+    return _CONTENT_WORD.findall(flat)
 
 
 def same_statement(a: str, b: str) -> bool:
