@@ -187,8 +187,8 @@ class Settings(BaseModel):
                 h for h in os.environ["NOOA_ALLOWED_HOSTS"].split(",") if h.strip()
             ]
         for name in ("vector_idle_seconds", "vector_max_roles", "generative_reflection"):
-            if os.environ.get(f"NOOA_{name.upper()}"):
-                values[name] = os.environ[f"NOOA_{name.upper()}"]
+            if os.environ.get(f"NOOA_{name.upper()}", "").strip():
+                values[name] = os.environ[f"NOOA_{name.upper()}"].strip()
         if os.environ.get("NOOA_REFLECT_TOOL", "").strip().lower() in ("0", "false", "no", "off"):
             values["reflect_tool"] = False
         given = {k: v for k, v in overrides.items() if v is not None}

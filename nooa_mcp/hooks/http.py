@@ -142,7 +142,8 @@ def hook_route(
         # only the cwd, named by its last folder. The server's disk is never asked about a
         # client's path (a token holder could tell which folders exist here).
         sent = data.get(PROJECT_FIELD)
-        project = sent.strip()[:200] if isinstance(sent, str) else label_of(cwd)
+        project = sent.replace("\ufffd", "").strip()[:200] if isinstance(sent, str) else ""
+        project = project or label_of(cwd)
         from .facade import injected_text
 
         text = ""

@@ -132,14 +132,14 @@ def label_of(cwd: str | None) -> str:
     client's path on the server's disk told the client which folders exist there."""
     if not cwd or not cwd.startswith("/"):
         return ""
-    folder = os.path.normpath(cwd)
+    folder = os.path.normpath(re.sub("/+", "/", cwd))
     # A home folder is not a project (as `find_project` says on its own disk): by its shape.
     if _HOME_SHAPE.fullmatch(folder):
         return ""
     return os.path.basename(folder.rstrip("/"))
 
 
-_HOME_SHAPE = re.compile(r"/|/root|/home/[^/]+|/Users/[^/]+")
+_HOME_SHAPE = re.compile(r"/|/root|(?:/[^/]+)?/home/[^/]+|/Users/[^/]+")
 
 
 def find_project(cwd: str | None) -> tuple[str, str]:

@@ -305,7 +305,8 @@ class MemoryTools:
             Field(description="For add: words; fires when all or their gist come up."),
         ] = None,
         every_hours: Annotated[
-            float | None, Field(gt=0, description="For add: re-arm N hours after firing.")
+            float | None,
+            Field(gt=0, description="For add: every N hours (cue: N h after firing)."),
         ] = None,
         memory_id: Annotated[str | None, Field(description="For cancel.")] = None,
         text: Annotated[
@@ -313,8 +314,7 @@ class MemoryTools:
         ] = None,
         importance: Importance = "MEDIUM",
     ) -> Annotated[CallToolResult, IntentResult]:
-        """Act later, at a time or on a cue, once unless every_hours; it comes in
-        reminders."""
+        """Act later, at a time or on a cue, once unless every_hours; see reminders."""
         request = IntentRequest(
             action=action,
             content=content,

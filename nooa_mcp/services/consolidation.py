@@ -329,8 +329,8 @@ class _Pass:
             self.report.steps.append(step)
             if name in GENERATIVE and self.sampler is None:
                 step.note = (
-                    "skipped: runs only with generative reflection on "
-                    "(NOOA_GENERATIVE_REFLECTION=1) and a client that offers MCP sampling"
+                    "skipped: it asks the client's model (MCP sampling), so only a server "
+                    "with NOOA_GENERATIVE_REFLECTION=1 whose client offers sampling runs it"
                 )
                 continue
             plan, apply = await self._plan(name)

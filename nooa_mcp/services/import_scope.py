@@ -187,6 +187,10 @@ async def attach_edges(
                 continue
             wanted = _followed(edge.target, renamed, keys)
             try:
+                if wanted != edge.target and edge.target not in renamed:
+                    # A prefix of a line the import renamed or folded: one of the caller's
+                    # stored memories starting with it too makes it ambiguous.
+                    await _no_other(caller, edge.target, wanted, scope)
                 target = await caller.store.resolve_id(wanted, "edges.target", scope)
             except (NotFound, AmbiguousId) as exc:
                 why = (
@@ -221,3 +225,13 @@ def _followed(target: str, renamed: dict[str, str], keys: list[str]) -> str:
         found.add(renamed[keys[at]])
         at += 1
     return found.pop() if len(found) == 1 else target
+
+
+async def _no_other(caller: Caller, prefix: str, followed: str, scope: Any) -> None:
+    """Raise AmbiguousId when `prefix` also names a stored memory other than `followed`."""
+    try:
+        found = await caller.store.resolve_id(prefix, "edges.target", scope)
+    except NotFound:
+        return
+    if found != followed:
+        raise AmbiguousId(prefix, [found, followed], "edges.target")

@@ -371,5 +371,5 @@ def test_generative_reflection_is_turned_on_by_its_variable(monkeypatch) -> None
 
     monkeypatch.delenv("NOOA_GENERATIVE_REFLECTION", raising=False)
     assert Settings.from_env().generative_reflection is False
-    monkeypatch.setenv("NOOA_GENERATIVE_REFLECTION", "1")
+    monkeypatch.setenv("NOOA_GENERATIVE_REFLECTION", " 1 ")
     assert Settings.from_env().generative_reflection is True

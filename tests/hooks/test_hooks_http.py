@@ -429,6 +429,7 @@ def test_a_label_is_a_folders_name_and_a_home_folder_has_none() -> None:
         "",
     ]
     assert label_of("/home/alice/billing") == "billing"
+    assert label_of("//home/alice") == label_of("/var/home/alice") == ""
     assert label_of("relative/billing") == label_of("") == label_of("/") == ""
     assert _payload(r'{"prompt": "a\ud800b", "cwd": "/x\u0000y"}') == {
         "prompt": "a\ufffdb",

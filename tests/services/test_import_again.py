@@ -190,3 +190,27 @@ async def test_an_edge_to_a_line_folded_into_a_stored_memory_lands_on_that_memor
         by_prefix = (await mem.get("8" * 32)).edges  # the target named by its first 8
         assert [(e["target"], e["type"]) for e in by_prefix] == [(rent, "related")], by_prefix
         assert (await mem.get(rent)).tags == ["finance"]
+
+
+async def test_a_prefix_both_a_folded_line_and_a_stored_memory_start_with_is_ambiguous(
+    store_path,
+) -> None:
+    """It went to the folded line's memory without a word (re-test helper); the store's own
+    lookup calls such a prefix ambiguous, and so does the import now."""
+    rent, again, printer = "5" * 32, "ab" * 16, "ab" * 4 + "c" * 24
+    lines = [
+        {"id": rent, "type": "episode", "content": "Paid the office rent",
+         "created_at": "2026-01-01T10:00:00Z"},
+        {"id": again, "type": "episode", "content": "Paid the office rent",
+         "created_at": "2026-01-01T10:40:00Z"},
+        {"id": printer, "content": "The printer on floor two is broken",
+         "created_at": "2026-01-01T11:00:00Z"},
+        {"id": "9" * 32, "content": "Rent and repairs come from one budget",
+         "created_at": "2026-01-02T10:00:00Z",
+         "edges": [{"target": again[:8], "type": "related", "weight": 1.0}]},
+    ]  # fmt: skip
+    async with _open(store_path, "alice@a") as mem:
+        report = await mem.import_records(list(enumerate(lines, 1)))
+        assert report.counts["edges"] == 0
+        (skipped,) = report.skipped_edges
+        assert "abababab" in skipped and "matches several of your memories" in skipped
