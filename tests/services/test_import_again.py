@@ -162,6 +162,26 @@ async def test_a_dated_copy_faded_by_a_pass_is_found_again_not_copied(store_path
     assert await _own_count(store_path, "alice@a") == 1
 
 
+def _linking(line_id: str, content: str, target: str) -> dict:
+    """A line of a day later with a `related` edge to `target` (an id or a prefix)."""
+    edge = {"target": target, "type": "related", "weight": 1.0}
+    return {
+        "id": line_id,
+        "content": content,
+        "created_at": "2026-01-02T10:00:00Z",
+        "edges": [edge],
+    }
+
+
+def _rent_paid_twice(first: str, second: str, **extra) -> list[dict]:
+    """Two plain lines of one episode 40 minutes apart: the second is folded into the first."""
+    paid = {"type": "episode", "content": "Paid the office rent"}
+    return [
+        {"id": first, **paid, "created_at": "2026-01-01T10:00:00Z"},
+        {"id": second, **paid, "created_at": "2026-01-01T10:40:00Z", **extra},
+    ]
+
+
 async def test_an_edge_to_a_line_folded_into_a_stored_memory_lands_on_that_memory(
     store_path,
 ) -> None:
@@ -170,17 +190,10 @@ async def test_an_edge_to_a_line_folded_into_a_stored_memory_lands_on_that_memor
     names no memory you can link to" (time-passing helper)."""
     rent, again, account = ("5" * 32, "6" * 32, "7" * 32)
     lines = [
-        {"id": rent, "type": "episode", "content": "Paid the office rent",
-         "created_at": "2026-01-01T10:00:00Z"},
-        {"id": again, "type": "episode", "content": "Paid the office rent",
-         "created_at": "2026-01-01T10:40:00Z", "tags": ["finance"]},
-        {"id": account, "content": "Rent is paid from the operations account",
-         "created_at": "2026-01-02T10:00:00Z",
-         "edges": [{"target": again, "type": "related", "weight": 1.0}]},
-        {"id": "8" * 32, "content": "The landlord is paid on the first of the month",
-         "created_at": "2026-01-02T11:00:00Z",
-         "edges": [{"target": again[:8], "type": "related", "weight": 1.0}]},
-    ]  # fmt: skip
+        *_rent_paid_twice(rent, again, tags=["finance"]),
+        _linking(account, "Rent is paid from the operations account", again),
+        _linking("8" * 32, "The landlord is paid on the first of the month", again[:8]),
+    ]
     async with _open(store_path, "alice@a") as mem:
         report = await mem.import_records(list(enumerate(lines, 1)))
         assert report.counts.get("exists") == 1 and report.counts["edges"] == 2, report
@@ -199,16 +212,10 @@ async def test_a_prefix_both_a_folded_line_and_a_stored_memory_start_with_is_amb
     lookup calls such a prefix ambiguous, and so does the import now."""
     rent, again, printer = "5" * 32, "ab" * 16, "ab" * 4 + "c" * 24
     lines = [
-        {"id": rent, "type": "episode", "content": "Paid the office rent",
-         "created_at": "2026-01-01T10:00:00Z"},
-        {"id": again, "type": "episode", "content": "Paid the office rent",
-         "created_at": "2026-01-01T10:40:00Z"},
-        {"id": printer, "content": "The printer on floor two is broken",
-         "created_at": "2026-01-01T11:00:00Z"},
-        {"id": "9" * 32, "content": "Rent and repairs come from one budget",
-         "created_at": "2026-01-02T10:00:00Z",
-         "edges": [{"target": again[:8], "type": "related", "weight": 1.0}]},
-    ]  # fmt: skip
+        *_rent_paid_twice(rent, again),
+        {"id": printer, "content": "The printer on floor two is broken"},
+        _linking("9" * 32, "Rent and repairs come from one budget", again[:8]),
+    ]
     async with _open(store_path, "alice@a") as mem:
         report = await mem.import_records(list(enumerate(lines, 1)))
         assert report.counts["edges"] == 0
