@@ -1235,6 +1235,13 @@ def hooks_trust(path: Path | None, remove: bool) -> None:
             "\n".join(entries) if entries else f"No trusted project stores ({paths.trust_file()})."
         )
         return
+    if re.match(r"[A-Za-z][A-Za-z0-9+.-]+:/", str(path)):
+        # click made "postgresql://…" a relative path ("postgresql:/…") and it was trusted.
+        raise click.UsageError(
+            f"PATH is a store URL ({str(path).split(':', 1)[0]}://…); the list holds project "
+            "store files. A store a hook should always read is given to it: hooks install "
+            "--store URL (or NOOA_STORE)."
+        )
     try:
         target, changed = paths.set_trusted(str(path), not remove)
     except OSError as exc:

@@ -167,3 +167,13 @@ def test_trusting_a_path_with_no_store_yet_says_so(tmp_path: Path, monkeypatch) 
     missing = tmp_path / "no-such-project"
     out = CliRunner().invoke(main, ["hooks", "trust", str(missing)]).output
     assert "(nothing there yet: read once written)" in out
+
+
+def test_trusting_a_store_url_is_refused_not_taken_as_a_path(tmp_path: Path) -> None:
+    """`hooks trust postgresql://…` trusted "<cwd>/postgresql:/…" (auditor)."""
+    env = hook_env(tmp_path)
+    refused = _nooa(env, "hooks", "trust", "postgresql://me:secret@db.example/memory")
+    assert refused.returncode == 2
+    assert "PATH is a store URL (postgresql://…)" in refused.stderr
+    assert "hooks install --store URL" in refused.stderr and "secret" not in refused.stderr
+    assert not (tmp_path / "config" / "nooa-mcp" / "trusted-stores").exists()
