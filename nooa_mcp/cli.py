@@ -20,7 +20,7 @@ import anyio
 import click
 
 from . import startup_gc
-from .config import Settings, default_store_path
+from .config import Settings, default_store_path, url_scheme
 from .domain.kinds import REFLECTION_STEPS
 from .errors import NooaError
 
@@ -1216,9 +1216,9 @@ def hooks_uninstall(scope: str, settings_file: Path | None, dry_run: bool) -> No
 
 
 @hooks.command(name="trust")
-@click.argument("path", required=False, type=click.Path(path_type=Path))
+@click.argument("path", required=False)
 @click.option("--remove", is_flag=True, help="Take PATH off the list.")
-def hooks_trust(path: Path | None, remove: bool) -> None:
+def hooks_trust(path: str | None, remove: bool) -> None:
     """Let the hooks read a project's own store (PATH: the store file, or the project folder
     for its .nooa/memory.sqlite). Without PATH, list the trusted stores.
 
@@ -1235,15 +1235,15 @@ def hooks_trust(path: Path | None, remove: bool) -> None:
             "\n".join(entries) if entries else f"No trusted project stores ({paths.trust_file()})."
         )
         return
-    if re.match(r"[A-Za-z][A-Za-z0-9+.-]+:/", str(path)):
-        # click made "postgresql://…" a relative path ("postgresql:/…") and it was trusted.
+    if (scheme := url_scheme(path)) is not None:
+        # Taken as a path, "postgresql://…" was trusted as "<cwd>/postgresql:/…".
         raise click.UsageError(
-            f"PATH is a store URL ({str(path).split(':', 1)[0]}://…); the list holds project "
+            f"PATH is a store URL ({scheme}://…); the list holds project "
             "store files. A store a hook should always read is given to it: hooks install "
             "--store URL (or NOOA_STORE)."
         )
     try:
-        target, changed = paths.set_trusted(str(path), not remove)
+        target, changed = paths.set_trusted(path, not remove)
     except OSError as exc:
         raise click.ClickException(
             f"cannot write {paths.trust_file()} ({exc.strerror}); nothing was changed."

@@ -45,11 +45,11 @@ def store_target(value: str | Path) -> Path | str:
             f"{text!r} is a file: URI.",
             "Pass the file's path without file:.",
         )
-    if isinstance(value, str) and (url := _URL.match(text)) is not None:
+    if isinstance(value, str) and (scheme := url_scheme(text)) is not None:
         # Taken as a path, "mysql://host/db" made the folders ./mysql:/host and a new store.
         raise InvalidInput(
             STORE_OPTION,
-            f"{url.group(1)}:// is not a store nooa-mcp can open.",
+            f"{scheme}:// is not a store nooa-mcp can open.",
             "Pass a SQLite file path or a postgresql:// URL.",
         )
     return Path(text).expanduser()
@@ -57,6 +57,13 @@ def store_target(value: str | Path) -> Path | str:
 
 #: A URL's scheme ("mysql://…"): a store is a file path or a PostgreSQL URL.
 _URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
+def url_scheme(text: str) -> str | None:
+    """The scheme of `text` when it is a URL ("postgresql", "mysql"), else None: a path is
+    never one."""
+    found = _URL.match(text)
+    return None if found is None else found.group(1)
 
 
 class RecallSettings(BaseModel):
