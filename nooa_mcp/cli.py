@@ -1342,6 +1342,10 @@ def ui(
 
     settings = _with_hosts(ctx.settings(), allow_host)
     must_exist(settings.store)
+    if tokens_file is not None:  # a file: reference under the root must not read it back
+        settings = settings.model_copy(
+            update={"private_files": [*settings.private_files, tokens_file]}
+        )
 
     async def body() -> None:
         tokens = load_tokens(tokens_file) if tokens_file else None

@@ -136,6 +136,11 @@ class Settings(BaseModel):
         default_factory=list, description="roles this owner may also read (or '*'): a grant"
     )
     reference_root: Path | None = None
+    private_files: list[Path] = Field(
+        default_factory=list,
+        description="the server's own files besides its store (its tokens file): no file: "
+        "reference reads them",
+    )
     recall: RecallSettings = Field(default_factory=RecallSettings)
     forgetting: ForgettingPolicy = Field(default_factory=ForgettingPolicy)
     dedup_similarity: float = Field(0.92, description="near-duplicate write threshold")

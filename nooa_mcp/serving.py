@@ -107,6 +107,10 @@ def run(
         update={"allowed_hosts": parse_allowed_hosts(settings.allowed_hosts)}
     )
     tokens = load_tokens(tokens_file) if tokens_file is not None else None
+    if tokens_file is not None:  # a file: reference under the root must not read it back
+        settings = settings.model_copy(
+            update={"private_files": [*settings.private_files, tokens_file]}
+        )
     if tokens is not None and settings.owner:
         raise InvalidInput(
             "owner",

@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import os
 import stat
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 import anyio
 import anyio.to_thread
 
+from ..config import Settings
 from ..domain.references import PREVIEW_CHARS, check_relative, clip, memory_targets
 from ..domain.replies import ResolvedReference
 from ..domain.schema import Memory, Reference, now
@@ -29,7 +30,15 @@ from ..domain.scope import Scope
 from ..errors import InvalidInput, ReferenceOutsideRoot
 from .caller import Caller
 
-__all__ = ["capture", "capture_all", "confine", "resolve", "resolve_all", "visible_contents"]
+__all__ = [
+    "capture",
+    "capture_all",
+    "confine",
+    "private_files",
+    "resolve",
+    "resolve_all",
+    "visible_contents",
+]
 
 #: Bytes read from a file for its preview: enough for 200 characters of any UTF-8 text.
 _READ_BYTES = PREVIEW_CHARS * 4 + 4
@@ -51,6 +60,41 @@ def confine(root: Path | str, path: str, field: str = "references") -> Path:
     if real != real_root and real_root not in real.parents:
         raise ReferenceOutsideRoot(rel, str(real_root), field)
     return real
+
+
+#: The files SQLite keeps beside a store: its write-ahead log, shared memory and rollback journal.
+_STORE_SIBLINGS = ("", "-wal", "-shm", "-journal")
+
+
+def private_files(settings: Settings) -> tuple[str, ...]:
+    """The server's own files, which no `file:` reference reads: the store file and the files
+    SQLite keeps beside it, and `settings.private_files` (the tokens file)."""
+    paths = [str(p) for p in settings.private_files]
+    if isinstance(settings.store, Path):
+        paths += [f"{settings.store}{suffix}" for suffix in _STORE_SIBLINGS]
+    return tuple(paths)
+
+
+def _is_private(real: Path, private: Collection[str]) -> bool:
+    """Whether `real` (a resolved path) is one of `private`, by real path or by file identity
+    (a hard link to the tokens file under another name is still the tokens file)."""
+    if not private:
+        return False
+    try:
+        info = os.stat(real)
+    except OSError:
+        info = None
+    for path in private:
+        if os.path.realpath(path) == str(real):
+            return True
+        if info is not None:
+            try:
+                other = os.stat(path)
+            except OSError:
+                continue
+            if (other.st_dev, other.st_ino) == (info.st_dev, info.st_ino):
+                return True
+    return False
 
 
 #: A directory preview lists at most this many entries and never scans more than DIR_SCAN.
@@ -136,15 +180,17 @@ def capture(
     lookup: MemoryLookup | None = None,
     at: datetime | None = None,
     field: str = "references",
+    private: Collection[str] = (),
 ) -> Reference:
     """The reference with its preview captured now (write time).
 
     `lookup` maps a full memory id to its content, or None when it is missing or not visible;
-    the caller resolves prefixes to full ids before calling.
+    the caller resolves prefixes to full ids before calling. `private` are the server's own
+    files (`private_files`), never read.
 
     Raises:
         InvalidInput: a file reference without a configured root, a file or memory that does
-            not exist, or an unreadable file.
+            not exist, an unreadable file, or one of the server's own files.
         ReferenceOutsideRoot: the file path leaves the root.
     """
     at = at or now()
@@ -166,6 +212,13 @@ def capture(
             "Start nooa-mcp with --reference-root DIR, or set NOOA_REFERENCE_ROOT.",
         )
     real = confine(root, ref.target, field)
+    if _is_private(real, private):
+        raise InvalidInput(
+            field,
+            f"file:{ref.target} is one of this server's own files (its store or tokens file), "
+            "which references never read.",
+            "Reference a project file, or keep the server's files out of the reference root.",
+        )
     if not real.exists():
         raise InvalidInput(
             field, f"file:{ref.target} does not exist under {root}.", "Check the relative path."
@@ -185,12 +238,17 @@ def capture(
 
 
 def resolve(
-    ref: Reference, *, root: Path | str | None, lookup: MemoryLookup | None = None
+    ref: Reference,
+    *,
+    root: Path | str | None,
+    lookup: MemoryLookup | None = None,
+    private: Collection[str] = (),
 ) -> ResolvedReference:
     """Resolve a stored reference against its live target (read time); never raises.
 
     LIVE carries the current preview; DANGLING the snapshot captured at write time and its date
-    (the target is gone, unreadable, no longer visible, or a symlink now leads out of the root);
+    (the target is gone, unreadable, no longer visible, a symlink now leads out of the root, or
+    it is one of the server's own files, `private`);
     OPAQUE is a URL, shown with its snapshot (URLs are never fetched).
     """
     dangling = ResolvedReference(
@@ -214,6 +272,8 @@ def resolve(
         )
     try:
         real = confine(root, ref.target)
+        if _is_private(real, private):
+            return dangling.model_copy(update={"note": "one of this server's own files: not read"})
         if not real.exists():
             return dangling
         value = _file_preview(real)
@@ -273,7 +333,8 @@ async def capture_all(caller: Caller, records: Sequence[Memory]) -> None:
                 captured.append(capture(ref, root=root, lookup=contents.get))
                 continue
             try:
-                captured.append(await _off_loop(capture, ref, root=root))
+                private = private_files(caller.settings)
+                captured.append(await _off_loop(capture, ref, root=root, private=private))
             except TimeoutError:
                 raise InvalidInput(
                     "references",
@@ -302,7 +363,14 @@ async def resolve_all(
             resolved.append(resolve(r, root=caller.settings.reference_root, lookup=contents.get))
         else:
             try:
-                resolved.append(await _off_loop(resolve, r, root=caller.settings.reference_root))
+                resolved.append(
+                    await _off_loop(
+                        resolve,
+                        r,
+                        root=caller.settings.reference_root,
+                        private=private_files(caller.settings),
+                    )
+                )
             except TimeoutError:
                 resolved.append(
                     ResolvedReference(
