@@ -10,6 +10,7 @@ import re
 from typing import Any
 
 from ..errors import InvalidInput
+from .cues import cue_keywords
 from .references import parse_references
 from .requests import AuthorRequest
 from .schema import (
@@ -44,6 +45,7 @@ __all__ = [
     "parse_types",
     "recall_args",
     "refuse_foreign",
+    "refuse_silent_cue",
 ]
 
 MAX_CONTENT = 100_000
@@ -177,6 +179,23 @@ def parse_trigger(value: Any) -> Trigger:
     if fire_at is None and not (cue or "").strip():
         raise InvalidInput("trigger", "an intent needs a time or a cue to fire.", TRIGGER_FIX)
     return Trigger(fire_at=fire_at, cue=cue, every_hours=every)
+
+
+def refuse_silent_cue(cue: Any, field: str = "trigger.cue") -> None:
+    """Refuse a cue of stop words alone: matching takes a cue's content words, so it never fires.
+
+    Not part of `parse_trigger`: an import restores what an earlier release accepted, and one
+    such line must not refuse the whole file; a new write (the author and intent tools) calls it.
+
+    Raises:
+        InvalidInput: the cue holds only stop words (`field` names it).
+    """
+    if isinstance(cue, str) and cue.strip() and not cue_keywords(cue):
+        raise InvalidInput(
+            field,
+            f"{cue!r} holds only words every conversation says, so it would never fire.",
+            "Give the two or three words that will surely be said when it is time.",
+        )
 
 
 def build_memory(request: AuthorRequest, owner: str) -> Memory:

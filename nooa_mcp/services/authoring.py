@@ -23,7 +23,7 @@ import numpy as np
 from ..domain.accesses import apply_access, created_record, restore_history
 from ..domain.facts import differs_in
 from ..domain.imports import Carried
-from ..domain.inputs import build_memory
+from ..domain.inputs import build_memory, refuse_silent_cue
 from ..domain.repeats import absorb, one_memory, repeat_key
 from ..domain.replies import AuthorResult, SimilarTo
 from ..domain.requests import AuthorRequest
@@ -145,6 +145,9 @@ async def author_many(
         NotFound: a link target does not exist.
     """
     records = [build_memory(request, caller.owner) for request in requests]
+    if carried is None:  # a new write; an import restores what an earlier release accepted
+        for record in records:
+            refuse_silent_cue(record.trigger.cue if record.trigger else None)
     revive = [request.revive for request in requests]
     # Only an id the caller gave (an import) can be there already; a new one never is.
     given = [request.id is not None for request in requests]

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from ..domain.cues import cue_keywords
-from ..domain.inputs import check_situation, refuse_foreign
+from ..domain.inputs import check_situation, refuse_foreign, refuse_silent_cue
 from ..domain.replies import IntentItem, IntentResult
 from ..domain.requests import AuthorRequest, IntentRequest
 from ..domain.schema import INTENT_ACTIONS, as_utc, now as utc_now
@@ -65,14 +64,7 @@ async def intent(caller: Caller, request: IntentRequest, *, remind: bool = True)
     if action == "add":
         if not isinstance(content, str) or not content.strip():
             raise InvalidInput("content", "is empty.", "Say what to do when it fires.")
-        if isinstance(request.cue, str) and request.cue.strip() and not cue_keywords(request.cue):
-            # Matching takes a cue's content words: one of stopwords alone never fires.
-            raise InvalidInput(
-                "cue",
-                f"{request.cue!r} holds only words every conversation says, so it would never "
-                "fire.",
-                "Give the two or three words that will surely be said when it is time.",
-            )
+        refuse_silent_cue(request.cue, "cue")
         trigger = {
             "fire_at": request.fire_at,
             "cue": request.cue,

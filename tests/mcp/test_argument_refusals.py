@@ -78,6 +78,17 @@ async def test_an_intent_without_a_time_or_cue_names_the_tool_arguments(client: 
     assert "{" not in text, text
 
 
+@pytest.mark.anyio
+async def test_memory_author_refuses_a_cue_of_only_stop_words_like_the_intent_tool(
+    client: Client,
+) -> None:
+    args = {"content": "Mention the rollback script", "type": "intent", "trigger": {"cue": "the"}}
+    text = await refused(client, "memory_author", args)
+    assert "trigger.cue" in text and "would never fire" in text, text
+    listed = await call(client, "intent", {"action": "list"})
+    assert "rollback" not in listed[1]
+
+
 # --------------------------------------------------------------------------- error wording
 
 

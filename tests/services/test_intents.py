@@ -91,6 +91,26 @@ async def test_a_cue_of_only_common_words_is_refused_naming_it(mem, cue):
     assert (await mem.intent("list")).intents == []
 
 
+@pytest.mark.parametrize("cue", ["the", "and then we"])
+async def test_memory_author_refuses_a_cue_of_only_common_words_as_the_intent_tool_does(mem, cue):
+    """memory_author took {"cue": "the"}: an intent that could never fire (auditor item)."""
+    with pytest.raises(InvalidInput) as refused:
+        await mem.author("Mention the rollback script", type="intent", trigger={"cue": cue})
+    assert refused.value.field == "trigger.cue" and "would never fire" in str(refused.value)
+    assert (await mem.intent("list")).intents == []
+
+
+async def test_an_imported_intent_with_such_a_cue_is_restored_not_the_whole_file_refused(mem):
+    """An earlier release accepted such a cue: its export must still import, line and all."""
+    lines = [
+        {"content": "Mention the rollback script", "type": "intent", "trigger": {"cue": "the"}},
+        {"content": "Renew the domain", "type": "intent", "trigger": {"cue": "domain renewal"}},
+    ]
+    result = await mem.import_records(list(enumerate(lines, 1)))
+    assert result.counts.get("created") == 2
+    assert len((await mem.intent("list")).intents) == 2
+
+
 async def test_a_time_intent_fires_once_due(mem, clock):
     added = await mem.intent("add", content="Renew the domain", fire_at=now() + timedelta(hours=2))
     assert (await mem.intent("check")).reminders == []
