@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import click
+from click.core import ParameterSource
 
 from . import startup_gc
 from .config import Settings, default_store_path, url_scheme
@@ -283,19 +284,37 @@ def table(headers: list[str], rows: list[list[Any]]) -> str:
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")
 
 
+class EnvOption(click.Option):
+    """An option whose refusal names the variable it was read from (`NOOA_JSON=abc` is a
+    mistake in NOOA_JSON, not in a `--json` nobody typed)."""
+
+    def get_error_hint(self, ctx: click.Context | None) -> str:
+        name = self.name or ""
+        if ctx is not None and ctx.get_parameter_source(name) is ParameterSource.ENVIRONMENT:
+            names = [self.envvar] if isinstance(self.envvar, str) else list(self.envvar or [])
+            if names:
+                return " / ".join(f"'{n}'" for n in names)
+        return super().get_error_hint(ctx)
+
+
 @click.group(invoke_without_command=True)
 @click.option(
     "--store",
     # Text, not click.Path: a postgresql://host/db URL must reach the store as written.
     envvar="NOOA_STORE",
+    cls=EnvOption,
     help=f"Store file or postgresql:// URL (env NOOA_STORE; default {default_store_path()}).",
 )
 @click.option(
-    "--owner", envvar="NOOA_OWNER", help="Whose memory this is: role[@instance] (env NOOA_OWNER)."
+    "--owner",
+    envvar="NOOA_OWNER",
+    cls=EnvOption,
+    help="Whose memory this is: role[@instance] (env NOOA_OWNER).",
 )
 @click.option(
     "--read",
     envvar="NOOA_READ",
+    cls=EnvOption,
     help="Roles this owner may also read, comma-separated, or * (env NOOA_READ). Without it, "
     "scope * or another role's name searches only your own role.",
 )
@@ -303,6 +322,7 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON f
     "--reference-root",
     type=click.Path(path_type=Path, file_okay=False),
     envvar="NOOA_REFERENCE_ROOT",
+    cls=EnvOption,
     help="Folder that file: references are relative to (env NOOA_REFERENCE_ROOT).",
 )
 @click.option(
@@ -310,6 +330,7 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON f
     "as_json",
     is_flag=True,
     envvar="NOOA_JSON",
+    cls=EnvOption,
     help="Print JSON for machines (every command; env NOOA_JSON=1).",
 )
 @click.version_option(package_name="nooa-mcp")

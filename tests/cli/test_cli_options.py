@@ -373,3 +373,25 @@ def test_generative_reflection_is_turned_on_by_its_variable(monkeypatch) -> None
     assert Settings.from_env().generative_reflection is False
     monkeypatch.setenv("NOOA_GENERATIVE_REFLECTION", " 1 ")
     assert Settings.from_env().generative_reflection is True
+
+
+# --------------------------------------------------------------------------- variables
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "option"),
+    [("NOOA_JSON", "abc", "--json"), ("NOOA_REFERENCE_ROOT", __file__, "--reference-root")],
+)
+def test_a_bad_variable_is_named_not_the_option_nobody_typed(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch, variable: str, value: str, option: str
+) -> None:
+    monkeypatch.setenv(variable, value)
+    refused = cli("stats")
+    assert refused.exit_code == 2, refused.output
+    assert f"'{variable}'" in refused.output and option not in refused.output.split("Error:")[1]
+    assert "Traceback" not in refused.output
+
+
+def test_a_bad_typed_option_is_still_named_as_typed(cli: Cli) -> None:
+    refused = cli("--reference-root", __file__, "stats")
+    assert refused.exit_code == 2 and "'--reference-root'" in refused.output, refused.output
