@@ -149,3 +149,14 @@ async def test_reimporting_your_own_export_is_exists_and_keeps_its_edges(tmp_pat
     async with Memory.open(store, owner="alice", embedder=HashEmbedder()) as mem:
         edges = (await mem.get(lines[1]["id"])).edges
         assert [(e["target"], e["type"]) for e in edges] == [(lines[0]["id"], "supports")]
+
+
+@pytest.mark.parametrize("said", [42, ["bob"], "bad owner!!", "a\x00b", "x" * 500])
+async def test_a_malformed_owner_on_a_line_is_never_stored(tmp_path: Path, said: object) -> None:
+    """The file's owner is not configuration: whatever it says, the line is the importer's, so
+    a malformed owner reaches neither the store nor an export (auditor item: checked, kept)."""
+    async with Memory.open(tmp_path / "m.sqlite", owner="alice", embedder=HashEmbedder()) as mem:
+        result = await mem.import_records([(1, {"content": ALICE_OWN, "owner": said})])
+        owners = [record["owner"] async for record in mem.export_records()]
+    assert result.counts["created"] == 1
+    assert owners == ["alice"]
