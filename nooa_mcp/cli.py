@@ -648,6 +648,7 @@ def _flag_words(f: Any) -> str:
         + ("stale " if f.stale else "")
         + (f"from:{f.holds_from:%Y-%m-%d} " if f.holds_from else "")
         + (f"superseded-by:{f.superseded_by[:8]} " if f.superseded_by else "")
+        + (f"newer-version:{f.newer_version[:8]} " if f.newer_version else "")
         + ("faded " if f.faded else "")
     )
 

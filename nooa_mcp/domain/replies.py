@@ -53,6 +53,9 @@ class Flags(BaseModel):
     #: what holds now as a stale memory is.
     holds_from: datetime | None = None
     superseded_by: str | None = None
+    #: Nearly the same words as this one, written later and not linked to it: the version
+    #: that ranks above it (DESIGN.md §5.7), likely the current one.
+    newer_version: str | None = None
     #: Archived by maintenance (pruned, merged, superseded by a reconcile) when ranked: a
     #: recall that returns it (not weak) uses it, and it is live again.
     faded: bool = False

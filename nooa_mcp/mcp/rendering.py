@@ -243,6 +243,8 @@ def _flags(hit: RecallHit) -> str:
         marks.append(f"holds from {hit.flags.holds_from:%Y-%m-%d}")
     if hit.flags.superseded_by:
         marks.append(f"superseded by {hit.flags.superseded_by[:8]}")
+    if hit.flags.newer_version:
+        marks.append(f"newer version {hit.flags.newer_version[:8]} above")
     if hit.flags.faded:
         marks.append("FADED")
     if hit.status:
@@ -348,6 +350,8 @@ def _row_flags(row: ExplainRow) -> str:
         marks.append(f"holds from {row.flags.holds_from:%Y-%m-%d}")
     if row.flags.superseded_by:
         marks.append(f"superseded by {row.flags.superseded_by[:8]}")
+    if row.flags.newer_version:
+        marks.append(f"newer version {row.flags.newer_version[:8]} above")
     return f" [{', '.join(marks)}]" if marks else ""
 
 

@@ -76,6 +76,10 @@ class Ranked:
     #: Relevance the ranking takes off (a faded memory's `faded_penalty`); `rel` stays as it
     #: is for the weak line and the reply.
     drop: float = 0.0
+    #: The newest memory that is another version of this one (`_versions`: nearly the same
+    #: words, written later, not linked to it) and ranks above it: the reply names it, so a
+    #: reader of both knows which one is current.
+    newer_version: str | None = None
 
     @property
     def superseded_by(self) -> str | None:
@@ -695,17 +699,29 @@ async def _versions(
         a, b = known[i][0], known[j][0]
         if a.superseded_by is None and b.superseded_by is None:
             holding.append((a, b) if now_holds[i] else (b, a))
-    # Newest first, so each newer memory's own place is settled before it places an older.
-    # Their words are compared only for a pair the newer one does not already lead.
+    # Newest first, so each newer memory's own place is settled before it places an older,
+    # and an older one is marked with the newest version above it.
     pairs.sort(key=lambda p: (-p[0].row.created_at, p[0].id))
     for newer, older in pairs:
-        if older.score >= newer.score and names(newer) == names(older):
+        if names(newer) != names(older):
+            continue  # the query names a word they differ in: relevance decides
+        if older.score >= newer.score:
             older.score = newer.score - 1e-6
+        if older.newer_version is None and _replaces(newer, older):
+            older.newer_version = newer.id
     # Then validity: a version that does not hold now (stale, or valid only from a later
     # date) goes below one that does, unless the query names a word they differ in.
     for holds, other in holding:
         if other.score >= holds.score and names(holds) == names(other):
             other.score = holds.score - 1e-6
+
+
+def _replaces(newer: Ranked, older: Ranked) -> bool:
+    """Whether the newer of two versions is the current one, so the older is marked: not
+    for events (a later episode is another event, "Deployed v1.3" does not retract "Deployed
+    v1.2") nor for two memories of other types."""
+    kind = older.row.type
+    return kind == newer.row.type and kind != "episode"
 
 
 def _rows_in(index: VectorIndex, ranked: list[Ranked]) -> list[int]:

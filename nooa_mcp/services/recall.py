@@ -141,6 +141,7 @@ def flags(caller: Caller, r: Ranked) -> Flags:
             from_epoch(r.row.valid_from) if r.upcoming and r.row.valid_from is not None else None
         ),
         superseded_by=r.superseded_by,
+        newer_version=r.newer_version,
         faded=r.faded,
     )
 

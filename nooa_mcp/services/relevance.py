@@ -30,7 +30,7 @@ def on_its_own_terms(
     return relevant(
         weak=r.weak(s.weak_relevance),
         stale=current_only and r.stale,
-        superseded=current_only and r.superseded_by is not None,
+        superseded=current_only and (r.superseded_by or r.newer_version) is not None,
         shared=len(shared_words(words, content_words(text))),
         prompt_words=len(words),
         overlap=r.overlap,

@@ -197,10 +197,45 @@ async def test_versions_of_one_statement_rank_newest_first_unless_the_question_n
         hits = shared.structured_content["hits"]
         assert [h["id"] for h in hits[:3]] == [newest, middle, oldest]
         assert max(hits[:3], key=lambda h: h["components"]["imp"])["id"] == oldest
+        # Each older one names the newest version above it, in the reply and in its text.
+        assert [h["flags"]["newer_version"] for h in hits[:3]] == [None, newest, newest]
+        assert f"newer version {newest[:8]} above" in shared.content[0].text
         named = await c.call_tool(
             "memory_recall", {"query": "does the staging cluster run three worker nodes"}
         )
+        by_id = {h["id"]: h["flags"] for h in named.structured_content["hits"]}
         assert named.structured_content["hits"][0]["id"] == oldest
+        # The question names what only the oldest holds: it answers, unmarked.
+        assert (by_id[oldest]["newer_version"], by_id[middle]["newer_version"]) == (None, newest)
+
+
+@pytest.mark.anyio
+async def test_a_prompt_is_shown_the_newest_version_not_the_one_it_replaced(tmp_path):
+    """What a hook injects holds now: an older version below a newer one is left out."""
+    async with Memory.open(tmp_path / "s.sqlite", owner=OWNER, embedder=HashEmbedder()) as mem:
+        await mem.author(VERSION.format("three"))
+        newest = (await mem.author(VERSION.format("four"))).id
+        injected = await mem.inject_for_prompt("worker nodes of the staging cluster kubernetes")
+    assert [item[0] for item in injected.memories] == [newest]
+
+
+@pytest.mark.anyio
+async def test_a_later_event_in_nearly_the_same_words_is_no_newer_version(store_target):
+    """Two episodes are two events: the later ranks first, the earlier is not marked."""
+    settings = Settings(store=store_target, owner=OWNER)
+    async with Client(build_server(settings, embedder=HashEmbedder())) as c:
+        ids = []
+        for word in ("three", "four"):
+            written = await c.call_tool(
+                "memory_author", {"content": VERSION.format(word), "type": "episode"}
+            )
+            ids.append(written.structured_content["id"])
+        shared = await c.call_tool(
+            "memory_recall", {"query": "how many worker nodes does the staging cluster run"}
+        )
+        hits = shared.structured_content["hits"]
+        assert [h["id"] for h in hits[:2]] == ids[::-1]
+        assert [h["flags"]["newer_version"] for h in hits[:2]] == [None, None]
 
 
 @pytest.mark.anyio
