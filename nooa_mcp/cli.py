@@ -23,7 +23,8 @@ from click.core import ParameterSource
 from . import startup_gc
 from .config import Settings, default_store_path, url_scheme
 from .domain.kinds import REFLECTION_STEPS
-from .errors import NooaError
+from .domain.scope import parse_owner, parse_roles
+from .errors import InvalidInput, NooaError
 
 if TYPE_CHECKING:
     from .memory import Memory
@@ -297,6 +298,21 @@ class EnvOption(click.Option):
         return super().get_error_hint(ctx)
 
 
+def _checked(parse: Callable[[str], object]) -> Callable[..., str | None]:
+    """An option callback that refuses a value `parse` refuses, as click refuses a bad
+    value: naming the option typed, or the variable it came from (`EnvOption`)."""
+
+    def callback(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                parse(value)
+            except InvalidInput as exc:
+                raise click.BadParameter(f"{exc.problem} {exc.fix}".strip()) from None
+        return value
+
+    return callback
+
+
 @click.group(invoke_without_command=True)
 @click.option(
     "--store",
@@ -309,12 +325,14 @@ class EnvOption(click.Option):
     "--owner",
     envvar="NOOA_OWNER",
     cls=EnvOption,
+    callback=_checked(parse_owner),
     help="Whose memory this is: role[@instance] (env NOOA_OWNER).",
 )
 @click.option(
     "--read",
     envvar="NOOA_READ",
     cls=EnvOption,
+    callback=_checked(parse_roles),
     help="Roles this owner may also read, comma-separated, or * (env NOOA_READ). Without it, "
     "scope * or another role's name searches only your own role.",
 )

@@ -184,7 +184,10 @@ class Settings(BaseModel):
     def from_env(cls, **overrides: object) -> Settings:
         """Build settings from NOOA_* environment variables, then explicit overrides."""
         values: dict[str, object] = {}
-        if os.environ.get("NOOA_STORE"):
+        given = {k: v for k, v in overrides.items() if v is not None}
+        # A variable an explicit value replaces is not read: a bad NOOA_STORE must not refuse
+        # the --store typed over it.
+        if os.environ.get("NOOA_STORE") and "store" not in given:
             values["store"] = store_target(os.environ["NOOA_STORE"])
         if os.environ.get("NOOA_MAX_SESSIONS_PER_CLIENT"):
             values["max_sessions_per_client"] = os.environ["NOOA_MAX_SESSIONS_PER_CLIENT"]
@@ -203,7 +206,6 @@ class Settings(BaseModel):
                 values[name] = os.environ[f"NOOA_{name.upper()}"].strip()
         if os.environ.get("NOOA_REFLECT_TOOL", "").strip().lower() in ("0", "false", "no", "off"):
             values["reflect_tool"] = False
-        given = {k: v for k, v in overrides.items() if v is not None}
         values.update(given)
         if "store" in values:
             values["store"] = store_target(values["store"])  # type: ignore[arg-type]

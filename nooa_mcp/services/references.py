@@ -71,7 +71,9 @@ def private_files(settings: Settings) -> tuple[str, ...]:
     SQLite keeps beside it, and `settings.private_files` (the tokens file)."""
     paths = [str(p) for p in settings.private_files]
     if isinstance(settings.store, Path):
-        paths += [f"{settings.store}{suffix}" for suffix in _STORE_SIBLINGS]
+        # SQLite keeps its journal files beside the real file, not beside a link to it.
+        for store in dict.fromkeys((str(settings.store), os.path.realpath(settings.store))):
+            paths += [f"{store}{suffix}" for suffix in _STORE_SIBLINGS]
     return tuple(paths)
 
 
@@ -273,7 +275,11 @@ def resolve(
     try:
         real = confine(root, ref.target)
         if _is_private(real, private):
-            return dangling.model_copy(update={"note": "one of this server's own files: not read"})
+            # Nor its snapshot: one captured before the rule, or by a process that did not
+            # know the file (a stdio server, the CLI), is that file's first bytes.
+            return ResolvedReference(
+                uri=ref.uri, state="DANGLING", note="one of this server's own files: not read"
+            )
         if not real.exists():
             return dangling
         value = _file_preview(real)

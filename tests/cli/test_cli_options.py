@@ -380,7 +380,12 @@ def test_generative_reflection_is_turned_on_by_its_variable(monkeypatch) -> None
 
 @pytest.mark.parametrize(
     ("variable", "value", "option"),
-    [("NOOA_JSON", "abc", "--json"), ("NOOA_REFERENCE_ROOT", __file__, "--reference-root")],
+    [
+        ("NOOA_JSON", "abc", "--json"),
+        ("NOOA_REFERENCE_ROOT", __file__, "--reference-root"),
+        ("NOOA_OWNER", "bad owner!!", "--owner"),
+        ("NOOA_READ", "!!", "--read"),
+    ],
 )
 def test_a_bad_variable_is_named_not_the_option_nobody_typed(
     cli: Cli, monkeypatch: pytest.MonkeyPatch, variable: str, value: str, option: str
@@ -395,3 +400,13 @@ def test_a_bad_variable_is_named_not_the_option_nobody_typed(
 def test_a_bad_typed_option_is_still_named_as_typed(cli: Cli) -> None:
     refused = cli("--reference-root", __file__, "stats")
     assert refused.exit_code == 2 and "'--reference-root'" in refused.output, refused.output
+
+
+def test_a_bad_store_variable_is_not_read_when_a_store_is_typed(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("NOOA_STORE", "mysql://h/db")
+    typed = tmp_path / "typed.sqlite"
+    written = cli("--store", str(typed), "author", "Typed over a bad variable.")
+    assert written.exit_code == 0, written.output
+    assert typed.exists()

@@ -72,6 +72,41 @@ async def test_a_file_swapped_for_a_link_to_the_tokens_file_is_not_read(tree: Pa
     assert TOKEN not in view.model_dump_json()
 
 
+async def test_a_snapshot_of_the_tokens_file_taken_without_the_rule_is_never_shown(tree: Path):
+    """A stdio server or the CLI knows no tokens file: a reference it captured holds the
+    file's first bytes. The server that does know it shows neither the file nor that copy."""
+    unaware = _settings(tree).model_copy(update={"private_files": []})
+    async with Memory.open(settings=unaware, embedder=HashEmbedder()) as mem:
+        written = await mem.author("Auth notes.", references=["file:tokens.json"])
+        assert TOKEN in (await mem.get(written.id)).references[0].value
+    async with Memory.open(settings=_settings(tree), embedder=HashEmbedder()) as mem:
+        view = await mem.get(written.id)
+        recalled = await mem.recall("auth notes")
+    (ref,) = view.references
+    assert (ref.state, ref.value, ref.snapshot_at) == ("DANGLING", "", None)
+    assert TOKEN not in view.model_dump_json()
+    assert TOKEN not in recalled.model_dump_json()
+
+
+async def test_a_store_opened_through_a_link_keeps_its_journal_files_private(tree: Path):
+    """SQLite writes -wal and -shm beside the real file, not beside the link it was opened by."""
+    (tree / "data").mkdir()
+    elsewhere = tree.parent / "elsewhere"
+    elsewhere.mkdir()
+    async with Memory.open(
+        tree / "data" / "real.sqlite", owner="bob@b", embedder=HashEmbedder()
+    ) as mem:
+        await mem.author("a first write")
+    os.symlink(tree / "data" / "real.sqlite", elsewhere / "link.sqlite")
+    settings = _settings(tree).model_copy(update={"store": elsewhere / "link.sqlite"})
+    async with Memory.open(settings=settings, embedder=HashEmbedder()) as mem:
+        await mem.author("a second write keeps the -wal there")
+        assert (tree / "data" / "real.sqlite-wal").exists()
+        for name in ("real.sqlite", "real.sqlite-wal", "real.sqlite-shm"):
+            with pytest.raises(InvalidInput, match="this server's own files"):
+                await mem.author("See it.", references=[f"file:data/{name}"])
+
+
 async def test_an_ordinary_file_beside_them_is_still_read(tree: Path):
     async with Memory.open(settings=_settings(tree), embedder=HashEmbedder()) as mem:
         written = await mem.author("See the notes.", references=["file:docs/notes.md"])
