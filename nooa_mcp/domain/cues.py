@@ -18,7 +18,6 @@ from .text import stem
 
 __all__ = [
     "cue_keywords",
-    "cue_words_present",
     "fired_fields",
     "is_armed",
     "keyword_present",
@@ -26,7 +25,6 @@ __all__ = [
     "next_fire_at",
     "text_words",
     "time_due",
-    "without_cue_words",
 ]
 
 _STOPWORDS = frozenset(
@@ -67,28 +65,6 @@ def keywords_match(cue: str, text: str) -> bool:
         return False
     words = text_words(text)
     return all(keyword_present(k, words) for k in keywords)
-
-
-def cue_words_present(cue: str, text: str) -> tuple[int, int]:
-    """(how many content words of the cue appear in the text, how many it has), with
-    `keyword_present`'s rule. The cosine half of cue matching asks more of a text that shares
-    some but not all of them (`prospective.cue_matches`)."""
-    keywords = cue_keywords(cue)
-    words = text_words(text)
-    return sum(keyword_present(k, words) for k in keywords), len(keywords)
-
-
-def without_cue_words(cue: str, text: str) -> str:
-    """The text with every word that is a cue keyword, or has one's stem, removed: what it
-    says besides the words it shares with the cue."""
-    keywords = cue_keywords(cue)
-    stems = {stem(k) for k in keywords}
-
-    def drop(found: re.Match[str]) -> str:
-        word = found.group().lower().strip("'-")
-        return "" if word in keywords or stem(word) in stems else found.group()
-
-    return _WORD.sub(drop, text)
 
 
 def is_armed(trigger: object, now: datetime) -> bool:

@@ -14,19 +14,10 @@ from typing import Literal
 
 import numpy as np
 
-from .cues import (
-    cue_keywords,
-    cue_words_present,
-    fired_fields,
-    is_armed,
-    next_fire_at,
-    time_due,
-    without_cue_words,
-)
+from .cues import cue_keywords, fired_fields, is_armed, keywords_match, next_fire_at, time_due
 from .schema import Trigger
 
 __all__ = [
-    "CUE_REST_SIMILARITY",
     "CUE_SIMILARITY",
     "Firing",
     "cue_keywords",
@@ -34,22 +25,13 @@ __all__ = [
     "evaluate",
     "fire",
     "is_armed",
-    "needs_rest",
     "next_fire_at",
     "time_due",
     "todo_order",
-    "without_cue_words",
 ]
 
 #: Cosine between cue and text at or above which a cue trigger fires.
 CUE_SIMILARITY = 0.55
-#: A text that shares some but not all of a cue's words must, without those words, still be
-#: this close to the cue to fire on meaning: a short cue's embedding is mostly one word's
-#: ("billing code" is 0.82 "billing" with all-MiniLM-L6-v2), so any text with that word came
-#: near 0.55 ("billing contact at Acme" 0.56; without "billing" 0.16). Paraphrases that share a
-#: word keep 0.33-0.46 without it ("Acme's lawyers sent over the revised agreement" for
-#: "Acme contract"); tests/domain/data/cue_cases.json.
-CUE_REST_SIMILARITY = 0.3
 
 
 @dataclass(frozen=True)
@@ -69,45 +51,17 @@ def cue_matches(
     cue_vec: np.ndarray | None = None,
     text_vec: np.ndarray | None = None,
     threshold: float = CUE_SIMILARITY,
-    rest_vec: np.ndarray | None = None,
 ) -> tuple[bool, float | None]:
-    """Whether `text` matches `cue`: every cue keyword present, or cosine ≥ threshold.
-
-    A text that shares some but not all of the cue's keywords matches on cosine only if it
-    also does without them: `rest_vec`, the embedding of `without_cue_words(cue, text)`, must
-    be at least `CUE_REST_SIMILARITY` from the cue (no `rest_vec`, no match on cosine). One
-    shared word's gist is not the cue: "billing contact at Acme" does not fire "billing code".
+    """Whether `text` matches `cue`: cosine ≥ threshold, or every cue keyword present.
 
     Vectors are L2-normalised, so cosine is their dot product. Returns (matched, cosine or None).
     """
     cos: float | None = None
     if cue_vec is not None and text_vec is not None:
         cos = float(np.dot(cue_vec, text_vec))
-    present, total = cue_words_present(cue, text)
-    if total and present == total:
-        return True, cos
-    if cos is None or cos < threshold:
-        return False, cos
-    if present == 0:
-        return True, cos
-    if rest_vec is None or cue_vec is None:
-        return False, cos
-    return float(np.dot(cue_vec, rest_vec)) >= CUE_REST_SIMILARITY, cos
-
-
-def needs_rest(
-    cue: str,
-    text: str,
-    cue_vec: np.ndarray | None,
-    text_vec: np.ndarray | None,
-    threshold: float = CUE_SIMILARITY,
-) -> bool:
-    """Whether `cue_matches` needs the embedding of the text without the cue's words: the
-    cosine clears the threshold and the text shares some, not all, of the cue's keywords."""
-    if cue_vec is None or text_vec is None or float(np.dot(cue_vec, text_vec)) < threshold:
-        return False
-    present, total = cue_words_present(cue, text)
-    return 0 < present < total
+        if cos >= threshold:
+            return True, cos
+    return keywords_match(cue, text), cos
 
 
 def fire(trigger: Trigger, now: datetime) -> tuple[Trigger, bool]:
@@ -123,7 +77,6 @@ def evaluate(
     text_vec: np.ndarray | None = None,
     cue_vecs: dict[str, np.ndarray] | None = None,
     threshold: float = CUE_SIMILARITY,
-    rest_vecs: dict[str, np.ndarray] | None = None,
 ) -> list[Firing]:
     """The intents that fire now: time triggers that are due, and cue triggers matched by `text`.
 
@@ -133,14 +86,11 @@ def evaluate(
         text: the recall query or authored content of this call; None for a plain check.
         text_vec: the embedding of `text`, if available (cue keywords work without it).
         cue_vecs: intent id → embedding of its cue.
-        rest_vecs: intent id → embedding of `text` without its cue's words, where
-            `needs_rest` (`cue_matches`).
 
     Returns:
         One Firing per intent that fires, time before cue, in input order within each.
     """
     cue_vecs = cue_vecs or {}
-    rest_vecs = rest_vecs or {}
     timed: list[Firing] = []
     cued: list[Firing] = []
     for intent_id, trigger in intents:
@@ -153,12 +103,7 @@ def evaluate(
         if not is_armed(trigger, now):
             continue
         matched, cos = cue_matches(
-            trigger.cue or "",
-            text,
-            cue_vecs.get(intent_id),
-            text_vec,
-            threshold,
-            rest_vecs.get(intent_id),
+            trigger.cue or "", text, cue_vecs.get(intent_id), text_vec, threshold
         )
         if matched:
             after, rearmed = fire(trigger, now)

@@ -18,7 +18,7 @@ from datetime import datetime
 import numpy as np
 
 from ..domain.cues import due_occurrence
-from ..domain.prospective import Firing, evaluate, needs_rest, without_cue_words
+from ..domain.prospective import Firing, evaluate
 from ..domain.replies import Reminder
 from ..domain.schema import Channel, now as utc_now
 from ..domain.text import head
@@ -59,14 +59,10 @@ async def fire(
         [t.cue for t in triggers.values() if t.cue], caller.role
     )
     cue_vecs = {i: cues[t.cue] for i, t in triggers.items() if t.cue and t.cue in cues}
-    rests = [await _rest_vectors(caller, triggers, cue_vecs, t, v) for t, v in texts]
     chosen: list[tuple[int, list[Firing]]] = []
     for position, (text, vector) in enumerate(texts):
         groups: dict[str, list[Firing]] = {}
-        rest_vecs = rests[position]
-        for firing in evaluate(
-            list(triggers.items()), now, text, vector, cue_vecs, rest_vecs=rest_vecs
-        ):
+        for firing in evaluate(list(triggers.items()), now, text, vector, cue_vecs):
             shown = head(intents[firing.intent_id].content, REMINDER_CHARS)
             groups.setdefault(shown, []).append(firing)
         kept = list(groups.values())[:MAX_REMINDERS]
@@ -90,14 +86,7 @@ async def fire(
                 memory = await caller.store.fetch(firing.intent_id)
                 if memory is None or memory.archived or memory.trigger is None:
                     continue
-                again = evaluate(
-                    [(memory.id, memory.trigger)],
-                    now,
-                    text,
-                    vector,
-                    cue_vecs,
-                    rest_vecs=rests[position],
-                )
+                again = evaluate([(memory.id, memory.trigger)], now, text, vector, cue_vecs)
                 if not again:
                     continue
                 if again[0].reason == "time" and due is None:
@@ -136,26 +125,3 @@ async def fire(
             )
     caller.index.mark_dirty()
     return out
-
-
-async def _rest_vectors(
-    caller: Caller,
-    triggers: dict,
-    cue_vecs: dict[str, np.ndarray],
-    text: str | None,
-    vector: np.ndarray | None,
-) -> dict[str, np.ndarray]:
-    """Intent id → embedding of `text` without its cue's words, for the cues `text` shares
-    some words with and is close to (`prospective.needs_rest`); usually none, so no call."""
-    if not text or vector is None:
-        return {}
-    wanted: dict[str, str] = {}
-    for intent_id, trigger in triggers.items():
-        cue = trigger.cue or ""
-        if intent_id in cue_vecs and needs_rest(cue, text, cue_vecs[intent_id], vector):
-            wanted[intent_id] = without_cue_words(cue, text)
-    if not wanted:
-        return {}
-    rests = sorted(set(wanted.values()))
-    embedded = dict(zip(rests, await caller.engine.embed(rests), strict=True))
-    return {i: embedded[r] for i, r in wanted.items()}

@@ -1,10 +1,12 @@
-"""Cue matching with the real model (DESIGN.md §9.2): one shared word's gist is not the cue.
+"""Cue matching with the real model (DESIGN.md §9.2): a cue fires on every one of its words,
+or on a text close to it in meaning (cosine ≥ `CUE_SIMILARITY`).
 
-A short cue's embedding is mostly one word's, so with the cosine rule alone any text holding
-that word came close: "billing contact at Acme" fired "billing code". A text that shares some but
-not all of a cue's words now fires on meaning only if it is still near the cue without them.
-`data/cue_cases.json` is the set the rule was chosen on, `data/cue_cases_heldout.json` one
-written after; both were written before any score was seen.
+`data/cue_cases.json` (44 cases) and `data/cue_cases_heldout.json` (16) were written before
+any score was seen. A rule that asked more of a text sharing only some of a cue's words
+("billing contact at Acme" fired "billing code" through "billing" alone) cut one false
+positive out of the first set and, tried through the CLI, silenced real paraphrases that share
+one word ("prod deploy starts in 5 minutes", "I have to file my tax forms"): a missed reminder
+costs more than a needless one, so the cosine alone decides, and these tests hold the floor.
 """
 
 from __future__ import annotations
@@ -12,23 +14,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from nooa_mcp.domain.cues import cue_words_present, keywords_match, without_cue_words
-from nooa_mcp.domain.prospective import (
-    CUE_REST_SIMILARITY,
-    CUE_SIMILARITY,
-    cue_matches,
-    needs_rest,
-)
+from nooa_mcp.domain.cues import keywords_match
+from nooa_mcp.domain.prospective import cue_matches
 
 DATA = Path(__file__).parent / "data"
-
-
-def unit(*xs: float) -> np.ndarray:
-    v = np.array(xs, dtype=np.float32)
-    return v / np.linalg.norm(v)
 
 
 def cases(name: str) -> list[tuple[str, str, bool]]:
@@ -36,44 +27,9 @@ def cases(name: str) -> list[tuple[str, str, bool]]:
 
 
 def fires(model, cue: str, text: str) -> bool:
-    """The server's rule end to end: what `services.reminders.fire` embeds and asks."""
+    """The server's rule end to end: the cue's and the text's embeddings, then the rule."""
     cue_vec, text_vec = model.embed([cue, text])
-    rest_vec = None
-    if needs_rest(cue, text, cue_vec, text_vec):
-        (rest_vec,) = model.embed([without_cue_words(cue, text)])
-    return cue_matches(cue, text, cue_vec, text_vec, rest_vec=rest_vec)[0]
-
-
-# --------------------------------------------------------------------------- pure rules
-
-
-def test_cue_words_present_counts_inflections_not_prefixes():
-    assert cue_words_present("production deploy", "deploying the staging app") == (1, 2)
-    assert cue_words_present("production deploy", "push to prod") == (0, 2)
-    assert cue_words_present("the plan", "planet") == (0, 1)
-    assert cue_words_present("database migration", "migrate the databases") == (2, 2)
-
-
-def test_without_cue_words_drops_the_shared_words_and_their_inflections_only():
-    assert without_cue_words("billing code", "Billing contact at Acme") == " contact at Acme"
-    assert without_cue_words("plan", "planning for the planet") == " for the planet"
-
-
-def test_a_partly_shared_cue_fires_on_cosine_only_if_the_rest_is_close_too():
-    cue, text = unit(1, 0), unit(0.6, 0.8)  # cosine 0.60, above CUE_SIMILARITY
-    near = unit(CUE_REST_SIMILARITY, (1 - CUE_REST_SIMILARITY**2) ** 0.5)
-    far = unit(0.1, 1)
-    shares_one = ("billing code", "billing contact at Acme")
-    assert needs_rest(*shares_one, cue, text)
-    assert cue_matches(*shares_one, cue, text, rest_vec=near)[0] is True
-    assert cue_matches(*shares_one, cue, text, rest_vec=far)[0] is False
-    assert cue_matches(*shares_one, cue, text)[0] is False  # the rest was not embedded
-    # Sharing no word, the cosine alone decides; sharing every word, the keywords do.
-    assert not needs_rest("billing code", "invoices for Acme", cue, text)
-    assert cue_matches("billing code", "invoices for Acme", cue, text)[0] is True
-    assert cue_matches("billing code", "the billing code", cue, unit(0, 1))[0] is True
-    # Below the threshold nothing is embedded, whatever the words.
-    assert not needs_rest(*shares_one, cue, unit(CUE_SIMILARITY - 0.01, 1))
+    return cue_matches(cue, text, cue_vec, text_vec)[0]
 
 
 def test_the_hook_fast_path_rule_is_the_keyword_half():
@@ -83,27 +39,27 @@ def test_the_hook_fast_path_rule_is_the_keyword_half():
         assert keywords_match(cue, text) == cue_matches(cue, text)[0], (cue, text)
 
 
-# --------------------------------------------------------------------------- the real model
-
-
 @pytest.mark.parametrize(
-    ("cue", "text", "expected"),
+    ("cue", "text"),
     [
-        ("billing code", "billing contact at Acme", False),
-        ("billing code", "I'm refactoring the billing module's invoice calculation", True),
-        ("Acme contract", "Acme's lawyers sent over the revised agreement", True),
-        ("docker image size", "the container image is huge, almost 2GB", True),
-        ("production deploy", "we're deploying to production after lunch", True),
-        ("password reset", "the forgot-password email never arrives", True),
+        ("production deploy", "prod deploy starts in 5 minutes"),
+        ("tax return", "I have to file my tax forms"),
+        ("dentist appointment", "I need to call the dentist tomorrow"),
+        ("Acme contract", "Acme's lawyers sent over the revised agreement"),
+        ("production deploy", "we're deploying to production after lunch"),
+        ("password reset", "the forgot-password email never arrives"),
     ],
 )
-def test_one_shared_words_gist_does_not_fire_a_cue(minilm, cue, text, expected):
-    assert fires(minilm, cue, text) is expected
+def test_a_paraphrase_that_shares_one_word_fires(minilm, cue, text):
+    assert fires(minilm, cue, text)
 
 
-def test_the_rule_is_at_least_as_good_as_the_cosine_alone_on_both_sets(minilm):
+def test_precision_and_recall_hold_on_both_sets(minilm):
+    """Measured with all-MiniLM-L6-v2 (2026-12-07): the first set 0.87 / 0.59, the held-out
+    set 1.00 / 0.22 — paraphrases sharing no word mostly stay below the threshold ("push to
+    prod" 0.28 from "production deploy"), so a cue's words should be ones that will be said."""
     for name, precision, recall in (
-        ("cue_cases.json", 0.92, 0.59),
+        ("cue_cases.json", 0.86, 0.59),
         ("cue_cases_heldout.json", 1.0, 0.22),
     ):
         got = [(fires(minilm, c, m), f) for c, m, f in cases(name)]
