@@ -185,6 +185,7 @@ async def test_a_weakly_related_faded_memory_stays_faded_unless_asked_for(store_
             "stale": False,
             "holds_from": None,
             "superseded_by": None,
+            "newer_version": None,
             "faded": True,
         }
         # Shown, not used: a weak hit revives nothing.
