@@ -46,6 +46,7 @@ from . import provenance, reminders
 from .caller import Caller
 from .references import capture_all
 from .tombstones import archive_as_exported, blocked_or_revived, merged_anchors, tombstone_match
+from .transactions import in_transaction
 
 __all__ = ["author_many", "import_edges", "parse_links"]
 
@@ -160,28 +161,48 @@ async def author_many(
     # with the store). Rows cached after it (this batch's, other writers') are checked
     # per item in the transaction.
     roles = caller.actor.own.visible_roles
-    results: list[AuthorResult] = []
+    # Rows an attempt noted in the index for the batch's later items: rolled back (an error,
+    # a conflict run again, or the caller cancelled), they were never stored.
+    noted: list[str] = []
+
+    def withdraw_noted() -> None:
+        if noted:
+            caller.index.withdraw(noted)
+            noted.clear()
+
+    async def attempt() -> list[AuthorResult]:
+        withdraw_noted()  # an earlier attempt's, aborted for a concurrent transaction
+        done: list[AuthorResult] = []
+        await caller.engine.sync_vectors(roles)
+        anchored = await _links_to_anchors(caller, links)
+        batch: dict[tuple[object, ...], str] = {}
+        # Each attempt writes the records as they were built: one aborted may have logged
+        # a first use or restored a history on them.
+        for record, vector, edges, again, near, named, more in zip(
+            [r.model_copy(deep=True) for r in records],
+            vectors,
+            anchored,
+            revive,
+            prior,
+            given,
+            extra,
+            strict=True,
+        ):
+            done.append(
+                await _author_one(caller, record, vector, edges, batch, again, near, named, more)
+            )
+            if done[-1].status == "created":
+                noted.append(record.id)
+        return done
+
     # The role's rows are loaded before the near-duplicate search, and row numbers found
     # before the transaction stay valid inside it (no role is let go while this holds).
     async with caller.engine.vectors(roles):
         prior = await _nearest_existing(caller, records, vectors)
         try:
-            async with caller.store.transaction():
-                await caller.engine.sync_vectors(roles)
-                links = await _links_to_anchors(caller, links)
-                batch: dict[tuple[object, ...], str] = {}
-                for record, vector, edges, again, near, named, more in zip(
-                    records, vectors, links, revive, prior, given, extra, strict=True
-                ):
-                    results.append(
-                        await _author_one(
-                            caller, record, vector, edges, batch, again, near, named, more
-                        )
-                    )
+            results = await in_transaction(caller, attempt)
         except BaseException:
-            # Rolled back (an error, or the caller cancelled): the rows noted in the index
-            # for the batch's later items were never stored.
-            caller.index.withdraw([r.id for r in results if r.status == "created"])
+            withdraw_noted()
             raise
     if any(
         r.status != "created" or m.type.value == "intent"
@@ -236,7 +257,8 @@ async def _author_one(
             )
             existing = None if repeated is None else repeated.id
     if existing is None and named:
-        stored = await caller.store.fetch(record.id)
+        # Held until the transaction ends: a second import of this line waits, then finds it.
+        stored = await caller.store.claim_id(record.id)
         if stored is not None:
             # A re-import of the caller's own memory is that memory again; an id that names
             # another owner's memory, or other content, is never taken as this one.

@@ -6,6 +6,8 @@ new content is re-embedded and is a cue for intents, like authored content.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..domain.inputs import check_content, check_short_text, parse_status
 from ..domain.replies import UpdateResult
 from ..domain.requests import UpdateRequest
@@ -17,6 +19,10 @@ from . import reminders
 from .authoring import parse_links, to_anchors
 from .caller import Caller
 from .tombstones import archive, merged_anchors, restore, revive_by_use
+from .transactions import in_transaction
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["forget", "revive", "update"]
 
@@ -67,9 +73,14 @@ async def update(caller: Caller, request: UpdateRequest) -> UpdateResult:
     vector = None
     if basis != text_of(memory.title, memory.content):
         vector = (await caller.engine.embed([basis]))[0]
-    changed: list[str] = []
-    merged_from = None
-    async with caller.store.transaction():
+    first_target, embedded, asked_edges = target, vector, edges
+
+    async def attempt() -> tuple[Memory, str, str | None, list[str], np.ndarray | None]:
+        # Every value from what the call was given: an attempt a concurrent transaction
+        # aborted (PostgreSQL) is run again from the start (`transactions`).
+        target, vector, edges = first_target, embedded, asked_edges
+        changed: list[str] = []
+        merged_from = None
         memory = await caller.fetch(target)
         merged = memory.faded and not forget
         anchor = (await merged_anchors(caller, [target])).get(target) if merged else None
@@ -138,6 +149,9 @@ async def update(caller: Caller, request: UpdateRequest) -> UpdateResult:
             # Forgetting a faded memory takes it out of recall's reach for good too.
             await archive(caller, memory, "forgotten")
             changed.append("archived")
+        return memory, target, merged_from, changed, vector
+
+    memory, target, merged_from, changed, vector = await in_transaction(caller, attempt)
     caller.index.mark_dirty()
     archived = memory.archived or forget
     result = UpdateResult(id=target, changed=changed, archived=archived, merged_from=merged_from)
@@ -158,12 +172,16 @@ async def forget(caller: Caller, memory_id: str, reason: str = "forgotten") -> U
         NotFound / AmbiguousId / OwnerForbidden: as for `update`.
     """
     target = await caller.resolve(memory_id, caller.actor.own)
-    async with caller.store.transaction():
+
+    async def attempt() -> bool:
         memory = await caller.fetch(target)
         caller.writable(memory)
         already = memory.archived and not memory.faded
         if not already:
             await archive(caller, memory, reason)
+        return already
+
+    already = await in_transaction(caller, attempt)
     caller.index.mark_dirty()
     return UpdateResult(id=target, changed=[] if already else ["archived"], archived=True)
 
@@ -181,11 +199,15 @@ async def revive(caller: Caller, memory_id: str) -> UpdateResult:
         NotFound / AmbiguousId / OwnerForbidden: as for `update`.
     """
     target = await caller.resolve(memory_id, caller.actor.own)
-    async with caller.store.transaction():
+
+    async def attempt() -> bool:
         memory = await caller.fetch(target)
         caller.writable(memory)
         archived = memory.archived
         if archived:
             await restore(caller, memory)
+        return archived
+
+    archived = await in_transaction(caller, attempt)
     caller.index.mark_dirty()
     return UpdateResult(id=target, changed=["revived"] if archived else [], archived=False)

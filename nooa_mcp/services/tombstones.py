@@ -135,12 +135,21 @@ async def tombstone_match(
     """A standing tombstone of the caller's role for an archived memory that writing `memory`
     would write again: the same content (hash), or at cosine ≥ 0.95, and in either case one
     memory with it said again (`_said_again`)."""
+    # Candidates are read without a lock, and only the one a match names is read again
+    # locked (`_locked`): each writer locking its candidates in its own order (its exact
+    # text's row first, then the nearest, batch after batch) deadlocked writers of near
+    # duplicates that reflection had merged (PostgreSQL).
     stone = await caller.store.tombstone_by_hash(memory.content_hash, caller.role)
     if stone is not None:
-        archived = await caller.store.fetch(stone.memory_id)
+        archived = (await caller.store.fetch_many([stone.memory_id], lock=False)).get(
+            stone.memory_id
+        )
         same = None if archived is None else _said_again(archived, memory)
         if archived is not None and same is not None:
-            return Match(stone, 1.0, same, archived)
+            locked = await _locked(caller, archived)
+            same = None if locked is None else _said_again(locked, memory)
+            if locked is not None and same is not None:
+                return Match(stone, 1.0, same, locked)
     n = caller.index.size
     # Most writes meet no archived row at all: skip the matrix product then.
     if vector is None or n == 0 or not caller.index.archived[:n].any():
@@ -156,7 +165,9 @@ async def tombstone_match(
         fresh = [(i, similarity) for i, similarity in hits if i not in checked]
         checked |= {i for i, _ in fresh}
         stones = await caller.store.tombstones_of([i for i, _ in fresh]) if fresh else {}
-        archived_rows = await caller.store.fetch_many([i for i, _ in fresh if i in stones])
+        archived_rows = await caller.store.fetch_many(
+            [i for i, _ in fresh if i in stones], lock=False
+        )
         for memory_id, similarity in fresh:
             stone = stones.get(memory_id)
             if stone is None or stone.role != caller.role or memory_id not in archived_rows:
@@ -165,10 +176,24 @@ async def tombstone_match(
             # Under TOMBSTONE_SIMILARITY only the same words say it again: a rewording
             # that far apart is another statement.
             if same is True or (same is False and similarity >= TOMBSTONE_SIMILARITY):
-                return Match(stone, similarity, same, archived_rows[memory_id])
+                locked = await _locked(caller, archived_rows[memory_id])
+                if locked is not None:
+                    return Match(stone, similarity, same, locked)
         if len(hits) < wanted:
             return None
         wanted *= 4
+
+
+async def _locked(caller: Caller, seen: Memory) -> Memory | None:
+    """`seen` (read without a lock) read again locked, as the write will change it; None
+    when it changed meanwhile (revived, edited, forgotten by another writer): no longer the
+    archived memory that was matched, it is looked past."""
+    row = await caller.store.fetch(seen.id)
+    if row is None or row.archived != seen.archived or row.faded != seen.faded:
+        return None
+    if row.content_hash != seen.content_hash:
+        return None
+    return row
 
 
 def _said_again(archived: Memory, memory: Memory) -> bool | None:

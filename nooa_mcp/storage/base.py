@@ -467,7 +467,18 @@ class Store(Protocol):
 
     async def fetch(self, memory_id: str) -> Memory | None: ...
 
-    async def fetch_many(self, ids: Sequence[str]) -> dict[str, Memory]: ...
+    async def claim_id(self, memory_id: str) -> Memory | None:
+        """Inside a transaction: the row of `memory_id`, read once the id is held until the
+        transaction ends, whether a row exists or not, so two imports of one export line
+        take turns and the second finds the first's row instead of inserting it again."""
+        ...
+
+    async def fetch_many(self, ids: Sequence[str], *, lock: bool = True) -> dict[str, Memory]:
+        """The rows of `ids` that exist; inside a transaction locked in id order, unless
+        `lock` is False: rows only looked at to decide which one a write takes, which is
+        then read again locked (locking every candidate, batch after batch, made writers
+        that met the same rows in other orders deadlock)."""
+        ...
 
     async def find_by_hash(self, content_hash: str, role: str, type: str) -> list[str]:
         """Live memories of this role and type with exactly this content, newest first (at

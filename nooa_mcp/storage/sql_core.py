@@ -349,14 +349,21 @@ class SqlVerbs(SqlPrimitives):
         )
         return memory_from_row(rows[0]) if rows else None
 
-    async def fetch_many(self, ids: Sequence[str]) -> dict[str, Memory]:
+    async def claim_id(self, memory_id: str) -> Memory | None:
+        """See `Store.claim_id`."""
+        await self._lock_key(f"id/{memory_id}")
+        return await self.fetch(memory_id)
+
+    async def fetch_many(self, ids: Sequence[str], *, lock: bool = True) -> dict[str, Memory]:
         """The rows of `ids` that exist, read (and, to be rewritten, locked) in id order,
-        so two transactions cannot deadlock on the rows of one call."""
+        so two transactions cannot deadlock on the rows of one call; `lock=False` reads
+        them without a lock (`Store.fetch_many`)."""
         if not ids:
             return {}
         d = self.dialect
+        locked = self._lock() if lock else ""
         rows = await self._rows(
-            f"SELECT * FROM memories WHERE {d.one_of('id', 'ids')} ORDER BY id{self._lock()}",
+            f"SELECT * FROM memories WHERE {d.one_of('id', 'ids')} ORDER BY id{locked}",
             {"ids": d.values(sorted(set(ids)))},
         )
         return {r["id"]: memory_from_row(r) for r in rows}
