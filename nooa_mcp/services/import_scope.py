@@ -38,6 +38,7 @@ from ..domain.inputs import check_content, parse_memory_type
 from ..domain.schema import content_hash
 from ..errors import AmbiguousId, InvalidInput, NotFound
 from .caller import Caller
+from .transactions import in_transaction
 
 __all__ = ["Claimed", "attach_edges", "claim_ids", "derived_id"]
 
@@ -167,10 +168,11 @@ async def attach_edges(
     said again: only the shared owner links from it). Returns how many were added (not an
     edge the store held already, as when a file is imported again) and, per edge not added,
     one sentence naming its line."""
-    added, skipped = 0, []
     scope = caller.actor.own
     keys = sorted(renamed)
-    async with caller.store.transaction():
+
+    async def attempt() -> tuple[int, list[str]]:
+        added, skipped = 0, []
         sources = list({src for src, _, _ in edges})
         touching = await caller.store.edges_touching(sources) if sources else []
         held = {(e.src, e.dst, e.type) for e in touching}
@@ -206,7 +208,9 @@ async def attach_edges(
             await caller.store.add_edge(src, target, edge.relation, edge.weight, edge.created_at)
             added += (src, target, edge.relation.value) not in held
             held.add((src, target, edge.relation.value))
-    return added, skipped
+        return added, skipped
+
+    return await in_transaction(caller, attempt)
 
 
 def _not_added(line: int, edge: LineEdge, why: str) -> str:

@@ -36,6 +36,7 @@ from .ranking import KeywordRead, Ranked, Ranking, held_keywords, keyword_candid
 from .references import resolve_all
 from .relevance import on_its_own_terms
 from .tombstones import merged_anchors, revive_by_use
+from .transactions import in_transaction
 
 __all__ = [
     "flags",
@@ -324,9 +325,12 @@ LOG_ATTEMPTS = 3
 async def revive(caller: Caller, ids: Sequence[str]) -> None:
     """Make the faded memories among `ids`, which a recall just used, live again (one
     transaction; a memory forgotten or revived meanwhile is left as it is)."""
-    async with caller.store.transaction():
+
+    async def attempt() -> None:
         for memory in (await caller.store.fetch_many(list(dict.fromkeys(ids)))).values():
             await revive_by_use(caller, memory)
+
+    await in_transaction(caller, attempt)
     caller.index.mark_dirty()
 
 

@@ -23,6 +23,7 @@ from ..domain.replies import Reminder
 from ..domain.schema import Channel, now as utc_now
 from ..domain.text import head
 from .caller import Caller
+from .transactions import in_transaction
 
 __all__ = ["MAX_REMINDERS", "REMINDER_CHARS", "Fired", "fire"]
 
@@ -76,7 +77,11 @@ async def fire(
     # What was logged behind earlier replies (a recall's hits, this call's too) happened
     # first: it is written first, so the access stream keeps the order things happened in.
     await caller.engine.flush()
-    async with caller.store.transaction():
+
+    async def attempt() -> list[tuple[int, Reminder]]:
+        # Decided again on each intent's row as it is now, inside the transaction: an
+        # attempt a concurrent transaction aborted is decided again (`transactions`).
+        shown: list[tuple[int, Reminder]] = []
         for position, group in chosen:
             text, vector = texts[position]
             fired_ids: list[str] = []
@@ -112,16 +117,23 @@ async def fire(
             if reason is None:
                 continue
             first = intents[fired_ids[0]]
-            out[position].reminders.append(
-                Reminder(
-                    intent_id=first.id,
-                    also=fired_ids[1:],
-                    content=head(first.content, REMINDER_CHARS),
-                    reason=reason.reason,
-                    fired_at=now,
-                    rearmed=reason.rearmed,
-                    due_at=due if reason.reason == "time" else None,
+            shown.append(
+                (
+                    position,
+                    Reminder(
+                        intent_id=first.id,
+                        also=fired_ids[1:],
+                        content=head(first.content, REMINDER_CHARS),
+                        reason=reason.reason,
+                        fired_at=now,
+                        rearmed=reason.rearmed,
+                        due_at=due if reason.reason == "time" else None,
+                    ),
                 )
             )
+        return shown
+
+    for position, reminder in await in_transaction(caller, attempt):
+        out[position].reminders.append(reminder)
     caller.index.mark_dirty()
     return out
