@@ -32,20 +32,27 @@ _STOPWORDS = frozenset(
     onto over under is are was were be been being am do does did done have has had i me my we us
     our you your he she it its they them their this that these those there here what which who
     whom whose how why where as so not no nor too very can could should would will shall may might
-    must just than also any some all each every again once up down out off""".split()  # noqa: SIM905
+    must just than also any some all each every again once up down out off
+    s t d ll re ve m""".split()  # noqa: SIM905
 )
 _WORD = re.compile(r"[\w'-]+")
+#: Typographic apostrophes as the ASCII one: "don’t" from a phone's keyboard is "don't" (cut
+#: at the curly one, a cue "don’t deploy" wanted the words "don" and "t", and "’s" was "s").
+_APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})
+
+
+def _words(text: str) -> set[str]:
+    return {w.strip("'-") for w in _WORD.findall(text.lower().translate(_APOSTROPHES))}
 
 
 def cue_keywords(cue: str) -> frozenset[str]:
     """The content words of a cue, lower-cased, without stop words."""
-    words = {w.strip("'-") for w in _WORD.findall(cue.lower())}
-    return frozenset(w for w in words if w and w not in _STOPWORDS)
+    return frozenset(w for w in _words(cue) if w and w not in _STOPWORDS)
 
 
 def text_words(text: str) -> set[str]:
     """Every word of a text, lower-cased (stop words kept: a cue keyword may be one)."""
-    return {w.strip("'-") for w in _WORD.findall(text.lower())}
+    return _words(text)
 
 
 def keyword_present(keyword: str, words: set[str]) -> bool:

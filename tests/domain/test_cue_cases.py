@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from nooa_mcp.domain.cues import keywords_match
+from nooa_mcp.domain.cues import cue_keywords, keywords_match
 from nooa_mcp.domain.prospective import cue_matches
 
 DATA = Path(__file__).parent / "data"
@@ -37,6 +37,14 @@ def test_the_hook_fast_path_rule_is_the_keyword_half():
     without vectors."""
     for cue, text, _ in cases("cue_cases.json"):
         assert keywords_match(cue, text) == cue_matches(cue, text)[0], (cue, text)
+
+
+def test_a_typographic_apostrophe_is_the_ascii_one():
+    """A phone's keyboard writes "don’t": cut at the curly apostrophe it was "don" and "t"."""
+    assert cue_keywords("don’t deploy") == {"don't", "deploy"}
+    assert keywords_match("don’t deploy", "don't deploy on Fridays")
+    assert keywords_match("don't deploy", "I don’t deploy on Fridays")
+    assert cue_keywords("’s") == cue_keywords("'s") == frozenset()  # nothing to fire on
 
 
 @pytest.mark.parametrize(
