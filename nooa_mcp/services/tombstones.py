@@ -38,6 +38,7 @@ from ..domain.reflection import MERGE_SIMILARITY
 from ..domain.repeats import absorb, one_memory
 from ..domain.replies import AuthorResult, TombstoneInfo
 from ..domain.schema import Channel, EdgeType, Memory, now as utc_now
+from ..errors import StoreConflict
 from ..storage.base import Tombstone
 from .caller import Caller
 
@@ -147,8 +148,8 @@ async def tombstone_match(
         same = None if archived is None else _said_again(archived, memory)
         if archived is not None and same is not None:
             locked = await _locked(caller, archived)
-            same = None if locked is None else _said_again(locked, memory)
-            if locked is not None and same is not None:
+            same = _said_again(locked, memory)
+            if same is not None:
                 return Match(stone, 1.0, same, locked)
     n = caller.index.size
     # Most writes meet no archived row at all: skip the matrix product then.
@@ -176,23 +177,36 @@ async def tombstone_match(
             # Under TOMBSTONE_SIMILARITY only the same words say it again: a rewording
             # that far apart is another statement.
             if same is True or (same is False and similarity >= TOMBSTONE_SIMILARITY):
-                locked = await _locked(caller, archived_rows[memory_id])
-                if locked is not None:
-                    return Match(stone, similarity, same, locked)
+                return Match(
+                    stone, similarity, same, await _locked(caller, archived_rows[memory_id])
+                )
         if len(hits) < wanted:
             return None
         wanted *= 4
 
 
-async def _locked(caller: Caller, seen: Memory) -> Memory | None:
-    """`seen` (read without a lock) read again locked, as the write will change it; None
-    when it changed meanwhile (revived, edited, forgotten by another writer): no longer the
-    archived memory that was matched, it is looked past."""
+async def _locked(caller: Caller, seen: Memory) -> Memory:
+    """`seen` (read without a lock) read again locked, as the write will change it.
+
+    Raises:
+        StoreConflict: it changed meanwhile (revived, edited, forgotten by another writer):
+            what this write found before is stale too (the live memories with its text were
+            looked up while this one was archived), so the whole write runs again
+            (`transactions.in_transaction`) and finds the memory as it is now. Looking past
+            it instead stored a second live copy beside the one just revived.
+    """
     row = await caller.store.fetch(seen.id)
-    if row is None or row.archived != seen.archived or row.faded != seen.faded:
-        return None
-    if row.content_hash != seen.content_hash:
-        return None
+    if row is None or (row.archived, row.faded, row.content_hash) != (
+        seen.archived,
+        seen.faded,
+        seen.content_hash,
+    ):
+        raise StoreConflict(
+            caller.store.label,
+            f"memory {seen.id[:8]}, which this write says again, changed while it was written; "
+            "nothing of this call was written.",
+            "Retry the call.",
+        )
     return row
 
 

@@ -161,3 +161,36 @@ async def test_one_export_imported_by_three_servers_at_once_is_stored_once(tmp_p
     assert len(listed) == 6
     assert sum(c.get("created", 0) for c in counts) == 6
     assert sum(c.get("exists", 0) for c in counts) == 12
+
+
+async def test_a_forgotten_text_said_again_while_another_server_revives_it_stays_one_memory(
+    postgres, monkeypatch
+):
+    """The write finds the forgotten memory (read unlocked); before it locks it, another
+    server revives it. Looked past, the write stored a second live copy beside the revived
+    one; now the write runs again and finds the memory live: said again, `exists`."""
+    settings = Settings(store=postgres, owner=OWNER)
+    text = "The staging database password rotates every 30 days."
+    async with (
+        Memory.open(settings=settings, embedder=HashEmbedder()) as one,
+        Memory.open(settings=settings, embedder=HashEmbedder()) as two,
+    ):
+        forgotten = (await one.author(text)).id
+        await one.forget(forgotten)
+        store = one.engine.store
+        looked = store.fetch_many
+        revived = []
+
+        async def revived_meanwhile(ids, *, lock=True):
+            rows = await looked(ids, lock=lock)
+            if not lock and forgotten in ids and not revived:
+                revived.append(await two.revive(forgotten))  # committed on its own connection
+            return rows
+
+        monkeypatch.setattr(store, "fetch_many", revived_meanwhile)
+        written = await one.author(text)
+        monkeypatch.undo()
+        listed = [v for _, v in await one.list_memories()]
+    assert revived and revived[0].changed == ["revived"]
+    assert (written.id, written.status) == (forgotten, "exists")
+    assert [v.id for v in listed] == [forgotten]
