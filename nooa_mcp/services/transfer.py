@@ -7,7 +7,9 @@ so explain replays the whole history; what a line has no room for follows it on
 and — for archived memories — the archive state and every tombstone, so `export
 --include-archived | import` brings forgotten memories back *forgotten* (re-authoring one is
 still blocked by its tombstone), and a copied store ranks, explains and forgets as its source
-did. A line without a history (an older export, plain notes) is learned at its import.
+did. A line without a history (an older export, plain notes) is learned at its import. After
+the memories comes the role's maintenance log (`maintenance` lines), so the copy's stats and
+log say what the source's did.
 Import validates every line before it writes anything; a bad line is named by its number and
 nothing is written, and a key no export writes (`LINE_FIELDS`) is refused by name, never
 dropped. Ids and edge targets resolve only within the importer's scope
@@ -22,6 +24,7 @@ import difflib
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, fields, replace
+from datetime import datetime
 from typing import Any
 
 from ..domain.accesses import History, access_record, history_record
@@ -38,12 +41,13 @@ from ..domain.imports import (
 )
 from ..domain.inputs import build_memory
 from ..domain.requests import AuthorRequest, request_of
-from ..domain.schema import Edge, Trigger, now as utc_now
+from ..domain.schema import Edge, Trigger, as_utc, now as utc_now
 from ..domain.text import without_unstorable
 from ..errors import InvalidInput
 from .authoring import author_many
 from .caller import Caller
 from .import_scope import attach_edges, claim_ids
+from .transactions import in_transaction
 from .views import redact, view
 
 __all__ = [
@@ -101,6 +105,12 @@ NESTED_FIELDS = {
 }
 #: The keys of an `accesses_of` line (more of a memory's accesses than fit on its own line).
 OLDER_FIELDS = ("accesses_of", "accesses")
+#: The keys of a `maintenance` line: one entry of the exporting role's maintenance log (a
+#: reflection pass and what it did, an intent that fired), so a copy's log, and the stats
+#: counted from it, say what its source's did.
+LOG_FIELDS = ("maintenance", "ts", "report")
+#: Every entry of a role's log (`maintenance_entries` takes a bound).
+_WHOLE_LOG = 1_000_000_000
 BATCH = 256
 
 Tick = Callable[[int], Awaitable[None] | None]
@@ -236,6 +246,8 @@ class CheckedFile:
 
     lines: list[tuple[int, dict[str, Any]]]
     older: dict[str, list[tuple[int, tuple[Any, ...]]]]
+    #: The maintenance lines: (kind, time, report), in the file's order.
+    log: list[tuple[str, datetime, dict[str, Any]]] = field(default_factory=list)
 
 
 def _line_id(item: dict[str, Any]) -> str | None:
@@ -253,7 +265,18 @@ def check_records(items: Sequence[tuple[int, Any]], owner: str) -> CheckedFile:
         InvalidInput: a line is malformed ("line N: ..."), or an `accesses_of` line names no
             memory line of the file that carries a history.
     """
-    lines, older = _split_older(items)
+    log = [
+        _check_log(item, line)
+        for line, item in items
+        if isinstance(item, dict) and "maintenance" in item
+    ]
+    lines, older = _split_older(
+        [
+            (line, item)
+            for line, item in items
+            if not (isinstance(item, dict) and "maintenance" in item)
+        ]
+    )
     checked = [(line, _check(item, line, owner)) for line, item in lines]
     with_history = {_line_id(item) for _, item in checked if item.get("history") is not None} - {
         None
@@ -266,7 +289,31 @@ def check_records(items: Sequence[tuple[int, Any]], owner: str) -> CheckedFile:
                     "accesses_of", f"{target} names no line of this file that carries a history."
                 ),
             )
-    return CheckedFile(checked, older)
+    return CheckedFile(checked, older, log)
+
+
+def _check_log(item: dict[str, Any], line: int) -> tuple[str, datetime, dict[str, Any]]:
+    """One maintenance line as (kind, time, report); the error names the line and the key."""
+    try:
+        _check_keys(item, LOG_FIELDS, "a maintenance line")
+        kind = item.get("maintenance")
+        if not isinstance(kind, str) or not kind.strip() or len(kind) > 64:
+            raise InvalidInput(
+                "maintenance",
+                f"{_short(kind)} is not a kind of entry.",
+                'Write the kind the export wrote, e.g. "reflection".',
+            )
+        ts = as_utc(item.get("ts"), "ts")
+        if ts is None:
+            raise InvalidInput("ts", "is missing.", "Write when the entry was made (ISO 8601).")
+        report = item.get("report")
+        if not isinstance(report, dict):
+            raise InvalidInput(
+                "report", f"{_short(report)} is not a JSON object.", "Write the entry's report."
+            )
+    except InvalidInput as exc:
+        raise _refused_line(line, exc) from None
+    return kind, ts, report
 
 
 async def import_records(
@@ -340,9 +387,40 @@ async def import_records(
     )
     if report.skipped_edges:
         counts["edges_skipped"] = len(report.skipped_edges)
+    if file.log:
+        counts["maintenance"] = await _restore_log(caller, file.log)
     if renamed:
         counts["new_ids"] = len(renamed)
     return report
+
+
+async def _restore_log(
+    caller: Caller, entries: Sequence[tuple[str, datetime, dict[str, Any]]]
+) -> int:
+    """Add the file's maintenance entries of the importer's role (another role's passes are
+    not its history) that its log does not hold yet, each at its own time: importing a file
+    again adds none. Returns how many were added."""
+    mine = [(kind, ts, report) for kind, ts, report in entries if report.get("role") == caller.role]
+    if not mine:
+        return 0
+
+    def key(kind: str, ts: datetime, report: dict[str, Any]) -> tuple[str, float, str]:
+        return kind, round(ts.timestamp(), 3), json.dumps(report, sort_keys=True, default=str)
+
+    async def attempt() -> int:
+        held = {
+            key(e.kind, e.ts, e.report)
+            for e in await caller.store.maintenance_entries(limit=_WHOLE_LOG, role=caller.role)
+        }
+        added = 0
+        for kind, ts, report in mine:
+            if key(kind, ts, report) not in held:
+                held.add(key(kind, ts, report))
+                await caller.store.log_maintenance(kind, report, ts=ts)
+                added += 1
+        return added
+
+    return await in_transaction(caller, attempt)
 
 
 def _renamed(found: Carried, renamed: dict[str, str], prefixes: dict[str, str]) -> Carried:
@@ -379,7 +457,7 @@ async def export_records(caller: Caller, *, include_archived: bool = False) -> A
     while True:
         page = await caller.store.list_memories(scope, archived=None, after_seq=after, limit=500)
         if not page:
-            return
+            break
         if not include_archived:
             after = page[-1].seq
             page = [m for m in page if not m.archived or m.faded]
@@ -428,6 +506,13 @@ async def export_records(caller: Caller, *, include_archived: bool = False) -> A
                         ],
                     }
                 )
+    # Then the role's maintenance log, oldest first: what reflection did to these memories
+    # and which intents fired, as `stats` and `maintenance_log` read it.
+    entries = await caller.store.maintenance_entries(limit=_WHOLE_LOG, role=caller.role)
+    for entry in reversed(entries):
+        yield without_unstorable(
+            {"maintenance": entry.kind, "ts": entry.ts.isoformat(), "report": entry.report}
+        )
 
 
 async def _all_accesses(caller: Caller, memory_id: str) -> list[Any]:

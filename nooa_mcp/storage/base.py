@@ -716,7 +716,11 @@ class Store(Protocol):
 
     # ------------------------------------------------------------------ maintenance
 
-    async def log_maintenance(self, kind: str, report: dict[str, Any]) -> None: ...
+    async def log_maintenance(
+        self, kind: str, report: dict[str, Any], ts: datetime | None = None
+    ) -> None:
+        """Append an entry, at `ts` (an imported entry keeps its time) or now."""
+        ...
 
     async def maintenance_entries(
         self, kind: str | None = None, limit: int = 20, role: str | None = None

@@ -42,12 +42,14 @@ class SqlReports(SqlPrimitives):
 
     # ------------------------------------------------------------------ maintenance log
 
-    async def log_maintenance(self, kind: str, report: dict[str, Any]) -> None:
+    async def log_maintenance(
+        self, kind: str, report: dict[str, Any], ts: datetime | None = None
+    ) -> None:
         p = self.dialect.p
         await self._exec(
             f"INSERT INTO maintenance_log(ts, kind, report) VALUES ({p('t')}, {p('k')}, {p('r')})",
             {
-                "t": datetime.now(UTC).timestamp(),
+                "t": (ts or datetime.now(UTC)).timestamp(),
                 "k": kind,
                 "r": json.dumps(report, default=str),
             },

@@ -31,6 +31,12 @@ T0 = NOW - timedelta(days=120)
 DERIVED = {"writable"}
 
 
+def _by_id(exported: str) -> dict[str, dict]:
+    """The memory lines of an export by id (the maintenance log's lines name none)."""
+    lines = [json.loads(x) for x in exported.splitlines()]
+    return {x["id"]: x for x in lines if "maintenance" not in x}
+
+
 def settings_for(target: Path | str, root: Path) -> Settings:
     return Settings(store=target, owner=OWNER, reference_root=root)
 
@@ -178,8 +184,8 @@ def test_every_field_survives_export_and_import(store_target, tmp_path, monkeypa
     for name in ids:
         for field in before[name]:
             assert after[name][field] == before[name][field], (name, field)
-    lines = {json.loads(x)["id"]: json.loads(x) for x in exported.splitlines()}
-    relines = {json.loads(x)["id"]: json.loads(x) for x in again.splitlines()}
+    lines = _by_id(exported)
+    relines = _by_id(again)
     assert relines.keys() == lines.keys() == set(ids.values())
     for memory_id, line in lines.items():
         for key in line:
@@ -209,13 +215,13 @@ def test_an_export_carries_every_edge_of_a_memory_not_the_fifty_a_reply_shows(
     source = tmp_path / "source.sqlite"
     hub, spokes = anyio.run(build_hub, source, root, 60)
     exported = run_cli(source, root, monkeypatch, "export")
-    line = next(json.loads(x) for x in exported.splitlines() if json.loads(x)["id"] == hub)
+    line = _by_id(exported)[hub]
     assert len(line["edges"]) == 60
     assert {e["target"] for e in line["edges"]} == set(spokes)
     (tmp_path / "all.jsonl").write_text(exported)
     run_cli(store_target, root, monkeypatch, "import", str(tmp_path / "all.jsonl"))
     again = run_cli(store_target, root, monkeypatch, "export")
-    reline = next(json.loads(x) for x in again.splitlines() if json.loads(x)["id"] == hub)
+    reline = _by_id(again)[hub]
     assert {e["target"] for e in reline["edges"]} == set(spokes)
     # A reply still shows the fifty strongest and says how many there are.
     shown = anyio.run(views, store_target, root, {"hub": hub})["hub"]
@@ -267,8 +273,8 @@ def test_memories_with_one_text_come_back_as_they_were(store_target, tmp_path, m
         again = run_cli(store_target, root, monkeypatch, "export", "--include-archived")
         before = anyio.run(views, source, root, ids)
         after = anyio.run(views, store_target, root, ids)
-    lines = {json.loads(x)["id"]: json.loads(x) for x in exported.splitlines()}
-    relines = {json.loads(x)["id"]: json.loads(x) for x in again.splitlines()}
+    lines = _by_id(exported)
+    relines = _by_id(again)
     assert counts["created"] == len(ids) == len(lines) and "exists" not in counts
     assert counts["archived"] == 3  # forgotten; copy_b and merged faded by the merge
     assert relines.keys() == lines.keys() == set(ids.values())

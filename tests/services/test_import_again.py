@@ -25,7 +25,7 @@ def _open(store: Path | str, owner: str) -> Memory:
 
 async def _export(store: Path | str, owner: str) -> list[tuple[int, dict]]:
     async with _open(store, owner) as mem:
-        return list(enumerate([r async for r in mem.export_records()], 1))
+        return list(enumerate([r async for r in mem.export_records()], 1))  # the log's too
 
 
 async def _linked(store: Path | str, owner: str, first: str, second: str) -> str:
@@ -38,7 +38,7 @@ async def _linked(store: Path | str, owner: str, first: str, second: str) -> str
 
 async def _own_count(store: Path | str, owner: str) -> int:
     async with _open(store, owner) as mem:
-        return sum(1 for r in [r async for r in mem.export_records()] if r["owner"] == owner)
+        return sum(1 for r in [r async for r in mem.export_records()] if r.get("owner") == owner)
 
 
 async def test_another_role_s_export_imported_twice_is_copied_once(store_path) -> None:

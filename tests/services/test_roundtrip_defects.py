@@ -74,13 +74,6 @@ async def _log(path) -> dict:
         }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the maintenance log (reflection passes, fired intents) is the store's, and no "
-    "export line carries it: after export/import, stats' reflection_passes, "
-    "last_reflection_at and intents_fired and maintenance_log start from zero (the fired "
-    "intent itself keeps fired_at/fired_count)",
-)
 def test_the_maintenance_log_survives_export_and_import(tmp_path) -> None:
     source, target = tmp_path / "s.sqlite", tmp_path / "t.sqlite"
     with time_machine.travel(T0, tick=False):
@@ -90,3 +83,49 @@ def test_the_maintenance_log_survives_export_and_import(tmp_path) -> None:
         before, after = anyio.run(_log, source), anyio.run(_log, target)
     assert before["stats"] == {"reflection_passes": 1, "intents_fired": 1}
     assert after == before
+
+
+def test_the_log_imported_again_adds_nothing_and_another_roles_entries_stay_out(tmp_path) -> None:
+    """Entries are the importer's history only when they are its role's, and once."""
+    source, target = tmp_path / "s.sqlite", tmp_path / "t.sqlite"
+    with time_machine.travel(T0, tick=False):
+        anyio.run(_reflected, source)
+    with time_machine.travel(T0 + timedelta(days=1), tick=False):
+        anyio.run(_copy, source, target)
+        anyio.run(_copy, source, target)
+        assert anyio.run(_log, target) == anyio.run(_log, source)
+
+        async def as_other() -> dict:
+            async with Memory.open(source, owner=ROLE, embedder=HashEmbedder()) as mem:
+                lines = [r async for r in mem.export_records(include_archived=True)]
+            other = tmp_path / "o.sqlite"
+            async with Memory.open(other, owner="ops@desk", embedder=HashEmbedder()) as mem:
+                counts = (await mem.import_records(list(enumerate(lines, 1)))).counts
+                return {"counts": counts, "stats": await mem.stats()}
+
+        got = anyio.run(as_other)
+    assert got["counts"]["maintenance"] == 0
+    assert (got["stats"].extra["reflection_passes"], got["stats"].extra["intents_fired"]) == (0, 0)
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        ({"maintenance": "", "ts": "2026-01-01T00:00:00Z", "report": {}}, "line 2: maintenance:"),
+        ({"maintenance": "reflection", "ts": "soon", "report": {}}, "line 2: ts:"),
+        (
+            {"maintenance": "reflection", "ts": "2026-01-01T00:00:00Z", "report": []},
+            "line 2: report:",
+        ),
+        ({"maintenance": "reflection", "when": "x", "report": {}}, "line 2: when"),
+    ],
+)
+def test_a_malformed_maintenance_line_is_refused_by_line_and_key(tmp_path, line, said) -> None:
+    async def body() -> str:
+        async with Memory.open(tmp_path / "t.sqlite", owner=ROLE, embedder=HashEmbedder()) as mem:
+            with pytest.raises(Exception) as refused:
+                await mem.import_records([(1, {"content": "A note."}), (2, line)])
+            assert await mem.list_memories() == []  # nothing was written
+            return str(refused.value)
+
+    assert anyio.run(body).startswith(said)
