@@ -809,7 +809,8 @@ def _render_stats(s: dict[str, Any]) -> str:
 @click.pass_obj
 @run
 async def import_(ctx: Context, file: Any, as_json: bool) -> None:
-    """Import memories from a JSONL FILE (one memory per line, as `export` writes).
+    """Import memories from a JSONL FILE (as `export` writes it: one memory per line, then
+    the maintenance log's lines).
 
     Every line is checked before anything is written: a bad line (or a field no export
     writes) is named and nothing is imported; a file with no memories is refused. Archived
@@ -834,6 +835,11 @@ async def import_(ctx: Context, file: Any, as_json: bool) -> None:
         checked = check_records(items, ctx.settings().owner)
     except InvalidInput as exc:
         raise click.ClickException(str(exc)) from None
+    if not checked.lines:
+        name = getattr(file, "name", "FILE")
+        raise click.ClickException(
+            f"{name}: holds no memories (only maintenance log lines). Nothing was imported."
+        )
     async with open_memory(ctx) as mem:
         await mem.wait_ready()
         with progress_bar(len(items), "importing") as bar:
@@ -924,8 +930,9 @@ def _import_lines(file: Any) -> list[tuple[int, Any]]:
 @click.pass_obj
 @run
 async def export(ctx: Context, include_archived: bool, as_json: bool) -> None:
-    """Export memories as JSONL on stdout (one memory per line), or with --json as an array:
-    live and faded ones (what recall reaches), and forgotten ones with --include-archived."""
+    """Export memories as JSONL on stdout (one memory per line, then your role's maintenance
+    log, one entry per line), or with --json as an array: live and faded ones (what recall
+    reaches), and forgotten ones with --include-archived."""
     as_array = as_json or ctx.as_json
     records = []
     written = 0

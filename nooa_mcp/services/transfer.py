@@ -42,7 +42,7 @@ from ..domain.imports import (
 from ..domain.inputs import build_memory
 from ..domain.requests import AuthorRequest, request_of
 from ..domain.schema import Edge, Trigger, as_utc, now as utc_now
-from ..domain.text import without_unstorable
+from ..domain.text import holds_unstorable, without_unstorable
 from ..errors import InvalidInput
 from .authoring import author_many
 from .caller import Caller
@@ -111,6 +111,10 @@ OLDER_FIELDS = ("accesses_of", "accesses")
 LOG_FIELDS = ("maintenance", "ts", "report")
 #: Every entry of a role's log (`maintenance_entries` takes a bound).
 _WHOLE_LOG = 1_000_000_000
+#: The kinds of entry the log keeps (a reflection pass, an intent that fired).
+LOG_KINDS = ("reflection", "intent")
+#: How deep a report may nest (a pass's nests four levels).
+_LOG_DEPTH = 16
 BATCH = 256
 
 Tick = Callable[[int], Awaitable[None] | None]
@@ -293,27 +297,55 @@ def check_records(items: Sequence[tuple[int, Any]], owner: str) -> CheckedFile:
 
 
 def _check_log(item: dict[str, Any], line: int) -> tuple[str, datetime, dict[str, Any]]:
-    """One maintenance line as (kind, time, report); the error names the line and the key."""
+    """One maintenance line as (kind, time, report); the error names the line and the key.
+
+    Checked as a memory line is, before the store is opened: a kind the log keeps, a time
+    no later than now, and a report of JSON a store can hold (no NUL, no lone surrogate,
+    nested at most `_LOG_DEPTH` deep): PostgreSQL refused such a report only when a later
+    read parsed every row's, and then every role's stats and export failed.
+    """
     try:
         _check_keys(item, LOG_FIELDS, "a maintenance line")
         kind = item.get("maintenance")
-        if not isinstance(kind, str) or not kind.strip() or len(kind) > 64:
+        if kind not in LOG_KINDS:
             raise InvalidInput(
                 "maintenance",
                 f"{_short(kind)} is not a kind of entry.",
-                'Write the kind the export wrote, e.g. "reflection".',
+                f"Use one of {', '.join(LOG_KINDS)}, as the export wrote it.",
             )
         ts = as_utc(item.get("ts"), "ts")
         if ts is None:
             raise InvalidInput("ts", "is missing.", "Write when the entry was made (ISO 8601).")
+        if ts > utc_now():
+            raise InvalidInput(
+                "ts", f"{ts.isoformat()} is later than now.", "Write when it was made."
+            )
         report = item.get("report")
         if not isinstance(report, dict):
             raise InvalidInput(
                 "report", f"{_short(report)} is not a JSON object.", "Write the entry's report."
             )
+        if _depth(report) > _LOG_DEPTH:
+            raise InvalidInput(
+                "report", f"is nested more than {_LOG_DEPTH} deep.", "Write the entry's report."
+            )
+        if holds_unstorable(report):
+            raise InvalidInput(
+                "report",
+                "contains a NUL byte or a lone surrogate, which no store holds.",
+                "Remove it (an export writes U+FFFD in its place).",
+            )
     except InvalidInput as exc:
         raise _refused_line(line, exc) from None
     return kind, ts, report
+
+
+def _depth(value: Any, limit: int = 64) -> int:
+    """How deep `value` nests lists and objects, counted up to `limit` + 1 (no deeper)."""
+    if limit < 0 or not isinstance(value, dict | list):
+        return 0
+    items = value.values() if isinstance(value, dict) else value
+    return 1 + max((_depth(v, limit - 1) for v in items), default=0)
 
 
 async def import_records(
@@ -388,19 +420,27 @@ async def import_records(
     if report.skipped_edges:
         counts["edges_skipped"] = len(report.skipped_edges)
     if file.log:
-        counts["maintenance"] = await _restore_log(caller, file.log)
+        counts["maintenance"] = await _restore_log(caller, file.log, renamed)
     if renamed:
         counts["new_ids"] = len(renamed)
     return report
 
 
 async def _restore_log(
-    caller: Caller, entries: Sequence[tuple[str, datetime, dict[str, Any]]]
+    caller: Caller,
+    entries: Sequence[tuple[str, datetime, dict[str, Any]]],
+    renamed: dict[str, str],
 ) -> int:
     """Add the file's maintenance entries of the importer's role (another role's passes are
     not its history) that its log does not hold yet, each at its own time: importing a file
-    again adds none. Returns how many were added."""
-    mine = [(kind, ts, report) for kind, ts, report in entries if report.get("role") == caller.role]
+    again adds none. An id the import gave a line another (`renamed`) is named as stored here
+    where a report holds it whole (an intent's id); prose naming id prefixes is kept as
+    written. Returns how many were added."""
+    mine = [
+        (kind, ts, _renamed_ids(report, renamed))
+        for kind, ts, report in entries
+        if report.get("role") == caller.role
+    ]
     if not mine:
         return 0
 
@@ -421,6 +461,19 @@ async def _restore_log(
         return added
 
     return await in_transaction(caller, attempt)
+
+
+def _renamed_ids(value: Any, renamed: dict[str, str]) -> Any:
+    """`value` (a report) with each text that is a whole id `renamed` names replaced."""
+    if not renamed:
+        return value
+    if isinstance(value, str):
+        return renamed.get(value, value)
+    if isinstance(value, dict):
+        return {k: _renamed_ids(v, renamed) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_renamed_ids(v, renamed) for v in value]
+    return value
 
 
 def _renamed(found: Carried, renamed: dict[str, str], prefixes: dict[str, str]) -> Carried:

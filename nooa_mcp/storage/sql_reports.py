@@ -67,8 +67,9 @@ class SqlReports(SqlPrimitives):
             clauses.append(f"{d.field('report', 'role')} = {d.p('role')}")
             params["role"] = role
         rows = await self._rows(
+            # By time: an import adds older entries after newer ones (`transfer`).
             f"SELECT seq, ts, kind, report FROM maintenance_log WHERE {' AND '.join(clauses)} "
-            f"ORDER BY seq DESC LIMIT {d.p('limit')}",
+            f"ORDER BY ts DESC, seq DESC LIMIT {d.p('limit')}",
             params,
         )
         return [

@@ -350,3 +350,16 @@ def test_a_broken_line_says_where_it_breaks(tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert "line 2: not JSON (Invalid control character, column 18)." in result.stderr
     assert not store.exists()
+
+
+def test_a_file_of_maintenance_log_lines_alone_is_refused_and_creates_no_store(
+    tmp_path: Path,
+) -> None:
+    store = tmp_path / "m.sqlite"
+    dump = tmp_path / "dump.jsonl"
+    entry = {"maintenance": "reflection", "ts": "2026-01-01T00:00:00Z", "report": {"role": "me"}}
+    dump.write_text(json.dumps(entry) + "\n")
+    result = _import(store, dump)
+    assert result.exit_code == 1, result.output
+    assert "holds no memories (only maintenance log lines)" in result.stderr
+    assert not store.exists()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 
 import anyio
@@ -113,6 +114,22 @@ def test_the_maintenance_log_survives_export_and_import_once_and_only_for_its_ro
             "line 2: report:",
         ),
         ({"maintenance": "reflection", "when": "x", "report": {}}, "line 2: when"),
+        (
+            {"maintenance": "bogus", "ts": "2026-01-01T00:00:00Z", "report": {}},
+            "line 2: maintenance:",
+        ),
+        ({"maintenance": "reflection", "ts": "2999-01-01T00:00:00Z", "report": {}}, "line 2: ts:"),
+        *(
+            (
+                {"maintenance": "intent", "ts": "2026-01-01T00:00:00Z", "report": bad},
+                "line 2: report:",
+            )
+            for bad in (
+                {"role": ROLE, "text": "x\x00y"},
+                {"role": ROLE, "text": "x\ud800y"},
+                {"role": ROLE, "x": json.loads("[" * 500 + "]" * 500)},
+            )
+        ),
     ],
 )
 def test_a_malformed_maintenance_line_is_refused_by_line_and_key(tmp_path, line, said) -> None:
@@ -124,3 +141,30 @@ def test_a_malformed_maintenance_line_is_refused_by_line_and_key(tmp_path, line,
             return str(refused.value)
 
     assert anyio.run(body).startswith(said)
+
+
+def test_entries_imported_into_a_log_of_its_own_keep_their_order_in_time(tmp_path) -> None:
+    """The target's own pass, made later, stays the last one; the imported older entries
+    go before it (they were inserted after it)."""
+    source, target = tmp_path / "s.sqlite", tmp_path / "t.sqlite"
+    with time_machine.travel(T0, tick=False):
+        anyio.run(_reflected, source)
+
+    async def own_pass() -> None:
+        async with Memory.open(target, owner=ROLE, embedder=HashEmbedder()) as mem:
+            await mem.author("A note of the target's own.")
+            await mem.reflect(["rescore"])
+
+    async def last_and_order() -> tuple[str, list[str]]:
+        async with Memory.open(target, owner=ROLE, embedder=HashEmbedder()) as mem:
+            extra = (await mem.stats()).extra
+            lines = [r async for r in mem.export_records() if "maintenance" in r]
+            return extra["last_reflection_at"], [r["ts"] for r in lines]
+
+    with time_machine.travel(T0 + timedelta(days=5), tick=False):
+        anyio.run(own_pass)
+    with time_machine.travel(T0 + timedelta(days=6), tick=False):
+        anyio.run(_copy, source, target)
+        last, order = anyio.run(last_and_order)
+    assert last.startswith((T0 + timedelta(days=5)).date().isoformat())
+    assert order == sorted(order) and len(order) == 3
