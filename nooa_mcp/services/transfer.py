@@ -300,9 +300,10 @@ def _check_log(item: dict[str, Any], line: int) -> tuple[str, datetime, dict[str
     """One maintenance line as (kind, time, report); the error names the line and the key.
 
     Checked as a memory line is, before the store is opened: a kind the log keeps, a time
-    no later than now, and a report of JSON a store can hold (no NUL, no lone surrogate,
-    nested at most `_LOG_DEPTH` deep): PostgreSQL refused such a report only when a later
-    read parsed every row's, and then every role's stats and export failed.
+    (one ahead of this clock counts as now), and a report of JSON a store can hold (no NUL,
+    no lone surrogate, nested at most `_LOG_DEPTH` deep): PostgreSQL refused such a report
+    only when a later read parsed every row's, and then every role's stats and export
+    failed.
     """
     try:
         _check_keys(item, LOG_FIELDS, "a maintenance line")
@@ -316,10 +317,9 @@ def _check_log(item: dict[str, Any], line: int) -> tuple[str, datetime, dict[str
         ts = as_utc(item.get("ts"), "ts")
         if ts is None:
             raise InvalidInput("ts", "is missing.", "Write when the entry was made (ISO 8601).")
-        if ts > utc_now():
-            raise InvalidInput(
-                "ts", f"{ts.isoformat()} is later than now.", "Write when it was made."
-            )
+        # A time ahead of this clock (another machine's, skewed) counts as now, as a line's
+        # created_at does: never later than the entries this store makes next.
+        ts = min(ts, utc_now())
         report = item.get("report")
         if not isinstance(report, dict):
             raise InvalidInput(

@@ -118,7 +118,6 @@ def test_the_maintenance_log_survives_export_and_import_once_and_only_for_its_ro
             {"maintenance": "bogus", "ts": "2026-01-01T00:00:00Z", "report": {}},
             "line 2: maintenance:",
         ),
-        ({"maintenance": "reflection", "ts": "2999-01-01T00:00:00Z", "report": {}}, "line 2: ts:"),
         *(
             (
                 {"maintenance": "intent", "ts": "2026-01-01T00:00:00Z", "report": bad},
@@ -168,3 +167,15 @@ def test_entries_imported_into_a_log_of_its_own_keep_their_order_in_time(tmp_pat
         last, order = anyio.run(last_and_order)
     assert last.startswith((T0 + timedelta(days=5)).date().isoformat())
     assert order == sorted(order) and len(order) == 3
+
+
+def test_an_entry_from_a_clock_ahead_counts_as_now(tmp_path) -> None:
+    line = {"maintenance": "reflection", "ts": "2999-01-01T00:00:00Z", "report": {"role": "coder"}}
+
+    async def body() -> str:
+        async with Memory.open(tmp_path / "t.sqlite", owner=ROLE, embedder=HashEmbedder()) as mem:
+            await mem.import_records([(1, {"content": "A note."}), (2, line)])
+            return (await mem.stats()).extra["last_reflection_at"]
+
+    with time_machine.travel(T0, tick=False):
+        assert anyio.run(body).startswith(T0.date().isoformat())
