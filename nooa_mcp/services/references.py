@@ -67,19 +67,19 @@ _STORE_SIBLINGS = ("", "-wal", "-shm", "-journal")
 
 
 def private_files(settings: Settings) -> tuple[str, ...]:
-    """The server's own files, which no `file:` reference reads: the store file and the files
-    SQLite keeps beside it, and `settings.private_files` (the tokens file)."""
+    """The server's own files, which no `file:` reference reads, as configured: the store
+    file and `settings.private_files` (the tokens file). No file system here: it is read in
+    the worker thread that reads the reference (`_is_private`)."""
     paths = [str(p) for p in settings.private_files]
     if isinstance(settings.store, Path):
-        # SQLite keeps its journal files beside the real file, not beside a link to it.
-        for store in dict.fromkeys((str(settings.store), os.path.realpath(settings.store))):
-            paths += [f"{store}{suffix}" for suffix in _STORE_SIBLINGS]
+        paths.append(str(settings.store))
     return tuple(paths)
 
 
 def _is_private(real: Path, private: Collection[str]) -> bool:
-    """Whether `real` (a resolved path) is one of `private`, by real path or by file identity
-    (a hard link to the tokens file under another name is still the tokens file)."""
+    """Whether `real` (a resolved path) is one of `private` or a file SQLite keeps beside one
+    (`_STORE_SIBLINGS`, beside the real file when a link names it), by real path or by file
+    identity (a hard link to the tokens file under another name is still the tokens file)."""
     if not private:
         return False
     try:
@@ -87,15 +87,18 @@ def _is_private(real: Path, private: Collection[str]) -> bool:
     except OSError:
         info = None
     for path in private:
-        if os.path.realpath(path) == str(real):
-            return True
-        if info is not None:
-            try:
-                other = os.stat(path)
-            except OSError:
-                continue
-            if (other.st_dev, other.st_ino) == (info.st_dev, info.st_ino):
-                return True
+        base = os.path.realpath(path)
+        for suffix in _STORE_SIBLINGS:
+            for own in dict.fromkeys((base + suffix, os.path.realpath(path + suffix))):
+                if own == str(real):
+                    return True
+                if info is not None:
+                    try:
+                        other = os.stat(own)
+                    except OSError:
+                        continue
+                    if (other.st_dev, other.st_ino) == (info.st_dev, info.st_ino):
+                        return True
     return False
 
 
@@ -322,6 +325,7 @@ async def capture_all(caller: Caller, records: Sequence[Memory]) -> None:
     Raises:
         InvalidInput / ReferenceOutsideRoot / NotFound: a reference cannot be captured.
     """
+    private = private_files(caller.settings)
     for record in records:
         if not record.references:
             continue
@@ -339,7 +343,6 @@ async def capture_all(caller: Caller, records: Sequence[Memory]) -> None:
                 captured.append(capture(ref, root=root, lookup=contents.get))
                 continue
             try:
-                private = private_files(caller.settings)
                 captured.append(await _off_loop(capture, ref, root=root, private=private))
             except TimeoutError:
                 raise InvalidInput(
@@ -361,6 +364,7 @@ async def resolve_all(
     targets = memory_targets(references)
     contents = await visible_contents(caller, targets, scope)
     owners = await caller.store.owners_of(targets)
+    private = private_files(caller.settings)
     resolved = []
     for r in references:
         if r.kind == "memory" and r.target in owners and not scope.allows(owners[r.target]):
@@ -374,7 +378,7 @@ async def resolve_all(
                         resolve,
                         r,
                         root=caller.settings.reference_root,
-                        private=private_files(caller.settings),
+                        private=private,
                     )
                 )
             except TimeoutError:

@@ -325,7 +325,7 @@ def _check_log(item: dict[str, Any], line: int) -> tuple[str, datetime, dict[str
             raise InvalidInput(
                 "report", f"{_short(report)} is not a JSON object.", "Write the entry's report."
             )
-        if _depth(report) > _LOG_DEPTH:
+        if _depth(report, _LOG_DEPTH) > _LOG_DEPTH:
             raise InvalidInput(
                 "report", f"is nested more than {_LOG_DEPTH} deep.", "Write the entry's report."
             )
@@ -340,7 +340,7 @@ def _check_log(item: dict[str, Any], line: int) -> tuple[str, datetime, dict[str
     return kind, ts, report
 
 
-def _depth(value: Any, limit: int = 64) -> int:
+def _depth(value: Any, limit: int) -> int:
     """How deep `value` nests lists and objects, counted up to `limit` + 1 (no deeper)."""
     if limit < 0 or not isinstance(value, dict | list):
         return 0
