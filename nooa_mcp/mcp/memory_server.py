@@ -10,8 +10,9 @@ What differs from the SDK's server, each for what a client sees:
   that listing, and building the handlers first made it wait longer.
 - Over stdio every malformed line is answered with a JSON-RPC error, and the requests taken
   in before their replies are written are bounded (`stdio.bounded_stdio`).
-- A tool argument the tool does not take is refused by name; an unknown prompt and a listing
-  cursor this server never gave out are invalid params (-32602), as an unknown resource is.
+- A tool or prompt argument the tool or prompt does not take is refused by name; an unknown
+  prompt, an unknown resource and a listing cursor this server never gave out are invalid
+  params (-32602), each refusal naming what there is.
 """
 
 from __future__ import annotations
@@ -105,6 +106,7 @@ class MemoryServer(MCPServer):
 
     async def read_resource(self, uri: Any, context: Any = None) -> Any:
         self.register_handlers()
+        _refuse_unknown_resource(self._resource_manager, str(uri))
         return await super().read_resource(uri, context)
 
     async def list_prompts(self) -> Any:
@@ -118,6 +120,7 @@ class MemoryServer(MCPServer):
             raise MCPError(
                 code=INVALID_PARAMS, message=f"Unknown prompt: {name}. The prompts are {known}."
             )
+        _refuse_unknown_prompt_arguments(self._prompt_manager.get_prompt(name), arguments or {})
         return await super().get_prompt(name, arguments, context)
 
     # Every listing fits one page, so no cursor was ever given out: one that comes back is
@@ -164,6 +167,47 @@ def _refuse_cursor(params: Any) -> None:
             code=INVALID_PARAMS,
             message=f"Invalid cursor {cursor[:40]!r}: this server lists everything in one page "
             "and gives no cursor. Ask without one.",
+        )
+
+
+def _refuse_unknown_resource(resources: Any, uri: str) -> None:
+    """A URI no resource or template matches is refused naming what can be read (the SDK's
+    "Unknown resource: X" leaves the client to list them). A URI a template matches goes on:
+    its handler says whether that memory exists."""
+    if any(r.uri == uri for r in resources.list_resources()):
+        return
+    for template in resources.list_templates():
+        try:
+            if template.matches(uri) is not None:
+                return
+        except Exception:  # the template's own refusal (a path trick): the SDK reports it
+            return
+    names = [str(r.uri) for r in resources.list_resources()]
+    # A template that only pages a listed resource (`memory://todos{?cursor,limit}`) is said
+    # once, by the resource.
+    names += [
+        t.uri_template
+        for t in resources.list_templates()
+        if t.uri_template.split("{?")[0] not in names
+    ]
+    raise MCPError(
+        code=INVALID_PARAMS,
+        message=f"Unknown resource: {uri[:200]}. The resources are {', '.join(names)}.",
+    )
+
+
+def _refuse_unknown_prompt_arguments(prompt: Any, arguments: dict[str, Any]) -> None:
+    """A prompt argument the prompt does not take is refused by name, as a tool's is: the SDK
+    answered it with an internal error (-32603) and logged a traceback."""
+    known = [a.name for a in prompt.arguments or []]
+    unknown = [key for key in arguments if key not in known]
+    if unknown:
+        names = ", ".join(k if k.isidentifier() else repr(k[:40]) for k in unknown[:5])
+        takes = f"its arguments are {', '.join(known)}" if known else "it takes no arguments"
+        raise MCPError(
+            code=INVALID_PARAMS,
+            message=f"{names}: not an argument of prompt {prompt.name}; {takes}. "
+            "Ask again without it.",
         )
 
 

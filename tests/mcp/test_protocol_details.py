@@ -1,11 +1,12 @@
-"""Protocol details a client author meets, over streamable HTTP on loopback: an unknown prompt
-and a listing cursor the server never gave out are invalid params (-32602), and a tool
-argument the tool does not take is refused by name (both are also true over stdio, where the
-same server answers).
+"""Protocol details a client author meets, over streamable HTTP on loopback: an unknown prompt,
+an unknown resource, a prompt argument the prompt does not take and a listing cursor the
+server never gave out are invalid params (-32602), and a tool argument the tool does not take
+is refused by name (all also true over stdio, where the same server answers).
 
 Before: `prompts/get` of an unknown prompt answered error code 0, a bogus `tools/list` cursor
 returned the full list, and `memory_recall {"query": "x", "bogus": 1}` ran as if `bogus` had
-not been sent.
+not been sent; `prompts/get memory_guide {"topic": …}` was an internal error (-32603) with a
+traceback in the server's log, and an unknown resource did not say which there are.
 """
 
 from __future__ import annotations
@@ -55,3 +56,33 @@ async def test_an_argument_the_tool_does_not_take_is_refused_by_name(client) -> 
     assert written.is_error and "owner: is not an argument" in written.content[0].text
     stats = await client.call_tool("memory_recall", {"query": "Kept"})
     assert stats.structured_content["hits"] == []  # nothing was written
+
+
+async def test_a_prompt_argument_the_prompt_does_not_take_is_refused_by_name(client) -> None:
+    # Before: -32603 "Internal server error", and a traceback in the server's log.
+    with pytest.raises(MCPError) as refused:
+        await client.get_prompt("memory_guide", {"topic": "todos"})
+    assert refused.value.error.code == -32602
+    message = refused.value.error.message
+    assert message.startswith("topic: not an argument of prompt memory_guide")
+    assert "takes no arguments" in message
+    guide = await client.get_prompt("memory_guide")  # without it, the prompt is given
+    assert guide.messages
+
+
+@pytest.mark.parametrize("uri", ["memory://nope", "nooa://stats"])
+async def test_an_unknown_resource_is_refused_naming_the_resources(client, uri: str) -> None:
+    with pytest.raises(MCPError) as refused:
+        await client.read_resource(uri)
+    assert refused.value.error.code == -32602
+    message = refused.value.error.message
+    assert message.startswith(f"Unknown resource: {uri}. The resources are memory://")
+    assert "memory://stats" in message and "memory://memories/{memory_id}" in message
+    assert "memory://todos{?cursor,limit}" not in message  # said once, by memory://todos
+
+
+async def test_a_memory_that_does_not_exist_is_still_told_by_its_own_handler(client) -> None:
+    # A URI a template matches is not "unknown": the handler names the memory.
+    with pytest.raises(MCPError) as refused:
+        await client.read_resource("memory://memories/0123456789abcdef")
+    assert "The resources are" not in refused.value.error.message
