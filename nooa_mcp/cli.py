@@ -818,7 +818,9 @@ async def import_(ctx: Context, file: Any, as_json: bool) -> None:
     own, even beside another with the same text. An id that another
     owner's memory holds is imported under an id of yours derived from it, the same each
     time (importing a file again adds nothing); a line that says a shared memory again is
-    that memory; an edge to a memory you cannot link to is not added, and named.
+    that memory; a forgotten line whose memory you hold forgets it here too (`forgotten`),
+    unless you revived it here since; an edge to a memory you cannot link to is not added,
+    and named.
     """
     from .errors import InvalidInput
     from .services.transfer import check_records

@@ -45,7 +45,13 @@ from ..storage.rows import facts_of
 from . import provenance, reminders
 from .caller import Caller
 from .references import capture_all
-from .tombstones import archive_as_exported, blocked_or_revived, merged_anchors, tombstone_match
+from .tombstones import (
+    archive_as_exported,
+    blocked_or_revived,
+    forget_as_exported,
+    merged_anchors,
+    tombstone_match,
+)
 from .transactions import in_transaction
 
 __all__ = ["author_many", "import_edges", "parse_links"]
@@ -269,7 +275,12 @@ async def _author_one(
                     f"{record.id} already names another memory.",
                     "Leave id out to store this as a new memory.",
                 )
-            return AuthorResult(id=record.id, status="exists", similarity=1.0)
+            # A line its user forgot since this copy was made carries the forget: applied
+            # here too, unless this store's user revived the memory after it.
+            forgot = None
+            if carried is not None and carried.archive is not None:
+                forgot = await forget_as_exported(caller, stored, carried.archive)
+            return AuthorResult(id=record.id, status="exists", similarity=1.0, tombstone=forgot)
     if existing is not None:
         # The same memory imported again (its own id) is a restore, not the author saying it
         # again: it changes nothing, so importing one file twice leaves what the first did.

@@ -30,6 +30,7 @@ from ..domain.archive import (
     forgotten_with_reason,
     merged_anchor,
     merged_reason,
+    reason_fades,
     standing_fade,
 )
 from ..domain.facts import differs_in, same_statement
@@ -49,6 +50,7 @@ __all__ = [
     "archive_as_exported",
     "blocked_or_revived",
     "fade",
+    "forget_as_exported",
     "merged_anchors",
     "restore",
     "revive_by_use",
@@ -103,6 +105,40 @@ async def archive_as_exported(caller: Caller, memory: Memory, stones: Sequence[S
     standing = [s.reason for s in stones if s.lifted_at is None]
     memory.archived, memory.faded = True, standing_fade(standing)
     await caller.store.set_archived(memory.id, True, when, faded=memory.faded)
+
+
+async def forget_as_exported(
+    caller: Caller, memory: Memory, stones: Sequence[Stone]
+) -> TombstoneInfo | None:
+    """Inside the transaction of an import that meets `memory` stored already (the same id
+    and text): the forget its line carries, applied to it here too, with the line's tombstones
+    that stand for a user's forget. A forget older than this memory's last revival here is
+    not applied (this store's user brought it back since), nor is a fade (maintenance's, not
+    its user's: this store decides that itself), nor anything on a memory forgotten here
+    already. The tombstone applied, or None."""
+    forgets = [s for s in stones if s.lifted_at is None and not reason_fades(s.reason)]
+    if not forgets or (memory.archived and not memory.faded):
+        return None
+    lifted = [
+        t.lifted_at
+        for t in (await caller.store.all_tombstones([memory.id])).get(memory.id, [])
+        if t.lifted_at is not None
+    ]
+    if lifted:
+        forgets = [s for s in forgets if s.ts > max(lifted)]
+    if not forgets:
+        return None
+    for stone in forgets:
+        await caller.store.add_tombstone(memory.id, stone.reason, stone.ts)
+    memory.archived, memory.faded = True, False
+    await caller.store.set_archived(memory.id, True, forgets[-1].ts, faded=False)
+    # Its merged duplicates say its words: forgotten with it, as a forget here does.
+    for twin in await _twins(caller, memory, merged_reason(memory.id)):
+        if twin.archived and twin.faded:
+            await _archive(caller, twin, forgotten_with_reason(memory.id), faded=False)
+    return TombstoneInfo(
+        memory_id=memory.id, reason=forgets[-1].reason, archived_at=forgets[-1].ts, similarity=1.0
+    )
 
 
 async def fade(caller: Caller, memory: Memory, reason: str) -> None:

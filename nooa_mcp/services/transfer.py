@@ -401,6 +401,9 @@ async def import_records(
             edges += [(result.id, line, e) for e in line_edges(item)]
             if found.archive is not None and result.status == "created":
                 counts["archived"] = counts.get("archived", 0) + 1
+            elif result.status == "exists" and result.tombstone is not None:
+                # A memory stored here already that the file says its user forgot since.
+                counts["forgotten"] = counts.get("forgotten", 0) + 1
             # The file's owner is not configuration: what it names as another owner's (a
             # shared memory, another role's) is the importer's now, and the report says so.
             said = item.get("owner")
