@@ -256,10 +256,18 @@ async def _author_one(
         if same_text:
             # The same text is one memory only if it holds for the same time, happened at
             # the same time and names no other place (`domain.repeats`): the newest such
-            # memory is repeated, else this is a new memory.
+            # memory is repeated, else this is a new memory. Only a live one: a forget that
+            # committed while this write waited for the row's lock (PostgreSQL) archived the
+            # row found live, and its tombstone answers below (revived, or refused), as if the
+            # forget had come first; a repeat answered `exists` and left it forgotten.
             rows = await caller.store.fetch_many(same_text)
             repeated = next(
-                (rows[i] for i in same_text if i in rows and one_memory(rows[i], record)), None
+                (
+                    rows[i]
+                    for i in same_text
+                    if i in rows and not rows[i].archived and one_memory(rows[i], record)
+                ),
+                None,
             )
             existing = None if repeated is None else repeated.id
     if existing is None and named:
