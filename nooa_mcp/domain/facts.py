@@ -56,7 +56,7 @@ _IDENTIFIER = re.compile(
 _DATE = re.compile(
     r"(?<![\w.])(\d{4}-\d{1,2}-\d{1,2}(?:[tT ]\d{1,2}:\d{2}(?::\d{2})?)?"
     r"|\d{1,2}[/.]\d{1,2}[/.]\d{2,4}|\d{1,2}:\d{2}(?::\d{2})?(?:\s*[ap]\.?m\.?)?"
-    r"|\d{1,2}\s*[ap]\.?m\.?)(?![\w.])",
+    r"|\d{1,2}\s*[ap]\.?m\.?)(?!\w|\.\w)",
     re.IGNORECASE,
 )
 _NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:[.,]\d+)*(?![\w])")
@@ -111,9 +111,10 @@ class Values:
 def values(text: str) -> Values:
     """The numbers, dates, identifiers, names and negations a text states."""
     flat = unicodedata.normalize("NFKC", text)
-    # Dates and times first (02:00, 2026-03-01, 3 pm), then identifiers, then bare numbers, each
+    # Dates and times first (02:00, 2026-03-01, 3 pm; a sentence's full stop after one is
+    # not part of it, a dot before a digit is), then identifiers, then bare numbers, each
     # taken out of the text before the next looks, so "10.0.0.12" is one identifier.
-    dates = {m.group(0).lower().replace(" ", "") for m in _DATE.finditer(flat)}
+    dates = {_date_form(m.group(0)) for m in _DATE.finditer(flat)}
     lowered = re.findall(r"[a-z]+", flat.lower())
     dates |= {w for w in lowered if w in _MONTHS}
     rest = _DATE.sub(" ", flat)
@@ -131,6 +132,15 @@ def values(text: str) -> Values:
         frozenset(names),
         negations,
     )
+
+
+def _date_form(said: str) -> str:
+    """A date or time as compared: "9:30 a.m.", "9:30am" and "9:30 am" are one time."""
+    form = said.lower().replace(" ", "")
+    return _MERIDIEM.sub(lambda m: m.group(0).replace(".", ""), form)
+
+
+_MERIDIEM = re.compile(r"[ap]\.?m\.?$")
 
 
 def differs_in(a: str, b: str) -> list[str]:

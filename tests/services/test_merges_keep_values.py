@@ -21,7 +21,7 @@ from mcp import Client
 from row_reads import record_row_reads
 
 from nooa_mcp import Memory, Settings, cli
-from nooa_mcp.domain.facts import normalise, same_statement
+from nooa_mcp.domain.facts import differs_in, normalise, same_statement
 from nooa_mcp.domain.schema import now as utc_now
 from nooa_mcp.domain.text import STOPWORDS
 from nooa_mcp.embeddings import HashEmbedder
@@ -450,10 +450,22 @@ def test_a_sign_that_says_something_is_a_word_of_the_statement(first, second):
         ("Ask @alice first", "Ask alice first"),
         ("| owner | alice |", "owner alice"),
         ("build -> test => deploy", "build → test → deploy"),
+        # A full stop after a time or a date (time-passing auditor: "at 02:00." read as the
+        # numbers 02 and 00, so the two never merged).
+        ("The backup job runs nightly at 02:00", "The backup job runs nightly at 02:00."),
+        ("Launch is on 2026-03-01", "Launch is on 2026-03-01."),
+        ("Standup at 9:30 am", "Standup at 9:30 am."),
     ],
 )
 def test_marks_that_carry_no_meaning_leave_one_statement(first, second):
     assert same_statement(first, second)
+
+
+def test_a_time_is_one_value_however_its_half_of_the_day_is_written() -> None:
+    assert differs_in("Meet at 5pm", "Meet at 5 p.m.") == []
+    assert differs_in("Standup at 9:30 am.", "Standup at 9:30 AM") == []
+    assert differs_in("Meet at 5pm.", "Meet at 6 p.m.") == ["date"]
+    assert differs_in("Runs at 02:00.", "Runs at 02:00.5") == ["number", "date"]
 
 
 @seed(20261203)
