@@ -796,8 +796,9 @@ def _render_stats(s: dict[str, Any]) -> str:
         ["accesses", s["accesses"]],
         ["embeddings", s["embeddings"]],
     ]
-    rows += [[f"type {k}", v] for k, v in s["by_type"].items()]
-    rows += [[f"owner {k or '(shared)'}", v] for k, v in s["by_owner"].items()]
+    # Of the active memories (not archived): they add up to `active`, not to `memories`.
+    rows += [[f"active, type {k}", v] for k, v in s["by_type"].items()]
+    rows += [[f"active, owner {k or '(shared)'}", v] for k, v in s["by_owner"].items()]
     rows += [[k, "-" if v is None else v] for k, v in s["extra"].items()]
     out = table(["what", "value"], rows)
     return out + (f"\n{s['note']}" if s.get("note") else "")

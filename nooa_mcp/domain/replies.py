@@ -313,6 +313,7 @@ class Stats(BaseModel):
     total: int
     active: int
     archived: int
+    #: The active memories (not archived) by type and by owner: each adds up to `active`.
     by_type: dict[str, int]
     by_owner: dict[str, int]
     edges: int

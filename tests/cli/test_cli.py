@@ -170,3 +170,27 @@ def test_import_refuses_a_broken_file_without_writing(run, tmp_path):
     assert not (tmp_path / "cli.sqlite").exists()
     stats = run("stats", "--json")
     assert stats.exit_code == 1 and "No store at" in stats.output
+
+
+def test_stats_says_its_type_and_owner_counts_are_of_the_active_memories(run, tmp_path):
+    # Time-passing auditor: after a pass faded most of a store, `type info 2` beside
+    # `memories 10` read as a miscount.
+    import anyio
+
+    from nooa_mcp import Memory
+
+    kept = run("author", "The backup job runs at 3am").output.split()[1]
+    gone = run("author", "Bananas are yellow").output.split()[1]
+
+    async def forget() -> None:
+        async with Memory.open(tmp_path / "cli.sqlite", embedder=HashEmbedder()) as mem:
+            await mem.forget(gone, reason="wrong")
+
+    anyio.run(forget)
+    rows = dict(line.rsplit(None, 1) for line in run("stats").output.splitlines()[2:])
+    rows = {label.strip(): value for label, value in rows.items()}
+    assert rows["memories"] == "2" and rows["active"] == "1"
+    assert rows["active, type info"] == "1" and rows["active, owner (shared)"] == "1"
+    assert "type info" not in rows
+    stats = json.loads(run("stats", "--json").stdout)
+    assert stats["by_type"] == {"info": 1} and kept != gone
