@@ -83,11 +83,22 @@ class HeldFacts:
 
     def put(self, row: int, memory_id: str, facts: RankFacts | None) -> None:
         """Set a row's facts as the store has them now (None: not known; scored from its
-        row, read from the store)."""
+        row, read from the store).
+
+        Its use history only if it is as late as the one held (`UseState.key`): a row read
+        before a use of this process committed can be applied after that use was noted
+        (`put_uses`), and its older history put in place of the newer one was never read
+        again (a use of this process moves no revision, and its own commit no change token):
+        the memory ranked without that use until the engine closed."""
         if facts is None:
             self.known[row] = False
             self.times.pop(memory_id, None)
             return
+        uses = facts.uses
+        if self.known[row]:
+            held = self.use_state(row, memory_id)
+            if held.key > uses.key:
+                uses = held
         self.known[row] = True
         self.importance[row] = facts.importance
         self.created[row] = facts.created_at
@@ -98,7 +109,7 @@ class HeldFacts:
             code = self._cue_codes[facts.cues] = len(self._cue_sets)
             self._cue_sets.append(facts.cues)
         self.cue_code[row] = code
-        self._set_uses(row, memory_id, facts.uses)
+        self._set_uses(row, memory_id, uses)
 
     def put_uses(self, row: int, memory_id: str, uses: UseState) -> None:
         """A row's use history, unless the one held is already as late (`UseState.key`)."""

@@ -17,9 +17,10 @@ import time_machine
 from row_reads import record_row_reads
 
 from nooa_mcp import Memory
-from nooa_mcp.domain.schema import EdgeType, now as utc_now
+from nooa_mcp.domain.schema import Channel, EdgeType, now as utc_now
 from nooa_mcp.embeddings import HashEmbedder
 from nooa_mcp.services.ranking import held_keywords, keyword_candidates, rank
+from nooa_mcp.services.recall import log_batch
 from nooa_mcp.storage.rows import uses_of
 from nooa_mcp.storage.sqlite import SQLiteStore
 
@@ -113,6 +114,52 @@ async def test_uses_another_process_logs_reach_the_held_facts(store_target) -> N
             await anyio.sleep(0.05)
         assert index.facts.use_state(row, ids[4]) == used
         await _same(mem)
+
+
+async def test_a_row_read_before_a_use_committed_keeps_that_use(store_target, monkeypatch) -> None:
+    """A sync reads a memory's row (another process edited it), and a use this process logs
+    commits, and is noted, before that read is applied: the held facts keep the use. The
+    row's older history once replaced it, never to be read again (this process's own use
+    moves no revision and no change token): the memory ranked without its newest use for the
+    rest of the session (a round trip's store ranked a hit with rec 0.0002, its copy with
+    0.0166: `test_roundtrip_random`)."""
+    start = datetime.now(UTC).replace(microsecond=0)
+    later = start + timedelta(days=1, hours=2)
+    with time_machine.travel(start, tick=False):
+        async with Memory.open(store_target, owner="me", embedder=HashEmbedder()) as mem:
+            ids = await _store(mem)
+            await _same(mem)
+    target = ids[4]
+    with time_machine.travel(start + timedelta(days=1), tick=False):
+        async with Memory.open(store_target, owner="me", embedder=HashEmbedder()) as mem:
+            await _same(mem)
+            c = mem._caller
+            store, index = c.store, c.index
+            read = store.vector_changes
+            logged = []
+
+            async def read_then_use(*args, **kwargs):
+                rows, mark = await read(*args, **kwargs)
+                if not logged and any(r.id == target for r in rows):
+                    # A recall's use of it, logged behind the reply, commits in between.
+                    with time_machine.travel(later, tick=False):
+                        access = c.access(Channel.recalled, query="harbour crane limit")
+                        await log_batch([(c, [(target, access)])])
+                    logged.append(access)
+                return rows, mark
+
+            monkeypatch.setattr(store, "vector_changes", read_then_use)
+            async with Memory.open(store_target, owner="me", embedder=HashEmbedder()) as other:
+                await other.update(target, importance=8.0)
+            index.mark_dirty()
+            await index.sync(store)
+            assert logged
+            row = int(index.ids.rows_of([target])[0])
+            stored = uses_of(await store.fetch(target))
+            assert max(stored.actr_times) == later.timestamp()
+            assert index.facts.use_state(row, target) == stored
+            # Two hours on, held facts and rows rank it alike (its newest use now counts).
+            await _same(mem, later.timestamp())
 
 
 async def test_a_recall_reads_the_rows_of_what_it_shows_only(mem: Memory, monkeypatch) -> None:

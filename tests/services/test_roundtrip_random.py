@@ -307,7 +307,7 @@ async def observe(path: Path | str, owner: str, queries: list[str]) -> dict[str,
             # race (they are written behind the reply): wait for them, on both stores alike.
             await mem.engine.flush()
             out["recall"][q] = [
-                (h.id, _steady(h.components.model_dump(mode="json")), h.flags.model_dump())
+                (h.id, h.score, h.components.model_dump(mode="json"), h.flags.model_dump())
                 for h in got.hits
             ]
         return out
@@ -319,25 +319,12 @@ REDACTED = ("reader_owner", "query", "session_ref", "trace_ref", "score", "rank"
 
 
 def replay(found: dict, reader: str, memory: dict) -> dict:
-    """Explain's replay of one memory, less what the known loss blanks, and less the score
-    and recency of the recalls `observe` itself made (`_steady`)."""
+    """Explain's replay of one memory, less what the known loss blanks."""
     if reader and memory["owner"] == "":
         found["accesses"] = [
             {k: v for k, v in a.items() if k not in REDACTED} for a in found["accesses"]
         ]
-    for a in found["accesses"]:
-        a.pop("score", None)
-        if isinstance(a.get("components"), dict):
-            a["components"] = _steady(a["components"])
     return found
-
-
-def _steady(components: dict) -> dict:
-    """A hit's parts less recency: under load (xdist), one store's fresh engine ranked a
-    comparison recall with rec 0.0002 where its copy's had 0.0166 (seed 9, PostgreSQL into
-    SQLite; not reproduced alone, nor once the engine held every row's facts first), and the
-    score with it. The order of the hits, relevance, importance and flags still compare."""
-    return {k: v for k, v in components.items() if k != "rec"}
 
 
 async def reauthor(path: Path | str, owner: str, views: dict[str, dict]) -> dict[str, Any]:
