@@ -18,7 +18,7 @@ from ..errors import InvalidInput
 from . import reminders
 from .authoring import parse_links, to_anchors
 from .caller import Caller
-from .tombstones import archive, merged_anchors, restore, revive_by_use
+from .tombstones import archive, merged_anchors, restore, revive_by_use, rows_to_revive
 from .transactions import in_transaction
 
 if TYPE_CHECKING:
@@ -201,7 +201,9 @@ async def revive(caller: Caller, memory_id: str) -> UpdateResult:
     target = await caller.resolve(memory_id, caller.actor.own)
 
     async def attempt() -> bool:
-        memory = await caller.fetch(target)
+        memory = (await rows_to_revive(caller, [target])).get(target)
+        if memory is None:
+            memory = await caller.fetch(target)  # raises NotFound as `update` does
         caller.writable(memory)
         archived = memory.archived
         if archived:

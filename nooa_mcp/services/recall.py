@@ -35,7 +35,7 @@ from .corrections import correcting_live
 from .ranking import KeywordRead, Ranked, Ranking, held_keywords, keyword_candidates, rank
 from .references import resolve_all
 from .relevance import on_its_own_terms
-from .tombstones import merged_anchors, revive_by_use
+from .tombstones import merged_anchors, revive_by_use, rows_to_revive
 from .transactions import in_transaction
 
 __all__ = [
@@ -327,7 +327,7 @@ async def revive(caller: Caller, ids: Sequence[str]) -> None:
     transaction; a memory forgotten or revived meanwhile is left as it is)."""
 
     async def attempt() -> None:
-        for memory in (await caller.store.fetch_many(list(dict.fromkeys(ids)))).values():
+        for memory in (await rows_to_revive(caller, list(dict.fromkeys(ids)))).values():
             await revive_by_use(caller, memory)
 
     await in_transaction(caller, attempt)

@@ -39,6 +39,7 @@ from ..domain.reflection import MERGE_SIMILARITY
 from ..domain.repeats import absorb, one_memory
 from ..domain.replies import AuthorResult, TombstoneInfo
 from ..domain.schema import Channel, EdgeType, Memory, now as utc_now
+from ..domain.scope import owner_role
 from ..errors import StoreConflict
 from ..storage.base import Tombstone
 from .caller import Caller
@@ -54,6 +55,7 @@ __all__ = [
     "merged_anchors",
     "restore",
     "revive_by_use",
+    "rows_to_revive",
     "tombstone_match",
 ]
 
@@ -303,6 +305,35 @@ async def blocked_or_revived(
             await caller.store.add_edge(memory.id, target, relation, weight)
     caller.index.mark_dirty()
     return AuthorResult(id=memory.id, status="revived", similarity=info.similarity, tombstone=info)
+
+
+async def rows_to_revive(caller: Caller, ids: Sequence[str]) -> dict[str, Memory]:
+    """Inside an open transaction: the rows of `ids`, locked, each archived one's words held
+    first (`Store.hold_text`, in one order), as a write of the same words holds them.
+
+    A write looks its words up among the live memories, then among the tombstones. A revival
+    committing between the two looks left it neither (archived, then lifted): it stored a
+    second live copy beside the memory just revived. Held, the write waits for the revival
+    and finds the memory live. The words are taken from a row read without a lock, before the
+    row's lock (the order a write takes them in); a row that changed meanwhile runs the
+    transaction again (`transactions.in_transaction`)."""
+    seen = await caller.store.fetch_many(ids, lock=False)
+    held = sorted({_text_of(m) for m in seen.values() if m.archived})
+    for words in held:
+        await caller.store.hold_text(*words)
+    rows = await caller.store.fetch_many(ids)
+    for memory in rows.values():
+        if memory.archived and _text_of(memory) not in held:
+            raise StoreConflict(
+                caller.store.label,
+                f"memory {memory.id[:8]} changed while it was revived; nothing was written.",
+                "Retry the call.",
+            )
+    return rows
+
+
+def _text_of(memory: Memory) -> tuple[str, str, str]:
+    return memory.content_hash, owner_role(memory.owner), memory.type.value
 
 
 async def restore(caller: Caller, memory: Memory) -> None:

@@ -473,6 +473,13 @@ class Store(Protocol):
         take turns and the second finds the first's row instead of inserting it again."""
         ...
 
+    async def hold_text(self, content_hash: str, role: str, type: str) -> None:
+        """Inside a transaction: hold these words of this role and type, as `find_by_hash`
+        holds them, until the transaction ends (nothing outside one). A revival takes it
+        before the row's lock, so a write of the same words waits for the revival and then
+        finds the memory live, rather than reading it archived and its tombstone lifted."""
+        ...
+
     async def fetch_many(self, ids: Sequence[str], *, lock: bool = True) -> dict[str, Memory]:
         """The rows of `ids` that exist; inside a transaction locked in id order, unless
         `lock` is False: rows only looked at to decide which one a write takes, which is

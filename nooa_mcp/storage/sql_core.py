@@ -137,6 +137,11 @@ def append_accesses_sql(
     )
 
 
+def _text_key(content_hash: str, role: str, type: str) -> str:
+    """The lock a role's words of one type are held by (`find_by_hash`, `hold_text`)."""
+    return f"hash/{role}/{type}/{content_hash}"
+
+
 class SqlPrimitives:
     """What the shared verbs run through: a backend's store class provides `dialect` and
     the primitives, and overrides the hooks where it does something of its own."""
@@ -354,6 +359,10 @@ class SqlVerbs(SqlPrimitives):
         await self._lock_key(f"id/{memory_id}")
         return await self.fetch(memory_id)
 
+    async def hold_text(self, content_hash: str, role: str, type: str) -> None:
+        """See `Store.hold_text`: the key `find_by_hash` takes."""
+        await self._lock_key(_text_key(content_hash, role, type))
+
     async def fetch_many(self, ids: Sequence[str], *, lock: bool = True) -> dict[str, Memory]:
         """The rows of `ids` that exist, read (and, to be rewritten, locked) in id order,
         so two transactions cannot deadlock on the rows of one call; `lock=False` reads
@@ -398,7 +407,7 @@ class SqlVerbs(SqlPrimitives):
         """
         d = self.dialect
         found = await self._locked_read(
-            f"hash/{role}/{type}/{content_hash}",
+            _text_key(content_hash, role, type),
             (
                 f"SELECT id FROM memories{d.indexed('memories_hash')} "
                 f"WHERE content_hash = {d.p('h')} AND role = {d.p('r')} AND type = {d.p('t')} "

@@ -4,6 +4,8 @@ was given, not what the aborted attempt made of it."""
 
 from __future__ import annotations
 
+import asyncio
+
 import anyio
 import pytest
 
@@ -167,8 +169,9 @@ async def test_a_forgotten_text_said_again_while_another_server_revives_it_stays
     postgres, monkeypatch
 ):
     """The write finds the forgotten memory (read unlocked); before it locks it, another
-    server revives it. Looked past, the write stored a second live copy beside the revived
-    one; now the write runs again and finds the memory live: said again, `exists`."""
+    server sets out to revive it. Looked past, the write stored a second live copy beside the
+    revived one. The revival holds the memory's words first, as the write does: it waits for
+    the write, which finds the memory forgotten (refused), and then revives it: one memory."""
     settings = Settings(store=postgres, owner=OWNER)
     text = "The staging database password rotates every 30 days."
     async with (
@@ -179,18 +182,21 @@ async def test_a_forgotten_text_said_again_while_another_server_revives_it_stays
         await one.forget(forgotten)
         store = one.engine.store
         looked = store.fetch_many
-        revived = []
+        reviving: list[asyncio.Task] = []
 
         async def revived_meanwhile(ids, *, lock=True):
             rows = await looked(ids, lock=lock)
-            if not lock and forgotten in ids and not revived:
-                revived.append(await two.revive(forgotten))  # committed on its own connection
+            if not lock and forgotten in ids and not reviving:
+                reviving.append(asyncio.create_task(two.revive(forgotten)))
+                await asyncio.sleep(0.3)  # time enough to commit, were it not held
+                assert not reviving[0].done()  # it waits for this write's words
             return rows
 
         monkeypatch.setattr(store, "fetch_many", revived_meanwhile)
         written = await one.author(text)
         monkeypatch.undo()
+        revived = await reviving[0]
         listed = [v for _, v in await one.list_memories()]
-    assert revived and revived[0].changed == ["revived"]
-    assert (written.id, written.status) == (forgotten, "exists")
+    assert revived.changed == ["revived"]
+    assert written.status == "blocked-by-tombstone" and written.tombstone.memory_id == forgotten
     assert [v.id for v in listed] == [forgotten]
