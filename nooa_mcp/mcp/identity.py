@@ -7,6 +7,7 @@ client's `clientInfo.name`. `resolve_identity` works it out for one inbound mess
 
 from __future__ import annotations
 
+import difflib
 import hmac
 import json
 from dataclasses import dataclass
@@ -149,6 +150,7 @@ def _entry(path: Path, value: Any) -> TokenEntry:
     if isinstance(value, str):
         owner, read = value, []
     elif isinstance(value, dict) and isinstance(value.get("owner"), str):
+        _refuse_unknown_keys(path, value)
         owner, read = value["owner"], value.get("read") or []
         if not isinstance(read, list):
             raise InvalidInput(field, f"{path}: 'read' must be a list of roles.", _TOKENS_FIX)
@@ -162,6 +164,33 @@ def _entry(path: Path, value: Any) -> TokenEntry:
         )
     parse_owner(owner, field)
     return TokenEntry(owner, parse_roles(read, field))
+
+
+#: The keys of a token's entry. Nothing else is obeyed, so nothing else is accepted.
+ENTRY_FIELDS = ("owner", "read")
+
+
+def _refuse_unknown_keys(path: Path, entry: dict[str, Any]) -> None:
+    """Refuse a key a token's entry does not have, naming it (and the key it resembles).
+
+    Dropped without a word, `"expires": "2020-01-01"` or `"disabled": true` left a token its
+    operator believed ended valid for good, and `"raed": [...]` left a grant unmade.
+
+    Raises:
+        InvalidInput: the first unknown key is named.
+    """
+    unknown = [key for key in entry if key not in ENTRY_FIELDS]
+    if not unknown:
+        return
+    key = str(unknown[0])[:64]
+    close = difflib.get_close_matches(key.lower(), list(ENTRY_FIELDS), n=1, cutoff=0.6)
+    raise InvalidInput(
+        "tokens",
+        f"{path}: {key!r} is not a field of a token's entry (only owner and read are); "
+        "tokens do not expire and cannot be disabled in the file.",
+        (f"Did you mean {close[0]}? " if close else "")
+        + "To end a token, delete its entry and restart the server.",
+    )
 
 
 _TOKENS_FIX = (

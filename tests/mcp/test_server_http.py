@@ -114,6 +114,30 @@ def test_tokens_file_with_a_short_token_is_refused(tmp_path: Path) -> None:
     assert exc.value.field == "tokens"
 
 
+@pytest.mark.parametrize(
+    ("entry", "named", "hint"),
+    [
+        # An expiry already past: accepted and ignored, the token stayed valid for good.
+        ({"owner": "agent@alice", "expires": "2020-01-01T00:00:00Z"}, "expires", None),
+        ({"owner": "agent@alice", "disabled": True}, "disabled", None),
+        # A misspelt grant was dropped without a word.
+        ({"owner": "agent@alice", "raed": ["reviewer"]}, "raed", "Did you mean read?"),
+    ],
+)
+def test_tokens_file_entry_with_an_unknown_key_is_refused_by_name(
+    tmp_path: Path, entry: dict, named: str, hint: str | None
+) -> None:
+    path = tmp_path / "tokens.json"
+    path.write_text(json.dumps({ALICE: entry}))
+    with pytest.raises(InvalidInput) as exc:
+        load_tokens(path)
+    assert exc.value.field == "tokens"
+    assert repr(named) in exc.value.problem
+    assert "do not expire" in exc.value.problem
+    if hint:
+        assert hint in exc.value.fix
+
+
 def test_tokens_file_with_an_invalid_owner_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "tokens.json"
     path.write_text(json.dumps({ALICE: "bad_owner"}))
