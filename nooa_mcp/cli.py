@@ -1404,6 +1404,12 @@ def ui(
                 "--owner and --tokens both name an owner: with a tokens file each token is its "
                 "own owner, so leave out --owner (or NOOA_OWNER)."
             )
+        if tokens and settings.read:
+            raise click.ClickException(
+                f"--read/NOOA_READ ({','.join(settings.read)}) does not apply with --tokens: "
+                "each token reads what its own entry's read list grants, so leave out --read "
+                "(or NOOA_READ)."
+            )
         await serve_console(settings, host=host, port=port, tokens=tokens, announce=click.echo)
 
     # uvicorn re-raises the Ctrl-C it caught once it has shut down cleanly.

@@ -84,8 +84,8 @@ def run(
     """Serve nooa-mcp until the client disconnects (stdio) or the process is stopped (http).
 
     Raises:
-        InvalidInput: unknown transport, --tokens with stdio, a bad tokens file, --owner with
-            --tokens, a non-loopback host without tokens, or a port that is in use.
+        InvalidInput: unknown transport, --tokens with stdio, a bad tokens file, --owner or
+            --read with --tokens, a non-loopback host without tokens, or a port that is in use.
     """
     single_threaded_blas()
     if transport != "stdio":
@@ -117,6 +117,13 @@ def run(
             f"--owner/NOOA_OWNER ({settings.owner}) and --tokens ({tokens_file}) both say whose "
             "memory a request is.",
             "Drop --owner (each token names its owner), or serve without --tokens.",
+        )
+    if tokens is not None and settings.read:
+        raise InvalidInput(
+            "read",
+            f"--read/NOOA_READ ({','.join(settings.read)}) does not apply with --tokens "
+            f"({tokens_file}): each token reads what its own entry's read list grants.",
+            "Drop --read and list the roles in each token's read entry, or serve without --tokens.",
         )
     if tokens is None and not is_loopback(host):
         raise InvalidInput(

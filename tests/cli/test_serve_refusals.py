@@ -46,6 +46,13 @@ def test_an_owner_beside_a_tokens_file(tmp_path: Path, tokens: Path) -> None:
     assert said.startswith(f"owner: --owner/NOOA_OWNER (bob) and --tokens ({tokens}) both say")
 
 
+def test_a_read_grant_beside_a_tokens_file(tmp_path: Path, tokens: Path) -> None:
+    # It was accepted and ignored: an operator who granted every token a role by --read saw
+    # nothing refused and no token reading it.
+    said = refusal(tmp_path, transport="http", tokens_file=tokens, settings={"read": ["bob"]})
+    assert said.startswith(f"read: --read/NOOA_READ (bob) does not apply with --tokens ({tokens})")
+
+
 def test_another_machines_reach_without_tokens(tmp_path: Path) -> None:
     assert refusal(tmp_path, transport="http", host="0.0.0.0", port=0).startswith(
         "host: 0.0.0.0 is reachable from other machines and no tokens file is configured."

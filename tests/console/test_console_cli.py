@@ -62,6 +62,15 @@ def test_ui_refuses_an_owner_beside_a_tokens_file(store_path, tmp_path):
     assert "--owner and --tokens" in result.output
 
 
+def test_ui_refuses_a_read_grant_beside_a_tokens_file(store_path, tmp_path):
+    # Accepted and ignored before: no token read what --read granted.
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text('{"%s": "alice@laptop"}' % ("t" * 32))
+    result = invoke("--store", str(store_path), "--read", "bob", "ui", "--tokens", str(tokens))
+    assert result.exit_code == 1
+    assert "--read/NOOA_READ (bob) does not apply with --tokens" in result.output
+
+
 @pytest.mark.real_model
 async def test_ui_serves_the_store_and_ranks_with_the_real_model(store_path, minilm):
     async with Memory.open(store_path, owner="", embedder=minilm) as mem:
