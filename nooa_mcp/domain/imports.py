@@ -172,6 +172,9 @@ class Stone:
     reason: str
     ts: datetime
     lifted_at: datetime | None = None
+    #: Whether the line gave its time (one it left out is the import's: no later than a
+    #: revive of the memory stored here, `tombstones.forget_as_exported`). Not a key of a line.
+    dated: bool = True
 
 
 #: The tombstone of an archived line that carries none: no reason says reflection archived
@@ -329,14 +332,18 @@ def _stones(item: dict[str, Any], now: datetime) -> tuple[Stone, ...]:
     """An archived line's tombstones (one `UNEXPLAINED` when it carries none); a stone
     without a time is dated `now`."""
     given = item.get("tombstones") or [{"reason": UNEXPLAINED}]
-    return tuple(
-        Stone(
-            reason=stone["reason"],
-            ts=as_utc(stone.get("ts"), "tombstones.ts") or now,
-            lifted_at=as_utc(stone.get("lifted_at"), "tombstones.lifted_at"),
+    out = []
+    for stone in given:
+        ts = as_utc(stone.get("ts"), "tombstones.ts")
+        out.append(
+            Stone(
+                reason=stone["reason"],
+                ts=ts or now,
+                lifted_at=as_utc(stone.get("lifted_at"), "tombstones.lifted_at"),
+                dated=ts is not None,
+            )
         )
-        for stone in given
-    )
+    return tuple(out)
 
 
 def check_line(item: dict[str, Any]) -> None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 
 import numpy as np
 
@@ -109,6 +110,10 @@ async def archive_as_exported(caller: Caller, memory: Memory, stones: Sequence[S
     await caller.store.set_archived(memory.id, True, when, faded=memory.faded)
 
 
+#: How close two tombstone times are to be one (a store keeps a time as epoch seconds).
+_SAME_TIME = timedelta(milliseconds=1)
+
+
 async def forget_as_exported(
     caller: Caller, memory: Memory, stones: Sequence[Stone]
 ) -> TombstoneInfo | None:
@@ -117,17 +122,25 @@ async def forget_as_exported(
     that stand for a user's forget. A forget older than this memory's last revival here is
     not applied (this store's user brought it back since), nor is a fade (maintenance's, not
     its user's: this store decides that itself), nor anything on a memory forgotten here
-    already. The tombstone applied, or None."""
+    already. A forget the line gives no time for, and one this store applied already (the
+    same reason and time: a time ahead of this clock stays after any revive here), is not
+    applied once the memory was revived here: importing the same file again after a revive
+    forgot it again each time. The tombstone applied, or None."""
     forgets = [s for s in stones if s.lifted_at is None and not reason_fades(s.reason)]
     if not forgets or (memory.archived and not memory.faded):
         return None
-    lifted = [
-        t.lifted_at
-        for t in (await caller.store.all_tombstones([memory.id])).get(memory.id, [])
-        if t.lifted_at is not None
-    ]
+    here = (await caller.store.all_tombstones([memory.id])).get(memory.id, [])
+    lifted = [t.lifted_at for t in here if t.lifted_at is not None]
     if lifted:
-        forgets = [s for s in forgets if s.ts > max(lifted)]
+        revived = [t for t in here if t.lifted_at is not None]
+        forgets = [
+            s
+            for s in forgets
+            if s.dated
+            and s.ts > max(lifted)
+            # to the millisecond: a store keeps a time as epoch seconds (a float)
+            and not any(t.reason == s.reason and abs(t.ts - s.ts) < _SAME_TIME for t in revived)
+        ]
     if not forgets:
         return None
     for stone in forgets:

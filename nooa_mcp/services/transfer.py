@@ -100,7 +100,7 @@ HISTORY_FIELDS = tuple(f.name for f in fields(History))
 #: The keys of each entry of a line's lists of objects, as `export_records` writes them.
 NESTED_FIELDS = {
     "edges": tuple(Edge.model_fields),
-    "tombstones": tuple(f.name for f in fields(Stone)),
+    "tombstones": tuple(f.name for f in fields(Stone) if f.name != "dated"),
     "references": ("uri", "preview", "captured_at", "root"),
 }
 #: The keys of an `accesses_of` line (more of a memory's accesses than fit on its own line).

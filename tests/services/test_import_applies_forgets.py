@@ -87,3 +87,54 @@ async def test_a_file_that_says_live_leaves_a_memory_forgotten_here_forgotten(
             await mem.forget(key)
             assert "forgotten" not in (await mem.import_records(live)).counts
             assert (await mem.get(key)).archived
+
+
+def _forgotten_line(lines: list[tuple[int, dict]], key: str, stones: list[dict] | None) -> list:
+    """`lines` with the line of `key` archived, carrying `stones` (None: no tombstones at all,
+    as a file of an earlier release or one written by hand)."""
+    out = []
+    for at, line in lines:
+        if line.get("id") == key:
+            line = {**line, "archived": True}
+            line.pop("tombstones", None)
+            if stones is not None:
+                line["tombstones"] = stones
+        out.append((at, line))
+    return out
+
+
+@pytest.mark.parametrize(
+    "stones",
+    [
+        None,  # no tombstones: dated by the import
+        [{"reason": "moved the key"}],  # a forget without a time
+        [{"reason": "moved the key", "ts": "2099-01-01T00:00:00.123457Z"}],  # a clock far ahead
+    ],
+    ids=["no-tombstones", "undated", "future"],
+)
+async def test_a_revive_here_holds_against_a_forget_the_file_cannot_date_before_it(
+    tmp_path, store_target, stones
+) -> None:
+    """A forget whose time does not place it before this store's revive (none given, or
+    ahead of this clock) was applied again by every import of the same file: the user here
+    revived the memory, imported the file once more and found it forgotten again."""
+    source = tmp_path / "source.sqlite"
+    with time_machine.travel(T0, tick=False):
+        async with _open(source) as mem:
+            key = (await mem.author(KEY)).id
+        live = await _export(source)
+        async with _open(store_target) as mem:
+            await mem.import_records(live)
+    forgot = _forgotten_line(live, key, stones)
+    with time_machine.travel(T0 + timedelta(days=30), tick=False):
+        async with _open(store_target) as mem:
+            # Never revived here: the file's forget is applied.
+            assert (await mem.import_records(forgot)).counts.get("forgotten") == 1
+            assert (await mem.get(key)).archived
+    with time_machine.travel(T0 + timedelta(days=31), tick=False):
+        async with _open(store_target) as mem:
+            await mem.revive(key)
+    with time_machine.travel(T0 + timedelta(days=32), tick=False):
+        async with _open(store_target) as mem:
+            assert "forgotten" not in (await mem.import_records(forgot)).counts
+            assert not (await mem.get(key)).archived
