@@ -294,7 +294,14 @@ async def _author_one(
         # again: it changes nothing, so importing one file twice leaves what the first did.
         if not (named and existing == record.id):
             await _repeat(caller, repeated or await caller.fetch(existing), record, edges)
-        return AuthorResult(id=existing, status="exists", similarity=1.0)
+            return AuthorResult(id=existing, status="exists", similarity=1.0)
+        # Its own line without a use history (a file of an earlier release, or written by
+        # hand) found it by its words: the forget it carries applies as above.
+        forgot = None
+        if carried is not None and carried.archive is not None:
+            stored = repeated or await caller.fetch(existing)
+            forgot = await forget_as_exported(caller, stored, carried.archive)
+        return AuthorResult(id=existing, status="exists", similarity=1.0, tombstone=forgot)
     # An export line is that memory, archived or not, whatever was forgotten here before.
     match = None if restored else await tombstone_match(caller, record, vector)
     if match is not None and match.same and match.memory.faded:

@@ -138,3 +138,26 @@ async def test_a_revive_here_holds_against_a_forget_the_file_cannot_date_before_
         async with _open(store_target) as mem:
             assert "forgotten" not in (await mem.import_records(forgot)).counts
             assert not (await mem.get(key)).archived
+
+
+async def test_a_line_without_a_use_history_carries_its_forget_too(tmp_path, store_target) -> None:
+    """A line of an earlier release or written by hand carries no `history`: found by its
+    words, it was answered `exists` and left its memory live here (a faded one was forgotten)."""
+    source = tmp_path / "source.sqlite"
+    with time_machine.travel(T0, tick=False):
+        async with _open(source) as mem:
+            key = (await mem.author(KEY)).id
+        live = await _export(source)
+        async with _open(store_target) as mem:
+            await mem.import_records(live)
+    stone = [{"reason": "moved the key", "ts": (T0 + timedelta(days=20)).isoformat()}]
+    forgot = [
+        (at, {k: v for k, v in line.items() if k != "history"})
+        for at, line in _forgotten_line(live, key, stone)
+    ]
+    with time_machine.travel(T0 + timedelta(days=30), tick=False):
+        async with _open(store_target) as mem:
+            report = await mem.import_records(forgot)
+            assert report.counts.get("exists") == 1
+            assert report.counts.get("forgotten") == 1
+            assert (await mem.get(key)).archived
