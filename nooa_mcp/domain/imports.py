@@ -159,6 +159,9 @@ class Carried:
     fired_at: datetime | None = None
     fired_count: int = 0
     archive: tuple[Stone, ...] | None = None
+    #: The ids the file holds live (as stored here): a duplicate reflection merged into an
+    #: archived line's memory here is not forgotten with it when the file keeps it live.
+    kept: frozenset[str] = frozenset()
     #: The references' previews as they were captured where the line was exported, by uri:
     #: kept as they are, never captured again here (a memory the reference names may be a
     #: later line of the file, or archived; a file may be under no root here).

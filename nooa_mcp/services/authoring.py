@@ -287,7 +287,7 @@ async def _author_one(
             # here too, unless this store's user revived the memory after it.
             forgot = None
             if carried is not None and carried.archive is not None:
-                forgot = await forget_as_exported(caller, stored, carried.archive)
+                forgot = await forget_as_exported(caller, stored, carried.archive, carried.kept)
             return AuthorResult(id=record.id, status="exists", similarity=1.0, tombstone=forgot)
     if existing is not None:
         # The same memory imported again (its own id) is a restore, not the author saying it
@@ -300,7 +300,7 @@ async def _author_one(
         forgot = None
         if carried is not None and carried.archive is not None:
             stored = repeated or await caller.fetch(existing)
-            forgot = await forget_as_exported(caller, stored, carried.archive)
+            forgot = await forget_as_exported(caller, stored, carried.archive, carried.kept)
         return AuthorResult(id=existing, status="exists", similarity=1.0, tombstone=forgot)
     # An export line is that memory, archived or not, whatever was forgotten here before.
     match = None if restored else await tombstone_match(caller, record, vector)

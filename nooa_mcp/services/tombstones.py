@@ -115,7 +115,7 @@ _SAME_TIME = timedelta(milliseconds=1)
 
 
 async def forget_as_exported(
-    caller: Caller, memory: Memory, stones: Sequence[Stone]
+    caller: Caller, memory: Memory, stones: Sequence[Stone], kept: frozenset[str] = frozenset()
 ) -> TombstoneInfo | None:
     """Inside the transaction of an import that meets `memory` stored already (the same id
     and text): the forget its line carries, applied to it here too, with the line's tombstones
@@ -147,9 +147,10 @@ async def forget_as_exported(
         await caller.store.add_tombstone(memory.id, stone.reason, stone.ts)
     memory.archived, memory.faded = True, False
     await caller.store.set_archived(memory.id, True, forgets[-1].ts, faded=False)
-    # Its merged duplicates say its words: forgotten with it, as a forget here does.
+    # Its merged duplicates say its words: forgotten with it, as a forget here does, but for
+    # one the file holds live (`kept`): its user forgot this copy and kept that one.
     for twin in await _twins(caller, memory, merged_reason(memory.id)):
-        if twin.archived and twin.faded:
+        if twin.archived and twin.faded and twin.id not in kept:
             await _archive(caller, twin, forgotten_with_reason(memory.id), faded=False)
     return TombstoneInfo(
         memory_id=memory.id, reason=forgets[-1].reason, archived_at=forgets[-1].ts, similarity=1.0

@@ -368,12 +368,21 @@ async def import_records(
     now = utc_now()
     prefixes = id8s(renamed)
     shared = {specs[at]["id"] for at in claimed.shared_at}
+    # What the file keeps live: a forgotten line's merged duplicate here among them stays.
+    kept = frozenset(
+        spec["id"]
+        for spec, (_, item) in zip(specs, checked, strict=True)
+        if spec.get("id") and not item.get("archived")
+    )
     folded: dict[str, str] = {}
     for start in range(0, len(checked), BATCH):
         batch = list(enumerate(checked[start : start + BATCH], start))
         # A line that says a shared memory again is that memory: nothing to write.
         written = [(at, line, item) for at, (line, item) in batch if at not in claimed.shared_at]
-        restores = [_renamed(carried(item, now), renamed, prefixes) for _, _, item in written]
+        restores = [
+            _renamed(replace(carried(item, now), kept=kept), renamed, prefixes)
+            for _, _, item in written
+        ]
         results = await author_many(
             caller,
             [request_of(AuthorRequest, specs[at]) for at, _, _ in written],

@@ -161,3 +161,36 @@ async def test_a_line_without_a_use_history_carries_its_forget_too(tmp_path, sto
             assert report.counts.get("exists") == 1
             assert report.counts.get("forgotten") == 1
             assert (await mem.get(key)).archived
+
+
+async def test_a_merged_duplicate_the_file_keeps_live_is_not_forgotten_with_its_anchor(
+    tmp_path, store_target
+) -> None:
+    """Reflection here merged one wording into the other; the user on the other machine forgot
+    that other one and kept this wording. The forget took the duplicate with it here, so this
+    store recalled neither while the file's own store still recalled the duplicate."""
+    old = "The deploy key for the billing cluster rotates every month."
+    again = "The deploy key for the billing cluster rotates every month!"
+    source = tmp_path / "source.sqlite"
+    with time_machine.travel(T0, tick=False):
+        async with _open(source) as mem:
+            ids = {(await mem.author(old)).id, (await mem.author(again)).id}
+        live = await _export(source)
+        async with _open(store_target) as mem:
+            await mem.import_records(live)
+            # Which one survives is the merge's choice (both imported with one time).
+            [merged] = (await mem.reflect(["merge"])).steps[0].details
+            [dup] = [i for i in ids if i.startswith(merged[:8])]
+            [anchor] = [i for i in ids if i != dup]
+            assert merged == f"{dup[:8]} → {anchor[:8]}"
+    with time_machine.travel(T0 + timedelta(days=3), tick=False):
+        async with _open(source) as mem:
+            await mem.forget(anchor, "the other wording")
+            kept = [h.id for h in (await mem.recall("billing cluster deploy key rotate")).hits]
+            assert kept == [dup]
+        forgot = await _export(source)
+        async with _open(store_target) as mem:
+            assert (await mem.import_records(forgot)).counts.get("forgotten") == 1
+            assert (await mem.get(anchor)).archived
+            hits = (await mem.recall("billing cluster deploy key rotate")).hits
+            assert [h.id for h in hits] == kept
