@@ -35,7 +35,7 @@ from ..domain.archive import (
     standing_fade,
 )
 from ..domain.facts import differs_in, same_statement
-from ..domain.imports import Stone
+from ..domain.imports import UNEXPLAINED, Stone
 from ..domain.reflection import MERGE_SIMILARITY
 from ..domain.repeats import absorb, one_memory
 from ..domain.replies import AuthorResult, TombstoneInfo
@@ -125,8 +125,13 @@ async def forget_as_exported(
     already. A forget the line gives no time for, and one this store applied already (the
     same reason and time: a time ahead of this clock stays after any revive here), is not
     applied once the memory was revived here: importing the same file again after a revive
-    forgot it again each time. The tombstone applied, or None."""
+    forgot it again each time. A line with no tombstone standing is a forget of no known
+    time, as it reads when it creates the memory. The tombstone applied, or None."""
     forgets = [s for s in stones if s.lifted_at is None and not reason_fades(s.reason)]
+    if all(s.lifted_at is not None for s in stones):
+        # None standing reads as forgotten (`domain.archive`), as the line creates it: a
+        # forget of no known time.
+        forgets = [Stone(UNEXPLAINED, utc_now(), dated=False)]
     if not forgets or (memory.archived and not memory.faded):
         return None
     here = (await caller.store.all_tombstones([memory.id])).get(memory.id, [])

@@ -194,3 +194,28 @@ async def test_a_merged_duplicate_the_file_keeps_live_is_not_forgotten_with_its_
             assert (await mem.get(anchor)).archived
             hits = (await mem.recall("billing cluster deploy key rotate")).hits
             assert [h.id for h in hits] == kept
+
+
+async def test_an_archived_line_whose_tombstones_are_all_lifted_forgets_as_it_creates(
+    tmp_path, store_target
+) -> None:
+    """An archived line with no standing tombstone (every one lifted: a store of an earlier
+    release, or a file edited by hand) creates a forgotten memory (`domain.archive`: none
+    standing reads as forgotten); meeting the memory stored here, it left it live."""
+    source = tmp_path / "source.sqlite"
+    with time_machine.travel(T0, tick=False):
+        async with _open(source) as mem:
+            key = (await mem.author(KEY)).id
+        live = await _export(source)
+        async with _open(store_target) as mem:
+            await mem.import_records(live)
+    day = (T0 + timedelta(days=10)).isoformat()
+    stones = [{"reason": "moved the key", "ts": day, "lifted_at": day}]
+    forgot = _forgotten_line(live, key, stones)
+    with time_machine.travel(T0 + timedelta(days=30), tick=False):
+        async with _open(tmp_path / "fresh.sqlite") as mem:
+            await mem.import_records(forgot)
+            assert (await mem.get(key)).archived
+        async with _open(store_target) as mem:
+            assert (await mem.import_records(forgot)).counts.get("forgotten") == 1
+            assert (await mem.get(key)).archived
