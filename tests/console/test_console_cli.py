@@ -54,21 +54,22 @@ def test_ui_reports_a_busy_port_in_one_sentence(store_path):
     assert f"port: {port} on 127.0.0.1 is already in use" in result.output
 
 
-def test_ui_refuses_an_owner_beside_a_tokens_file(store_path, tmp_path):
+@pytest.mark.parametrize(
+    ("option", "refusal"),
+    [
+        ("--owner", "--owner and --tokens"),
+        # Accepted and ignored before: no token read what --read granted.
+        ("--read", "--read/NOOA_READ (bob) does not apply with --tokens"),
+    ],
+)
+def test_ui_refuses_an_owner_or_a_read_grant_beside_a_tokens_file(
+    store_path, tmp_path, option, refusal
+):
     tokens = tmp_path / "tokens.json"
     tokens.write_text('{"%s": "alice@laptop"}' % ("t" * 32))
-    result = invoke("--store", str(store_path), "--owner", "bob", "ui", "--tokens", str(tokens))
+    result = invoke("--store", str(store_path), option, "bob", "ui", "--tokens", str(tokens))
     assert result.exit_code == 1
-    assert "--owner and --tokens" in result.output
-
-
-def test_ui_refuses_a_read_grant_beside_a_tokens_file(store_path, tmp_path):
-    # Accepted and ignored before: no token read what --read granted.
-    tokens = tmp_path / "tokens.json"
-    tokens.write_text('{"%s": "alice@laptop"}' % ("t" * 32))
-    result = invoke("--store", str(store_path), "--read", "bob", "ui", "--tokens", str(tokens))
-    assert result.exit_code == 1
-    assert "--read/NOOA_READ (bob) does not apply with --tokens" in result.output
+    assert refusal in result.output
 
 
 @pytest.mark.real_model

@@ -33,6 +33,17 @@ async def _export(store: Path | str) -> list[tuple[int, dict]]:
         return list(enumerate([r async for r in mem.export_records(include_archived=True)], 1))
 
 
+async def _copied(source: Path, target: Path | str) -> tuple[str, list[tuple[int, dict]]]:
+    """KEY written at T0 in `source`, exported and imported into `target`: its id, the file."""
+    with time_machine.travel(T0, tick=False):
+        async with _open(source) as mem:
+            key = (await mem.author(KEY)).id
+        live = await _export(source)
+        async with _open(target) as mem:
+            assert (await mem.import_records(live)).counts.get("created") == 1
+    return key, live
+
+
 async def test_a_forget_in_the_file_is_applied_to_the_copy_held_here(
     tmp_path, store_target
 ) -> None:
@@ -75,13 +86,7 @@ async def test_a_forget_in_the_file_is_applied_to_the_copy_held_here(
 async def test_a_file_that_says_live_leaves_a_memory_forgotten_here_forgotten(
     tmp_path, store_target
 ) -> None:
-    source = tmp_path / "source.sqlite"
-    with time_machine.travel(T0, tick=False):
-        async with _open(source) as mem:
-            key = (await mem.author(KEY)).id
-        live = await _export(source)
-        async with _open(store_target) as mem:
-            await mem.import_records(live)
+    key, live = await _copied(tmp_path / "source.sqlite", store_target)
     with time_machine.travel(T0 + timedelta(days=30), tick=False):
         async with _open(store_target) as mem:
             await mem.forget(key)
@@ -118,13 +123,7 @@ async def test_a_revive_here_holds_against_a_forget_the_file_cannot_date_before_
     """A forget whose time does not place it before this store's revive (none given, or
     ahead of this clock) was applied again by every import of the same file: the user here
     revived the memory, imported the file once more and found it forgotten again."""
-    source = tmp_path / "source.sqlite"
-    with time_machine.travel(T0, tick=False):
-        async with _open(source) as mem:
-            key = (await mem.author(KEY)).id
-        live = await _export(source)
-        async with _open(store_target) as mem:
-            await mem.import_records(live)
+    key, live = await _copied(tmp_path / "source.sqlite", store_target)
     forgot = _forgotten_line(live, key, stones)
     with time_machine.travel(T0 + timedelta(days=30), tick=False):
         async with _open(store_target) as mem:
@@ -143,13 +142,7 @@ async def test_a_revive_here_holds_against_a_forget_the_file_cannot_date_before_
 async def test_a_line_without_a_use_history_carries_its_forget_too(tmp_path, store_target) -> None:
     """A line of an earlier release or written by hand carries no `history`: found by its
     words, it was answered `exists` and left its memory live here (a faded one was forgotten)."""
-    source = tmp_path / "source.sqlite"
-    with time_machine.travel(T0, tick=False):
-        async with _open(source) as mem:
-            key = (await mem.author(KEY)).id
-        live = await _export(source)
-        async with _open(store_target) as mem:
-            await mem.import_records(live)
+    key, live = await _copied(tmp_path / "source.sqlite", store_target)
     stone = [{"reason": "moved the key", "ts": (T0 + timedelta(days=20)).isoformat()}]
     forgot = [
         (at, {k: v for k, v in line.items() if k != "history"})
@@ -202,13 +195,7 @@ async def test_an_archived_line_whose_tombstones_are_all_lifted_forgets_as_it_cr
     """An archived line with no standing tombstone (every one lifted: a store of an earlier
     release, or a file edited by hand) creates a forgotten memory (`domain.archive`: none
     standing reads as forgotten); meeting the memory stored here, it left it live."""
-    source = tmp_path / "source.sqlite"
-    with time_machine.travel(T0, tick=False):
-        async with _open(source) as mem:
-            key = (await mem.author(KEY)).id
-        live = await _export(source)
-        async with _open(store_target) as mem:
-            await mem.import_records(live)
+    key, live = await _copied(tmp_path / "source.sqlite", store_target)
     day = (T0 + timedelta(days=10)).isoformat()
     stones = [{"reason": "moved the key", "ts": day, "lifted_at": day}]
     forgot = _forgotten_line(live, key, stones)
