@@ -206,3 +206,33 @@ async def test_an_archived_line_whose_tombstones_are_all_lifted_forgets_as_it_cr
         async with _open(store_target) as mem:
             assert (await mem.import_records(forgot)).counts.get("forgotten") == 1
             assert (await mem.get(key)).archived
+
+
+async def test_a_forget_counts_against_a_revive_here_by_their_times(tmp_path, store_target) -> None:
+    """A file's forget newer than this store's last revive is applied; one older is not,
+    though this store never applied it (its user here forgot and revived on their own)."""
+    source = tmp_path / "source.sqlite"
+    key, _ = await _copied(source, store_target)
+    with time_machine.travel(T0 + timedelta(days=5), tick=False):
+        async with _open(store_target) as mem:
+            await mem.forget(key, "not sure yet")
+    with time_machine.travel(T0 + timedelta(days=6), tick=False):
+        async with _open(store_target) as mem:
+            await mem.revive(key)
+    with time_machine.travel(T0 + timedelta(days=10), tick=False):
+        async with _open(source) as mem:
+            await mem.forget(key, "moved the key")
+        forgot = await _export(source)
+    with time_machine.travel(T0 + timedelta(days=11), tick=False):
+        async with _open(store_target) as mem:
+            assert (await mem.import_records(forgot)).counts.get("forgotten") == 1  # day 10 > 6
+            assert (await mem.get(key)).archived
+    with time_machine.travel(T0 + timedelta(days=12), tick=False):
+        async with _open(store_target) as mem:
+            await mem.revive(key)
+            await mem.forget(key, "my own reason")
+    with time_machine.travel(T0 + timedelta(days=15), tick=False):
+        async with _open(store_target) as mem:
+            await mem.revive(key)
+            assert "forgotten" not in (await mem.import_records(forgot)).counts  # day 10 < 15
+            assert not (await mem.get(key)).archived
