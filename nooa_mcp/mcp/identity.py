@@ -112,10 +112,22 @@ def load_tokens(path: Path) -> dict[str, TokenEntry]:
     stripped = text.strip()
     if stripped.startswith("{"):
         try:
-            loaded = json.loads(stripped)
+            loaded = json.loads(stripped, object_pairs_hook=_once_each)
         except json.JSONDecodeError as exc:
             raise InvalidInput(
                 field, f"{path} is not valid JSON ({exc.msg}).", _TOKENS_FIX
+            ) from None
+        except _GivenTwice as exc:
+            # JSON keeps the last of a repeated key: the first grant or owner was dropped.
+            what = (
+                f"{exc.key!r} is given twice in one token's entry"
+                if exc.key in ENTRY_FIELDS
+                else "a token is listed twice, with different entries"
+            )
+            raise InvalidInput(
+                field,
+                f"{path}: {what}; only the last would be obeyed.",
+                "Keep one entry per token (and one owner and read list in it).",
             ) from None
         raw = dict(loaded)
     else:
@@ -127,6 +139,13 @@ def load_tokens(path: Path) -> dict[str, TokenEntry]:
             if len(parts) != 2:
                 raise InvalidInput(
                     field, f"{path} line {number} is not '<token> <owner>'.", _TOKENS_FIX
+                )
+            if raw.get(parts[0], parts[1]) != parts[1]:
+                # The last line would win: the owner the earlier line names was dropped.
+                raise InvalidInput(
+                    field,
+                    f"{path} line {number} lists a token listed before, for another owner.",
+                    "Keep one line per token.",
                 )
             raw[parts[0]] = parts[1]
     if not raw:
@@ -142,6 +161,26 @@ def load_tokens(path: Path) -> dict[str, TokenEntry]:
             )
         mapping[token] = entry
     return mapping
+
+
+class _GivenTwice(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _once_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are each given once (or repeated with the same value).
+
+    Raises:
+        _GivenTwice: a key is given twice with different values (the token is not named).
+    """
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen and seen[key] != value:
+            raise _GivenTwice(key)
+        seen[key] = value
+    return seen
 
 
 def _entry(path: Path, value: Any) -> TokenEntry:

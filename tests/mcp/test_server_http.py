@@ -138,6 +138,37 @@ def test_tokens_file_entry_with_an_unknown_key_is_refused_by_name(
         assert hint in exc.value.fix
 
 
+@pytest.mark.parametrize(
+    ("name", "text", "said"),
+    [
+        # JSON keeps the last of a repeated key: the token stood for bob, alice's entry gone.
+        ("tokens.json", f'{{"{ALICE}": "alice", "{ALICE}": "bob"}}', "a token is listed twice"),
+        (
+            "tokens.json",
+            f'{{"{ALICE}": {{"owner": "alice", "read": ["ops"], "read": []}}}}',
+            "'read' is given twice in one token's entry",
+        ),
+        ("tokens.txt", f"{ALICE} alice\n{ALICE} bob\n", "line 2 lists a token listed before"),
+    ],
+)
+def test_tokens_file_listing_a_token_twice_differently_is_refused(
+    tmp_path: Path, name: str, text: str, said: str
+) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(InvalidInput) as exc:
+        load_tokens(path)
+    assert exc.value.field == "tokens"
+    assert said in exc.value.problem
+    assert ALICE not in str(exc.value)  # a token is never echoed
+
+
+def test_tokens_file_repeating_a_token_the_same_way_still_loads(tmp_path: Path) -> None:
+    path = tmp_path / "tokens.txt"
+    path.write_text(f"{ALICE} alice\n{ALICE} alice\n")
+    assert load_tokens(path)[ALICE].owner == "alice"
+
+
 def test_tokens_file_with_an_invalid_owner_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "tokens.json"
     path.write_text(json.dumps({ALICE: "bad_owner"}))
