@@ -181,6 +181,13 @@ async def author_many(
         done: list[AuthorResult] = []
         await caller.engine.sync_vectors(roles)
         anchored = await _links_to_anchors(caller, links)
+        if len(records) > 1:
+            # Each item's lookup holds its words until the commit (`find_by_hash`): two
+            # batches holding the same words in other orders deadlocked, and under load a
+            # batch failed after every attempt. Held in one order first, they take turns.
+            await caller.store.hold_texts(
+                [(r.content_hash, caller.role, r.type.value) for r in records]
+            )
         batch: dict[tuple[object, ...], str] = {}
         # Each attempt writes the records as they were built: one aborted may have logged
         # a first use or restored a history on them.

@@ -328,7 +328,7 @@ async def blocked_or_revived(
 
 async def rows_to_revive(caller: Caller, ids: Sequence[str]) -> dict[str, Memory]:
     """Inside an open transaction: the rows of `ids`, locked, each archived one's words held
-    first (`Store.hold_text`, in one order), as a write of the same words holds them.
+    first (`Store.hold_texts`), as a write of the same words holds them.
 
     A write looks its words up among the live memories, then among the tombstones. A revival
     committing between the two looks left it neither (archived, then lifted): it stored a
@@ -337,9 +337,8 @@ async def rows_to_revive(caller: Caller, ids: Sequence[str]) -> dict[str, Memory
     row's lock (the order a write takes them in); a row that changed meanwhile runs the
     transaction again (`transactions.in_transaction`)."""
     seen = await caller.store.fetch_many(ids, lock=False)
-    held = sorted({_text_of(m) for m in seen.values() if m.archived})
-    for words in held:
-        await caller.store.hold_text(*words)
+    held = {_text_of(m) for m in seen.values() if m.archived}
+    await caller.store.hold_texts(list(held))
     rows = await caller.store.fetch_many(ids)
     for memory in rows.values():
         if memory.archived and _text_of(memory) not in held:

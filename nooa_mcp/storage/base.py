@@ -473,11 +473,13 @@ class Store(Protocol):
         take turns and the second finds the first's row instead of inserting it again."""
         ...
 
-    async def hold_text(self, content_hash: str, role: str, type: str) -> None:
-        """Inside a transaction: hold these words of this role and type, as `find_by_hash`
-        holds them, until the transaction ends (nothing outside one). A revival takes it
-        before the row's lock, so a write of the same words waits for the revival and then
-        finds the memory live, rather than reading it archived and its tombstone lifted."""
+    async def hold_texts(self, words: Sequence[tuple[str, str, str]]) -> None:
+        """Inside a transaction: hold each (content hash, role, type) as `find_by_hash` holds
+        it, until the transaction ends (nothing outside one), all in one fixed order. A
+        revival takes its memories' before their rows, so a write of the same words waits for
+        the revival and then finds the memory live, rather than reading it archived and its
+        tombstone lifted; a batch of writes takes its own before any lookup, so two batches
+        of the same words in other orders take turns instead of deadlocking."""
         ...
 
     async def fetch_many(self, ids: Sequence[str], *, lock: bool = True) -> dict[str, Memory]:

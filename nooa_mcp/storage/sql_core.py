@@ -138,7 +138,7 @@ def append_accesses_sql(
 
 
 def _text_key(content_hash: str, role: str, type: str) -> str:
-    """The lock a role's words of one type are held by (`find_by_hash`, `hold_text`)."""
+    """The lock a role's words of one type are held by (`find_by_hash`, `hold_texts`)."""
     return f"hash/{role}/{type}/{content_hash}"
 
 
@@ -204,6 +204,12 @@ class SqlPrimitives:
     async def _lock_key(self, key: str) -> None:
         """Hold `key` until the transaction ends, whether a row exists or not (PostgreSQL's
         advisory locks); SQLite's BEGIN IMMEDIATE already holds the whole file."""
+
+    async def _lock_keys(self, keys: Sequence[str]) -> None:
+        """`_lock_key` for each of `keys`, in their order (a backend may take them in one
+        statement)."""
+        for key in keys:
+            await self._lock_key(key)
 
     async def _locked_read(
         self, key: str, statement: tuple[str, Any], ahead: tuple[str, Any]
@@ -359,9 +365,9 @@ class SqlVerbs(SqlPrimitives):
         await self._lock_key(f"id/{memory_id}")
         return await self.fetch(memory_id)
 
-    async def hold_text(self, content_hash: str, role: str, type: str) -> None:
-        """See `Store.hold_text`: the key `find_by_hash` takes."""
-        await self._lock_key(_text_key(content_hash, role, type))
+    async def hold_texts(self, words: Sequence[tuple[str, str, str]]) -> None:
+        """See `Store.hold_texts`: the keys `find_by_hash` takes, in sorted order."""
+        await self._lock_keys(sorted({_text_key(*w) for w in words}))
 
     async def fetch_many(self, ids: Sequence[str], *, lock: bool = True) -> dict[str, Memory]:
         """The rows of `ids` that exist, read (and, to be rewritten, locked) in id order,

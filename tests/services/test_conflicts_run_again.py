@@ -5,6 +5,7 @@ was given, not what the aborted attempt made of it."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import anyio
 import pytest
@@ -200,3 +201,44 @@ async def test_a_forgotten_text_said_again_while_another_server_revives_it_stays
     assert revived.changed == ["revived"]
     assert written.status == "blocked-by-tombstone" and written.tombstone.memory_id == forgotten
     assert [v.id for v in listed] == [forgotten]
+
+
+async def test_two_batches_of_the_same_words_in_other_orders_take_turns(postgres, monkeypatch):
+    """Each item's lookup holds its words until the commit: a batch [A, B] beside a batch
+    [B, A] on another server held A and B each and waited for the other's (a deadlock, run
+    again; under load a batch failed after every attempt). Now a batch holds its words in one
+    order before any lookup: the second waits for the first, once, with no conflict."""
+    monkeypatch.setattr(transactions, "CONFLICT_ATTEMPTS", 1)
+    settings = Settings(store=postgres, owner=OWNER)
+    a, b = "The cache warms at 06:00 every weekday.", "Cold starts page the on-call engineer."
+    async with (
+        Memory.open(settings=settings, embedder=HashEmbedder()) as one,
+        Memory.open(settings=settings, embedder=HashEmbedder()) as two,
+    ):
+        looked = {one: asyncio.Event(), two: asyncio.Event()}
+
+        def meeting(mem: Memory, other: Memory) -> None:
+            store = mem.engine.store
+            find = store.find_by_hash
+
+            async def first_waits_for_the_other(*args, **kwargs):
+                rows = await find(*args, **kwargs)
+                if not looked[mem].is_set():
+                    looked[mem].set()  # this batch holds its first item's words now
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(looked[other].wait(), 1.0)
+                return rows
+
+            monkeypatch.setattr(store, "find_by_hash", first_waits_for_the_other)
+
+        meeting(one, two)
+        meeting(two, one)
+        first, second = await asyncio.gather(
+            one.author_many([{"content": a}, {"content": b}]),
+            two.author_many([{"content": b}, {"content": a}]),
+        )
+        monkeypatch.undo()
+        listed = await one.list_memories()
+    statuses = sorted(r.status for r in [*first, *second])
+    assert statuses == ["created", "created", "exists", "exists"]
+    assert len(listed) == 2
