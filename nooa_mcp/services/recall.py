@@ -226,9 +226,15 @@ async def recall(caller: Caller, request: RecallRequest) -> RecallResult:
             for position, (r, u, c) in enumerate(zip(top, usable, parts, strict=True), 1)
         ]
         await log_after_reply(caller, accesses)
+    stayed_faded = 0
     if revived and caller.store.writable:
-        # At once, not with the log after the reply: the next recall sees them live.
-        await revive(caller, revived)
+        # At once, not with the log after the reply: the next recall sees them live. A
+        # revival that conflicted on every attempt (other servers rewriting those rows)
+        # leaves them faded and says so: what the reader asked for is answered either way.
+        try:
+            await revive(caller, revived)
+        except StoreConflict:
+            stayed_faded, revived = len(revived), []
     hits = [
         _hit(caller, position, r, f, c)
         for position, (r, f, c) in enumerate(zip(top, marks, parts, strict=True), 1)
@@ -251,6 +257,11 @@ async def recall(caller: Caller, request: RecallRequest) -> RecallResult:
         note = (note + " " if note else "") + (
             f"{len(revived)} result(s) had faded (archived by reflection, flagged faded); "
             "this recall used them, so they are live again."
+        )
+    if stayed_faded:
+        note = (note + " " if note else "") + (
+            f"{stayed_faded} result(s) are faded memories this recall used, but other writes to "
+            "them kept them from being made live again now; they stay faded until a later use."
         )
     if left_faded and caller.store.writable:
         note = (note + " " if note else "") + (

@@ -417,3 +417,33 @@ async def test_a_recall_never_revives_what_its_user_forgot_meanwhile(store_targe
         await mem.forget(gone)
         await revive(mem._caller, [gone])
         assert (await mem.explain(memory_id=gone)).state == "forgotten"
+
+
+@pytest.mark.anyio
+async def test_a_recall_whose_revival_conflicts_every_time_still_answers(
+    store_target, monkeypatch
+) -> None:
+    """Other servers rewriting the rows a recall used can abort its revival on every attempt:
+    the recall failed as a whole, though what its reader asked for was ranked. It answers,
+    the memory stays faded and the note says why."""
+    from nooa_mcp.errors import StoreConflict
+    from nooa_mcp.services import recall as recall_service
+
+    daughter, _ = await prune_later(
+        store_target, {"content": DAUGHTER}, {"content": SKILL, "type": "skill"}
+    )
+    async with Memory.open(settings=settings_for(store_target), embedder=HashEmbedder()) as mem:
+
+        async def conflicts(caller, ids):
+            raise StoreConflict("test store", "aborted for a concurrent transaction.", "Retry.")
+
+        monkeypatch.setattr(recall_service, "revive", conflicts)
+        seen = await mem.recall(QUESTION)
+        monkeypatch.undo()
+        assert seen.hits[0].id == daughter and seen.hits[0].flags.faded
+        assert "kept them from being made live again" in seen.note
+        assert "live again." not in seen.note  # not said to be live
+        assert (await mem.explain(memory_id=daughter)).state == "faded"
+        again = await mem.recall(QUESTION)  # the next use revives it
+        assert "live again" in again.note
+        assert (await mem.explain(memory_id=daughter)).state == "live"
