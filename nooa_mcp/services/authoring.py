@@ -25,7 +25,7 @@ from ..domain.facts import differs_in
 from ..domain.imports import Carried
 from ..domain.inputs import build_memory, refuse_silent_cue
 from ..domain.repeats import absorb, one_memory, repeat_key
-from ..domain.replies import AuthorResult, SimilarTo
+from ..domain.replies import AuthorResult, SimilarTo, TombstoneInfo
 from ..domain.requests import AuthorRequest
 from ..domain.schema import (
     EDGE_WEIGHT,
@@ -236,6 +236,16 @@ async def author_many(
     return results
 
 
+async def _carried_forget(
+    caller: Caller, stored: Memory, carried: Carried | None
+) -> TombstoneInfo | None:
+    """The forget an import line carries, applied to `stored`, the memory it names here
+    (`tombstones.forget_as_exported`); None for a line that carries none."""
+    if carried is None or carried.archive is None:
+        return None
+    return await forget_as_exported(caller, stored, carried.archive, carried.kept)
+
+
 async def _author_one(
     caller: Caller,
     record: Memory,
@@ -292,9 +302,7 @@ async def _author_one(
                 )
             # A line its user forgot since this copy was made carries the forget: applied
             # here too, unless this store's user revived the memory after it.
-            forgot = None
-            if carried is not None and carried.archive is not None:
-                forgot = await forget_as_exported(caller, stored, carried.archive, carried.kept)
+            forgot = await _carried_forget(caller, stored, carried)
             return AuthorResult(id=record.id, status="exists", similarity=1.0, tombstone=forgot)
     if existing is not None:
         # The same memory imported again (its own id) is a restore, not the author saying it
@@ -306,8 +314,9 @@ async def _author_one(
         # hand) found it by its words: the forget it carries applies as above.
         forgot = None
         if carried is not None and carried.archive is not None:
-            stored = repeated or await caller.fetch(existing)
-            forgot = await forget_as_exported(caller, stored, carried.archive, carried.kept)
+            forgot = await _carried_forget(
+                caller, repeated or await caller.fetch(existing), carried
+            )
         return AuthorResult(id=existing, status="exists", similarity=1.0, tombstone=forgot)
     # An export line is that memory, archived or not, whatever was forgotten here before.
     match = None if restored else await tombstone_match(caller, record, vector)

@@ -135,14 +135,14 @@ async def forget_as_exported(
     if not forgets or (memory.archived and not memory.faded):
         return None
     here = (await caller.store.all_tombstones([memory.id])).get(memory.id, [])
-    lifted = [t.lifted_at for t in here if t.lifted_at is not None]
-    if lifted:
-        revived = [t for t in here if t.lifted_at is not None]
+    revived = [t for t in here if t.lifted_at is not None]
+    if revived:
+        last = max(t.lifted_at for t in revived if t.lifted_at is not None)
         forgets = [
             s
             for s in forgets
             if s.dated
-            and s.ts > max(lifted)
+            and s.ts > last
             # to the millisecond: a store keeps a time as epoch seconds (a float)
             and not any(t.reason == s.reason and abs(t.ts - s.ts) < _SAME_TIME for t in revived)
         ]

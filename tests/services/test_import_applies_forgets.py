@@ -44,6 +44,14 @@ async def _copied(source: Path, target: Path | str) -> tuple[str, list[tuple[int
     return key, live
 
 
+async def _forgotten_then_exported(source: Path, key: str, days: int) -> list[tuple[int, dict]]:
+    """`key` forgotten in `source` (reason "moved the key") `days` after T0, then exported."""
+    with time_machine.travel(T0 + timedelta(days=days), tick=False):
+        async with _open(source) as mem:
+            await mem.forget(key, "moved the key")
+        return await _export(source)
+
+
 async def test_a_forget_in_the_file_is_applied_to_the_copy_held_here(
     tmp_path, store_target
 ) -> None:
@@ -55,10 +63,7 @@ async def test_a_forget_in_the_file_is_applied_to_the_copy_held_here(
         live = await _export(source)
         async with _open(store_target) as mem:
             assert (await mem.import_records(live)).counts.get("created") == 2
-    with time_machine.travel(T0 + timedelta(days=30), tick=False):
-        async with _open(source) as mem:
-            await mem.forget(key, "moved the key")
-        forgot = await _export(source)
+    forgot = await _forgotten_then_exported(source, key, days=30)
     with time_machine.travel(T0 + timedelta(days=60), tick=False):
         async with _open(store_target) as mem:
             report = await mem.import_records(forgot)
@@ -219,10 +224,7 @@ async def test_a_forget_counts_against_a_revive_here_by_their_times(tmp_path, st
     with time_machine.travel(T0 + timedelta(days=6), tick=False):
         async with _open(store_target) as mem:
             await mem.revive(key)
-    with time_machine.travel(T0 + timedelta(days=10), tick=False):
-        async with _open(source) as mem:
-            await mem.forget(key, "moved the key")
-        forgot = await _export(source)
+    forgot = await _forgotten_then_exported(source, key, days=10)
     with time_machine.travel(T0 + timedelta(days=11), tick=False):
         async with _open(store_target) as mem:
             assert (await mem.import_records(forgot)).counts.get("forgotten") == 1  # day 10 > 6
