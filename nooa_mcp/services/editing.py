@@ -14,7 +14,7 @@ from ..domain.requests import UpdateRequest
 from ..domain.schema import IMPORTANCE, Channel, Memory, MemoryType, as_utc, clean_labels
 from ..domain.text import a_or_an
 from ..engine import text_of
-from ..errors import InvalidInput
+from ..errors import InvalidInput, NotFound
 from . import reminders
 from .authoring import parse_links, to_anchors
 from .caller import Caller
@@ -203,7 +203,7 @@ async def revive(caller: Caller, memory_id: str) -> UpdateResult:
     async def attempt() -> bool:
         memory = (await rows_to_revive(caller, [target])).get(target)
         if memory is None:
-            memory = await caller.fetch(target)  # raises NotFound as `update` does
+            raise NotFound(target)  # as `Caller.fetch` says it
         caller.writable(memory)
         archived = memory.archived
         if archived:
