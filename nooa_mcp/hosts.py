@@ -3,13 +3,15 @@
 Which addresses are this machine only, which host names an operator may allow in the Host
 header (never a port or a wildcard: those would widen what DNS rebinding can reach), and a
 socket bound before anything starts, so a port in use is one sentence, not a traceback, and
-the one way an app is handed to uvicorn (`server_config`).
+the one way an app is handed to uvicorn (`server_config`), behind the one way forwarded
+headers are believed (`forwarding`), which keeps the connecting peer beside them.
 """
 
 from __future__ import annotations
 
 import errno
 import ipaddress
+import os
 import re
 import socket
 from collections.abc import Iterable
@@ -20,7 +22,21 @@ from .errors import InvalidInput
 if TYPE_CHECKING:  # a stdio server starts without the HTTP stack
     import uvicorn
 
-__all__ = ["bind", "is_loopback", "parse_allowed_hosts", "server_config", "shown"]
+__all__ = [
+    "PEER",
+    "bind",
+    "forwarded_allow_ips",
+    "forwarding",
+    "is_loopback",
+    "parse_allowed_hosts",
+    "peer",
+    "server_config",
+    "shown",
+]
+
+#: The scope key that keeps the address of the connection's other end (the socket's peer)
+#: once X-Forwarded-For from a trusted proxy has replaced the scope's client.
+PEER = "nooa.peer"
 
 
 def is_loopback(host: str | None) -> bool:
@@ -114,3 +130,33 @@ def server_config(app: Any, **options: Any) -> uvicorn.Config:
     import uvicorn  # only the HTTP transport needs it
 
     return uvicorn.Config(lambda: app, factory=True, interface="asgi3", **options)
+
+
+def forwarded_allow_ips() -> str:
+    """The proxies whose X-Forwarded-* headers are believed: uvicorn's own default."""
+    return os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1,::1")
+
+
+def forwarding(app: Any) -> Any:
+    """`app` behind uvicorn's X-Forwarded-For/-Proto handling (from `forwarded_allow_ips`),
+    with the socket's peer kept in the scope under `PEER` first: a forwarded address may say
+    which client behind a proxy to blame, but whoever connects can send one, so what must not
+    be dodged by changing a header (wrong tokens, DESIGN.md §10) also counts the peer. Serve
+    it with uvicorn's own proxy_headers off."""
+    from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware  # HTTP only
+
+    believed = ProxyHeadersMiddleware(app, trusted_hosts=forwarded_allow_ips())
+
+    async def keep_peer(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] in ("http", "websocket"):
+            client = scope.get("client")
+            scope[PEER] = client[0] if client else "?"
+        await believed(scope, receive, send)
+
+    return keep_peer
+
+
+def peer(scope: Any) -> str | None:
+    """The socket's peer `forwarding` kept for this request (None when it did not run)."""
+    found = scope.get(PEER)
+    return found if isinstance(found, str) else None

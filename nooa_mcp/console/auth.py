@@ -13,6 +13,12 @@ Two ship:
   cookie. An `Authorization: Bearer` header works as well. Failed sign-ins (and wrong
   bearer tokens) are limited per client address: past `FAILURES` in `FAILURE_WINDOW`
   seconds, that address is refused until the window has passed, without a token check.
+  The address a trusted proxy forwards (X-Forwarded-For) names the client to blame, but
+  whoever connects from the proxy's address can send one, a new one with every guess: so a
+  wrong token whose address was forwarded also counts against the connecting peer, which
+  may get `PROXY_FAILURES` wrong (its clients' together) in the window. One client behind
+  an honest proxy is stopped at `FAILURES` and the others still sign in; a caller forging
+  the header gets `PROXY_FAILURES` guesses a minute, not unlimited (DESIGN.md §10).
 """
 
 from __future__ import annotations
@@ -27,12 +33,15 @@ from dataclasses import dataclass
 
 from starlette.requests import HTTPConnection
 
-from ..hosts import is_loopback
+from ..hosts import is_loopback, peer
 
 COOKIE = "nooa_console"
 #: Failed sign-ins an address may make in FAILURE_WINDOW seconds before it must wait.
 FAILURES = 5
 FAILURE_WINDOW = 60.0
+#: Failed sign-ins in FAILURE_WINDOW from the clients one proxy forwards, all together (the
+#: budget of whoever connects from its address, whatever X-Forwarded-For it sends).
+PROXY_FAILURES = 30
 #: A session ends after this long unused, and this long after sign-in in any case.
 SESSION_IDLE = 12 * 3600.0
 SESSION_MAX_AGE = 7 * 24 * 3600.0
@@ -111,6 +120,13 @@ def _address(request: HTTPConnection) -> str:
     return request.client.host if request.client is not None else "?"
 
 
+def _forwarded_by(request: HTTPConnection) -> str | None:
+    """The connecting peer when the request's address was forwarded by it (a trusted proxy's
+    X-Forwarded-For), else None: then the address is the peer and counts once."""
+    connected = peer(request.scope)
+    return connected if connected is not None and connected != _address(request) else None
+
+
 def _digest(session: str) -> str:
     return hashlib.sha256(session.encode()).hexdigest()
 
@@ -136,12 +152,15 @@ class TokenLogin(Authenticator):
         tokens: Mapping[str, object],
         *,
         failures: FailureLimit | None = None,
+        proxy_failures: FailureLimit | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not tokens:
             raise ValueError("TokenLogin needs at least one token")
         self._tokens = {token: as_viewer(token, entry) for token, entry in tokens.items()}
         self.failures = failures or FailureLimit(clock=clock)
+        #: Per connecting peer, for requests whose address it forwarded (`_forwarded_by`).
+        self.proxy_failures = proxy_failures or FailureLimit(PROXY_FAILURES, clock=clock)
         self.clock = clock
         #: sha256(session id) → (viewer, signed in at, last used at)
         self._sessions: OrderedDict[str, tuple[Viewer, float, float]] = OrderedDict()
@@ -162,19 +181,29 @@ class TokenLogin(Authenticator):
                 return None
             found = self.viewer_of_token(value.strip())
             if found is None:
-                self.failures.failed(_address(request))
+                self._failed(request)
             return found
         session = request.cookies.get(COOKIE)
         return self._session_viewer(session) if session else None
 
     def wait_seconds(self, request: HTTPConnection) -> float:
-        return self.failures.wait_seconds(_address(request))
+        wait = self.failures.wait_seconds(_address(request))
+        proxy = _forwarded_by(request)
+        return wait if proxy is None else max(wait, self.proxy_failures.wait_seconds(proxy))
+
+    def _failed(self, request: HTTPConnection) -> None:
+        """A wrong token: against the request's address, and the proxy that forwarded it."""
+        self.failures.failed(_address(request))
+        proxy = _forwarded_by(request)
+        if proxy is not None:
+            self.proxy_failures.failed(proxy)
 
     def sign_in(self, request: HTTPConnection, token: str) -> str | None:
-        """A session for a valid token; a wrong one counts against the request's address."""
+        """A session for a valid token; a wrong one counts against the request's address
+        (and the proxy that forwarded it)."""
         viewer = self.viewer_of_token(token)
         if viewer is None:
-            self.failures.failed(_address(request))
+            self._failed(request)
             return None
         session = secrets.token_urlsafe(32)
         now = self.clock()

@@ -8,7 +8,7 @@ import uvicorn
 
 from .. import InvalidInput, Settings
 from ..engine import Engine
-from ..hosts import bind, is_loopback, parse_allowed_hosts, server_config
+from ..hosts import bind, forwarding, is_loopback, parse_allowed_hosts, server_config
 from .app import Console, standalone_app
 from .auth import Authenticator, LoopbackOnly, TokenLogin
 
@@ -57,7 +57,10 @@ async def serve(
                 f"nooa-mcp console on http://{shown}:{bound}/ · store {settings.store} · "
                 + ("sign in with a token" if tokens else f"owner {settings.owner or '(shared)'}")
             )
-            config = server_config(app, log_level="warning", lifespan="on")
+            # Forwarded headers are believed inside, with the peer kept (`hosts.forwarding`).
+            config = server_config(
+                forwarding(app), log_level="warning", lifespan="on", proxy_headers=False
+            )
             try:
                 await uvicorn.Server(config).serve(sockets=[sock])
             finally:

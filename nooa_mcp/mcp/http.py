@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import socket
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any, cast
@@ -25,7 +24,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.routing import Mount
 
-from ..hosts import shown
+from ..hosts import forwarding, shown
 
 __all__ = ["SessionCap", "http_app", "protection"]
 
@@ -192,14 +191,7 @@ def http_app(
     # The cap is keyed on the peer the socket reports: uvicorn would otherwise have rewritten
     # it from X-Forwarded-For (trusted from loopback), letting one local caller claim a new
     # address per request. Inside the cap, the app sees the forwarded client and scheme as
-    # uvicorn would show them (a TLS proxy on this machine), so serve with proxy_headers off.
-    from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware  # HTTP only
-
-    # Starlette's and uvicorn's ASGI types are the same protocol spelled differently.
-    forwarded = ProxyHeadersMiddleware(cast(Any, app), trusted_hosts=forwarded_allow_ips())
+    # uvicorn would show them (a TLS proxy on this machine), so serve with proxy_headers off;
+    # the peer stays in the scope for the console's wrong-token limit (`hosts.forwarding`).
+    forwarded = forwarding(app)
     return SessionCap(cast(ASGIApp, forwarded), live, max_sessions_per_client, tokens=tokens)
-
-
-def forwarded_allow_ips() -> str:
-    """The proxies whose X-Forwarded-* headers are believed: uvicorn's own default."""
-    return os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1,::1")

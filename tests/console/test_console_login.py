@@ -19,6 +19,8 @@ import pytest
 from machine import machine_lacks
 from shared_support import created_store, http_server
 
+from nooa_mcp.console.auth import PROXY_FAILURES
+
 pytestmark = [pytest.mark.anyio, pytest.mark.processes]
 
 TOKEN = "alice-console-token-0123456789"
@@ -80,6 +82,59 @@ async def test_wrong_tokens_are_limited_per_address_and_others_still_sign_in(
     assert "try again in" in right_but_blocked.text
     assert bearer.status_code == 429
     assert elsewhere.status_code == 303  # another address is not locked out
+
+
+async def test_a_forwarded_address_narrows_who_is_blamed_but_never_resets_the_budget(
+    tmp_path: Path,
+) -> None:
+    """X-Forwarded-For is believed from loopback (a TLS proxy on this machine). A caller on
+    loopback sending a new one with every guess was checked every time (300 of 300: the limit
+    counted only the forwarded address); the connecting peer now has its own budget for
+    the addresses it forwards. An honest proxy's one guesser is still stopped at 5 while
+    its other clients sign in."""
+    async with http_server(_ui_args(tmp_path)) as proc:
+        base = f"http://127.0.0.1:{proc.port}"
+        async with _client() as http:  # a proxy on loopback: one guesser, then another client
+            csrf = await _login_form(http, base)
+            guesser = {"x-forwarded-for": "203.0.113.7"}
+            guessed = [
+                (
+                    await http.post(
+                        f"{base}/login", data={"csrf": csrf, "token": f"no-{i}"}, headers=guesser
+                    )
+                ).status_code
+                for i in range(6)
+            ]
+            honest = await http.post(
+                f"{base}/login",
+                data={"csrf": csrf, "token": TOKEN},
+                headers={"x-forwarded-for": "203.0.113.8"},
+            )
+        async with _client() as http:  # a caller on loopback forging a new address each time
+            csrf = await _login_form(http, base)
+            forged = [
+                (
+                    await http.post(
+                        f"{base}/login",
+                        data={"csrf": csrf, "token": f"wrong-{i:04d}-0123456789abcdef"},
+                        headers={"x-forwarded-for": f"10.9.{i // 250}.{i % 250 + 1}"},
+                    )
+                ).status_code
+                for i in range(300)
+            ]
+            right_but_blocked = await http.post(
+                f"{base}/login",
+                data={"csrf": csrf, "token": TOKEN},
+                headers={"x-forwarded-for": "10.99.0.1"},
+            )
+    print(f"300 forged addresses: {forged.count(401)} checked, {forged.count(429)} refused")
+    assert guessed == [401] * 5 + [429]
+    assert honest.status_code == 303  # the proxy's other clients still sign in
+    # The peer's budget is the proxy's: the guesser's 5 came out of it already.
+    checked = PROXY_FAILURES - 5
+    assert (forged.count(401), forged.count(429)) == (checked, 300 - checked)
+    assert forged[:checked] == [401] * checked
+    assert right_but_blocked.status_code == 429
 
 
 async def test_the_cookie_is_a_session_that_signing_out_ends(tmp_path: Path) -> None:
