@@ -75,6 +75,7 @@ def _int(page: Page, name: str, default: int, low: int, high: int) -> int:
 def _after(page: Page) -> int | None:
     """Where a listing continues: the position behind the page's opaque `after` cursor."""
     position = CURSORS.resume(
+        page.memory.owner,
         "/memories",
         page.arg("after"),
         "after",
@@ -234,7 +235,7 @@ async def memories(page: Page) -> Response:
         hidden=await other_roles(page) if not rows and not filtered else {},
         views=[v for _, v in rows[:LIST_PAGE]],
         # An opaque cursor, not the store's sequence number, which counts every role's rows.
-        next_after=CURSORS.issue("/memories", str(rows[LIST_PAGE - 1][0]))
+        next_after=CURSORS.issue(page.memory.owner, "/memories", str(rows[LIST_PAGE - 1][0]))
         if len(rows) > LIST_PAGE
         else None,
         kind=kind or "",

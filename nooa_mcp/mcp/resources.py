@@ -54,18 +54,20 @@ def _summary(view: MemoryView) -> dict[str, Any]:
 TODOS = "memory://todos"
 
 
-def _page(items: list[dict[str, Any]], position: str | None, base_uri: str) -> str:
-    """One page; `position` (where the next page starts) goes out as an opaque cursor: the
-    store's sequence numbers count every role's rows (`nooa_mcp.cursors`)."""
-    next_cursor = None if position is None else CURSORS.issue(base_uri, position)
+def _page(items: list[dict[str, Any]], position: str | None, base_uri: str, owner: str) -> str:
+    """One page; `position` (where the next page starts) goes out as an opaque cursor, good
+    for `owner` only: the store's sequence numbers count every role's rows
+    (`nooa_mcp.cursors`)."""
+    next_cursor = None if position is None else CURSORS.issue(owner, base_uri, position)
     next_uri = f"{base_uri}?cursor={next_cursor}" if next_cursor else None
     return Page(items=items, next_cursor=next_cursor, next_uri=next_uri).model_dump_json(indent=1)
 
 
-def _position(cursor: str, listing: str) -> str | None:
-    """The position a cursor this server gave for `listing` (its base URI) stands for; None
-    for no cursor (the first page)."""
+def _position(cursor: str, listing: str, owner: str) -> str | None:
+    """The position a cursor this server gave `owner` for `listing` (its base URI) stands
+    for; None for no cursor (the first page)."""
     return CURSORS.resume(
+        owner,
         listing,
         cursor,
         "cursor",
@@ -73,15 +75,15 @@ def _position(cursor: str, listing: str) -> str | None:
     )
 
 
-def _cursor(cursor: str, listing: str) -> int | None:
+def _cursor(cursor: str, listing: str, owner: str) -> int | None:
     """The stream or insertion sequence number a listing's cursor stands for."""
-    position = _position(cursor, listing)
+    position = _position(cursor, listing, owner)
     return None if position is None else int(position)
 
 
-def _todo_cursor(cursor: str) -> tuple[str, int | None]:
+def _todo_cursor(cursor: str, owner: str) -> tuple[str, int | None]:
     """A todo listing's cursor: the status it was listing and the last sequence number seen."""
-    position = _position(cursor, TODOS)
+    position = _position(cursor, TODOS, owner)
     if position is None:
         return "open", None
     status, _, seq = position.partition(".")
@@ -139,19 +141,21 @@ def register_resources(server: MCPServer, budget: int) -> None:
         view = await memory.get(memory_id)
         size = _limit(limit)
         log = f"{memory_uri(view.id)}/access-log"
-        rows = await memory.access_log(view.id, limit=size, before=_cursor(cursor, log))
+        before = _cursor(cursor, log, memory.owner)
+        rows = await memory.access_log(view.id, limit=size, before=before)
         items = [r.model_dump(mode="json") for _, r in rows]
         nxt = str(rows[-1][0]) if len(rows) == size else None
-        return _page(items, nxt, log)
+        return _page(items, nxt, log, memory.owner)
 
     async def archived_page(cursor: str = "", limit: str = "") -> str:
         """Archived (forgotten, merged or cancelled) memories, a page at a time."""
         size = _limit(limit)
-        rows = await (await current_memory()).list_memories(
-            archived=True, limit=size, after=_cursor(cursor, "memory://archived")
+        memory = await current_memory()
+        rows = await memory.list_memories(
+            archived=True, limit=size, after=_cursor(cursor, "memory://archived", memory.owner)
         )
         nxt = str(rows[-1][0]) if len(rows) == size else None
-        return _page([_summary(v) for _, v in rows], nxt, "memory://archived")
+        return _page([_summary(v) for _, v in rows], nxt, "memory://archived", memory.owner)
 
     _paged(server, "memory://archived", "archived", archived_page)
 
@@ -167,11 +171,12 @@ def register_resources(server: MCPServer, budget: int) -> None:
     async def recent_page(cursor: str = "", limit: str = "") -> str:
         """The newest accesses across the store (the stream), a page at a time."""
         size = _limit(limit)
-        before = _cursor(cursor, "memory://access-log")
-        rows = await (await current_memory()).recent_accesses(limit=size, before=before)
+        memory = await current_memory()
+        before = _cursor(cursor, "memory://access-log", memory.owner)
+        rows = await memory.recent_accesses(limit=size, before=before)
         items = [{"memory_id": mid, **r.model_dump(mode="json")} for _, mid, r in rows]
         nxt = str(rows[-1][0]) if len(rows) == size else None
-        return _page(items, nxt, "memory://access-log")
+        return _page(items, nxt, "memory://access-log", memory.owner)
 
     _paged(server, "memory://access-log", "access-log", recent_page)
 
@@ -179,7 +184,7 @@ def register_resources(server: MCPServer, budget: int) -> None:
         """Your todos with their status, open ones first, a page at a time."""
         size = _limit(limit)
         memory = await current_memory()
-        phase, after = _todo_cursor(cursor)
+        phase, after = _todo_cursor(cursor, memory.owner)
         items: list[dict[str, Any]] = []
         nxt = None
         # Open todos first, then done, then dropped: one status after the other, each in
@@ -193,7 +198,7 @@ def register_resources(server: MCPServer, budget: int) -> None:
             if len(items) == size:
                 nxt = f"{status}.{rows[-1][0]}"
                 break
-        return _page(items, nxt, TODOS)
+        return _page(items, nxt, TODOS, memory.owner)
 
     _paged(server, "memory://todos", "todos", todos_page)
 

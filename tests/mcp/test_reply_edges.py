@@ -15,6 +15,7 @@ from pydantic import BaseModel, ValidationError
 
 from nooa_mcp import Memory
 from nooa_mcp.config import Settings
+from nooa_mcp.cursors import CURSORS, KEPT, Cursors
 from nooa_mcp.domain.replies import ExplainResult
 from nooa_mcp.embeddings import HashEmbedder
 from nooa_mcp.mcp.rendering import clip, render_explain
@@ -78,6 +79,49 @@ async def test_todo_pages_follow_open_then_done_behind_cursors_that_say_no_posit
     stream = await read_json(client, "memory://access-log?limit=1")
     with pytest.raises(MCPError, match="cursor"):
         await read_json(client, f"memory://todos?cursor={stream['next_cursor']}&limit=10")
+
+
+async def test_a_cursor_is_its_owners_and_another_roles_paging_never_lets_it_go(
+    tmp_path: Path,
+) -> None:
+    """Cursors were one list for the process, the newest 10,000: a role paging heavily let go
+    of every other role's cursors, and any role could resume with one another role was given.
+    Now each owner keeps its own, and another owner's is refused."""
+    store = tmp_path / "memory.sqlite"
+    alice = Settings(store=store, owner="alice")
+    async with Client(build_server(alice, embedder=HashEmbedder()), cache=None) as c:
+        for head in ("Rotate the deploy key", "Renew the TLS cert", "Archive old logs"):
+            await c.call_tool("todo", {"action": "add", "content": head})
+        cursor = (await read_json(c, "memory://todos?limit=1"))["next_cursor"]
+    # Bob pages far more than any one owner's cursors are kept.
+    for n in range(KEPT * 11):
+        CURSORS.issue("bob", "memory://todos", f"open.{n}")
+    bob = Settings(store=store, owner="bob")
+    async with Client(build_server(bob, embedder=HashEmbedder()), cache=None) as c:
+        with pytest.raises(MCPError, match="cursor"):
+            await read_json(c, f"memory://todos?cursor={cursor}&limit=10")
+    async with Client(build_server(alice, embedder=HashEmbedder()), cache=None) as c:
+        after = await read_json(c, f"memory://todos?cursor={cursor}&limit=10")
+    assert [i["head"] for i in after["items"]] == ["Renew the TLS cert", "Archive old logs"]
+
+
+def test_cursors_are_bounded_per_owner_and_in_owners() -> None:
+    cursors = Cursors(kept=3, owners=2)
+    mine = cursors.issue("alice", "memory://todos", "open.1")
+    theirs = [cursors.issue("bob", "memory://todos", f"open.{n}") for n in range(10)]
+    assert cursors.position("alice", "memory://todos", mine) == "open.1"
+    assert cursors.position("bob", "memory://todos", mine) is None
+    # Bob keeps his newest three.
+    assert [cursors.position("bob", "memory://todos", t) for t in theirs] == [None] * 7 + [
+        "open.7",
+        "open.8",
+        "open.9",
+    ]
+    # A third owner lets go of the owner unused the longest (bob: alice was just read).
+    cursors.position("alice", "memory://todos", mine)
+    cursors.issue("carol", "memory://todos", "open.1")
+    assert cursors.position("alice", "memory://todos", mine) == "open.1"
+    assert cursors.position("bob", "memory://todos", theirs[-1]) is None
 
 
 async def test_an_offset_outside_the_content_is_refused_naming_offset(client) -> None:
