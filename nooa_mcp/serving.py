@@ -149,6 +149,7 @@ def run(
         ui=console.app(),
         tokens=bool(tokens),
         allowed_hosts=settings.allowed_hosts,
+        wrong_tokens=login if isinstance(login, TokenLogin) else None,
     )
     state = f"tokens on ({len(tokens)} from {tokens_file})" if tokens else "tokens off (loopback)"
     if settings.allowed_hosts:

@@ -181,7 +181,7 @@ class TokenLogin(Authenticator):
                 return None
             found = self.viewer_of_token(value.strip())
             if found is None:
-                self._failed(request)
+                self.failed(request)
             return found
         session = request.cookies.get(COOKIE)
         return self._session_viewer(session) if session else None
@@ -191,7 +191,7 @@ class TokenLogin(Authenticator):
         proxy = _forwarded_by(request)
         return wait if proxy is None else max(wait, self.proxy_failures.wait_seconds(proxy))
 
-    def _failed(self, request: HTTPConnection) -> None:
+    def failed(self, request: HTTPConnection) -> None:
         """A wrong token: against the request's address, and the proxy that forwarded it."""
         self.failures.failed(_address(request))
         proxy = _forwarded_by(request)
@@ -203,7 +203,7 @@ class TokenLogin(Authenticator):
         (and the proxy that forwarded it)."""
         viewer = self.viewer_of_token(token)
         if viewer is None:
-            self._failed(request)
+            self.failed(request)
             return None
         session = secrets.token_urlsafe(32)
         now = self.clock()

@@ -9,24 +9,28 @@ capped per client.
   client still gets in. The SDK's store-wide cap would otherwise let one token take every
   session and lock everyone else out for the idle timeout. The cap counts requests still
   being answered, so parallel initializes cannot overshoot it.
+- Wrong bearer tokens at /mcp and /hooks count against the same limit as the console's
+  sign-in (`WrongTokens`): one budget per address (and per proxy), wherever a token is tried.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import socket
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import HTTPConnection
 from starlette.routing import Mount
 
 from ..hosts import forwarding, shown
 
-__all__ = ["SessionCap", "http_app", "protection"]
+__all__ = ["SessionCap", "WrongTokens", "http_app", "protection"]
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -139,6 +143,69 @@ class SessionCap:
             settle()
 
 
+class Limit(Protocol):
+    """What counts wrong tokens (`console.auth.TokenLogin`)."""
+
+    def wait_seconds(self, request: HTTPConnection) -> float: ...
+
+    def failed(self, request: HTTPConnection) -> None: ...
+
+
+class WrongTokens:
+    """ASGI middleware: a request with a bearer token, outside the console (which counts its
+    own), is refused with 429 while its address (or the proxy that forwarded it) must wait,
+    and a 401 answer to one counts as a wrong token. Without it /mcp checked every guess,
+    however many, while the console stopped at 5 a minute."""
+
+    def __init__(self, app: ASGIApp, limit: Limit) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        if scope["type"] != "http" or path == "/ui" or path.startswith("/ui/"):
+            await self.app(scope, receive, send)
+            return
+        auth = dict(scope.get("headers") or []).get(b"authorization", b"")
+        if not auth.lower().startswith(b"bearer "):
+            await self.app(scope, receive, send)
+            return
+        request = HTTPConnection(scope)
+        wait = self.limit.wait_seconds(request)
+        if wait:
+            await _wait(send, wait)
+            return
+
+        async def counted(message: MutableMapping[str, Any]) -> None:
+            if message["type"] == "http.response.start" and message.get("status") == 401:
+                self.limit.failed(request)
+            await send(message)
+
+        await self.app(scope, receive, counted)
+
+
+async def _wait(send: Send, wait: float) -> None:
+    seconds = max(1, math.ceil(wait))
+    body = json.dumps(
+        {
+            "error": "too_many_requests",
+            "error_description": f"Too many wrong tokens from this address; try again in "
+            f"{seconds} s.",
+        }
+    ).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 429,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"retry-after", str(seconds).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
 async def _too_many(send: Send, limit: int) -> None:
     body = json.dumps(
         {
@@ -169,12 +236,14 @@ def http_app(
     ui: ASGIApp | None = None,
     tokens: bool | None = None,
     allowed_hosts: Iterable[str] = (),
+    wrong_tokens: Limit | None = None,
 ) -> ASGIApp:
     """The streamable-HTTP app of `server`, host-checked and session-capped per client, with
     the web console mounted at /ui when given (behind the same Host check). `tokens` says
     whether the server checks bearer tokens (None: whether it was built with a verifier);
     without them, sessions are capped per address. `allowed_hosts` are Host names the
-    operator allows besides the bound host and loopback."""
+    operator allows besides the bound host and loopback. `wrong_tokens` (the console's
+    `TokenLogin`) limits wrong bearer tokens at /mcp and /hooks with the console's budget."""
     if tokens is None:
         tokens = getattr(server, "_token_verifier", None) is not None
     security = protection(host, allowed_hosts)
@@ -193,5 +262,8 @@ def http_app(
     # address per request. Inside the cap, the app sees the forwarded client and scheme as
     # uvicorn would show them (a TLS proxy on this machine), so serve with proxy_headers off;
     # the peer stays in the scope for the console's wrong-token limit (`hosts.forwarding`).
-    forwarded = forwarding(app)
+    limited: ASGIApp = cast(ASGIApp, app)
+    if wrong_tokens is not None:
+        limited = WrongTokens(limited, wrong_tokens)
+    forwarded = forwarding(limited)
     return SessionCap(cast(ASGIApp, forwarded), live, max_sessions_per_client, tokens=tokens)

@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx2
 import pytest
 from machine import machine_lacks
-from shared_support import created_store, http_server
+from shared_support import created_store, http_server, serve_args
 
 from nooa_mcp.console.auth import PROXY_FAILURES
 
@@ -135,6 +135,38 @@ async def test_a_forwarded_address_narrows_who_is_blamed_but_never_resets_the_bu
     assert (forged.count(401), forged.count(429)) == (checked, 300 - checked)
     assert forged[:checked] == [401] * checked
     assert right_but_blocked.status_code == 429
+
+
+async def test_wrong_bearer_tokens_at_mcp_share_the_consoles_limit(tmp_path: Path) -> None:
+    """/mcp checked every wrong bearer token (300 of 300) while the console beside it stopped
+    at 5: a guesser simply went to /mcp. Now both count against one budget per address."""
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(f'{{"{TOKEN}": "alice"}}')
+    args = serve_args(created_store(tmp_path / "m.sqlite"), "--tokens", str(tokens))
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    async with http_server(args) as proc:
+        base = f"http://127.0.0.1:{proc.port}"
+        async with _client() as http:
+
+            async def post(token: str, **headers: str) -> int:
+                sent = {"authorization": f"Bearer {token}", **headers}
+                return (await http.post(f"{base}/mcp", json=ping, headers=sent)).status_code
+
+            guessed = [await post(f"wrong-{i:04d}-0123456789abcdef") for i in range(300)]
+            right_but_blocked = await post(TOKEN)
+            console = await http.get(
+                f"{base}/ui/stats", headers={"authorization": f"Bearer {TOKEN}"}
+            )
+        async with _client("127.0.0.2") as other:
+            elsewhere = await other.post(
+                f"{base}/mcp/",
+                json=ping,
+                headers={"authorization": f"Bearer {TOKEN}", "accept": "application/json"},
+            )
+    print(f"300 wrong tokens at /mcp: {guessed.count(401)} checked, {guessed.count(429)} refused")
+    assert (guessed.count(401), guessed.count(429)) == (5, 295)
+    assert right_but_blocked == 429 and console.status_code == 429
+    assert elsewhere.status_code != 429 and elsewhere.status_code != 401
 
 
 async def test_the_cookie_is_a_session_that_signing_out_ends(tmp_path: Path) -> None:
