@@ -486,6 +486,12 @@ async def _reachable(target: Path | str) -> None:
 )
 @click.option("--valid-from", help="True from this ISO 8601 time on (local time unless Z).")
 @click.option("--valid-to", help="True until this ISO 8601 time (local time unless Z).")
+@click.option(
+    "--revive",
+    is_flag=True,
+    help="Keep a write that a forgotten memory blocks (in the same words, that memory is "
+    "restored).",
+)
 @json_option
 @click.pass_obj
 @run
@@ -504,6 +510,7 @@ async def author(
     links: tuple[str, ...],
     valid_from: str | None,
     valid_to: str | None,
+    revive: bool,
     as_json: bool,
 ) -> None:
     """Remember TEXT (`-` reads it from stdin: `cat notes.txt | nooa-mcp author -`)."""
@@ -554,8 +561,33 @@ async def author(
             links=linked or None,
             valid_from=local_time(valid_from),
             valid_to=local_time(valid_to),
+            revive=revive,
         )
-    emit(result, as_json, lambda r: with_reminders(f"{r.status}  {r.id}", r))
+    emit(result, as_json, lambda r: with_reminders(author_text(r), r))
+
+
+def author_text(r: Any) -> str:
+    """`STATUS  ID`, then what the tool's reply also says: the close match kept beside a new
+    memory, or the forgotten memory that blocked (or was revived by) the write."""
+    lines = [f"{r.status}  {r.id}"]
+    if r.similar_to is not None:
+        s = r.similar_to
+        what = f"differs in {', '.join(s.differs_in)}" if s.differs_in else "reads as a rewording"
+        lines.append(
+            f"close to {s.id[:8]} (similarity {s.similarity:.2f}; {what}): both kept, linked "
+            f"related. If it replaces {s.id[:8]}, write it with --link {s.id[:8]}:refines."
+        )
+    if r.tombstone is not None:
+        t = r.tombstone
+        when = f"{t.archived_at:%Y-%m-%d} ({t.reason})"
+        if r.status == "blocked-by-tombstone":
+            lines.append(
+                f"Not stored: it says what was forgotten on {when} as {t.memory_id[:8]}. Pass "
+                "--revive to keep it anyway (in the same words, that memory is restored)."
+            )
+        else:
+            lines.append(f"It had been archived on {when}; it is active again.")
+    return "\n".join(lines)
 
 
 @main.command()

@@ -194,3 +194,35 @@ def test_stats_says_its_type_and_owner_counts_are_of_the_active_memories(run, tm
     assert "type info" not in rows
     stats = json.loads(run("stats", "--json").stdout)
     assert stats["by_type"] == {"info": 1} and kept != gone
+
+
+def test_author_says_which_close_memory_it_kept_beside_the_new_one(run):
+    said = (
+        "The nightly backup job of the billing database in the Frankfurt region keeps its "
+        "copies for 30 days on the cold storage tier"
+    )
+    old = run("author", said).output.split()[1]
+    out = run("author", said.replace("30", "90"))
+    assert out.exit_code == 0 and out.output.startswith("created")
+    assert f"close to {old[:8]}" in out.output and "differs in number" in out.output
+    assert f"--link {old[:8]}:refines" in out.output
+
+
+def test_author_blocked_by_a_forget_says_so_and_revive_restores_it(run, tmp_path):
+    import anyio
+
+    from nooa_mcp import Memory
+
+    first = run("author", "The VPN gateway is vpn2.example.org").output.split()[1]
+
+    async def forget():
+        async with Memory.open(tmp_path / "cli.sqlite", owner="", embedder=HashEmbedder()) as m:
+            await m.forget(first)
+
+    anyio.run(forget)
+    blocked = run("author", "The VPN gateway is vpn2.example.org")
+    assert blocked.output.startswith(f"blocked-by-tombstone  {first}")
+    assert "Not stored" in blocked.output and "--revive" in blocked.output
+    revived = run("author", "The VPN gateway is vpn2.example.org", "--revive")
+    assert revived.output.startswith(f"revived  {first}")
+    assert "it is active again" in revived.output
