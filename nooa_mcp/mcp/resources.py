@@ -208,12 +208,21 @@ def register_resources(server: MCPServer, budget: int) -> None:
         """Counts by type and owner, edges, accesses and KPIs of the store."""
         return (await (await current_memory()).stats()).model_dump_json(indent=1)
 
-    @server.resource("memory://context", name="context", mime_type="text/markdown")
+    @server.resource(
+        "memory://context",
+        name="context",
+        mime_type="text/markdown",
+        # Given, not the docstring: a docstring's lines keep their indentation, and the
+        # client showed the description with it.
+        description=(
+            "The block a harness injects at session start, without firing intents (a client "
+            "may read this on its own; the session_start prompt delivers them). Reading it is "
+            "logged as `injected`."
+        ),
+    )
     @resource_errors
     async def context_block() -> str:
-        """The block a harness injects at session start, without firing intents (a client
-        may read this on its own; the session_start prompt delivers them). Reading it is
-        logged as `injected`."""
+        """The block a harness injects at session start (the description above)."""
         return await (await current_memory()).context()
 
 

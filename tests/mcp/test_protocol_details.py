@@ -86,3 +86,15 @@ async def test_a_memory_that_does_not_exist_is_still_told_by_its_own_handler(cli
     with pytest.raises(MCPError) as refused:
         await client.read_resource("memory://memories/0123456789abcdef")
     assert "The resources are" not in refused.value.error.message
+
+
+async def test_every_listed_description_reads_as_prose_without_source_indentation(client) -> None:
+    # Before: memory://context's description was its docstring, "\n        " and all.
+    described = [
+        *(r.description for r in (await client.list_resources()).resources),
+        *(t.description for t in (await client.list_resource_templates()).resource_templates),
+        *(p.description for p in (await client.list_prompts()).prompts),
+        *(t.description for t in (await client.list_tools()).tools),
+    ]
+    assert described and all(d for d in described)
+    assert [d for d in described if "\n " in (d or "")] == []
