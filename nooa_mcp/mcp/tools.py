@@ -10,7 +10,8 @@ from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, ToolAnnotations
-from pydantic import BaseModel, Field, StrictFloat
+from pydantic import BaseModel, Field, StrictFloat, model_validator
+from pydantic_core import PydanticCustomError
 
 from ..domain.replies import (
     AuthorResult,
@@ -92,6 +93,22 @@ class TriggerArg(BaseModel):
     fire_at: datetime | None = None
     cue: str | None = Field(None, description="Words; fires when all or their gist come up.")
     every_hours: float | None = Field(None, gt=0, description="Re-arm after firing.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_keys(cls, data: Any) -> Any:
+        """A key it does not know is refused, not dropped: `every_hour: 24` (a typo) made a
+        recurring intent a one-shot without a word. (Checked here, not by extra="forbid",
+        which would spell additionalProperties in the listing the model reads every turn.)"""
+        if isinstance(data, dict):
+            unknown = [key for key in data if key not in cls.model_fields]
+            if unknown:
+                raise PydanticCustomError(
+                    "unknown_key",
+                    "has no key {key}; its keys are fire_at, cue and every_hours",
+                    {"key": repr(unknown[0])},
+                )
+        return data
 
 
 # Annotations are promises to the client, so each tool takes the one that is true of it:

@@ -98,3 +98,21 @@ async def test_every_listed_description_reads_as_prose_without_source_indentatio
     ]
     assert described and all(d for d in described)
     assert [d for d in described if "\n " in (d or "")] == []
+
+
+async def test_a_trigger_key_the_tool_does_not_know_is_refused_not_dropped(client) -> None:
+    # Before: `every_hour` (a typo of every_hours) was dropped and the intent stored one-shot.
+    sent = {"fire_at": "2030-01-01T09:00:00Z", "every_hour": 24}
+    refused = await client.call_tool(
+        "memory_author", {"content": "Water the plants", "type": "intent", "trigger": sent}
+    )
+    text = refused.content[0].text
+    assert refused.is_error
+    assert "trigger: has no key 'every_hour'" in text and "every_hours" in text
+    listed = await client.call_tool("intent", {"action": "list"})
+    assert "Water the plants" not in listed.content[0].text  # nothing was written
+    sent = {"fire_at": "2030-01-01T09:00:00Z", "every_hours": 24}
+    kept = await client.call_tool(
+        "memory_author", {"content": "Water the plants", "type": "intent", "trigger": sent}
+    )
+    assert not kept.is_error
