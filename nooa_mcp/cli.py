@@ -456,9 +456,7 @@ async def _reachable(target: Path | str) -> None:
 @click.option("--title", default="")
 @click.option(
     "--importance",
-    default="MEDIUM",
-    show_default=True,
-    help="CRITICAL, HIGH, MEDIUM, LOW, TRIVIAL or 0–10.",
+    help="CRITICAL, HIGH, MEDIUM (a new memory's default), LOW, TRIVIAL or 0–10.",
 )
 @click.option("--tag", "tags", multiple=True, help="A tag (repeatable).")
 @click.option("--entity", "entities", multiple=True, help="An entity (repeatable).")
@@ -500,7 +498,7 @@ async def author(
     text: str,
     type_: str,
     title: str,
-    importance: str,
+    importance: str | None,
     tags: tuple[str, ...],
     entities: tuple[str, ...],
     refs: tuple[str, ...],

@@ -246,8 +246,8 @@ def build_memory(request: AuthorRequest, owner: str) -> Memory:
             f"{ident!r} is not a full id.",
             "Leave id out; it is only for imports of exported memories.",
         )
-    importance = IMPORTANCE.parse(request.importance)
-    return Memory(
+    importance = IMPORTANCE.parse("MEDIUM" if request.importance is None else request.importance)
+    memory = Memory(
         id=ident.lower() if ident else new_id(),
         type=kind,
         title=title,
@@ -268,6 +268,9 @@ def build_memory(request: AuthorRequest, owner: str) -> Memory:
         status=todo_status,
         trigger=trigger,
     )
+    given = {"importance": request.importance, "salience": salience, "confidence": confidence}
+    memory._unsaid = frozenset(name for name, value in given.items() if value is None)
+    return memory
 
 
 def parse_types(types: Any) -> set[str] | None:

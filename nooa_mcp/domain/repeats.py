@@ -105,12 +105,17 @@ def repeat_key(memory: Memory) -> tuple[object, ...]:
 
 
 def absorb(kept: Memory, again: Memory) -> None:
-    """Keep in `kept` what `again` adds: the higher scores, and its labels (`absorb_labels`)
-    (in place)."""
-    kept.importance = max(kept.importance, again.importance)
-    kept.authored_importance = max(kept.authored, again.authored)
-    kept.salience = max(kept.salience, again.salience)
-    kept.confidence = max(kept.confidence, again.confidence)
+    """Keep in `kept` what `again` adds: the higher of the scores its author gave (one left
+    out is no score: a write that says nothing of importance does not raise a TRIVIAL memory
+    to the default MEDIUM), and its labels (`absorb_labels`) (in place)."""
+    unsaid = again._unsaid
+    if "importance" not in unsaid:
+        kept.importance = max(kept.importance, again.importance)
+        kept.authored_importance = max(kept.authored, again.authored)
+    if "salience" not in unsaid:
+        kept.salience = max(kept.salience, again.salience)
+    if "confidence" not in unsaid:
+        kept.confidence = max(kept.confidence, again.confidence)
     absorb_labels(kept, again)
 
 

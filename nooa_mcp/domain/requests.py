@@ -43,7 +43,7 @@ class AuthorRequest:
     content: str = ""
     type: str = "info"
     title: str = ""
-    importance: Rating = "MEDIUM"
+    importance: Rating | None = None  # MEDIUM for a new memory
     salience: Rating | None = None
     confidence: Rating | None = None
     tags: Sequence[str] | None = None
@@ -106,7 +106,7 @@ class TodoRequest:
     content: str | None = None
     memory_id: str | None = None
     title: str = ""
-    importance: Rating = "MEDIUM"
+    importance: Rating | None = None  # MEDIUM for a new memory
     tags: Sequence[str] | None = None
     status: str = "open"
     limit: int = 50
@@ -123,7 +123,7 @@ class IntentRequest:
     cue: str | None = None
     every_hours: float | None = None
     text: str | None = None
-    importance: Rating = "MEDIUM"
+    importance: Rating | None = None  # MEDIUM for a new memory
 
 
 R = TypeVar("R")

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from ..errors import InvalidInput
 from .facts import normalised_hash
@@ -291,6 +291,11 @@ class Memory(BaseModel):
     authored_importance: float | None = None
     # Insertion order in the store (a listing cursor); None until stored.
     seq: int | None = None
+    # Of a write, not stored: the scores (importance, salience, confidence) its author left
+    # out, held at their defaults. A repeat of a stored memory leaves those as they are
+    # (`repeats.absorb`): the default MEDIUM of a write that said nothing raised a memory its
+    # user rated TRIVIAL.
+    _unsaid: frozenset[str] = PrivateAttr(default_factory=frozenset)
 
     @model_validator(mode="after")
     def _status_only_on_todos(self) -> Memory:

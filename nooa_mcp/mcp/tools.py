@@ -82,7 +82,7 @@ Step = Annotated[str, one_of(REFLECTION_STEPS)]
 # Strict: JSON true is not a level (lax validation stored it as importance 1).
 Importance = Annotated[
     str | StrictFloat,
-    Field(description="CRITICAL, HIGH, MEDIUM, LOW, TRIVIAL, 0-10."),
+    Field(description="CRITICAL, HIGH, MEDIUM (default), LOW, TRIVIAL, 0-10."),
 ]
 MemoryId = Annotated[str, Field(description="Id or 8-char prefix.")]
 
@@ -138,7 +138,7 @@ class MemoryTools:
         content: Annotated[str, Field(description="One self-contained idea.")],
         type: TypeName = "info",
         title: str = "",
-        importance: Importance = "MEDIUM",
+        importance: Importance | None = None,
         salience: Annotated[
             str | float | None,
             Field(description="Surprise: PIVOTAL, NOTABLE, ROUTINE, NONE or 0-1."),
@@ -283,7 +283,7 @@ class MemoryTools:
         content: Annotated[str | None, Field(description="For add.")] = None,
         memory_id: Annotated[str | None, Field(description="For done, drop, reopen.")] = None,
         title: str = "",
-        importance: Importance = "MEDIUM",
+        importance: Importance | None = None,
         tags: list[str] | None = None,
         status: TodoListing = "open",
         limit: Annotated[int, Field(ge=1, le=100)] = 20,
@@ -329,7 +329,7 @@ class MemoryTools:
         text: Annotated[
             str | None, Field(description="For check (fires cues): what is going on.")
         ] = None,
-        importance: Importance = "MEDIUM",
+        importance: Importance | None = None,
     ) -> Annotated[CallToolResult, IntentResult]:
         """Act later, at a time or on a cue, once unless every_hours; see reminders."""
         request = IntentRequest(

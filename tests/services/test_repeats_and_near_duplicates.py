@@ -133,6 +133,29 @@ async def test_an_exact_repeat_reinforces_once_per_repeat_and_keeps_what_it_adds
 
 
 @pytest.mark.anyio
+async def test_a_repeat_or_revive_that_names_no_score_keeps_the_ones_its_user_gave(mem):
+    """A write that leaves importance, salience and confidence out says nothing of them: the
+    defaults (MEDIUM, 0.3, 0.75) a new memory takes must not raise a memory rated lower, on
+    a repeat of a live memory or on the revive of a forgotten one. A score it does give, and
+    higher, is kept."""
+    text = "The office plant gets water on Mondays"
+    first = await mem.author(text, importance="TRIVIAL", salience=0.1, confidence=0.4)
+    assert (await mem.author(text)).status == "exists"
+    view = await mem.get(first.id)
+    assert (view.importance, view.salience, view.confidence) == (1.0, 0.1, 0.4)
+    await mem.forget(first.id)
+    assert (await mem.author(text, revive=True)).status == "revived"
+    view = await mem.get(first.id)
+    assert (view.importance, view.salience, view.confidence) == (1.0, 0.1, 0.4)
+    await mem.author(text, importance="HIGH", confidence=0.9)
+    view = await mem.get(first.id)
+    assert (view.importance, view.salience, view.confidence) == (8.0, 0.1, 0.9)
+    # A new memory that names none takes the defaults.
+    other = await mem.get((await mem.author("Lunch is at noon in the small kitchen")).id)
+    assert (other.importance, other.salience, other.confidence) == (5.0, 0.3, 0.75)
+
+
+@pytest.mark.anyio
 async def test_a_repeat_that_would_pass_50_labels_is_refused_naming_the_field(mem):
     first = await mem.author(FACT, tags=[f"t{i}" for i in range(30)])
     await mem.author(FACT, entities=[f"e{i}" for i in range(30)])
