@@ -360,8 +360,9 @@ async def log_batch(batch: list[tuple[Caller, list[tuple[str, AccessRecord]]]]) 
     Only what an access changes is read and written (`Store.log_uses`, one hop on SQLite):
     this runs behind the replies, beside the next call's query embedding; reads back to
     back share one transaction (its commit, and each memory's row read and written once).
-    A deadlock on PostgreSQL (two servers logging and reflecting over the same rows) aborts
-    the whole transaction and writes nothing; it is run again on rows read afresh.
+    On PostgreSQL the log cannot deadlock (it never waits for a row while holding another,
+    `PostgresStore.log_uses`); a conflict it still meets wrote nothing, and it is run again
+    on rows read afresh.
     """
     if not batch:
         return

@@ -454,10 +454,12 @@ class Store(Protocol):
         ...
 
     async def log_uses(self, ids: Sequence[str], apply: UsesApplier) -> dict[str, AccessState]:
-        """The access log of a read, in one transaction: the `access_states` of `ids`;
-        `apply`, which records accesses on them in place and returns the records it applied
-        (memory id, record; none for an id that no longer exists); `save_accesses` of the
-        states it changed and `append_accesses` of its records. Returns those states, by id.
+        """The access log of a read, in one transaction (PostgreSQL: the rows another
+        transaction holds each in one of their own, after the rest): the `access_states`
+        of `ids`; `apply`, which records accesses on them in place and returns the records
+        it applied (memory id, record; none for an id that no longer exists); `save_accesses`
+        of the states it changed and `append_accesses` of its records. Returns those states,
+        by id. `apply` may be called once per transaction, each time with other rows.
 
         `apply` must not await, touch the store or read this task's context variables (make
         the records before): SQLite runs the whole log in one hop of its connection's

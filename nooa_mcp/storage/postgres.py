@@ -18,6 +18,12 @@ Concurrency comes from PostgreSQL, never from a process-local lock:
 - Rows read to be rewritten are locked: inside a transaction, `fetch`, `fetch_many` and
   `context_rows` read with `FOR UPDATE` (in id order, so two transactions cannot deadlock on
   the rows of one call). SQLite gets the same guarantee from its file-wide write lock.
+- The access log never waits for a row while it holds another (`log_uses`): it takes the rows
+  nobody holds at once (`SKIP LOCKED`), then waits for each held row alone, in a transaction
+  of its own. A write holds rows from several statements in no one order (the row a repeat
+  found, then its near-duplicates, link targets, …), and a log taking the same rows in id
+  order held one of them while waiting for another: a deadlock, and under load a log lost
+  after all its attempts.
 - An exact repeat is idempotent across servers: `find_by_hash` inside a transaction first takes
   a transaction-scoped advisory lock on (role, type, content hash), so two servers authoring the
   same text take turns and the second finds the first's row. `lock_meta` does the same for a
@@ -39,6 +45,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import logging
 import weakref
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -46,6 +53,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from ..domain.accesses import AccessState
 from ..domain.schema import EdgeType
 from ..domain.scope import Scope
 from ..errors import (
@@ -59,6 +67,7 @@ from .base import (
     Counts,
     EdgeRow,
     RowChanges,
+    UsesApplier,
     UseState,
     VectorRow,
 )
@@ -87,11 +96,12 @@ from .rows import (
     USE_COLUMNS,
     KeywordAsk,
     Row,
+    access_state_from_row,
     edge_from_row,
     use_from_row,
     vector_row_from,
 )
-from .sql_core import SqlVerbs
+from .sql_core import SqlVerbs, access_states_sql, apply_uses
 from .sql_reports import SqlReports
 
 try:
@@ -182,6 +192,14 @@ def _label(params: dict[str, Any]) -> str:
 #: deadlock (40P01) under OperationalError, not TransactionRollback: it read as a lost
 #: connection ("check that PostgreSQL is up") and was retried like one.
 _CONFLICTS = (psycopg.errors.TransactionRollback, psycopg.errors.DeadlockDetected)
+
+
+logger = logging.getLogger(__name__)
+
+#: Attempts of the access log's transaction for one row another transaction held
+#: (`PostgresStore.log_uses`). It holds no row while it waits: aborted, it was only queued
+#: on the row among writers deadlocking each other.
+HELD_ROW_ATTEMPTS = 3
 
 
 class PostgresStore(SqlVerbs, SqlReports):
@@ -804,6 +822,53 @@ class PostgresStore(SqlVerbs, SqlReports):
 
     def _lock(self) -> str:
         return " FOR UPDATE" if self.in_transaction else ""
+
+    async def log_uses(self, ids: Sequence[str], apply: UsesApplier) -> dict[str, AccessState]:
+        """See `Store.log_uses`; never waits for a row while holding another, so no
+        deadlock is of its making. The rows no transaction holds are read locked without
+        waiting (`SKIP LOCKED`), logged and committed together; each row held elsewhere (or
+        gone) is then waited for alone, in a transaction of its own. A write takes its rows
+        in several statements, in no one order: a log that took the same rows in id order
+        held the first while waiting for the next, which the write then asked for (a
+        deadlock the server ran again; under load a log lost after all its attempts).
+        Inside a transaction already, all at once (the caller's order is the caller's).
+
+        Raises StoreConflict only when nothing was written (a caller running the log again
+        must not log twice what committed): a held row's own transaction is run again on a
+        conflict (queued on the row among writers deadlocking each other), and after
+        `HELD_ROW_ATTEMPTS` its accesses alone are dropped, with a warning."""
+        wanted = sorted(set(ids))
+        if not wanted or self.in_transaction:
+            return await super().log_uses(wanted, apply)
+        written, free = await self._log_rows(wanted, apply, " FOR UPDATE SKIP LOCKED")
+        for memory_id in wanted:
+            if memory_id in free:
+                continue
+            for attempt in range(1, HELD_ROW_ATTEMPTS + 1):
+                try:
+                    written |= (await self._log_rows([memory_id], apply, " FOR UPDATE"))[0]
+                    break
+                except StoreConflict as exc:
+                    if attempt == HELD_ROW_ATTEMPTS:
+                        logger.warning("the accesses of %s were not logged: %s", memory_id, exc)
+                    else:
+                        await asyncio.sleep(0.05 * attempt)
+        return written
+
+    async def _log_rows(
+        self, ids: list[str], apply: UsesApplier, lock: str
+    ) -> tuple[dict[str, AccessState], set[str]]:
+        """`log_uses` of `ids` in one transaction, their rows read with `lock`: the states
+        written, and the ids whose rows were read (`apply` is not called without one)."""
+        async with self.transaction():
+            rows = await self._rows(*access_states_sql(self.dialect, ids, lock))
+            states = {r["id"]: access_state_from_row(r) for r in rows}
+            if not states:
+                return {}, set()
+            written, logged = apply_uses(states, apply)
+            await self.save_accesses(list(written.values()))
+            await self.append_accesses(logged)
+        return written, set(states)
 
     # ------------------------------------------------------------------ recall
 
