@@ -12,8 +12,10 @@ may still reach them:
   relevant to the query (flagged `faded`, below live memories of similar relevance), and the
   recall that returns it brings it back to life.
 
-The store keeps the kind as a flag on the row (`faded`). Stores written before the flag
-existed, and imports of older exports, tell the kinds apart by the reason of the memory's
+The store keeps the kind as a flag on the row (`faded`), and an export line carries it
+(`faded`): a user may give a forget any reason, one starting like maintenance's too. Stores
+written before the flag existed, and imports of older exports, tell the kinds apart by the
+reason of the memory's
 standing tombstone: reflection's reasons start with one of `FADED_REASONS`; anything else,
 and an archived memory with no standing tombstone at all, counts as forgotten, so no user's
 forget can ever be read as maintenance.

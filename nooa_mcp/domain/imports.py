@@ -166,6 +166,10 @@ class Carried:
     #: kept as they are, never captured again here (a memory the reference names may be a
     #: later line of the file, or archived; a file may be under no root here).
     snapshots: tuple[Reference, ...] = ()
+    #: Whether maintenance archived the line's memory (faded) or its user forgot it, as the
+    #: line's `faded` says; None for a line that does not say (an export of an earlier
+    #: version): its tombstones' reasons tell (`domain.archive.standing_fade`).
+    faded: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -292,6 +296,7 @@ def carried(item: dict[str, Any], now: datetime) -> Carried:
         fired_count=_count(fired or 0, "trigger.fired_count"),
         archive=_stones(item, now) if item.get("archived") else None,
         snapshots=_snapshots(item.get("references")),
+        faded=item.get("faded") if item.get("archived") else None,
     )
 
 
@@ -353,7 +358,7 @@ def check_line(item: dict[str, Any]) -> None:
     """Check the fields of an import line that an author request does not carry.
 
     Raises:
-        InvalidInput: `edges`, `tombstones`, `archived`, `history`, `authored_importance`
+        InvalidInput: `edges`, `tombstones`, `archived`, `faded`, `history`, `authored_importance`
             or an intent's firing state is malformed (the field is named).
     """
     line_edges(item)
@@ -361,4 +366,13 @@ def check_line(item: dict[str, Any]) -> None:
     archived = item.get("archived")
     if archived is not None and not isinstance(archived, bool):
         raise InvalidInput("archived", "must be true or false.", "")
+    faded = item.get("faded")
+    if faded is not None and not isinstance(faded, bool):
+        raise InvalidInput("faded", "must be true or false.", "")
+    if faded and not archived:
+        raise InvalidInput(
+            "faded",
+            "is true on a line that is not archived.",
+            "Set archived to true as well, or leave faded out.",
+        )
     carried(item, utc_now())

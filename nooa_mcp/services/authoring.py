@@ -243,7 +243,7 @@ async def _carried_forget(
     (`tombstones.forget_as_exported`); None for a line that carries none."""
     if carried is None or carried.archive is None:
         return None
-    return await forget_as_exported(caller, stored, carried.archive, carried.kept)
+    return await forget_as_exported(caller, stored, carried.archive, carried.kept, carried.faded)
 
 
 async def _author_one(
@@ -357,7 +357,7 @@ async def _author_one(
     for target, relation, weight in edges:
         await caller.store.add_edge(record.id, target, relation, weight)
     if carried is not None and carried.archive is not None:
-        await archive_as_exported(caller, record, carried.archive)
+        await archive_as_exported(caller, record, carried.archive, carried.faded)
     else:
         # Later items of the same batch must see this one, for dedup.
         batch[key] = record.id

@@ -94,10 +94,14 @@ async def _twins(caller: Caller, memory: Memory, reason: str) -> list[Memory]:
     return list((await caller.store.fetch_many(twins)).values())
 
 
-async def archive_as_exported(caller: Caller, memory: Memory, stones: Sequence[Stone]) -> None:
+async def archive_as_exported(
+    caller: Caller, memory: Memory, stones: Sequence[Stone], faded: bool | None = None
+) -> None:
     """Inside the transaction that creates an imported memory: archive it again with the
-    tombstones its line carried (lifted ones stay lifted). Faded only when every standing
-    tombstone's reason is maintenance's (`domain.archive.standing_fade`). In the same
+    tombstones its line carried (lifted ones stay lifted). Faded as the line's `faded` says;
+    a line that does not say (an export of an earlier version) is faded only when every
+    standing tombstone's reason is maintenance's (`domain.archive.standing_fade`): a user's
+    reason that reads like one ("pruned: …") is a forget all the same. In the same
     transaction, so no reader ever sees a memory its user forgot live, and an import stopped
     halfway leaves none behind."""
     when = stones[-1].ts if stones else utc_now()
@@ -106,7 +110,8 @@ async def archive_as_exported(caller: Caller, memory: Memory, stones: Sequence[S
         if stone.lifted_at is not None:
             await caller.store.lift_tombstones(memory.id, stone.lifted_at)
     standing = [s.reason for s in stones if s.lifted_at is None]
-    memory.archived, memory.faded = True, standing_fade(standing)
+    memory.archived = True
+    memory.faded = standing_fade(standing) if faded is None else faded
     await caller.store.set_archived(memory.id, True, when, faded=memory.faded)
 
 
@@ -115,7 +120,11 @@ _SAME_TIME = timedelta(milliseconds=1)
 
 
 async def forget_as_exported(
-    caller: Caller, memory: Memory, stones: Sequence[Stone], kept: frozenset[str] = frozenset()
+    caller: Caller,
+    memory: Memory,
+    stones: Sequence[Stone],
+    kept: frozenset[str] = frozenset(),
+    faded: bool | None = None,
 ) -> TombstoneInfo | None:
     """Inside the transaction of an import that meets `memory` stored already (the same id
     and text): the forget its line carries, applied to it here too, with the line's tombstones
@@ -126,9 +135,14 @@ async def forget_as_exported(
     same reason and time: a time ahead of this clock stays after any revive here), is not
     applied once the memory was revived here: importing the same file again after a revive
     forgot it again each time. A line with no tombstone standing is a forget of no known
-    time, as it reads when it creates the memory. The tombstone applied, or None."""
-    forgets = [s for s in stones if s.lifted_at is None and not reason_fades(s.reason)]
-    if all(s.lifted_at is not None for s in stones):
+    time, as it reads when it creates the memory. Whether the line is a fade or a forget is
+    its `faded` (a user may give any reason, "pruned: …" too); a line that does not say (an
+    export of an earlier version) is read by its reasons. The tombstone applied, or None."""
+    if faded:
+        return None
+    standing = [s for s in stones if s.lifted_at is None]
+    forgets = standing if faded is False else [s for s in standing if not reason_fades(s.reason)]
+    if not standing:
         # None standing reads as forgotten (`domain.archive`), as the line creates it: a
         # forget of no known time.
         forgets = [Stone(UNEXPLAINED, utc_now(), dated=False)]

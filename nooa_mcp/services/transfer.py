@@ -88,6 +88,7 @@ LINE_FIELDS = (
     *IMPORT_FIELDS,
     "owner",
     "archived",
+    "faded",
     "edges",
     "authored_importance",
     "history",
@@ -548,6 +549,9 @@ async def export_records(caller: Caller, *, include_archived: bool = False) -> A
             accesses = await _all_accesses(caller, memory.id)
             record["history"] = history_record(memory, accesses[-MAX_HISTORY_TIMES:])
             if memory.archived:
+                # Who archived it, as the store's flag says: a user's forget may give any
+                # reason, one that reads like maintenance's too ("pruned: …").
+                record["faded"] = memory.faded
                 record["tombstones"] = [
                     {
                         "reason": t.reason,

@@ -221,7 +221,7 @@ UNKNOWN_FIELDS = [
         {**GOOD, "zzzq": 1},
         "Error: line 3: zzzq: is not a field of an export line. Use only id, content, type, "
         "title, importance, salience, confidence, tags, entities, place_or_task, created_at, "
-        "valid_from, valid_to, status, trigger, references, owner, archived, edges, "
+        "valid_from, valid_to, status, trigger, references, owner, archived, faded, edges, "
         "authored_importance, history, tombstones. Nothing was imported.",
     ),
     (
