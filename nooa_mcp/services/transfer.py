@@ -12,7 +12,9 @@ the memories comes the role's maintenance log (`maintenance` lines), so the copy
 log say what the source's did.
 Import validates every line before it writes anything; a bad line is named by its number and
 nothing is written, and a key no export writes (`LINE_FIELDS`) is refused by name, never
-dropped. Ids and edge targets resolve only within the importer's scope
+dropped. Two lines with one id that differ are refused, naming both; a line that repeats an
+earlier one word for word is counted once (`repeated_lines`). Ids and edge targets resolve
+only within the importer's scope
 (`import_scope`). Each line becomes one memory; an exact repeat of a stored memory is
 `exists`, but an export line (an id and a history) is only ever its own memory, so memories
 the source kept apart with one text come back apart (DESIGN.md §4.7).
@@ -253,6 +255,8 @@ class CheckedFile:
     older: dict[str, list[tuple[int, tuple[Any, ...]]]]
     #: The maintenance lines: (kind, time, report), in the file's order.
     log: list[tuple[str, datetime, dict[str, Any]]] = field(default_factory=list)
+    #: Memory lines left out as a repeat, word for word, of an earlier line with their id.
+    repeated: int = 0
 
 
 def _line_id(item: dict[str, Any]) -> str | None:
@@ -282,7 +286,7 @@ def check_records(items: Sequence[tuple[int, Any]], owner: str) -> CheckedFile:
             if not (isinstance(item, dict) and "maintenance" in item)
         ]
     )
-    checked = [(line, _check(item, line, owner)) for line, item in lines]
+    checked, repeated = _once_per_id([(line, _check(item, line, owner)) for line, item in lines])
     with_history = {_line_id(item) for _, item in checked if item.get("history") is not None} - {
         None
     }
@@ -294,7 +298,37 @@ def check_records(items: Sequence[tuple[int, Any]], owner: str) -> CheckedFile:
                     "accesses_of", f"{target} names no line of this file that carries a history."
                 ),
             )
-    return CheckedFile(checked, older, log)
+    return CheckedFile(checked, older, log, repeated)
+
+
+def _once_per_id(
+    checked: list[tuple[int, dict[str, Any]]],
+) -> tuple[list[tuple[int, dict[str, Any]]], int]:
+    """The memory lines with each id once, and how many lines were left out: a line that
+    repeats an earlier one with its id word for word says nothing more.
+
+    Raises:
+        InvalidInput: two lines carry one id and differ: which one the user meant is not the
+            import's to guess (applied in order, the later one silently overwrote the earlier
+            one's tags, state or edges), so the file is refused before anything is written.
+    """
+    first: dict[str, tuple[int, dict[str, Any]]] = {}
+    out: list[tuple[int, dict[str, Any]]] = []
+    for line, item in checked:
+        ident = _line_id(item)
+        seen = None if ident is None else first.get(ident)
+        if seen is None:
+            if ident is not None:
+                first[ident] = (line, item)
+            out.append((line, item))
+        elif seen[1] != item:
+            raise InvalidInput(
+                f"line {line}",
+                f"carries id {ident}, which line {seen[0]} carries too, and the two lines differ.",
+                "Nothing was imported. Keep the one you mean, or drop one line's id to import it "
+                "as a memory of its own.",
+            )
+    return out, len(checked) - len(out)
 
 
 def _check_log(item: dict[str, Any], line: int) -> tuple[str, datetime, dict[str, Any]]:
@@ -436,6 +470,8 @@ async def import_records(
         counts["maintenance"] = await _restore_log(caller, file.log, renamed)
     if renamed:
         counts["new_ids"] = len(renamed)
+    if file.repeated:
+        counts["repeated_lines"] = file.repeated
     return report
 
 

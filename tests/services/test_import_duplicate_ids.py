@@ -1,0 +1,56 @@
+"""Two lines of one import file with one id: refused before anything is written when they
+differ, counted once when they are the same line twice.
+
+Before: they were applied in order without a word, so the later line silently overwrote what
+the earlier one said (its tags, its state) or, with other words, was refused only after the
+file's checks, by a different path.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from nooa_mcp import Memory, Settings
+from nooa_mcp.embeddings import HashEmbedder
+from nooa_mcp.errors import InvalidInput
+
+pytestmark = pytest.mark.anyio
+
+ID = "3f9a2c1d5e6f47a8b9c0d1e2f3a4b5c6"
+GATE = {"id": ID, "content": "The gate code is 4411", "type": "info", "tags": ["home"]}
+OTHER = {"content": "The fuse box is in the cellar"}
+
+
+def _open(store: Path | str) -> Memory:
+    return Memory.open(settings=Settings(store=store, owner="alice"), embedder=HashEmbedder())
+
+
+@pytest.mark.parametrize(
+    "second",
+    [
+        {**GATE, "tags": ["work"]},
+        {**GATE, "archived": True},
+        {**GATE, "id": ID.upper(), "content": "The gate code is 9999"},
+    ],
+)
+async def test_two_lines_with_one_id_that_differ_are_refused_naming_both(
+    store_target, second
+) -> None:
+    lines = [(1, OTHER), (2, GATE), (3, OTHER | {"content": "Bins go out on Tuesday"}), (4, second)]
+    async with _open(store_target) as mem:
+        with pytest.raises(InvalidInput) as refused:
+            await mem.import_records(lines)
+        said = str(refused.value)
+        assert said.startswith("line 4:") and "line 2" in said and ID in said, said
+        assert "Nothing was imported" in said
+        assert (await mem.stats()).total == 0
+
+
+async def test_the_same_line_twice_is_imported_once(store_target) -> None:
+    async with _open(store_target) as mem:
+        report = await mem.import_records([(1, GATE), (2, OTHER), (3, dict(GATE))])
+        assert report.counts.get("created") == 2 and report.counts.get("repeated_lines") == 1
+        assert (await mem.stats()).total == 2
+        assert (await mem.get(ID)).tags == ["home"]
