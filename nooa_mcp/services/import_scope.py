@@ -166,16 +166,14 @@ async def attach_edges(
     """Add each (source memory, line, edge) whose target resolves in the importer's scope,
     following ids the import replaced; none from a `shared` source (a shared memory the file
     said again: only the shared owner links from it). Returns how many were added (not an
-    edge the store held already, as when a file is imported again) and, per edge not added,
-    one sentence naming its line."""
+    edge the store held already, as when a file is imported again, nor one another import
+    running at once made first: the store's insert says which, `Store.add_new_edge`) and,
+    per edge not added, one sentence naming its line."""
     scope = caller.actor.own
     keys = sorted(renamed)
 
     async def attempt() -> tuple[int, list[str]]:
         added, skipped = 0, []
-        sources = list({src for src, _, _ in edges})
-        touching = await caller.store.edges_touching(sources) if sources else []
-        held = {(e.src, e.dst, e.type) for e in touching}
         for src, line, edge in edges:
             if src in shared:
                 skipped.append(
@@ -205,9 +203,9 @@ async def attach_edges(
             if target == src:
                 skipped.append(_not_added(line, edge, "it points at its own memory"))
                 continue
-            await caller.store.add_edge(src, target, edge.relation, edge.weight, edge.created_at)
-            added += (src, target, edge.relation.value) not in held
-            held.add((src, target, edge.relation.value))
+            added += await caller.store.add_new_edge(
+                src, target, edge.relation, edge.weight, edge.created_at
+            )
         return added, skipped
 
     return await in_transaction(caller, attempt)

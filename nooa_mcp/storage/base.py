@@ -657,6 +657,13 @@ class Store(Protocol):
         self, src: str, dst: str, type: EdgeType, weight: float, at: datetime | None = None
     ) -> None: ...
 
+    async def add_new_edge(
+        self, src: str, dst: str, type: EdgeType, weight: float, at: datetime | None = None
+    ) -> bool:
+        """`add_edge`, answering whether this call made the edge (False: it was there, or a
+        concurrent transaction made it first), as the store's unique key decides it."""
+        ...
+
     async def add_edges(self, edges: Sequence[tuple[str, str, EdgeType, float]]) -> None:
         """`add_edge` for each (src, dst, type, weight), in order, in one round trip or two:
         reflection links a few hundred pairs per transaction."""

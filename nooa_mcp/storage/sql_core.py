@@ -623,6 +623,38 @@ class SqlVerbs(SqlPrimitives):
             {"s": src, "d": dst, "t": EdgeType(type).value, "w": weight, "c": when},
         )
 
+    async def add_new_edge(
+        self, src: str, dst: str, type: EdgeType, weight: float, at: datetime | None = None
+    ) -> bool:
+        """`add_edge`, answering whether this call made the edge. The insert says so itself
+        (a row it did not write is one the key already held, or one a concurrent transaction
+        wrote, which the insert waits for): a read of the edges before, as an import counted
+        them, had two imports of one file at once each count every edge."""
+        d = self.dialect
+        params = {
+            "s": src,
+            "d": dst,
+            "t": EdgeType(type).value,
+            "w": weight,
+            "c": (at or datetime.now(UTC)).timestamp(),
+        }
+        self.edge_writes += 1
+        made = await self._exec(
+            "INSERT INTO edges(src, dst, type, weight, created_at) "
+            f"VALUES ({d.p('s')}, {d.p('d')}, {d.p('t')}, {d.p('w')}, {d.p('c')}) "
+            "ON CONFLICT (src, dst, type) DO NOTHING",
+            params,
+        )
+        if made:
+            return True
+        # There already: the larger weight wins and its created_at stays, as `add_edge`.
+        await self._exec(
+            f"UPDATE edges SET weight = {d.greatest}(weight, {d.p('w')}) "
+            f"WHERE src = {d.p('s')} AND dst = {d.p('d')} AND type = {d.p('t')}",
+            params,
+        )
+        return False
+
     async def add_edges(self, edges: Sequence[tuple[str, str, EdgeType, float]]) -> None:
         """`add_edge` for each edge, in order: one statement run many times, in one hop."""
         if not edges:
