@@ -200,8 +200,14 @@ async def recall(caller: Caller, request: RecallRequest) -> RecallResult:
     # that the query answers on its own terms (not one incidental word that made it the
     # best keyword hit: `relevance`). A faded one so used is revived; the others are shown.
     words = content_words(query)
+    # A faded memory a newer one replaces (superseded, or an older version of one) is shown,
+    # flagged, not used: the reader was told what replaces it, and reviving it put the value
+    # reflection set aside live again beside its successor. Still faded, it answers the
+    # next query that asks for it all the same. DESIGN.md §5.8.
     usable = [
-        not f.weak and on_its_own_terms(r, words, caller.settings.recall, current_only=False)
+        not f.weak
+        and not (r.faded and (r.superseded_by or r.newer_version) is not None)
+        and on_its_own_terms(r, words, caller.settings.recall, current_only=False)
         for r, f in zip(top, marks, strict=True)
     ]
     used = [r for r, u in zip(top, usable, strict=True) if r.faded and u and r.id not in anchors]
