@@ -205,7 +205,7 @@ class MemoryTools:
         ] = False,
     ) -> Annotated[CallToolResult, RecallResult]:
         """Recall what you know before acting (todos: todo list). Weak hits are loosely
-        related; a faded hit the query answers is live again."""
+        related; a faded hit the query answers, if not replaced, is live again."""
         request = RecallRequest(
             query=query,
             k=k,
