@@ -81,12 +81,15 @@ CLI_NAMES = {
 }
 
 
-def cli_message(exc: NooaError) -> str:
-    """The error's sentence with the tool's field names turned into the CLI's flags."""
+def cli_message(exc: NooaError, names: dict[str, str] | None = None) -> str:
+    """The error's sentence with the tool's field names turned into the CLI's flags (`names`:
+    a command's own spellings, e.g. its ID argument for memory_id)."""
     text = str(exc)
     field = getattr(exc, "field", None)
     if not isinstance(field, str) or not text.startswith(f"{field}: "):
         return text
+    if names and field in names:
+        return f"{names[field]}: {text[len(field) + 2 :]}"
     rest = re.sub(
         r"\b(fire_at|every_hours|valid_from|valid_to)\b",
         lambda m: CLI_NAMES[m.group(1)],
@@ -97,7 +100,9 @@ def cli_message(exc: NooaError) -> str:
     return f"{CLI_NAMES.get(field, field)}: {rest}"
 
 
-def run(fn: Callable[..., Coroutine[Any, Any, Any]]) -> Callable[..., Any]:
+def run(
+    fn: Callable[..., Coroutine[Any, Any, Any]], names: dict[str, str] | None = None
+) -> Callable[..., Any]:
     """Run an async command body; turn NooaError into a clean click error."""
 
     @functools.wraps(fn)
@@ -105,9 +110,18 @@ def run(fn: Callable[..., Coroutine[Any, Any, Any]]) -> Callable[..., Any]:
         try:
             return anyio.run(functools.partial(fn, *args, **kwargs))
         except NooaError as exc:
-            raise click.ClickException(cli_message(exc)) from None
+            raise click.ClickException(cli_message(exc, names)) from None
 
     return wrapper
+
+
+#: The spellings of commands that take the memory's id as their ID argument.
+ID_ARGUMENT = {"memory_id": "ID"}
+
+
+def run_by_id(fn: Callable[..., Coroutine[Any, Any, Any]]) -> Callable[..., Any]:
+    """`run` for a command whose ID argument is the tool's memory_id."""
+    return run(fn, ID_ARGUMENT)
 
 
 def emit(data: Any, as_json: bool, render: Callable[[Any], str]) -> None:
@@ -1079,6 +1093,236 @@ def _list_state(view: Any) -> str:
         # A recurring one fires again: it is armed, however often it fired.
         return f"armed, fired {fired}x" if trigger.get("every_hours") else "fired"
     return "live"
+
+
+# ------------------------------------------------------------------- todo, intent
+# The `todo` and `intent` tools' actions, as the person at the terminal: the CLI's owner
+# (--owner, or shared without it). A shared todo or intent is the user's to close, so the CLI
+# without --owner closes it as the console without one does; with --owner the facade refuses
+# it as it refuses that role over MCP. Looking and closing fire no reminder (a person's
+# command is not the agent's turn, as in the console); `intent check` is the one that fires.
+
+importance_option = click.option(
+    "--importance", help="CRITICAL, HIGH, MEDIUM (a new memory's default), LOW, TRIVIAL or 0–10."
+)
+
+
+@main.group()
+def todo() -> None:
+    """List, add, close (done, drop) or reopen todos, as the `todo` tool does.
+
+    Without --owner these are the shared todos, the user's: closing one here is the user
+    closing it (a role, --owner ROLE, is refused a shared todo as it is over MCP).
+    """
+
+
+@todo.command(name="list")
+@click.option(
+    "--status",
+    type=click.Choice(["open", "done", "dropped", "all"]),
+    default="open",
+    show_default=True,
+    help="Which todos to list.",
+)
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 500))
+@json_option
+@click.pass_obj
+@run
+async def todo_list(ctx: Context, status: str, limit: int, as_json: bool) -> None:
+    """List todos: open ones first, then by importance, then oldest first. Fires nothing."""
+    async with open_memory(ctx, create=False) as mem:
+        result = await mem.todo("list", status=status, limit=limit, remind=False)
+    emit(result, as_json, _render_todos)
+
+
+@todo.command(name="add")
+@click.argument("text")
+@click.option("--title", default="")
+@importance_option
+@click.option("--tag", "tags", multiple=True, help="A tag (repeatable).")
+@json_option
+@click.pass_obj
+@run
+async def todo_add(
+    ctx: Context,
+    text: str,
+    title: str,
+    importance: str | None,
+    tags: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """Add the todo TEXT (`-` reads it from stdin); open todos are never pruned."""
+    if text == "-":
+        text = sys.stdin.read()
+    async with open_memory(ctx) as mem:
+        result = await mem.todo(
+            "add", content=text, title=title, importance=importance, tags=list(tags) or None
+        )
+    emit(result, as_json, _render_todos)
+
+
+def _close_todo(action: str, doc: str) -> None:
+    @todo.command(name=action, help=doc)
+    @click.argument("memory_id", metavar="ID")
+    @json_option
+    @click.pass_obj
+    @run_by_id
+    async def close(ctx: Context, memory_id: str, as_json: bool) -> None:
+        async with open_memory(ctx, create=False) as mem:
+            result = await mem.todo(action, memory_id=memory_id, remind=False)
+        emit(result, as_json, _render_todos)
+
+
+_close_todo("done", "Mark the todo ID (an id or 8-char prefix) done.")
+_close_todo("drop", "Drop the todo ID (an id or 8-char prefix): it will not be done.")
+_close_todo("reopen", "Reopen the done or dropped todo ID (an id or 8-char prefix).")
+
+
+def _render_todos(r: Any) -> str:
+    lines = [] if r.action == "list" else [f"{r.outcome}  {r.id}"]
+    if r.action == "list":
+        if r.todos:
+            lines.append(
+                table(
+                    ["id", "status", "imp", "created", "todo"],
+                    [
+                        [
+                            t.id8,
+                            t.status,
+                            t.importance_label,
+                            f"{t.created_at:%Y-%m-%d}",
+                            (t.title or t.content)[:60].replace("\n", " "),
+                        ]
+                        for t in r.todos
+                    ],
+                )
+            )
+        else:
+            lines.append("No todos." if r.status == "all" else f"No {r.status} todos.")
+    lines.append(f"{r.open_count} open.")
+    return with_reminders("\n".join(lines), r)
+
+
+@main.group()
+def intent() -> None:
+    """List, add, cancel or check intents (reminders), as the `intent` tool does.
+
+    Without --owner these are the shared intents, the user's: cancelling one here is the user
+    cancelling it (a role, --owner ROLE, is refused a shared intent as it is over MCP).
+    """
+
+
+@intent.command(name="list")
+@json_option
+@click.pass_obj
+@run
+async def intent_list(ctx: Context, as_json: bool) -> None:
+    """List the intents and their triggers. Fires nothing (`intent check` does)."""
+    async with open_memory(ctx, create=False) as mem:
+        result = await mem.intent("list", remind=False)
+    emit(result, as_json, _render_intents)
+
+
+@intent.command(name="add")
+@click.argument("text")
+@click.option(
+    "--fire-at",
+    help="Fire once this ISO 8601 time has passed (this machine's local time unless it ends "
+    "in Z or an offset).",
+)
+@click.option("--cue", help="Fire when these words (or their gist) come up.")
+@click.option(
+    "--every-hours", type=float, help="Re-arm this many hours after each firing (recurring)."
+)
+@importance_option
+@json_option
+@click.pass_obj
+@run
+async def intent_add(
+    ctx: Context,
+    text: str,
+    fire_at: str | None,
+    cue: str | None,
+    every_hours: float | None,
+    importance: str | None,
+    as_json: bool,
+) -> None:
+    """Add an intent: do TEXT at --fire-at, on --cue, or whichever comes first.
+
+    Like `author --type intent`: its text cues the intents already armed, and one it fires
+    is shown under the reply.
+    """
+    from .domain.schema import iso_time
+
+    if fire_at and iso_time(fire_at) is None:
+        raise click.BadParameter(
+            f"'{fire_at}' is not an ISO 8601 time: write e.g. 2030-01-01T09:00 (local time) "
+            "or 2030-01-01T09:00Z.",
+            param_hint="--fire-at",
+        )
+    async with open_memory(ctx) as mem:
+        result = await mem.intent(
+            "add",
+            content=text,
+            fire_at=local_time(fire_at),
+            cue=cue,
+            every_hours=every_hours,
+            importance=importance,
+        )
+    emit(result, as_json, _render_intents)
+
+
+@intent.command(name="cancel")
+@click.argument("memory_id", metavar="ID")
+@json_option
+@click.pass_obj
+@run_by_id
+async def intent_cancel(ctx: Context, memory_id: str, as_json: bool) -> None:
+    """Cancel the intent ID (an id or 8-char prefix): it never fires again."""
+    async with open_memory(ctx, create=False) as mem:
+        result = await mem.intent("cancel", memory_id=memory_id, remind=False)
+    emit(result, as_json, _render_intents)
+
+
+@intent.command(name="check")
+@click.option("--text", help="What is going on: cues are checked against it.")
+@json_option
+@click.pass_obj
+@run
+async def intent_check(ctx: Context, text: str | None, as_json: bool) -> None:
+    """Fire the intents due now (times passed; cues, against --text) and show them."""
+    async with open_memory(ctx, create=False) as mem:
+        if text:
+            await mem.wait_ready()
+        result = await mem.intent("check", text=text)
+    emit(result, as_json, _render_intents)
+
+
+def _render_intents(r: Any) -> str:
+    if r.action == "list":
+        if not r.intents:
+            return "No intents."
+        rows = [
+            [
+                i.id8,
+                ("armed" if i.armed else "fired")
+                + (f", fired {i.fired_count}x" if i.armed and i.fired_count else ""),
+                f"{i.fire_at:%Y-%m-%d %H:%M}Z" if i.fire_at else "",
+                i.cue or "",
+                "" if i.every_hours is None else f"{i.every_hours:g}",
+                i.content[:60].replace("\n", " "),
+            ]
+            for i in r.intents
+        ]
+        return table(["id", "state", "fire at", "cue", "every h", "intent"], rows)
+    if r.action == "check":
+        return with_reminders(r.outcome, r)
+    # "created (fire_at … has passed: …)": the status beside the id, the note under it.
+    status, _, note = r.outcome.partition(" (")
+    lines = [f"{status}  {r.id}"]
+    if note:
+        lines.append(note.removesuffix(")").replace("fire_at", "--fire-at", 1) + ".")
+    return with_reminders("\n".join(lines), r)
 
 
 # ---------------------------------------------------------------------------- reflect

@@ -103,8 +103,8 @@ class OwnerForbidden(NooaError, PermissionError):
         self.target_owner = target_owner
         self.action = action
         fix = (
-            "shared memories are the user's: ask them to change it (the console without "
-            "--owner, `nooa-mcp ui`)."
+            "shared memories are the user's: ask them to change it (without --owner: the "
+            "console, `nooa-mcp ui`, or the CLI, e.g. `nooa-mcp todo done ID`)."
             if target_owner == ""
             else "writes stay inside your own role."
         )
