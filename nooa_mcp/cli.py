@@ -549,17 +549,7 @@ async def author(
                 param_hint=flag,
             )
     trigger = {"fire_at": local_time(fire_at), "cue": cue, "every_hours": every_hours}
-    parts = [link.partition(":") for link in links]
-    for link, (_, colon, relation) in zip(links, parts, strict=True):
-        if colon and not relation.strip():
-            raise click.BadParameter(
-                f"'{link}' names no relation after the colon: write ID alone (related) or "
-                "ID:RELATION, e.g. a1b2c3d4:refines.",
-                param_hint="--link",
-            )
-    linked = [
-        {"target": target, "relation": relation or "related"} for target, _, relation in parts
-    ]
+    linked = parse_links(links)
     async with open_memory(ctx) as mem:
         result = await mem.author(
             text,
@@ -997,6 +987,150 @@ async def export(ctx: Context, include_archived: bool, as_json: bool) -> None:
         click.echo(json.dumps(records, indent=2, ensure_ascii=False))
     if hidden:
         click.echo(f"Exported no memory. {hidden}", err=True)
+
+
+# ------------------------------------------------------------ update, forget, revive
+# The memory_update tool's changes and the facade's forget and revive, each as the CLI's
+# owner: refused across roles as the tools refuse them.
+
+
+def parse_links(links: tuple[str, ...]) -> list[dict[str, str]]:
+    """`--link ID[:RELATION]` values as the tools' links (related unless a relation is named).
+
+    Raises:
+        click.BadParameter: a colon with no relation after it.
+    """
+    parts = [link.partition(":") for link in links]
+    for link, (_, colon, relation) in zip(links, parts, strict=True):
+        if colon and not relation.strip():
+            raise click.BadParameter(
+                f"'{link}' names no relation after the colon: write ID alone (related) or "
+                "ID:RELATION, e.g. a1b2c3d4:refines.",
+                param_hint="--link",
+            )
+    return [{"target": target, "relation": relation or "related"} for target, _, relation in parts]
+
+
+def check_time(flag: str, value: str | None) -> None:
+    """Refuse a time that is not ISO 8601, naming the flag."""
+    from .domain.schema import iso_time
+
+    if value and iso_time(value) is None:
+        raise click.BadParameter(
+            f"'{value}' is not an ISO 8601 time: write e.g. 2030-01-01T09:00 (local time) "
+            "or 2030-01-01T09:00Z.",
+            param_hint=flag,
+        )
+
+
+@main.command()
+@click.argument("memory_id", metavar="ID")
+@click.option("--content", help="The new text (replaces it; `-` reads it from stdin).")
+@click.option("--title", help="The new title.")
+@click.option("--importance", help="CRITICAL, HIGH, MEDIUM, LOW, TRIVIAL or 0–10 (as you rate it).")
+@click.option(
+    "--tag", "tags", multiple=True, help="A tag (repeatable): the tags given replace all its tags."
+)
+@click.option(
+    "--valid-to",
+    help="No longer true from this ISO 8601 time (local time unless Z); a past time says it "
+    "has stopped holding: recall flags it stale.",
+)
+@click.option(
+    "--link",
+    "links",
+    multiple=True,
+    metavar="ID[:RELATION]",
+    help="Link it to a memory (id or 8-char prefix): related unless a relation is named "
+    "(repeatable).",
+)
+@json_option
+@click.pass_obj
+@functools.partial(run, names={**ID_ARGUMENT, "content": "--content"})
+async def update(
+    ctx: Context,
+    memory_id: str,
+    content: str | None,
+    title: str | None,
+    importance: str | None,
+    tags: tuple[str, ...],
+    valid_to: str | None,
+    links: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """Correct, re-rate, re-tag or link the memory ID (an id or 8-char prefix), as the
+    memory_update tool does. Only what is given changes; `forget` archives it."""
+    if all(v is None for v in (content, title, importance, valid_to)) and not tags + links:
+        raise click.UsageError(
+            "Nothing to change: pass at least one of --content, --title, --importance, --tag, "
+            "--valid-to or --link (to archive the memory: nooa-mcp forget ID)."
+        )
+    if content == "-":
+        content = sys.stdin.read()
+    check_time("--valid-to", valid_to)
+    linked = parse_links(links)
+    async with open_memory(ctx, create=False) as mem:
+        result = await mem.update(
+            memory_id,
+            content=content,
+            title=title,
+            importance=importance,
+            tags=list(tags) or None,
+            valid_to=local_time(valid_to),
+            links=linked or None,
+        )
+    emit(result, as_json, lambda r: with_reminders(update_text(r, "updated"), r))
+
+
+def update_text(r: Any, done: str) -> str:
+    """`DONE  ID` and what changed, or `unchanged  ID` (it already said that)."""
+    changed = [c for c in r.changed if c not in ("archived", "revived")]
+    if r.changed:
+        lines = [f"{done}  {r.id}"] + ([f"changed: {', '.join(changed)}"] if changed else [])
+    else:
+        already = {"forgotten": "already forgotten", "revived": "not forgotten"}
+        lines = [f"{already.get(done, 'unchanged')}  {r.id}"]
+    if r.merged_from:
+        lines.append(
+            f"{r.merged_from[:8]} was merged by reflection into {r.id[:8]}: the change went there."
+        )
+    return "\n".join(lines)
+
+
+@main.command()
+@click.argument("memory_id", metavar="ID")
+@click.option(
+    "--reason",
+    default="forgotten",
+    show_default=True,
+    help="Why, kept with its tombstone (the console's archive shows it).",
+)
+@json_option
+@click.pass_obj
+@run_by_id
+async def forget(ctx: Context, memory_id: str, reason: str, as_json: bool) -> None:
+    """Forget the memory ID (an id or 8-char prefix): archived, never deleted. Recall no
+    longer reaches it, and writing the same text again is refused until `revive ID`."""
+    if not reason.strip():
+        raise click.BadParameter(
+            "an empty reason: say why, or leave it out.", param_hint="--reason"
+        )
+    async with open_memory(ctx, create=False) as mem:
+        result = await mem.forget(memory_id, reason=reason.strip())
+    emit(result, as_json, lambda r: update_text(r, "forgotten"))
+
+
+@main.command()
+@click.argument("memory_id", metavar="ID")
+@json_option
+@click.pass_obj
+@run_by_id
+async def revive(ctx: Context, memory_id: str, as_json: bool) -> None:
+    """Restore the forgotten memory ID (an id or 8-char prefix): that very memory, with its
+    links and history; its tombstone is lifted."""
+    async with open_memory(ctx, create=False) as mem:
+        result = await mem.revive(memory_id)
+    emit(result, as_json, lambda r: update_text(r, "revived"))
 
 
 @main.command(name="list")
