@@ -497,7 +497,11 @@ async def _reachable(target: Path | str) -> None:
     "a1b2c3d4:refines for a correction (repeatable).",
 )
 @click.option("--valid-from", help="True from this ISO 8601 time on (local time unless Z).")
-@click.option("--valid-to", help="True until this ISO 8601 time (local time unless Z).")
+@click.option(
+    "--valid-to",
+    help="True until this ISO 8601 time (local time unless Z); past it, recall and list show "
+    "the memory stale (a time already past is stored, with a note).",
+)
 @click.option(
     "--revive",
     is_flag=True,
@@ -565,7 +569,30 @@ async def author(
             valid_to=local_time(valid_to),
             revive=revive,
         )
+    past = _past_valid_to(valid_to)
+    if past and result.status != "blocked-by-tombstone":
+        # Stored as given (a fact that held until then is worth keeping), but a mistyped year
+        # would make a current fact stale from its first recall: say so, on stderr.
+        click.echo(
+            f"Note: --valid-to {past} has already passed, so recall flags this memory stale "
+            "and ranks it lower; if it still holds, change it with nooa-mcp update ID "
+            "--valid-to LATER.",
+            err=True,
+        )
     emit(result, as_json, lambda r: with_reminders(author_text(r), r))
+
+
+def _past_valid_to(text: str | None) -> str | None:
+    """The --valid-to given, as UTC, when it has already passed; None otherwise."""
+    from datetime import UTC
+
+    from .domain.schema import iso_time, now
+
+    shown = local_time(text) if text else None
+    when = iso_time(shown) if shown else None
+    if when is None or when.tzinfo is None or when >= now():
+        return None
+    return f"{when.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
 
 
 def author_text(r: Any) -> str:
@@ -1212,13 +1239,17 @@ async def list_(
 
 def _list_state(view: Any) -> str:
     """The state column: faded (archived by reflection: recall still reaches it) or forgotten
-    (by its user), superseded (by the memory recall ranks it below), a todo's status, an
+    (by its user), superseded (by the memory recall ranks it below), stale (its validity
+    ended: recall flags it so), a todo's status, an
     intent's trigger (a one-shot intent that fired is still live, but will not fire again; a
     recurring one stays armed), or live."""
     if view.archived:
         return "faded" if view.flags.faded else "forgotten"
     if view.flags.superseded_by:
         return f"superseded by {view.flags.superseded_by[:8]}"
+    if view.flags.stale and view.valid_to is not None:
+        # Its --valid-to has passed: recall flags it stale and ranks it lower.
+        return f"stale since {view.valid_to:%Y-%m-%d}"
     if view.status:
         return view.status
     trigger = view.trigger or {}

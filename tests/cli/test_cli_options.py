@@ -282,7 +282,7 @@ def test_author_links_and_bounds_a_memory_from_the_shell(cli: Cli) -> None:
     assert related.exit_code == 0, related.output
     rows = {r["id"]: r for r in cli.json("explain", "VPN password rotates", "--json")["rows"]}
     assert rows[old_id]["flags"]["superseded_by"] == new.output.split()[1]
-    assert rows[ended.output.split()[1]]["flags"]["stale"] is True
+    assert rows[ended.stdout.split()[1]]["flags"]["stale"] is True  # the note is on stderr
     exported = [json.loads(x) for x in cli("export").stdout.splitlines()]
     edges = {(x["id"], e["target"], e["type"]) for x in exported for e in x.get("edges", [])}
     assert (related.output.split()[1], old_id, "related") in edges
