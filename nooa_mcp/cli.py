@@ -1364,7 +1364,8 @@ def _render_todos(r: Any) -> str:
             )
         else:
             lines.append("No todos." if r.status == "all" else f"No {r.status} todos.")
-    lines.append(f"{r.open_count} open.")
+    if not (r.action == "list" and r.status == "open" and not r.todos):
+        lines.append(f"{r.open_count} open.")  # "No open todos." said it already
     return with_reminders("\n".join(lines), r)
 
 

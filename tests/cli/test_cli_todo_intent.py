@@ -26,7 +26,7 @@ def test_a_shared_todo_is_added_listed_closed_and_reopened_by_the_user(cli: Cli)
     assert done.exit_code == 0, done.output
     assert done.output.splitlines() == [f"done  {todo_id}", "0 open."]
     assert cli("todo", "done", todo_id[:8]).output.startswith(f"already done  {todo_id}")
-    assert "No open todos." in cli("todo", "list").output
+    assert cli("todo", "list").output.splitlines() == ["No open todos."]
     assert todo_id[:8] in cli("todo", "list", "--status", "done").output
     data = cli.json("todo", "reopen", todo_id, "--json")
     assert data["status"] == "open" and data["open_count"] == 1
