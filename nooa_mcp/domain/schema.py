@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+from pydantic_core import PydanticCustomError
 
 from ..errors import InvalidInput
 from .facts import normalised_hash
@@ -426,17 +427,41 @@ class Link(BaseModel):
     relation: EdgeType
     weight: float | str | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _known_keys(cls, data: Any) -> Any:
+        """A key it does not know is refused, not dropped: `wieght: STRONG` (a typo) stored
+        the default weight without a word. (Not extra="forbid", which would spell
+        additionalProperties in the tool listing the model reads every turn.)"""
+        if isinstance(data, dict):
+            unknown = [key for key in data if key not in cls.model_fields]
+            if unknown:
+                raise PydanticCustomError(
+                    "unknown_key",
+                    "has no key {key}; its keys are target, relation and weight",
+                    {"key": _shown(unknown[0])},
+                )
+        return data
+
 
 def parse_link(raw: Any, field: str = "links") -> Link:
     """Validate one `{target, relation, weight?}` link.
 
     Raises:
-        InvalidInput: not an object, no target, or an unknown relation (the relations are listed).
+        InvalidInput: not an object, a key it does not know (the keys are listed), no target,
+            or an unknown relation (the relations are listed).
     """
     if isinstance(raw, Link):
         return raw
     if not isinstance(raw, dict) or not isinstance(raw.get("target"), str):
         raise InvalidInput(field, f"{raw!r} is not a link.", "Pass {target, relation, weight?}.")
+    unknown = [key for key in raw if key not in Link.model_fields]
+    if unknown:
+        raise InvalidInput(
+            field,
+            f"a link has no key {_shown(unknown[0])}.",
+            "Its keys are target, relation and weight.",
+        )
     relation = raw.get("relation")
     names = {e.value for e in EdgeType}
     if not isinstance(relation, str) or relation.strip().lower() not in names:

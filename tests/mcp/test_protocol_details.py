@@ -116,3 +116,17 @@ async def test_a_trigger_key_the_tool_does_not_know_is_refused_not_dropped(clien
         "memory_author", {"content": "Water the plants", "type": "intent", "trigger": sent}
     )
     assert not kept.is_error
+
+
+async def test_a_link_key_the_tool_does_not_know_is_refused_not_dropped(client) -> None:
+    # Before: `wieght` (a typo of weight) was dropped and the link stored at the default weight.
+    target = await client.call_tool("memory_author", {"content": "Deploys ride the train"})
+    link = {"target": target.structured_content["id"], "relation": "related", "wieght": "STRONG"}
+    refused = await client.call_tool(
+        "memory_author", {"content": "The Friday freeze", "links": [link]}
+    )
+    text = refused.content[0].text
+    assert refused.is_error
+    assert "links.0: has no key 'wieght'" in text and "target, relation and weight" in text
+    recalled = await client.call_tool("memory_recall", {"query": "Friday freeze"})
+    assert "The Friday freeze" not in recalled.content[0].text  # nothing was written

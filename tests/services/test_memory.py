@@ -140,6 +140,19 @@ async def test_a_link_to_an_unknown_id_is_refused_and_nothing_is_written(mem):
     assert await count(mem) == 0
 
 
+async def test_a_link_key_it_does_not_know_is_refused_by_name_not_dropped(mem):
+    # Before: `wieght` (a typo of weight) was dropped and the link stored at the default weight.
+    target = await mem.author("deploys go through the release train")
+    typo = {"target": target.id, "relation": "related", "wieght": "STRONG"}
+    with pytest.raises(InvalidInput) as info:
+        await mem.author("the friday freeze", links=[typo])
+    assert info.value.field == "links"
+    assert "no key 'wieght'" in str(info.value) and "target, relation and weight" in str(info.value)
+    with pytest.raises(InvalidInput, match="no key 'wieght'"):
+        await mem.update(target.id, links=[{**typo, "target": target.id[:8]}])
+    assert await count(mem) == 1
+
+
 async def test_update_changes_fields_re_embeds_and_logs_reinforced_without_strength(mem):
     written = await mem.author("the api gateway runs on port 8080")
     vector_before = mem.engine.index.vector(written.id).copy()
