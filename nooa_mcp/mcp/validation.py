@@ -8,6 +8,7 @@ from nooa-mcp is `field: problem. Fix.`, so these are too.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from pydantic import ValidationError
@@ -70,6 +71,14 @@ def _problem(error: Any) -> str:
         return template.split(" {", 1)[0]
 
 
+def _as_json(value: Any) -> str:
+    """A value as the caller wrote it (null, true, "text"), not as Python shows it."""
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):  # a circular container, or an integer past str()'s limit
+        return "a value that cannot be shown"
+
+
 def argument_sentence(exc: ValidationError) -> str:
     """`field: problem; got value. Fix.` for the first field at fault (and how many more).
 
@@ -95,7 +104,7 @@ def argument_sentence(exc: ValidationError) -> str:
                 problem = problem.removeprefix("must be ")
             if problem not in problems:
                 problems.append(problem)
-        got = head(repr(errors[0].get("input")), 40)
+        got = head(_as_json(errors[0].get("input")), 40)
         first = f"{field}: {' or '.join(problems)}; got {got}. Pass a value that fits."
     more = len(by_field) - 1
     return first if not more else f"{first} ({more} more argument(s) at fault.)"

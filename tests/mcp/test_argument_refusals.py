@@ -162,7 +162,10 @@ async def test_a_bad_choice_names_the_field_and_the_allowed_values_without_pydan
 
 BAD_SHAPES = [
     ("memory_recall", {"query": "x", "k": 500}, "k: must be at most 50; got 500."),
-    ("memory_recall", {"query": "x", "k": "many"}, "k: must be a whole number; got 'many'."),
+    ("memory_recall", {"query": "x", "k": "many"}, 'k: must be a whole number; got "many".'),
+    # Values read as the JSON sent, not as Python shows them (got None, got True).
+    ("memory_recall", {"query": "x", "k": None}, "k: must be a whole number; got null."),
+    ("memory_recall", {"query": True}, "query: must be text; got true."),
     ("memory_recall", {"query": "x", "hops": -1}, "hops: must be at least 0; got -1."),
     ("memory_recall", {"k": 3}, "query: is required. Pass it."),
     ("memory_author", {"content": "x", "salience": [1]}, "salience: must be text or a number"),
