@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, ToolAnnotations
-from pydantic import BaseModel, Field, StrictFloat, model_validator
+from pydantic import BaseModel, Field, StrictBool, StrictFloat, StrictInt, model_validator
 from pydantic_core import PydanticCustomError
 
 from ..domain.replies import (
@@ -92,7 +92,7 @@ class TriggerArg(BaseModel):
 
     fire_at: datetime | None = None
     cue: str | None = Field(None, description="Words; fires when all or their gist come up.")
-    every_hours: float | None = Field(None, gt=0, description="Re-arm after firing.")
+    every_hours: StrictFloat | None = Field(None, gt=0, description="Re-arm after firing.")
 
     @model_validator(mode="before")
     @classmethod
@@ -161,7 +161,9 @@ class MemoryTools:
             TriggerArg | None,
             Field(description="For type=intent."),
         ] = None,
-        revive: Annotated[bool, Field(description="Keep a write that a forget blocked.")] = False,
+        revive: Annotated[
+            StrictBool, Field(description="Keep a write that a forget blocked.")
+        ] = False,
     ) -> Annotated[CallToolResult, AuthorResult]:
         """Remember something for next time. A near-duplicate is named in similar_to; for a
         changed fact, link the old one with refines."""
@@ -190,17 +192,17 @@ class MemoryTools:
     async def memory_recall(
         self,
         query: str,
-        k: Annotated[int, Field(ge=1, le=50)] = 5,
+        k: Annotated[StrictInt, Field(ge=1, le=50)] = 5,
         scope: Annotated[
             str,
             Field(description="mine, instance, * or a role (wider only where granted)."),
         ] = "mine",
         types: list[TypeName] | None = None,
         hops: Annotated[
-            int | None, Field(ge=0, le=3, description="Hops over links; 0 = none.")
+            StrictInt | None, Field(ge=0, le=3, description="Hops over links; 0 = none.")
         ] = None,
         include_archived: Annotated[
-            bool,
+            StrictBool,
             Field(description="Also weak faded hits, not forgotten ones."),
         ] = False,
     ) -> Annotated[CallToolResult, RecallResult]:
@@ -228,9 +230,9 @@ class MemoryTools:
             str | None,
             Field(description="Its access history; with query: why (not) recalled."),
         ] = None,
-        k: Annotated[int, Field(ge=1, le=50)] = 10,
+        k: Annotated[StrictInt, Field(ge=1, le=50)] = 10,
         scope: Annotated[str, Field(description="As recall's.")] = "mine",
-        hops: Annotated[int | None, Field(ge=0, le=3)] = None,
+        hops: Annotated[StrictInt | None, Field(ge=0, le=3)] = None,
     ) -> Annotated[CallToolResult, ExplainResult]:
         """Why memories rank where they do; logs nothing."""
         request = ExplainRequest(query=query, memory_id=memory_id, k=k, hops=hops, scope=scope)
@@ -252,7 +254,9 @@ class MemoryTools:
         status: TodoStatus | None = None,
         links: list[Link] | None = None,
         valid_to: Annotated[datetime | None, Field(description="No longer true from then.")] = None,
-        forget: Annotated[bool, Field(description="Archive it: kept, never recalled.")] = False,
+        forget: Annotated[
+            StrictBool, Field(description="Archive it: kept, never recalled.")
+        ] = False,
     ) -> Annotated[CallToolResult, UpdateResult]:
         """Correct, re-rate, link or forget a memory of yours."""
         request = UpdateRequest(
@@ -286,7 +290,7 @@ class MemoryTools:
         importance: Importance | None = None,
         tags: list[str] | None = None,
         status: TodoListing = "open",
-        limit: Annotated[int, Field(ge=1, le=100)] = 20,
+        limit: Annotated[StrictInt, Field(ge=1, le=100)] = 20,
     ) -> Annotated[CallToolResult, TodoResult]:
         """Commitments: open ones list first, never pruned."""
         request = TodoRequest(
@@ -322,7 +326,7 @@ class MemoryTools:
             Field(description="For add: words; fires when all or their gist come up."),
         ] = None,
         every_hours: Annotated[
-            float | None,
+            StrictFloat | None,
             Field(gt=0, description="For add: every N hours (cue: N h after firing)."),
         ] = None,
         memory_id: Annotated[str | None, Field(description="For cancel.")] = None,

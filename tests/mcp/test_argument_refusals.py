@@ -166,6 +166,25 @@ BAD_SHAPES = [
     # Values read as the JSON sent, not as Python shows them (got None, got True).
     ("memory_recall", {"query": "x", "k": None}, "k: must be a whole number; got null."),
     ("memory_recall", {"query": True}, "query: must be text; got true."),
+    # Strict: a JSON value of another type is refused, not converted (k true ran as k=1).
+    ("memory_recall", {"query": "x", "k": True}, "k: must be a whole number; got true."),
+    ("memory_recall", {"query": "x", "k": "3"}, 'k: must be a whole number; got "3".'),
+    ("memory_recall", {"query": "x", "hops": False}, "hops: must be a whole number; got false."),
+    (
+        "memory_recall",
+        {"query": "x", "include_archived": "yes"},
+        'include_archived: must be true or false; got "yes".',
+    ),
+    ("memory_explain", {"query": "x", "memory_id": "ab", "k": 2.0}, "k: must be a whole number"),
+    ("memory_update", {"memory_id": "ab", "forget": 1}, "forget: must be true or false; got 1."),
+    ("memory_author", {"content": "x", "revive": "false"}, "revive: must be true or false"),
+    ("todo", {"action": "list", "limit": "20"}, 'limit: must be a whole number; got "20".'),
+    ("intent", {"action": "add", "every_hours": "24"}, 'every_hours: must be a number; got "24".'),
+    (
+        "memory_author",
+        {"content": "x", "type": "intent", "trigger": {"cue": "standup", "every_hours": True}},
+        "trigger.every_hours: must be a number; got true.",
+    ),
     ("memory_recall", {"query": "x", "hops": -1}, "hops: must be at least 0; got -1."),
     ("memory_recall", {"k": 3}, "query: is required. Pass it."),
     ("memory_author", {"content": "x", "salience": [1]}, "salience: must be text or a number"),
