@@ -6,6 +6,7 @@ store only ever sees well-formed values and every error names its field.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import uuid
@@ -389,8 +390,12 @@ def clean_labels(values: Sequence[str] | None, field: str) -> list[str]:
     """
     out: list[str] = []
     if values is not None and not isinstance(values, list | tuple):
+        short = isinstance(values, str) and 0 < len(values) <= 30
+        example = json.dumps([values] if short else ["build", "deploy"], ensure_ascii=False)
         raise InvalidInput(
-            field, f"{_shown(values)} is not a list.", "Pass a list of short strings."
+            field,
+            f"{_shown(values)} is not a list.",
+            f"Pass a list of short strings, e.g. {example}.",
         )
     for value in values or []:
         if not isinstance(value, str):

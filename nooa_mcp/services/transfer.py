@@ -138,7 +138,11 @@ def import_spec(item: dict[str, Any]) -> dict[str, Any]:
 
 
 def _refused_line(line: int, exc: InvalidInput) -> InvalidInput:
-    return InvalidInput(f"line {line}", f"{exc.field}: {exc.problem}", "Nothing was imported.")
+    """The line's refusal: its field, the problem, the fix (a file names the types there are,
+    as a tool does; before, the fix was dropped: "type: 'note' is not a memory type."), and
+    that nothing was imported."""
+    fix = f"{exc.fix} Nothing was imported." if exc.fix else "Nothing was imported."
+    return InvalidInput(f"line {line}", f"{exc.field}: {exc.problem}", fix)
 
 
 def _short(value: Any) -> str:

@@ -254,6 +254,23 @@ UNKNOWN_FIELDS = [
         'Error: line 3: content: ["a", "a", "a", "a", "a", "a", "a", "a"… is not text. '
         "Pass the memory's text as a JSON string. Nothing was imported.",
     ),
+    # A value the import refuses says what to write, as the tools do (the fix was dropped:
+    # "line 3: type: 'note' is not a memory type. Nothing was imported.").
+    (
+        {"content": "Typed.", "type": "note"},
+        "Error: line 3: type: 'note' is not a memory type. Use one of info, skill, episode, "
+        "intent, todo, reflection, scratch. Nothing was imported.",
+    ),
+    (
+        {"content": "Tagged.", "tags": "x"},
+        "Error: line 3: tags: 'x' is not a list. Pass a list of short strings, e.g. [\"x\"]. "
+        "Nothing was imported.",
+    ),
+    (
+        {"content": "Weighed.", "importance": "HUGE"},
+        "Error: line 3: importance: 'HUGE' is not a level. Use CRITICAL, HIGH, MEDIUM, LOW, "
+        "TRIVIAL or a number from 0 to 10. Nothing was imported.",
+    ),
 ]
 
 
@@ -275,6 +292,9 @@ def _stored(store: Path) -> list[dict]:
         "history",
         "content-int",
         "content-list",
+        "type",
+        "tags",
+        "importance",
     ],
 )
 def test_an_unknown_field_or_content_that_is_not_text_refuses_the_whole_file(
