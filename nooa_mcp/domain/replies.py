@@ -340,6 +340,8 @@ class TodoItem(BaseModel):
     importance_label: str
     created_at: datetime
     age_hours: float
+    #: The shared owner's todo, which this caller may not close: the user closes it.
+    shared: bool = False
 
 
 class TodoResult(BaseModel):

@@ -13,6 +13,7 @@ from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, Field, StrictBool, StrictFloat, StrictInt, model_validator
 from pydantic_core import PydanticCustomError
 
+from ..domain.injection import SHARED_TODO
 from ..domain.replies import (
     AuthorResult,
     ExplainResult,
@@ -446,6 +447,7 @@ def _render_todos(result: TodoResult, omitted: int) -> str:
         lines.append(f"{result.action}: {result.id[:8]} → {result.outcome}.")
     rows = [
         f"- [{t.id8}] [{t.status}] {t.importance_label} {t.title or t.content}"
+        + (f" ({SHARED_TODO})" if t.shared else "")
         for t in result.todos
     ]
     if result.action == "list" and result.status not in (None, "open"):

@@ -111,6 +111,7 @@ async def _items(caller: Caller, status: str | None, limit: int) -> list[TodoIte
             importance_label=IMPORTANCE.label(m.importance),
             created_at=m.created_at,
             age_hours=round(max((now - m.created_at).total_seconds(), 0.0) / 3600, 1),
+            shared=not caller.may_write(m.owner),
         )
         for m in memories
     ]

@@ -12,6 +12,7 @@ import pytest
 from mcp import Client
 
 from nooa_mcp import Settings
+from nooa_mcp.domain.injection import SHARED_TODO
 from nooa_mcp.embeddings import HashEmbedder
 from nooa_mcp.mcp.server import build_server
 
@@ -121,3 +122,25 @@ async def test_an_argument_of_another_action_is_refused_naming_it(client, tool, 
     assert f"{field}: is not used by {args['action']}." in reply.content[0].text
     listed = await client.call_tool("todo", {"action": "list"})
     assert listed.structured_content["todos"] == []
+
+
+@pytest.mark.anyio
+async def test_todo_list_marks_a_shared_todo_as_the_users_to_close(settings: Settings) -> None:
+    """Before: `- [022fd8ed] [open] MEDIUM Renew the TLS certificate`, and `done` on it was
+    refused (a role may not write a shared memory); session start notes it, so does the list."""
+    from nooa_mcp import Memory
+
+    async with Memory.open(settings.store, owner="", embedder=HashEmbedder()) as shared:
+        everyone = (await shared.todo("add", content="Renew the TLS certificate")).id
+    async with Client(build_server(settings, embedder=HashEmbedder()), cache=None) as client:
+        _, _, own = await call(client, "todo", {"action": "add", "content": "Tidy the fixtures"})
+        _, text, listed = await call(client, "todo", {"action": "list"})
+        lines = {line[3:11]: line for line in text.splitlines() if line.startswith("- [")}
+        assert lines[everyone[:8]].endswith(f"({SHARED_TODO})"), text
+        assert "shared" not in lines[own["id"][:8]]
+        assert {t["id"]: t["shared"] for t in listed["todos"]} == {
+            everyone: True,
+            own["id"]: False,
+        }
+        is_error, refused, _ = await call(client, "todo", {"action": "done", "memory_id": everyone})
+        assert is_error and "shared" in refused
