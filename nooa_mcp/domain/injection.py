@@ -223,8 +223,15 @@ def render_session(
     open_todos: int,
     reminders: Sequence[Item],
     memories: Sequence[Item],
+    labelled: int = 0,
 ) -> str:
-    """The block injected at session start; "" when memory holds nothing to show."""
+    """The block injected at session start; "" when memory holds nothing to show.
+
+    The first `labelled` memories carry the project's name as a tag, entity or place, and are
+    said to; the rest were chosen for their importance alone, and are not said to be the
+    project's (they were headed "Most important memories for billing:", about billing or not).
+    With none labelled, the heading says so: "Most important memories (none labelled billing):".
+    """
     lines: list[str] = []
     if todos:
         more = f" ({open_todos} in all)" if open_todos > len(todos) else ""
@@ -233,10 +240,15 @@ def render_session(
     if reminders:
         lines.append("Intents that are due now (act on them when the moment fits):")
         lines += [item_line(r, with_type=False) for r in reminders]
-    if memories:
-        where = f" for {project}" if project else ""
-        lines.append(f"Most important memories{where}:")
-        lines += [item_line(m) for m in memories]
+    labelled = labelled if project else 0
+    if memories[:labelled]:
+        lines.append(f"Memories labelled {project}:")
+        lines += [item_line(m) for m in memories[:labelled]]
+    if memories[labelled:]:
+        # The project is named even when no memory carries it: what session start looked for.
+        none = f" (none labelled {project})" if project and not labelled else ""
+        lines.append(f"Most important memories{none}:")
+        lines += [item_line(m) for m in memories[labelled:]]
     if not lines:
         return ""
     head = (

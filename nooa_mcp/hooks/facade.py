@@ -43,7 +43,9 @@ async def injected_text(memory: Memory, event: str, project: str, prompt: str) -
     """Inject for one hook event and render the block ("" when there is nothing)."""
     if event == "session-start":
         got = await memory.inject_at_start(project)
-        return render_session(project, got.todos, got.open_todos, got.reminders, got.memories)
+        return render_session(
+            project, got.todos, got.open_todos, got.reminders, got.memories, got.labelled
+        )
     got = await memory.inject_for_prompt(prompt)
     return render_prompt(got.reminders, got.memories)
 

@@ -238,4 +238,5 @@ def session_context(store: QuickStore, owner: str, project: str, session: str | 
             (m["id"], m["type"], m["importance"], m["title"] or m["content"], _note(m, now))
             for m in memories
         ],
+        sum(1 for m in memories if m.get("labelled")),
     )

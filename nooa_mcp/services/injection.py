@@ -53,6 +53,8 @@ class Injected:
     todos: list[Item] = field(default_factory=list)
     open_todos: int = 0
     embeddings: str = "ready"
+    #: How many of `memories`, the first, carry the project's name (session start).
+    labelled: int = 0
 
 
 def _item(m: Memory, now: float) -> Item:
@@ -162,13 +164,15 @@ async def at_session_start(caller: Caller, project: str = "", *, fire: bool = Tr
     now = utc_now().timestamp()
     out.todos = [_item(m, now) for m in todos[:START_TODOS]]
     out.reminders = await _reminders(caller, None, None) if fire else []
-    out.memories = [_item(m, now) for m in await _important(caller, project, len(todos))]
+    important, out.labelled = await _important(caller, project, len(todos))
+    out.memories = [_item(m, now) for m in important]
     await _log(caller, [t[0] for t in out.todos] + [m[0] for m in out.memories], None)
     return out
 
 
-async def _important(caller: Caller, project: str, open_todos: int) -> list[Memory]:
-    """The project's labelled memories, then the HIGH and CRITICAL ones; none superseded."""
+async def _important(caller: Caller, project: str, open_todos: int) -> tuple[list[Memory], int]:
+    """The project's labelled memories, then the HIGH and CRITICAL ones; none superseded.
+    With how many of them, the first, are the labelled ones."""
     own = caller.actor.own
     now = utc_now()
     labelled: list[str] = []
@@ -194,4 +198,5 @@ async def _important(caller: Caller, project: str, open_todos: int) -> list[Memo
         and (m.valid_to is None or m.valid_to > now)
     ]
     superseded = await successors_of(caller, pool, own)
-    return [m for m in pool if m.id not in superseded][:START_MEMORIES]
+    chosen = [m for m in pool if m.id not in superseded][:START_MEMORIES]
+    return chosen, sum(1 for m in chosen if m.id in set(labelled))

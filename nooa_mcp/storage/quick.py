@@ -213,7 +213,7 @@ class QuickStore:
                 item = _decoded(r)
                 labels = [*item["tags"], *item["entities"], item["place_or_task"]]
                 if any(str(x).lower() == wanted for x in labels):
-                    out.append(item)
+                    out.append({**item, "labelled": True})
         rows = self._rows(
             f"SELECT {_ROW} FROM memories m WHERE {live} AND m.importance >= :floor "
             "ORDER BY m.importance DESC, m.last_accessed_at DESC LIMIT :limit",

@@ -364,8 +364,8 @@ async def test_the_route_names_a_clients_folder_without_looking_at_the_servers_d
         ):
             answers[cwd] = _label(context(await post(c, recorded("session_start", cwd))))
     labels = list(answers.values())
-    assert labels[0] == labels[1] == "Most important memories for src:", answers
-    assert labels[2] == labels[3] == "Most important memories for .ssh:", answers
+    assert labels[0] == labels[1] == "Most important memories (none labelled src):", answers
+    assert labels[2] == labels[3] == "Most important memories (none labelled .ssh):", answers
 
 
 async def test_the_command_hook_sends_the_project_it_found_on_its_own_disk(
@@ -389,7 +389,7 @@ async def test_the_command_hook_sends_the_project_it_found_on_its_own_disk(
             )
         )
     assert answer.code == 0 and log_lines(tmp_path) == []
-    assert _label(answer.context) == "Most important memories for billing:"
+    assert _label(answer.context) == "Most important memories (none labelled billing):"
 
 
 async def test_escaped_lone_surrogates_in_the_input_are_answered_not_a_500(

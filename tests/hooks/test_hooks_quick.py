@@ -21,6 +21,7 @@ from hooks_support import hook_env, open_memory, recorded
 
 from nooa_mcp.domain.injection import SHARED_TODO, holds_from
 from nooa_mcp.hooks import local, run
+from nooa_mcp.hooks.facade import injected_text
 from nooa_mcp.storage.quick import QuickStore, QuickUnavailable
 
 OWNER = "claude-code"
@@ -362,8 +363,20 @@ def test_session_start_leads_with_the_projects_labelled_memories(
     labelled = {"Billing deploys on Tuesdays", "Billing owner is the finance team"}
     assert set(contents[:2]) == labelled
     assert contents[2:] == ["Unrelated but critical fact"]
-    text = local.session_context(_opened(store), OWNER, "billing", None)
-    assert "Most important memories for billing:" in text
+
+    # Only the labelled ones are said to be the project's (all five were headed "Most important
+    # memories for billing:"), in the hook's process and the server's alike.
+    async def served() -> str:
+        async with open_memory(store, OWNER) as mem:
+            return await injected_text(mem, "session-start", "billing", "")
+
+    for text in (local.session_context(_opened(store), OWNER, "billing", None), anyio.run(served)):
+        ours, _, rest = text.partition("Memories labelled billing:\n")[2].partition(
+            "Most important memories:\n"
+        )
+        assert "Billing deploys on Tuesdays" in ours and "Billing owner is the finance" in ours
+        assert "Unrelated but critical fact" in rest and "Unrelated" not in ours, text
+        assert "for billing" not in text
 
 
 def test_a_recurring_cue_intent_rests_for_its_cooldown_after_firing(
