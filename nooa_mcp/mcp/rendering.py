@@ -399,7 +399,14 @@ def render_explain(result: ExplainResult) -> str:
     elif result.why_not is not None:
         w = result.why_not
         verdict = f"in the top {w.k} at rank {w.rank}" if w.in_top_k else f"not in the top {w.k}"
-        lines.append(f'{w.id[:8]} for "{result.query}": {verdict}. {w.reason}')
+        # Said once: a reason that gives the rank against the top k is the verdict ("in the
+        # top 10 at rank 1. It ranks 1 of the top 10." said it twice).
+        said = f"ranks {w.rank} of the top {w.k}" in w.reason or (
+            f"ranks {w.rank}, below the top {w.k}" in w.reason
+        )
+        lines.append(
+            f'{w.id[:8]} for "{result.query}": ' + ("" if said else f"{verdict}. ") + w.reason
+        )
         if w.score is not None:
             against = (
                 f"; rank {w.k}'s {_num(w.kth_score)}{_terms(w.kth_terms)}"

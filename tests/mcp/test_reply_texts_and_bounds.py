@@ -246,6 +246,17 @@ def test_why_not_gives_the_verdict_the_reason_both_scores_and_the_retention() ->
     ]
 
 
+def test_why_not_says_the_rank_once_when_the_reason_gives_it() -> None:
+    # Before: 'in the top 10 at rank 1. It ranks 1 of the top 10.'
+    for in_top, rank, reason in (
+        (True, 1, "It ranks 1 of the top 5."),
+        (False, 9, "It ranks 9, below the top 5: rel 0.100 < 0.600 against rank 5."),
+    ):
+        why = _why_not(in_top_k=in_top, rank=rank, reason=reason)
+        text = render_explain(ExplainResult(mode="why_not", query="relay", why_not=why))
+        assert text.splitlines()[0] == f'c1c2c3d4 for "relay": {reason}'
+
+
 # --------------------------------------------------------------------------- bound_explain
 
 
