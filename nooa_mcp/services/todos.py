@@ -17,6 +17,9 @@ from .views import get
 __all__ = ["todo"]
 
 _CLOSE = {"done": "done", "drop": "dropped", "reopen": "open"}
+#: What each closing action does, as a refusal tells it ("Pass the id of the todo to done."
+#: read as a typo).
+_DOES = {"done": "mark done", "drop": "drop", "reopen": "reopen"}
 
 
 async def todo(caller: Caller, request: TodoRequest, *, remind: bool = True) -> TodoResult:
@@ -60,7 +63,11 @@ async def todo(caller: Caller, request: TodoRequest, *, remind: bool = True) -> 
         result.reminders_more = written.reminders_more
     elif action in _CLOSE:
         if not memory_id:
-            raise InvalidInput("memory_id", "is missing.", f"Pass the id of the todo to {action}.")
+            raise InvalidInput(
+                "memory_id",
+                "is missing.",
+                f"Pass the id of the todo to {_DOES[action]} (action=list shows the ids).",
+            )
         found = await get(caller, memory_id)
         if found.type.value != "todo":
             raise InvalidInput(

@@ -74,5 +74,5 @@ async def test_an_id_that_is_not_hex_a_validity_that_ends_before_it_starts_and_a
     assert said == [
         "memory_id: 'zz!zz!zz' is not a memory id. Ids are hex, e.g. '3f9a2c1d'.",
         "valid_to: is before valid_from. Pass a later date.",
-        "memory_id: is missing. Pass the id of the todo to done.",
+        "memory_id: is missing. Pass the id of the todo to mark done (action=list shows the ids).",
     ]
