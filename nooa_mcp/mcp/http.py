@@ -91,8 +91,7 @@ class SessionCap:
         self._opening: dict[str, int] = {}
 
     def _client(self, scope: Scope) -> str:
-        headers = dict(scope.get("headers") or [])
-        auth = headers.get(b"authorization", b"")
+        auth = authorization(scope)
         if self.tokens and auth.lower().startswith(b"bearer "):
             return "token:" + hashlib.sha256(auth[7:].strip()).hexdigest()[:24]
         client = scope.get("client") or ("?", 0)
@@ -143,6 +142,17 @@ class SessionCap:
             settle()
 
 
+def authorization(scope: Scope) -> bytes:
+    """The request's first Authorization header, the one the SDK's bearer check reads (and
+    Starlette's `headers.get`); b"" without one. A dict of the headers keeps the last: a
+    request sending a guess first and anything second had its guess checked by the SDK
+    while the wrong-token limit and the session cap read the second."""
+    for name, value in scope.get("headers") or []:
+        if name.lower() == b"authorization":
+            return bytes(value)
+    return b""
+
+
 class Limit(Protocol):
     """What counts wrong tokens (`console.auth.TokenLogin`)."""
 
@@ -166,8 +176,7 @@ class WrongTokens:
         if scope["type"] != "http" or path == "/ui" or path.startswith("/ui/"):
             await self.app(scope, receive, send)
             return
-        auth = dict(scope.get("headers") or []).get(b"authorization", b"")
-        if not auth.lower().startswith(b"bearer "):
+        if not authorization(scope).lower().startswith(b"bearer "):
             await self.app(scope, receive, send)
             return
         request = HTTPConnection(scope)
