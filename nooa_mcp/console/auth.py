@@ -82,7 +82,12 @@ class Authenticator:
 
 
 class FailureLimit:
-    """Failed attempts per address: at most `limit` in any `window` seconds."""
+    """Wrong tokens per address: at most `limit` different ones in any `window` seconds.
+
+    The same wrong token again is one guess, its time renewed: a guesser must try new
+    tokens, while a client left with a stale one (a hook's old NOOA_TOKEN fires on every
+    prompt) repeats it, and counting each repeat locked its user's own valid session at
+    that address out of /mcp within a minute."""
 
     def __init__(
         self,
@@ -93,23 +98,30 @@ class FailureLimit:
         self.limit = limit
         self.window = window
         self.clock = clock
-        self._failures: OrderedDict[str, deque[float]] = OrderedDict()
+        #: address → (time, the wrong token's digest), oldest first
+        self._failures: OrderedDict[str, deque[tuple[float, str]]] = OrderedDict()
 
     def wait_seconds(self, address: str) -> float:
         times = self._failures.get(address)
         if not times:
             return 0.0
         now = self.clock()
-        while times and times[0] <= now - self.window:
+        while times and times[0][0] <= now - self.window:
             times.popleft()
         if len(times) < self.limit:
             return 0.0
-        return times[0] + self.window - now
+        return times[0][0] + self.window - now
 
-    def failed(self, address: str) -> None:
+    def failed(self, address: str, token: str | None = None) -> None:
+        """A wrong `token` from `address` (None: an attempt that counts every time)."""
         times = self._failures.setdefault(address, deque())
         self._failures.move_to_end(address)
-        times.append(self.clock())
+        key = _digest(token) if token is not None else secrets.token_hex(16)
+        for i, (_, seen) in enumerate(times):
+            if seen == key:
+                del times[i]
+                break
+        times.append((self.clock(), key))
         while len(times) > self.limit:
             times.popleft()
         while len(self._failures) > MAX_ADDRESSES:
@@ -181,7 +193,7 @@ class TokenLogin(Authenticator):
                 return None
             found = self.viewer_of_token(value.strip())
             if found is None:
-                self.failed(request)
+                self.failed(request, value.strip())
             return found
         session = request.cookies.get(COOKIE)
         return self._session_viewer(session) if session else None
@@ -191,19 +203,20 @@ class TokenLogin(Authenticator):
         proxy = _forwarded_by(request)
         return wait if proxy is None else max(wait, self.proxy_failures.wait_seconds(proxy))
 
-    def failed(self, request: HTTPConnection) -> None:
-        """A wrong token: against the request's address, and the proxy that forwarded it."""
-        self.failures.failed(_address(request))
+    def failed(self, request: HTTPConnection, token: str | None = None) -> None:
+        """A wrong `token`: against the request's address, and the proxy that forwarded it
+        (one guess however often the same token is sent: `FailureLimit`)."""
+        self.failures.failed(_address(request), token)
         proxy = _forwarded_by(request)
         if proxy is not None:
-            self.proxy_failures.failed(proxy)
+            self.proxy_failures.failed(proxy, token)
 
     def sign_in(self, request: HTTPConnection, token: str) -> str | None:
         """A session for a valid token; a wrong one counts against the request's address
         (and the proxy that forwarded it)."""
         viewer = self.viewer_of_token(token)
         if viewer is None:
-            self.failed(request)
+            self.failed(request, token)
             return None
         session = secrets.token_urlsafe(32)
         now = self.clock()

@@ -158,7 +158,7 @@ class Limit(Protocol):
 
     def wait_seconds(self, request: HTTPConnection) -> float: ...
 
-    def failed(self, request: HTTPConnection) -> None: ...
+    def failed(self, request: HTTPConnection, token: str | None = None) -> None: ...
 
 
 class WrongTokens:
@@ -176,9 +176,11 @@ class WrongTokens:
         if scope["type"] != "http" or path == "/ui" or path.startswith("/ui/"):
             await self.app(scope, receive, send)
             return
-        if not authorization(scope).lower().startswith(b"bearer "):
+        header = authorization(scope)
+        if not header.lower().startswith(b"bearer "):
             await self.app(scope, receive, send)
             return
+        token = header[7:].strip().decode("latin-1")
         request = HTTPConnection(scope)
         wait = self.limit.wait_seconds(request)
         if wait:
@@ -187,7 +189,7 @@ class WrongTokens:
 
         async def counted(message: MutableMapping[str, Any]) -> None:
             if message["type"] == "http.response.start" and message.get("status") == 401:
-                self.limit.failed(request)
+                self.limit.failed(request, token)
             await send(message)
 
         await self.app(scope, receive, counted)

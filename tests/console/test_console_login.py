@@ -169,6 +169,36 @@ async def test_wrong_bearer_tokens_at_mcp_share_the_consoles_limit(tmp_path: Pat
     assert elsewhere.status_code != 429 and elsewhere.status_code != 401
 
 
+async def test_a_stale_token_sent_again_and_again_is_one_guess_and_locks_no_one_out(
+    tmp_path: Path,
+) -> None:
+    """A client left with an old token (a hook's NOOA_TOKEN fires on every prompt) sends the
+    same wrong token over and over: counted each time, it locked its user's valid session at
+    that address out of /mcp and /hooks within a minute. The same token again is one guess;
+    five different ones still stop a guesser."""
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(f'{{"{TOKEN}": "alice"}}')
+    args = serve_args(created_store(tmp_path / "m.sqlite"), "--tokens", str(tokens))
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    async with http_server(args) as proc:
+        base = f"http://127.0.0.1:{proc.port}"
+        async with _client() as http:
+
+            async def post(token: str) -> int:
+                sent = {"authorization": f"Bearer {token}"}
+                return (await http.post(f"{base}/mcp", json=ping, headers=sent)).status_code
+
+            stale = [await post("stale-token-from-last-month-0123") for _ in range(20)]
+            valid = await post(TOKEN)
+            guesses = [await post(f"guess-{i:02d}-0123456789abcdef") for i in range(6)]
+            after = await post(TOKEN)
+    assert stale == [401] * 20
+    assert valid not in (401, 429)
+    # The stale token was one of the five: four new guesses are checked, then refused.
+    assert guesses == [401] * 4 + [429] * 2
+    assert after == 429
+
+
 async def test_the_cookie_is_a_session_that_signing_out_ends(tmp_path: Path) -> None:
     async with http_server(_ui_args(tmp_path)) as proc:
         base = f"http://127.0.0.1:{proc.port}"

@@ -26,8 +26,9 @@ class Counted:
     def wait_seconds(self, request: HTTPConnection) -> float:
         return 0.0
 
-    def failed(self, request: HTTPConnection) -> None:
+    def failed(self, request: HTTPConnection, token: str | None = None) -> None:
         self.failed_count += 1
+        self.token = token
 
 
 class Verifier:
@@ -66,6 +67,7 @@ async def test_a_guess_sent_before_another_authorization_header_is_counted() -> 
     await WrongTokens(_sdk_like, limit)(_scope(GUESS), receive, send)
     assert sent[0]["status"] == 401
     assert limit.failed_count == 1
+    assert limit.token == "guess-0123456789"  # the first header's, the one checked
 
 
 def test_the_session_cap_keys_on_the_token_the_sdk_checks() -> None:
