@@ -14,6 +14,7 @@ from typing import Any
 
 from .epoch import from_epoch
 from .schema import ACTR_CHANNELS, TOUCH_CHANNELS, AccessRecord, Channel, Memory
+from .scope import OTHER_READER
 
 
 @dataclass(slots=True)
@@ -134,13 +135,20 @@ class History:
 
 
 #: What an export keeps of each access on the ring: the reader and the session or trace it
-#: came from name things of the exporting store, so the importer's owner reads them instead.
+#: came from name things of the exporting store, so the importer's owner reads them instead;
+#: an access by another reader than the memory's owner says so (`"other_reader": true`, never
+#: who), and the import keeps it another reader's (`OTHER_READER`).
 RING_FIELDS = frozenset({"ts", "channel", "query", "score", "rank", "components"})
 
 
-def access_record(access: AccessRecord) -> dict[str, Any]:
-    """One access as an export writes it (`RING_FIELDS`)."""
-    return access.model_dump(mode="json", include=set(RING_FIELDS), exclude_none=True)
+def access_record(access: AccessRecord, owner: str) -> dict[str, Any]:
+    """One access to a memory of `owner` as an export writes it (`RING_FIELDS`, and whether
+    another reader made it). A blank reader (the shared owner's, or one the export redacted
+    after marking it `OTHER_READER`) is the owner's, as before."""
+    record = access.model_dump(mode="json", include=set(RING_FIELDS), exclude_none=True)
+    if access.reader_owner not in ("", owner):
+        record["other_reader"] = True
+    return record
 
 
 def history_record(
@@ -158,7 +166,8 @@ def history_record(
         "reinforcements": memory.reinforcement_count,
         "channels": dict(memory.channels),
         "accesses": [
-            access_record(a) for a in (memory.access_log if accesses is None else accesses)
+            access_record(a, memory.owner)
+            for a in (memory.access_log if accesses is None else accesses)
         ],
     }
 
@@ -193,7 +202,14 @@ def restore_history(
     memory.channels = dict(history.channels)
     stream = sorted(
         (
-            a.model_copy(update={"ts": min(a.ts, now), "reader_owner": memory.owner})
+            a.model_copy(
+                update={
+                    "ts": min(a.ts, now),
+                    "reader_owner": OTHER_READER
+                    if a.reader_owner == OTHER_READER
+                    else memory.owner,
+                }
+            )
             for a in history.accesses
         ),
         key=lambda a: a.ts,

@@ -35,6 +35,7 @@ from .schema import (
     now as utc_now,
     refuse_unstorable,
 )
+from .scope import OTHER_READER
 
 __all__ = [
     "MAX_HISTORY_TIMES",
@@ -220,6 +221,11 @@ def _access(raw: Any) -> AccessRecord:
         raise InvalidInput(f"{field}.score", f"{score!r} is not a number.", "")
     if rank is not None:
         _count(rank, f"{field}.rank")
+    other = raw.get("other_reader", False)
+    if not isinstance(other, bool):
+        raise InvalidInput(
+            f"{field}.other_reader", f"{other!r} is not true or false.", "Export it again."
+        )
     parts = raw.get("components")
     try:
         components = None if parts is None else Components.model_validate(parts)
@@ -234,6 +240,8 @@ def _access(raw: Any) -> AccessRecord:
         score=None if score is None or not math.isfinite(score) else float(score),
         rank=rank,
         components=components,
+        # Another reader's in the store it came from: kept so, never read as the owner's.
+        reader_owner=OTHER_READER if other else "",
     )
 
 

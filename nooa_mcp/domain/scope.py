@@ -19,6 +19,7 @@ from ..errors import InvalidInput
 
 __all__ = [
     "ALL_ROLES",
+    "OTHER_READER",
     "Actor",
     "Scope",
     "owner_from_client_name",
@@ -29,6 +30,12 @@ __all__ = [
 
 #: A grant that lets a connection read every role.
 ALL_ROLES = "*"
+
+#: The reader of an imported access that another reader than the memory's owner made in the
+#: store it came from: an export says only that it was another reader, never its name. Not a
+#: valid owner, so no scope but every role's reads it (`Scope.allows`), no owner can be it,
+#: and stats counts its reads of a role's memory as another role's (`cross_owner_reads`).
+OTHER_READER = "(another reader)"
 
 # ASCII letters, digits, dot and hyphen: no zero-width, right-to-left, NUL or look-alike
 # characters, so one owner can never display as another.

@@ -43,7 +43,8 @@ from ..domain.imports import (
 )
 from ..domain.inputs import build_memory
 from ..domain.requests import AuthorRequest, request_of
-from ..domain.schema import Edge, Trigger, as_utc, now as utc_now
+from ..domain.schema import Edge, Memory, Trigger, as_utc, now as utc_now
+from ..domain.scope import OTHER_READER
 from ..domain.text import holds_unstorable, without_unstorable
 from ..errors import InvalidInput
 from .authoring import author_many
@@ -586,7 +587,7 @@ async def export_records(caller: Caller, *, include_archived: bool = False) -> A
                 for r in memory.references
             ]
             record["authored_importance"] = memory.authored
-            accesses = await _all_accesses(caller, memory.id)
+            accesses = await _all_accesses(caller, memory)
             record["history"] = history_record(memory, accesses[-MAX_HISTORY_TIMES:])
             if memory.archived:
                 # Who archived it, as the store's flag says: a user's forget may give any
@@ -611,7 +612,8 @@ async def export_records(caller: Caller, *, include_archived: bool = False) -> A
                     {
                         "accesses_of": memory.id,
                         "accesses": [
-                            access_record(a) for a in rest[start : start + MAX_HISTORY_TIMES]
+                            access_record(a, memory.owner)
+                            for a in rest[start : start + MAX_HISTORY_TIMES]
                         ],
                     }
                 )
@@ -624,15 +626,22 @@ async def export_records(caller: Caller, *, include_archived: bool = False) -> A
         )
 
 
-async def _all_accesses(caller: Caller, memory_id: str) -> list[Any]:
+async def _all_accesses(caller: Caller, memory: Memory) -> list[Any]:
     """Every access of one memory the store kept, oldest first, another reader's query left
-    out as a reader of the memory's view would see it (`views.redact`)."""
+    out as a reader of the memory's view would see it (`views.redact`). An access by another
+    reader than the memory's owner reads `OTHER_READER` (redacted or not), so its line says it
+    was another reader's (`accesses.access_record`) and names no one."""
     shown = caller.actor.effective()
     out: list[Any] = []
     before = None
     while True:
-        page = await caller.store.access_stream(memory_id, _STREAM_PAGE, before)
-        out += [redact(record, shown) for _, _, record in page]
+        page = await caller.store.access_stream(memory.id, _STREAM_PAGE, before)
+        out += [
+            redact(record, shown).model_copy(update={"reader_owner": OTHER_READER})
+            if record.reader_owner not in ("", memory.owner)
+            else redact(record, shown)
+            for _, _, record in page
+        ]
         if len(page) < _STREAM_PAGE:
             return out[::-1]
         before = page[-1][0]

@@ -1,0 +1,77 @@
+"""Another role's reads travel as another reader's, never as the owner's (DESIGN.md §5).
+
+`ops` reads `dev`'s memory through a read grant. In the source, explain shows those accesses
+with a blank reader (another reader, redacted) and stats counts them as cross-owner reads.
+Before, the export dropped every reader and the import set the owner as the reader of each
+carried access: the copy's explain said dev ran the recalls, and cross_owner_reads was 0. Now
+the export says only that another reader made an access (`other_reader`, no name) and the
+import keeps it another reader's; an older export's accesses are the owner's, as before.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from nooa_mcp import Memory, Settings
+from nooa_mcp.domain.scope import OTHER_READER
+from nooa_mcp.embeddings import HashEmbedder
+
+pytestmark = pytest.mark.anyio
+
+FACT = "The deploy key rotates every ninety days"
+
+
+def _open(target, owner: str, **grants) -> Memory:
+    return Memory.open(
+        settings=Settings(store=target, owner=owner, **grants), embedder=HashEmbedder()
+    )
+
+
+async def _seen_by_dev(target, memory_id: str) -> tuple[list[tuple[str, str]], int]:
+    async with _open(target, "dev") as dev:
+        shown = await dev.explain(memory_id=memory_id)
+        readers = [(a.channel.value, a.reader_owner) for a in shown.accesses]
+        return readers, (await dev.stats()).extra["cross_owner_reads"]
+
+
+async def test_another_roles_reads_stay_another_readers(store_target, tmp_path) -> None:
+    async with _open(store_target, "dev") as dev:
+        memory_id = (await dev.author(FACT)).id
+    async with _open(store_target, "ops", read=["dev"]) as ops:
+        for _ in range(3):
+            assert (await ops.recall("deploy key rotation", scope="*", k=1)).hits
+    before = await _seen_by_dev(store_target, memory_id)
+    assert before[1] == 3
+    assert [r for c, r in before[0] if c == "recalled"] == ["", "", ""]
+
+    async with _open(store_target, "dev") as dev:
+        lines = [r async for r in dev.export_records(include_archived=True)]
+    text = json.dumps(lines)
+    assert '"other_reader": true' in text
+    assert "ops" not in text
+
+    copy = tmp_path / "copy.sqlite"
+    async with _open(copy, "dev") as dev:
+        await dev.import_records(list(enumerate(lines, 1)))
+    assert await _seen_by_dev(copy, memory_id) == before
+    async with _open(copy, "admin", read=["*"]) as everyone:
+        log = await everyone.access_log(memory_id, scope="*")
+        assert [a.reader_owner for _, a in log if a.channel.value == "recalled"] == [
+            OTHER_READER
+        ] * 3
+
+
+async def test_an_older_export_reads_its_accesses_as_the_owners(tmp_path) -> None:
+    async with _open(tmp_path / "src.sqlite", "dev") as dev:
+        memory_id = (await dev.author(FACT)).id
+        await dev.recall("deploy key rotation", k=1)
+        lines = [r async for r in dev.export_records()]
+    for line in lines:
+        for access in line.get("history", {}).get("accesses", []):
+            access.pop("other_reader", None)
+    async with _open(tmp_path / "copy.sqlite", "dev") as dev:
+        await dev.import_records(list(enumerate(lines, 1)))
+        log = await dev.access_log(memory_id)
+    assert {a.reader_owner for _, a in log} == {"dev"}
