@@ -65,14 +65,6 @@ async def copy_rows(
         StoreUnavailable: `dest` already holds memories or history, or `source` kept changing
             during every attempt (nothing is written).
     """
-    held = {t: n for t, n in (await dest.table_sizes()).items() if n and t != "meta"}
-    if held:
-        shown = ", ".join(f"{n} {t}" for t, n in held.items())
-        raise StoreUnavailable(
-            f"DEST {dest.label}",
-            f"is not empty ({shown}); migrate copies into a new store only, nothing was written.",
-            "Pick a new file, or an empty schema (options=-csearch_path%3D<schema> in the URL).",
-        )
     for attempt in range(1, COPY_ATTEMPTS + 1):
         before = await source.table_sizes()
         if sizes is not None and attempt == 1:
@@ -80,6 +72,7 @@ async def copy_rows(
         report = CopyReport()
         try:
             async with dest.transaction():
+                await _refuse_held(dest)
                 await _copy(source, dest, report, progress, page)
                 # A server writing to SOURCE meanwhile: its tables were read page by page,
                 # so the copy could hold a memory live beside the tombstone that forgot it.
@@ -95,6 +88,26 @@ async def copy_rows(
         "nothing was written.",
         "Stop the servers that use it, then run migrate again.",
     )
+
+
+async def _refuse_held(dest: Store) -> None:
+    """Inside the copy's transaction: refuse a `dest` that holds memories or history. Two
+    migrates into one new store take turns (SQLite's BEGIN IMMEDIATE holds the file, and
+    PostgreSQL an advisory lock on the schema, until the copy commits), so the second reads
+    the first one's rows here and says so, rather than fail on a duplicate key mid-copy.
+
+    Raises:
+        StoreUnavailable: `dest` is not empty (nothing is written).
+    """
+    await dest.lock_meta("migrate")
+    held = {t: n for t, n in (await dest.table_sizes()).items() if n and t != "meta"}
+    if held:
+        shown = ", ".join(f"{n} {t}" for t, n in held.items())
+        raise StoreUnavailable(
+            f"DEST {dest.label}",
+            f"is not empty ({shown}); migrate copies into a new store only, nothing was written.",
+            "Pick a new file, or an empty schema (options=-csearch_path%3D<schema> in the URL).",
+        )
 
 
 #: Copies tried while SOURCE keeps changing under them.
