@@ -15,7 +15,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -139,6 +139,7 @@ async def author_many(
     *,
     remind: bool = True,
     carried: Sequence[Carried | None] | None = None,
+    then: Callable[[list[AuthorResult]], Awaitable[None]] | None = None,
 ) -> list[AuthorResult]:
     """Remember several memories in one transaction (see the module docstring for the rules).
 
@@ -146,6 +147,8 @@ async def author_many(
     intent fired there would be spent without anyone seeing it; due ones fire on the next
     call that shows them. `carried` (an import) gives each memory it creates what its export
     line carried beyond the request: its use history, authored importance, firing state.
+    `then(results)` runs in the same transaction after the writes (an import attaches the
+    batch's edges there), again with each attempt run again.
 
     Raises:
         InvalidInput: a field is malformed (the message names it and the fix).
@@ -206,6 +209,8 @@ async def author_many(
             )
             if done[-1].status == "created":
                 noted.append(record.id)
+        if then is not None:
+            await then(done)
         return done
 
     # The role's rows are loaded before the near-duplicate search, and row numbers found

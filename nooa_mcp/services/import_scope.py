@@ -40,7 +40,7 @@ from ..errors import AmbiguousId, InvalidInput, NotFound
 from .caller import Caller
 from .transactions import in_transaction
 
-__all__ = ["Claimed", "attach_edges", "claim_ids", "derived_id"]
+__all__ = ["Claimed", "attach_edges", "attach_edges_here", "claim_ids", "derived_id"]
 
 #: Ids looked up per store round trip.
 _PAGE = 500
@@ -169,46 +169,57 @@ async def attach_edges(
     edge the store held already, as when a file is imported again, nor one another import
     running at once made first: the store's insert says which, `Store.add_new_edge`) and,
     per edge not added, one sentence naming its line."""
-    scope = caller.actor.own
-    keys = sorted(renamed)
 
     async def attempt() -> tuple[int, list[str]]:
-        added, skipped = 0, []
-        for src, line, edge in edges:
-            if src in shared:
-                skipped.append(
-                    _not_added(
-                        line,
-                        edge,
-                        "its memory is a shared one stored already, which only the shared "
-                        "owner links from",
-                    )
-                )
-                continue
-            wanted = _followed(edge.target, renamed, keys)
-            try:
-                if wanted != edge.target and edge.target not in renamed:
-                    # A prefix of a line the import renamed or folded: one of the caller's
-                    # stored memories starting with it too makes it ambiguous.
-                    await _no_other(caller, edge.target, wanted, scope)
-                target = await caller.store.resolve_id(wanted, "edges.target", scope)
-            except (NotFound, AmbiguousId) as exc:
-                why = (
-                    "matches several of your memories"
-                    if isinstance(exc, AmbiguousId)
-                    else ("names no memory you can link to")
-                )
-                skipped.append(_not_added(line, edge, f"the id {why}"))
-                continue
-            if target == src:
-                skipped.append(_not_added(line, edge, "it points at its own memory"))
-                continue
-            added += await caller.store.add_new_edge(
-                src, target, edge.relation, edge.weight, edge.created_at
-            )
-        return added, skipped
+        return await attach_edges_here(caller, edges, renamed, shared)
 
     return await in_transaction(caller, attempt)
+
+
+async def attach_edges_here(
+    caller: Caller,
+    edges: Sequence[tuple[str, int, LineEdge]],
+    renamed: dict[str, str],
+    shared: Collection[str] = (),
+) -> tuple[int, list[str]]:
+    """`attach_edges` inside the caller's transaction (an import's batch attaches the edges
+    between memories it has written there, in the transaction that writes them)."""
+    scope = caller.actor.own
+    keys = sorted(renamed)
+    added, skipped = 0, []
+    for src, line, edge in edges:
+        if src in shared:
+            skipped.append(
+                _not_added(
+                    line,
+                    edge,
+                    "its memory is a shared one stored already, which only the shared "
+                    "owner links from",
+                )
+            )
+            continue
+        wanted = _followed(edge.target, renamed, keys)
+        try:
+            if wanted != edge.target and edge.target not in renamed:
+                # A prefix of a line the import renamed or folded: one of the caller's
+                # stored memories starting with it too makes it ambiguous.
+                await _no_other(caller, edge.target, wanted, scope)
+            target = await caller.store.resolve_id(wanted, "edges.target", scope)
+        except (NotFound, AmbiguousId) as exc:
+            why = (
+                "matches several of your memories"
+                if isinstance(exc, AmbiguousId)
+                else ("names no memory you can link to")
+            )
+            skipped.append(_not_added(line, edge, f"the id {why}"))
+            continue
+        if target == src:
+            skipped.append(_not_added(line, edge, "it points at its own memory"))
+            continue
+        added += await caller.store.add_new_edge(
+            src, target, edge.relation, edge.weight, edge.created_at
+        )
+    return added, skipped
 
 
 def _not_added(line: int, edge: LineEdge, why: str) -> str:

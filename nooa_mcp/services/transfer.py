@@ -22,9 +22,10 @@ the source kept apart with one text come back apart (DESIGN.md §4.7).
 
 from __future__ import annotations
 
+import bisect
 import difflib
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from typing import Any
@@ -49,7 +50,7 @@ from ..domain.text import holds_unstorable, without_unstorable
 from ..errors import InvalidInput
 from .authoring import author_many
 from .caller import Caller
-from .import_scope import attach_edges, claim_ids
+from .import_scope import attach_edges, attach_edges_here, claim_ids
 from .transactions import in_transaction
 from .views import redact, view
 
@@ -415,14 +416,39 @@ async def import_records(
         if spec.get("id") and not item.get("archived")
     )
     folded: dict[str, str] = {}
+    # Each batch's edges are attached in the transaction that writes it, but for those whose
+    # target may name a line not written yet (they wait for it): an import cut short (killed,
+    # a lost connection) keeps every edge between the memories it wrote, and a correction
+    # stored keeps its link to what it corrects. Running the import again completes it.
+    ahead = _LinesAhead(checked, specs)
+    added = 0
     for start in range(0, len(checked), BATCH):
         batch = list(enumerate(checked[start : start + BATCH], start))
+        end = start + len(batch)
         # A line that says a shared memory again is that memory: nothing to write.
         written = [(at, line, item) for at, (line, item) in batch if at not in claimed.shared_at]
         restores = [
             _renamed(replace(carried(item, now), kept=kept), renamed, prefixes)
             for _, _, item in written
         ]
+        attached: list[tuple[int, list[str], list[tuple[str, int, LineEdge]]]] = []
+
+        async def attach_batch(
+            results: list[Any],
+            batch: Any = batch,
+            end: int = end,
+            pending: list[tuple[str, int, LineEdge]] = edges,
+            out: list[Any] = attached,
+        ) -> None:
+            """In the batch's transaction (each attempt of it): the edges ready now."""
+            mine, more = _batch_edges(batch, claimed.shared_at, specs, results, renamed)
+            ready: list[tuple[str, int, LineEdge]] = []
+            wait: list[tuple[str, int, LineEdge]] = []
+            for edge in [*pending, *mine]:
+                (wait if ahead.names(edge[2].target, end) else ready).append(edge)
+            done = await attach_edges_here(caller, ready, {**renamed, **folded, **more}, shared)
+            out[:] = [(*done, wait)]
+
         results = await author_many(
             caller,
             [request_of(AuthorRequest, specs[at]) for at, _, _ in written],
@@ -431,23 +457,25 @@ async def import_records(
                 _with_older(found, older.get(_line_id(item) or ""))
                 for found, (_, _, item) in zip(restores, written, strict=True)
             ],
+            then=attach_batch,
         )
+        mine, more = _batch_edges(batch, claimed.shared_at, specs, results, renamed)
+        folded.update(more)
+        if attached:
+            n, skipped, edges = attached[0]
+            added += n
+            report.skipped_edges += skipped
+        else:  # nothing written in this batch: its edges wait for the next one, or the end
+            edges += mine
         outcomes = iter(zip(results, restores, strict=True))
-        for at, (line, item) in batch:
+        for at, (_, item) in batch:
             if at in claimed.shared_at:
                 report.ids.append(specs[at]["id"])
                 counts["exists"] = counts.get("exists", 0) + 1
-                edges += [(specs[at]["id"], line, e) for e in line_edges(item)]
                 continue
             result, found = next(outcomes)
             report.ids.append(result.id)
-            # A line folded into a memory stored already (an exact repeat, a plain note said
-            # again) lives on in it: an edge of the file to the line's id goes there.
-            said_id = _line_id(item)
-            if said_id and result.id != renamed.get(said_id, said_id):
-                folded[said_id] = result.id
             counts[result.status] = counts.get(result.status, 0) + 1
-            edges += [(result.id, line, e) for e in line_edges(item)]
             if found.archive is not None and result.status == "created":
                 counts["archived"] = counts.get("archived", 0) + 1
             elif result.status == "exists" and result.tombstone is not None:
@@ -466,9 +494,9 @@ async def import_records(
         done = tick(sum(len(found) for found in older.values()))
         if done is not None:
             await done
-    counts["edges"], report.skipped_edges = await attach_edges(
-        caller, edges, {**renamed, **folded}, shared
-    )
+    last, skipped = await attach_edges(caller, edges, {**renamed, **folded}, shared)
+    counts["edges"] = added + last
+    report.skipped_edges += skipped
     if report.skipped_edges:
         counts["edges_skipped"] = len(report.skipped_edges)
     if file.log:
@@ -478,6 +506,55 @@ async def import_records(
     if file.repeated:
         counts["repeated_lines"] = file.repeated
     return report
+
+
+def _batch_edges(
+    batch: Sequence[tuple[int, tuple[int, dict[str, Any]]]],
+    shared_at: Collection[int],
+    specs: list[dict[str, Any]],
+    results: Sequence[Any],
+    renamed: dict[str, str],
+) -> tuple[list[tuple[str, int, LineEdge]], dict[str, str]]:
+    """A written batch's edges (source memory, line, edge), and the lines of it folded into a
+    memory stored already (an exact repeat, a plain note said again), which live on in it:
+    an edge of the file to the line's id goes there. `results` are the written lines' (those
+    not saying a shared memory again, `shared_at`), in order."""
+    edges: list[tuple[str, int, LineEdge]] = []
+    folded: dict[str, str] = {}
+    outcomes = iter(results)
+    for at, (line, item) in batch:
+        if at in shared_at:
+            src = specs[at]["id"]
+        else:
+            src = next(outcomes).id
+            said = _line_id(item)
+            if said and src != renamed.get(said, said):
+                folded[said] = src
+        edges += [(src, line, e) for e in line_edges(item)]
+    return edges, folded
+
+
+class _LinesAhead:
+    """Which edge targets may name a line not written yet: an id (or a prefix of one), as
+    the file says it or as it is stored here, of a line at or after a place in the file."""
+
+    def __init__(self, checked: Sequence[tuple[int, dict[str, Any]]], specs: list[dict[str, Any]]):
+        last: dict[str, int] = {}
+        for at, ((_, item), spec) in enumerate(zip(checked, specs, strict=True)):
+            for ident in (_line_id(item), spec.get("id")):
+                if ident:
+                    last[ident] = at
+        self._last = last
+        self._keys = sorted(last)
+
+    def names(self, target: str, end: int) -> bool:
+        """Whether `target` may name a line at place `end` or later."""
+        at = bisect.bisect_left(self._keys, target)
+        while at < len(self._keys) and self._keys[at].startswith(target):
+            if self._last[self._keys[at]] >= end:
+                return True
+            at += 1
+        return False
 
 
 async def _restore_log(
