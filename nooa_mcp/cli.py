@@ -596,27 +596,10 @@ def _past_valid_to(text: str | None) -> str | None:
 
 
 def author_text(r: Any) -> str:
-    """`STATUS  ID`, then what the tool's reply also says: the close match kept beside a new
-    memory, or the forgotten memory that blocked (or was revived by) the write."""
-    lines = [f"{r.status}  {r.id}"]
-    if r.similar_to is not None:
-        s = r.similar_to
-        what = f"differs in {', '.join(s.differs_in)}" if s.differs_in else "reads as a rewording"
-        lines.append(
-            f"close to {s.id[:8]} (similarity {s.similarity:.2f}; {what}): both kept, linked "
-            f"related. If it replaces {s.id[:8]}, write it with --link {s.id[:8]}:refines."
-        )
-    if r.tombstone is not None:
-        t = r.tombstone
-        when = f"{t.archived_at:%Y-%m-%d} ({t.reason})"
-        if r.status == "blocked-by-tombstone":
-            lines.append(
-                f"Not stored: it says what was forgotten on {when} as {t.memory_id[:8]}. Pass "
-                "--revive to keep it anyway (in the same words, that memory is restored)."
-            )
-        else:
-            lines.append(f"It had been archived on {when}; it is active again.")
-    return "\n".join(lines)
+    """`STATUS  ID`, then what the tool's reply also says (`AuthorResult.notes`), with the
+    CLI's options for a successor and a revive."""
+    notes = r.notes(relink="write it with --link {id}:refines", revive="--revive")
+    return "\n".join([f"{r.status}  {r.id}", *notes])
 
 
 @main.command()

@@ -134,6 +134,36 @@ class AuthorResult(BaseModel):
     #: with later replies, or all at once with `intent` action=check.
     reminders_more: int = 0
 
+    def notes(self, *, relink: str, revive: str) -> list[str]:
+        """What the reply says beyond its status, in every front end alike: the close match
+        kept beside a new memory (DESIGN.md §4.3; the reader must see which one and why, or
+        it cannot mark a changed fact as the successor), or the forgotten memory that
+        blocked (or was revived by) the write. `relink` and `revive` say how the front end
+        asks for a successor ({id}: the close match's) and for a revive (the tools'
+        arguments, the CLI's options)."""
+        lines = []
+        if self.similar_to is not None:
+            s = self.similar_to
+            what = (
+                f"differs in {', '.join(s.differs_in)}" if s.differs_in else "reads as a rewording"
+            )
+            close = f"{s.similarity:.2f}".rstrip("0").rstrip(".") if s.similarity else "0"
+            lines.append(
+                f"Close to {s.id[:8]} (similarity {close}; {what}): both kept, linked related. "
+                f"If it replaces {s.id[:8]}, {relink.format(id=s.id[:8])}."
+            )
+        if self.tombstone is not None:
+            t = self.tombstone
+            when = f"{t.archived_at:%Y-%m-%d} ({t.reason})"
+            if self.status == "blocked-by-tombstone":
+                lines.append(
+                    f"It was archived on {when} as {t.memory_id[:8]}. Pass {revive} to keep "
+                    "it anyway (in the same words, that memory is restored)."
+                )
+            else:
+                lines.append(f"It had been archived on {when}; it is active again.")
+        return lines
+
 
 class UpdateResult(BaseModel):
     id: str

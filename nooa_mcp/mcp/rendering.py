@@ -291,25 +291,7 @@ def render_author(result: AuthorResult) -> str:
     if result.similarity is not None and result.status != "created":
         line += f" (similarity {_num(result.similarity)})"
     lines = [line + "."]
-    if result.similar_to is not None:
-        # The close match is kept beside the new memory (DESIGN.md §4.3); the model must see
-        # which one and why, or it cannot mark a changed fact as the successor.
-        s = result.similar_to
-        what = f"differs in {', '.join(s.differs_in)}" if s.differs_in else "reads as a rewording"
-        lines.append(
-            f"Close to {s.id[:8]} (similarity {_num(s.similarity)}; {what}): both kept, linked "
-            f"related. If it replaces {s.id[:8]}, link it with refines."
-        )
-    if result.tombstone is not None:
-        t = result.tombstone
-        when = f"{t.archived_at:%Y-%m-%d} ({t.reason})"
-        if result.status == "blocked-by-tombstone":
-            lines.append(
-                f"It was archived on {when} as {t.memory_id[:8]}. Pass revive=true to keep "
-                "it anyway (in the same words, that memory is restored)."
-            )
-        else:
-            lines.append(f"It had been archived on {when}; it is active again.")
+    lines += result.notes(relink="link it with refines", revive="revive=true")
     lines += render_reminders(result.reminders, result.reminders_more)
     return "\n".join(lines)
 

@@ -204,7 +204,7 @@ def test_author_says_which_close_memory_it_kept_beside_the_new_one(run):
     old = run("author", said).output.split()[1]
     out = run("author", said.replace("30", "90"))
     assert out.exit_code == 0 and out.output.startswith("created")
-    assert f"close to {old[:8]}" in out.output and "differs in number" in out.output
+    assert f"Close to {old[:8]}" in out.output and "differs in number" in out.output
     assert f"--link {old[:8]}:refines" in out.output
 
 
@@ -222,7 +222,7 @@ def test_author_blocked_by_a_forget_says_so_and_revive_restores_it(run, tmp_path
     anyio.run(forget)
     blocked = run("author", "The VPN gateway is vpn2.example.org")
     assert blocked.output.startswith(f"blocked-by-tombstone  {first}")
-    assert "Not stored" in blocked.output and "--revive" in blocked.output
+    assert "It was archived on" in blocked.output and "Pass --revive" in blocked.output
     revived = run("author", "The VPN gateway is vpn2.example.org", "--revive")
     assert revived.output.startswith(f"revived  {first}")
     assert "it is active again" in revived.output
