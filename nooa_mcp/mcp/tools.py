@@ -10,7 +10,15 @@ from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, ToolAnnotations
-from pydantic import BaseModel, Field, StrictBool, StrictFloat, StrictInt, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from ..domain.injection import SHARED_TODO
@@ -86,6 +94,20 @@ Importance = Annotated[
     Field(description="CRITICAL, HIGH, MEDIUM (default), LOW, TRIVIAL, 0-10."),
 ]
 MemoryId = Annotated[str, Field(description="Id or 8-char prefix.")]
+
+
+def _whole(value: Any) -> Any:
+    """5.0 as 5: JSON has one kind of number, and the listed schema's "integer" takes 5.0
+    (a client that writes every number with a point, as Python's json does for a float, was
+    refused "must be a whole number; got 5.0"). 2.5, true and "3" are still refused, and so
+    is 1e300 (past 2**53 a float is no exact whole number: "at most 50; got 1000…052…")."""
+    whole = type(value) is float and value.is_integer() and abs(value) <= 2**53
+    return int(value) if whole else value
+
+
+#: After a whole number's bounds (`Annotated[StrictInt, Field(ge=1), WHOLE]`): strict but
+#: for 5.0. Before them, the listed schema would spell the bounds "ge" and "le".
+WHOLE = BeforeValidator(_whole)
 
 
 class TriggerArg(BaseModel):
@@ -193,14 +215,15 @@ class MemoryTools:
     async def memory_recall(
         self,
         query: str,
-        k: Annotated[StrictInt, Field(ge=1, le=50)] = 5,
+        k: Annotated[StrictInt, Field(ge=1, le=50), WHOLE] = 5,
         scope: Annotated[
             str,
             Field(description="mine, instance, * or a role (wider only where granted)."),
         ] = "mine",
         types: list[TypeName] | None = None,
         hops: Annotated[
-            StrictInt | None, Field(ge=0, le=3, description="Hops over links; 0 = none.")
+            Annotated[StrictInt, Field(ge=0, le=3), WHOLE] | None,
+            Field(description="Hops over links; 0 = none."),
         ] = None,
         include_archived: Annotated[
             StrictBool,
@@ -231,9 +254,9 @@ class MemoryTools:
             str | None,
             Field(description="Its access history; with query: why (not) recalled."),
         ] = None,
-        k: Annotated[StrictInt, Field(ge=1, le=50)] = 10,
+        k: Annotated[StrictInt, Field(ge=1, le=50), WHOLE] = 10,
         scope: Annotated[str, Field(description="As recall's.")] = "mine",
-        hops: Annotated[StrictInt | None, Field(ge=0, le=3)] = None,
+        hops: Annotated[StrictInt, Field(ge=0, le=3), WHOLE] | None = None,
     ) -> Annotated[CallToolResult, ExplainResult]:
         """Why memories rank where they do; logs nothing."""
         request = ExplainRequest(query=query, memory_id=memory_id, k=k, hops=hops, scope=scope)
@@ -291,7 +314,7 @@ class MemoryTools:
         importance: Importance | None = None,
         tags: list[str] | None = None,
         status: TodoListing = "open",
-        limit: Annotated[StrictInt, Field(ge=1, le=100)] = 20,
+        limit: Annotated[StrictInt, Field(ge=1, le=100), WHOLE] = 20,
     ) -> Annotated[CallToolResult, TodoResult]:
         """Commitments: open ones list first, never pruned."""
         request = TodoRequest(

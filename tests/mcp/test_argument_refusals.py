@@ -175,7 +175,8 @@ BAD_SHAPES = [
         {"query": "x", "include_archived": "yes"},
         'include_archived: must be true or false; got "yes".',
     ),
-    ("memory_explain", {"query": "x", "memory_id": "ab", "k": 2.0}, "k: must be a whole number"),
+    ("memory_explain", {"query": "x", "memory_id": "ab", "k": 2.5}, "k: must be a whole number"),
+    ("memory_recall", {"query": "x", "k": 1e300}, "k: must be a whole number; got 1e+300."),
     ("memory_update", {"memory_id": "ab", "forget": 1}, "forget: must be true or false; got 1."),
     ("memory_author", {"content": "x", "revive": "false"}, "revive: must be true or false"),
     ("todo", {"action": "list", "limit": "20"}, 'limit: must be a whole number; got "20".'),
@@ -206,6 +207,20 @@ async def test_an_argument_the_schema_refuses_is_told_in_one_sentence_naming_it(
     assert len(text.splitlines()) == 1, text
     for noise in ("http", "pydantic", "validation error", "input_value", "type="):
         assert noise not in text.lower(), text
+
+
+@pytest.mark.anyio
+async def test_a_whole_number_written_with_a_point_is_taken(client: Client) -> None:
+    """JSON has one kind of number and the listed schema's "integer" takes 5.0: a client
+    that writes k as 5.0 (Python's json does for a float) was refused "must be a whole
+    number; got 5.0". 2.5 is still refused (BAD_SHAPES)."""
+    await call(client, "memory_author", {"content": "The billing service runs Postgres 16"})
+    for args in ({"k": 5.0}, {"k": 1.0, "hops": 0.0}):
+        is_error, text, reply = await call(client, "memory_recall", {"query": "billing", **args})
+        assert not is_error, text
+        assert reply is not None and len(reply["hits"]) == 1
+    is_error, text, _ = await call(client, "todo", {"action": "list", "limit": 20.0})
+    assert not is_error, text
 
 
 @pytest.mark.anyio
