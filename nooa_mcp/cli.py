@@ -1339,7 +1339,9 @@ def _render_todos(r: Any) -> str:
                             t.status,
                             t.importance_label,
                             f"{t.created_at:%Y-%m-%d}",
-                            (t.title or t.content)[:60].replace("\n", " "),
+                            (t.title or t.content)[:60].replace("\n", " ")
+                            # Listed to this role, closed only by the user (CLI without --owner)
+                            + (" (shared: the user closes it)" if t.shared else ""),
                         ]
                         for t in r.todos
                     ],

@@ -39,6 +39,12 @@ def test_a_shared_todo_is_added_listed_closed_and_reopened_by_the_user(cli: Cli)
 def test_a_role_is_refused_a_shared_todo_and_intent_and_closes_its_own(cli: Cli) -> None:
     shared = cli("todo", "add", "Renew the domain").output.split()[1]
     intent = cli("intent", "add", "Call the bank", "--fire-at", "2099-01-01").output.split()[1]
+    # Listed to the role marked as the user's to close; to the user, as their own.
+    assert (
+        "Renew the domain (shared: the user closes it)"
+        in cli("--owner", "billing@code", "todo", "list").output
+    )
+    assert "(shared" not in cli("todo", "list").output
     refused = cli("--owner", "billing@code", "todo", "done", shared[:8])
     assert refused.exit_code == 1
     assert "may not write a shared memory" in refused.output
