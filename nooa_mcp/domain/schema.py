@@ -444,7 +444,7 @@ class Link(BaseModel):
                 raise PydanticCustomError(
                     "unknown_key",
                     "has no key {key}; its keys are target, relation and weight",
-                    {"key": _shown(unknown[0])},
+                    {"key": json.dumps(unknown[0])},
                 )
         return data
 

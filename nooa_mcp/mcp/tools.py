@@ -4,6 +4,7 @@ Each tool validates its arguments through its signature, gets the connection's M
 one facade call and returns the reply model as structured content with a text summary.
 """
 
+import json
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Annotated, Any
@@ -129,7 +130,7 @@ class TriggerArg(BaseModel):
                 raise PydanticCustomError(
                     "unknown_key",
                     "has no key {key}; its keys are fire_at, cue and every_hours",
-                    {"key": repr(unknown[0])},
+                    {"key": json.dumps(unknown[0])},
                 )
         return data
 

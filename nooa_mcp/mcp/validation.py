@@ -96,6 +96,10 @@ def argument_sentence(exc: ValidationError) -> str:
         first = f"{field}: is required. Pass it."
     elif kinds & {"extra_forbidden", "unexpected_keyword_argument"}:
         first = f"{field}: is not an argument of this tool. Leave it out."
+    elif kinds == {"unknown_key"}:
+        # An object with a key it does not know: the sentence names the key and the keys
+        # there are; the whole object after it ("got {...}") would only repeat it, cut short.
+        first = f"{field}: {_problem(errors[0])}. Spell the key as listed, or leave it out."
     else:
         problems: list[str] = []
         for e in errors:
