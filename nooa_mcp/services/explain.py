@@ -160,7 +160,7 @@ async def _why_not(caller: Caller, target: str, ranking: Ranking, k: int) -> Why
             above = ranking.rows[position - 2]
             gaps = _gaps(mine, above)
             reason += f", below {above.id[:8]}" + (f": {', '.join(gaps)}" if gaps else "")
-        reason += "." + _penalised(mine)
+        reason = _penalty_first(mine, reason + ".")
     elif mine is None:
         reason = "It was not a candidate: it is filtered out for this query."
     else:
@@ -168,7 +168,7 @@ async def _why_not(caller: Caller, target: str, ranking: Ranking, k: int) -> Why
         reason = f"It ranks {position}, below the top {k}" + (
             f": {', '.join(gaps)} against rank {k}." if gaps else "."
         )
-        reason += _penalised(mine)
+        reason = _penalty_first(mine, reason)
         if faded:
             reason += " It has faded (archived by reflection), which ranks it lower."
     return WhyNot(
@@ -191,6 +191,14 @@ async def _why_not(caller: Caller, target: str, ranking: Ranking, k: int) -> Why
         reason=reason,
         state=state(memory.archived, memory.faded),
     )
+
+
+def _penalty_first(mine: Ranked | None, ranks: str) -> str:
+    """`ranks` (where it ranks, and the score gaps to the one above) after the penalty it
+    carries, when it carries one: that is why it ranks there ("imp 0.500 < 1.000 against
+    rank 2" came first and read as the cause, and "superseded by" only after it)."""
+    penalty = _penalised(mine).strip()
+    return f"{penalty} {ranks}" if penalty else ranks
 
 
 def _penalised(mine: Ranked | None) -> str:
