@@ -505,7 +505,7 @@ def _render_intents(result: IntentResult, omitted: int) -> str:
         )
         state = "armed" if i.armed else f"fired {i.fired_count}×"
         rows.append(f"- [{i.id8}] {state} {i.content} ({when})")
-    lines.append(_listing("Intents:", rows, "None."))
+    lines.append(_listing("Intents:", rows, "No intents."))
     if omitted:
         lines.append(f"{omitted} more not shown.")
     lines += render_reminders(result.reminders, result.reminders_more)
@@ -513,4 +513,6 @@ def _render_intents(result: IntentResult, omitted: int) -> str:
 
 
 def _listing(title: str, rows: list[str], empty: str) -> str:
-    return "\n".join([title, *(rows or [empty])])
+    """`title` over the rows, or `empty` alone ("0 open todo(s):" over "No open todos." said
+    it twice)."""
+    return "\n".join([title, *rows]) if rows else empty

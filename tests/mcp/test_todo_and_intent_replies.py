@@ -144,3 +144,10 @@ async def test_todo_list_marks_a_shared_todo_as_the_users_to_close(settings: Set
         }
         is_error, refused, _ = await call(client, "todo", {"action": "done", "memory_id": everyone})
         assert is_error and "shared" in refused
+
+
+@pytest.mark.anyio
+async def test_an_empty_listing_says_so_once(client: Client) -> None:
+    """ "0 open todo(s):" over "No open todos." (and "Intents:" over "None.") said it twice."""
+    assert (await call(client, "todo", {"action": "list"}))[1] == "No open todos."
+    assert (await call(client, "intent", {"action": "list"}))[1] == "No intents."
