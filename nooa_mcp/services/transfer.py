@@ -45,7 +45,7 @@ from ..domain.imports import (
 from ..domain.inputs import build_memory
 from ..domain.requests import AuthorRequest, request_of
 from ..domain.schema import Edge, Memory, Trigger, as_utc, now as utc_now
-from ..domain.scope import OTHER_READER
+from ..domain.scope import OTHER_READER, owner_role
 from ..domain.text import holds_unstorable, without_unstorable
 from ..errors import InvalidInput
 from .authoring import author_many
@@ -705,18 +705,23 @@ async def export_records(caller: Caller, *, include_archived: bool = False) -> A
 
 async def _all_accesses(caller: Caller, memory: Memory) -> list[Any]:
     """Every access of one memory the store kept, oldest first, another reader's query left
-    out as a reader of the memory's view would see it (`views.redact`). An access by another
-    reader than the memory's owner reads `OTHER_READER` (redacted or not), so its line says it
-    was another reader's (`accesses.access_record`) and names no one."""
+    out as a reader of the memory's view would see it (`views.redact`). An access by a reader
+    of another role than the memory's (and, for a shared memory, than the exporter's) reads
+    `OTHER_READER` (redacted or not), so its line says it was another reader's
+    (`accesses.access_record`) and names no one; any other reads as the owner's (blank)."""
     shown = caller.actor.effective()
+    # The memory's role's reads, and the exporter's own of a shared memory (which the import
+    # makes the importer's), are the owner's: stats counts neither as another role's, and
+    # their queries are the importer's to read.
+    own = {owner_role(memory.owner), caller.actor.role}
     out: list[Any] = []
     before = None
     while True:
         page = await caller.store.access_stream(memory.id, _STREAM_PAGE, before)
         out += [
             redact(record, shown).model_copy(update={"reader_owner": OTHER_READER})
-            if record.reader_owner not in ("", memory.owner)
-            else redact(record, shown)
+            if record.reader_owner and owner_role(record.reader_owner) not in own
+            else redact(record, shown).model_copy(update={"reader_owner": ""})
             for _, _, record in page
         ]
         if len(page) < _STREAM_PAGE:

@@ -75,3 +75,53 @@ async def test_an_older_export_reads_its_accesses_as_the_owners(tmp_path) -> Non
         await dev.import_records(list(enumerate(lines, 1)))
         log = await dev.access_log(memory_id)
     assert {a.reader_owner for _, a in log} == {"dev"}
+
+
+async def _round_trip(source, copy, owner: str) -> None:
+    async with _open(source, owner) as mem:
+        lines = [r async for r in mem.export_records(include_archived=True)]
+    async with _open(copy, owner) as mem:
+        await mem.import_records(list(enumerate(lines, 1)))
+
+
+async def test_a_read_by_another_instance_of_the_role_is_the_owners(tmp_path) -> None:
+    """dev@b reading dev@a's memory is a read of its own role: stats does not count it as
+    another role's, and dev@a sees its query. A copy (and a copy of the copy) says the same;
+    marking it another reader's counted it in cross_owner_reads and dropped its query."""
+    src = tmp_path / "src.sqlite"
+    async with _open(src, "dev@a") as dev:
+        memory_id = (await dev.author(FACT)).id
+    async with _open(src, "dev@b", read=["dev"]) as other:
+        assert (await other.recall("deploy key rotation", scope="*", k=1)).hits
+    async with _open(src, "ops", read=["dev"]) as ops:
+        assert (await ops.recall("deploy key rotation", scope="*", k=1)).hits
+
+    async def seen(target) -> tuple[int, list[str | None]]:
+        async with _open(target, "dev@a") as dev:
+            log = await dev.access_log(memory_id)
+            cross = (await dev.stats()).extra["cross_owner_reads"]
+        return cross, sorted(a.query or "" for _, a in log if a.channel.value == "recalled")
+
+    before = await seen(src)
+    assert before == (1, ["", "deploy key rotation"])
+    await _round_trip(src, tmp_path / "copy.sqlite", "dev@a")
+    assert await seen(tmp_path / "copy.sqlite") == before
+    await _round_trip(tmp_path / "copy.sqlite", tmp_path / "again.sqlite", "dev@a")
+    assert await seen(tmp_path / "again.sqlite") == before
+
+
+async def test_the_exporters_own_reads_of_a_shared_memory_stay_its_own(tmp_path) -> None:
+    """A shared memory dev recalled comes into dev's copy as dev's, with dev's query: the
+    export marked dev's own recall another reader's, and the copy hid it from dev."""
+    src = tmp_path / "src.sqlite"
+    async with _open(src, "") as shared:
+        await shared.author(FACT)
+    async with _open(src, "dev") as dev:
+        assert (await dev.recall("deploy key rotation", k=1)).hits
+    await _round_trip(src, tmp_path / "copy.sqlite", "dev")
+    async with _open(tmp_path / "copy.sqlite", "dev") as dev:
+        [(_, view)] = await dev.list_memories()
+        log = await dev.access_log(view.id)
+    assert [(a.reader_owner, a.query) for _, a in log if a.channel.value == "recalled"] == [
+        ("dev", "deploy key rotation")
+    ]
