@@ -136,17 +136,17 @@ class History:
 
 #: What an export keeps of each access on the ring: the reader and the session or trace it
 #: came from name things of the exporting store, so the importer's owner reads them instead;
-#: an access by another reader than the memory's owner says so (`"other_reader": true`, never
-#: who), and the import keeps it another reader's (`OTHER_READER`).
+#: an access the export marked another role's (`OTHER_READER`, `transfer._all_accesses`, which
+#: knows the memory's role and the exporter's) says so (`"other_reader": true`, never who), and
+#: the import keeps it another reader's.
 RING_FIELDS = frozenset({"ts", "channel", "query", "score", "rank", "components"})
 
 
-def access_record(access: AccessRecord, owner: str) -> dict[str, Any]:
-    """One access to a memory of `owner` as an export writes it (`RING_FIELDS`, and whether
-    another reader made it). A blank reader (the shared owner's, or one the export redacted
-    after marking it `OTHER_READER`) is the owner's, as before."""
+def access_record(access: AccessRecord) -> dict[str, Any]:
+    """One access as an export writes it (`RING_FIELDS`, and `other_reader` when the export
+    marked its reader `OTHER_READER`; any other reader is the owner's, as before)."""
     record = access.model_dump(mode="json", include=set(RING_FIELDS), exclude_none=True)
-    if access.reader_owner not in ("", owner):
+    if access.reader_owner == OTHER_READER:
         record["other_reader"] = True
     return record
 
@@ -166,8 +166,7 @@ def history_record(
         "reinforcements": memory.reinforcement_count,
         "channels": dict(memory.channels),
         "accesses": [
-            access_record(a, memory.owner)
-            for a in (memory.access_log if accesses is None else accesses)
+            access_record(a) for a in (memory.access_log if accesses is None else accesses)
         ],
     }
 

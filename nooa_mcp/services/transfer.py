@@ -689,8 +689,7 @@ async def export_records(caller: Caller, *, include_archived: bool = False) -> A
                     {
                         "accesses_of": memory.id,
                         "accesses": [
-                            access_record(a, memory.owner)
-                            for a in rest[start : start + MAX_HISTORY_TIMES]
+                            access_record(a) for a in rest[start : start + MAX_HISTORY_TIMES]
                         ],
                     }
                 )
