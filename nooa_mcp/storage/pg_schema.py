@@ -471,6 +471,18 @@ async def ensure_schema(conn: Any, label: str) -> str:
             f"the search_path ({wanted}) names no schema nooa-mcp can use.",
             "Set options=-csearch_path%3D<schema> in the URL.",
         )
+    exists = await (
+        await conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (first,))
+    ).fetchone()
+    if exists is not None:
+        # PostgreSQL leaves a schema the user may not use out of current_schema(): it is
+        # there, and creating it again would change nothing.
+        user = (await (await conn.execute("SELECT current_user")).fetchone())[0]
+        raise StoreUnavailable(
+            label,
+            f"schema {first} exists but user {user} may not use it (no USAGE privilege on it).",
+            f"Grant it (GRANT USAGE, CREATE ON SCHEMA {first} TO {user}) or use another schema.",
+        )
     try:
         # IF NOT EXISTS alone races when several servers start on a new schema at once.
         async with conn.transaction():

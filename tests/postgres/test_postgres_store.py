@@ -337,3 +337,34 @@ async def test_held_back_writes_are_read_back_and_their_error_aborts_the_commit(
     async with store.transaction():  # the connection went back to the pool usable
         await store.set_meta("after", "the failed commit")
     assert await store.get_meta("after") == "the failed commit"
+
+
+def test_a_schema_the_user_may_not_use_is_named_as_there_not_missing(postgres) -> None:
+    """A schema without USAGE for the URL's user is left out of current_schema(): the
+    sentence says it exists and which grant is missing, not that it cannot be created."""
+    import uuid
+
+    user = f"nooa_nousage_{uuid.uuid4().hex[:8]}"
+    schema = postgres.rsplit("%3D", 1)[1]
+    with psycopg.connect(postgres, autocommit=True) as admin:
+        admin.execute(f'CREATE SCHEMA "{schema}"')
+        admin.execute(f'CREATE ROLE "{user}" LOGIN')
+        admin.execute(f'GRANT CREATE ON DATABASE "{admin.info.dbname}" TO "{user}"')
+    try:
+        url = postgres.replace("://postgres@", f"://{user}@", 1)
+        assert url != postgres
+
+        async def attempt() -> None:
+            store = await open_store(url)
+            await store.close()
+
+        with pytest.raises(StoreUnavailable) as info:
+            anyio.run(attempt)
+        text = str(info.value)
+        assert f"schema {schema} exists but user {user} may not use it" in text
+        assert f"GRANT USAGE, CREATE ON SCHEMA {schema} TO {user}" in text
+        assert "cannot be created" not in text and "\n" not in text
+    finally:
+        with psycopg.connect(postgres, autocommit=True) as admin:
+            admin.execute(f'REVOKE CREATE ON DATABASE "{admin.info.dbname}" FROM "{user}"')
+            admin.execute(f'DROP ROLE "{user}"')
