@@ -115,6 +115,8 @@ class SimilarTo(BaseModel):
     id: str
     similarity: float
     differs_in: list[str] = Field(default_factory=list)
+    #: How the new memory is linked to it: `related`, or the relation the write gave it.
+    relation: str = "related"
 
 
 class AuthorResult(BaseModel):
@@ -126,7 +128,7 @@ class AuthorResult(BaseModel):
         None, description="Unless created: how close the text is to the memory id names."
     )
     similar_to: SimilarTo | None = Field(
-        None, description="When created: the closest other memory; both kept, linked related."
+        None, description="When created: the closest other memory; both kept, linked (relation)."
     )
     tombstone: TombstoneInfo | None = None
     reminders: list[Reminder] = Field(default_factory=list)
@@ -148,10 +150,17 @@ class AuthorResult(BaseModel):
                 f"differs in {', '.join(s.differs_in)}" if s.differs_in else "reads as a rewording"
             )
             close = f"{s.similarity:.2f}".rstrip("0").rstrip(".") if s.similarity else "0"
-            lines.append(
-                f"Close to {s.id[:8]} (similarity {close}; {what}): both kept, linked related. "
-                f"If it replaces {s.id[:8]}, {relink.format(id=s.id[:8])}."
-            )
+            if s.relation in ("refines", "contradicts"):
+                lines.append(
+                    f"Close to {s.id[:8]} (similarity {close}; {what}): both kept; "
+                    f"this one {s.relation} it, as the write said."
+                )
+            else:
+                lines.append(
+                    f"Close to {s.id[:8]} (similarity {close}; {what}): both kept, "
+                    f"linked {s.relation}. If it replaces {s.id[:8]}, "
+                    f"{relink.format(id=s.id[:8])}."
+                )
         if self.tombstone is not None:
             t = self.tombstone
             when = f"{t.archived_at:%Y-%m-%d} ({t.reason})"

@@ -349,12 +349,18 @@ async def _author_one(
     original = None if twin is None else await caller.store.fetch(twin)
     similar = None
     if original is not None and twin is not None:
+        # The write's own link to the twin stands for the related edge (a correction first).
+        given = sorted(
+            (relation for target, relation, _ in edges if target == twin),
+            key=lambda relation: relation not in (EdgeType.refines, EdgeType.contradicts),
+        )
         similar = SimilarTo(
             id=twin,
             similarity=round(similarity, 4),
             differs_in=differs_in(original.content, record.content),
+            relation=EdgeType(given[0]).value if given else EdgeType.related.value,
         )
-        if twin not in {target for target, _, _ in edges}:
+        if not given:
             edges = [*edges, (twin, EdgeType.related, round(min(similarity, 1.0), 4))]
     stream = _first_accesses(caller, record, carried)
     seq = await caller.store.insert(record, vector)

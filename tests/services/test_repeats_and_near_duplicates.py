@@ -263,8 +263,25 @@ async def test_a_near_duplicate_reports_its_cosine_and_is_linked_with_it_as_weig
 async def test_a_link_the_author_gave_to_the_twin_is_kept_instead_of_a_related_edge(mem):
     first = await mem.author(FACT)
     near = await mem.author(SECOND, links=[{"target": first.id, "relation": "supports"}])
-    assert near.similar_to.id == first.id
+    assert (near.similar_to.id, near.similar_to.relation) == (first.id, "supports")
     assert edge_targets(await mem.get(near.id)) == [(first.id, "supports", 1.0)]
+    relink = "write it with --link {id}:refines"
+    assert "linked supports. If it replaces" in near.notes(relink=relink, revive="")[0]
+
+
+@pytest.mark.anyio
+async def test_a_write_that_refines_its_twin_is_not_told_to_link_it_again(mem):
+    first = await mem.author(FACT)
+    third = FACT.replace("first", "third")
+    near = await mem.author(third, links=[{"target": first.id, "relation": "refines"}])
+    assert (near.similar_to.id, near.similar_to.relation) == (first.id, "refines")
+    assert edge_targets(await mem.get(near.id)) == [(first.id, "refines", 1.0)]
+    (note,) = near.notes(relink="write it with --link {id}:refines", revive="")
+    assert note.endswith("both kept; this one refines it, as the write said.")
+    assert "linked related" not in note and "--link" not in note
+    plain = await mem.author(FACT.replace("first", "fourth"))
+    assert plain.similar_to.relation == "related"
+    assert "linked related. If it replaces" in plain.notes(relink="x", revive="")[0]
 
 
 @pytest.mark.anyio
