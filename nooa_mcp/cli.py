@@ -146,6 +146,7 @@ async def open_memory(ctx: Context, *, create: bool = True) -> AsyncIterator[Mem
     settings = ctx.settings()
     if not create:
         must_exist(settings.store)
+        await must_hold_store(settings.store)
     with undone_if_refused(settings.store):
         async with Memory.open(settings=settings) as mem:
             yield mem
@@ -161,6 +162,28 @@ def must_exist(store: Path | str) -> None:
             f"No store at {store}: this command only reads, and nothing was ever written "
             "there. Check --store (or NOOA_STORE) for a typo; `nooa-mcp author` creates a "
             "store with its first memory."
+        )
+
+
+async def must_hold_store(store: Path | str) -> None:
+    """Refuse a PostgreSQL URL whose schema holds no store, naming it: opening it would create
+    the schema (`must_exist` for a file)."""
+    from .storage import store_kind
+
+    if store_kind(store) != "postgresql":
+        return
+    try:
+        from .storage.postgres import holds_store
+    except ModuleNotFoundError as exc:  # no driver: opening the store says how to install it
+        if exc.name in ("psycopg", "psycopg_pool"):
+            return
+        raise
+    missing = await holds_store(str(store))
+    if missing is not None:
+        raise click.ClickException(
+            f"No store at {missing}: this command only reads, and nothing was ever written "
+            "there. Check the schema in --store (or NOOA_STORE) for a typo; `nooa-mcp author` "
+            "creates a store with its first memory."
         )
 
 

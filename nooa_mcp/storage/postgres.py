@@ -188,6 +188,40 @@ def _label(params: dict[str, Any]) -> str:
     return f"postgresql://{user + '@' if user else ''}{host}:{port}/{database}"
 
 
+async def holds_store(url: str) -> str | None:
+    """Where `url` points when no nooa-mcp store is there ("postgresql://…/test, schema x":
+    its schema is missing, or holds no store's tables), else None — also when it cannot tell
+    (a bad URL, a server down: opening the store says why). A command that only reads asks
+    first: opening creates a missing schema, and a mistyped schema name left a new, empty
+    store behind, as a mistyped file name no longer does."""
+    if psycopg is None:
+        return None
+    try:
+        params = conninfo_to_dict(url)
+        params.setdefault("connect_timeout", CONNECT_TIMEOUT)
+        async with await psycopg.AsyncConnection.connect(
+            make_conninfo("", **params), autocommit=True
+        ) as conn:
+            path = await _one(conn, "SHOW search_path")
+            schema = await _one(conn, "SELECT current_schema()")
+            if schema is not None:
+                table = await _one(
+                    conn, "SELECT to_regclass(format(%s, current_schema()))", ("%I.memories",)
+                )
+                if table is not None:
+                    return None
+    except psycopg.Error:
+        return None
+    where = schema or str(path).split(",")[0].strip().strip('"')
+    return f"{_label(params)}, schema {where}"
+
+
+async def _one(conn: Any, query: str, params: tuple[Any, ...] = ()) -> Any:
+    """The first column of a query's one row (None without one)."""
+    row = await (await conn.execute(query, params or None)).fetchone()
+    return None if row is None else row[0]
+
+
 #: What PostgreSQL raises when it aborts a transaction for a concurrent one. psycopg files a
 #: deadlock (40P01) under OperationalError, not TransactionRollback: it read as a lost
 #: connection ("check that PostgreSQL is up") and was retried like one.
