@@ -711,7 +711,9 @@ async def _all_accesses(caller: Caller, memory: Memory) -> list[Any]:
     shown = caller.actor.effective()
     # The memory's role's reads, and the exporter's own of a shared memory (which the import
     # makes the importer's), are the owner's: stats counts neither as another role's, and
-    # their queries are the importer's to read.
+    # their queries are the importer's to read. No read of a shared memory is marked: every
+    # role reads those as its own (stats counts none as another role's), and the shared
+    # owner's export, imported first, made the next role's own reads another reader's.
     own = {owner_role(memory.owner), caller.actor.role}
     out: list[Any] = []
     before = None
@@ -719,7 +721,7 @@ async def _all_accesses(caller: Caller, memory: Memory) -> list[Any]:
         page = await caller.store.access_stream(memory.id, _STREAM_PAGE, before)
         out += [
             redact(record, shown).model_copy(update={"reader_owner": OTHER_READER})
-            if record.reader_owner and owner_role(record.reader_owner) not in own
+            if memory.owner and record.reader_owner and owner_role(record.reader_owner) not in own
             else redact(record, shown).model_copy(update={"reader_owner": ""})
             for _, _, record in page
         ]
