@@ -475,6 +475,11 @@ async def ensure_schema(conn: Any, label: str) -> str:
         await conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (first,))
     ).fetchone()
     if exists is not None:
+        # Another server starting on the new schema may have just created it: then it is
+        # this user's current schema now.
+        schema = (await (await conn.execute("SELECT current_schema()")).fetchone())[0]
+        if schema is not None:
+            return schema
         # PostgreSQL leaves a schema the user may not use out of current_schema(): it is
         # there, and creating it again would change nothing.
         user = (await (await conn.execute("SELECT current_user")).fetchone())[0]

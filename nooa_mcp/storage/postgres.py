@@ -210,9 +210,13 @@ async def holds_store(url: str) -> str | None:
                 )
                 if table is not None:
                     return None
+            where = schema or str(path).split(",")[0].strip().strip('"')
+            if schema is None and await _one(
+                conn, "SELECT 1 FROM pg_namespace WHERE nspname = %s", (where,)
+            ):
+                return None  # there, but not this user's to use: opening says so, and how
     except psycopg.Error:
         return None
-    where = schema or str(path).split(",")[0].strip().strip('"')
     return f"{_label(params)}, schema {where}"
 
 

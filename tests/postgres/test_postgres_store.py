@@ -364,6 +364,15 @@ def test_a_schema_the_user_may_not_use_is_named_as_there_not_missing(postgres) -
         assert f"schema {schema} exists but user {user} may not use it" in text
         assert f"GRANT USAGE, CREATE ON SCHEMA {schema} TO {user}" in text
         assert "cannot be created" not in text and "\n" not in text
+        # A command that only reads says the same, not that no store is there (a typo).
+        from click.testing import CliRunner
+
+        from nooa_mcp import cli
+
+        out = CliRunner().invoke(cli.main, ["--store", url, "stats"])
+        assert out.exit_code == 1
+        assert f"schema {schema} exists but user {user} may not use it" in out.output
+        assert "No store at" not in out.output
     finally:
         with psycopg.connect(postgres, autocommit=True) as admin:
             admin.execute(f'REVOKE CREATE ON DATABASE "{admin.info.dbname}" FROM "{user}"')
