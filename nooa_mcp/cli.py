@@ -1426,14 +1426,7 @@ async def intent_add(
     Like `author --type intent`: its text cues the intents already armed, and one it fires
     is shown under the reply.
     """
-    from .domain.schema import iso_time
-
-    if fire_at and iso_time(fire_at) is None:
-        raise click.BadParameter(
-            f"'{fire_at}' is not an ISO 8601 time: write e.g. 2030-01-01T09:00 (local time) "
-            "or 2030-01-01T09:00Z.",
-            param_hint="--fire-at",
-        )
+    check_time("--fire-at", fire_at)
     async with open_memory(ctx) as mem:
         result = await mem.intent(
             "add",

@@ -425,6 +425,23 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+def refuse_unknown_keys(model: type[BaseModel], data: Any) -> Any:
+    """`data` as it is, for a before-validator of `model`, unless it is an object with a key
+    `model` does not know: then an "unknown_key" error naming that key and `model`'s keys (a
+    typo was dropped without a word). Not extra="forbid", which would spell
+    additionalProperties in the tool listing the model reads every turn."""
+    if isinstance(data, dict):
+        unknown = [key for key in data if key not in model.model_fields]
+        if unknown:
+            *rest, last = model.model_fields
+            raise PydanticCustomError(
+                "unknown_key",
+                "has no key {key}; its keys are {keys}",
+                {"key": json.dumps(unknown[0]), "keys": f"{', '.join(rest)} and {last}"},
+            )
+    return data
+
+
 class Link(BaseModel):
     """An edge to add, as the model gives it: target id or prefix, relation, optional weight."""
 
@@ -438,15 +455,7 @@ class Link(BaseModel):
         """A key it does not know is refused, not dropped: `wieght: STRONG` (a typo) stored
         the default weight without a word. (Not extra="forbid", which would spell
         additionalProperties in the tool listing the model reads every turn.)"""
-        if isinstance(data, dict):
-            unknown = [key for key in data if key not in cls.model_fields]
-            if unknown:
-                raise PydanticCustomError(
-                    "unknown_key",
-                    "has no key {key}; its keys are target, relation and weight",
-                    {"key": json.dumps(unknown[0])},
-                )
-        return data
+        return refuse_unknown_keys(cls, data)
 
 
 def parse_link(raw: Any, field: str = "links") -> Link:

@@ -4,7 +4,6 @@ Each tool validates its arguments through its signature, gets the connection's M
 one facade call and returns the reply model as structured content with a text summary.
 """
 
-import json
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Annotated, Any
@@ -20,7 +19,6 @@ from pydantic import (
     StrictInt,
     model_validator,
 )
-from pydantic_core import PydanticCustomError
 
 from ..domain.injection import SHARED_TODO
 from ..domain.replies import (
@@ -47,6 +45,7 @@ from ..domain.schema import (
     TODO_STATUSES,
     Link,
     MemoryType,
+    refuse_unknown_keys,
 )
 from .handlers import current_memory, tool_errors
 from .notifications import Subscribers
@@ -124,15 +123,7 @@ class TriggerArg(BaseModel):
         """A key it does not know is refused, not dropped: `every_hour: 24` (a typo) made a
         recurring intent a one-shot without a word. (Checked here, not by extra="forbid",
         which would spell additionalProperties in the listing the model reads every turn.)"""
-        if isinstance(data, dict):
-            unknown = [key for key in data if key not in cls.model_fields]
-            if unknown:
-                raise PydanticCustomError(
-                    "unknown_key",
-                    "has no key {key}; its keys are fire_at, cue and every_hours",
-                    {"key": json.dumps(unknown[0])},
-                )
-        return data
+        return refuse_unknown_keys(cls, data)
 
 
 # Annotations are promises to the client, so each tool takes the one that is true of it:
