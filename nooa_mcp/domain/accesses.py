@@ -142,11 +142,21 @@ class History:
 RING_FIELDS = frozenset({"ts", "channel", "query", "score", "rank", "components"})
 
 
+#: What an export keeps of another reader's access: when and how it was used, which is all
+#: the base-level and the channel counts read. What that role asked (its query) and how well
+#: it matched (score, rank, components) are its own, even in an export by a role that may
+#: read it (`--read '*'`): the file leaves the store and the grant behind.
+OTHER_READER_FIELDS = frozenset({"ts", "channel"})
+
+
 def access_record(access: AccessRecord) -> dict[str, Any]:
     """One access as an export writes it (`RING_FIELDS`, and `other_reader` when the export
-    marked its reader `OTHER_READER`; any other reader is the owner's, as before)."""
-    record = access.model_dump(mode="json", include=set(RING_FIELDS), exclude_none=True)
-    if access.reader_owner == OTHER_READER:
+    marked its reader `OTHER_READER`, with its time and channel only; any other reader is the
+    owner's, as before)."""
+    other = access.reader_owner == OTHER_READER
+    kept = OTHER_READER_FIELDS if other else RING_FIELDS
+    record = access.model_dump(mode="json", include=set(kept), exclude_none=True)
+    if other:
         record["other_reader"] = True
     return record
 

@@ -11,6 +11,7 @@ import keeps it another reader's; an older export's accesses are the owner's, as
 from __future__ import annotations
 
 import json
+from datetime import datetime
 
 import pytest
 
@@ -61,6 +62,30 @@ async def test_another_roles_reads_stay_another_readers(store_target, tmp_path) 
         assert [a.reader_owner for _, a in log if a.channel.value == "recalled"] == [
             OTHER_READER
         ] * 3
+
+
+async def test_an_export_by_a_role_reading_every_role_carries_no_other_roles_query(
+    store_target,
+) -> None:
+    """What another role asked is that role's data: `dev`'s export with a grant to read every
+    role (`--read '*'`) marks `ops`'s reads of dev's memory `other_reader` and keeps their
+    time and channel (the base-level is unchanged), never their query nor how well it
+    matched. Before, each carried ops's query ("deploy key rotation schedule"), score, rank
+    and components (an export without the grant redacted them already)."""
+    async with _open(store_target, "dev") as dev:
+        memory_id = (await dev.author(FACT)).id
+    async with _open(store_target, "ops", read=["dev"]) as ops:
+        for _ in range(2):
+            assert (await ops.recall("deploy key rotation schedule", scope="*", k=1)).hits
+    async with _open(store_target, "dev", read=["*"]) as dev:
+        lines = [r async for r in dev.export_records()]
+        log = await dev.access_log(memory_id, scope="*")
+    [line] = [item for item in lines if item.get("id") == memory_id]
+    others = [a for a in line["history"]["accesses"] if a.get("other_reader")]
+    recalled = sorted(a.ts for _, a in log if a.channel.value == "recalled")
+    assert sorted(datetime.fromisoformat(a["ts"]) for a in others) == recalled
+    assert [sorted(a) for a in others] == [["channel", "other_reader", "ts"]] * 2
+    assert "rotation schedule" not in json.dumps(lines)
 
 
 async def test_an_older_export_reads_its_accesses_as_the_owners(tmp_path) -> None:
