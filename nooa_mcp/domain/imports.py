@@ -49,6 +49,7 @@ __all__ = [
     "Stone",
     "carried",
     "check_line",
+    "fold_note",
     "line_edges",
     "older_accesses",
 ]
@@ -75,6 +76,14 @@ MAX_QUERY = 200
 
 _HEX_ID = re.compile(r"[0-9a-fA-F]{6,32}")
 _RELATIONS = ", ".join(e.value for e in EdgeType)
+
+
+def fold_note(line_id: str) -> str:
+    """The note (`query`) on the `reinforced` access of an import line `line_id` folded into
+    a memory stored under another id (or reviving a faded one): it travels with the memory's
+    history (export, import, migrate) and stays on it through merges and prunes, so running
+    the import again folds the line no second time (`services.authoring`)."""
+    return f"folded {line_id}"
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
+from pydantic.json_schema import SkipJsonSchema
 
 from .archive import State
 from .cues import lateness
@@ -135,6 +136,9 @@ class AuthorResult(BaseModel):
     #: Intents due now but not shown in this reply (at most 5 are): they stay armed and come
     #: with later replies, or all at once with `intent` action=check.
     reminders_more: int = 0
+    #: An import's line (`exists`) that an earlier import folded into the memory `id`
+    #: already: nothing was written. Not part of any reply.
+    folded_before: SkipJsonSchema[bool] = Field(False, exclude=True)
 
     def notes(self, *, relink: str, revive: str) -> list[str]:
         """What the reply says beyond its status, in every front end alike: the close match

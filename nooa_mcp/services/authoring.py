@@ -22,7 +22,7 @@ import numpy as np
 
 from ..domain.accesses import apply_access, created_record, restore_history
 from ..domain.facts import differs_in
-from ..domain.imports import Carried
+from ..domain.imports import Carried, fold_note
 from ..domain.inputs import build_memory, refuse_silent_cue
 from ..domain.repeats import absorb, one_memory, repeat_key
 from ..domain.replies import AuthorResult, SimilarTo, TombstoneInfo
@@ -283,10 +283,12 @@ async def _author_one(
             # row found live, and its tombstone answers below (revived, or refused), as if the
             # forget had come first; a repeat answered `exists` and left it forgotten.
             rows = await caller.store.fetch_many(same_text)
+            # A line whose own id holds its text is that memory, whichever is newest.
+            order = sorted(same_text, key=lambda i: not (named and i == record.id))
             repeated = next(
                 (
                     rows[i]
-                    for i in same_text
+                    for i in order
                     if i in rows and not rows[i].archived and one_memory(rows[i], record)
                 ),
                 None,
@@ -309,11 +311,18 @@ async def _author_one(
             # here too, unless this store's user revived the memory after it.
             forgot = await _carried_forget(caller, stored, carried)
             return AuthorResult(id=record.id, status="exists", similarity=1.0, tombstone=forgot)
+    if named and not restored and existing != record.id:
+        # An import line folded into a memory stored under another id (below) by an earlier
+        # import of the file: that fold counted once. A second one (the file run again after
+        # a kill, or by mistake) re-reinforced it, or revived it after a prune.
+        before = await _folded_before(caller, record)
+        if before is not None:
+            return before
     if existing is not None:
         # The same memory imported again (its own id) is a restore, not the author saying it
         # again: it changes nothing, so importing one file twice leaves what the first did.
         if not (named and existing == record.id):
-            await _repeat(caller, repeated or await caller.fetch(existing), record, edges)
+            await _repeat(caller, repeated or await caller.fetch(existing), record, edges, named)
             return AuthorResult(id=existing, status="exists", similarity=1.0)
         # Its own line without a use history (a file of an earlier release, or written by
         # hand) found it by its words: the forget it carries applies as above.
@@ -332,12 +341,14 @@ async def _author_one(
         anchor = (await merged_anchors(caller, [match.memory.id])).get(match.memory.id)
         survivor = None if anchor is None else await caller.store.fetch(anchor)
         if survivor is not None and not survivor.archived:
-            await _repeat(caller, survivor, record, edges)
+            await _repeat(caller, survivor, record, edges, named)
             return AuthorResult(
                 id=survivor.id, status="exists", similarity=round(match.similarity, 4)
             )
     if match is not None:
-        answered = await blocked_or_revived(caller, match, revive, record, edges)
+        answered = await blocked_or_revived(
+            caller, match, revive, record, edges, fold_note(record.id) if named else "revive"
+        )
         if answered is not None:
             return answered
     twin, similarity = (
@@ -463,16 +474,37 @@ def _near_duplicate(
     return None, 0.0
 
 
+async def _folded_before(caller: Caller, record: Memory) -> AuthorResult | None:
+    """`exists` (nothing written) when an earlier import folded this line (its id, as stored
+    here) into a memory of the caller's role with its text, live or archived since: that
+    memory, or the live one reflection merged it into."""
+    holder = await caller.store.folded_into(record.content_hash, caller.role, fold_note(record.id))
+    if holder is None:
+        return None
+    memory = await caller.store.fetch(holder)
+    if memory is not None and memory.archived and memory.faded:
+        anchor = (await merged_anchors(caller, [holder])).get(holder)
+        survivor = None if anchor is None else await caller.store.fetch(anchor)
+        if survivor is not None and not survivor.archived:
+            holder = survivor.id
+    return AuthorResult(id=holder, status="exists", similarity=1.0, folded_before=True)
+
+
 async def _repeat(
-    caller: Caller, memory: Memory, record: Memory, edges: list[tuple[str, EdgeType, float]]
+    caller: Caller,
+    memory: Memory,
+    record: Memory,
+    edges: list[tuple[str, EdgeType, float]],
+    named: bool = False,
 ) -> None:
     """An exact repeat: the author said it again. Reinforce the memory (its row as read in
     this transaction) and keep what the repeat adds (a higher importance, new tags, entities
-    and links); the text is the same."""
+    and links); the text is the same. An import line with an id (`named`) notes it on the
+    access (`fold_note`), so running the import again does not fold it twice."""
     memory_id = memory.id
     memory.reinforcement_count += 1
     absorb(memory, record)
-    access = caller.access(Channel.reinforced)
+    access = caller.access(Channel.reinforced, query=fold_note(record.id) if named else None)
     caller.apply(memory, access)
     await caller.store.save(memory)
     await caller.store.append_accesses([(memory_id, access)])

@@ -304,6 +304,7 @@ async def blocked_or_revived(
     revive: bool,
     written: Memory,
     edges: Sequence[tuple[str, EdgeType, float]] = (),
+    note: str = "revive",
 ) -> AuthorResult | None:
     """Inside the author transaction: refuse a forgotten memory, or restore it on revive
     with what the write `written` adds (`domain.repeats.absorb`) and its links. None: the
@@ -332,7 +333,7 @@ async def blocked_or_revived(
     if not match.same:
         return None
     absorb(memory, written)
-    await restore(caller, memory)
+    await restore(caller, memory, note)
     for target, relation, weight in edges:
         if target != memory.id:
             await caller.store.add_edge(memory.id, target, relation, weight)
@@ -368,10 +369,11 @@ def _text_of(memory: Memory) -> tuple[str, str, str]:
     return memory.content_hash, owner_role(memory.owner), memory.type.value
 
 
-async def restore(caller: Caller, memory: Memory) -> None:
+async def restore(caller: Caller, memory: Memory, note: str = "revive") -> None:
     """Inside an open transaction: un-archive the memory and lift its tombstones.
 
-    Reviving is the author writing the value again: a reinforcing access, history kept. The
+    Reviving is the author writing the value again: a reinforcing access (noted `note`: an
+    import line's revive says which line, `imports.fold_note`), history kept. The
     duplicates forgotten with it (`archive`) are merged into it again, faded, as they were
     before the forget: otherwise their words stayed blocked for good.
     """
@@ -379,7 +381,7 @@ async def restore(caller: Caller, memory: Memory) -> None:
     for twin in await _twins(caller, memory, forgotten_with_reason(memory.id)):
         if twin.archived and not twin.faded:
             await fade(caller, twin, merged_reason(memory.id))
-    access = caller.access(Channel.reinforced, query="revive")
+    access = caller.access(Channel.reinforced, query=note)
     caller.apply(memory, access)
     await caller.store.save(memory)
     await caller.store.append_accesses([(memory.id, access)])

@@ -17,7 +17,8 @@ earlier one word for word is counted once (`repeated_lines`). Ids and edge targe
 only within the importer's scope
 (`import_scope`). Each line becomes one memory; an exact repeat of a stored memory is
 `exists`, but an export line (an id and a history) is only ever its own memory, so memories
-the source kept apart with one text come back apart (DESIGN.md §4.7).
+the source kept apart with one text come back apart (DESIGN.md §4.7). A line with an id folded
+into a memory stored under another id is folded once (`folded`; run again, `already_folded`).
 """
 
 from __future__ import annotations
@@ -481,6 +482,15 @@ async def import_records(
             elif result.status == "exists" and result.tombstone is not None:
                 # A memory stored here already that the file says its user forgot since.
                 counts["forgotten"] = counts.get("forgotten", 0) + 1
+            said_id = _line_id(item)
+            if result.folded_before:
+                # Folded into a memory stored under another id by an earlier import.
+                counts["already_folded"] = counts.get("already_folded", 0) + 1
+            elif result.status in ("exists", "revived") and result.id != renamed.get(
+                said_id or "", said_id
+            ):
+                # Said again by a memory stored here under another id: it was reinforced.
+                counts["folded"] = counts.get("folded", 0) + 1
             # The file's owner is not configuration: what it names as another owner's (a
             # shared memory, another role's) is the importer's now, and the report says so.
             said = item.get("owner")

@@ -496,6 +496,11 @@ class Store(Protocol):
         most `HASH_MATCHES`)."""
         ...
 
+    async def folded_into(self, content_hash: str, role: str, note: str) -> str | None:
+        """The memory of this role with exactly this content, live or archived, holding a
+        `reinforced` access noted `note` (an import's fold of a line: `authoring`), or None."""
+        ...
+
     async def set_archived(
         self, memory_id: str, archived: bool, when: datetime, *, faded: bool = False
     ) -> None:

@@ -424,6 +424,21 @@ class SqlVerbs(SqlPrimitives):
         )
         return [row["id"] for row in found]
 
+    async def folded_into(self, content_hash: str, role: str, note: str) -> str | None:
+        """The memory of this role with exactly this content, live or archived (found by its
+        tombstone), holding a `reinforced` access noted `note` (an import's fold of a line),
+        or None. Looked up through the hash and tombstone indexes, then each candidate's
+        accesses."""
+        d = self.dialect
+        return await self._scalar(
+            "SELECT memory_id FROM accesses WHERE channel = 'reinforced' "
+            f"AND query = {d.p('q')} AND memory_id IN ("
+            f"SELECT id FROM memories WHERE content_hash = {d.p('h')} AND role = {d.p('r')} "
+            f"AND archived = {d.false} UNION SELECT memory_id FROM tombstones "
+            f"WHERE content_hash = {d.p('h')} AND role = {d.p('r')}) LIMIT 1",
+            {"q": note, "h": content_hash, "r": role},
+        )
+
     async def context_rows(self, scope: Scope, limit: int) -> list[Memory]:
         """What the context block shows: open todos first, then by importance and recency.
         Scratch notes and closed todos never appear (they are not worth the reader's context).
