@@ -653,8 +653,12 @@ class _Pass:
         r = retention(m.fading_since, m.strength, at, policy.tau_hours)
         await fade(caller, m, pruned_reason(r, policy.prune_below))
         self.planner.archived([m.id])
-        # What faded, in its own words: a reader (or the model) sees what it would lose.
-        return f"{item.id[:8]} (retention {r:.4f}) {head(text_of(m.title, m.content), 60)}"
+        # What faded, in its own words: a reader (or the model) sees what it would lose. Not
+        # another role's words: the shared owner's pass over every role logs as the shared
+        # owner, whose log (and export) another role's memories are not in (DESIGN.md §10).
+        said = m.owner == "" or owner_role(m.owner) == caller.role
+        words = f" {head(text_of(m.title, m.content), 60)}" if said else ""
+        return f"{item.id[:8]} (retention {r:.4f}){words}"
 
     async def _sample(self, prompt: str, max_tokens: int) -> str:
         if self.sampler is None:

@@ -150,3 +150,34 @@ async def test_the_exporters_own_reads_of_a_shared_memory_stay_its_own(tmp_path)
     assert [(a.reader_owner, a.query) for _, a in log if a.channel.value == "recalled"] == [
         ("dev", "deploy key rotation")
     ]
+
+
+async def test_the_shared_owners_pass_logs_no_words_of_another_roles_pruned_memory(
+    store_target,
+) -> None:
+    """The shared owner's pass runs over every role and logs as the shared owner: a prune of
+    `dev`'s memory is named by its id and retention, not by its words, so the shared owner's
+    log and export carry none of dev's text. Before, the first 60 characters went with it.
+    dev's own pass still logs what it pruned in its own words."""
+    from datetime import timedelta
+
+    from nooa_mcp.domain.schema import now as utc_now
+
+    later = utc_now() + timedelta(days=730)
+    async with _open(store_target, "dev") as dev:
+        pruned_by_shared = (await dev.author("Dev's staging password hint is", importance="LOW")).id
+    async with _open(store_target, "") as shared:
+        await shared.author("Deploys freeze on Fridays", importance="LOW")
+        report = await shared.reflect(["prune"], now=later)
+        [prune] = [s for s in report.steps if s.step == "prune"]
+        assert prune.applied == 2, prune
+        lines = [r async for r in shared.export_records()]
+    log = json.dumps([item for item in lines if "maintenance" in item])
+    assert pruned_by_shared[:8] in log and "staging password" not in log
+    assert "Deploys freeze on Fridays" in log  # the shared owner's own memory, in its words
+    async with _open(store_target, "dev") as dev:
+        kept = (
+            await dev.author("Dev's build cache lives on the scratch disk", importance="LOW")
+        ).id
+        [own] = [s for s in (await dev.reflect(["prune"], now=later)).steps if s.step == "prune"]
+        assert any(d.startswith(kept[:8]) and "build cache" in d for d in own.details)
