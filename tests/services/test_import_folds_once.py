@@ -131,3 +131,43 @@ async def test_a_line_that_revived_a_faded_memory_does_not_fold_into_it_again(
         again = await mem.import_records(lines)
         assert await _state(mem, held) == revived
         assert again.counts == {"exists": 1, "already_folded": 1, "edges": 0}
+
+
+async def _history_line(store: Path | str) -> dict[str, Any]:
+    """TEXT as an export of this release writes it (with its history): its own memory."""
+    async with _open(store) as mem:
+        await mem.author(TEXT)
+        return next(iter([r async for r in mem.export_records()]))
+
+
+async def test_a_line_whose_own_id_holds_its_words_is_that_memory_not_a_newer_one(
+    store_target, tmp_path
+) -> None:
+    """Before: the newest memory with the line's words was repeated, so a plain line imported
+    once (its own memory) was folded into a copy with its words imported later, on each run."""
+    plain = {"id": "5" * 32, "content": TEXT, "created_at": "2026-01-01T10:00:00Z"}
+    newer = await _history_line(tmp_path / "other.sqlite")
+    async with _open(store_target) as mem:
+        assert (await mem.import_records([(1, plain)])).counts.get("created") == 1
+        assert (await mem.import_records([(1, newer)])).counts.get("created") == 1
+        kept = await _state(mem, newer["id"])
+        again = await mem.import_records([(1, plain)])
+        assert again.ids == [plain["id"]] and again.counts == {"exists": 1, "edges": 0}
+        assert await _state(mem, newer["id"]) == kept
+
+
+async def test_a_fold_into_a_memory_merged_since_is_not_made_again(store_target, tmp_path) -> None:
+    """The memory a line was folded into, merged by reflection with a copy of its words (or
+    merged into it), still answers for the line: run again, the import writes nothing."""
+    lines = await _plain_export(tmp_path / "source.sqlite")
+    copy = await _history_line(tmp_path / "other.sqlite")
+    async with _open(store_target) as mem:
+        held = (await mem.author(TEXT)).id
+        assert (await mem.import_records(lines)).counts.get("folded") == 1
+        assert (await mem.import_records([(1, copy)])).counts.get("created") == 1
+        [merge] = [s for s in (await mem.reflect(["merge"])).steps if s.step == "merge"]
+        assert merge.applied == 1, merge
+        both = [await _state(mem, i) for i in (held, copy["id"])]
+        again = await mem.import_records(lines)
+        assert [await _state(mem, i) for i in (held, copy["id"])] == both
+        assert again.counts == {"exists": 1, "already_folded": 1, "edges": 0}
