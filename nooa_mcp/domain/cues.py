@@ -14,7 +14,7 @@ import math
 import re
 from datetime import datetime, timedelta
 
-from .text import stem
+from .text import cjk_bigrams, has_cjk, stem
 
 __all__ = [
     "cue_keywords",
@@ -42,7 +42,10 @@ _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})
 
 
 def _words(text: str) -> set[str]:
-    return {w.strip("'-") for w in _WORD.findall(text.lower().translate(_APOSTROPHES))}
+    found = _WORD.findall(text.lower().translate(_APOSTROPHES))
+    if has_cjk(text):  # a run of Chinese, Japanese or Korean as its bigrams, as search cuts it
+        found = [p for w in found for p in cjk_bigrams(w)]
+    return {w.strip("'-") for w in found}
 
 
 def cue_keywords(cue: str) -> frozenset[str]:
@@ -61,6 +64,8 @@ def keyword_present(keyword: str, words: set[str]) -> bool:
     "plan" in "planet" (a word that only begins with it)."""
     if keyword in words:
         return True
+    if len(keyword) == 1 and has_cjk(keyword):  # one character: inside a bigram
+        return any(keyword in w for w in words)
     wanted = stem(keyword)
     return any(stem(w) == wanted for w in words)
 

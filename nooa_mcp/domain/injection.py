@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 
 from .cues import cue_keywords
 from .epoch import from_epoch
-from .text import STOPWORDS, stem
+from .text import STOPWORDS, cjk_bigrams, has_cjk, stem
 
 __all__ = [
     "CONTEXT_CHARS",
@@ -80,7 +80,10 @@ Item = tuple[str, str, float, str, str]
 
 def content_words(text: str) -> set[str]:
     """Lower-cased words of two or more characters, function words left out."""
-    return {w for w in _WORD.findall(text.lower()) if len(w) > 1 and w not in _NOISE}
+    found = _WORD.findall(text.lower())
+    if has_cjk(text):  # a run of Chinese, Japanese or Korean as its bigrams (`cjk_bigrams`)
+        found = [p for w in found for p in cjk_bigrams(w)]
+    return {w for w in found if len(w) > 1 and w not in _NOISE}
 
 
 def shared_words(prompt: set[str], memory: set[str]) -> set[str]:

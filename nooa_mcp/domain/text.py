@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import re
 import threading
+import unicodedata
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
@@ -16,8 +17,10 @@ __all__ = [
     "STOPWORDS",
     "a_or_an",
     "choices",
+    "cjk_bigrams",
     "english_stemmer",
     "fts_terms",
+    "has_cjk",
     "head",
     "holds_unstorable",
     "sizes",
@@ -46,6 +49,46 @@ _CLITIC = re.compile(
 )
 _CLITIC_VERB = {"ca": "can", "wo": "will"}
 _SENTENCE_END = re.compile(r"[.!?]+(\s|$)")
+#: Characters of the scripts written without spaces between words: Hangul jamo, CJK radicals,
+#: 々〆〇, Hiragana, Katakana (not the combining voicing marks), Bopomofo, Hangul
+#: compatibility jamo, CJK ideographs (their extensions and compatibility forms), Hangul
+#: syllables, halfwidth Katakana and Hangul.
+_CJK_CHARS = (
+    "\u1100-\u11ff\u2e80-\u2fdf\u3005-\u3007\u3040-\u3098\u309b-\u30ff\u3100-\u31ff"
+    "\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7ff\uf900-\ufaff\uff66-\uffdc"
+    "\U00020000-\U0003134f"
+)
+_CJK = re.compile(f"[{_CJK_CHARS}]")
+_CJK_RUN = re.compile(f"([{_CJK_CHARS}]+)")
+
+
+def has_cjk(text: str) -> bool:
+    """Whether a text holds a Chinese, Japanese or Korean character (`cjk_bigrams`)."""
+    return _CJK.search(text) is not None
+
+
+def cjk_bigrams(word: str) -> list[str]:
+    """A word with its runs of CJK characters cut into overlapping character bigrams, a lone
+    character kept as one ("東京の会議" is 東京 京の の会 会議); the letters and digits of other
+    scripts around a run stay words. A word without CJK comes back whole.
+
+    Chinese, Japanese and Korean put no spaces between words, so a run is one "word" to a
+    `\\w+` cut and a query's "東京 会議" never meets the memory's run: bigrams are what search
+    engines index without a dictionary. A run is put in NFC, so Hangul that NFKD cut into jamo
+    is back in syllables.
+    """
+    if not has_cjk(word):
+        return [word]
+    out: list[str] = []
+    for i, part in enumerate(_CJK_RUN.split(word)):
+        if not part:
+            continue
+        if i % 2 == 0:  # between the runs
+            out.append(part)
+            continue
+        run = unicodedata.normalize("NFC", part)
+        out.extend([run] if len(run) == 1 else [run[j : j + 2] for j in range(len(run) - 1)])
+    return out
 
 
 def tokens(text: str) -> set[str]:

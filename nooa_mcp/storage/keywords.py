@@ -9,6 +9,12 @@ stemmed here, once, and each backend indexes the result as it is.
   FTS5's unicode61 with remove_diacritics 2 keeps); `_` and every other mark separate words.
 - Each word is stemmed with the English Snowball stemmer; longer than `LONGEST` characters,
   it is not indexed (a hash or an encoded blob, never a word anyone asks for).
+- Chinese, Japanese and Korean put no spaces between words, so a run of their characters
+  (Han, Hiragana, Katakana, Hangul) is cut into overlapping character bigrams, a lone
+  character staying one word ("東京の会議" is 東京 京の の会 会議): what search engines do
+  without a dictionary, so "東京 会議" meets it. Kana keep their voicing marks (が is not か)
+  and Hangul its syllables (NFKD would leave jamo). Text without such characters gives the
+  words it always gave.
 - A row's searchable text is `stems`: a JSON list of its four columns' stems (title, content,
   tags, entities), each a space-separated string. SQLite's FTS5 table indexes these strings
   with a plain unicode61 tokenizer (which splits them at the spaces and changes nothing
@@ -24,7 +30,7 @@ import unicodedata
 from collections.abc import Sequence
 from functools import lru_cache
 
-from ..domain.text import STOPWORDS, fts_terms, stem
+from ..domain.text import STOPWORDS, cjk_bigrams, fts_terms, has_cjk, stem
 
 __all__ = [
     "LONGEST",
@@ -41,14 +47,26 @@ __all__ = [
 LONGEST = 100
 
 _WORD = re.compile(r"[^\W_]+")
+#: A kana and its voicing mark, as NFKD cuts が: put back together before marks are removed.
+_VOICED = re.compile("[\u3040-\u30ff][\u3099\u309a]")
+
+
+def _voiced(found: re.Match[str]) -> str:
+    return unicodedata.normalize("NFC", found.group(0))
 
 
 def words(text: str) -> list[str]:
-    """The words of a text: lower-cased, diacritics removed, `_` and marks as separators."""
+    """The words of a text: lower-cased, diacritics removed, `_` and marks as separators; a
+    run of CJK characters as its character bigrams."""
     folded = text.lower()
     if not folded.isascii():
         decomposed = unicodedata.normalize("NFKD", folded)
+        if "\u3099" in decomposed or "\u309a" in decomposed:
+            decomposed = _VOICED.sub(_voiced, decomposed)
         folded = "".join(c for c in decomposed if not unicodedata.combining(c)).lower()
+        if has_cjk(folded):
+            cut = [p for w in _WORD.findall(folded) for p in cjk_bigrams(w)]
+            return [w for w in cut if len(w) <= LONGEST]
     return [w for w in _WORD.findall(folded) if len(w) <= LONGEST]
 
 
@@ -86,6 +104,11 @@ def query_stems(text: str, max_terms: int = 32) -> list[str]:
     `fts_terms` drops them). Two words with one stem give it twice: it counts twice, as it
     does in FTS5's BM25."""
     out: list[str] = []
+    bigrams = 0
     for term in fts_terms(text, max_terms):
-        out.extend(stem(w) for w in words(term))
+        cut = words(term)
+        if has_cjk(term):  # a run's bigrams count against the terms a query may ask for
+            cut = cut[: max(0, max_terms - bigrams)]
+            bigrams += len(cut)
+        out.extend(stem(w) for w in cut)
     return out

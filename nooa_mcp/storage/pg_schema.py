@@ -69,8 +69,10 @@ __all__ = [
 #: strengthened each edge (`edges.rev`), so a process holding what ranking reads learns of
 #: another's uses and links (`Store.use_changes`, `Store.ranking_changes`), as
 #: `storage/sqlite.py`'s version 6. 7: the revision also moves when what ranking holds
-#: beside the vectors changes, and a use logged notifies (`_FACTS`).
-SCHEMA_VERSION = 7
+#: beside the vectors changes, and a use logged notifies (`_FACTS`). 8: a run of Chinese,
+#: Japanese or Korean is indexed as its character bigrams (`storage.keywords.words`), as
+#: `storage/sqlite.py`'s version 7; an older store's rows are stemmed anew (`restem`).
+SCHEMA_VERSION = 8
 
 #: The text search configuration every search and generated column uses.
 TS_CONFIG = "nooa_english"
@@ -411,11 +413,12 @@ RESTEM_PAGE = 1000
 
 
 async def restem(conn: Any) -> None:
-    """Write every row's `stems` (the trigger rebuilds `tf`, `fts` and `doc_len` from them)."""
+    """Write every row's `stems` where they change (the trigger rebuilds `tf`, `fts` and
+    `doc_len` from them)."""
     after = 0
     while True:
         cur = await conn.execute(
-            "SELECT seq, title, content, tags::text, entities::text FROM memories "
+            "SELECT seq, title, content, tags::text, entities::text, stems FROM memories "
             "WHERE seq > %s ORDER BY seq LIMIT %s",
             (after, RESTEM_PAGE),
         )
@@ -426,8 +429,10 @@ async def restem(conn: Any) -> None:
             await cur.executemany(
                 "UPDATE memories SET stems = %s WHERE seq = %s",
                 [
-                    (row_stems(title, content, json.loads(tags), json.loads(entities)), seq)
-                    for seq, title, content, tags, entities in rows
+                    (new, seq)
+                    for seq, title, content, tags, entities, old in rows
+                    if (new := row_stems(title, content, json.loads(tags), json.loads(entities)))
+                    != old
                 ],
             )
         after = rows[-1][0]
@@ -442,10 +447,11 @@ MIGRATIONS: dict[int, str] = {
     5: _NOTIFY_AFTER,
     6: _RANKING_CHANGES,
     7: _FACTS,
+    8: "SELECT 1",  # no DDL: the rows' stems, with CJK runs as bigrams (`restem`)
 }
 
 #: version -> what Python does after that version's DDL, in the same transaction.
-AFTER: dict[int, Callable[[Any], Awaitable[None]]] = {4: restem}
+AFTER: dict[int, Callable[[Any], Awaitable[None]]] = {4: restem, 8: restem}
 
 
 # ---------------------------------------------------------------------------- opening

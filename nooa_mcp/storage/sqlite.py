@@ -365,6 +365,8 @@ class SQLiteStore(SqlVerbs, SqlReports):
                     await self._index_stems()
                 if version <= 5:
                     await self._number_edges()
+                if 5 <= version <= 6:  # (before 5, `_index_stems` stemmed them as 7 does)
+                    await self._restem()
             await self._execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     async def _rehash(self) -> None:
@@ -410,6 +412,17 @@ class SQLiteStore(SqlVerbs, SqlReports):
             "SELECT seq, json_extract(stems, '$[0]'), json_extract(stems, '$[1]'), "
             "json_extract(stems, '$[2]'), json_extract(stems, '$[3]') FROM memories"
         )
+
+    async def _restem(self) -> None:
+        """Version 6 → 7: every row's stems with CJK runs as bigrams, written where they
+        changed (the `memories_au` trigger re-indexes those rows)."""
+        rows = await self._rows("SELECT seq, title, content, tags, entities, stems FROM memories")
+        changed = []
+        for r in rows:
+            stems = row_stems(r[1], r[2], json.loads(r[3]), json.loads(r[4]))
+            if stems != r[5]:
+                changed.append((stems, r[0]))
+        await self._execute_many("UPDATE memories SET stems = ? WHERE seq = ?", changed)
 
     async def _number_edges(self) -> None:
         """Version 5 → 6: each edge's `rev` and the triggers that move it (edges written

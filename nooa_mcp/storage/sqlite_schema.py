@@ -19,7 +19,10 @@ __all__ = ["ACCESS_COUNTS", "EDGE_REVS", "KEYWORDS", "SCHEMA", "SCHEMA_VERSION",
 #: PostgreSQL indexes them; an older file's rows are stemmed and indexed anew when opened.
 #: 6: each edge's `rev`, moved by every write that adds it or changes its weight (`EDGE_REVS`),
 #: so a process holding what ranking reads learns of another's links (`Store.ranking_changes`).
-SCHEMA_VERSION = 6
+#: 7: a run of Chinese, Japanese or Korean is indexed as its character bigrams
+#: (`storage.keywords.words`); an older file's rows are stemmed anew when opened (only rows
+#: whose stems change are written: those holding such text).
+SCHEMA_VERSION = 7
 
 SCHEMA = """
 CREATE TABLE memories (
