@@ -92,8 +92,12 @@ def cjk_bigrams(word: str) -> list[str]:
 
 
 def tokens(text: str) -> set[str]:
-    """Lower-cased content words of a text (stopwords dropped), for cue overlap."""
-    return {w.strip("'-") for w in _WORD.findall(text.lower())} - STOPWORDS - {""}
+    """Lower-cased content words of a text (stopwords dropped), for cue overlap; a CJK run as
+    its bigrams (`cjk_bigrams`), as `domain.schema.cue_set` cuts a label."""
+    found = _WORD.findall(text.lower())
+    if has_cjk(text):
+        found = [p for w in found for p in cjk_bigrams(w)]
+    return {w.strip("'-") for w in found} - STOPWORDS - {""}
 
 
 def _without_clitic(found: re.Match[str]) -> str:

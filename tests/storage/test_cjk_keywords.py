@@ -169,3 +169,16 @@ def test_a_cjk_cue_fires_on_a_cjk_message_and_injection_sees_shared_words() -> N
     # English as before.
     assert keywords_match("deploy billing", "we are deploying the billing service")
     assert content_words("Deploy the billing service") == {"deploy", "billing", "service"}
+
+
+def test_a_cjk_label_is_a_cue_word_a_cjk_query_names() -> None:
+    from nooa_mcp.domain.schema import cue_set
+    from nooa_mcp.domain.text import tokens
+
+    labels = cue_set(["会議"], ["東京"], "")
+    assert labels == {"会議", "東京"}
+    assert tokens("東京の会議はいつ") & labels == {"会議", "東京"}
+    assert cue_set(["서울 회의"], [], "") <= tokens("서울에서 회의")
+    # English as before.
+    assert cue_set(["Work-Trip"], ["Caroline's"], "") == {"work-trip", "caroline's"}
+    assert tokens("Caroline's work-trip to the Alps") == {"caroline's", "work-trip", "alps"}
