@@ -63,8 +63,9 @@ _CJK_RUN = re.compile(f"([{_CJK_CHARS}]+)")
 
 
 def has_cjk(text: str) -> bool:
-    """Whether a text holds a Chinese, Japanese or Korean character (`cjk_bigrams`)."""
-    return _CJK.search(text) is not None
+    """Whether a text holds a Chinese, Japanese or Korean character (`cjk_bigrams`); ASCII
+    text, most of what is ranked, is answered without a scan."""
+    return not text.isascii() and _CJK.search(text) is not None
 
 
 def cjk_bigrams(word: str) -> list[str]:
