@@ -98,10 +98,20 @@ class NotFound(NooaError, LookupError):
 class OwnerForbidden(NooaError, PermissionError):
     """The connection's owner may not do this to that memory."""
 
-    def __init__(self, owner: str, target_owner: str, action: str = "write") -> None:
+    def __init__(
+        self, owner: str, target_owner: str, action: str = "write", granted: bool = False
+    ) -> None:
         self.owner = owner
         self.target_owner = target_owner
         self.action = action
+        if granted:
+            # `target_owner` is a role (never role@instance) this server grants `owner` to read:
+            # recall shows its memories, so "no memory with id" would be a falsehood.
+            super().__init__(
+                f"owner: that memory is of role '{target_owner}', which this server lets you "
+                "read but not change; writes stay inside your own role."
+            )
+            return
         fix = (
             "shared memories are the user's: ask them to change it (without --owner: the "
             "console, `nooa-mcp ui`, or the CLI, e.g. `nooa-mcp todo done ID`)."

@@ -101,6 +101,23 @@ class Caller:
                 raise
             raise NotFound(str(ident), field, granted=role) from missing
 
+    async def resolve_writable(self, ident: Any, field: str = "memory_id") -> str:
+        """`resolve` in the caller's own scope, for a write: an id of a role a server-side grant
+        lets this caller read (recall shows it) is refused as read-only, naming only that role;
+        an id the caller cannot read stays plainly not found (no existence oracle, §10).
+
+        Raises:
+            InvalidInput / AmbiguousId / NotFound: as `resolve`.
+            OwnerForbidden: the memory is of a role this caller may read but not change.
+        """
+        try:
+            return await self.resolve(ident, self.actor.own, field)
+        except NotFound as missing:
+            role = await self._granted_role_of(str(ident), field, self.actor.own)
+            if role is None:
+                raise
+            raise OwnerForbidden(self.owner, role, granted=True) from missing
+
     async def _granted_role_of(self, ident: str, field: str, scope: Scope) -> str | None:
         """The role of a memory outside `scope` that a server-side grant lets this caller read,
         or None."""

@@ -39,7 +39,7 @@ async def update(caller: Caller, request: UpdateRequest) -> UpdateResult:
     valid_to, forget = request.valid_to, request.forget
     given = (content, title, request.importance, request.tags, status, valid_to)
     # The id first: an unknown one is named as such, not answered with "nothing to change".
-    target = await caller.resolve(request.memory_id, caller.actor.own)
+    target = await caller.resolve_writable(request.memory_id)
     if all(v is None for v in given) and not request.links and not forget:
         # Answering "Updated …: nothing" would let a model believe a change it never sent.
         raise InvalidInput(
@@ -171,7 +171,7 @@ async def forget(caller: Caller, memory_id: str, reason: str = "forgotten") -> U
     Raises:
         NotFound / AmbiguousId / OwnerForbidden: as for `update`.
     """
-    target = await caller.resolve(memory_id, caller.actor.own)
+    target = await caller.resolve_writable(memory_id)
 
     async def attempt() -> bool:
         memory = await caller.fetch(target)
@@ -198,7 +198,7 @@ async def revive(caller: Caller, memory_id: str) -> UpdateResult:
     Raises:
         NotFound / AmbiguousId / OwnerForbidden: as for `update`.
     """
-    target = await caller.resolve(memory_id, caller.actor.own)
+    target = await caller.resolve_writable(memory_id)
 
     async def attempt() -> bool:
         memory = (await rows_to_revive(caller, [target])).get(target)

@@ -241,9 +241,11 @@ async def test_cross_role_writes_are_refused_and_foreign_rows_stay_invisible(set
     granted = Settings(store=settings.store, owner="reviewer@desk", read=["coder"])
     async with Memory.open(settings=granted, embedder=embedder) as theirs:
         assert (await theirs.get(own, scope="*")).content == "coder's private memory"
-        # A read grant is not a write grant: writes resolve ids inside the writer's role.
-        with pytest.raises(NotFound):
+        # A read grant is not a write grant: the write is refused as read-only (the reader
+        # sees it in recall, so "no memory with id" would mislead), naming the role only.
+        with pytest.raises(OwnerForbidden, match="role 'coder', which this server lets you"):
             await theirs.update(own, content="hijacked")
+        assert (await theirs.get(own, scope="*")).content == "coder's private memory"
         theirs_id = (await theirs.author("reviewer note")).id
         with pytest.raises(NotFound):
             await theirs.link(theirs_id, own, "related")

@@ -1,0 +1,59 @@
+"""A write to a memory of a role the caller may only read (a server-side grant) is refused as
+read-only, not answered "no memory with id" (recall shows it); an id the caller cannot read
+stays plainly not found (DESIGN.md §4.6, §10)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from shared_support import call, hash_server, named, reply_text
+
+from nooa_mcp import Settings
+
+pytestmark = pytest.mark.anyio
+
+BOB_NOTE = "Bob parks the blue bicycle behind the library on Tuesdays."
+CAROL_NOTE = "Carol waters the office fern every Friday morning."
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+async def _seed(settings: Settings) -> tuple[Any, str, str]:
+    server = hash_server(settings)
+    async with named(server, "bob") as bob:
+        bob_id = (await call(bob, "memory_author", {"content": BOB_NOTE}))["id"]
+    async with named(server, "carol") as carol:
+        carol_id = (await call(carol, "memory_author", {"content": CAROL_NOTE}))["id"]
+    return server, bob_id, carol_id
+
+
+@pytest.mark.parametrize(
+    ("tool", "extra"),
+    [("memory_update", {"title": "Bicycle"}), ("memory_update", {"forget": True})],
+)
+async def test_a_write_to_a_granted_roles_memory_says_it_is_read_only(
+    tmp_path: Path, tool: str, extra: dict[str, Any]
+) -> None:
+    settings = Settings(store=tmp_path / "s.sqlite", owner="", read=["bob"])
+    server, bob_id, carol_id = await _seed(settings)
+    async with named(server, "alice") as alice:
+        seen = await call(alice, "memory_recall", {"query": "blue bicycle", "scope": "bob"})
+        assert bob_id in [h["id"] for h in seen["hits"]]
+        refused = await alice.call_tool(tool, {"memory_id": bob_id[:8], **extra})
+        ungranted = await alice.call_tool(tool, {"memory_id": carol_id[:8], **extra})
+    text = reply_text(refused)
+    assert refused.is_error
+    assert "role 'bob', which this server lets you read but not change" in text
+    assert "no memory with id" not in text
+    # Carol's memory is unreadable to alice: plainly not found, her role never named.
+    assert ungranted.is_error
+    assert f"no memory with id '{carol_id[:8]}'" in reply_text(ungranted)
+    assert "carol" not in reply_text(ungranted)
+    async with named(server, "bob") as bob:
+        still = await call(bob, "memory_recall", {"query": "blue bicycle"})
+    assert [h["id"] for h in still["hits"]][:1] == [bob_id]
