@@ -152,20 +152,27 @@ async def open_memory(ctx: Context, *, create: bool = True) -> AsyncIterator[Mem
             yield mem
 
 
-def must_exist(store: Path | str) -> None:
-    """Refuse a store file that is not there, naming it (a PostgreSQL URL is not checked:
-    its server says whether the database exists)."""
+#: Why a command refuses a store that is not there (`must_exist`, `must_hold_store`).
+ONLY_READS = "this command only reads"
+#: `ui` writes (the console's actions), but serves a store that exists: a typo in --store
+#: made the console open a new, empty store, showing nothing where the user's memories were.
+SERVES_ONE = "the console opens an existing store"
+
+
+def must_exist(store: Path | str, why: str = ONLY_READS) -> None:
+    """Refuse a store file that is not there, naming it (a PostgreSQL URL is not checked
+    here: `must_hold_store` asks its server)."""
     from .storage import store_kind
 
     if store_kind(store) == "sqlite" and not Path(store).exists():
         raise click.ClickException(
-            f"No store at {store}: this command only reads, and nothing was ever written "
+            f"No store at {store}: {why}, and nothing was ever written "
             "there. Check --store (or NOOA_STORE) for a typo; `nooa-mcp author` creates a "
             "store with its first memory."
         )
 
 
-async def must_hold_store(store: Path | str) -> None:
+async def must_hold_store(store: Path | str, why: str = ONLY_READS) -> None:
     """Refuse a PostgreSQL URL whose schema holds no store, naming it: opening it would create
     the schema (`must_exist` for a file)."""
     from .storage import store_kind
@@ -181,7 +188,7 @@ async def must_hold_store(store: Path | str) -> None:
     missing = await holds_store(str(store))
     if missing is not None:
         raise click.ClickException(
-            f"No store at {missing}: this command only reads, and nothing was ever written "
+            f"No store at {missing}: {why}, and nothing was ever written "
             "there. Check the schema in --store (or NOOA_STORE) for a typo; `nooa-mcp author` "
             "creates a store with its first memory."
         )
@@ -1832,13 +1839,15 @@ def ui(
     from .mcp.identity import load_tokens
 
     settings = _with_hosts(ctx.settings(), allow_host)
-    must_exist(settings.store)
+    must_exist(settings.store, SERVES_ONE)
     if tokens_file is not None:  # a file: reference under the root must not read it back
         settings = settings.model_copy(
             update={"private_files": [*settings.private_files, tokens_file]}
         )
 
     async def body() -> None:
+        # Opening a PostgreSQL schema creates it: a typo must not serve a new, empty store.
+        await must_hold_store(settings.store, SERVES_ONE)
         tokens = load_tokens(tokens_file) if tokens_file else None
         if tokens and settings.owner:
             raise click.ClickException(

@@ -42,3 +42,22 @@ def test_a_read_of_a_schema_holding_a_store_goes_on(postgres: str) -> None:
     out = CliRunner().invoke(cli.main, ["--store", postgres, "list"])
     assert out.exit_code == 0, out.output
     assert "The staging database is db-7" in out.output
+
+
+def test_the_console_refuses_a_schema_with_no_store_and_creates_nothing(
+    postgres: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def served(settings: object, **_: object) -> None:
+        # Served, the console opens (creates) the schema and runs until killed: stand in.
+        async with Memory.open(postgres, owner="", embedder=HashEmbedder()):
+            pass
+
+    monkeypatch.setattr("nooa_mcp.console.serve.serve", served)
+    out = CliRunner().invoke(cli.main, ["--store", postgres, "ui", "--port", "0"])
+    assert out.exit_code == 1, out.output
+    schema = postgres.rsplit("%3D", 1)[1]
+    assert "No store at postgresql://" in out.output and f"schema {schema}:" in out.output
+    assert "the console opens an existing store" in out.output
+    assert "nooa-mcp author` creates a store" in out.output
+    assert "Traceback" not in out.output
+    assert not _schema_exists(postgres)
