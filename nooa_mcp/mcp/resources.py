@@ -124,7 +124,9 @@ def register_resources(server: MCPServer, budget: int) -> None:
     @resource_errors
     async def memory_record(memory_id: str, offset: str = "") -> str:
         """One memory with every field, its edges and retention; long content comes in parts."""
-        view = await (await current_memory()).get(memory_id)
+        # Everything the connection may read ("*" is its server-side grants, never wider): a
+        # recall with a granted role's scope lists ids that must open here too.
+        view = await (await current_memory()).get(memory_id, scope="*")
         return bound_view(view, budget, _offset(offset, len(view.content))).model_dump_json(
             indent=1
         )
@@ -138,11 +140,11 @@ def register_resources(server: MCPServer, budget: int) -> None:
     async def memory_access_log(memory_id: str, cursor: str = "", limit: str = "") -> str:
         """Every access to one memory from the stream, newest first, a page at a time."""
         memory = await current_memory()
-        view = await memory.get(memory_id)
+        view = await memory.get(memory_id, scope="*")  # as the record itself, above
         size = _limit(limit)
         log = f"{memory_uri(view.id)}/access-log"
         before = _cursor(cursor, log, memory.owner)
-        rows = await memory.access_log(view.id, limit=size, before=before)
+        rows = await memory.access_log(view.id, limit=size, before=before, scope="*")
         items = [r.model_dump(mode="json") for _, r in rows]
         nxt = str(rows[-1][0]) if len(rows) == size else None
         return _page(items, nxt, log, memory.owner)
