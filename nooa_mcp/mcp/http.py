@@ -11,6 +11,7 @@ capped per client.
   being answered, so parallel initializes cannot overshoot it.
 - Wrong bearer tokens at /mcp and /hooks count against the same limit as the console's
   sign-in (`WrongTokens`): one budget per address (and per proxy), wherever a token is tried.
+- A missing or wrong token's 401 says what to send (`TokenHint`), the same either way.
 """
 
 from __future__ import annotations
@@ -195,6 +196,70 @@ class WrongTokens:
         await self.app(scope, receive, counted)
 
 
+#: What the SDK's bearer check (and the hooks route, alike) answers a missing or wrong token.
+SDK_401 = "Authentication required"
+#: The one sentence said instead: the fix, the same for a missing and a wrong token, so that
+#: it tells nothing of which tokens exist.
+TOKEN_HINT = (
+    "Send the header `Authorization: Bearer <token>` with a token from this server's tokens "
+    "file (its operator has them): none was sent, or the one sent is not one of them."
+)
+
+
+class TokenHint:
+    """ASGI middleware: a 401 saying only "Authentication required" (the SDK's, whose wording
+    it fixes) says instead how to get in, in its body and its WWW-Authenticate header. A
+    client left with a wrong token read no hint of what to send."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        held: list[MutableMapping[str, Any]] = []
+
+        async def hinted(message: MutableMapping[str, Any]) -> None:
+            if message["type"] == "http.response.start" and message.get("status") == 401:
+                held.append(message)  # sent with the body, which says whether to rewrite
+                return
+            if held and message["type"] == "http.response.body":
+                start = held.pop()
+                body = message.get("body", b"")
+                if not message.get("more_body") and _is_sdk_401(body):
+                    body = json.dumps(
+                        {"error": "invalid_token", "error_description": TOKEN_HINT}
+                    ).encode()
+                    start = {**start, "headers": _hinted_headers(start.get("headers", []), body)}
+                    message = {**message, "body": body}
+                await send(start)
+            await send(message)
+
+        await self.app(scope, receive, hinted)
+
+
+def _is_sdk_401(body: bytes) -> bool:
+    try:
+        found = json.loads(body)
+    except ValueError:
+        return False
+    return isinstance(found, dict) and found.get("error_description") == SDK_401
+
+
+def _hinted_headers(headers: Iterable[tuple[bytes, bytes]], body: bytes) -> list[Any]:
+    kept: list[Any] = []
+    for name, value in headers:
+        if name.lower() == b"content-length":
+            value = str(len(body)).encode()
+        elif name.lower() == b"www-authenticate":
+            value = value.replace(SDK_401.encode(), TOKEN_HINT.replace('"', "'").encode())
+            if b"error_description" not in value:
+                value += b', error_description="' + TOKEN_HINT.encode() + b'"'
+        kept.append((name, value))
+    return kept
+
+
 async def _wait(send: Send, wait: float) -> None:
     seconds = max(1, math.ceil(wait))
     body = json.dumps(
@@ -273,7 +338,7 @@ def http_app(
     # address per request. Inside the cap, the app sees the forwarded client and scheme as
     # uvicorn would show them (a TLS proxy on this machine), so serve with proxy_headers off;
     # the peer stays in the scope for the console's wrong-token limit (`hosts.forwarding`).
-    limited: ASGIApp = cast(ASGIApp, app)
+    limited: ASGIApp = TokenHint(cast(ASGIApp, app))
     if wrong_tokens is not None:
         limited = WrongTokens(limited, wrong_tokens)
     forwarded = forwarding(limited)

@@ -68,6 +68,22 @@ async def test_a_request_with_a_wrong_token_is_refused(url: str) -> None:
     assert response.status_code == 401
 
 
+async def test_a_missing_or_wrong_token_is_told_what_to_send_alike(url: str) -> None:
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    async with httpx2.AsyncClient() as http:
+        missing = await http.post(url, json=ping)
+        wrong = await http.post(url, json=ping, headers={"Authorization": "Bearer not-a-token"})
+    assert missing.status_code == wrong.status_code == 401
+    # One sentence naming the fix; the same bytes either way, so it tells nothing of tokens.
+    assert missing.content == wrong.content
+    said = missing.json()["error_description"]
+    assert said.startswith("Send the header `Authorization: Bearer <token>` with a token from")
+    assert "Authentication required" not in missing.text
+    assert int(missing.headers["content-length"]) == len(missing.content)
+    assert "Authorization: Bearer <token>" in missing.headers["www-authenticate"]
+    assert missing.headers["www-authenticate"] == wrong.headers["www-authenticate"]
+
+
 async def test_another_owner_cannot_read_instance_scoped_memories(url: str) -> None:
     async with connect(url, ALICE) as alice:
         await _author(alice, "Alice's private note about the deploy key.")
