@@ -16,7 +16,7 @@ from urllib.parse import urlencode
 
 from starlette.datastructures import FormData
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 
 from .. import InvalidInput, Memory, NooaError, NotFound, OwnerForbidden
 from ..hosts import is_loopback
@@ -157,10 +157,19 @@ def refuse(console: Console, request: Request) -> Response:
     if console.auth.login:
         base = request.scope.get("root_path", "").rstrip("/")
         target = request.url.path[len(base) :] or "/"
-        if request.method == "GET" and "text/html" in request.headers.get("accept", ""):
-            return RedirectResponse(f"{base}/login?{urlencode({'next': target})}", 303)
-        return plain(console, request, 401, "Sign in with a token first.")
-    return plain(console, request, 403, "The console answers only on this machine (loopback).")
+        login = f"/login?{urlencode({'next': target})}"
+        browser = "text/html" in request.headers.get("accept", "")
+        if request.method == "GET" and browser:
+            return RedirectResponse(base + login, 303)
+        if not browser:
+            # curl and scripts: a sentence, not a page whose only link led back to itself.
+            return PlainTextResponse(
+                f"Sign in with a token first: open {base}/login in a browser.", 401
+            )
+        return plain(console, request, 401, "Sign in with a token first.", (login, "Sign in"))
+    return plain(
+        console, request, 403, "The console answers only on this machine (loopback).", None
+    )
 
 
 def too_many_failures(console: Console, request: Request, wait: float) -> Response:
@@ -170,14 +179,25 @@ def too_many_failures(console: Console, request: Request, wait: float) -> Respon
         request,
         429,
         f"Too many wrong tokens from your address: try again in {seconds} s.",
+        None,
     )
     response.headers["retry-after"] = str(seconds)
     return response
 
 
-def plain(console: Console, request: Request, status: int, message: str) -> Response:
-    """An error page that needs no owner (no Memory, no navigation)."""
+def plain(
+    console: Console,
+    request: Request,
+    status: int,
+    message: str,
+    link: tuple[str, str] | None = ("/", "Back to the console"),
+) -> Response:
+    """An error page that needs no owner (no Memory, no navigation); `link` is (a path under
+    the console, its text), or None where the console itself would refuse again."""
     html = console.templates.get_template("bare.html").render(
-        title="nooa-mcp", message=message, base=request.scope.get("root_path", "").rstrip("/")
+        title="nooa-mcp",
+        message=message,
+        base=request.scope.get("root_path", "").rstrip("/"),
+        link=link,
     )
     return HTMLResponse(html, status_code=status)

@@ -270,3 +270,30 @@ async def test_the_memories_listing_pages_with_a_cursor_that_is_no_sequence_numb
             assert "note number 0 about" not in second.text
             forged = await http.get("/memories?after=50", headers={"accept": "text/html"})
             assert forged.status_code == 400 and "after" in forged.text
+
+
+async def test_a_console_behind_tokens_tells_a_client_not_asking_for_html_where_to_sign_in(
+    owner_settings, embedder, seeded
+):
+    token = "k" * 32
+    async with Engine.open(owner_settings, embedder) as engine:
+        console = Console.for_engine(engine, TokenLogin({token: OWNER}))
+        async with client(console.app(), host="10.1.2.3") as http:
+            bare = await http.get("/", headers={"accept": "*/*"})
+            posted = await http.post("/memory/x/forget", headers={"accept": "text/html"})
+    # curl or a script: one sentence saying where to sign in, not a page linking to itself.
+    assert bare.status_code == 401
+    assert bare.headers["content-type"].startswith("text/plain")
+    assert bare.text == "Sign in with a token first: open /login in a browser."
+    # A browser's form sent without a session: the page's link is the sign-in, not "/".
+    assert posted.status_code == 401
+    links = re.findall(r'href="([^"]+)"', posted.text.split("<body", 1)[1])
+    assert links == ["/login?next=%2Fmemory%2Fx%2Fforget"]
+
+
+async def test_the_loopback_only_refusal_links_nowhere(console):
+    async with client(console.app(), host="10.9.9.9") as http:
+        refused = await http.get("/", headers={"accept": "text/html"})
+    assert refused.status_code == 403
+    assert "loopback" in refused.text
+    assert "href=" not in refused.text.split("<body", 1)[1]
