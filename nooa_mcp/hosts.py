@@ -15,7 +15,9 @@ import os
 import re
 import socket
 from collections.abc import Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from .errors import InvalidInput
 
@@ -32,6 +34,7 @@ __all__ = [
     "peer",
     "server_config",
     "shown",
+    "shown_store",
 ]
 
 #: The scope key that keeps the address of the connection's other end (the socket's peer)
@@ -160,3 +163,15 @@ def peer(scope: Any) -> str | None:
     """The socket's peer `forwarding` kept for this request (None when it did not run)."""
     found = scope.get(PEER)
     return found if isinstance(found, str) else None
+
+
+def shown_store(store: Path | str) -> str:
+    """The store as a line on a terminal (or a log) may name it: a PostgreSQL URL without its
+    password."""
+    text = str(store)
+    parts = urlsplit(text)
+    if parts.scheme.startswith("postgres") and parts.password is not None:
+        host = parts.netloc.rpartition("@")[2]
+        user = f"{parts.username}@" if parts.username else ""
+        return parts._replace(netloc=user + host).geturl()
+    return text

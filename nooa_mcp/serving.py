@@ -19,7 +19,7 @@ import anyio
 from . import startup_gc
 from .config import Settings
 from .errors import InvalidInput
-from .hosts import bind, is_loopback, parse_allowed_hosts, server_config, shown
+from .hosts import bind, is_loopback, parse_allowed_hosts, server_config, shown, shown_store
 from .mcp.identity import TokenEntry, load_tokens
 from .mcp.server import build_server, single_threaded_blas
 
@@ -29,17 +29,6 @@ if TYPE_CHECKING:  # a stdio server starts without the HTTP stack, the console o
     from .memory import Memory
 
 __all__ = ["build_http_server", "run", "shown_store", "single_threaded_blas"]
-
-
-def shown_store(store: Path | str) -> str:
-    """The store as a line on a terminal may name it: a PostgreSQL URL without its password."""
-    text = str(store)
-    parts = urlsplit(text)
-    if parts.scheme.startswith("postgres") and parts.password is not None:
-        host = parts.netloc.rpartition("@")[2]
-        user = f"{parts.username}@" if parts.username else ""
-        return parts._replace(netloc=user + host).geturl()
-    return text
 
 
 def build_http_server(

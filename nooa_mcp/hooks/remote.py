@@ -73,6 +73,12 @@ def ask(url: str, body: bytes, token: str | None, timeout: float) -> str:
         ) from None
     except (OSError, ValueError) as exc:
         raise RemoteFailed(f"{target} did not answer ({exc}).") from None
+    if status == 401:
+        # Which server, and what to change; never the token itself.
+        said = "refused the token in NOOA_TOKEN" if token else "needs a token and none was sent"
+        raise RemoteFailed(
+            f"{target} {said} (HTTP 401): set NOOA_TOKEN to a token from that server's tokens file."
+        )
     if status != 200:
         raise RemoteFailed(f"{target} answered HTTP {status}.")
     text = answer.decode("utf-8", "replace").strip()

@@ -216,6 +216,7 @@ def answer(
     """The hook output for one event (may raise; `run` turns failures into no output)."""
     owner = _owner(owner)
     session = _text(data, "session_id")[:200] or None
+    failed = ""  # why the server did not answer, logged naming the store that did
     if url:
         from .remote import PROJECT_FIELD, RemoteFailed, ask
 
@@ -230,14 +231,23 @@ def answer(
             context = ask(url, body, token, left - min(0.5, left / 3))
         except RemoteFailed as exc:
             # The keyword path still gives something; the log says why the server did not.
-            log(event, f"server: {exc} Answered from the store without it.")
+            failed = str(exc)
         else:
             from ..domain.injection import bound_context
 
             # Only the context, under the local bounds, in this hook's own output.
             return output(event, bound_context(context))
     root, project = paths.find_project(_text(data, "cwd"))
-    target = _store(store, root)
+    try:
+        target = _store(store, root)
+    except HookFailed:
+        if failed:
+            log(event, f"server: {failed}")
+        raise
+    if failed:
+        from ..hosts import shown_store
+
+        log(event, f"server: {failed} Answered from the store {shown_store(target)} without it.")
     prompt = _text(data, "prompt")
     if event == "user-prompt" and not prompt.strip():
         return ""

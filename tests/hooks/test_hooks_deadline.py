@@ -310,3 +310,33 @@ def test_postgresql_urls_get_timeouts_from_what_is_left_and_keep_their_options()
     query = parse_qs(urlsplit(within("postgresql://db/t?connect_timeout=30", 7.2)).query)
     assert query["connect_timeout"] == ["8"]
     assert query["options"] == ["-c statement_timeout=7200"]
+
+
+def _refuse_token(conn: socket.socket) -> None:
+    body = b'{"error": "invalid_token"}'
+    conn.sendall(b"HTTP/1.1 401 Unauthorized\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+
+
+@pytest.mark.parametrize("token", ["stale-token-0123456789abcdef", ""])
+def test_a_refused_token_is_logged_naming_the_server_and_the_store_never_the_token(
+    project: Path, tmp_path: Path, token: str
+) -> None:
+    store = tmp_path / "memory.sqlite"
+    anyio.run(_remember, store)
+    env = hook_env(tmp_path, NOOA_HOOK_SECONDS=str(DEADLINE), NOOA_TOKEN=token)
+    with server(_refuse_token) as url:
+        answer = run_hook(
+            "session-start",
+            recorded("session_start", project),
+            env,
+            "--store",
+            str(store),
+            after=("--url", url),
+        )
+    assert answer.code == 0 and "Renew the TLS certificate" in answer.context
+    line = log_lines(tmp_path)[-1]
+    said = "refused the token in NOOA_TOKEN" if token else "needs a token and none was sent"
+    assert f"{url}/hooks {said} (HTTP 401)" in line, line
+    assert "set NOOA_TOKEN to a token from that server's tokens file" in line
+    assert f"Answered from the store {store} without it." in line
+    assert not token or token not in line
