@@ -96,9 +96,7 @@ async def test_revive_of_a_shared_memory_by_a_role_is_refused_and_writes_nothing
         assert (await shared.revive(note.id)).changed == ["revived"]
 
 
-async def test_revive_of_another_roles_memory_finds_nothing_even_with_a_read_grant(
-    store_path, embedder
-):
+async def test_revive_of_a_granted_roles_memory_is_refused_as_read_only(store_path, embedder):
     async with Memory.open(store_path, owner="writer@desk", embedder=embedder) as writer:
         theirs = (await writer.author("The style guide prefers short sentences")).id
         await writer.forget(theirs)
@@ -106,7 +104,8 @@ async def test_revive_of_another_roles_memory_finds_nothing_even_with_a_read_gra
         store_path, owner="coder@laptop", read=["writer"], embedder=embedder
     ) as coder:
         assert (await coder.get(theirs, scope="writer")).archived
-        with pytest.raises(NotFound):
+        # It reads it (a grant), so "no memory with id" would mislead: read-only, said so.
+        with pytest.raises(OwnerForbidden, match="role 'writer', which this server lets you"):
             await coder.revive(theirs)
     async with Memory.open(store_path, owner="writer@desk", embedder=embedder) as writer:
         assert (await writer.get(theirs)).archived
