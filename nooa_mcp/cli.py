@@ -1071,6 +1071,7 @@ def check_time(flag: str, value: str | None) -> None:
 @click.option(
     "--tag", "tags", multiple=True, help="A tag (repeatable): the tags given replace all its tags."
 )
+@click.option("--no-tags", is_flag=True, help="Remove all its tags.")
 @click.option(
     "--valid-to",
     help="No longer true from this ISO 8601 time (local time unless Z); a past time says it "
@@ -1094,16 +1095,33 @@ async def update(
     title: str | None,
     importance: str | None,
     tags: tuple[str, ...],
+    no_tags: bool,
     valid_to: str | None,
     links: tuple[str, ...],
     as_json: bool,
 ) -> None:
     """Correct, re-rate, re-tag or link the memory ID (an id or 8-char prefix), as the
     memory_update tool does. Only what is given changes; `forget` archives it."""
-    if all(v is None for v in (content, title, importance, valid_to)) and not tags + links:
+    if any(not t.strip() for t in tags):
+        # An empty tag was dropped, leaving no tags to replace the old ones: all were cleared.
+        raise click.BadParameter(
+            "an empty tag would remove all its tags: give the tags to keep, or pass --no-tags "
+            "to remove them all.",
+            param_hint="--tag",
+        )
+    if no_tags and tags:
+        raise click.BadParameter(
+            "--no-tags removes all its tags, and --tag gives new ones: pass one of them.",
+            param_hint="--no-tags",
+        )
+    if (
+        all(v is None for v in (content, title, importance, valid_to))
+        and not tags + links
+        and not no_tags
+    ):
         raise click.UsageError(
             "Nothing to change: pass at least one of --content, --title, --importance, --tag, "
-            "--valid-to or --link (to archive the memory: nooa-mcp forget ID)."
+            "--no-tags, --valid-to or --link (to archive the memory: nooa-mcp forget ID)."
         )
     if content == "-":
         content = sys.stdin.read()
@@ -1115,7 +1133,7 @@ async def update(
             content=content,
             title=title,
             importance=importance,
-            tags=list(tags) or None,
+            tags=[] if no_tags else list(tags) or None,
             valid_to=local_time(valid_to),
             links=linked or None,
         )

@@ -99,8 +99,10 @@ async def intent(caller: Caller, request: IntentRequest, *, remind: bool = True)
                 f"{found.id[:8]} is {a_or_an(found.type.value)}, not an intent.",
                 "List intents to find the id.",
             )
-        await forget(caller, found.id, reason="intent cancelled")
-        result.id, result.outcome = found.id, "cancelled"
+        archived = await forget(caller, found.id, reason="intent cancelled")
+        # Cancelling it again changes nothing, and says so rather than "cancelled" anew.
+        outcome = "cancelled" if archived.changed else "already cancelled"
+        result.id, result.outcome = found.id, outcome
         if remind:
             due = (await reminders.fire(caller))[0]
             result.reminders, result.reminders_more = due.reminders, due.more

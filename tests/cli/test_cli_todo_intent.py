@@ -81,6 +81,9 @@ def test_intents_are_added_listed_checked_and_cancelled(cli: Cli) -> None:
     assert f"intent {cue_id[:8]})" in fired.output
     cancelled = cli("intent", "cancel", intent_id[:8])
     assert cancelled.exit_code == 0 and cancelled.output.startswith(f"cancelled  {intent_id}")
+    # Again: nothing changes, and it says so (exit 0, as forget of a forgotten memory).
+    again = cli("intent", "cancel", intent_id[:8])
+    assert again.exit_code == 0 and again.output.startswith(f"already cancelled  {intent_id}")
     assert intent_id[:8] not in cli("intent", "list").output
 
 

@@ -33,6 +33,23 @@ def test_update_changes_only_what_is_given(cli: Cli) -> None:
     assert titled["changed"] == ["title"]
 
 
+@pytest.mark.parametrize("blank", ["", "  "])
+def test_an_empty_tag_is_refused_and_no_tags_removes_them(cli: Cli, blank: str) -> None:
+    memory = cli("author", "The VPN needs a reconnect after sleep", "--tag", "vpn").output.split()[
+        1
+    ]
+    refused = cli("update", memory[:8], "--tag", blank)
+    assert refused.exit_code == 2
+    assert "--tag" in refused.output and "pass --no-tags to remove them all" in refused.output
+    assert cli.json("list", "--json")["memories"][0]["tags"] == ["vpn"]
+    both = cli("update", memory[:8], "--tag", "net", "--no-tags")
+    assert both.exit_code == 2 and "pass one of them" in both.output
+    cleared = cli("update", memory[:8], "--no-tags")
+    assert cleared.exit_code == 0, cleared.output
+    assert cleared.output.splitlines() == [f"updated  {memory}", "changed: tags"]
+    assert cli.json("list", "--json")["memories"][0]["tags"] == []
+
+
 def test_forget_archives_with_its_reason_and_revive_restores(cli: Cli) -> None:
     memory = cli("author", "The old office is on Main Street").output.split()[1]
     gone = cli("forget", memory[:8], "--reason", "we moved")
