@@ -1,11 +1,12 @@
 """What makes two texts the same fact: normalised repeats and the values a fact carries.
 
 Pure. Two texts are an *exact repeat* when they are equal after Unicode NFKC, case folding and
-whitespace collapsing. Two near-identical texts are still *different facts* when they differ in
-a value: a number, a date or time, an identifier (JIRA-5678, web-02, 10.0.0.12), a name or a
-negation. Embeddings put "the rate limit is 100" and "… 500" at cosine 0.99; these rules are
-what keeps the second from being folded into the first. A number may be written in words
-("three" / "four" worker nodes).
+whitespace collapsing, and alike in what those hide but a writer may mean (`same_as_written`):
+an identifier's letters' case and indented lines' indentation. Two near-identical texts are
+still *different facts* when they differ in a value: a number, a date or time, an
+identifier (JIRA-5678, web-02, 10.0.0.12), a name or a negation. Embeddings put "the rate
+limit is 100" and "… 500" at cosine 0.99; these rules are what keeps the second from being
+folded into the first. A number may be written in words ("three" / "four" worker nodes).
 
 Two texts *say the same thing* (`same_statement`, the only pairs reflection merges) when they
 have the same words in the same order — after case, punctuation, the articles a, an and the
@@ -23,6 +24,7 @@ memory; a merge of two statements costs one.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -32,12 +34,16 @@ from .text import STOPWORDS
 __all__ = [
     "VALUE_KINDS",
     "Values",
+    "cased_apart",
     "differs_in",
+    "indentation",
     "normalise",
     "normalised_hash",
+    "same_as_written",
     "same_statement",
     "statement_words",
     "values",
+    "written_key",
 ]
 
 #: The kinds of value two versions of a fact can differ in, in the order replies list them.
@@ -144,8 +150,87 @@ _MERIDIEM = re.compile(r"[ap]\.?m\.?$")
 
 
 def differs_in(a: str, b: str) -> list[str]:
-    """The kinds of value in which `a` and `b` differ (empty: the same values)."""
-    return values(a).kinds_differing(values(b))
+    """The kinds of value in which `a` and `b` differ (empty: the same values); an
+    identifier written in other letters' case ("aB3xY9" / "Ab3Xy9", "./Build.sh" /
+    "./build.sh") is another identifier (`cased_apart`)."""
+    kinds = values(a).kinds_differing(values(b))
+    if "identifier" not in kinds and cased_apart(a, b):
+        kinds.insert(len([k for k in kinds if k in ("number", "date")]), "identifier")
+    return kinds
+
+
+#: What may stand before and after a word without being part of it: quotes, brackets, and
+#: after it a sentence's end ("./Build.sh" keeps its dot).
+_OPENING = "\"'`([{<«“‘"
+_CLOSING = "\"'`)]}>»”’.,;:!?"
+#: A token whose letters' case is part of what it says beside a capital after a small letter
+#: (`_case_bearing`): a path's or a code name's sign (`/`, `\`, `_`, `::`), or two dotted
+#: parts of two letters or more (Build.sh; not "e.g"). A digit alone does not make one: "1Password"
+#: / "1password" and "JIRA-5678" / "jira-5678" are one name, "aB3xY9" / "Ab3Xy9" two tokens.
+_CASE_BEARING = re.compile(r"[/\\_]|::|[^\W_]{2,}\.[^\W_]{2,}")
+#: The leading whitespace of each line that holds something.
+_INDENT = re.compile(r"(?m)^([ \t]*)\S")
+
+
+def _case_bearing(word: str) -> bool:
+    """Whether a word's letters' case is part of what it says: a capital after a small letter
+    ("aB3xY9", "iPhone", "camelCase") or a path's or code name's mark (`_CASE_BEARING`)."""
+    return _CASE_BEARING.search(word) is not None or any(
+        a.islower() and b.isupper() for a, b in itertools.pairwise(word)
+    )
+
+
+def _forms(text: str) -> dict[str, set[str]]:
+    """Each word of `text` (quotes, brackets and a sentence's end stripped), case folded, to
+    the ways it is written there."""
+    out: dict[str, set[str]] = {}
+    for token in unicodedata.normalize("NFKC", text).split():
+        word = token.lstrip(_OPENING).rstrip(_CLOSING)
+        if word:
+            out.setdefault(word.casefold(), set()).add(word)
+    return out
+
+
+def cased_apart(a: str, b: str) -> list[str]:
+    """The words both texts hold, written in other letters' case where case is part of what
+    a word says (`_case_bearing`: a token, a key, a path, a file name, "iPhone"), as `a`
+    writes them. Folding case made "The API token is aB3xY9" an exact repeat of "...
+    Ab3Xy9", so the new token was never stored; ordinary words' case ("The deploy" / "the
+    deploy", "URGENT") still folds, and a word only one text holds is the other rules'."""
+    left, right = _forms(a), _forms(b)
+    return sorted(
+        form
+        for key in left.keys() & right.keys()
+        if left[key] != right[key] and any(map(_case_bearing, left[key] | right[key]))
+        for form in left[key]
+    )
+
+
+def written_key(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """What `same_as_written` compares, as a key for texts with one content hash (their words
+    then line up one to one): the case-bearing words as written, in order, and the lines'
+    indentation. Two writes of one call are one memory only with equal keys."""
+    words = (
+        t.lstrip(_OPENING).rstrip(_CLOSING) for t in unicodedata.normalize("NFKC", text).split()
+    )
+    return tuple(w for w in words if _case_bearing(w)), indentation(text)
+
+
+def indentation(text: str) -> tuple[str, ...]:
+    """Each non-blank line's leading whitespace when any line is indented (code, a nested
+    list), else nothing: collapsing whitespace made a snippet with a line moved into a block
+    an exact repeat of the one before."""
+    found = tuple(_INDENT.findall(text))
+    return found if any(found) else ()
+
+
+def same_as_written(a: str, b: str) -> bool:
+    """Whether two texts alike once folded and collapsed (`normalise`, `statement_words`)
+    are also alike in what folding and collapsing hide but a writer may mean: identifiers'
+    letter case (`cased_apart`) and lines' indentation (`indentation`). Every decision that
+    two texts are one (an exact repeat, a tombstone's text, a merge) asks it too (DESIGN.md
+    §4.2)."""
+    return not cased_apart(a, b) and indentation(a) == indentation(b)
 
 
 #: Words as a statement's comparison splits them: runs of letters and digits (an apostrophe
@@ -189,7 +274,7 @@ def same_statement(a: str, b: str) -> bool:
     into the other: the same `statement_words` in the same order, and the same numbers,
     dates, identifiers and negation (values catch what splitting words hides: "1,000"
     against "1.000"). Names are compared as the other words are, case folded."""
-    if statement_words(a) != statement_words(b):
+    if statement_words(a) != statement_words(b) or not same_as_written(a, b):
         return False
     left, right = values(a), values(b)
     return not [kind for kind in left.kinds_differing(right) if kind != "name"]

@@ -26,6 +26,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from .facts import written_key
 from .forgetting import SPENT
 from .references import MAX_REFERENCES
 from .schema import Memory, MemoryType, clean_labels
@@ -88,13 +89,15 @@ def one_time(a: tuple[str, Any, Any, float], b: tuple[str, Any, Any, float]) -> 
 
 
 def repeat_key(memory: Memory) -> tuple[object, ...]:
-    """What two writes of one batch must share to be one memory (beside the exact text):
-    `one_memory` as equality, the event time to the hour for an episode (a row of the batch
-    found otherwise, by its text, is checked by `one_memory` as a stored one is)."""
+    """What two writes of one batch must share to be one memory: the text, folded and as
+    written (`facts.same_as_written`), and `one_memory` as equality, the event time to the
+    hour for an episode (a row of the batch found otherwise, by its text, is checked by
+    `one_memory` as a stored one is)."""
     when = memory.created_at.replace(minute=0, second=0, microsecond=0)
     return (
         memory.type.value,
         memory.content_hash,
+        written_key(memory.content),
         memory.valid_from,
         memory.valid_to,
         when if memory.type is MemoryType.episode else None,

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..domain.accesses import apply_access, created_record, restore_history
-from ..domain.facts import differs_in
+from ..domain.facts import differs_in, same_as_written
 from ..domain.imports import Carried, fold_note
 from ..domain.inputs import build_memory, refuse_silent_cue
 from ..domain.repeats import absorb, one_memory, repeat_key
@@ -289,7 +289,10 @@ async def _author_one(
                 (
                     rows[i]
                     for i in order
-                    if i in rows and not rows[i].archived and one_memory(rows[i], record)
+                    if i in rows
+                    and not rows[i].archived
+                    and one_memory(rows[i], record)
+                    and same_as_written(rows[i].content, record.content)
                 ),
                 None,
             )

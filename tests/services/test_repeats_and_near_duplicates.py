@@ -114,7 +114,7 @@ async def test_an_exact_repeat_reinforces_once_per_repeat_and_keeps_what_it_adds
     first = await mem.author("The build cache lives in /var/cache/ci", tags=["ci"], entities=["CI"])
     other = await mem.author("Lunch is at noon in the small kitchen")
     again = await mem.author(
-        "the build cache  lives in /var/cache/CI",
+        "the build cache  lives in /var/cache/ci",
         tags=["ci", "cache"],
         entities=["Runner"],
         links=[
