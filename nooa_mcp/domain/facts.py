@@ -152,10 +152,14 @@ _MERIDIEM = re.compile(r"[ap]\.?m\.?$")
 def differs_in(a: str, b: str) -> list[str]:
     """The kinds of value in which `a` and `b` differ (empty: the same values); an
     identifier written in other letters' case ("aB3xY9" / "Ab3Xy9", "./Build.sh" /
-    "./build.sh") is another identifier (`cased_apart`)."""
+    "./build.sh") is another identifier (`cased_apart`), and indented lines indented
+    otherwise differ in "indentation" (code: a line moved into a block is another
+    program, not a rewording that a forget of the old one would block)."""
     kinds = values(a).kinds_differing(values(b))
     if "identifier" not in kinds and cased_apart(a, b):
         kinds.insert(len([k for k in kinds if k in ("number", "date")]), "identifier")
+    if indentation(a) != indentation(b):
+        kinds.append("indentation")
     return kinds
 
 

@@ -110,7 +110,7 @@ class SimilarTo(BaseModel):
     """The closest memory a new one resembles (cosine ≥ 0.92): both are kept, linked `related`.
 
     `differs_in` names the values that make them different facts (number, date, identifier,
-    name, negation); empty when the new one reads as a rewording of the old.
+    name, negation, indentation); empty when the new one reads as a rewording of the old.
     """
 
     id: str

@@ -303,7 +303,10 @@ async def _author_one(
         if stored is not None:
             # A re-import of the caller's own memory is that memory again; an id that names
             # another owner's memory, or other content, is never taken as this one.
-            again = (stored.type, stored.content_hash) == (record.type, record.content_hash)
+            again = (stored.type, stored.content_hash) == (
+                record.type,
+                record.content_hash,
+            ) and same_as_written(stored.content, record.content)
             if not (again and caller.may_write(stored.owner)):
                 raise InvalidInput(
                     "id",

@@ -33,6 +33,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..domain.facts import written_key
 from ..domain.imports import LineEdge
 from ..domain.inputs import check_content, parse_memory_type
 from ..domain.schema import content_hash
@@ -74,7 +75,7 @@ async def claim_ids(caller: Caller, lines: Sequence[int], specs: list[dict[str, 
             another type, or two lines carry one id with different content ("line N: ...";
             nothing was written).
     """
-    named: dict[str, tuple[int, str, str]] = {}
+    named: dict[str, tuple[Any, ...]] = {}
     for line, spec in zip(lines, specs, strict=True):
         ident = spec.get("id")
         if ident is None:
@@ -82,7 +83,8 @@ async def claim_ids(caller: Caller, lines: Sequence[int], specs: list[dict[str, 
         ident = ident.lower()
         spec["id"] = ident
         kind = parse_memory_type(spec.get("type") or "info").value
-        said = (kind, content_hash(check_content(spec.get("content"))))
+        content = check_content(spec.get("content"))
+        said = (kind, content_hash(content), written_key(content))
         first = named.get(ident)
         if first is not None and first[1:] != said:
             raise _refused(line, ident, f"line {first[0]} carries it too, with other content")
@@ -144,9 +146,14 @@ async def _fetched(caller: Caller, ids: list[str]) -> dict[str, Any]:
     return stored
 
 
-def _says(memory: Any, named: tuple[int, str, str]) -> bool:
-    """Whether a stored memory (None: none) has the line's type and content."""
-    return memory is not None and (memory.type.value, memory.content_hash) == named[1:]
+def _says(memory: Any, named: tuple[Any, ...]) -> bool:
+    """Whether a stored memory (None: none) has the line's type and content, as written
+    (`facts.same_as_written`: "aB3xY9" is not "Ab3Xy9")."""
+    return memory is not None and (
+        memory.type.value,
+        memory.content_hash,
+        written_key(memory.content),
+    ) == tuple(named[1:])
 
 
 def _refused(line: int, ident: str, why: str) -> InvalidInput:

@@ -16,6 +16,7 @@ import pytest
 from nooa_mcp import Memory, Settings
 from nooa_mcp.domain.facts import cased_apart, differs_in, indentation, same_as_written, written_key
 from nooa_mcp.embeddings import HashEmbedder
+from nooa_mcp.errors import InvalidInput
 
 pytestmark = pytest.mark.anyio
 
@@ -49,7 +50,7 @@ def test_identifiers_keep_their_case_and_indented_lines_their_indentation():
     assert indentation("one\ntwo") == ()
     assert indentation("a:\n  b\n\n  c") == ("", "  ", "  ")
     assert differs_in(*TOKEN) == ["identifier"]
-    assert differs_in(*CODE) == []
+    assert differs_in(*CODE) == ["indentation"]
 
 
 async def _open(store_target) -> Memory:
@@ -87,18 +88,19 @@ async def test_one_call_of_two_texts_differing_in_an_identifiers_case_stores_bot
         assert len({r.id for r in results}) == 2
 
 
-async def test_after_a_forget_the_changed_token_is_stored_and_the_same_text_still_blocked(
-    store_target,
+@pytest.mark.parametrize("pair", [TOKEN, CODE], ids=["token", "code"])
+async def test_after_a_forget_the_changed_text_is_stored_and_the_same_text_still_blocked(
+    store_target, pair
 ):
     async with await _open(store_target) as mem:
-        old = await mem.author(TOKEN[0])
-        await mem.forget(old.id, reason="token rotated")
-        new = await mem.author(TOKEN[1])
+        old = await mem.author(pair[0])
+        await mem.forget(old.id, reason="replaced")
+        new = await mem.author(pair[1])
         assert new.status == "created"
-        assert (await mem.get(new.id)).content == TOKEN[1]
+        assert (await mem.get(new.id)).content == pair[1]
         assert not (await mem.get(new.id)).archived
         assert (await mem.get(old.id)).archived
-        again = await mem.author(TOKEN[0])
+        again = await mem.author(pair[0])
         assert (again.status, again.id) == ("blocked-by-tombstone", old.id)
 
 
@@ -114,3 +116,18 @@ async def test_reflection_keeps_apart_what_differs_as_written_and_merges_the_res
         for a, b in kept.values():
             assert not (await mem.get(a)).archived
             assert not (await mem.get(b)).archived
+
+
+async def test_an_import_line_whose_id_holds_its_text_in_other_case_is_refused(store_target):
+    """An id is taken as the stored memory again only with its text as written: a line that
+    carries a stored id with the token in other case was that memory, and the file's token
+    was dropped without a word."""
+    ident = "ab" * 16
+    async with await _open(store_target) as mem:
+        await mem.import_records([(1, {"id": ident, "content": TOKEN[0]})])
+        with pytest.raises(InvalidInput, match=ident[:8]):
+            await mem.import_records([(1, {"id": ident, "content": TOKEN[1]})])
+        again = await mem.import_records([(1, {"id": ident, "content": TOKEN[0]})])
+        assert again.counts.get("exists") == 1, again
+        assert (await mem.get(ident)).content == TOKEN[0]
+        assert (await mem.stats()).total == 1
