@@ -48,6 +48,15 @@ async def update(caller: Caller, request: UpdateRequest) -> UpdateResult:
             "Pass at least one of content, title, importance, tags, status, links, valid_to "
             "or forget.",
         )
+    if forget and (content is not None or title is not None):
+        # The forget keeps the words a revive brings back; rewritten in the same call, the
+        # text the user wrote was gone for good (a model put its reason in `content`).
+        raise InvalidInput(
+            "content" if content is not None else "title",
+            "cannot be changed in the call that forgets the memory: the forget keeps its "
+            "words as they are, for a revive.",
+            "Send forget alone; to keep a new text, write it as a new memory.",
+        )
     edges = await parse_links(caller, request.links)
     importance = request.importance
     new_importance = IMPORTANCE.parse(importance) if importance is not None else None
