@@ -280,7 +280,22 @@ async def stats(caller: Caller, *, scope: str = "mine", show_path: bool = False)
     raw = await caller.store.kpi_totals(scope_obj, READ_CHANNELS)
     now = utc_now()
     open_ages = [(now - created).total_seconds() / 3600 for s, created in raw.todos if s == "open"]
-    last = await caller.store.maintenance_entries("reflection", limit=1, role=caller.role)
+    # The shared owner's passes (`nooa-mcp reflect` without --owner, its server's) run over
+    # every role: they are this role's passes too. Counted as its own alone, a role whose
+    # memories such a pass pruned showed its last pass as months before.
+    covering = dict.fromkeys([caller.role, ""])
+    last = max(
+        [
+            entry
+            for role in covering
+            for entry in await caller.store.maintenance_entries("reflection", limit=1, role=role)
+        ],
+        key=lambda entry: entry.ts,
+        default=None,
+    )
+    passes = 0
+    for role in covering:
+        passes += await caller.store.count_maintenance("reflection", role=role)
     extra = {
         **kpi_shares(counts, raw),
         "tombstones": raw.tombstones,
@@ -289,8 +304,8 @@ async def stats(caller: Caller, *, scope: str = "mine", show_path: bool = False)
         "todo_open_median_age_hours": round(statistics.median(open_ages), 1) if open_ages else None,
         "intents_fired": await caller.store.count_maintenance("intent", role=caller.role),
         "cross_owner_reads": raw.cross_owner_reads,
-        "reflection_passes": await caller.store.count_maintenance("reflection", role=caller.role),
-        "last_reflection_at": last[0].ts.isoformat() if last else None,
+        "reflection_passes": passes,
+        "last_reflection_at": last.ts.isoformat() if last else None,
     }
     store = caller.store
     where = str(getattr(store, "path", store.label)) if show_path else store.label
