@@ -817,6 +817,8 @@ def _render_explain(r: Any) -> str:
             for a in r.accesses
         ]
         parts.append(f"{r.total_accesses} accesses of {r.memory_id} ({r.state or 'live'})")
+        if r.note:
+            parts.append(r.note)
         parts.append(table(["when", "channel", "rank", "score", "reader", "query"], rows))
     if r.why_not:
         w = r.why_not

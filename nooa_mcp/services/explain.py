@@ -14,7 +14,7 @@ from ..domain.forgetting import prune_eta, retention
 from ..domain.inputs import recall_args
 from ..domain.replies import ExplainResult, ExplainRow, WhyNot
 from ..domain.requests import ExplainRequest
-from ..domain.schema import now as utc_now
+from ..domain.schema import Memory, now as utc_now
 from ..errors import InvalidInput
 from .caller import Caller
 from .corrections import kept_from_pruning
@@ -24,6 +24,26 @@ from .tombstones import merged_anchors
 from .views import redact
 
 __all__ = ["explain"]
+
+
+async def _archived_because(caller: Caller, memory: Memory) -> str:
+    """Why an archived memory is (its tombstone's reason), for a replay: a merged duplicate
+    names the memory that answers for it, which "(faded)" alone left the reader to find. A
+    user's forget says its reason only to a writer of the memory's role (the words are the
+    user's); maintenance's reasons name ids and numbers only."""
+    if not memory.archived:
+        return ""
+    stone = (await caller.store.tombstones_of([memory.id])).get(memory.id)
+    if stone is None:
+        return ""
+    if memory.faded:
+        anchor = (await merged_anchors(caller, [memory.id])).get(memory.id)
+        if anchor is not None:
+            return f"Faded: merged into {anchor} by reflection, which answers for it."
+        return f"Faded: {stone.reason}."
+    if caller.may_write(memory.owner):
+        return f"Forgotten: {stone.reason}."
+    return "Forgotten."
 
 
 async def explain(caller: Caller, request: ExplainRequest) -> ExplainResult:
@@ -45,6 +65,7 @@ async def explain(caller: Caller, request: ExplainRequest) -> ExplainResult:
         stream = await caller.store.access_stream(target, limit=100)
         shown = caller.actor.effective()
         memory = await caller.fetch(target)
+        why = await _archived_because(caller, memory)
         return ExplainResult(
             mode="replay",
             memory_id=target,
@@ -52,7 +73,7 @@ async def explain(caller: Caller, request: ExplainRequest) -> ExplainResult:
             accesses=[redact(a, shown) for _, _, a in stream],
             total_accesses=await caller.store.count_accesses(target),
             embeddings=caller.engine.embeddings_state,
-            note=caller.narrowed(request.scope, scope_obj),
+            note=" ".join(filter(None, [caller.narrowed(request.scope, scope_obj), why])),
         )
     query, _ = recall_args(query, k, None, hops)
     extra = (target,) if target else ()
