@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import re
+import textwrap
 import unicodedata
 from dataclasses import dataclass
 
@@ -221,11 +222,12 @@ def written_key(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 
 def indentation(text: str) -> tuple[str, ...]:
-    """Each non-blank line's leading whitespace when any line is indented (code, a nested
-    list), else nothing: collapsing whitespace made a snippet with a line moved into a block
-    an exact repeat of the one before."""
-    found = tuple(_INDENT.findall(text))
-    return found if any(found) else ()
+    """Each non-blank line's leading whitespace, past what all of them share, when a text of
+    two lines or more has an indented one (code, a nested list), else nothing: collapsing
+    whitespace made a snippet with a line moved into a block an exact repeat of the one
+    before. One line's leading spaces, or a block indented as a whole, are not its shape."""
+    found = tuple(_INDENT.findall(textwrap.dedent(text)))
+    return found if len(found) > 1 and any(found) else ()
 
 
 def same_as_written(a: str, b: str) -> bool:

@@ -48,6 +48,10 @@ def test_identifiers_keep_their_case_and_indented_lines_their_indentation():
     assert written_key("Use ./Build.sh!") == (("./Build.sh",), ())
     assert written_key("Buy an iPhone") != written_key("buy an iphone")
     assert indentation("one\ntwo") == ()
+    # One line's leading spaces, or a block indented as a whole, are not a shape.
+    assert indentation("  the deploy token") == ()
+    assert indentation("    a:\n      b") == ("", "  ")
+    assert same_as_written("  The deploy token is X ", "the deploy token is X")
     assert indentation("a:\n  b\n\n  c") == ("", "  ", "  ")
     assert differs_in(*TOKEN) == ["identifier"]
     assert differs_in(*CODE) == ["indentation"]
