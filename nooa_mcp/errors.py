@@ -109,7 +109,7 @@ class OwnerForbidden(NooaError, PermissionError):
             # recall shows its memories, so "no memory with id" would be a falsehood.
             super().__init__(
                 f"owner: that memory is of role '{target_owner}', which this server lets you "
-                "read but not change; writes stay inside your own role."
+                f"read but not {action}; writes and links stay inside your own role."
             )
             return
         fix = (

@@ -89,13 +89,15 @@ async def parse_links(
     Raises:
         InvalidInput: not a list, a malformed link, an unknown relation or a bad weight.
         NotFound: a target is not visible to the caller.
+        OwnerForbidden: a target of a role a server-side grant lets the caller read.
     """
     out = []
     if links is not None and not isinstance(links, list | tuple):
         raise InvalidInput("links", f"{links!r} is not a list.", "Pass a list of links.")
     for raw in links or []:
         link = parse_link(raw)
-        target = await caller.resolve(link.target, caller.actor.own, "links.target")
+        # A granted role's memory (recall shows it) is refused as such, not "no memory".
+        target = await caller.resolve_writable(link.target, "links.target", "link to")
         weight = EDGE_WEIGHT.parse(link.weight, "links.weight") if link.weight is not None else 1.0
         out.append((target, link.relation, weight))
     return await to_anchors(caller, out)

@@ -101,7 +101,9 @@ class Caller:
                 raise
             raise NotFound(str(ident), field, granted=role) from missing
 
-    async def resolve_writable(self, ident: Any, field: str = "memory_id") -> str:
+    async def resolve_writable(
+        self, ident: Any, field: str = "memory_id", action: str = "change"
+    ) -> str:
         """`resolve` in the caller's own scope, for a write: an id of a role a server-side grant
         lets this caller read (recall shows it) is refused as read-only, naming only that role;
         an id the caller cannot read stays plainly not found (no existence oracle, §10).
@@ -116,7 +118,7 @@ class Caller:
             role = await self._granted_role_of(str(ident), field, self.actor.own)
             if role is None:
                 raise
-            raise OwnerForbidden(self.owner, role, granted=True) from missing
+            raise OwnerForbidden(self.owner, role, action, granted=True) from missing
 
     async def _granted_role_of(self, ident: str, field: str, scope: Scope) -> str | None:
         """The role of a memory outside `scope` that a server-side grant lets this caller read,

@@ -57,3 +57,27 @@ async def test_a_write_to_a_granted_roles_memory_says_it_is_read_only(
     async with named(server, "bob") as bob:
         still = await call(bob, "memory_recall", {"query": "blue bicycle"})
     assert [h["id"] for h in still["hits"]][:1] == [bob_id]
+
+
+async def test_a_link_to_a_granted_roles_memory_says_it_is_read_only(tmp_path: Path) -> None:
+    """A link is a write too: to a memory recall shows from a granted role it answered "no
+    memory with id" (the update's finding, left on links); nothing is written either way."""
+    settings = Settings(store=tmp_path / "s.sqlite", owner="", read=["bob"])
+    server, bob_id, carol_id = await _seed(settings)
+    async with named(server, "alice") as alice:
+        links = [{"target": bob_id[:8], "relation": "supports"}]
+        refused = await alice.call_tool(
+            "memory_author", {"content": "Alice rides to the library too.", "links": links}
+        )
+        links = [{"target": carol_id[:8], "relation": "supports"}]
+        ungranted = await alice.call_tool(
+            "memory_author", {"content": "Alice waters plants as well.", "links": links}
+        )
+        mine = await call(alice, "memory_recall", {"query": "Alice library plants"})
+    assert refused.is_error
+    text = reply_text(refused)
+    assert "role 'bob', which this server lets you read but not link to" in text
+    assert ungranted.is_error
+    assert f"no memory with id '{carol_id[:8]}'" in reply_text(ungranted)
+    assert "carol" not in reply_text(ungranted)
+    assert mine["hits"] == []
