@@ -247,8 +247,9 @@ async def test_cross_role_writes_are_refused_and_foreign_rows_stay_invisible(set
             await theirs.update(own, content="hijacked")
         assert (await theirs.get(own, scope="*")).content == "coder's private memory"
         theirs_id = (await theirs.author("reviewer note")).id
-        with pytest.raises(NotFound):
+        with pytest.raises(OwnerForbidden, match="lets you read but not link to"):
             await theirs.link(theirs_id, own, "related")
+        assert (await theirs.get(theirs_id)).edges == []
 
 
 async def test_another_instance_of_the_same_role_may_write(settings, embedder):
