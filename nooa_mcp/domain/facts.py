@@ -185,14 +185,21 @@ def _case_bearing(word: str) -> bool:
     )
 
 
+def _written_words(text: str) -> list[str]:
+    """The words of `text` as written: split at whitespace after NFKC, quotes and brackets
+    and a sentence's end stripped (`_OPENING`, `_CLOSING`)."""
+    words = (
+        t.lstrip(_OPENING).rstrip(_CLOSING) for t in unicodedata.normalize("NFKC", text).split()
+    )
+    return [w for w in words if w]
+
+
 def _forms(text: str) -> dict[str, set[str]]:
-    """Each word of `text` (quotes, brackets and a sentence's end stripped), case folded, to
-    the ways it is written there."""
+    """Each word of `text` as written (`_written_words`), case folded, to the ways it is
+    written there."""
     out: dict[str, set[str]] = {}
-    for token in unicodedata.normalize("NFKC", text).split():
-        word = token.lstrip(_OPENING).rstrip(_CLOSING)
-        if word:
-            out.setdefault(word.casefold(), set()).add(word)
+    for word in _written_words(text):
+        out.setdefault(word.casefold(), set()).add(word)
     return out
 
 
@@ -215,10 +222,7 @@ def written_key(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """What `same_as_written` compares, as a key for texts with one content hash (their words
     then line up one to one): the case-bearing words as written, in order, and the lines'
     indentation. Two writes of one call are one memory only with equal keys."""
-    words = (
-        t.lstrip(_OPENING).rstrip(_CLOSING) for t in unicodedata.normalize("NFKC", text).split()
-    )
-    return tuple(w for w in words if _case_bearing(w)), indentation(text)
+    return tuple(w for w in _written_words(text) if _case_bearing(w)), indentation(text)
 
 
 def indentation(text: str) -> tuple[str, ...]:

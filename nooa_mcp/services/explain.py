@@ -8,7 +8,7 @@ by maintenance, which recall still reaches) or forgotten (by its user, which it 
 
 from __future__ import annotations
 
-from ..domain.archive import state
+from ..domain.archive import merged_anchor, state
 from ..domain.epoch import from_epoch
 from ..domain.forgetting import prune_eta, retention
 from ..domain.inputs import recall_args
@@ -37,7 +37,9 @@ async def _archived_because(caller: Caller, memory: Memory) -> str:
     if stone is None:
         return ""
     if memory.faded:
-        anchor = (await merged_anchors(caller, [memory.id])).get(memory.id)
+        # Only a merge's reason names an anchor: other fades need no second look.
+        merged = merged_anchor(stone.reason) is not None
+        anchor = (await merged_anchors(caller, [memory.id])).get(memory.id) if merged else None
         if anchor is not None:
             return f"Faded: merged into {anchor} by reflection, which answers for it."
         return f"Faded: {stone.reason}."
