@@ -14,7 +14,7 @@ import math
 import re
 from datetime import datetime, timedelta
 
-from .text import cjk_bigrams, has_cjk, stem
+from .text import cut_cjk, has_cjk, stem
 
 __all__ = [
     "cue_keywords",
@@ -42,9 +42,8 @@ _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})
 
 
 def _words(text: str) -> set[str]:
-    found = _WORD.findall(text.lower().translate(_APOSTROPHES))
-    if has_cjk(text):  # a run of Chinese, Japanese or Korean as its bigrams, as search cuts it
-        found = [p for w in found for p in cjk_bigrams(w)]
+    # A run of Chinese, Japanese or Korean as its bigrams, as search cuts it.
+    found = cut_cjk(_WORD.findall(text.lower().translate(_APOSTROPHES)), text)
     return {w.strip("'-") for w in found}
 
 

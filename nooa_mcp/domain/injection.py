@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 
 from .cues import cue_keywords
 from .epoch import from_epoch
-from .text import STOPWORDS, cjk_bigrams, has_cjk, stem
+from .text import STOPWORDS, cut_cjk, stem
 
 __all__ = [
     "CONTEXT_CHARS",
@@ -80,9 +80,7 @@ Item = tuple[str, str, float, str, str]
 
 def content_words(text: str) -> set[str]:
     """Lower-cased words of two or more characters, function words left out."""
-    found = _WORD.findall(text.lower())
-    if has_cjk(text):  # a run of Chinese, Japanese or Korean as its bigrams (`cjk_bigrams`)
-        found = [p for w in found for p in cjk_bigrams(w)]
+    found = cut_cjk(_WORD.findall(text.lower()), text)  # a CJK run as its bigrams
     return {w for w in found if len(w) > 1 and w not in _NOISE}
 
 

@@ -37,7 +37,7 @@ from .kinds import (  # the names live in `kinds` (read at start-up without pyda
     MemoryType as MemoryType,
     TodoStatus as TodoStatus,
 )
-from .text import a_or_an, cjk_bigrams, has_cjk, sizes
+from .text import a_or_an, cut_cjk, sizes
 
 # --------------------------------------------------------------------------- ladders
 
@@ -353,10 +353,7 @@ def cue_set(tags: list[str], entities: list[str], place_or_task: str) -> set[str
     run as its bigrams, as `text.tokens` cuts a query)."""
     words: set[str] = set()
     for item in [*tags, *entities, place_or_task]:
-        found = re.findall(r"[\w'-]+", item.lower())
-        if has_cjk(item):
-            found = [p for w in found for p in cjk_bigrams(w)]
-        words.update(w for w in found if w)
+        words.update(w for w in cut_cjk(re.findall(r"[\w'-]+", item.lower()), item) if w)
     return words
 
 

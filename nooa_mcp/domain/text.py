@@ -18,6 +18,7 @@ __all__ = [
     "a_or_an",
     "choices",
     "cjk_bigrams",
+    "cut_cjk",
     "english_stemmer",
     "fts_terms",
     "has_cjk",
@@ -92,12 +93,17 @@ def cjk_bigrams(word: str) -> list[str]:
     return out
 
 
+def cut_cjk(words: list[str], text: str) -> list[str]:
+    """`words` (as cut from `text`) with each run of CJK characters as its bigrams
+    (`cjk_bigrams`): what every cut of words into keywords, cues and labels does; `words`
+    themselves when `text` holds none."""
+    return [p for w in words for p in cjk_bigrams(w)] if has_cjk(text) else words
+
+
 def tokens(text: str) -> set[str]:
     """Lower-cased content words of a text (stopwords dropped), for cue overlap; a CJK run as
     its bigrams (`cjk_bigrams`), as `domain.schema.cue_set` cuts a label."""
-    found = _WORD.findall(text.lower())
-    if has_cjk(text):
-        found = [p for w in found for p in cjk_bigrams(w)]
+    found = cut_cjk(_WORD.findall(text.lower()), text)
     return {w.strip("'-") for w in found} - STOPWORDS - {""}
 
 

@@ -30,7 +30,7 @@ import unicodedata
 from collections.abc import Sequence
 from functools import lru_cache
 
-from ..domain.text import STOPWORDS, cjk_bigrams, fts_terms, has_cjk, stem
+from ..domain.text import STOPWORDS, cut_cjk, fts_terms, has_cjk, stem
 
 __all__ = [
     "LONGEST",
@@ -64,10 +64,7 @@ def words(text: str) -> list[str]:
         if "\u3099" in decomposed or "\u309a" in decomposed:
             decomposed = _VOICED.sub(_voiced, decomposed)
         folded = "".join(c for c in decomposed if not unicodedata.combining(c)).lower()
-        if has_cjk(folded):
-            cut = [p for w in _WORD.findall(folded) for p in cjk_bigrams(w)]
-            return [w for w in cut if len(w) <= LONGEST]
-    return [w for w in _WORD.findall(folded) if len(w) <= LONGEST]
+    return [w for w in cut_cjk(_WORD.findall(folded), folded) if len(w) <= LONGEST]
 
 
 @lru_cache(maxsize=65536)
