@@ -96,12 +96,11 @@ from .rows import (
     USE_COLUMNS,
     KeywordAsk,
     Row,
-    access_state_from_row,
     edge_from_row,
     use_from_row,
     vector_row_from,
 )
-from .sql_core import SqlVerbs, access_states_sql, apply_uses
+from .sql_core import SqlVerbs
 from .sql_reports import SqlReports
 
 try:
@@ -892,21 +891,6 @@ class PostgresStore(SqlVerbs, SqlReports):
                     else:
                         await asyncio.sleep(0.05 * attempt)
         return written
-
-    async def _log_rows(
-        self, ids: list[str], apply: UsesApplier, lock: str
-    ) -> tuple[dict[str, AccessState], set[str]]:
-        """`log_uses` of `ids` in one transaction, their rows read with `lock`: the states
-        written, and the ids whose rows were read (`apply` is not called without one)."""
-        async with self.transaction():
-            rows = await self._rows(*access_states_sql(self.dialect, ids, lock))
-            states = {r["id"]: access_state_from_row(r) for r in rows}
-            if not states:
-                return {}, set()
-            written, logged = apply_uses(states, apply)
-            await self.save_accesses(list(written.values()))
-            await self.append_accesses(logged)
-        return written, set(states)
 
     # ------------------------------------------------------------------ recall
 

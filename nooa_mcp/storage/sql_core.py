@@ -393,11 +393,26 @@ class SqlVerbs(SqlPrimitives):
     async def log_uses(self, ids: Sequence[str], apply: UsesApplier) -> dict[str, AccessState]:
         """See `Store.log_uses`: `access_states`, `apply`, `save_accesses` and
         `append_accesses` in one transaction (SQLite runs them in one hop of its thread)."""
+        return (await self._log_rows(ids, apply))[0]
+
+    async def _log_rows(
+        self, ids: Sequence[str], apply: UsesApplier, lock: str | None = None
+    ) -> tuple[dict[str, AccessState], set[str]]:
+        """`log_uses` of `ids` in one transaction, their rows read with `lock` (by default
+        as `access_states` locks them; PostgreSQL's log passes its own): the states written,
+        and the ids whose rows were read (`apply` is not called without one)."""
+        if not ids:
+            return {}, set()
         async with self.transaction():  # type: ignore[attr-defined]
-            written, logged = apply_uses(await self.access_states(ids), apply)
+            read = self._lock() if lock is None else lock
+            rows = await self._rows(*access_states_sql(self.dialect, ids, read))
+            states = {r["id"]: access_state_from_row(r) for r in rows}
+            if not states:
+                return {}, set()
+            written, logged = apply_uses(states, apply)
             await self.save_accesses(list(written.values()))
             await self.append_accesses(logged)
-        return written
+        return written, set(states)
 
     async def find_by_hash(self, content_hash: str, role: str, type: str) -> list[str]:
         """The live memories of this role and type with exactly this content, newest first, at
