@@ -382,12 +382,19 @@ def refuse_unstorable(value: str, field: str) -> str:
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def clean_labels(values: Sequence[str] | None, field: str) -> list[str]:
+def clean_labels(
+    values: Sequence[str] | None, field: str, blank_fix: str = "Give it a word or leave it out."
+) -> list[str]:
     """Strip, de-duplicate and bound a list of tags or entities.
+
+    Args:
+        values: the labels as given.
+        field: the argument's name, for a refusal.
+        blank_fix: what a refusal of a blank label tells to do.
 
     Raises:
         InvalidInput: not a list (a bare string would become one label per letter), a label
-            that is not text, holds a NUL, is too long, or too many labels.
+            that is not text, is blank, holds a NUL, is too long, or too many labels.
     """
     out: list[str] = []
     if values is not None and not isinstance(values, list | tuple):
@@ -398,17 +405,21 @@ def clean_labels(values: Sequence[str] | None, field: str) -> list[str]:
             f"{_shown(values)} is not a list.",
             f"Pass a list of short strings, e.g. {example}.",
         )
-    for value in values or []:
+    for at, value in enumerate(values or [], 1):
         if not isinstance(value, str):
             raise InvalidInput(
                 field, f"{_shown(value)} is not text.", "Pass a list of short strings."
             )
         item = " ".join(refuse_unstorable(value, field).split())
+        if not item:
+            # A blank label was dropped without a word: a model believed it had tagged the
+            # memory, and an update's tags of only blanks removed every tag.
+            raise InvalidInput(field, f"{_shown(value)} (item {at}) is blank.", blank_fix)
         if len(item) > 100:
             raise InvalidInput(
                 field, f"'{item[:20]}…' is longer than 100 characters.", "Keep each label short."
             )
-        if item and item not in out:
+        if item not in out:
             out.append(item)
     if len(out) > 50:
         raise InvalidInput(

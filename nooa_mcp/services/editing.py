@@ -60,7 +60,11 @@ async def update(caller: Caller, request: UpdateRequest) -> UpdateResult:
     edges = await parse_links(caller, request.links)
     importance = request.importance
     new_importance = IMPORTANCE.parse(importance) if importance is not None else None
-    new_tags = clean_labels(list(request.tags), "tags") if request.tags is not None else None
+    new_tags = None
+    if request.tags is not None:
+        new_tags = clean_labels(
+            list(request.tags), "tags", "Give it a word or leave it out; tags=[] removes them all."
+        )
     new_valid_to = as_utc(valid_to, "valid_to")
     new_content = None
     if content is not None:

@@ -50,6 +50,27 @@ def test_an_empty_tag_is_refused_and_no_tags_removes_them(cli: Cli, blank: str) 
     assert cli.json("list", "--json")["memories"][0]["tags"] == []
 
 
+@pytest.mark.parametrize(
+    ("args", "refusal"),
+    [
+        (["author", "The VPN drops", "--tag", "vpn", "--tag", ""], "--tag: '' (item 2)"),
+        (["author", "The VPN drops", "--entity", "  "], "--entity: '  ' (item 1)"),
+        (["todo", "add", "Reconnect the VPN", "--tag", " "], "--tag: ' ' (item 1)"),
+    ],
+)
+def test_a_blank_tag_or_entity_is_refused_when_authoring(
+    cli: Cli, args: list[str], refusal: str
+) -> None:
+    """As update's --tag "": a blank label was dropped without a word; it is refused naming
+    the flag, and nothing is written."""
+    refused = cli(*args)
+    assert refused.exit_code == 1
+    assert refused.output.strip() == (f"Error: {refusal} is blank. Give it a word or leave it out.")
+    cli("author", "A first memory, so the store exists")
+    assert cli(*args).exit_code == 1
+    assert len(cli.json("list", "--json")["memories"]) == 1
+
+
 def test_forget_archives_with_its_reason_and_revive_restores(cli: Cli) -> None:
     memory = cli("author", "The old office is on Main Street").output.split()[1]
     gone = cli("forget", memory[:8], "--reason", "we moved")

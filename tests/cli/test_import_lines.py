@@ -267,6 +267,16 @@ UNKNOWN_FIELDS = [
         "Nothing was imported.",
     ),
     (
+        {"content": "Tagged.", "tags": ["ops", ""]},
+        "Error: line 3: tags: '' (item 2) is blank. Give it a word or leave it out. "
+        "Nothing was imported.",
+    ),
+    (
+        {"content": "Named.", "entities": ["  "]},
+        "Error: line 3: entities: '  ' (item 1) is blank. Give it a word or leave it out. "
+        "Nothing was imported.",
+    ),
+    (
         {"content": "Weighed.", "importance": "HUGE"},
         "Error: line 3: importance: 'HUGE' is not a level. Use CRITICAL, HIGH, MEDIUM, LOW, "
         "TRIVIAL or a number from 0 to 10. Nothing was imported.",
@@ -294,6 +304,8 @@ def _stored(store: Path) -> list[dict]:
         "content-list",
         "type",
         "tags",
+        "blank-tag",
+        "blank-entity",
         "importance",
     ],
 )

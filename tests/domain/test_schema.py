@@ -11,6 +11,7 @@ from nooa_mcp.domain.schema import (
     EdgeType,
     Memory,
     MemoryType,
+    clean_labels,
     content_hash,
     cue_set,
     parse_link,
@@ -109,6 +110,22 @@ def test_cue_set_is_the_lower_cased_words_of_tags_entities_and_place():
         "smith",
         "release-train",
     }
+
+
+@pytest.mark.parametrize("blank", ["", "   ", "\t\n"])
+def test_a_blank_label_is_refused_naming_its_place_not_dropped(blank: str) -> None:
+    """A blank tag was dropped without a word, so an update's [""] removed every tag; now it
+    is refused with the field, the item and the fix (the caller may give its own fix)."""
+    with pytest.raises(InvalidInput) as info:
+        clean_labels(["ops", blank], "entities")
+    assert info.value.field == "entities"
+    assert str(info.value) == (
+        f"entities: {blank!r} (item 2) is blank. Give it a word or leave it out."
+    )
+    with pytest.raises(InvalidInput, match=r"item 1\) is blank\. Say so\.$"):
+        clean_labels([blank], "tags", "Say so.")
+    # Spaces inside a label are folded, and a repeat is still kept once.
+    assert clean_labels([" a  b ", "a b", "c"], "tags") == ["a b", "c"]
 
 
 def test_link_with_an_unknown_relation_lists_the_relations():

@@ -303,3 +303,38 @@ async def test_true_is_no_importance(client: Client, tool: str) -> None:
     assert "importance" in text, text
     note = await client.call_tool("memory_recall", {"query": "note to rate"})
     assert note.structured_content["hits"][0]["importance"] == 5.0
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("field", ["tags", "entities"])
+async def test_memory_author_refuses_a_blank_label_and_writes_nothing(
+    client: Client, field: str
+) -> None:
+    """A blank tag or entity was dropped without a word; it is refused naming the field."""
+    args = {"content": "The VPN needs a reconnect after sleep", field: ["vpn", " "]}
+    text = await refused(client, "memory_author", args)
+    assert text.endswith(f"{field}: ' ' (item 2) is blank. Give it a word or leave it out.")
+    stats = json.loads((await client.read_resource("memory://stats")).contents[0].text)
+    assert stats["total"] == 0
+    todo = {"action": "add", "content": "Reconnect the VPN", "tags": [""]}
+    assert "tags: '' (item 1) is blank." in await refused(client, "todo", todo)
+
+
+@pytest.mark.anyio
+async def test_memory_update_refuses_a_blank_tag_rather_than_removing_every_tag(
+    client: Client,
+) -> None:
+    """tags=[""] replaced the tags with none (the blank one dropped); it is refused and the
+    tags kept, and the fix names tags=[], which still removes them all."""
+    made = await client.call_tool("memory_author", {"content": "VPN note", "tags": ["vpn"]})
+    memory_id = made.structured_content["id"]
+    text = await refused(client, "memory_update", {"memory_id": memory_id, "tags": [""]})
+    assert text.endswith(
+        "tags: '' (item 1) is blank. Give it a word or leave it out; tags=[] removes them all."
+    )
+    shown = json.loads(
+        (await client.read_resource(f"memory://memories/{memory_id}")).contents[0].text
+    )
+    assert shown["tags"] == ["vpn"]
+    _, _, cleared = await call(client, "memory_update", {"memory_id": memory_id, "tags": []})
+    assert cleared is not None and cleared["changed"] == ["tags"]
