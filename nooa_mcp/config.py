@@ -146,7 +146,9 @@ class Settings(BaseModel):
     dedup_similarity: float = Field(0.92, description="near-duplicate write threshold")
     ring_size: int = 64
     reflect_every_writes: int = Field(200, ge=0, description="a pass after N writes; 0 = off")
-    reflect_idle_seconds: float = Field(600.0, ge=0, description="a pass when idle; 0 = off")
+    reflect_idle_seconds: float = Field(
+        600.0, ge=0, description="a pass when idle (env NOOA_REFLECT_IDLE_SECONDS); 0 = off"
+    )
     generative_reflection: bool = Field(
         False,
         description="reconcile and abstract through the client's model (MCP sampling); "
@@ -201,7 +203,12 @@ class Settings(BaseModel):
             values["allowed_hosts"] = [
                 h for h in os.environ["NOOA_ALLOWED_HOSTS"].split(",") if h.strip()
             ]
-        for name in ("vector_idle_seconds", "vector_max_roles", "generative_reflection"):
+        for name in (
+            "vector_idle_seconds",
+            "vector_max_roles",
+            "generative_reflection",
+            "reflect_idle_seconds",
+        ):
             if os.environ.get(f"NOOA_{name.upper()}", "").strip():
                 values[name] = os.environ[f"NOOA_{name.upper()}"].strip()
         if os.environ.get("NOOA_REFLECT_TOOL", "").strip().lower() in ("0", "false", "no", "off"):

@@ -313,6 +313,8 @@ def test_a_protected_memory_shows_no_prune_date_in_recall_or_why_not(cli: Cli) -
         ("NOOA_VECTOR_MAX_ROLES", "-5", "greater than or equal to 0"),
         ("NOOA_MAX_SESSIONS_PER_CLIENT", "abc", "valid integer"),
         ("NOOA_GENERATIVE_REFLECTION", "perhaps", "valid boolean"),
+        ("NOOA_REFLECT_IDLE_SECONDS", "-1", "greater than or equal to 0"),
+        ("NOOA_REFLECT_IDLE_SECONDS", "10m", "valid number"),
     ],
 )
 def test_a_bad_environment_variable_is_named_in_one_sentence(

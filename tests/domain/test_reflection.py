@@ -523,6 +523,29 @@ async def test_a_pass_runs_by_itself_when_idle_after_writes(tmp_path):
 
 
 @pytest.mark.anyio
+async def test_the_idle_pass_is_timed_by_its_environment_variable(tmp_path, monkeypatch):
+    """NOOA_REFLECT_IDLE_SECONDS sets the idle wait (it had no variable, so a server could
+    not be driven to its idle pass under faketime); 0 turns the pass off, as the setting."""
+    monkeypatch.setenv("NOOA_REFLECT_IDLE_SECONDS", " 0.01 ")
+    settings = Settings.from_env(store=tmp_path / "e.sqlite", owner="coder@laptop")
+    assert settings.reflect_idle_seconds == 0.01
+    settings = settings.model_copy(update={"reflect_every_writes": 0})
+    async with Memory.open(settings=settings, embedder=HashEmbedder()) as mem:
+        async with anyio.create_task_group() as tg:
+            done = mem.engine.role_state(mem.role).pass_done
+            await mem.author("a single note before going quiet")
+            tg.start_soon(maintain, mem.engine)
+            with anyio.fail_after(5):
+                await done.wait()
+            tg.cancel_scope.cancel()
+        assert mem.engine.role_state(mem.role).last_report.trigger == "idle"
+    monkeypatch.setenv("NOOA_REFLECT_IDLE_SECONDS", "0")
+    assert Settings.from_env().reflect_idle_seconds == 0
+    monkeypatch.delenv("NOOA_REFLECT_IDLE_SECONDS")
+    assert Settings.from_env().reflect_idle_seconds == 600
+
+
+@pytest.mark.anyio
 async def test_unknown_steps_are_refused(mem):
     from nooa_mcp.errors import InvalidInput
 
