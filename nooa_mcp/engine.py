@@ -636,9 +636,14 @@ class Engine:
         state.last_activity = anyio.current_time()
         state.last_owner = owner
         if writes:
+            first = not state.writes
             state.writes += writes
             every = self.settings.reflect_every_writes
             if every and state.writes >= every:
+                self.wake.set()
+            elif first and self.settings.reflect_idle_seconds:
+                # With no writes pending anywhere the loop sleeps until woken: told of the
+                # first, it times the idle pass (else that pass waited for `every` writes).
                 self.wake.set()
 
     async def settle(self) -> None:

@@ -523,6 +523,30 @@ async def test_a_pass_runs_by_itself_when_idle_after_writes(tmp_path):
 
 
 @pytest.mark.anyio
+async def test_the_idle_pass_comes_to_a_loop_already_waiting_when_writes_begin(tmp_path):
+    """A server starts its loop before any write: with no writes pending it slept until woken,
+    and the first write (short of reflect_every_writes) never woke it, so no idle pass ran
+    until 200 writes had come (DESIGN 8.9 says idle after writes)."""
+    settings = relaxed(tmp_path / "w.sqlite").model_copy(
+        update={"reflect_every_writes": 200, "reflect_idle_seconds": 0.05}
+    )
+    async with (
+        Memory.open(settings=settings, embedder=HashEmbedder()) as mem,
+        anyio.create_task_group() as tg,
+    ):
+        tg.start_soon(maintain, mem.engine)
+        await anyio.wait_all_tasks_blocked()
+        state = mem.engine.role_state(mem.role)
+        for round in range(2):
+            done = state.pass_done
+            await mem.author(f"a note before going quiet, round {round}")
+            with anyio.fail_after(5):
+                await done.wait()
+            assert state.last_report.trigger == "idle" and state.writes == 0
+        tg.cancel_scope.cancel()
+
+
+@pytest.mark.anyio
 async def test_the_idle_pass_is_timed_by_its_environment_variable(tmp_path, monkeypatch):
     """NOOA_REFLECT_IDLE_SECONDS sets the idle wait (it had no variable, so a server could
     not be driven to its idle pass under faketime); 0 turns the pass off, as the setting."""
