@@ -155,13 +155,26 @@ def differs_in(a: str, b: str) -> list[str]:
     identifier written in other letters' case ("aB3xY9" / "Ab3Xy9", "./Build.sh" /
     "./build.sh") is another identifier (`cased_apart`), and indented lines indented
     otherwise differ in "indentation" (code: a line moved into a block is another
-    program, not a rewording that a forget of the old one would block)."""
-    kinds = values(a).kinds_differing(values(b))
+    program, not a rewording that a forget of the old one would block). A name differs only
+    when one text names what the other does not hold as a word in any case: a capital that
+    starts a sentence ("Rotate the key" / "rotate the key") or a name written small is the
+    same word, as `same_statement` reads it."""
+    left, right = values(a), values(b)
+    kinds = left.kinds_differing(right)
+    if "name" in kinds and not _names_apart(left.name, b) and not _names_apart(right.name, a):
+        kinds.remove("name")
     if "identifier" not in kinds and cased_apart(a, b):
         kinds.insert(len([k for k in kinds if k in ("number", "date")]), "identifier")
     if indentation(a) != indentation(b):
         kinds.append("indentation")
     return kinds
+
+
+def _names_apart(names: frozenset[str], text: str) -> bool:
+    """Whether a name of `names` is no word of `text`, in any case (`values` reads a name only
+    from a capital, so "Rotate" at a sentence's start against "rotate" was a name changed)."""
+    words = set(_words(text))
+    return any(name.casefold() not in words for name in names)
 
 
 #: What may stand before and after a word without being part of it: quotes, brackets, and

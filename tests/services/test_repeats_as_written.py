@@ -77,6 +77,18 @@ async def test_a_text_differing_only_in_case_or_indentation_is_stored_as_written
         assert (await mem.get(first.id)).reinforcement_count == 0
 
 
+async def test_a_changed_token_after_a_sentence_start_capital_differs_in_identifier_only(
+    store_target,
+):
+    """The reply named "identifier, name" when the text's first word lost its capital beside
+    the changed token: the capital is the same word, so only the token is named."""
+    async with await _open(store_target) as mem:
+        await mem.author("Rotate the deploy key aB3xY9 every month")
+        again = await mem.author("rotate the deploy key Ab3Xy9 every month")
+        assert again.status == "created" and again.similar_to is not None
+        assert again.similar_to.differs_in == ["identifier"]
+
+
 async def test_ordinary_words_case_and_spacing_are_still_one_memory(store_target):
     async with await _open(store_target) as mem:
         first = await mem.author(ORDINARY[0])
