@@ -63,7 +63,7 @@ async def update(caller: Caller, request: UpdateRequest) -> UpdateResult:
     new_tags = None
     if request.tags is not None:
         new_tags = clean_labels(
-            list(request.tags), "tags", "Give it a word or leave it out; tags=[] removes them all."
+            request.tags, "tags", "Give it a word or leave it out; tags=[] removes them all."
         )
     new_valid_to = as_utc(valid_to, "valid_to")
     new_content = None

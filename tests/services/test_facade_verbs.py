@@ -387,3 +387,15 @@ async def test_a_protected_memory_has_no_prune_date_in_any_reply(mem):
     assert view.protected and view.prune_eta is None
     assert hit[kept].prune_eta is None and why.prune_eta is None
     assert other.protected is None and other.prune_eta is not None
+
+
+async def test_an_update_with_tags_as_one_string_is_refused_not_split_into_letters(mem):
+    """`update(id, tags="ops")` made the tags "o", "p", "s" (the string was listed before the
+    check that refuses it, as author's does); it is refused and the tags kept."""
+    made = await mem.author("The VPN needs a reconnect after sleep", tags=["vpn"])
+    with pytest.raises(InvalidInput) as refused:
+        await mem.update(made.id, tags="ops")
+    assert str(refused.value) == "tags: 'ops' is not a list. Pass a list of short strings, " + (
+        'e.g. ["ops"].'
+    )
+    assert (await mem.get(made.id)).tags == ["vpn"]
