@@ -29,12 +29,13 @@ from typing import Any
 from .facts import written_key
 from .forgetting import SPENT
 from .references import MAX_REFERENCES
-from .schema import Memory, MemoryType, clean_labels
+from .schema import MAX_LABELS, Memory, MemoryType, clean_labels
 
 __all__ = [
     "SAME_EVENT",
     "absorb",
     "absorb_labels",
+    "labels_fit",
     "one_memory",
     "one_place",
     "one_time",
@@ -120,6 +121,16 @@ def absorb(kept: Memory, again: Memory) -> None:
     if "confidence" not in unsaid:
         kept.confidence = max(kept.confidence, again.confidence)
     absorb_labels(kept, again)
+
+
+def labels_fit(kept: Memory, again: Memory) -> bool:
+    """Whether `kept` can hold `again`'s tags and entities beside its own (`MAX_LABELS` of
+    each). A merge that could not keep them all keeps both memories: folded, the labels past
+    the bound were refused, and that failure stopped every pass of the role."""
+    return all(
+        len({*mine, *theirs}) <= MAX_LABELS
+        for mine, theirs in ((kept.tags, again.tags), (kept.entities, again.entities))
+    )
 
 
 def absorb_labels(kept: Memory, again: Memory) -> None:

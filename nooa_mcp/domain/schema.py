@@ -379,6 +379,9 @@ def refuse_unstorable(value: str, field: str) -> str:
 
 
 #: UTF-16 halves: valid only in pairs inside UTF-16, never as characters of a str.
+#: At most this many tags on a memory, and as many entities (`clean_labels`).
+MAX_LABELS = 50
+
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -421,9 +424,11 @@ def clean_labels(
             )
         if item not in out:
             out.append(item)
-    if len(out) > 50:
+    if len(out) > MAX_LABELS:
         raise InvalidInput(
-            field, f"{len(out)} labels given; at most 50 are kept.", "Pass fewer labels."
+            field,
+            f"{len(out)} labels given; at most {MAX_LABELS} are kept.",
+            "Pass fewer labels.",
         )
     return out
 

@@ -66,7 +66,7 @@ from ..domain.reflection import (
     rescore,
     rescore_rows,
 )
-from ..domain.repeats import absorb_labels, one_memory
+from ..domain.repeats import absorb_labels, labels_fit, one_memory
 from ..domain.replies import ReflectReport, ReflectStep
 from ..domain.schema import REFLECTION_STEPS, Channel, EdgeType, Memory, now as utc_now
 from ..domain.scope import Actor, owner_role
@@ -561,6 +561,9 @@ class _Pass:
         # One memory, not only one text: the same type, time of validity, event time and
         # place (`domain.repeats`): "Paid the rent" in October and in November are two.
         if not one_memory(anchor, dup):
+            return ""
+        # The anchor keeps every tag and entity of the duplicate, or they stay two memories.
+        if not labels_fit(anchor, dup):
             return ""
         vecs = await caller.store.embeddings_of([anchor.id, dup.id])
         if len(vecs) < 2 or float(vecs[anchor.id] @ vecs[dup.id]) < MERGE_SIMILARITY:

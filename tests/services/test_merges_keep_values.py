@@ -325,6 +325,31 @@ async def test_an_older_memory_that_refines_a_newer_one_does_not_supersede_it(st
         assert flags == {old_id: new_id, new_id: None}
 
 
+@pytest.mark.anyio
+async def test_a_merge_whose_labels_pass_the_bound_keeps_both_and_the_pass_runs_on(store_target):
+    """Two wordings of one statement with 30 tags each: folded, the anchor would hold 60 tags
+    (50 at most). The merge raised "tags: 60 labels given" and stopped the whole pass, every
+    pass after it too (`reflect` exited 1; link, rescore and prune never ran for the role).
+    Now the two stay two memories, each with its own tags, and the pass completes."""
+    settings = Settings(store=store_target, owner=OWNER, dedup_similarity=1.01)
+    async with Memory.open(settings=settings, embedder=OneVector()) as mem:
+        first = [f"a{i}" for i in range(30)]
+        second = [f"b{i}" for i in range(30)]
+        old = (await mem.author("The cache TTL is five minutes.", tags=first)).id
+        new = (await mem.author("the cache TTL is five minutes", tags=second)).id
+        report = await mem.reflect(now=utc_now() + timedelta(days=2))
+        assert report.status == "completed"
+        merge = next(s for s in report.steps if s.step == "merge")
+        assert (merge.planned, merge.applied, merge.skipped) == (1, 0, 1)
+        kept = {m: await mem.get(m) for m in (old, new)}
+        assert [(v.archived, v.tags) for v in kept.values()] == [(False, first), (False, second)]
+        # Tags that fit still merge: every label of the duplicate joins the anchor.
+        third = (await mem.author("THE CACHE TTL IS FIVE MINUTES!", tags=["cache"])).id
+        report = await mem.reflect(["merge"])
+        assert report.steps[0].details == [f"{third[:8]} → {old[:8]}"]
+        assert (await mem.get(old)).tags == [*first, "cache"]
+
+
 # --------------------------------------------------------------------------- the words rule
 
 #: Content words of every kind a value can change in.
