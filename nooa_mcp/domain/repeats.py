@@ -124,10 +124,13 @@ def absorb(kept: Memory, again: Memory) -> None:
 
 
 def labels_fit(kept: Memory, again: Memory) -> bool:
-    """Whether `kept` can hold `again`'s tags and entities beside its own (`MAX_LABELS` of
-    each). A merge that could not keep them all keeps both memories: folded, the labels past
-    the bound were refused, and that failure stopped every pass of the role."""
-    return all(
+    """Whether `kept` can hold `again`'s tags, entities and references beside its own
+    (`MAX_LABELS` tags and as many entities, `MAX_REFERENCES` references). A merge that could
+    not keep them all keeps both memories: folded, the labels past the bound were refused, and
+    that failure stopped every pass of the role; the references past it were cut, and the
+    duplicate's no longer reached from the memory recall shows in its place."""
+    uris = {r.uri for r in (*kept.references, *again.references)}
+    return len(uris) <= MAX_REFERENCES and all(
         len({*mine, *theirs}) <= MAX_LABELS
         for mine, theirs in ((kept.tags, again.tags), (kept.entities, again.entities))
     )

@@ -562,7 +562,7 @@ class _Pass:
         # place (`domain.repeats`): "Paid the rent" in October and in November are two.
         if not one_memory(anchor, dup):
             return ""
-        # The anchor keeps every tag and entity of the duplicate, or they stay two memories.
+        # The anchor keeps every tag, entity and reference of the duplicate, or they stay two.
         if not labels_fit(anchor, dup):
             return ""
         vecs = await caller.store.embeddings_of([anchor.id, dup.id])

@@ -350,6 +350,25 @@ async def test_a_merge_whose_labels_pass_the_bound_keeps_both_and_the_pass_runs_
         assert (await mem.get(old)).tags == [*first, "cache"]
 
 
+@pytest.mark.anyio
+async def test_a_merge_that_would_cut_the_duplicates_references_keeps_both(store_target):
+    """15 references on one wording, 10 others on the next: folded, the anchor kept 20 and
+    the duplicate's last five were cut, reached from no live memory. Now the two stay two."""
+    settings = Settings(store=store_target, owner=OWNER, dedup_similarity=1.01)
+    first = [f"url:https://wiki.example/a{i}" for i in range(15)]
+    second = [f"url:https://wiki.example/b{i}" for i in range(10)]
+    async with Memory.open(settings=settings, embedder=OneVector()) as mem:
+        old = (await mem.author("The runbooks are on the wiki.", references=first)).id
+        new = (await mem.author("the runbooks are on the wiki", references=second)).id
+        report = await mem.reflect(["merge"])
+        assert (report.steps[0].planned, report.steps[0].applied) == (1, 0)
+        views = [await mem.get(m) for m in (old, new)]
+        assert [(v.archived, [r.uri for r in v.references]) for v in views] == [
+            (False, first),
+            (False, second),
+        ]
+
+
 # --------------------------------------------------------------------------- the words rule
 
 #: Content words of every kind a value can change in.
