@@ -26,6 +26,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from ..errors import InvalidInput
 from .facts import written_key
 from .forgetting import SPENT
 from .references import MAX_REFERENCES
@@ -139,7 +140,32 @@ def labels_fit(kept: Memory, again: Memory) -> bool:
 def absorb_labels(kept: Memory, again: Memory) -> None:
     """Keep in `kept` the tags, entities and references of `again`, and its place when `kept`
     has none (a merge takes its scores from `reflection.merged_fields`, its labels from
-    here): what the duplicate pointed at is still pointed at once it fades."""
+    here): what the duplicate pointed at is still pointed at once it fades.
+
+    Raises:
+        InvalidInput: `kept` cannot hold them all (a merge asks `labels_fit` first). A repeat
+            with references past the bound was answered `exists` with the last ones dropped,
+            and one with tags past it was refused as "60 labels given" when 30 were.
+    """
+    for field, mine, theirs, bound in (
+        ("tags", kept.tags, again.tags, MAX_LABELS),
+        ("entities", kept.entities, again.entities, MAX_LABELS),
+        (
+            "references",
+            [r.uri for r in kept.references],
+            [r.uri for r in again.references],
+            MAX_REFERENCES,
+        ),
+    ):
+        new = [x for x in dict.fromkeys(theirs) if x not in set(mine)]
+        if len(mine) + len(new) > bound:
+            raise InvalidInput(
+                field,
+                f"memory {kept.id[:8]} says this already and has {len(mine)} {field}; with the "
+                f"{len(new)} new ones given it would have {len(mine) + len(new)}, and a memory "
+                f"has at most {bound}.",
+                f"Pass at most {max(bound - len(mine), 0)} new {field}.",
+            )
     kept.tags = clean_labels(kept.tags + again.tags, "tags")
     kept.entities = clean_labels(kept.entities + again.entities, "entities")
     held = {r.uri for r in kept.references}

@@ -9,11 +9,13 @@ in every store, so it must never change), and what a write reports.
 from __future__ import annotations
 
 import hashlib
+from datetime import timedelta
 
 import pytest
 
-from nooa_mcp import Memory
+from nooa_mcp import Memory, Settings
 from nooa_mcp.domain.facts import VALUE_KINDS, differs_in, normalise, normalised_hash, values
+from nooa_mcp.domain.schema import now as utc_now
 from nooa_mcp.embeddings import HashEmbedder
 from nooa_mcp.errors import InvalidInput, NotFound
 
@@ -169,9 +171,42 @@ async def test_a_repeat_that_would_pass_50_labels_is_refused_naming_the_field(me
         with pytest.raises(InvalidInput) as exc:
             await mem.author(FACT, **{field: [f"n{i}" for i in range(30)]})
         assert str(exc.value) == (
-            f"{field}: 60 labels given; at most 50 are kept. Pass fewer labels."
+            f"{field}: memory {first.id[:8]} says this already and has 30 {field}; with the 30 "
+            f"new ones given it would have 60, and a memory has at most 50. Pass at most 20 "
+            f"new {field}."
         )
     assert (await mem.get(first.id)).reinforcement_count == 1
+
+
+@pytest.mark.anyio
+async def test_a_repeat_or_restore_past_20_references_is_refused_not_cut(store_target):
+    """A repeat that adds references to a memory holding 18 was answered `exists` and the
+    references past the 20th were dropped without a word; a faded memory written again was
+    restored the same way. Now the write is refused, naming the field, and nothing changes."""
+    settings = Settings(store=store_target, owner="coder@laptop")
+    held = [f"url:https://wiki.example/a{i}" for i in range(18)]
+    more = [f"url:https://wiki.example/b{i}" for i in range(5)]
+    async with Memory.open(settings=settings, embedder=HashEmbedder()) as mem:
+        first = await mem.author(FACT, references=held)
+        with pytest.raises(InvalidInput) as exc:
+            await mem.author(FACT, references=more)
+        assert str(exc.value) == (
+            f"references: memory {first.id[:8]} says this already and has 18 references; with "
+            "the 5 new ones given it would have 23, and a memory has at most 20. Pass at most 2 "
+            "new references."
+        )
+        view = await mem.get(first.id)
+        assert ([r.uri for r in view.references], view.reinforcement_count) == (held, 0)
+        # Two fit: kept, every one.
+        assert (await mem.author(FACT, references=more[:2])).status == "exists"
+        assert [r.uri for r in (await mem.get(first.id)).references] == held + more[:2]
+        # A faded memory written again: refused too, still faded.
+        await mem.reflect(["prune"], now=utc_now() + timedelta(days=3650))
+        assert (await mem.get(first.id)).archived
+        with pytest.raises(InvalidInput, match=r"^references: "):
+            await mem.author(FACT, references=more[2:])
+        view = await mem.get(first.id)
+        assert (view.archived, len(view.references)) == (True, 20)
 
 
 @pytest.mark.anyio
