@@ -18,7 +18,14 @@ from ..errors import InvalidInput, NotFound
 from . import reminders
 from .authoring import parse_links, to_anchors
 from .caller import Caller
-from .tombstones import archive, merged_anchors, restore, revive_by_use, rows_to_revive
+from .tombstones import (
+    archive,
+    merged_anchors,
+    merged_twins,
+    restore,
+    revive_by_use,
+    rows_to_revive,
+)
 from .transactions import in_transaction
 
 if TYPE_CHECKING:
@@ -140,6 +147,12 @@ async def update(caller: Caller, request: UpdateRequest) -> UpdateResult:
                 raise InvalidInput("valid_to", "is before valid_from.", "Pass a later date.")
             memory.valid_to = new_valid_to
             changed.append("valid_to")
+            for twin in await merged_twins(caller, memory):
+                # A duplicate merged into it said the same thing for the same time, and lives
+                # on through it: it stops holding with it (recall showed it unflagged, first,
+                # beside the memory its user had said no longer holds).
+                twin.valid_to = new_valid_to
+                await caller.store.save(twin)
         for other, relation, weight in edges:
             if other == target:
                 raise InvalidInput(

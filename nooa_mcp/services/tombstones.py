@@ -54,6 +54,7 @@ __all__ = [
     "fade",
     "forget_as_exported",
     "merged_anchors",
+    "merged_twins",
     "restore",
     "revive_by_use",
     "rows_to_revive",
@@ -81,6 +82,12 @@ async def archive(caller: Caller, memory: Memory, reason: str) -> None:
     for twin in await _twins(caller, memory, merged_reason(memory.id)):
         if twin.archived and twin.faded:
             await _archive(caller, twin, forgotten_with_reason(memory.id), faded=False)
+
+
+async def merged_twins(caller: Caller, memory: Memory) -> list[Memory]:
+    """The duplicates reflection merged into `memory` that are faded behind it still."""
+    twins = await _twins(caller, memory, merged_reason(memory.id))
+    return [twin for twin in twins if twin.archived and twin.faded]
 
 
 async def _twins(caller: Caller, memory: Memory, reason: str) -> list[Memory]:

@@ -102,3 +102,25 @@ async def test_forgetting_a_merged_duplicate_forgets_that_copy_and_not_its_ancho
         kept, gone = await mem.get(anchor), await mem.get(dup)
         assert (kept.archived, kept.content) == (False, edited)
         assert gone.archived and not gone.flags.faded  # forgotten by its user now
+
+
+async def test_a_memory_said_to_stop_holding_takes_its_merged_duplicate_with_it(store_target):
+    """The user ends the anchor's validity (`valid_to` in the past): the duplicate merged into
+    it, in the same words and until then the same window, kept none, so recall showed it
+    beside the stale anchor, unflagged, as a fact that still held. Now it stops holding with
+    its anchor and stays behind it: recall answers with the anchor alone, flagged stale."""
+    async with Memory.open(settings=_settings(store_target), embedder=HashEmbedder()) as mem:
+        anchor, dup = await _merged(mem)
+    ended = "2020-01-01T00:00:00Z"
+    async with Client(build_server(_settings(store_target), embedder=HashEmbedder())) as client:
+        reply = await client.call_tool("memory_update", {"memory_id": anchor, "valid_to": ended})
+        assert not reply.is_error, reply.content[0].text
+        hits = await client.call_tool(
+            "memory_recall", {"query": "deploy key for the billing cluster rotates every month"}
+        )
+        shown = [(h["id"], h["flags"]["stale"]) for h in hits.structured_content["hits"]]
+        assert shown == [(anchor, True)]
+    async with Memory.open(settings=_settings(store_target), embedder=HashEmbedder()) as mem:
+        kept, hidden = await mem.get(anchor), await mem.get(dup)
+        assert kept.valid_to == hidden.valid_to is not None
+        assert (hidden.archived, hidden.content) == (True, AGAIN)
