@@ -137,6 +137,17 @@ def labels_fit(kept: Memory, again: Memory) -> bool:
     )
 
 
+_ONE = {"tags": "tag", "entities": "entity", "references": "reference", "new": "new one"}
+
+
+def _count(n: int, what: str) -> str:
+    """ "1 tag", "2 tags", "1 new one", "5 new ones", "1 new reference" (`absorb_labels`)."""
+    head, _, last = what.rpartition(" ")
+    if n == 1:
+        return f"1 {head + ' ' if head else ''}{_ONE[last]}"
+    return f"{n} {what}" if last != "new" else f"{n} new ones"
+
+
 def absorb_labels(kept: Memory, again: Memory) -> None:
     """Keep in `kept` the tags, entities and references of `again`, and its place when `kept`
     has none (a merge takes its scores from `reflection.merged_fields`, its labels from
@@ -159,12 +170,14 @@ def absorb_labels(kept: Memory, again: Memory) -> None:
     ):
         new = [x for x in dict.fromkeys(theirs) if x not in set(mine)]
         if len(mine) + len(new) > bound:
+            fits = max(bound - len(mine), 0)
+            fix = f"Pass at most {_count(fits, 'new ' + field)}." if fits else ""
             raise InvalidInput(
                 field,
-                f"memory {kept.id[:8]} says this already and has {len(mine)} {field}; with the "
-                f"{len(new)} new ones given it would have {len(mine) + len(new)}, and a memory "
-                f"has at most {bound}.",
-                f"Pass at most {max(bound - len(mine), 0)} new {field}.",
+                f"memory {kept.id[:8]} says this already and has {_count(len(mine), field)}; "
+                f"with the {_count(len(new), 'new')} given it would have "
+                f"{len(mine) + len(new)}, and a memory has at most {bound}.",
+                fix or f"Pass no new {field}.",
             )
     kept.tags = clean_labels(kept.tags + again.tags, "tags")
     kept.entities = clean_labels(kept.entities + again.entities, "entities")

@@ -378,10 +378,10 @@ def refuse_unstorable(value: str, field: str) -> str:
     return value
 
 
-#: UTF-16 halves: valid only in pairs inside UTF-16, never as characters of a str.
 #: At most this many tags on a memory, and as many entities (`clean_labels`).
 MAX_LABELS = 50
 
+#: UTF-16 halves: valid only in pairs inside UTF-16, never as characters of a str.
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 

@@ -176,6 +176,21 @@ async def test_a_repeat_that_would_pass_50_labels_is_refused_naming_the_field(me
             f"new {field}."
         )
     assert (await mem.get(first.id)).reinforcement_count == 1
+    # Counted in words: one more fits, or none.
+    await mem.author(FACT, tags=[f"n{i}" for i in range(19)])
+    with pytest.raises(InvalidInput) as exc:
+        await mem.author(FACT, tags=["x1", "x2"])
+    assert str(exc.value).endswith(
+        "has 49 tags; with the 2 new ones given it would have 51, and a memory has at most 50. "
+        "Pass at most 1 new tag."
+    )
+    await mem.author(FACT, tags=["x1"])
+    with pytest.raises(InvalidInput) as exc:
+        await mem.author(FACT, tags=["x2"])
+    assert str(exc.value).endswith(
+        "has 50 tags; with the 1 new one given it would have 51, and a memory has at most 50. "
+        "Pass no new tags."
+    )
 
 
 @pytest.mark.anyio
