@@ -44,6 +44,9 @@ class InvalidInput(NooaError, ValueError):
         self.field = field
         self.problem = problem
         self.fix = fix
+        #: Which of several items written together was refused (`authoring.author_many`),
+        #: so an import names the file's line.
+        self.item: int | None = None
         message = f"{field}: {problem}"
         if fix:
             message += f" {fix}"

@@ -196,19 +196,27 @@ async def author_many(
         batch: dict[tuple[object, ...], str] = {}
         # Each attempt writes the records as they were built: one aborted may have logged
         # a first use or restored a history on them.
-        for record, vector, edges, again, near, named, more in zip(
-            [r.model_copy(deep=True) for r in records],
-            vectors,
-            anchored,
-            revive,
-            prior,
-            given,
-            extra,
-            strict=True,
-        ):
-            done.append(
-                await _author_one(caller, record, vector, edges, batch, again, near, named, more)
+        for at, (record, vector, edges, again, near, named, more) in enumerate(
+            zip(
+                [r.model_copy(deep=True) for r in records],
+                vectors,
+                anchored,
+                revive,
+                prior,
+                given,
+                extra,
+                strict=True,
             )
+        ):
+            try:
+                result = await _author_one(
+                    caller, record, vector, edges, batch, again, near, named, more
+                )
+            except InvalidInput as exc:
+                # A repeat past a memory's bounds (`repeats.absorb_labels`): which item.
+                exc.item = at if exc.item is None else exc.item
+                raise
+            done.append(result)
             if done[-1].status == "created":
                 noted.append(record.id)
         if then is not None:

@@ -450,16 +450,23 @@ async def import_records(
             done = await attach_edges_here(caller, ready, {**renamed, **folded, **more}, shared)
             out[:] = [(*done, wait)]
 
-        results = await author_many(
-            caller,
-            [request_of(AuthorRequest, specs[at]) for at, _, _ in written],
-            remind=False,
-            carried=[
-                _with_older(found, older.get(_line_id(item) or ""))
-                for found, (_, _, item) in zip(restores, written, strict=True)
-            ],
-            then=attach_batch,
-        )
+        try:
+            results = await author_many(
+                caller,
+                [request_of(AuthorRequest, specs[at]) for at, _, _ in written],
+                remind=False,
+                carried=[
+                    _with_older(found, older.get(_line_id(item) or ""))
+                    for found, (_, _, item) in zip(restores, written, strict=True)
+                ],
+                then=attach_batch,
+            )
+        except InvalidInput as exc:
+            # A line refused only where it meets what is stored (a repeat past a memory's
+            # bounds) names its line, as a line refused on reading does.
+            if exc.item is None:
+                raise
+            raise _refused_line(written[exc.item][1], exc) from None
         mine, more = _batch_edges(batch, claimed.shared_at, specs, results, renamed)
         folded.update(more)
         if attached:

@@ -54,3 +54,20 @@ async def test_the_same_line_twice_is_imported_once(store_target) -> None:
         assert report.counts.get("created") == 2 and report.counts.get("repeated_lines") == 1
         assert (await mem.stats()).total == 2
         assert (await mem.get(ID)).tags == ["home"]
+
+
+async def test_a_line_that_repeats_a_memory_past_its_bounds_is_refused_naming_the_line(
+    store_target,
+) -> None:
+    """A line whose words a stored memory says already, adding tags past the 50 it may hold,
+    is refused as authoring refuses it, naming the line (the refusal came from the write,
+    after the lines were read, and said no line), and nothing is imported."""
+    async with _open(store_target) as mem:
+        held = await mem.author(OTHER["content"], tags=[f"t{i}" for i in range(50)])
+        lines = [(1, {"content": "Bins go out on Tuesday"}), (2, OTHER | {"tags": ["new"]})]
+        with pytest.raises(InvalidInput) as refused:
+            await mem.import_records(lines)
+        said = str(refused.value)
+        assert said.startswith(f"line 2: tags: memory {held.id[:8]} says this already"), said
+        assert said.endswith("Pass no new tags. Nothing was imported."), said
+        assert [v.content for _, v in await mem.list_memories()] == [OTHER["content"]]
