@@ -92,7 +92,10 @@ async def intent(caller: Caller, request: IntentRequest, *, remind: bool = True)
     elif action == "cancel":
         if not memory_id:
             raise InvalidInput("memory_id", "is missing.", "Pass the id of the intent.")
-        found = await get(caller, memory_id)
+        # A granted role's intent is read-only, said as such (recall shows it); an unreadable
+        # id stays plainly not found.
+        target = await caller.resolve_writable(memory_id, action="cancel")
+        found = await get(caller, target)
         if found.type.value != "intent":
             raise InvalidInput(
                 "memory_id",

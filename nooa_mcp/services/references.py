@@ -324,6 +324,7 @@ async def capture_all(caller: Caller, records: Sequence[Memory]) -> None:
 
     Raises:
         InvalidInput / ReferenceOutsideRoot / NotFound: a reference cannot be captured.
+        OwnerForbidden: a `memory:` target of a role a server-side grant lets the caller read.
     """
     private = private_files(caller.settings)
     for record in records:
@@ -335,7 +336,9 @@ async def capture_all(caller: Caller, records: Sequence[Memory]) -> None:
                 captured.append(ref)  # imported with its snapshot: keep it as it was
                 continue
             if ref.kind == "memory":
-                full = await caller.resolve(ref.target, caller.actor.own, "references")
+                # A granted role's memory is read-only, said as such (recall shows it), as a
+                # link to one is; an unreadable id stays plainly not found.
+                full = await caller.resolve_writable(ref.target, "references", "reference")
                 ref = ref.model_copy(update={"target": full})
             contents = await visible_contents(caller, memory_targets([ref]))
             root = caller.settings.reference_root

@@ -68,7 +68,10 @@ async def todo(caller: Caller, request: TodoRequest, *, remind: bool = True) -> 
                 "is missing.",
                 f"Pass the id of the todo to {_DOES[action]} (action=list shows the ids).",
             )
-        found = await get(caller, memory_id)
+        # A granted role's todo is read-only, said as such (recall shows it); an unreadable
+        # id stays plainly not found.
+        target = await caller.resolve_writable(memory_id, action=_DOES[action])
+        found = await get(caller, target)
         if found.type.value != "todo":
             raise InvalidInput(
                 "memory_id",

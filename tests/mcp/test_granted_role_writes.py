@@ -81,3 +81,73 @@ async def test_a_link_to_a_granted_roles_memory_says_it_is_read_only(tmp_path: P
     assert f"no memory with id '{carol_id[:8]}'" in reply_text(ungranted)
     assert "carol" not in reply_text(ungranted)
     assert mine["hits"] == []
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "action"),
+    [
+        ("todo", {"action": "done"}, "mark done"),
+        ("todo", {"action": "drop"}, "drop"),
+        ("todo", {"action": "reopen"}, "reopen"),
+        ("intent", {"action": "cancel"}, "cancel"),
+    ],
+)
+async def test_closing_a_granted_roles_todo_or_intent_says_it_is_read_only(
+    tmp_path: Path, tool: str, args: dict[str, Any], action: str
+) -> None:
+    """The todo and intent tools answered "no memory with id" for a todo or intent recall
+    had just shown from a granted role (the update's finding, left on them); an unreadable
+    one stays plainly not found, and nothing changes either way."""
+    settings = Settings(store=tmp_path / "s.sqlite", owner="", read=["bob"])
+    server = hash_server(settings)
+    kind = "todo" if tool == "todo" else "intent"
+    extra = {} if tool == "todo" else {"cue": "bicycle"}
+    ids = {}
+    for who in ("bob", "carol"):
+        async with named(server, who) as client:
+            made = await call(client, tool, {"action": "add", "content": f"{who} {kind}", **extra})
+            ids[who] = made["id"]
+    async with named(server, "alice") as alice:
+        seen = await call(alice, "memory_recall", {"query": f"bob {kind}", "scope": "bob"})
+        assert ids["bob"] in [h["id"] for h in seen["hits"]]
+        refused = await alice.call_tool(tool, {**args, "memory_id": ids["bob"][:8]})
+        ungranted = await alice.call_tool(tool, {**args, "memory_id": ids["carol"][:8]})
+    assert refused.is_error
+    text = reply_text(refused)
+    assert f"role 'bob', which this server lets you read but not {action}" in text
+    assert "no memory with id" not in text
+    assert ungranted.is_error
+    assert f"no memory with id '{ids['carol'][:8]}'" in reply_text(ungranted)
+    assert "carol" not in reply_text(ungranted)
+    async with named(server, "bob") as bob:
+        listed = await call(bob, tool, {"action": "list"})
+    items = listed["todos"] if tool == "todo" else listed["intents"]
+    assert [i["id"] for i in items] == [ids["bob"]]
+
+
+async def test_a_reference_to_a_granted_roles_memory_says_it_is_read_only(
+    tmp_path: Path,
+) -> None:
+    """A `memory:` reference captures the target's words into the new memory: to a granted
+    role's memory it answered "no memory with id" though recall shows it; it is refused as
+    a link to one is. An unreadable target stays plainly not found; nothing is written."""
+    settings = Settings(store=tmp_path / "s.sqlite", owner="", read=["bob"])
+    server, bob_id, carol_id = await _seed(settings)
+    async with named(server, "alice") as alice:
+        refused = await alice.call_tool(
+            "memory_author",
+            {"content": "Alice rides to the library too.", "references": [f"memory:{bob_id[:8]}"]},
+        )
+        ungranted = await alice.call_tool(
+            "memory_author",
+            {"content": "Alice waters plants as well.", "references": [f"memory:{carol_id}"]},
+        )
+        mine = await call(alice, "memory_recall", {"query": "Alice library plants"})
+    assert refused.is_error
+    text = reply_text(refused)
+    assert "role 'bob', which this server lets you read but not reference" in text
+    assert "no memory with id" not in text
+    assert ungranted.is_error
+    assert f"no memory with id '{carol_id}'" in reply_text(ungranted)
+    assert "carol" not in reply_text(ungranted)
+    assert mine["hits"] == []
