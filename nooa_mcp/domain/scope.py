@@ -118,6 +118,19 @@ class Scope:
             return owner == self.owner
         return self.roles is None or owner_role(owner) in self.roles
 
+    def shows_reads_of(self, reader: str) -> bool:
+        """Whether a read by `reader` shows to this scope with its reader, query and score.
+
+        As `allows`, except for the shared owner: its rows are every role's, but its reads
+        are the user's own (a CLI recall without --owner) and show
+        only to the shared owner itself, or to a reader granted every role.
+        """
+        if reader != "":
+            return self.allows(reader)
+        if self.owner is not None:
+            return self.owner == ""
+        return self.roles is None or "" in self.roles
+
     @property
     def visible_roles(self) -> frozenset[str] | None:
         """The roles whose rows this scope may see besides the shared ones (None: every

@@ -71,8 +71,10 @@ def redact(record: AccessRecord, scope: Scope) -> AccessRecord:
     role's name, its queries (and the ids of its own memories in a deref note) and how well
     its query matched are not another's to read (DESIGN.md §10): the reader is left blank,
     as the shared owner's own accesses are, so no reply names a role the caller may not read.
+    The shared owner's reads are the user's own (`Scope.shows_reads_of`): every role reads
+    shared memories, but not what the user asked of them.
     """
-    if scope.allows(record.reader_owner):
+    if scope.shows_reads_of(record.reader_owner):
         return record
     return record.model_copy(update=_REDACTED)
 
