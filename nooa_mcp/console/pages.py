@@ -15,6 +15,7 @@ from starlette.responses import Response
 from .. import InvalidInput, MemoryType
 from ..cursors import CURSORS
 from ..domain.forgetting import prune_eta
+from ..errors import NotFound
 from . import svg
 from .auth import LoopbackOnly
 from .web import Page
@@ -144,7 +145,13 @@ async def why(page: Page) -> Response:
     if not query or not memory_id:
         raise InvalidInput("q", "and id are both needed.", "Open this from a search result.")
     await ready(page)
-    result = await page.memory.explain(query, memory_id=memory_id, k=k)
+    try:
+        result = await page.memory.explain(query, memory_id=memory_id, k=k)
+    except NotFound as missing:
+        # The console shows its role's and shared memories only: an id of a role the token
+        # may read through MCP is not found here, as its memory page says, not "pass the
+        # scope" (the console has no scope to pass).
+        raise NotFound(memory_id, missing.field) from None
     answer = result.why_not
     assert answer is not None  # explain with a query and an id always says why (not)
     w = TERM_WEIGHTS

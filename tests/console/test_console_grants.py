@@ -22,9 +22,10 @@ BOB_NOTE = "Bob parks the blue bicycle behind the library"
 
 async def test_a_token_with_a_read_grant_sees_its_own_and_shared_memories_only(tmp_path, embedder):
     store = tmp_path / "grants.sqlite"
+    ids = {}
     for owner, note in (("alice", ALICE_NOTE), ("", SHARED_NOTE), ("bob", BOB_NOTE)):
         async with Memory.open(store, owner=owner, embedder=embedder) as mem:
-            await mem.author(note)
+            ids[owner] = (await mem.author(note)).id
     token = "g" * 32
     async with Engine.open(Settings(store=store), embedder) as engine:
         console = Console.for_engine(
@@ -39,6 +40,14 @@ async def test_a_token_with_a_read_grant_sees_its_own_and_shared_memories_only(t
             ).status_code == 303
             listed = (await http.get("/memories")).text
             searched = (await http.get("/", params={"q": "office key bicycle library"})).text
+            # Bob's memory by id: not found, on its page and on "why" alike; the console
+            # has no scope to pass (it said "pass the scope 'bob'").
+            why = await http.get("/why", params={"q": "bicycle", "id": ids["bob"]})
+            page = await http.get(f"/memory/{ids['bob']}")
+            made_up = await http.get("/why", params={"q": "bicycle", "id": "ab" * 16})
+    assert why.status_code == page.status_code == made_up.status_code == 404
+    assert "pass the scope" not in why.text and "bob" not in why.text.lower()
+    assert why.text.replace(ids["bob"], "ID") == made_up.text.replace("ab" * 16, "ID")
     for body in (listed, searched):
         assert ALICE_NOTE in body and SHARED_NOTE in body
         assert BOB_NOTE not in body and "blue bicycle" not in body
