@@ -78,11 +78,32 @@ class Caller:
             raise InvalidInput(field, f"{ident!r} is not an id.", "Pass an id or 8-char prefix.")
         # Resolved inside the scope: another owner's id prefixes are neither a match nor
         # an ambiguity, and never listed.
-        memory_id = await self.store.resolve_id(normalise_id(ident, field), field, scope)
+        try:
+            memory_id = await self.store.resolve_id(normalise_id(ident, field), field, scope)
+        except AmbiguousId as several:
+            # Nor are another role's forgotten memories (`withdrawn`).
+            kept = [c for c in several.candidates if not await self.withdrawn(c)]
+            if len(kept) > 1:
+                raise AmbiguousId(several.prefix, kept, field) from None
+            if not kept:
+                raise NotFound(ident, field) from None
+            memory_id = kept[0]
         owner = (await self.store.owners_of([memory_id])).get(memory_id)
-        if owner is None or not scope.allows(owner):
+        if owner is None or not scope.allows(owner) or await self.withdrawn(memory_id, owner):
             raise NotFound(ident, field)
         return memory_id
+
+    async def withdrawn(self, memory_id: str, owner: str | None = None) -> bool:
+        """Whether `memory_id` is another role's memory its owner forgot: a read grant reaches
+        a role's live and faded memories, never what that role withdrew (DESIGN.md §10).
+        Its own role's and the shared ones are never withdrawn from this caller: a forgotten
+        memory stays readable by id to those who may revive it."""
+        if owner is None:
+            owner = (await self.store.owners_of([memory_id])).get(memory_id)
+        if owner is None or owner == "" or owner_role(owner) == self.role:
+            return False
+        memory = await self.store.fetch(memory_id)
+        return memory is not None and memory.archived and not memory.faded
 
     async def resolve_in_scope(self, ident: Any, scope: Scope, field: str = "memory_id") -> str:
         """`resolve`, for a read that takes a scope word (explain): an id not in `scope` but in
@@ -133,6 +154,8 @@ class Caller:
         owner = (await self.store.owners_of([memory_id])).get(memory_id)
         if owner is None or owner == "" or not readable.allows(owner):
             return None
+        if await self.withdrawn(memory_id, owner):
+            return None  # forgotten by its role: not there for this caller, by any scope
         return owner_role(owner)
 
     async def fetch(self, memory_id: str) -> Memory:

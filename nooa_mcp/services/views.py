@@ -206,6 +206,8 @@ async def list_memories(
         tag=tag,
         after_seq=after,
         limit=max(1, min(limit, 500)),
+        # A granted role's forgotten memories are not listed (`Caller.withdrawn`).
+        forgotten_of=None if archived is False or scope_obj == caller.actor.own else caller.role,
     )
     return [(m.seq or 0, await view(caller, m, scope_obj)) for m in memories]
 

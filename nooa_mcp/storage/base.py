@@ -529,10 +529,12 @@ class Store(Protocol):
         tag: str | None = None,
         after_seq: int | None = None,
         limit: int = 50,
+        forgotten_of: str | None = None,
     ) -> list[Memory]:
         """Memories inside `scope` in seq order after `after_seq`; `owner` keeps one owner's
         rows, `tag` those carrying the tag (case folded for ASCII letters only, alike on every
-        backend)."""
+        backend); `forgotten_of`: forgotten rows (archived, not faded) only of that role and
+        the shared owner."""
         ...
 
     async def count_memories(

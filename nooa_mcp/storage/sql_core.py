@@ -539,10 +539,17 @@ class SqlVerbs(SqlPrimitives):
         tag: str | None = None,
         after_seq: int | None = None,
         limit: int = 50,
+        forgotten_of: str | None = None,
     ) -> list[Memory]:
         """Memories in insertion order, for listings and exports (cursor = last seq)."""
         d = self.dialect
         clauses, params = self._list_where(scope, archived, type, status, owner, tag)
+        if forgotten_of is not None:
+            clauses.append(
+                f"(archived = {d.false} OR faded = {d.true} OR owner = '' "
+                f"OR role = {d.p('forgotten_of')})"
+            )
+            params["forgotten_of"] = forgotten_of
         if after_seq is not None:
             clauses.append(f"seq > {d.p('after')}")
             params["after"] = after_seq

@@ -98,17 +98,23 @@ async def test_revive_of_a_shared_memory_by_a_role_is_refused_and_writes_nothing
 
 async def test_revive_of_a_granted_roles_memory_is_refused_as_read_only(store_path, embedder):
     async with Memory.open(store_path, owner="writer@desk", embedder=embedder) as writer:
-        theirs = (await writer.author("The style guide prefers short sentences")).id
-        await writer.forget(theirs)
+        faded = (await writer.author("The style guide prefers short sentences")).id
+        gone = (await writer.author("The old style guide wanted long sentences")).id
+        await writer.forget(gone)
+        await writer.reflect(["prune"], now=datetime.now(UTC) + timedelta(days=3650))
     async with Memory.open(
         store_path, owner="coder@laptop", read=["writer"], embedder=embedder
     ) as coder:
-        assert (await coder.get(theirs, scope="writer")).archived
+        assert (await coder.get(faded, scope="writer")).archived
         # It reads it (a grant), so "no memory with id" would mislead: read-only, said so.
         with pytest.raises(OwnerForbidden, match="role 'writer', which this server lets you"):
-            await coder.revive(theirs)
+            await coder.revive(faded)
+        # What the role forgot a grant does not reach: plainly not found (DESIGN.md §10).
+        for read in (lambda: coder.get(gone, scope="writer"), lambda: coder.revive(gone)):
+            with pytest.raises(NotFound):
+                await read()
     async with Memory.open(store_path, owner="writer@desk", embedder=embedder) as writer:
-        assert (await writer.get(theirs)).archived
+        assert (await writer.get(faded)).archived and (await writer.get(gone)).archived
 
 
 async def test_another_instance_of_the_same_role_may_revive(store_path, embedder):
