@@ -140,12 +140,19 @@ def import_spec(item: dict[str, Any]) -> dict[str, Any]:
     return spec
 
 
-def _refused_line(line: int, exc: InvalidInput) -> InvalidInput:
+def _refused_line(line: int, exc: InvalidInput, written_before: int | None = None) -> InvalidInput:
     """The line's refusal: its field, the problem, the fix (a file names the types there are,
     as a tool does; before, the fix was dropped: "type: 'note' is not a memory type."), and
-    that nothing was imported."""
-    fix = f"{exc.fix} Nothing was imported." if exc.fix else "Nothing was imported."
-    return InvalidInput(f"line {line}", f"{exc.field}: {exc.problem}", fix)
+    that nothing was imported, or, for a line refused where it meets what is stored in a batch
+    after the first (`written_before`: that batch's first line), which lines were: each batch
+    is its own transaction, and "Nothing was imported" was said with 256 lines written."""
+    done = "Nothing was imported."
+    if written_before is not None:
+        done = (
+            f"The lines before line {written_before} were imported, none from it on: "
+            f"run the same import again once line {line} is fixed to add the rest."
+        )
+    return InvalidInput(f"line {line}", f"{exc.field}: {exc.problem}", f"{exc.fix} {done}".strip())
 
 
 def _short(value: Any) -> str:
@@ -466,7 +473,9 @@ async def import_records(
             # bounds) names its line, as a line refused on reading does.
             if exc.item is None:
                 raise
-            raise _refused_line(written[exc.item][1], exc) from None
+            # The batches before this one are written (each its own transaction).
+            before = checked[start][0] if start else None
+            raise _refused_line(written[exc.item][1], exc, before) from None
         mine, more = _batch_edges(batch, claimed.shared_at, specs, results, renamed)
         folded.update(more)
         if attached:

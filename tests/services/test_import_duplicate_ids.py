@@ -15,6 +15,7 @@ import pytest
 from nooa_mcp import Memory, Settings
 from nooa_mcp.embeddings import HashEmbedder
 from nooa_mcp.errors import InvalidInput
+from nooa_mcp.services.transfer import BATCH
 
 pytestmark = pytest.mark.anyio
 
@@ -71,3 +72,29 @@ async def test_a_line_that_repeats_a_memory_past_its_bounds_is_refused_naming_th
         assert said.startswith(f"line 2: tags: memory {held.id[:8]} says this already"), said
         assert said.endswith("Pass no new tags. Nothing was imported."), said
         assert [v.content for _, v in await mem.list_memories()] == [OTHER["content"]]
+
+
+async def test_a_line_refused_past_its_bounds_in_a_later_batch_says_what_was_imported(
+    store_target,
+) -> None:
+    """Each batch of an import is its own transaction: a line refused where it meets what is
+    stored, in the second batch, said "Nothing was imported." with the first batch's lines
+    written. It says which lines were, and that the same import run again adds the rest."""
+    async with _open(store_target) as mem:
+        await mem.author(OTHER["content"], tags=[f"t{i}" for i in range(50)])
+        lines = [(n, {"content": f"Widget {n} weighs {n * 7} grams"}) for n in range(1, BATCH + 5)]
+        lines.append((BATCH + 5, OTHER | {"tags": ["new"]}))
+        with pytest.raises(InvalidInput) as refused:
+            await mem.import_records(lines)
+        said = str(refused.value)
+        assert said.startswith(f"line {BATCH + 5}: tags: memory "), said
+        assert "Nothing was imported" not in said, said
+        assert said.endswith(
+            f"Pass no new tags. The lines before line {BATCH + 1} were imported, none from it "
+            f"on: run the same import again once line {BATCH + 5} is fixed to add the rest."
+        ), said
+        assert (await mem.stats()).total == BATCH + 1
+        lines[-1] = (BATCH + 5, OTHER)
+        report = await mem.import_records(lines)
+        assert report.counts.get("created") == 4, report.counts
+        assert (await mem.stats()).total == BATCH + 5
