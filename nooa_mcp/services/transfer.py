@@ -733,8 +733,11 @@ async def _all_accesses(caller: Caller, memory: Memory) -> list[Any]:
     out as a reader of the memory's view would see it (`views.redact`). An access by a reader
     of another role than the memory's (and, for a shared memory, than the exporter's) reads
     `OTHER_READER` (redacted or not), so its line says it was another reader's
-    (`accesses.access_record`) and names no one; any other reads as the owner's (blank)."""
-    shown = caller.actor.effective()
+    (`accesses.access_record`) and names no one; any other reads as the owner's (blank).
+    Queries are shown as the exporter's own scope shows them, not its grants': a shared
+    memory's reads are never marked, so with `--read '*'` another role's query and the
+    user's own (a CLI recall) went into the file as the exporter's reads."""
+    shown = caller.actor.own
     # The memory's role's reads, and the exporter's own of a shared memory (which the import
     # makes the importer's), are the owner's: stats counts neither as another role's, and
     # their queries are the importer's to read. No read of a shared memory is marked: every

@@ -181,3 +181,29 @@ async def test_the_shared_owners_pass_logs_no_words_of_another_roles_pruned_memo
         ).id
         [own] = [s for s in (await dev.reflect(["prune"], now=later)).steps if s.step == "prune"]
         assert any(d.startswith(kept[:8]) and "build cache" in d for d in own.details)
+
+
+async def test_an_export_with_every_role_readable_carries_no_query_of_a_shared_memory_but_its_own(
+    store_target,
+) -> None:
+    """A shared memory's reads are not marked as another reader's: `dev`'s export with
+    `--read '*'` carried `ops`'s query and the user's own (a recall without an owner) on
+    them, unredacted, as dev's own reads (an import makes them the importer's). It keeps
+    their time and channel and dev's own query only."""
+    async with _open(store_target, "") as user:
+        memory_id = (await user.author(FACT)).id
+        assert (await user.recall("private lawyer meeting about the deploy key", k=1)).hits
+    async with _open(store_target, "ops") as ops:
+        assert (await ops.recall("ops deploy key rotation schedule", k=1)).hits
+    async with _open(store_target, "dev", read=["*"]) as dev:
+        assert (await dev.recall("dev rotates the deploy key", k=1)).hits
+        lines = [r async for r in dev.export_records()]
+    [line] = [item for item in lines if item.get("id") == memory_id]
+    accesses = line["history"]["accesses"]
+    said = json.dumps(lines)
+    assert "lawyer" not in said and "ops deploy" not in said, said
+    assert [a.get("query") for a in accesses if a["channel"] == "recalled"] == [
+        None,
+        None,
+        "dev rotates the deploy key",
+    ]
