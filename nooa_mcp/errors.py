@@ -36,6 +36,10 @@ __all__ = [
 class NooaError(Exception):
     """Base of every error nooa-mcp raises on purpose."""
 
+    #: Which of several items written together was refused (`authoring.author_many`), so an
+    #: import names the file's line.
+    item: int | None = None
+
 
 class InvalidInput(NooaError, ValueError):
     """An argument is not acceptable; the message names the field and the fix."""
@@ -44,9 +48,6 @@ class InvalidInput(NooaError, ValueError):
         self.field = field
         self.problem = problem
         self.fix = fix
-        #: Which of several items written together was refused (`authoring.author_many`),
-        #: so an import names the file's line.
-        self.item: int | None = None
         message = f"{field}: {problem}"
         if fix:
             message += f" {fix}"

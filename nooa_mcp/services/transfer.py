@@ -48,7 +48,7 @@ from ..domain.requests import AuthorRequest, request_of
 from ..domain.schema import Edge, Memory, Trigger, as_utc, now as utc_now
 from ..domain.scope import OTHER_READER, owner_role
 from ..domain.text import holds_unstorable, without_unstorable
-from ..errors import InvalidInput
+from ..errors import InvalidInput, NooaError
 from .authoring import author_many
 from .caller import Caller
 from .import_scope import attach_edges, attach_edges_here, claim_ids
@@ -140,7 +140,7 @@ def import_spec(item: dict[str, Any]) -> dict[str, Any]:
     return spec
 
 
-def _refused_line(line: int, exc: InvalidInput, written_before: int | None = None) -> InvalidInput:
+def _refused_line(line: int, exc: NooaError, written_before: int | None = None) -> InvalidInput:
     """The line's refusal: its field, the problem, the fix (a file names the types there are,
     as a tool does; before, the fix was dropped: "type: 'note' is not a memory type."), and
     that nothing was imported, or, for a line refused where it meets what is stored in a batch
@@ -152,6 +152,8 @@ def _refused_line(line: int, exc: InvalidInput, written_before: int | None = Non
             f"The lines before line {written_before} were imported, none from it on: "
             f"run the same import again once line {line} is fixed to add the rest."
         )
+    if not isinstance(exc, InvalidInput):  # not found, read-only: the message says it all
+        return InvalidInput(f"line {line}", str(exc), done)
     return InvalidInput(f"line {line}", f"{exc.field}: {exc.problem}", f"{exc.fix} {done}".strip())
 
 
@@ -468,9 +470,10 @@ async def import_records(
                 ],
                 then=attach_batch,
             )
-        except InvalidInput as exc:
+        except NooaError as exc:
             # A line refused only where it meets what is stored (a repeat past a memory's
-            # bounds) names its line, as a line refused on reading does.
+            # bounds, a `memory:` reference not found or read-only) names its line, as a line
+            # refused on reading does.
             if exc.item is None:
                 raise
             # The batches before this one are written (each its own transaction).

@@ -98,3 +98,32 @@ async def test_a_line_refused_past_its_bounds_in_a_later_batch_says_what_was_imp
         report = await mem.import_records(lines)
         assert report.counts.get("created") == 4, report.counts
         assert (await mem.stats()).total == BATCH + 5
+
+
+async def test_a_line_whose_memory_reference_cannot_be_captured_is_refused_naming_the_line(
+    store_target,
+) -> None:
+    """A `memory:` reference to no memory, or to a memory of a role the importer may only
+    read, was refused without a line ("references: no memory with id 'deadbeef'. ...",
+    "owner: that memory is of role 'bob' ..."): which of the file's lines said it was left
+    to guess. It names the line, and nothing is imported."""
+    async with Memory.open(
+        settings=Settings(store=store_target, owner="bob"), embedder=HashEmbedder()
+    ) as bob:
+        bobs = (await bob.author("Bob parks the blue bicycle behind the library")).id
+    settings = Settings(store=store_target, owner="alice", read=["bob"])
+    async with Memory.open(settings=settings, embedder=HashEmbedder()) as mem:
+        for target, said in (
+            ("deadbeef", "references: no memory with id 'deadbeef'."),
+            (bobs[:8], "owner: that memory is of role 'bob', which this server lets you read"),
+        ):
+            lines = [
+                (1, OTHER),
+                (2, {"content": "See that note", "references": [f"memory:{target}"]}),
+            ]
+            with pytest.raises(InvalidInput) as refused:
+                await mem.import_records(lines)
+            text = str(refused.value)
+            assert text.startswith(f"line 2: {said}"), text
+            assert text.endswith("Nothing was imported."), text
+            assert await mem.list_memories() == []
