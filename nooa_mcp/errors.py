@@ -103,16 +103,22 @@ class OwnerForbidden(NooaError, PermissionError):
     """The connection's owner may not do this to that memory."""
 
     def __init__(
-        self, owner: str, target_owner: str, action: str = "write", granted: bool = False
+        self,
+        owner: str,
+        target_owner: str,
+        action: str = "write",
+        granted: bool = False,
+        field: str = "owner",
     ) -> None:
         self.owner = owner
         self.target_owner = target_owner
         self.action = action
         if granted:
             # `target_owner` is a role (never role@instance) this server grants `owner` to read:
-            # recall shows its memories, so "no memory with id" would be a falsehood.
+            # recall shows its memories, so "no memory with id" would be a falsehood. `field`:
+            # the argument that named that memory.
             super().__init__(
-                f"owner: that memory is of role '{target_owner}', which this server lets you "
+                f"{field}: that memory is of role '{target_owner}', which this server lets you "
                 f"read but not {action}; writes and links stay inside your own role."
             )
             return

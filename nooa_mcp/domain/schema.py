@@ -411,7 +411,7 @@ def clean_labels(
     for at, value in enumerate(values or [], 1):
         if not isinstance(value, str):
             raise InvalidInput(
-                field, f"{_shown(value)} is not text.", "Pass a list of short strings."
+                field, f"{_shown(value)} (item {at}) is not text.", "Pass a list of short strings."
             )
         item = " ".join(refuse_unstorable(value, field).split())
         if not item:
@@ -420,14 +420,16 @@ def clean_labels(
             raise InvalidInput(field, f"{_shown(value)} (item {at}) is blank.", blank_fix)
         if len(item) > 100:
             raise InvalidInput(
-                field, f"'{item[:20]}…' is longer than 100 characters.", "Keep each label short."
+                field,
+                f"'{item[:20]}…' (item {at}) is longer than 100 characters.",
+                "Keep each label short.",
             )
         if item not in out:
             out.append(item)
     if len(out) > MAX_LABELS:
         raise InvalidInput(
             field,
-            f"{len(out)} labels given; at most {MAX_LABELS} are kept.",
+            f"{len(out)} labels given; a memory holds at most {MAX_LABELS}.",
             "Pass fewer labels.",
         )
     return out

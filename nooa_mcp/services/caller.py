@@ -139,7 +139,7 @@ class Caller:
             role = await self._granted_role_of(str(ident), field, self.actor.own)
             if role is None:
                 raise
-            raise OwnerForbidden(self.owner, role, action, granted=True) from missing
+            raise OwnerForbidden(self.owner, role, action, granted=True, field=field) from missing
 
     async def _granted_role_of(self, ident: str, field: str, scope: Scope) -> str | None:
         """The role of a memory outside `scope` that a server-side grant lets this caller read,

@@ -128,6 +128,18 @@ def test_a_blank_label_is_refused_naming_its_place_not_dropped(blank: str) -> No
     assert clean_labels([" a  b ", "a b", "c"], "tags") == ["a b", "c"]
 
 
+def test_a_label_refusal_names_its_place_and_says_none_were_cut() -> None:
+    """Which item is not text or too long, as for a blank one; past 50 the refusal said "at
+    most 50 are kept", as if the rest had been cut, when nothing is written."""
+    with pytest.raises(InvalidInput, match=r"^tags: 7 \(item 2\) is not text\."):
+        clean_labels(["ops", 7], "tags")
+    with pytest.raises(InvalidInput, match=r"\(item 3\) is longer than 100 characters"):
+        clean_labels(["a", "b", "x" * 101], "tags")
+    with pytest.raises(InvalidInput) as info:
+        clean_labels([f"t{i}" for i in range(51)], "tags")
+    assert str(info.value) == "tags: 51 labels given; a memory holds at most 50. Pass fewer labels."
+
+
 def test_link_with_an_unknown_relation_lists_the_relations():
     with pytest.raises(InvalidInput) as info:
         parse_link({"target": "abcdef12", "relation": "likes"})

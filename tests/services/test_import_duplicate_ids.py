@@ -115,7 +115,10 @@ async def test_a_line_whose_memory_reference_cannot_be_captured_is_refused_namin
     async with Memory.open(settings=settings, embedder=HashEmbedder()) as mem:
         for target, said in (
             ("deadbeef", "references: no memory with id 'deadbeef'."),
-            (bobs[:8], "owner: that memory is of role 'bob', which this server lets you read"),
+            (
+                bobs[:8],
+                "references: that memory is of role 'bob', which this server lets you read",
+            ),
         ):
             lines = [
                 (1, OTHER),
