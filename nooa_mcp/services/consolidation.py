@@ -311,6 +311,9 @@ class _Pass:
         self.planner = Planner(caller, self.role, [], False)
         #: Ids of items skipped because a row vanished meanwhile: the next pass looks again.
         self.unsettled: set[str] = set()
+        #: Merges skipped because one memory could not hold both's labels (`labels_fit`): a
+        #: set, so an item redone after a rolled-back batch is counted once.
+        self.kept_apart: set[tuple[str, str]] = set()
 
     async def tick(self, message: str) -> None:
         self.done += 1
@@ -341,6 +344,12 @@ class _Pass:
                 await self._apply_one_by_one(step, plan, apply)
             else:
                 await self._apply(step, plan, apply, self._link_many if name == "link" else None)
+            if name == "merge" and self.kept_apart:
+                # Said, or "1 skipped" read as a pass that failed or a rule broken.
+                step.note = (
+                    f"{len(self.kept_apart)} pair(s) left as two memories: together they hold "
+                    "more than one memory may (50 tags, 50 entities or 20 references)"
+                )
 
     async def _apply(
         self,
@@ -564,6 +573,7 @@ class _Pass:
             return ""
         # The anchor keeps every tag, entity and reference of the duplicate, or they stay two.
         if not labels_fit(anchor, dup):
+            self.kept_apart.add((anchor.id, dup.id))
             return ""
         vecs = await caller.store.embeddings_of([anchor.id, dup.id])
         if len(vecs) < 2 or float(vecs[anchor.id] @ vecs[dup.id]) < MERGE_SIMILARITY:

@@ -341,6 +341,8 @@ async def test_a_merge_whose_labels_pass_the_bound_keeps_both_and_the_pass_runs_
         assert report.status == "completed"
         merge = next(s for s in report.steps if s.step == "merge")
         assert (merge.planned, merge.applied, merge.skipped) == (1, 0, 1)
+        # Said why: "1 skipped" alone read as a pass that failed.
+        assert merge.note.startswith("1 pair(s) left as two memories: together they hold")
         kept = {m: await mem.get(m) for m in (old, new)}
         assert [(v.archived, v.tags) for v in kept.values()] == [(False, first), (False, second)]
         # Tags that fit still merge: every label of the duplicate joins the anchor.
