@@ -94,13 +94,13 @@ class Caller:
         return memory_id
 
     async def withdrawn(self, memory_id: str, owner: str | None = None) -> bool:
-        """Whether `memory_id` is another role's memory its owner forgot: a read grant reaches
-        a role's live and faded memories, never what that role withdrew (DESIGN.md §10).
-        Its own role's and the shared ones are never withdrawn from this caller: a forgotten
-        memory stays readable by id to those who may revive it."""
+        """Whether `memory_id` is a memory another role forgot, or the user a shared one: a
+        read grant, and the shared memories every role sees, reach live and faded memories,
+        never what their owner withdrew (DESIGN.md §10). A forgotten memory stays readable by
+        id to its own role (the shared owner for a shared one): they may revive it."""
         if owner is None:
             owner = (await self.store.owners_of([memory_id])).get(memory_id)
-        if owner is None or owner == "" or owner_role(owner) == self.role:
+        if owner is None or owner_role(owner) == self.role:
             return False
         memory = await self.store.fetch(memory_id)
         return memory is not None and memory.archived and not memory.faded

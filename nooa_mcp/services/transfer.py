@@ -668,7 +668,14 @@ async def export_records(caller: Caller, *, include_archived: bool = False) -> A
     scope = caller.scope("mine")
     after = None
     while True:
-        page = await caller.store.list_memories(scope, archived=None, after_seq=after, limit=500)
+        page = await caller.store.list_memories(
+            scope,
+            archived=None,
+            after_seq=after,
+            limit=500,
+            # The user's forgotten shared memories are the user's (`Caller.withdrawn`).
+            forgotten_of=caller.role,
+        )
         if not page:
             break
         if not include_archived:

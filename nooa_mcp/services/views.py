@@ -206,8 +206,9 @@ async def list_memories(
         tag=tag,
         after_seq=after,
         limit=max(1, min(limit, 500)),
-        # A granted role's forgotten memories are not listed (`Caller.withdrawn`).
-        forgotten_of=None if archived is False or scope_obj == caller.actor.own else caller.role,
+        # Another role's (or the user's shared) forgotten memories are not listed
+        # (`Caller.withdrawn`).
+        forgotten_of=None if archived is False else caller.role,
     )
     return [(m.seq or 0, await view(caller, m, scope_obj)) for m in memories]
 

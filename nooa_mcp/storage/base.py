@@ -533,8 +533,8 @@ class Store(Protocol):
     ) -> list[Memory]:
         """Memories inside `scope` in seq order after `after_seq`; `owner` keeps one owner's
         rows, `tag` those carrying the tag (case folded for ASCII letters only, alike on every
-        backend); `forgotten_of`: forgotten rows (archived, not faded) only of that role and
-        the shared owner."""
+        backend); `forgotten_of`: forgotten rows (archived, not faded) only of that role (""
+        for the shared owner's)."""
         ...
 
     async def count_memories(

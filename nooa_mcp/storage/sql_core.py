@@ -546,8 +546,7 @@ class SqlVerbs(SqlPrimitives):
         clauses, params = self._list_where(scope, archived, type, status, owner, tag)
         if forgotten_of is not None:
             clauses.append(
-                f"(archived = {d.false} OR faded = {d.true} OR owner = '' "
-                f"OR role = {d.p('forgotten_of')})"
+                f"(archived = {d.false} OR faded = {d.true} OR role = {d.p('forgotten_of')})"
             )
             params["forgotten_of"] = forgotten_of
         if after_seq is not None:

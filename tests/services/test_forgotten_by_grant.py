@@ -62,3 +62,25 @@ async def test_a_granted_reader_never_reaches_what_the_role_forgot(store_target)
         listed = [v.id for _, v in await carol.list_memories(archived=None, scope="bob")]
         assert kept_id in listed and gone_id not in listed
         assert await carol.list_memories(archived=True, scope="bob") == []
+
+
+async def test_a_role_never_reaches_a_shared_memory_the_user_forgot(store_target):
+    """Shared memories are every role's to read, but one the user forgot is the user's: a
+    role read it whole by id, listed it in its archive (`memory://archived`) and exported it
+    with `--include-archived` into another store. Now none of these shows it to a role;
+    the user (the shared owner) still reads and lists it, and may revive it."""
+    async with _open(store_target, "") as user:
+        kept = (await user.author(KEPT)).id
+        gone = (await user.author("The user's divorce lawyer is Ms Hale")).id
+        await user.forget(gone, reason="should never have been shared")
+        assert (await user.get(gone)).archived
+        assert gone in [v.id for _, v in await user.list_memories(archived=True)]
+        assert gone in [r["id"] async for r in user.export_records(include_archived=True)]
+    async with _open(store_target, "bob") as bob:
+        assert (await bob.get(kept)).content == KEPT
+        for read in (lambda: bob.get(gone), lambda: bob.explain(memory_id=gone)):
+            with pytest.raises(NotFound):
+                await read()
+        assert gone not in [v.id for _, v in await bob.list_memories(archived=None)]
+        exported = [r["id"] async for r in bob.export_records(include_archived=True)]
+        assert kept in exported and gone not in exported
