@@ -8,6 +8,7 @@ through each other's private helpers.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from ..config import Settings
@@ -104,6 +105,19 @@ class Caller:
             return False
         memory = await self.store.fetch(memory_id)
         return memory is not None and memory.archived and not memory.faded
+
+    async def withdrawn_among(self, memory_ids: Iterable[str]) -> set[str]:
+        """Those of `memory_ids` that are `withdrawn` for this caller, in one store read: for
+        a view that reaches memories through another (links, the access log)."""
+        wanted = list(dict.fromkeys(memory_ids))
+        if not wanted:
+            return set()
+        found = await self.store.fetch_many(wanted)
+        return {
+            memory_id
+            for memory_id, memory in found.items()
+            if owner_role(memory.owner) != self.role and memory.archived and not memory.faded
+        }
 
     async def resolve_in_scope(self, ident: Any, scope: Scope, field: str = "memory_id") -> str:
         """`resolve`, for a read that takes a scope word (explain): an id not in `scope` but in

@@ -2,7 +2,8 @@
 
 A link is followed whichever way it points, so a memory that refines this one shows beside
 the ones this one refines. Only memories inside the reader's scope appear, and nothing is
-logged: looking at links is not a use.
+logged: looking at links is not a use. A memory another role forgot (or the user, a shared one)
+is left out, with its links (`Caller.withdrawn`).
 """
 
 from __future__ import annotations
@@ -54,7 +55,15 @@ async def neighbourhood(
     frontier = [center]
     for _ in range(hops):
         around: dict[str, list[EdgeRow]] = {node: [] for node in frontier}
-        for edge in await caller.store.links_of(frontier, scope_obj):
+        links = await caller.store.links_of(frontier, scope_obj)
+        # What another role forgot is not there for this reader, nor reached through
+        # (`Caller.withdrawn`): its words, its id and its links stay out.
+        gone = await caller.withdrawn_among(
+            end for edge in links for end in (edge.src, edge.dst) if end not in seen
+        )
+        for edge in links:
+            if edge.src in gone or edge.dst in gone:
+                continue
             for end in {edge.src, edge.dst}:
                 if end in around:
                     around[end].append(edge)

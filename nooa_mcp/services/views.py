@@ -231,12 +231,16 @@ async def access_log(
 async def recent_accesses(
     caller: Caller, *, limit: int = 50, before: int | None = None, scope: str = "mine"
 ) -> list[tuple[int, str, AccessRecord]]:
-    """Store-wide accesses to memories in the scope, newest first."""
+    """Store-wide accesses to memories in the scope, newest first; none of a memory another
+    role forgot (`Caller.withdrawn`), so a page may hold fewer than `limit`."""
     stream = await caller.store.access_stream(
         None, max(1, min(limit, 500)), before, scope=caller.scope(scope)
     )
     shown = caller.actor.effective()
-    return [(seq, mid, redact(record, shown)) for seq, mid, record in stream]
+    # Accesses of what another role forgot (or the user, a shared one) are that role's: their
+    # ids and queries stay out, as the memory does (`Caller.withdrawn`).
+    gone = await caller.withdrawn_among(mid for _, mid, _ in stream)
+    return [(seq, mid, redact(record, shown)) for seq, mid, record in stream if mid not in gone]
 
 
 def kpi_shares(counts: Counts, raw: KpiTotals) -> dict[str, float | int]:
