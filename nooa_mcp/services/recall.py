@@ -26,7 +26,7 @@ from ..domain.schema import (
     Reference,
     now as utc_now,
 )
-from ..domain.scope import Scope
+from ..domain.scope import Scope, owner_role
 from ..errors import StoreConflict
 from ..storage.rows import uses_of
 from . import reminders
@@ -407,7 +407,8 @@ async def _attach_references(
         stored = by_id.get(hit.id) or []
         if not stored:
             continue
-        hit.references, live = await resolve_all(caller, stored, scope)
+        own = owner_role(hit.owner) == caller.role
+        hit.references, live = await resolve_all(caller, stored, scope, own=own)
         derefs += [(hit.id, target) for target in live]
     if not derefs or not caller.store.writable:
         return

@@ -357,20 +357,27 @@ async def capture_all(caller: Caller, records: Sequence[Memory]) -> None:
 
 
 async def resolve_all(
-    caller: Caller, references: Sequence[Reference], scope: Scope
+    caller: Caller, references: Sequence[Reference], scope: Scope, *, own: bool = False
 ) -> tuple[list[ResolvedReference], list[str]]:
     """Resolve references now; also return the memory ids that resolved LIVE (for deref).
 
-    A `memory:` target the reader's scope hides shows as HIDDEN, without its id or the
-    snapshot captured at write time: a reference must not relay what the scope gates.
+    A `memory:` target the reader's scope hides, or another role forgot (`Caller.withdrawn`;
+    unless the reference is in a memory of the reader's `own` role), shows as HIDDEN,
+    without its id or the snapshot captured at write time: a reference must not relay what
+    the scope gates.
     """
     targets = memory_targets(references)
     contents = await visible_contents(caller, targets, scope)
     owners = await caller.store.owners_of(targets)
+    # What another role forgot is hidden as an unreadable role's is: its snapshot is its words.
+    # In the reader's `own` memory the snapshot is the reader's, taken when it could read it.
+    gone = await caller.withdrawn_among(targets) if targets and not own else set()
     private = private_files(caller.settings)
     resolved = []
     for r in references:
-        if r.kind == "memory" and r.target in owners and not scope.allows(owners[r.target]):
+        if r.kind == "memory" and (
+            r.target in gone or (r.target in owners and not scope.allows(owners[r.target]))
+        ):
             resolved.append(ResolvedReference(uri="memory:(hidden)", state="HIDDEN"))
         elif r.kind != "file":
             resolved.append(resolve(r, root=caller.settings.reference_root, lookup=contents.get))

@@ -44,6 +44,7 @@ from ..domain.imports import (
     older_accesses,
 )
 from ..domain.inputs import build_memory
+from ..domain.references import memory_targets
 from ..domain.requests import AuthorRequest, request_of
 from ..domain.schema import Edge, Memory, Trigger, as_utc, now as utc_now
 from ..domain.scope import OTHER_READER, owner_role
@@ -690,6 +691,12 @@ async def export_records(caller: Caller, *, include_archived: bool = False) -> A
             # With each preview as it was captured: an import keeps it rather than capture it
             # again (the memory it names may come later in the file, or be archived; a file
             # may be under no root there).
+            # A shared memory's reference to one the user forgot (`Caller.withdrawn`) is left
+            # out of a role's file, as from its view: its preview is the forgotten words. The
+            # role's own references go whole, as its own links do.
+            gone = set()
+            if owner_role(memory.owner) != caller.role:
+                gone = await caller.withdrawn_among(memory_targets(memory.references))
             record["references"] = [
                 {
                     "uri": r.uri,
@@ -698,6 +705,7 @@ async def export_records(caller: Caller, *, include_archived: bool = False) -> A
                     "root": r.root,
                 }
                 for r in memory.references
+                if not (r.kind == "memory" and r.target in gone)
             ]
             record["authored_importance"] = memory.authored
             accesses = await _all_accesses(caller, memory)

@@ -108,6 +108,12 @@ async def view(
     edges = await caller.store.edges_of(memory.id)
     owners = await caller.store.owners_of([e.target for e in edges]) if edges else {}
     visible = [e for e in edges if e.target in owners and scope.allows(owners[e.target])]
+    own = owner_role(memory.owner) == caller.role
+    if visible and not own:
+        # Another's link to what another role forgot (`Caller.withdrawn`) is not there; a
+        # role's own links stay (its export carries them, a revive brings the target back).
+        gone = await caller.withdrawn_among(e.target for e in visible)
+        visible = [e for e in visible if e.target not in gone]
     # A view is bounded like every reply: the strongest edges, and how many there are.
     strongest = sorted(visible, key=lambda e: (-e.weight, e.created_at))
     shown_edges = [e.model_dump(mode="json") for e in strongest[:edge_limit]]
@@ -119,7 +125,7 @@ async def view(
     # as a recall's flags do.
     forgotten = memory.archived and not memory.faded
     newer = None if forgotten or not successor else await successor_of(caller, memory, scope)
-    references, _ = await resolve_all(caller, memory.references, scope)
+    references, _ = await resolve_all(caller, memory.references, scope, own=own)
     return MemoryView(
         id=memory.id,
         type=memory.type,

@@ -64,3 +64,55 @@ async def test_the_access_log_leaves_out_what_another_role_forgot(store_target):
         assert shared_gone not in {mid for _, mid, _ in await bob.recent_accesses(limit=500)}
     async with _open(store_target, "") as user:
         assert shared_gone in {mid for _, mid, _ in await user.recent_accesses(limit=500)}
+
+
+async def test_a_link_or_reference_to_what_another_role_forgot_shows_nothing_of_it(
+    store_target,
+):
+    kept, gone = await _linked_pair(store_target, "bob")
+    shared_kept, shared_gone = await _linked_pair(store_target, "")
+    hidden = [("memory:(hidden)", "HIDDEN", "")]
+    async with _open(store_target, "carol", read=["bob"]) as carol:
+        for center, scope in ((kept, "*"), (shared_kept, "mine")):
+            seen = await carol.get(center, scope=scope)
+            assert seen.edges == []
+            assert [(r.uri, r.state, r.value) for r in seen.references] == hidden
+        hit = [h for h in (await carol.recall(KEPT, scope="*", k=10)).hits if h.id == kept]
+        assert [(r.uri, r.state, r.value) for r in hit[0].references] == hidden
+    async with _open(store_target, "bob") as bob:
+        own = await bob.get(kept)
+        assert [e["target"] for e in own.edges] == [gone]
+        assert [r.value for r in own.references] == [FORGOTTEN]
+        # Bob's own link and reference to a shared memory the user then forgot are bob's:
+        # its view and its export keep them (an export | import must not lose them).
+        mine = await bob.author(
+            "Bob's note on the lawyer",
+            references=[f"memory:{shared_kept}"],
+            links=[{"target": shared_kept, "relation": "related"}],
+        )
+    async with _open(store_target, "") as user:
+        await user.forget(shared_kept, reason="should never have been shared")
+        line = [r async for r in user.export_records() if r["id"] == shared_kept]
+        assert line == []
+        line = [r async for r in user.export_records(include_archived=True)]
+        line = [r for r in line if r["id"] == shared_kept]
+        assert [e["target"] for e in line[0]["edges"]] == [shared_gone]
+        assert [r["preview"] for r in line[0]["references"]] == [FORGOTTEN]
+    async with _open(store_target, "bob") as bob:
+        own = await bob.get(mine.id)
+        assert [e["target"] for e in own.edges] == [shared_kept]
+        assert [r.value for r in own.references] == [KEPT]
+        lines = {r["id"]: r async for r in bob.export_records(include_archived=True)}
+        assert shared_kept not in lines
+        assert [e["target"] for e in lines[mine.id]["edges"]] == [shared_kept]
+        assert [r["preview"] for r in lines[mine.id]["references"]] == [KEPT]
+
+
+async def test_a_roles_export_leaves_out_a_shared_memorys_reference_to_a_forgotten_one(
+    store_target,
+):
+    shared_kept, _ = await _linked_pair(store_target, "")
+    async with _open(store_target, "bob") as bob:
+        lines = {r["id"]: r async for r in bob.export_records(include_archived=True)}
+        assert lines[shared_kept]["edges"] == [] and lines[shared_kept]["references"] == []
+        assert FORGOTTEN not in str(lines)
