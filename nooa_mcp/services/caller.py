@@ -99,12 +99,9 @@ class Caller:
         read grant, and the shared memories every role sees, reach live and faded memories,
         never what their owner withdrew (DESIGN.md §10). A forgotten memory stays readable by
         id to its own role (the shared owner for a shared one): they may revive it."""
-        if owner is None:
-            owner = (await self.store.owners_of([memory_id])).get(memory_id)
-        if owner is None or owner_role(owner) == self.role:
-            return False
-        memory = await self.store.fetch(memory_id)
-        return memory is not None and memory.archived and not memory.faded
+        if owner is not None and owner_role(owner) == self.role:
+            return False  # its own role's: no read needed
+        return memory_id in await self.withdrawn_among([memory_id])
 
     async def withdrawn_among(self, memory_ids: Iterable[str]) -> set[str]:
         """Those of `memory_ids` that are `withdrawn` for this caller, in one store read: for
