@@ -130,11 +130,27 @@ def labels_fit(kept: Memory, again: Memory) -> bool:
     not keep them all keeps both memories: folded, the labels past the bound were refused, and
     that failure stopped every pass of the role; the references past it were cut, and the
     duplicate's no longer reached from the memory recall shows in its place."""
-    uris = {r.uri for r in (*kept.references, *again.references)}
-    return len(uris) <= MAX_REFERENCES and all(
-        len({*mine, *theirs}) <= MAX_LABELS
-        for mine, theirs in ((kept.tags, again.tags), (kept.entities, again.entities))
-    )
+    return _past_bound(kept, again) is None
+
+
+def _past_bound(kept: Memory, again: Memory) -> tuple[str, int, int, int] | None:
+    """The first of tags, entities and references that `kept` could not hold with `again`'s
+    new ones: (field, how many it has, how many are new, the bound); None when all fit."""
+    for field, mine, theirs, bound in (
+        ("tags", kept.tags, again.tags, MAX_LABELS),
+        ("entities", kept.entities, again.entities, MAX_LABELS),
+        (
+            "references",
+            [r.uri for r in kept.references],
+            [r.uri for r in again.references],
+            MAX_REFERENCES,
+        ),
+    ):
+        held = set(mine)
+        new = [x for x in dict.fromkeys(theirs) if x not in held]
+        if len(held) + len(new) > bound:
+            return field, len(held), len(new), bound
+    return None
 
 
 _ONE = {"tags": "tag", "entities": "entity", "references": "reference", "new": "new one"}
@@ -158,27 +174,18 @@ def absorb_labels(kept: Memory, again: Memory) -> None:
             with references past the bound was answered `exists` with the last ones dropped,
             and one with tags past it was refused as "60 labels given" when 30 were.
     """
-    for field, mine, theirs, bound in (
-        ("tags", kept.tags, again.tags, MAX_LABELS),
-        ("entities", kept.entities, again.entities, MAX_LABELS),
-        (
-            "references",
-            [r.uri for r in kept.references],
-            [r.uri for r in again.references],
-            MAX_REFERENCES,
-        ),
-    ):
-        new = [x for x in dict.fromkeys(theirs) if x not in set(mine)]
-        if len(mine) + len(new) > bound:
-            fits = max(bound - len(mine), 0)
-            fix = f"Pass at most {_count(fits, 'new ' + field)}." if fits else ""
-            raise InvalidInput(
-                field,
-                f"memory {kept.id[:8]} says this already and has {_count(len(mine), field)}; "
-                f"with the {_count(len(new), 'new')} given it would have "
-                f"{len(mine) + len(new)}, and a memory has at most {bound}.",
-                fix or f"Pass no new {field}.",
-            )
+    past = _past_bound(kept, again)
+    if past is not None:
+        field, has, new, bound = past
+        fits = max(bound - has, 0)
+        fix = f"Pass at most {_count(fits, 'new ' + field)}." if fits else ""
+        raise InvalidInput(
+            field,
+            f"memory {kept.id[:8]} says this already and has {_count(has, field)}; "
+            f"with the {_count(new, 'new')} given it would have {has + new}, and a memory has "
+            f"at most {bound}.",
+            fix or f"Pass no new {field}.",
+        )
     kept.tags = clean_labels(kept.tags + again.tags, "tags")
     kept.entities = clean_labels(kept.entities + again.entities, "entities")
     held = {r.uri for r in kept.references}
