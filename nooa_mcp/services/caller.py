@@ -83,7 +83,8 @@ class Caller:
             memory_id = await self.store.resolve_id(normalise_id(ident, field), field, scope)
         except AmbiguousId as several:
             # Nor are another role's forgotten memories (`withdrawn`).
-            kept = [c for c in several.candidates if not await self.withdrawn(c)]
+            gone = await self.withdrawn_among(several.candidates)
+            kept = [c for c in several.candidates if c not in gone]
             if len(kept) > 1:
                 raise AmbiguousId(several.prefix, kept, field) from None
             if not kept:
