@@ -39,7 +39,7 @@ from ..domain.schema import (
     parse_link,
 )
 from ..engine import text_of
-from ..errors import InvalidInput, NooaError, NotFound
+from ..errors import InvalidInput, NotFound
 from ..storage.base import VectorRow
 from ..storage.rows import facts_of
 from . import provenance, reminders
@@ -72,16 +72,9 @@ async def _capture(
         kept.append(snapshots)
         order.append([r.uri for r in record.references])
         record.references = [r for r in record.references if r.uri not in snapshots]
-    for at, record in enumerate(records):
-        if not record.references:
-            continue
-        try:
-            await capture_all(caller, [record])
-        except NooaError as exc:
-            # A reference that cannot be captured (a `memory:` id not found or read-only, a
-            # file outside the root): which item, so an import names its line.
-            exc.item = at if exc.item is None else exc.item
-            raise
+    # A reference that cannot be captured (a `memory:` id not found or read-only, a file
+    # outside the root) says which item: an import names its line.
+    await capture_all(caller, records)
     for record, snapshots, uris in zip(records, kept, order, strict=True):
         if snapshots:
             captured = {r.uri: r for r in record.references}

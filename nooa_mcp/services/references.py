@@ -27,7 +27,7 @@ from ..domain.references import PREVIEW_CHARS, check_relative, clip, memory_targ
 from ..domain.replies import ResolvedReference
 from ..domain.schema import Memory, Reference, now
 from ..domain.scope import Scope
-from ..errors import InvalidInput, ReferenceOutsideRoot
+from ..errors import InvalidInput, NooaError, ReferenceOutsideRoot
 from .caller import Caller
 
 __all__ = [
@@ -323,37 +323,47 @@ async def capture_all(caller: Caller, records: Sequence[Memory]) -> None:
     A reference that arrives with a preview (an import) keeps its snapshot untouched.
 
     Raises:
-        InvalidInput / ReferenceOutsideRoot / NotFound: a reference cannot be captured.
+        InvalidInput / ReferenceOutsideRoot / NotFound: a reference cannot be captured; the
+            error's `item` is the record's place among `records` (an import names its line).
         OwnerForbidden: a `memory:` target of a role a server-side grant lets the caller read.
     """
     private = private_files(caller.settings)
-    for record in records:
+    for at, record in enumerate(records):
         if not record.references:
             continue
-        captured: list[Reference] = []
-        for ref in record.references:
-            if ref.preview:
-                captured.append(ref)  # imported with its snapshot: keep it as it was
-                continue
-            if ref.kind == "memory":
-                # A granted role's memory is read-only, said as such (recall shows it), as a
-                # link to one is; an unreadable id stays plainly not found.
-                full = await caller.resolve_writable(ref.target, "references", "reference")
-                ref = ref.model_copy(update={"target": full})
-            contents = await visible_contents(caller, memory_targets([ref]))
-            root = caller.settings.reference_root
-            if ref.kind != "file":
-                captured.append(capture(ref, root=root, lookup=contents.get))
-                continue
-            try:
-                captured.append(await _off_loop(capture, ref, root=root, private=private))
-            except TimeoutError:
-                raise InvalidInput(
-                    "references",
-                    f"file:{ref.target} did not answer within {READ_SECONDS:g} s.",
-                    "Reference a file on a responsive disk.",
-                ) from None
-        record.references = captured
+        try:
+            record.references = await _captured(caller, record, private)
+        except NooaError as exc:
+            exc.item = at if exc.item is None else exc.item
+            raise
+
+
+async def _captured(caller: Caller, record: Memory, private: tuple[str, ...]) -> list[Reference]:
+    """`record`'s references, each captured (`capture_all`)."""
+    captured: list[Reference] = []
+    for ref in record.references:
+        if ref.preview:
+            captured.append(ref)  # imported with its snapshot: keep it as it was
+            continue
+        if ref.kind == "memory":
+            # A granted role's memory is read-only, said as such (recall shows it), as a
+            # link to one is; an unreadable id stays plainly not found.
+            full = await caller.resolve_writable(ref.target, "references", "reference")
+            ref = ref.model_copy(update={"target": full})
+        contents = await visible_contents(caller, memory_targets([ref]))
+        root = caller.settings.reference_root
+        if ref.kind != "file":
+            captured.append(capture(ref, root=root, lookup=contents.get))
+            continue
+        try:
+            captured.append(await _off_loop(capture, ref, root=root, private=private))
+        except TimeoutError:
+            raise InvalidInput(
+                "references",
+                f"file:{ref.target} did not answer within {READ_SECONDS:g} s.",
+                "Reference a file on a responsive disk.",
+            ) from None
+    return captured
 
 
 async def resolve_all(
